@@ -1,0 +1,132 @@
+//! The journal's errors. Each names what went wrong and where: the journal's location, the
+//! segment file, the byte offset.
+
+use crate::framing::BadFrame;
+use crate::segment::BadHeader;
+use std::io;
+use std::sync::Arc;
+
+/// Where in a journal something is: a segment and a byte offset in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    pub segment: u64,
+    pub offset: u64,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "segment {} offset {}",
+            crate::segment::file_name(self.segment),
+            self.offset
+        )
+    }
+}
+
+/// What is wrong with a corrupt journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorruptionKind {
+    /// A segment header is unreadable, or from an unsupported version.
+    BadHeader(BadHeader),
+    /// A record frame is bad and a valid record (or a later segment) follows it, so this is not
+    /// a torn tail.
+    BadRecord(BadFrame),
+    /// A valid record whose seq is not the one expected (a gap or a repeat).
+    SeqGap { expected: u64, found: u64 },
+    /// A segment header whose first seq does not continue the previous segment.
+    FirstSeqMismatch { expected: u64, found: u64 },
+    /// A segment from another journal.
+    JournalIdMismatch,
+    /// A segment header whose number does not match its file name.
+    SegmentNumberMismatch { expected: u64, found: u64 },
+    /// Segment numbers skip one: the named segment is missing.
+    MissingSegment { missing: u64 },
+}
+
+impl std::fmt::Display for CorruptionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CorruptionKind::BadHeader(h) => write!(f, "{h}"),
+            CorruptionKind::BadRecord(b) => write!(f, "{b}, and valid data follows"),
+            CorruptionKind::SeqGap { expected, found } => {
+                write!(f, "seq gap: expected seq {expected}, found {found}")
+            }
+            CorruptionKind::FirstSeqMismatch { expected, found } => write!(
+                f,
+                "segment header says first seq {found}, previous segment ends before {expected}"
+            ),
+            CorruptionKind::JournalIdMismatch => {
+                write!(f, "segment belongs to another journal (journal id differs)")
+            }
+            CorruptionKind::SegmentNumberMismatch { expected, found } => write!(
+                f,
+                "segment header says number {found}, file name says {expected}"
+            ),
+            CorruptionKind::MissingSegment { missing } => write!(
+                f,
+                "segment {} is missing",
+                crate::segment::file_name(*missing)
+            ),
+        }
+    }
+}
+
+/// Corruption found by the reader: what, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt journal at {position}: {kind}")]
+pub struct Corruption {
+    pub position: Position,
+    pub kind: CorruptionKind,
+}
+
+/// Everything that can go wrong with a journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("{location}: {op} {file}: {source}")]
+    Io {
+        location: String,
+        op: &'static str,
+        file: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{location}: journal is locked by another writer (a live session, or a recovery in progress)")]
+    Locked { location: String },
+    #[error("{location}: {corruption}")]
+    Corrupt {
+        location: String,
+        corruption: Corruption,
+    },
+    #[error("record of {size_bytes} bytes is over the limit of {size_bytes_max} bytes")]
+    RecordTooLarge {
+        size_bytes: u64,
+        size_bytes_max: u64,
+    },
+    #[error("cannot encode record: {0}")]
+    Encode(crate::codec::CodecError),
+    #[error("cannot sync through seq {seq}: the last appended seq is {last}")]
+    NotAppended { seq: u64, last: u64 },
+    /// Fail-stop (DESIGN.md I10): an earlier write or sync failed, so nothing more is written.
+    #[error("journal stopped after an earlier failure: {0}")]
+    Poisoned(Arc<JournalError>),
+}
+
+impl JournalError {
+    /// The original failure when this error is a poisoned journal's, else itself.
+    pub fn root(&self) -> &JournalError {
+        match self {
+            JournalError::Poisoned(cause) => cause.root(),
+            other => other,
+        }
+    }
+}
+
+/// A record whose bytes are intact but whose payload does not decode as the expected type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record seq {seq} at {position}: payload does not decode: {message}")]
+pub struct DecodeError {
+    pub seq: u64,
+    pub position: Position,
+    pub message: String,
+}

@@ -1,0 +1,108 @@
+//! `journal`: tooljournal's on-disk log.
+//!
+//! A journal is a directory of segment files holding checksummed, seq-numbered records. It knows
+//! bytes and records, nothing about tools: the runtime decides what a record means, this crate
+//! decides whether it is intact and whether it is durable.
+//!
+//! - [`Journal`] appends records and makes them durable with group commit: `append` returns a
+//!   seq at once, `sync_through(seq)` resolves when that record is on disk, and callers waiting
+//!   together share one fdatasync. Any write or sync failure poisons the journal (fail-stop).
+//! - [`Reader`] streams records back and ends [`ReadEnd::Clean`], [`ReadEnd::TornTail`] or
+//!   [`ReadEnd::Corrupt`].
+//! - [`storage`] is the seam every byte goes through; [`SimStorage`] injects faults and power
+//!   loss for tests.
+//!
+//! The byte format is in `docs/FORMAT.md`.
+
+pub mod codec;
+mod error;
+pub mod framing;
+mod reader;
+pub mod segment;
+pub mod storage;
+mod writer;
+
+pub use error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
+pub use reader::{ReadEnd, Reader, Record, TornReason, TornTail};
+pub use storage::{FsStorage, SimStorage, Storage};
+pub use writer::{Journal, JournalStats, OpenReport};
+
+use std::str::FromStr;
+
+/// Size limits, on write and on read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest record body (seq + payload) in bytes. Checked on append and on read.
+    pub record_size_bytes_max: u32,
+    /// A segment is closed and the next begun before it would grow past this. A single record
+    /// larger than this still gets a segment of its own.
+    pub segment_size_bytes_max: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            record_size_bytes_max: 16 << 20,
+            segment_size_bytes_max: 64 << 20,
+        }
+    }
+}
+
+/// When appended records are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Every `append` writes and fdatasyncs before it returns (one sync per record).
+    Always,
+    /// `append` buffers; `sync_through` makes records durable, sharing one fdatasync among all
+    /// callers waiting at the same time. The default.
+    #[default]
+    Group,
+    /// Never fdatasync; `sync_through` only hands the bytes to the OS. **Unsafe**: a power loss
+    /// can lose records the caller believes durable. For benchmarks and tests only.
+    Never,
+}
+
+impl FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FsyncPolicy, String> {
+        match s {
+            "always" => Ok(FsyncPolicy::Always),
+            "group" => Ok(FsyncPolicy::Group),
+            "never" => Ok(FsyncPolicy::Never),
+            other => Err(format!(
+                "unknown fsync policy {other:?} (expected always, group or never)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for FsyncPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::Group => "group",
+            FsyncPolicy::Never => "never",
+        })
+    }
+}
+
+/// How a [`Journal`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub limits: Limits,
+    pub fsync: FsyncPolicy,
+    /// Appended bytes held in memory before they are written to the file (not synced) even
+    /// without a sync request: bounds memory, and keeps unsynced data in the OS page cache,
+    /// where it survives a killed process.
+    pub write_buffer_bytes_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            limits: Limits::default(),
+            fsync: FsyncPolicy::Group,
+            write_buffer_bytes_max: 1 << 20,
+        }
+    }
+}

@@ -1,0 +1,477 @@
+//! The streaming reader: yields records in seq order and says how the journal ends.
+//!
+//! Why it works this way: a crash can leave the last segment ending anywhere, even inside a
+//! record, and that is normal (a *torn tail*); damage anywhere else is *corruption* and must
+//! never be skipped silently (DESIGN.md I7). The two are told apart by one rule: a bad record is
+//! a torn tail only when it is in the last segment and no valid record follows it. So on a bad
+//! record the reader scans the rest of the segment for any frame that checks; if one exists, what
+//! it stopped at is corruption.
+//!
+//! Memory is bounded by the read window (1 MiB) or the largest record, whichever is larger.
+
+use crate::codec;
+use crate::error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
+use crate::framing::{self, BadFrame, FrameCheck, FRAME_BYTES_MIN};
+use crate::segment::{self, BadHeader, SegmentHeader, HEADER_BYTES};
+use crate::storage::{read_full_at, ReadAt, Storage};
+use crate::Limits;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+const READ_WINDOW_BYTES: u64 = 1 << 20;
+
+/// One record as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub position: Position,
+    /// The frame's total size on disk, prefix included.
+    pub frame_bytes: u64,
+    pub payload: Vec<u8>,
+}
+
+impl Record {
+    /// Decodes the payload as a `T`. A failure names the record's seq and position.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        codec::decode(&self.payload).map_err(|e| DecodeError {
+            seq: self.seq,
+            position: self.position,
+            message: e.message,
+        })
+    }
+}
+
+/// A torn tail: where the valid data ends and how many bytes follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The first byte that is not part of a valid record.
+    pub position: Position,
+    /// Bytes from `position` to the end of the last segment: what a resume drops.
+    pub dropped_bytes: u64,
+    /// What was found at `position`.
+    pub reason: TornReason,
+}
+
+/// What a torn tail looks like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TornReason {
+    /// A record frame that does not check (cut short, zeros, garbage).
+    Frame(BadFrame),
+    /// The last segment is shorter than its header.
+    ShortHeader,
+}
+
+impl std::fmt::Display for TornReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TornReason::Frame(b) => write!(f, "{b}"),
+            TornReason::ShortHeader => write!(f, "last segment shorter than its header"),
+        }
+    }
+}
+
+/// How reading a journal ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// Every byte belongs to a valid record.
+    Clean,
+    /// Valid records, then a torn tail in the last segment.
+    TornTail(TornTail),
+    /// Corruption: reading stopped here. Records before it were returned.
+    Corrupt(Corruption),
+}
+
+/// Where a writer reopening the journal continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tail {
+    pub journal_id: [u8; 16],
+    /// The last segment with a whole header, and the end of its valid data.
+    pub valid_end: Position,
+    pub records_in_segment: u64,
+    pub next_seq: u64,
+}
+
+struct Cursor {
+    number: u64,
+    file: Box<dyn ReadAt>,
+    len_bytes: u64,
+    pos: u64,
+    window: Vec<u8>,
+    window_start: u64,
+    records: u64,
+}
+
+impl Cursor {
+    /// Up to `n` bytes at `offset` (fewer at the end of the file).
+    fn bytes(&mut self, offset: u64, n: u64) -> std::io::Result<&[u8]> {
+        let end = offset.saturating_add(n).min(self.len_bytes);
+        let offset = offset.min(end);
+        let window_end = self.window_start + self.window.len() as u64;
+        if offset < self.window_start || end > window_end {
+            let want = (end - offset)
+                .max(READ_WINDOW_BYTES)
+                .min(self.len_bytes - offset);
+            self.window.resize(want as usize, 0);
+            let got = read_full_at(self.file.as_ref(), offset, &mut self.window)?;
+            self.window.truncate(got);
+            self.window_start = offset;
+        }
+        let from = (offset - self.window_start) as usize;
+        let to = ((end - self.window_start) as usize).min(self.window.len());
+        Ok(&self.window[from..to.max(from)])
+    }
+
+    /// Whether any valid frame starts after `offset` in this segment.
+    fn valid_frame_after(&mut self, offset: u64, length_max: u32) -> std::io::Result<bool> {
+        let mut p = offset + 1;
+        while p + FRAME_BYTES_MIN as u64 <= self.len_bytes {
+            let need = framing::bytes_needed(self.bytes(p, FRAME_BYTES_MIN as u64)?, length_max);
+            if need > FRAME_BYTES_MIN as u64 {
+                if let FrameCheck::Valid { .. } = framing::check(self.bytes(p, need)?, length_max) {
+                    return Ok(true);
+                }
+            }
+            p += 1;
+        }
+        Ok(false)
+    }
+}
+
+/// Reads a journal's records in order. Iterate it; when it returns `None`, [`Reader::end`] says
+/// whether the journal was clean, torn or corrupt. An `Err` item is an I/O error; iteration stops
+/// after it and `end` stays `None`.
+pub struct Reader {
+    storage: Arc<dyn Storage>,
+    segments: Vec<u64>,
+    next_index: usize,
+    tail_only: bool,
+    cursor: Option<Cursor>,
+    expected_seq: u64,
+    journal_id: Option<[u8; 16]>,
+    limits: Limits,
+    end: Option<ReadEnd>,
+    failed: bool,
+    records: u64,
+    tail: Option<Tail>,
+}
+
+impl Reader {
+    /// Opens the journal in `storage` for reading. Takes no lock: reading a live journal is
+    /// allowed and sees whatever has been written so far.
+    pub fn open(storage: Arc<dyn Storage>, limits: Limits) -> Result<Reader, JournalError> {
+        Reader::new(storage, limits, false)
+    }
+
+    /// Reads only the last two segments (enough to find where a writer continues).
+    pub(crate) fn open_tail(
+        storage: Arc<dyn Storage>,
+        limits: Limits,
+    ) -> Result<Reader, JournalError> {
+        Reader::new(storage, limits, true)
+    }
+
+    fn new(
+        storage: Arc<dyn Storage>,
+        limits: Limits,
+        tail_only: bool,
+    ) -> Result<Reader, JournalError> {
+        let names = storage.list().map_err(|source| JournalError::Io {
+            location: storage.location(),
+            op: "list",
+            file: ".".into(),
+            source,
+        })?;
+        let mut segments: Vec<u64> = names
+            .iter()
+            .filter_map(|n| segment::parse_file_name(n))
+            .collect();
+        segments.sort_unstable();
+        let next_index = if tail_only {
+            segments.len().saturating_sub(2)
+        } else {
+            0
+        };
+        Ok(Reader {
+            storage,
+            segments,
+            next_index,
+            tail_only,
+            cursor: None,
+            expected_seq: 1,
+            journal_id: None,
+            limits,
+            end: None,
+            failed: false,
+            records: 0,
+            tail: None,
+        })
+    }
+
+    /// How the journal ends; `None` until iteration has returned `None` (or after an I/O error).
+    pub fn end(&self) -> Option<&ReadEnd> {
+        self.end.as_ref()
+    }
+
+    /// Records returned so far.
+    pub fn records_read(&self) -> u64 {
+        self.records
+    }
+
+    /// Reads to the end, discarding records; returns how the journal ends.
+    pub fn drain(mut self) -> Result<(ReadEnd, u64), JournalError> {
+        for item in self.by_ref() {
+            item?;
+        }
+        let end = self
+            .end
+            .clone()
+            .expect("iteration finished without an I/O error");
+        Ok((end, self.records))
+    }
+
+    pub(crate) fn into_tail(self) -> Option<Tail> {
+        self.tail
+    }
+
+    fn io_error(&self, op: &'static str, segment: u64, source: std::io::Error) -> JournalError {
+        JournalError::Io {
+            location: self.storage.location(),
+            op,
+            file: segment::file_name(segment),
+            source,
+        }
+    }
+
+    fn corrupt(&mut self, segment: u64, offset: u64, kind: CorruptionKind) {
+        self.end = Some(ReadEnd::Corrupt(Corruption {
+            position: Position { segment, offset },
+            kind,
+        }));
+    }
+
+    /// Opens the next segment and checks its header. `Ok(false)` when reading has ended.
+    fn open_next_segment(&mut self) -> Result<bool, JournalError> {
+        let Some(&number) = self.segments.get(self.next_index) else {
+            self.end = Some(ReadEnd::Clean);
+            return Ok(false);
+        };
+        let is_last = self.next_index + 1 == self.segments.len();
+        let expected_number = match (self.next_index, self.tail_only) {
+            (0, true) => number,
+            (0, false) => 0,
+            (i, _) => self.segments[i - 1] + 1,
+        };
+        if number != expected_number {
+            self.corrupt(
+                expected_number,
+                0,
+                CorruptionKind::MissingSegment {
+                    missing: expected_number,
+                },
+            );
+            return Ok(false);
+        }
+        let name = segment::file_name(number);
+        let file = self
+            .storage
+            .open_read(&name)
+            .map_err(|e| self.io_error("open", number, e))?;
+        let len_bytes = file
+            .len_bytes()
+            .map_err(|e| self.io_error("stat", number, e))?;
+        let mut header = [0u8; HEADER_BYTES];
+        let got = read_full_at(file.as_ref(), 0, &mut header)
+            .map_err(|e| self.io_error("read", number, e))?;
+        let header = match SegmentHeader::decode(&header[..got]) {
+            Ok(h) => h,
+            Err(BadHeader::Short { .. }) if is_last => {
+                self.end = Some(ReadEnd::TornTail(TornTail {
+                    position: Position {
+                        segment: number,
+                        offset: 0,
+                    },
+                    dropped_bytes: len_bytes,
+                    reason: TornReason::ShortHeader,
+                }));
+                return Ok(false);
+            }
+            Err(bad) => {
+                self.corrupt(number, 0, CorruptionKind::BadHeader(bad));
+                return Ok(false);
+            }
+        };
+        if header.segment_number != number {
+            self.corrupt(
+                number,
+                0,
+                CorruptionKind::SegmentNumberMismatch {
+                    expected: number,
+                    found: header.segment_number,
+                },
+            );
+            return Ok(false);
+        }
+        let first_opened = self.journal_id.is_none();
+        match self.journal_id {
+            Some(id) if id != header.journal_id => {
+                self.corrupt(number, 0, CorruptionKind::JournalIdMismatch);
+                return Ok(false);
+            }
+            _ => self.journal_id = Some(header.journal_id),
+        }
+        // Reading only the tail, the first segment's first seq cannot be checked: trust it.
+        let first_seq_known = !(self.tail_only && first_opened);
+        if first_seq_known && header.first_seq != self.expected_seq {
+            self.corrupt(
+                number,
+                0,
+                CorruptionKind::FirstSeqMismatch {
+                    expected: self.expected_seq,
+                    found: header.first_seq,
+                },
+            );
+            return Ok(false);
+        }
+        self.expected_seq = header.first_seq;
+        self.next_index += 1;
+        self.tail = Some(Tail {
+            journal_id: header.journal_id,
+            valid_end: Position {
+                segment: number,
+                offset: HEADER_BYTES as u64,
+            },
+            records_in_segment: 0,
+            next_seq: header.first_seq,
+        });
+        self.cursor = Some(Cursor {
+            number,
+            file,
+            len_bytes,
+            pos: HEADER_BYTES as u64,
+            window: Vec::new(),
+            window_start: 0,
+            records: 0,
+        });
+        Ok(true)
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>, JournalError> {
+        loop {
+            if self.end.is_some() {
+                return Ok(None);
+            }
+            if self.cursor.is_none() && !self.open_next_segment()? {
+                return Ok(None);
+            }
+            let mut cursor = self.cursor.take().expect("opened above");
+            match self.step(&mut cursor)? {
+                Step::Record(record) => {
+                    self.cursor = Some(cursor);
+                    return Ok(Some(record));
+                }
+                Step::SegmentDone => continue,
+                Step::Ended => return Ok(None),
+            }
+        }
+    }
+
+    /// Reads the frame at the cursor.
+    fn step(&mut self, cursor: &mut Cursor) -> Result<Step, JournalError> {
+        let length_max = self.limits.record_size_bytes_max;
+        let (number, pos) = (cursor.number, cursor.pos);
+        if pos >= cursor.len_bytes {
+            return Ok(Step::SegmentDone);
+        }
+        let prefix = cursor
+            .bytes(pos, FRAME_BYTES_MIN as u64)
+            .map_err(|e| self.io_error("read", number, e))?;
+        let need = framing::bytes_needed(prefix, length_max);
+        let bytes = cursor
+            .bytes(pos, need)
+            .map_err(|e| self.io_error("read", number, e))?;
+        let here = Position {
+            segment: number,
+            offset: pos,
+        };
+        match framing::check(bytes, length_max) {
+            FrameCheck::Valid { seq, frame_bytes } => {
+                if seq != self.expected_seq {
+                    let expected = self.expected_seq;
+                    self.corrupt(
+                        number,
+                        pos,
+                        CorruptionKind::SeqGap {
+                            expected,
+                            found: seq,
+                        },
+                    );
+                    return Ok(Step::Ended);
+                }
+                let payload = framing::payload(bytes).to_vec();
+                cursor.pos += frame_bytes;
+                cursor.records += 1;
+                self.expected_seq += 1;
+                self.records += 1;
+                self.tail = Some(Tail {
+                    journal_id: self.journal_id.expect("set with the header"),
+                    valid_end: Position {
+                        segment: number,
+                        offset: cursor.pos,
+                    },
+                    records_in_segment: cursor.records,
+                    next_seq: self.expected_seq,
+                });
+                Ok(Step::Record(Record {
+                    seq,
+                    position: here,
+                    frame_bytes,
+                    payload,
+                }))
+            }
+            FrameCheck::Bad(bad) => {
+                let is_last = self.next_index == self.segments.len();
+                let torn = is_last
+                    && !cursor
+                        .valid_frame_after(pos, length_max)
+                        .map_err(|e| self.io_error("read", number, e))?;
+                self.end = Some(if torn {
+                    ReadEnd::TornTail(TornTail {
+                        position: here,
+                        dropped_bytes: cursor.len_bytes - pos,
+                        reason: TornReason::Frame(bad),
+                    })
+                } else {
+                    ReadEnd::Corrupt(Corruption {
+                        position: here,
+                        kind: CorruptionKind::BadRecord(bad),
+                    })
+                });
+                Ok(Step::Ended)
+            }
+        }
+    }
+}
+
+enum Step {
+    Record(Record),
+    SegmentDone,
+    Ended,
+}
+
+impl Iterator for Reader {
+    type Item = Result<Record, JournalError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.next_record() {
+            Ok(Some(record)) => Some(Ok(record)),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

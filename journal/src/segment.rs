@@ -1,0 +1,195 @@
+//! Segment files: their names and their 48-byte header.
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic          "TJRNSEG\0"
+//! 8       4     format_version u32 LE (this code writes and reads 1)
+//! 12      16    journal_id     random bytes chosen when the journal was created; same in every segment
+//! 28      8     segment_number u64 LE, 0 for the first segment, +1 for each next one
+//! 36      8     first_seq      u64 LE, the seq of the segment's first record (1 in segment 0)
+//! 44      4     header_crc     u32 LE, CRC-32 (IEEE) of bytes 0..44
+//! ```
+//!
+//! A segment is named `{segment_number:020}.segment`. It is born as `….segment.tmp`, its header
+//! synced, then renamed and the directory synced, so a segment that exists under its real name
+//! always has a whole header. Before the next segment is born the previous one is synced, so
+//! only the last segment can have a torn tail.
+
+/// Magic bytes at the start of every segment.
+pub const MAGIC: [u8; 8] = *b"TJRNSEG\0";
+/// The format version this code writes, and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Size of the segment header in bytes.
+pub const HEADER_BYTES: usize = 48;
+
+const SUFFIX: &str = ".segment";
+const TEMP_SUFFIX: &str = ".segment.tmp";
+
+/// The decoded header of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub journal_id: [u8; 16],
+    pub segment_number: u64,
+    pub first_seq: u64,
+}
+
+/// Why a segment header was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadHeader {
+    /// Fewer bytes than a header.
+    Short { len_bytes: u64 },
+    /// The first 8 bytes are not the magic.
+    Magic { found: [u8; 8] },
+    /// Written by a newer (or unknown) format version.
+    UnsupportedVersion { found: u32, supported: u32 },
+    /// The header's own checksum does not match.
+    Checksum { stored: u32, computed: u32 },
+}
+
+impl std::fmt::Display for BadHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadHeader::Short { len_bytes } => write!(
+                f,
+                "segment header cut short: {len_bytes} of {HEADER_BYTES} bytes"
+            ),
+            BadHeader::Magic { found } => write!(f, "bad magic {found:02x?}"),
+            BadHeader::UnsupportedVersion { found, supported } => write!(
+                f,
+                "unsupported format version {found} (this build reads up to {supported})"
+            ),
+            BadHeader::Checksum { stored, computed } => write!(
+                f,
+                "segment header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+        }
+    }
+}
+
+impl SegmentHeader {
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut out = [0u8; HEADER_BYTES];
+        out[0..8].copy_from_slice(&MAGIC);
+        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[12..28].copy_from_slice(&self.journal_id);
+        out[28..36].copy_from_slice(&self.segment_number.to_le_bytes());
+        out[36..44].copy_from_slice(&self.first_seq.to_le_bytes());
+        let crc = crc32fast::hash(&out[0..44]);
+        out[44..48].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes a header. The version is checked before the checksum: a future version may lay
+    /// its header out differently, and "written by a newer version" is the useful message then.
+    pub fn decode(bytes: &[u8]) -> Result<SegmentHeader, BadHeader> {
+        if bytes.len() < HEADER_BYTES {
+            return Err(BadHeader::Short {
+                len_bytes: bytes.len() as u64,
+            });
+        }
+        let magic: [u8; 8] = bytes[0..8].try_into().expect("slice of length 8");
+        if magic != MAGIC {
+            return Err(BadHeader::Magic { found: magic });
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("slice of length 4"));
+        if version != FORMAT_VERSION {
+            return Err(BadHeader::UnsupportedVersion {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let stored = u32::from_le_bytes(bytes[44..48].try_into().expect("slice of length 4"));
+        let computed = crc32fast::hash(&bytes[0..44]);
+        if stored != computed {
+            return Err(BadHeader::Checksum { stored, computed });
+        }
+        Ok(SegmentHeader {
+            journal_id: bytes[12..28].try_into().expect("slice of length 16"),
+            segment_number: u64::from_le_bytes(bytes[28..36].try_into().expect("length 8")),
+            first_seq: u64::from_le_bytes(bytes[36..44].try_into().expect("length 8")),
+        })
+    }
+}
+
+/// The file name of segment `number`.
+pub fn file_name(number: u64) -> String {
+    format!("{number:020}{SUFFIX}")
+}
+
+/// The temporary name a segment is born under.
+pub fn temp_name(number: u64) -> String {
+    format!("{number:020}{TEMP_SUFFIX}")
+}
+
+/// The segment number a file name stands for, if it names a segment.
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether a file name is a segment's temporary name (left behind by a crash mid-rotation).
+pub fn is_temp_name(name: &str) -> bool {
+    name.strip_suffix(TEMP_SUFFIX)
+        .is_some_and(|d| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Where the torn tail of segment `number` at `offset` is kept before truncation.
+pub fn quarantine_name(number: u64, offset: u64, attempt: u32) -> String {
+    if attempt == 0 {
+        format!("{number:020}{SUFFIX}.torn-at-{offset}")
+    } else {
+        format!("{number:020}{SUFFIX}.torn-at-{offset}.{attempt}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_detects_a_flipped_bit() {
+        let h = SegmentHeader {
+            journal_id: [3; 16],
+            segment_number: 9,
+            first_seq: 1234,
+        };
+        let mut bytes = h.encode();
+        assert_eq!(SegmentHeader::decode(&bytes), Ok(h));
+        bytes[30] ^= 1;
+        assert!(matches!(
+            SegmentHeader::decode(&bytes),
+            Err(BadHeader::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn future_version_is_named_as_such() {
+        let mut bytes = SegmentHeader {
+            journal_id: [0; 16],
+            segment_number: 0,
+            first_seq: 1,
+        }
+        .encode();
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        assert_eq!(
+            SegmentHeader::decode(&bytes),
+            Err(BadHeader::UnsupportedVersion {
+                found: 2,
+                supported: 1
+            })
+        );
+    }
+
+    #[test]
+    fn names_parse_back_and_others_are_ignored() {
+        assert_eq!(parse_file_name(&file_name(42)), Some(42));
+        assert_eq!(parse_file_name(&temp_name(42)), None);
+        assert!(is_temp_name(&temp_name(42)));
+        assert_eq!(parse_file_name(&quarantine_name(1, 5, 0)), None);
+        assert_eq!(parse_file_name("LOCK"), None);
+        assert_eq!(parse_file_name("0001.segment"), None);
+    }
+}

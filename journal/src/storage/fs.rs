@@ -1,0 +1,138 @@
+//! The real thing: a directory on a local file system.
+
+use super::{ReadAt, Storage, WriteFile};
+use std::any::Any;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The lock file's name inside a journal directory. It holds no data; its OS lock is the point.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// A journal directory on disk. Files are created 0600 and the directory 0700: a journal holds
+/// tool arguments and results, which are nobody else's business.
+#[derive(Debug, Clone)]
+pub struct FsStorage {
+    dir: PathBuf,
+}
+
+impl FsStorage {
+    /// Uses `dir`, creating it (and its parents) if needed.
+    pub fn create(dir: impl Into<PathBuf>) -> io::Result<FsStorage> {
+        let dir = dir.into();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        Ok(FsStorage { dir })
+    }
+
+    /// Uses an existing directory; fails if it is not one.
+    pub fn open(dir: impl Into<PathBuf>) -> io::Result<FsStorage> {
+        let dir = dir.into();
+        let meta = fs::metadata(&dir)?;
+        if !meta.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(FsStorage { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+struct FsRead(File);
+
+impl ReadAt for FsRead {
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        FileExt::read_at(&self.0, buf, offset)
+    }
+}
+
+struct FsWrite(File);
+
+impl WriteFile for FsWrite {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn truncate(&mut self, len_bytes: u64) -> io::Result<()> {
+        // The file is in append mode, so later writes land at the new end.
+        self.0.set_len(len_bytes)
+    }
+}
+
+impl Storage for FsStorage {
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+
+    fn open_read(&self, name: &str) -> io::Result<Box<dyn ReadAt>> {
+        Ok(Box::new(FsRead(File::open(self.path(name))?)))
+    }
+
+    fn create_new(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(self.path(name))?;
+        Ok(Box::new(FsWrite(file)))
+    }
+
+    fn open_append(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new().append(true).open(self.path(name))?;
+        Ok(Box::new(FsWrite(file)))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        fs::rename(self.path(from), self.path(to))
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        fs::remove_file(self.path(name))
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
+
+    fn try_lock(&self) -> io::Result<Option<Box<dyn Any + Send + Sync>>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.path(LOCK_FILE))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Box::new(file))),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The storage seam: every byte the journal reads or writes goes through [`Storage`].
+//!
+//! Why a trait and not `std::fs` directly: so that tests and the fuzz crate can make any single
+//! I/O step fail (a write, a short write, ENOSPC, an fsync, a rename, a directory sync) or lose
+//! power at any point, and then look at exactly the bytes that would have survived. The real
+//! implementation is [`FsStorage`]; [`SimStorage`] is an in-memory disk with a page cache.
+//!
+//! The seam is deliberately small: one flat directory, whole-file names, append-only writers.
+
+mod fs;
+mod sim;
+
+pub use fs::FsStorage;
+pub use sim::{Fault, Op, SimStats, SimStorage, TailLoss};
+
+use std::any::Any;
+use std::io;
+
+/// A journal directory.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// Where this storage lives, for error messages (a path, or `sim:` for the simulation).
+    fn location(&self) -> String;
+    /// Names of the files in the directory, in no particular order.
+    fn list(&self) -> io::Result<Vec<String>>;
+    /// Opens an existing file for positional reads.
+    fn open_read(&self, name: &str) -> io::Result<Box<dyn ReadAt>>;
+    /// Creates a file that must not exist yet, for appending.
+    fn create_new(&self, name: &str) -> io::Result<Box<dyn WriteFile>>;
+    /// Opens an existing file for appending at its current end.
+    fn open_append(&self, name: &str) -> io::Result<Box<dyn WriteFile>>;
+    /// Renames `from` to `to`, replacing `to` if it exists.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self) -> io::Result<()>;
+    /// Takes the directory's exclusive writer lock. `Ok(None)` when another writer holds it.
+    /// The lock is held until the returned guard is dropped.
+    fn try_lock(&self) -> io::Result<Option<Box<dyn Any + Send + Sync>>>;
+    /// Whether this storage's calls may block the thread for long (a real disk). The journal
+    /// moves such calls off the async executor; the simulation runs them inline, which keeps
+    /// simulated runs deterministic.
+    fn blocks(&self) -> bool {
+        true
+    }
+}
+
+/// A file opened for reading.
+pub trait ReadAt: Send {
+    /// The file's current size in bytes.
+    fn len_bytes(&self) -> io::Result<u64>;
+    /// Reads into `buf` from `offset`; returns how many bytes were read (0 at end of file).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+/// A file opened for appending.
+pub trait WriteFile: Send {
+    /// Appends some prefix of `buf`; returns how many bytes were taken.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Makes the file's data durable (fdatasync).
+    fn sync_data(&mut self) -> io::Result<()>;
+    /// Cuts the file to `len_bytes`; later writes append from there.
+    fn truncate(&mut self, len_bytes: u64) -> io::Result<()>;
+}
+
+/// Writes all of `buf`, looping over short writes. A write that takes nothing is an error, so a
+/// misbehaving storage cannot spin us forever.
+pub(crate) fn write_all(file: &mut dyn WriteFile, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.write(buf) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "storage accepted no bytes",
+                ))
+            }
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, or fewer only at end of file; returns the count.
+pub(crate) fn read_full_at(file: &dyn ReadAt, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(offset + done as u64, &mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

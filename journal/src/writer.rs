@@ -1,0 +1,597 @@
+//! The writer: append, group commit, rotation, fail-stop, and reopening after a crash.
+//!
+//! Why it is shaped this way (DESIGN.md §8): an fsync costs milliseconds, so the number of them
+//! decides the runtime's speed. `append` only encodes into a memory buffer and hands out the
+//! next seq. `sync_through(seq)` elects one leader at a time (an async gate); the leader takes
+//! everything appended so far, writes it, and fdatasyncs once; callers that queued behind it
+//! usually find their seq already durable and return without touching the disk.
+//!
+//! Fail-stop (DESIGN.md I10): after a failed write or fsync the file's state is unknown (Linux
+//! may drop the dirty pages and report success on a retry), so the first failure poisons the
+//! journal and every later call returns it. Nothing is retried.
+
+use crate::error::{JournalError, Position};
+use crate::framing::{self, SEQ_BYTES};
+use crate::reader::{ReadEnd, Reader, TornReason, TornTail};
+use crate::segment::{self, SegmentHeader, HEADER_BYTES};
+use crate::storage::{read_full_at, write_all, Storage, WriteFile};
+use crate::{codec, FsyncPolicy, Options};
+use serde::Serialize;
+use std::any::Any;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// What opening a journal for append found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The journal was empty and a first segment was created.
+    pub created: bool,
+    /// A torn tail that was quarantined and then cut off before appending.
+    pub torn: Option<TornTail>,
+    /// The file the torn bytes were copied to, beside the segment.
+    pub quarantine_file: Option<String>,
+    /// The seq the next append gets.
+    pub next_seq: u64,
+}
+
+/// Counters, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalStats {
+    /// The last seq handed out by `append` (0 before the first).
+    pub appended_seq: u64,
+    /// Every record up to this seq is durable.
+    pub durable_seq: u64,
+    /// fdatasyncs this writer has issued.
+    pub syncs: u64,
+}
+
+/// A journal open for appending. One writer per directory: it holds the directory's lock until
+/// it is dropped.
+pub struct Journal {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    storage: Arc<dyn Storage>,
+    options: Options,
+    journal_id: [u8; 16],
+    state: Mutex<State>,
+    io: Mutex<Io>,
+    durable_seq: AtomicU64,
+    syncs: AtomicU64,
+    poison: OnceLock<Arc<JournalError>>,
+    sync_gate: tokio::sync::Mutex<()>,
+    _lock: Box<dyn Any + Send + Sync>,
+}
+
+/// The appenders' side: records encoded but not yet handed to the file.
+struct State {
+    next_seq: u64,
+    /// Oldest first, never empty; a chunk that starts a segment carries that segment's header.
+    chunks: Vec<Chunk>,
+    pending_bytes: usize,
+    /// The segment the next record goes to, its length counting pending bytes, its records.
+    segment: u64,
+    segment_len_bytes: u64,
+    segment_records: u64,
+}
+
+struct Chunk {
+    starts_segment: Option<SegmentHeader>,
+    bytes: Vec<u8>,
+}
+
+/// The file side; held while writing and syncing so batches reach the file in seq order.
+struct Io {
+    file: Box<dyn WriteFile>,
+    segment: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these leaves no half-done file operation behind (the state
+    // is only swapped, never partly updated), so the data is still consistent.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Journal {
+    /// Opens the journal in `storage` for appending, creating it if the directory holds none.
+    ///
+    /// Takes the directory's writer lock (a second writer gets [`JournalError::Locked`]),
+    /// removes temporary segments left by a crash mid-rotation, and reads the last segment to
+    /// find where to continue. A torn tail is copied to a quarantine file beside its segment,
+    /// then cut off, so new records never land behind a torn one. Corruption is never cut off:
+    /// it is returned as [`JournalError::Corrupt`].
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        options: Options,
+    ) -> Result<(Journal, OpenReport), JournalError> {
+        assert!(
+            options.limits.record_size_bytes_max as usize >= SEQ_BYTES,
+            "record size limit below the size of a seq"
+        );
+        let location = storage.location();
+        let io_err = |op: &'static str, file: &str, source: io::Error| JournalError::Io {
+            location: location.clone(),
+            op,
+            file: file.to_owned(),
+            source,
+        };
+        let guard = storage
+            .try_lock()
+            .map_err(|e| io_err("lock", "LOCK", e))?
+            .ok_or_else(|| JournalError::Locked {
+                location: location.clone(),
+            })?;
+
+        let mut removed_temp = false;
+        for name in storage.list().map_err(|e| io_err("list", ".", e))? {
+            if segment::is_temp_name(&name) {
+                storage
+                    .remove(&name)
+                    .map_err(|e| io_err("remove", &name, e))?;
+                removed_temp = true;
+            }
+        }
+        if removed_temp {
+            storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
+        }
+
+        let mut reader = Reader::open_tail(storage.clone(), options.limits)?;
+        for item in reader.by_ref() {
+            item?;
+        }
+        let end = reader
+            .end()
+            .cloned()
+            .expect("reader finished without an I/O error");
+        let tail = reader.into_tail();
+
+        let mut report = OpenReport {
+            created: false,
+            torn: None,
+            quarantine_file: None,
+            next_seq: 1,
+        };
+        match end {
+            ReadEnd::Clean => {}
+            ReadEnd::Corrupt(corruption) => {
+                return Err(JournalError::Corrupt {
+                    location,
+                    corruption,
+                })
+            }
+            ReadEnd::TornTail(torn) => {
+                report.quarantine_file = Some(quarantine(storage.as_ref(), &torn)?);
+                let name = segment::file_name(torn.position.segment);
+                if torn.reason == TornReason::ShortHeader {
+                    storage
+                        .remove(&name)
+                        .map_err(|e| io_err("remove", &name, e))?;
+                    storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
+                } else {
+                    let mut file = storage
+                        .open_append(&name)
+                        .map_err(|e| io_err("open", &name, e))?;
+                    file.truncate(torn.position.offset)
+                        .map_err(|e| io_err("truncate", &name, e))?;
+                    file.sync_data().map_err(|e| io_err("sync", &name, e))?;
+                }
+                report.torn = Some(torn);
+            }
+        }
+
+        let (journal_id, io, state) = match tail {
+            Some(tail) => {
+                let name = segment::file_name(tail.valid_end.segment);
+                let mut file = storage
+                    .open_append(&name)
+                    .map_err(|e| io_err("open", &name, e))?;
+                // What we just read may still be only in the page cache (the last writer was
+                // killed before syncing); make it durable before building on it.
+                file.sync_data().map_err(|e| io_err("sync", &name, e))?;
+                let state = State::new(
+                    tail.next_seq,
+                    tail.valid_end.segment,
+                    tail.valid_end.offset,
+                    tail.records_in_segment,
+                );
+                let io = Io {
+                    file,
+                    segment: tail.valid_end.segment,
+                };
+                (tail.journal_id, io, state)
+            }
+            None => {
+                report.created = true;
+                let journal_id = *uuid::Uuid::new_v4().as_bytes();
+                let header = SegmentHeader {
+                    journal_id,
+                    segment_number: 0,
+                    first_seq: 1,
+                };
+                let file = create_segment(storage.as_ref(), &header)?;
+                let io = Io { file, segment: 0 };
+                (journal_id, io, State::new(1, 0, HEADER_BYTES as u64, 0))
+            }
+        };
+        report.next_seq = state.next_seq;
+        let durable = state.next_seq - 1;
+        let journal = Journal {
+            shared: Arc::new(Shared {
+                storage,
+                options,
+                journal_id,
+                state: Mutex::new(state),
+                io: Mutex::new(io),
+                durable_seq: AtomicU64::new(durable),
+                syncs: AtomicU64::new(0),
+                poison: OnceLock::new(),
+                sync_gate: tokio::sync::Mutex::new(()),
+                _lock: guard,
+            }),
+        };
+        Ok((journal, report))
+    }
+
+    /// Appends one record and returns its seq. Does not wait for the disk unless the policy is
+    /// [`FsyncPolicy::Always`] (then it writes and syncs before returning, blocking the thread).
+    pub fn append<T: Serialize + ?Sized>(&self, value: &T) -> Result<u64, JournalError> {
+        let shared = &self.shared;
+        shared.check_poison()?;
+        let (seq, flush) = {
+            let mut st = lock(&shared.state);
+            st.push(value, &shared.options, shared.journal_id)?
+        };
+        match shared.options.fsync {
+            FsyncPolicy::Always => shared.flush(true)?,
+            _ if flush => shared.flush(false)?,
+            _ => {}
+        }
+        Ok(seq)
+    }
+
+    /// Resolves when every record up to `seq` is durable. Callers waiting at the same time share
+    /// one fdatasync. On a real disk the write and sync run on tokio's blocking pool.
+    pub async fn sync_through(&self, seq: u64) -> Result<(), JournalError> {
+        let shared = &self.shared;
+        shared.check_poison()?;
+        shared.check_appended(seq)?;
+        if shared.durable_seq() >= seq {
+            return Ok(());
+        }
+        let _leader = shared.sync_gate.lock().await;
+        shared.check_poison()?;
+        if shared.durable_seq() >= seq {
+            return Ok(());
+        }
+        if shared.storage.blocks() && tokio::runtime::Handle::try_current().is_ok() {
+            let leader = shared.clone();
+            match tokio::task::spawn_blocking(move || leader.flush(true)).await {
+                Ok(result) => result,
+                Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                Err(join) => Err(JournalError::Io {
+                    location: shared.storage.location(),
+                    op: "sync",
+                    file: segment::file_name(lock(&shared.io).segment),
+                    source: io::Error::other(join.to_string()),
+                }),
+            }
+        } else {
+            shared.flush(true)
+        }
+    }
+
+    /// [`Journal::sync_through`] for code outside an async runtime. Must not be called from
+    /// async code (it blocks the thread).
+    pub fn sync_through_blocking(&self, seq: u64) -> Result<(), JournalError> {
+        let shared = &self.shared;
+        shared.check_poison()?;
+        shared.check_appended(seq)?;
+        if shared.durable_seq() >= seq {
+            return Ok(());
+        }
+        let _leader = shared.sync_gate.blocking_lock();
+        shared.check_poison()?;
+        if shared.durable_seq() >= seq {
+            return Ok(());
+        }
+        shared.flush(true)
+    }
+
+    /// Makes everything appended so far durable (per the policy) and releases the lock.
+    /// Returns the last appended seq.
+    pub fn close(self) -> Result<u64, JournalError> {
+        self.shared.check_poison()?;
+        self.shared.flush(true)?;
+        Ok(self.stats().appended_seq)
+    }
+
+    pub fn stats(&self) -> JournalStats {
+        let shared = &self.shared;
+        JournalStats {
+            appended_seq: lock(&shared.state).next_seq - 1,
+            durable_seq: shared.durable_seq(),
+            syncs: shared.syncs.load(Ordering::Acquire),
+        }
+    }
+
+    /// The error that stopped this journal, if one did.
+    pub fn poisoned(&self) -> Option<Arc<JournalError>> {
+        self.shared.poison.get().cloned()
+    }
+
+    pub fn journal_id(&self) -> [u8; 16] {
+        self.shared.journal_id
+    }
+
+    /// Where the journal lives (a path), for messages.
+    pub fn location(&self) -> String {
+        self.shared.storage.location()
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        // Hand buffered records to the OS so that they survive this process; no sync (a clean
+        // shutdown calls `close`). Errors here have no one to go to and poison nothing new.
+        if self.shared.poison.get().is_none() {
+            let _ = self.shared.flush(false);
+        }
+    }
+}
+
+impl State {
+    fn new(next_seq: u64, segment: u64, segment_len_bytes: u64, segment_records: u64) -> State {
+        State {
+            next_seq,
+            chunks: vec![Chunk {
+                starts_segment: None,
+                bytes: Vec::new(),
+            }],
+            pending_bytes: 0,
+            segment,
+            segment_len_bytes,
+            segment_records,
+        }
+    }
+
+    /// Encodes `value` as the next record. Returns its seq and whether the buffer is full.
+    fn push<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        options: &Options,
+        journal_id: [u8; 16],
+    ) -> Result<(u64, bool), JournalError> {
+        let limits = options.limits;
+        let seq = self.next_seq;
+        let chunk = self.chunks.last_mut().expect("chunks is never empty");
+        let start = framing::begin(&mut chunk.bytes, seq);
+        let payload_max = u64::from(limits.record_size_bytes_max) - SEQ_BYTES as u64;
+        if let Err(e) = codec::encode_into(value, &mut chunk.bytes, payload_max) {
+            chunk.bytes.truncate(start);
+            return Err(if e.over_limit {
+                JournalError::RecordTooLarge {
+                    size_bytes: codec_size(value),
+                    size_bytes_max: payload_max,
+                }
+            } else {
+                JournalError::Encode(e)
+            });
+        }
+        let frame_bytes = framing::seal(&mut chunk.bytes, start);
+        if self.segment_records > 0
+            && self.segment_len_bytes + frame_bytes > limits.segment_size_bytes_max
+        {
+            let bytes = chunk.bytes.split_off(start);
+            self.segment += 1;
+            self.segment_len_bytes = HEADER_BYTES as u64;
+            self.segment_records = 0;
+            self.chunks.push(Chunk {
+                starts_segment: Some(SegmentHeader {
+                    journal_id,
+                    segment_number: self.segment,
+                    first_seq: seq,
+                }),
+                bytes,
+            });
+        }
+        self.segment_len_bytes += frame_bytes;
+        self.segment_records += 1;
+        self.pending_bytes += frame_bytes as usize;
+        self.next_seq += 1;
+        Ok((seq, self.pending_bytes >= options.write_buffer_bytes_max))
+    }
+
+    /// Takes everything pending; returns it with the last seq it holds.
+    fn take(&mut self) -> (Vec<Chunk>, u64) {
+        let fresh = vec![Chunk {
+            starts_segment: None,
+            bytes: Vec::with_capacity(self.pending_bytes.min(1 << 20)),
+        }];
+        self.pending_bytes = 0;
+        (
+            std::mem::replace(&mut self.chunks, fresh),
+            self.next_seq - 1,
+        )
+    }
+}
+
+/// The encoded size of a value that was over the limit, for the error message.
+fn codec_size<T: Serialize + ?Sized>(value: &T) -> u64 {
+    let mut buf = Vec::new();
+    match codec::encode_into(value, &mut buf, u64::MAX) {
+        Ok(()) => buf.len() as u64,
+        Err(_) => u64::MAX,
+    }
+}
+
+impl Shared {
+    fn durable_seq(&self) -> u64 {
+        self.durable_seq.load(Ordering::Acquire)
+    }
+
+    fn check_poison(&self) -> Result<(), JournalError> {
+        match self.poison.get() {
+            Some(cause) => Err(JournalError::Poisoned(cause.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn check_appended(&self, seq: u64) -> Result<(), JournalError> {
+        let last = lock(&self.state).next_seq - 1;
+        if seq > last {
+            return Err(JournalError::NotAppended { seq, last });
+        }
+        Ok(())
+    }
+
+    /// Records `error` as the journal's fatal error (the first one wins) and returns it.
+    fn poison(&self, error: JournalError) -> JournalError {
+        let copy = match &error {
+            JournalError::Io {
+                location,
+                op,
+                file,
+                source,
+            } => JournalError::Io {
+                location: location.clone(),
+                op,
+                file: file.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            },
+            other => JournalError::Io {
+                location: self.storage.location(),
+                op: "write",
+                file: String::new(),
+                source: io::Error::other(other.to_string()),
+            },
+        };
+        let _ = self.poison.set(Arc::new(copy));
+        error
+    }
+
+    /// Writes everything pending to the file; with `sync`, makes it durable too (per policy).
+    fn flush(&self, sync: bool) -> Result<(), JournalError> {
+        let mut io = lock(&self.io);
+        self.check_poison()?;
+        let (chunks, last_seq) = lock(&self.state).take();
+        let fsync = sync && self.options.fsync != FsyncPolicy::Never;
+        match self.write_out(&mut io, &chunks, fsync) {
+            Ok(()) => {
+                if sync {
+                    let before = self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
+                    debug_assert!(before <= last_seq || chunks.iter().all(|c| c.bytes.is_empty()));
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.poison(e)),
+        }
+    }
+
+    fn write_out(&self, io: &mut Io, chunks: &[Chunk], fsync: bool) -> Result<(), JournalError> {
+        let io_err = |op: &'static str, segment: u64, source: io::Error| JournalError::Io {
+            location: self.storage.location(),
+            op,
+            file: segment::file_name(segment),
+            source,
+        };
+        for chunk in chunks {
+            if let Some(header) = &chunk.starts_segment {
+                // Seal the current segment before the next one exists: only the last segment
+                // may ever have a torn tail (the reader relies on it).
+                io.file
+                    .sync_data()
+                    .map_err(|e| io_err("sync", io.segment, e))?;
+                self.syncs.fetch_add(1, Ordering::AcqRel);
+                io.file = create_segment(self.storage.as_ref(), header)?;
+                io.segment = header.segment_number;
+            }
+            write_all(io.file.as_mut(), &chunk.bytes)
+                .map_err(|e| io_err("write", io.segment, e))?;
+        }
+        if fsync {
+            io.file
+                .sync_data()
+                .map_err(|e| io_err("sync", io.segment, e))?;
+            self.syncs.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+}
+
+/// Creates a segment atomically: temp file, header, sync, rename, directory sync.
+fn create_segment(
+    storage: &dyn Storage,
+    header: &SegmentHeader,
+) -> Result<Box<dyn WriteFile>, JournalError> {
+    let temp = segment::temp_name(header.segment_number);
+    let name = segment::file_name(header.segment_number);
+    let io_err = |op: &'static str, file: &str, source: io::Error| JournalError::Io {
+        location: storage.location(),
+        op,
+        file: file.to_owned(),
+        source,
+    };
+    let mut file = storage
+        .create_new(&temp)
+        .map_err(|e| io_err("create", &temp, e))?;
+    write_all(file.as_mut(), &header.encode()).map_err(|e| io_err("write", &temp, e))?;
+    file.sync_data().map_err(|e| io_err("sync", &temp, e))?;
+    storage
+        .rename(&temp, &name)
+        .map_err(|e| io_err("rename", &temp, e))?;
+    storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
+    Ok(file)
+}
+
+/// Copies a torn tail's bytes to a new file beside its segment, durably. Returns its name.
+fn quarantine(storage: &dyn Storage, torn: &TornTail) -> Result<String, JournalError> {
+    let Position { segment, offset } = torn.position;
+    let source_name = segment::file_name(segment);
+    let io_err = |op: &'static str, file: &str, source: io::Error| JournalError::Io {
+        location: storage.location(),
+        op,
+        file: file.to_owned(),
+        source,
+    };
+    let source = storage
+        .open_read(&source_name)
+        .map_err(|e| io_err("open", &source_name, e))?;
+    let (name, mut out) = (0..1000)
+        .find_map(|attempt| {
+            let name = segment::quarantine_name(segment, offset, attempt);
+            match storage.create_new(&name) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
+                other => Some((name, other)),
+            }
+        })
+        .map(|(name, file)| {
+            file.map(|f| (name.clone(), f))
+                .map_err(|e| io_err("create", &name, e))
+        })
+        .unwrap_or_else(|| {
+            Err(io_err(
+                "create",
+                &segment::quarantine_name(segment, offset, 0),
+                io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "1000 quarantine files already",
+                ),
+            ))
+        })?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = offset;
+    loop {
+        let n = read_full_at(source.as_ref(), at, &mut buf)
+            .map_err(|e| io_err("read", &source_name, e))?;
+        if n == 0 {
+            break;
+        }
+        write_all(out.as_mut(), &buf[..n]).map_err(|e| io_err("write", &name, e))?;
+        at += n as u64;
+    }
+    out.sync_data().map_err(|e| io_err("sync", &name, e))?;
+    storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
+    Ok(name)
+}

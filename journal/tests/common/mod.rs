@@ -1,0 +1,74 @@
+//! Helpers shared by the journal's integration tests.
+#![allow(dead_code)]
+
+use journal::{Journal, Limits, Options, ReadEnd, Reader, Record, SimStorage, Storage};
+use std::sync::Arc;
+
+/// A payload of `len` bytes that differs per seq, so misplaced records are caught.
+pub fn payload(seq: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seq as usize * 31 + i * 7) as u8)
+        .collect()
+}
+
+pub fn small_limits(segment_size_bytes_max: u64) -> Options {
+    Options {
+        limits: Limits {
+            record_size_bytes_max: 1 << 16,
+            segment_size_bytes_max,
+        },
+        ..Options::default()
+    }
+}
+
+/// Writes one record per entry of `sizes` (closing the journal), returns the payloads by seq.
+pub fn write_records(storage: &SimStorage, options: Options, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), options).expect("open");
+    let mut written = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let p = payload(seq, len);
+        assert_eq!(journal.append(&p).expect("append"), seq);
+        written.push(p);
+    }
+    journal.close().expect("close");
+    written
+}
+
+/// Reads everything back: the records and how the journal ends.
+pub fn read_all(storage: &dyn StorageClone, options: Options) -> (Vec<Record>, ReadEnd) {
+    let mut reader = Reader::open(storage.arc(), options.limits).expect("reader");
+    let records: Vec<Record> = reader.by_ref().map(|r| r.expect("io")).collect();
+    (records, reader.end().cloned().expect("end"))
+}
+
+/// Decodes the payloads of `records` (written as `Vec<u8>`).
+pub fn payloads(records: &[Record]) -> Vec<Vec<u8>> {
+    records
+        .iter()
+        .map(|r| r.decode::<Vec<u8>>().expect("decode"))
+        .collect()
+}
+
+pub trait StorageClone {
+    fn arc(&self) -> Arc<dyn Storage>;
+}
+
+impl StorageClone for SimStorage {
+    fn arc(&self) -> Arc<dyn Storage> {
+        Arc::new(self.clone())
+    }
+}
+
+/// The segment files of a storage, in order, with their bytes.
+pub fn segments(storage: &SimStorage) -> Vec<(String, Vec<u8>)> {
+    storage
+        .file_names()
+        .into_iter()
+        .filter(|n| journal::segment::parse_file_name(n).is_some())
+        .map(|n| {
+            let bytes = storage.read_file(&n).expect("listed");
+            (n, bytes)
+        })
+        .collect()
+}

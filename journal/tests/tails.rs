@@ -1,0 +1,289 @@
+//! How a journal's end is judged, from damaged bytes (SCENARIOS.md, "Journal bytes").
+
+mod common;
+
+use common::*;
+use journal::{segment, CorruptionKind, Journal, JournalError, ReadEnd, SimStorage, TornReason};
+use std::sync::Arc;
+
+fn last_segment(storage: &SimStorage) -> (String, Vec<u8>) {
+    segments(storage).pop().expect("a segment")
+}
+
+fn journal_of(sizes: &[usize]) -> (SimStorage, Vec<Vec<u8>>) {
+    let storage = SimStorage::new();
+    let written = write_records(&storage, small_limits(1 << 20), sizes);
+    (storage, written)
+}
+
+#[test]
+fn zero_filled_last_sector_is_a_torn_tail_not_corruption() {
+    for sector in [512usize, 4096] {
+        // Zeros appended after valid records (the file grew, its data never reached the disk).
+        let (storage, written) = journal_of(&[10, 200, 30]);
+        let (name, mut bytes) = last_segment(&storage);
+        let valid_len = bytes.len() as u64;
+        bytes.resize(bytes.len() + sector, 0);
+        storage.put_file(&name, bytes);
+        let (records, end) = read_all(&storage, small_limits(1 << 20));
+        assert_eq!(payloads(&records), written);
+        match end {
+            ReadEnd::TornTail(t) => {
+                assert_eq!(t.position.offset, valid_len);
+                assert_eq!(t.dropped_bytes, sector as u64);
+            }
+            other => panic!("{sector}-byte zero tail: {other:?}"),
+        }
+
+        // The last record's own bytes zeroed to the end of its sector.
+        let (storage, written) = journal_of(&[10, 200, 30, 700]);
+        let (records, _) = read_all(&storage, small_limits(1 << 20));
+        let last = records.last().expect("records").position.offset as usize;
+        let (name, mut bytes) = last_segment(&storage);
+        let sector_start = last / sector * sector;
+        let cut = (sector_start + sector).max(last + 1);
+        bytes.resize(cut.max(bytes.len()), 0);
+        bytes[sector_start.max(segment::HEADER_BYTES)..cut].fill(0);
+        storage.put_file(&name, bytes);
+        let (records, end) = read_all(&storage, small_limits(1 << 20));
+        let kept = payloads(&records);
+        assert_eq!(kept, written[..kept.len()].to_vec());
+        assert!(kept.len() < written.len());
+        assert!(matches!(end, ReadEnd::TornTail(_)), "{sector}: {end:?}");
+    }
+}
+
+#[test]
+fn garbage_tail_is_torn_and_reopen_truncates_it_after_quarantine() {
+    let (storage, written) = journal_of(&[10, 20, 30]);
+    let (name, mut bytes) = last_segment(&storage);
+    let valid_len = bytes.len();
+    let garbage: Vec<u8> = (0..3000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    bytes.extend_from_slice(&garbage);
+    storage.put_file(&name, bytes);
+    let (records, end) = read_all(&storage, small_limits(1 << 20));
+    assert_eq!(payloads(&records), written);
+    assert!(
+        matches!(&end, ReadEnd::TornTail(t) if t.dropped_bytes == 3000),
+        "{end:?}"
+    );
+
+    let (journal, report) =
+        Journal::open(Arc::new(storage.clone()), small_limits(1 << 20)).unwrap();
+    let q = report.quarantine_file.expect("quarantined");
+    assert_eq!(
+        storage.read_file(&q).unwrap(),
+        garbage,
+        "evidence kept byte for byte"
+    );
+    journal.append(&payload(99, 5)).unwrap();
+    journal.close().unwrap();
+    let (_, bytes) = last_segment(&storage);
+    assert_eq!(
+        bytes.len(),
+        valid_len + 16 + 8 + 5,
+        "garbage cut, new record appended"
+    );
+    let (records, end) = read_all(&storage, small_limits(1 << 20));
+    assert_eq!(end, ReadEnd::Clean);
+    assert_eq!(records.len(), 4);
+}
+
+#[test]
+fn bad_record_followed_by_a_valid_one_is_corruption_and_is_never_truncated() {
+    let (storage, _) = journal_of(&[10, 20, 30]);
+    let (records, _) = read_all(&storage, small_limits(1 << 20));
+    let second = records[1].position;
+    let (name, mut bytes) = last_segment(&storage);
+    bytes[second.offset as usize + 20] ^= 0x40;
+    storage.put_file(&name, bytes.clone());
+    let (got, end) = read_all(&storage, small_limits(1 << 20));
+    assert_eq!(got.len(), 1);
+    match &end {
+        ReadEnd::Corrupt(c) => {
+            assert_eq!(c.position, second);
+            assert!(matches!(c.kind, CorruptionKind::BadRecord(_)));
+        }
+        other => panic!("{other:?}"),
+    }
+    match Journal::open(Arc::new(storage.clone()), small_limits(1 << 20)) {
+        Err(JournalError::Corrupt { corruption, .. }) => assert_eq!(corruption.position, second),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a corrupt journal must not open for append"),
+    }
+    assert_eq!(last_segment(&storage).1, bytes, "not a byte changed");
+}
+
+/// Builds a frame by hand (the format is documented; this is what a third party would write).
+fn raw_frame(seq: u64, payload: &[u8]) -> Vec<u8> {
+    let length = (8 + payload.len()) as u32;
+    let mut body = seq.to_le_bytes().to_vec();
+    body.extend_from_slice(payload);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&length.to_le_bytes());
+    h.update(&body);
+    let mut out = length.to_le_bytes().to_vec();
+    out.extend_from_slice(&h.finalize().to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+#[test]
+fn seq_gap_or_repeat_is_corruption_even_with_good_checksums() {
+    for bad_seq in [5u64, 3, 2] {
+        let (storage, _) = journal_of(&[10, 20, 30]);
+        let (name, mut bytes) = last_segment(&storage);
+        let at = bytes.len() as u64;
+        bytes.extend_from_slice(&raw_frame(bad_seq, b"x"));
+        storage.put_file(&name, bytes);
+        let (got, end) = read_all(&storage, small_limits(1 << 20));
+        assert_eq!(got.len(), 3);
+        match end {
+            ReadEnd::Corrupt(c) => {
+                assert_eq!(c.position.offset, at);
+                assert_eq!(
+                    c.kind,
+                    CorruptionKind::SeqGap {
+                        expected: 4,
+                        found: bad_seq
+                    }
+                );
+            }
+            other => panic!("seq {bad_seq}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_hand_built_frame_with_the_right_seq_is_read() {
+    // FORMAT.md is enough to write records: a frame built from it alone reads back.
+    let (storage, _) = journal_of(&[10]);
+    let (name, mut bytes) = last_segment(&storage);
+    let encoded = journal::codec::decode::<Vec<u8>>(&{
+        let mut v = Vec::new();
+        journal::codec::encode_into(&b"abc".to_vec(), &mut v, 100).unwrap();
+        v
+    })
+    .unwrap();
+    assert_eq!(encoded, b"abc");
+    // bincode's layout for Vec<u8>: u64 LE length, then the bytes.
+    let mut payload = 3u64.to_le_bytes().to_vec();
+    payload.extend_from_slice(b"abc");
+    bytes.extend_from_slice(&raw_frame(2, &payload));
+    storage.put_file(&name, bytes);
+    let (got, end) = read_all(&storage, small_limits(1 << 20));
+    assert_eq!(end, ReadEnd::Clean);
+    assert_eq!(got[1].decode::<Vec<u8>>().unwrap(), b"abc");
+}
+
+#[test]
+fn empty_and_header_only_segments_read_as_empty_journals() {
+    // A directory with no segment at all.
+    let storage = SimStorage::new();
+    let (got, end) = read_all(&storage, small_limits(1 << 20));
+    assert!(got.is_empty());
+    assert_eq!(end, ReadEnd::Clean);
+
+    // A header only: a journal opened and never written.
+    let storage = SimStorage::new();
+    write_records(&storage, small_limits(1 << 20), &[]);
+    let (got, end) = read_all(&storage, small_limits(1 << 20));
+    assert!(got.is_empty());
+    assert_eq!(end, ReadEnd::Clean);
+
+    // An empty segment file: torn, zero bytes to drop; reopening starts afresh.
+    let storage = SimStorage::new();
+    storage.put_file(&segment::file_name(0), Vec::new());
+    let (got, end) = read_all(&storage, small_limits(1 << 20));
+    assert!(got.is_empty());
+    match end {
+        ReadEnd::TornTail(t) => {
+            assert_eq!(t.reason, TornReason::ShortHeader);
+            assert_eq!(t.dropped_bytes, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    let (journal, report) =
+        Journal::open(Arc::new(storage.clone()), small_limits(1 << 20)).unwrap();
+    assert!(report.created);
+    assert_eq!(journal.append(&payload(1, 3)).unwrap(), 1);
+}
+
+#[test]
+fn future_format_version_is_refused_by_name() {
+    let (storage, _) = journal_of(&[10]);
+    let (name, mut bytes) = last_segment(&storage);
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    storage.put_file(&name, bytes);
+    let (_, end) = read_all(&storage, small_limits(1 << 20));
+    match end {
+        ReadEnd::Corrupt(c) => {
+            assert_eq!(
+                c.kind,
+                CorruptionKind::BadHeader(segment::BadHeader::UnsupportedVersion {
+                    found: 7,
+                    supported: segment::FORMAT_VERSION
+                })
+            );
+            assert!(
+                c.to_string().contains("unsupported format version 7"),
+                "{c}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn missing_middle_segment_is_corruption() {
+    let storage = SimStorage::new();
+    write_records(&storage, small_limits(200), &[100, 100, 100, 100]);
+    let segs = segments(&storage);
+    assert!(segs.len() >= 3);
+    storage.delete_file(&segs[1].0);
+    let (got, end) = read_all(&storage, small_limits(200));
+    assert!(
+        matches!(
+            end,
+            ReadEnd::Corrupt(ref c) if c.kind == CorruptionKind::MissingSegment { missing: 1 }
+        ),
+        "{end:?}"
+    );
+    assert_eq!(got.len(), 1);
+}
+
+#[test]
+fn oversized_records_are_refused_on_write_and_on_read() {
+    let storage = SimStorage::new();
+    let options = small_limits(1 << 20);
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), options).unwrap();
+    let too_big = vec![0u8; (1 << 16) + 1];
+    match journal.append(&too_big) {
+        Err(JournalError::RecordTooLarge {
+            size_bytes,
+            size_bytes_max,
+        }) => {
+            assert_eq!(size_bytes, too_big.len() as u64 + 8);
+            assert_eq!(size_bytes_max, (1 << 16) - 8);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The refusal poisons nothing: the journal goes on.
+    assert_eq!(journal.append(&payload(1, 10)).unwrap(), 1);
+    journal.close().unwrap();
+
+    // A reader with a smaller limit than the writer's refuses the record by length.
+    let storage = SimStorage::new();
+    write_records(&storage, options, &[5000, 10]);
+    let mut tight = options;
+    tight.limits.record_size_bytes_max = 1000;
+    let (got, end) = read_all(&storage, tight);
+    assert!(got.is_empty());
+    assert!(
+        matches!(end, ReadEnd::Corrupt(ref c) if matches!(c.kind,
+        CorruptionKind::BadRecord(journal::framing::BadFrame::LengthOverLimit { .. }))),
+        "{end:?}"
+    );
+}

@@ -1,0 +1,112 @@
+//! `tooljournal`: the command-line face of the runtime.
+//!
+//! This file parses arguments and is the one place that turns errors into exit codes
+//! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal.
+
+mod demo;
+mod journal_cmd;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "tooljournal",
+    version,
+    about = "An event-sourced, crash-truthful runtime for LLM agents' tool calls"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a small journal through group commit, tear its tail as a crash would, and show
+    /// verify, quarantine and reopen at work. The newcomer's first command.
+    Demo,
+    /// Inspect a journal directory's bytes.
+    Journal {
+        #[command(subcommand)]
+        command: JournalCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum JournalCommand {
+    /// Check every record: exit 0 when clean or torn (printing the bytes a resume would drop),
+    /// 2 on corruption (naming segment and offset).
+    Verify {
+        /// The journal directory.
+        dir: PathBuf,
+    },
+    /// One line per record: seq, segment, offset, length (bytes on disk, frame included).
+    Dump {
+        /// The journal directory.
+        dir: PathBuf,
+        /// Print JSON objects, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Every failure the binary reports, by exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad arguments, or an I/O error: exit 1.
+    Failed(String),
+    /// The journal is corrupt (not merely torn): exit 2.
+    Corrupt(String),
+}
+
+impl From<journal::JournalError> for CliError {
+    fn from(e: journal::JournalError) -> CliError {
+        match e.root() {
+            journal::JournalError::Corrupt { .. } => CliError::Corrupt(e.to_string()),
+            _ => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let informational = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            let _ = e.print();
+            return ExitCode::from(
+                if informational && e.kind() != ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                {
+                    0
+                } else {
+                    1
+                },
+            );
+        }
+    };
+    let result = match cli.command {
+        Command::Demo => demo::run(),
+        Command::Journal { command } => match command {
+            JournalCommand::Verify { dir } => journal_cmd::verify(&dir),
+            JournalCommand::Dump { dir, json } => journal_cmd::dump(&dir, json),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Failed(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+        Err(CliError::Corrupt(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
