@@ -16,13 +16,6 @@ fn open_reader(dir: &Path) -> Result<Reader, CliError> {
     Ok(Reader::open(storage, Limits::default())?)
 }
 
-fn corrupt(dir: &Path, end: &ReadEnd) -> Option<CliError> {
-    match end {
-        ReadEnd::Corrupt(c) => Some(CliError::Corrupt(format!("{}: {c}", dir.display()))),
-        _ => None,
-    }
-}
-
 /// Describes how a journal ends, in one line.
 pub fn describe_end(end: &ReadEnd, records: u64) -> String {
     match end {
@@ -35,14 +28,21 @@ pub fn describe_end(end: &ReadEnd, records: u64) -> String {
     }
 }
 
+/// Prints how the journal ends (stdout), or fails with exit 2 when it is corrupt.
+fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
+    let line = format!("{}: {}", dir.display(), describe_end(end, records));
+    match end {
+        ReadEnd::Corrupt(_) => Err(CliError::Corrupt(line)),
+        _ => {
+            println!("{line}");
+            Ok(())
+        }
+    }
+}
+
 pub fn verify(dir: &Path) -> Result<(), CliError> {
     let (end, records) = open_reader(dir)?.drain()?;
-    if let Some(err) = corrupt(dir, &end) {
-        println!("{}: {}", dir.display(), describe_end(&end, records));
-        return Err(err);
-    }
-    println!("{}: {}", dir.display(), describe_end(&end, records));
-    Ok(())
+    report_end(dir, &end, records)
 }
 
 pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
@@ -70,13 +70,16 @@ pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
         .end()
         .cloned()
         .expect("iteration ended without an I/O error");
-    eprintln!(
-        "{}: {}",
-        dir.display(),
-        describe_end(&end, reader.records_read())
-    );
-    match corrupt(dir, &end) {
-        Some(err) => Err(err),
-        None => Ok(()),
+    match end {
+        ReadEnd::Corrupt(_) => report_end(dir, &end, reader.records_read()),
+        // Keep stdout to one line per record; the summary goes to stderr.
+        _ => {
+            eprintln!(
+                "{}: {}",
+                dir.display(),
+                describe_end(&end, reader.records_read())
+            );
+            Ok(())
+        }
     }
 }

@@ -73,22 +73,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            use clap::error::ErrorKind;
-            let informational = matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            );
+            // Help and version go to stdout and succeed; everything else is a usage error (1),
+            // not clap's default of 2, which this CLI reserves for corrupt journals.
+            let code = if e.use_stderr() { 1 } else { 0 };
             let _ = e.print();
-            return ExitCode::from(
-                if informational && e.kind() != ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-                {
-                    0
-                } else {
-                    1
-                },
-            );
+            return ExitCode::from(code);
         }
     };
     let result = match cli.command {

@@ -126,7 +126,8 @@ impl Cursor {
         let mut p = offset + 1;
         while p + FRAME_BYTES_MIN as u64 <= self.len_bytes {
             let need = framing::bytes_needed(self.bytes(p, FRAME_BYTES_MIN as u64)?, length_max);
-            if need > FRAME_BYTES_MIN as u64 {
+            // A plausible length field asks for a whole frame (at least 16 bytes): check it.
+            if need >= FRAME_BYTES_MIN as u64 {
                 if let FrameCheck::Valid { .. } = framing::check(self.bytes(p, need)?, length_max) {
                     return Ok(true);
                 }

@@ -1,0 +1,187 @@
+//! The `tooljournal` binary, end to end: exit codes and messages are a contract (DESIGN.md §10).
+
+use journal::{FsStorage, Journal, Options};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn tooljournal(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A journal of `n` records of varied sizes, in a fresh directory.
+fn journal_with(n: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FsStorage::create(dir.path()).unwrap();
+    let (journal, _) = Journal::open(Arc::new(storage), Options::default()).unwrap();
+    for i in 0..n {
+        journal
+            .append(&vec![i as u8; (i as usize * 13) % 200])
+            .unwrap();
+    }
+    journal.close().unwrap();
+    dir
+}
+
+fn segment0(dir: &Path) -> std::path::PathBuf {
+    dir.join(journal::segment::file_name(0))
+}
+
+#[test]
+fn verify_clean_journal_exits_0_and_counts_records() {
+    let dir = journal_with(5);
+    let out = tooljournal(&["journal", "verify", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("clean: 5 records"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn verify_torn_tail_exits_0_and_says_what_a_resume_drops() {
+    let dir = journal_with(3);
+    let path = segment0(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let valid = bytes.len();
+    bytes.extend_from_slice(&[9, 0, 0, 0, 1, 2]);
+    std::fs::write(&path, &bytes).unwrap();
+    let out = tooljournal(&["journal", "verify", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "torn tail at segment 00000000000000000000.segment offset {valid}"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("would drop 6 bytes"), "{stdout}");
+}
+
+#[test]
+fn verify_corruption_exits_2_naming_segment_and_offset() {
+    let dir = journal_with(4);
+    let path = segment0(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The second record starts after the header (48) and the first frame (16 + 8 bytes).
+    let second = 48 + 24;
+    bytes[second + 12] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = tooljournal(&["journal", "verify", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "segment 00000000000000000000.segment offset {second}"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("checksum mismatch"), "{stderr}");
+}
+
+#[test]
+fn verify_future_version_exits_2_and_says_so() {
+    let dir = journal_with(1);
+    let path = segment0(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8] = 9;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = tooljournal(&["journal", "verify", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unsupported format version 9"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn missing_directory_and_bad_usage_exit_1() {
+    let out = tooljournal(&["journal", "verify", "/nonexistent/tooljournal-test"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/nonexistent/tooljournal-test"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = tooljournal(&["journal", "frobnicate"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = tooljournal(&["journal", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = tooljournal(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("journal"));
+}
+
+#[test]
+fn dump_json_lists_every_record_back_to_back() {
+    let dir = journal_with(6);
+    let out = tooljournal(&["journal", "dump", dir.path().to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(rows.len(), 6);
+    let mut offset = 48;
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["seq"], i as u64 + 1);
+        assert_eq!(row["segment"], 0);
+        assert_eq!(row["offset"], offset);
+        let payload_len = (i * 13) % 200;
+        // Frame: 8 (length + crc) + 8 (seq) + payload (u64 length + bytes).
+        assert_eq!(row["length"], (16 + 8 + payload_len) as u64);
+        offset += row["length"].as_u64().unwrap();
+    }
+    assert_eq!(
+        offset,
+        std::fs::metadata(segment0(dir.path())).unwrap().len()
+    );
+
+    let out = tooljournal(&["journal", "dump", dir.path().to_str().unwrap()]);
+    assert_eq!(
+        text(&out.stdout).lines().next(),
+        Some("seq=1 segment=0 offset=48 length=24")
+    );
+}
+
+#[test]
+fn demo_runs_and_leaves_a_clean_journal_behind() {
+    let out = tooljournal(&["demo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("torn tail"), "{stdout}");
+    let journal_dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("journal: "))
+        .expect("the demo prints its journal directory");
+    let verify = tooljournal(&["journal", "verify", journal_dir]);
+    assert_eq!(verify.status.code(), Some(0));
+    assert!(
+        text(&verify.stdout).contains("clean: 49 records"),
+        "{}",
+        text(&verify.stdout)
+    );
+    let quarantined = std::fs::read_dir(journal_dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".torn-at-")
+        })
+        .count();
+    assert_eq!(quarantined, 1, "the torn bytes were kept as evidence");
+    std::fs::remove_dir_all(Path::new(journal_dir).parent().unwrap()).unwrap();
+}
