@@ -13,17 +13,17 @@ const HEADER_BYTES: u64 = journal::segment::HEADER_BYTES as u64;
 /// Record sizes chosen to vary frame sizes and to land records on both sides of segment cuts.
 const SIZES: &[usize] = &[0, 1, 17, 90, 3, 120, 44, 0, 64, 250, 5, 77, 8, 101, 33, 2];
 
+/// Where a record ends, counting bytes across segments laid end to end.
 #[derive(Debug, Clone, Copy)]
 struct Frame {
-    global_start: u64,
     global_end: u64,
 }
 
+/// A segment's name, bytes, and where it starts in the global layout.
+type LaidOutSegment = (String, Vec<u8>, u64);
+
 /// Global byte layout: where each segment and each record starts, concatenating segments.
-fn layout(
-    storage: &SimStorage,
-    options: journal::Options,
-) -> (Vec<(String, Vec<u8>, u64)>, Vec<Frame>) {
+fn layout(storage: &SimStorage, options: journal::Options) -> (Vec<LaidOutSegment>, Vec<Frame>) {
     let segs = segments(storage);
     let mut starts = Vec::new();
     let mut at = 0;
@@ -38,7 +38,6 @@ fn layout(
         .map(|r| {
             let s = starts[r.position.segment as usize] + r.position.offset;
             Frame {
-                global_start: s,
                 global_end: s + r.frame_bytes,
             }
         })
@@ -53,7 +52,7 @@ fn layout(
 
 /// The journal as a crash at global byte `cut` leaves it. With `keep_empty`, a segment that
 /// starts exactly at the cut survives as an empty file.
-fn cut_at(segs: &[(String, Vec<u8>, u64)], cut: u64, keep_empty: bool) -> SimStorage {
+fn cut_at(segs: &[LaidOutSegment], cut: u64, keep_empty: bool) -> SimStorage {
     let storage = SimStorage::new();
     for (name, bytes, start) in segs {
         let end = start + bytes.len() as u64;
