@@ -40,7 +40,7 @@ pub fn run() -> Result<(), CliError> {
         .map_err(|e| failed("cannot create a temporary directory", e))?
         .keep();
     let journal_dir = dir.join("journal");
-    println!("journal: {}", journal_dir.display());
+    outln!("journal: {}", journal_dir.display())?;
     let options = Options {
         // Small segments, so that the demo shows rotation.
         limits: Limits {
@@ -84,14 +84,15 @@ pub fn run() -> Result<(), CliError> {
         Ok::<(), CliError>(())
     })?;
     let stats = journal.stats();
-    println!(
+    outln!(
         "1. wrote {} durable records for 8 concurrent calls with {} fdatasyncs (group commit)",
-        stats.appended_seq, stats.syncs
-    );
+        stats.appended_seq,
+        stats.syncs
+    )?;
     drop(journal);
     let segments = count_segments(&journal_dir);
     verify_line("2. verify", &storage)?;
-    println!("   {segments} segment files (cut at 4 KiB for the demo)");
+    outln!("   {segments} segment files (cut at 4 KiB for the demo)")?;
 
     // 3. A crash mid-write: half a record at the end of the last segment.
     let last = last_segment(&journal_dir).map_err(|e| failed("cannot list segments", e))?;
@@ -100,19 +101,19 @@ pub fn run() -> Result<(), CliError> {
         .open(&last)
         .and_then(|mut f| f.write_all(&[0x2a, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3]))
         .map_err(|e| failed("cannot tear the tail", e))?;
-    println!(
+    outln!(
         "3. simulated a crash: 11 bytes of a half-written record at the end of {}",
         last.display()
-    );
+    )?;
     verify_line("   verify", &storage)?;
 
     // 4. Reopen for append: evidence first, then truncation, then new records.
     let (journal, report) = Journal::open(storage.clone(), options)?;
-    println!(
+    outln!(
         "4. reopened: torn bytes copied to {} and cut; next seq {}",
         report.quarantine_file.as_deref().unwrap_or("(none)"),
         report.next_seq
-    );
+    )?;
     let seq = journal.append(&DemoEvent {
         call_id: "call_9".into(),
         state: "received",
@@ -122,18 +123,18 @@ pub fn run() -> Result<(), CliError> {
     journal.close()?;
     verify_line("   verify", &storage)?;
 
-    println!("\nTry:");
-    println!("  tooljournal journal verify {}", journal_dir.display());
-    println!(
+    outln!("\nTry:")?;
+    outln!("  tooljournal journal verify {}", journal_dir.display())?;
+    outln!(
         "  tooljournal journal dump {} --json",
         journal_dir.display()
-    );
+    )?;
     Ok(())
 }
 
 fn verify_line(label: &str, storage: &Arc<dyn Storage>) -> Result<(), CliError> {
     let (end, records) = Reader::open(storage.clone(), Limits::default())?.drain()?;
-    println!("{label}: {}", describe_end(&end, records));
+    outln!("{label}: {}", describe_end(&end, records))?;
     Ok(())
 }
 

@@ -34,7 +34,7 @@ fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
     match end {
         ReadEnd::Corrupt(_) => Err(CliError::Corrupt(line)),
         _ => {
-            println!("{line}");
+            outln!("{line}")?;
             Ok(())
         }
     }
@@ -50,7 +50,7 @@ pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
     for record in reader.by_ref() {
         let r = record?;
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({
                     "seq": r.seq,
@@ -58,12 +58,15 @@ pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
                     "offset": r.position.offset,
                     "length": r.frame_bytes,
                 })
-            );
+            )?;
         } else {
-            println!(
+            outln!(
                 "seq={} segment={} offset={} length={}",
-                r.seq, r.position.segment, r.position.offset, r.frame_bytes
-            );
+                r.seq,
+                r.position.segment,
+                r.position.offset,
+                r.frame_bytes
+            )?;
         }
     }
     let end = reader

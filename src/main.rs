@@ -3,6 +3,11 @@
 //! This file parses arguments and is the one place that turns errors into exit codes
 //! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal.
 
+/// `println!` that returns [`CliError::StdoutClosed`] instead of panicking on a closed pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::out(format_args!($($arg)*)) };
+}
+
 mod demo;
 mod journal_cmd;
 
@@ -58,6 +63,19 @@ pub enum CliError {
     Failed(String),
     /// The journal is corrupt (not merely torn): exit 2.
     Corrupt(String),
+    /// Whoever reads our stdout went away (`| head`): stop quietly, exit 0.
+    StdoutClosed,
+}
+
+/// Writes one line to stdout; a closed pipe ends the command quietly instead of panicking.
+pub fn out(line: std::fmt::Arguments) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{line}") {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError::StdoutClosed),
+        Err(e) => Err(CliError::Failed(format!("cannot write to stdout: {e}"))),
+    }
 }
 
 impl From<journal::JournalError> for CliError {
@@ -88,7 +106,7 @@ fn main() -> ExitCode {
         },
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) | Err(CliError::StdoutClosed) => ExitCode::SUCCESS,
         Err(CliError::Failed(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(1)

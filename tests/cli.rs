@@ -185,3 +185,26 @@ fn demo_runs_and_leaves_a_clean_journal_behind() {
     assert_eq!(quarantined, 1, "the torn bytes were kept as evidence");
     std::fs::remove_dir_all(Path::new(journal_dir).parent().unwrap()).unwrap();
 }
+
+#[test]
+fn a_closed_stdout_ends_dump_quietly_not_with_a_panic() {
+    use std::io::{BufRead, BufReader};
+    // Enough records that the output outgrows the pipe buffer.
+    let dir = journal_with(20_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["journal", "dump", dir.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("seq=1 "), "{first}");
+    // The reader is dropped here: like `| head -1`.
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
