@@ -1,0 +1,22 @@
+//! The runtime's errors.
+
+use crate::registry::RegistryError;
+use crate::state::IllegalTransition;
+use journal::JournalError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The journal failed: the session has stopped (DESIGN.md I10). Nothing starts after this.
+    #[error("session stopped: {0}")]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    IllegalTransition(#[from] IllegalTransition),
+    /// The model's message cannot be journaled as it is (e.g. two calls share an id).
+    #[error("invalid model response: {0}")]
+    InvalidResponse(String),
+    /// The session was driven out of order (e.g. a batch with no open step).
+    #[error("session misuse: {0}")]
+    Misuse(String),
+}

@@ -1,0 +1,376 @@
+//! One approved call, from `started` to its frozen result: the execute wrapper (write-ahead,
+//! timeout, retry, metrics), the tool body, the contract check, post-execute and
+//! `finalize_content` (DESIGN.md §3, stages 3 to 6).
+//!
+//! Why the order is fixed here and not configurable: the write-ahead rule (I1) and "finalize
+//! exactly once" are properties of the sequence, not of any one listener.
+
+use crate::code::ErrorCode;
+use crate::event::{CallRef, Event, Outcome, OutcomeStatus, Resources, SideEffect, Text};
+use crate::eventlog::EventLog;
+use crate::hooks::{CallInfo, Draft, Observer, PostDecision, PostExecute};
+use crate::registry::Entry;
+use crate::result::{error_content, ToolResult};
+use crate::session::{Config, Stats, Track};
+use crate::state::CallState;
+use crate::tool::{ProgressSink, ToolContext, ToolError, ToolOutput};
+use crate::RuntimeError;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes of head and of tail kept when a content is too large to journal inline.
+const PREVIEW_BYTES: usize = 2048;
+
+/// What the body produced over all its attempts.
+pub(crate) struct BodyRun {
+    pub result: Result<ToolOutput, ToolError>,
+    pub attempts: u32,
+    pub duration_ms: u64,
+    /// Side effects confirmed by failed attempts before the last.
+    pub earlier_effects: Vec<SideEffect>,
+}
+
+/// What the session lends the execute wrapper.
+pub(crate) struct Runner<'a> {
+    pub config: &'a Config,
+    /// The parent of every attempt's cancellation token.
+    pub cancel: &'a CancellationToken,
+    pub log: &'a EventLog,
+    pub observers: &'a [Arc<dyn Observer>],
+    pub stats: &'a Stats,
+}
+
+/// Runs the body, attempt after attempt. Each attempt's `started` is durable before the body
+/// runs (I1): this function is the only place a tool body is started.
+pub(crate) async fn run_body(
+    runner: &Runner<'_>,
+    entry: &Arc<Entry>,
+    info: &CallInfo,
+    resources: &Resources,
+    track: &mut Track,
+) -> Result<BodyRun, RuntimeError> {
+    let Runner {
+        config,
+        cancel: parent,
+        log,
+        observers,
+        stats,
+    } = *runner;
+    let clock = tokio::time::Instant::now();
+    let mut earlier_effects = Vec::new();
+    let attempts_max = if entry.tool.is_retry_safe() {
+        config.attempts_max.max(1)
+    } else {
+        1
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let seq = track.transition(log, CallState::Started, attempt, |source_seqs| {
+            Event::Started {
+                call: info.call.clone(),
+                attempt,
+                resources: resources.clone(),
+                source_seqs,
+            }
+        })?;
+        log.sync_through(seq).await?;
+
+        let token = parent.child_token();
+        let (sink, mut progress) = ProgressSink::channel();
+        let ctx = ToolContext::new(token.clone(), sink, info.call.call_id.clone(), attempt);
+        let tool = entry.tool.clone();
+        let args = info.args.clone();
+        // A task of its own: a panicking body is caught at the join, not in our stack.
+        let mut body = tokio::spawn(async move { tool.execute(args, ctx).await });
+        let deadline = tokio::time::sleep(std::time::Duration::from_millis(config.timeout_ms));
+        tokio::pin!(deadline);
+        let mut timed_out = false;
+        let joined = loop {
+            tokio::select! {
+                biased;
+                joined = &mut body => break joined,
+                Some(message) = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, stats),
+                _ = &mut deadline, if !timed_out => {
+                    // Cancel, then keep waiting: the tool may be mid-write and must settle.
+                    timed_out = true;
+                    token.cancel();
+                }
+            }
+        };
+        // Progress that arrived before the result is delivered; anything later has no receiver.
+        while let Ok(message) = progress.try_recv() {
+            notify_progress(observers, &info.call, &info.tool, &message, stats);
+        }
+        drop(progress);
+
+        let result = match joined {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(e)) => Err(honest_error(e, timed_out, config.timeout_ms)),
+            Err(join) => Err(ToolError::new(
+                ErrorCode::ToolPanicked,
+                match join.try_into_panic() {
+                    Ok(panic) => format!("the tool panicked: {}", panic_message(panic.as_ref())),
+                    Err(join) => format!("the tool's task ended abnormally: {join}"),
+                },
+            )),
+        };
+        let retry = matches!(&result, Err(e) if e.retryable)
+            && attempt < attempts_max
+            && !timed_out
+            && !parent.is_cancelled();
+        if retry {
+            if let Err(e) = result {
+                earlier_effects.extend(e.side_effects);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(
+                config.retry_backoff_ms * u64::from(attempt),
+            ))
+            .await;
+            continue;
+        }
+        return Ok(BodyRun {
+            result,
+            attempts: attempt,
+            duration_ms: clock.elapsed().as_millis() as u64,
+            earlier_effects,
+        });
+    }
+}
+
+/// A tool may not speak for the runtime (see `ErrorCode::tool_may_report`), and an error after
+/// a timeout is reported as the timeout.
+fn honest_error(mut e: ToolError, timed_out: bool, timeout_ms: u64) -> ToolError {
+    if !e.code.tool_may_report() {
+        e.message = format!("the tool reported {} about itself: {}", e.code, e.message);
+        e.code = ErrorCode::ToolFailed;
+    }
+    if timed_out {
+        e.message = format!("timed out after {timeout_ms} ms: {}", e.message);
+        e.code = ErrorCode::Timeout;
+    }
+    e
+}
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}
+
+/// The body's result after the contract check, in both forms: the journal's outcome and the
+/// draft post-execute sees.
+pub(crate) struct Settled {
+    pub outcome: Outcome,
+    pub draft: Draft,
+    pub details: Option<Value>,
+    pub error: Option<(ErrorCode, String)>,
+}
+
+/// Checks the output contract and builds the `settled` outcome.
+pub(crate) fn settle(
+    entry: &Entry,
+    run: BodyRun,
+    resources: &Resources,
+    inline_max: usize,
+) -> Settled {
+    let mut side_effects = run.earlier_effects;
+    let (content, value, details, error) = match run.result {
+        Ok(output) => {
+            side_effects.extend(output.side_effects);
+            let violation = match (&entry.output, &output.value) {
+                (None, _) => None,
+                (Some(_), None) => Some("the tool returned no structured value".to_owned()),
+                (Some(schema), Some(v)) => schema.check(v).err().map(|v| v.to_string()),
+            };
+            let error = violation.map(|v| {
+                (
+                    ErrorCode::OutputSchemaViolation,
+                    format!("the tool's result does not match its output schema: {v}"),
+                )
+            });
+            (output.content, output.value, output.details, error)
+        }
+        Err(e) => {
+            side_effects.extend(e.side_effects);
+            (e.message.clone(), None, None, Some((e.code, e.message)))
+        }
+    };
+    let status = match &error {
+        None => OutcomeStatus::Success,
+        Some((code, message)) => OutcomeStatus::Error {
+            code: *code,
+            message: message.clone(),
+        },
+    };
+    let outcome = Outcome {
+        status,
+        content: inline_or_preview(&content, inline_max),
+        value: value.as_ref().map(Value::to_string),
+        details: details.as_ref().map(Value::to_string),
+        side_effects,
+        attempts: run.attempts,
+        duration_ms: run.duration_ms,
+    };
+    Settled {
+        outcome,
+        draft: Draft {
+            content,
+            value,
+            is_error: error.is_some(),
+            resources: resources.clone(),
+        },
+        details,
+        error,
+    }
+}
+
+/// Keeps text inline up to `inline_max` bytes; beyond, a head, a tail and the whole text's hash.
+pub fn inline_or_preview(text: &str, inline_max: usize) -> Text {
+    if text.len() <= inline_max {
+        return Text::Inline(text.to_owned());
+    }
+    let head_end = floor_char_boundary(text, PREVIEW_BYTES.min(inline_max / 2));
+    let tail_start = ceil_char_boundary(text, text.len() - PREVIEW_BYTES.min(inline_max / 2));
+    Text::Preview {
+        head: text[..head_end].to_owned(),
+        tail: text[tail_start..].to_owned(),
+        total_bytes: text.len() as u64,
+        sha256: hex::encode(Sha256::digest(text.as_bytes())),
+        locator: None,
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Post-execute, then `finalize_content` exactly once, then the frozen result.
+pub(crate) fn finish(
+    entry: &Entry,
+    info: &CallInfo,
+    settled: Settled,
+    post_execute: &[Arc<dyn PostExecute>],
+) -> ToolResult {
+    let Settled {
+        mut draft,
+        details,
+        mut error,
+        ..
+    } = settled;
+    if error.is_none() {
+        for listener in post_execute {
+            let decision = catch_unwind(AssertUnwindSafe(|| listener.inspect(info, &draft)));
+            match decision {
+                Ok(PostDecision::Accept) => {}
+                Ok(PostDecision::ReplaceContent(content)) => draft.content = content,
+                Ok(PostDecision::ReplaceValue(value)) => {
+                    if let Some(Err(v)) = entry.output.as_ref().map(|s| s.check(&value)) {
+                        error = Some((
+                            ErrorCode::OutputSchemaViolation,
+                            format!(
+                                "post-execute listener {} replaced the value with one that does not match the output schema: {v}",
+                                listener.name()
+                            ),
+                        ));
+                        break;
+                    }
+                    draft.content =
+                        serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+                    draft.value = Some(value);
+                }
+                Ok(PostDecision::Block { feedback }) => {
+                    error = Some((
+                        ErrorCode::PostExecuteBlocked,
+                        format!("blocked by {}: {feedback}", listener.name()),
+                    ));
+                    break;
+                }
+                Err(panic) => {
+                    // Fail closed: a listener that could not inspect the result may have been
+                    // the one meant to redact it.
+                    tracing::warn!(listener = listener.name(), "post-execute listener panicked");
+                    error = Some((
+                        ErrorCode::PostExecuteBlocked,
+                        format!(
+                            "post-execute listener {} failed ({}); the result is withheld",
+                            listener.name(),
+                            panic_message(panic.as_ref())
+                        ),
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    let (content, is_error, code) = finalize(entry, draft.content, error);
+    ToolResult {
+        call_id: info.call.call_id.clone(),
+        content,
+        value: if is_error { None } else { draft.value },
+        details,
+        is_error,
+        code,
+    }
+}
+
+/// Calls the tool's `finalize_content` exactly once: on the content, or on an error's message
+/// (the code is put back in front afterwards, so the model always sees it first).
+pub(crate) fn finalize(
+    entry: &Entry,
+    content: String,
+    error: Option<(ErrorCode, String)>,
+) -> (String, bool, Option<ErrorCode>) {
+    let tool = &entry.tool;
+    match error {
+        None => match catch_unwind(AssertUnwindSafe(|| tool.finalize_content(content))) {
+            Ok(content) => (content, false, None),
+            Err(panic) => (
+                error_content(
+                    ErrorCode::ToolPanicked,
+                    &format!(
+                        "finalize_content panicked: {}",
+                        panic_message(panic.as_ref())
+                    ),
+                ),
+                true,
+                Some(ErrorCode::ToolPanicked),
+            ),
+        },
+        Some((code, message)) => {
+            let message = catch_unwind(AssertUnwindSafe(|| tool.finalize_content(message.clone())))
+                .unwrap_or(message);
+            (error_content(code, &message), true, Some(code))
+        }
+    }
+}
+
+fn notify_progress(
+    observers: &[Arc<dyn Observer>],
+    call: &CallRef,
+    tool: &str,
+    message: &str,
+    stats: &Stats,
+) {
+    for observer in observers {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            observer.on_progress(call, tool, message)
+        }));
+        stats.observer_outcome(observer.name(), outcome);
+    }
+}

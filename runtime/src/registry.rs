@@ -1,0 +1,220 @@
+//! The tool registry: which tools exist, under which final names, from where.
+//!
+//! Why strict: a model calls tools by name, so a name that silently changes meaning is the most
+//! dangerous bug a plugin ecosystem can have. Final names are unique; an external tool can never
+//! take a built-in's name (not even in a child scope); a child scope hides a parent's tool only
+//! when asked to explicitly; names the runtime keeps for itself are refused.
+
+use crate::args::Schema;
+use crate::event::{ToolDescriptor, ToolSource};
+use crate::tool::Tool;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Names the runtime keeps for tools of its own.
+pub const RESERVED_NAMES: [&str; 1] = ["tool_search"];
+
+/// Most tools one scope may hold.
+pub const TOOLS_PER_SCOPE_MAX: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("tool name {name:?} is not allowed: names match ^[a-zA-Z0-9_-]{{1,64}}$")]
+    BadName { name: String },
+    #[error("tool name {name:?} is reserved for the runtime")]
+    Reserved { name: String },
+    #[error("tool {name:?} is already registered in this scope")]
+    Duplicate { name: String },
+    #[error(
+        "external tool {name:?} (from {server}) has the name of a built-in tool and is refused"
+    )]
+    ExternalOverridesBuiltIn { name: String, server: String },
+    #[error(
+        "tool {name:?} exists in a parent scope; shadow it explicitly with register_shadowing"
+    )]
+    ShadowsParent { name: String },
+    #[error("tool {name:?}: {which} schema is invalid: {message}")]
+    BadSchema {
+        name: String,
+        which: &'static str,
+        message: String,
+    },
+    #[error("a scope holds at most {TOOLS_PER_SCOPE_MAX} tools")]
+    Full,
+}
+
+/// A registered tool with its compiled schemas.
+pub struct Entry {
+    pub tool: Arc<dyn Tool>,
+    pub source: ToolSource,
+    pub input: Schema,
+    pub output: Option<Schema>,
+    pub schema_hash: String,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.tool.name())
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// A scope of tools, optionally inside a parent scope.
+#[derive(Debug, Default)]
+pub struct Registry {
+    parent: Option<Arc<Registry>>,
+    tools: BTreeMap<String, Arc<Entry>>,
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// A child scope: sees the parent's tools, may add its own.
+    pub fn child(parent: Arc<Registry>) -> Registry {
+        Registry {
+            parent: Some(parent),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// Registers a tool. Refuses a duplicate name in this scope, a name from a parent scope, an
+    /// external tool with a built-in's name, bad or reserved names, and invalid schemas.
+    pub fn register(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        source: ToolSource,
+    ) -> Result<(), RegistryError> {
+        self.insert(tool, source, false)
+    }
+
+    /// Registers a tool that deliberately hides a parent scope's tool of the same name. An
+    /// external tool still cannot hide a built-in.
+    pub fn register_shadowing(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        source: ToolSource,
+    ) -> Result<(), RegistryError> {
+        self.insert(tool, source, true)
+    }
+
+    fn insert(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        source: ToolSource,
+        shadow: bool,
+    ) -> Result<(), RegistryError> {
+        let name = tool.name().to_owned();
+        if !valid_name(&name) {
+            return Err(RegistryError::BadName { name });
+        }
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            return Err(RegistryError::Reserved { name });
+        }
+        if self.tools.contains_key(&name) {
+            return Err(match (&source, &self.tools[&name].source) {
+                (ToolSource::External { server }, ToolSource::BuiltIn) => {
+                    RegistryError::ExternalOverridesBuiltIn {
+                        name,
+                        server: server.clone(),
+                    }
+                }
+                _ => RegistryError::Duplicate { name },
+            });
+        }
+        if let Some(inherited) = self.parent.as_ref().and_then(|p| p.lookup(&name)) {
+            if let (ToolSource::External { server }, ToolSource::BuiltIn) =
+                (&source, &inherited.source)
+            {
+                return Err(RegistryError::ExternalOverridesBuiltIn {
+                    name,
+                    server: server.clone(),
+                });
+            }
+            if !shadow {
+                return Err(RegistryError::ShadowsParent { name });
+            }
+        }
+        if self.tools.len() >= TOOLS_PER_SCOPE_MAX {
+            return Err(RegistryError::Full);
+        }
+        let bad_schema = |which, message| RegistryError::BadSchema {
+            name: name.clone(),
+            which,
+            message,
+        };
+        let input_source = tool.input_schema();
+        let output_source = tool.output_schema();
+        let schema_hash = schema_hash(&input_source, output_source.as_ref());
+        let input = Schema::compile(input_source).map_err(|m| bad_schema("input", m))?;
+        let output = output_source
+            .map(Schema::compile)
+            .transpose()
+            .map_err(|m| bad_schema("output", m))?;
+        self.tools.insert(
+            name,
+            Arc::new(Entry {
+                tool,
+                source,
+                input,
+                output,
+                schema_hash,
+            }),
+        );
+        Ok(())
+    }
+
+    /// The tool a name resolves to: this scope first, then the parents.
+    pub fn lookup(&self, name: &str) -> Option<Arc<Entry>> {
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.parent.as_ref().and_then(|p| p.lookup(name)))
+    }
+
+    /// Every visible tool, by name, as `session/open` records them.
+    pub fn descriptors(&self) -> Vec<ToolDescriptor> {
+        let mut visible: BTreeMap<String, Arc<Entry>> = BTreeMap::new();
+        self.collect(&mut visible);
+        visible
+            .into_values()
+            .map(|e| ToolDescriptor {
+                name: e.tool.name().to_owned(),
+                source: e.source.clone(),
+                version: e.tool.version().to_owned(),
+                schema_hash: e.schema_hash.clone(),
+            })
+            .collect()
+    }
+
+    fn collect(&self, into: &mut BTreeMap<String, Arc<Entry>>) {
+        if let Some(parent) = &self.parent {
+            parent.collect(into);
+        }
+        for (name, entry) in &self.tools {
+            into.insert(name.clone(), entry.clone());
+        }
+    }
+}
+
+/// sha256 over the canonical JSON (serde_json sorts object keys) of both schemas.
+fn schema_hash(input: &serde_json::Value, output: Option<&serde_json::Value>) -> String {
+    let mut h = Sha256::new();
+    h.update(input.to_string().as_bytes());
+    h.update(b"\n");
+    if let Some(o) = output {
+        h.update(o.to_string().as_bytes());
+    }
+    hex::encode(h.finalize())
+}

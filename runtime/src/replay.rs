@@ -1,0 +1,589 @@
+//! Replay: fold a journal back into per-session, per-call state.
+//!
+//! This is how `recover` learns what happened, so it is strict: every event must fit where it
+//! lands (a call's events follow its state machine and point back at its previous event; steps
+//! and turns open and close in order). Anything that does not fit is an error naming the
+//! record's seq and position, never a silent skip: a journal that checksums fine but does not
+//! make sense is corrupt too.
+
+use crate::code::ErrorCode;
+use crate::event::{
+    Approval, AskAnswer, CallRef, CommittedResult, Event, ModelResponse, Outcome, PlanItem, Record,
+    Recovery, Resources, SessionOpen, StepOutcome, TurnOutcome,
+};
+use crate::state::{CallMachine, CallState, IllegalTransition};
+use journal::{JournalError, Limits, Position, ReadEnd, Reader, Storage};
+use std::sync::Arc;
+
+/// Why a journal could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(
+        "record seq {seq} at {position}: unknown event type {index} (written by a newer version?)"
+    )]
+    UnknownEventType {
+        seq: u64,
+        position: Position,
+        index: u32,
+    },
+    #[error("record seq {seq} at {position}: payload does not decode as an event: {message}")]
+    Undecodable {
+        seq: u64,
+        position: Position,
+        message: String,
+    },
+    #[error("record seq {seq} at {position} ({kind}): {message}")]
+    Inconsistent {
+        seq: u64,
+        position: Position,
+        kind: &'static str,
+        message: String,
+    },
+    #[error("record seq {seq} at {position}: {source}")]
+    IllegalTransition {
+        seq: u64,
+        position: Position,
+        source: IllegalTransition,
+    },
+}
+
+/// A question asked about a call, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskRecord {
+    pub question: String,
+    /// `None` while pending.
+    pub answer: Option<AskAnswer>,
+    pub cancel_reason: Option<String>,
+}
+
+/// Everything the journal says about one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReplay {
+    pub call: CallRef,
+    pub index: u32,
+    pub tool: String,
+    pub raw_arguments: String,
+    pub state: CallState,
+    pub attempts: u32,
+    pub arguments: Option<String>,
+    pub approval: Option<Approval>,
+    pub rejection: Option<(ErrorCode, String)>,
+    pub cancel_reason: Option<String>,
+    pub resources: Option<Resources>,
+    pub outcome: Option<Outcome>,
+    pub committed: Option<CommittedResult>,
+    pub asks: Vec<AskRecord>,
+    /// Every event of the call, in order.
+    pub seqs: Vec<u64>,
+    pub received_at_ms: u64,
+    pub started_at_ms: Option<u64>,
+    pub settled_at_ms: Option<u64>,
+    /// Committed by a `recovery` event rather than by the runtime.
+    pub recovered: bool,
+    machine: CallMachine,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReplay {
+    pub step: u32,
+    pub response: Option<ModelResponse>,
+    pub outcome: Option<StepOutcome>,
+    pub calls: Vec<CallReplay>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReplay {
+    pub turn: u32,
+    pub user_text: String,
+    pub outcome: Option<TurnOutcome>,
+    pub steps: Vec<StepReplay>,
+}
+
+/// A session as its journal tells it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionReplay {
+    pub open: Option<SessionOpen>,
+    pub closed: bool,
+    pub turns: Vec<TurnReplay>,
+    pub plan: Option<Vec<PlanItem>>,
+    pub faults: Vec<(u32, u32, String)>,
+    pub recoveries: Vec<Recovery>,
+    pub last_seq: u64,
+}
+
+impl SessionReplay {
+    /// Every call, in journal order.
+    pub fn calls(&self) -> impl Iterator<Item = &CallReplay> {
+        self.turns
+            .iter()
+            .flat_map(|t| t.steps.iter())
+            .flat_map(|s| s.calls.iter())
+    }
+
+    pub fn call(&self, call: &CallRef) -> Option<&CallReplay> {
+        self.turns
+            .get(call.turn.checked_sub(1)? as usize)?
+            .steps
+            .get(call.step.checked_sub(1)? as usize)?
+            .calls
+            .iter()
+            .find(|c| c.call.call_id == call.call_id)
+    }
+
+    /// The turn left open (no `turn/end`), if any.
+    pub fn open_turn(&self) -> Option<&TurnReplay> {
+        self.turns.last().filter(|t| t.outcome.is_none())
+    }
+}
+
+/// Folds records one at a time.
+#[derive(Debug, Default)]
+pub struct Replayer {
+    replay: SessionReplay,
+}
+
+impl Replayer {
+    pub fn new() -> Replayer {
+        Replayer::default()
+    }
+
+    /// Decodes and applies one journal record.
+    pub fn apply(&mut self, record: &journal::Record) -> Result<(), ReplayError> {
+        let decoded: Record = record.decode().map_err(|e| {
+            let p = &record.payload;
+            let index = p
+                .get(8..12)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("slice of length 4")));
+            match index {
+                Some(index) if index >= Event::VARIANT_COUNT => ReplayError::UnknownEventType {
+                    seq: record.seq,
+                    position: record.position,
+                    index,
+                },
+                _ => ReplayError::Undecodable {
+                    seq: record.seq,
+                    position: record.position,
+                    message: e.message,
+                },
+            }
+        })?;
+        self.apply_event(record.seq, record.position, decoded.at_ms, decoded.event)
+    }
+
+    pub fn finish(self) -> SessionReplay {
+        self.replay
+    }
+
+    pub fn state(&self) -> &SessionReplay {
+        &self.replay
+    }
+
+    fn apply_event(
+        &mut self,
+        seq: u64,
+        position: Position,
+        at_ms: u64,
+        event: Event,
+    ) -> Result<(), ReplayError> {
+        let kind = event.kind();
+        let bad = |message: String| ReplayError::Inconsistent {
+            seq,
+            position,
+            kind,
+            message,
+        };
+        let r = &mut self.replay;
+        r.last_seq = seq;
+        if r.open.is_none() && !matches!(event, Event::SessionOpen(_)) {
+            return Err(bad("the journal does not begin with session/open".into()));
+        }
+        if r.closed {
+            return Err(bad("event after session/close".into()));
+        }
+        match event {
+            Event::SessionOpen(open) => {
+                if r.open.is_some() {
+                    return Err(bad("a second session/open".into()));
+                }
+                r.open = Some(open);
+            }
+            Event::TurnStart { turn, user_text } => {
+                if r.open_turn().is_some() {
+                    return Err(bad("turn/start while a turn is open".into()));
+                }
+                if turn as usize != r.turns.len() + 1 {
+                    return Err(bad(format!("turn {turn} after turn {}", r.turns.len())));
+                }
+                r.turns.push(TurnReplay {
+                    turn,
+                    user_text,
+                    outcome: None,
+                    steps: Vec::new(),
+                });
+            }
+            Event::StepStart { turn, step } => {
+                let t = open_turn_mut(r, turn).map_err(bad)?;
+                if t.steps.last().is_some_and(|s| s.outcome.is_none()) {
+                    return Err(bad("step/start while a step is open".into()));
+                }
+                if step as usize != t.steps.len() + 1 {
+                    return Err(bad(format!("step {step} after step {}", t.steps.len())));
+                }
+                t.steps.push(StepReplay {
+                    step,
+                    response: None,
+                    outcome: None,
+                    calls: Vec::new(),
+                });
+            }
+            Event::LlmResponse {
+                turn,
+                step,
+                response,
+            } => {
+                let s = open_step_mut(r, turn, step).map_err(bad)?;
+                if s.response.is_some() {
+                    return Err(bad("a second llm/response in one step".into()));
+                }
+                s.response = Some(response);
+            }
+            Event::StepEnd {
+                turn,
+                step,
+                outcome,
+            } => {
+                let s = open_step_mut(r, turn, step).map_err(bad)?;
+                s.outcome = Some(outcome);
+            }
+            Event::TurnEnd { turn, outcome } => {
+                let t = open_turn_mut(r, turn).map_err(bad)?;
+                if t.steps.last().is_some_and(|s| s.outcome.is_none()) {
+                    return Err(bad("turn/end while a step is open".into()));
+                }
+                t.outcome = Some(outcome);
+            }
+            Event::SessionClose => {
+                if r.open_turn().is_some() {
+                    return Err(bad("session/close while a turn is open".into()));
+                }
+                r.closed = true;
+            }
+            Event::Received {
+                call,
+                index,
+                tool,
+                raw_arguments,
+                source_seqs,
+            } => {
+                let s = open_step_mut(r, call.turn, call.step).map_err(bad)?;
+                let Some(response) = &s.response else {
+                    return Err(bad("a call received before the step's llm/response".into()));
+                };
+                let expected = response.tool_calls.get(index as usize);
+                if expected.is_none_or(|m| {
+                    m.call_id != call.call_id || m.name != tool || m.arguments != raw_arguments
+                }) || index as usize != s.calls.len()
+                {
+                    return Err(bad(format!(
+                        "{call} does not match call {index} of the step's llm/response"
+                    )));
+                }
+                if source_seqs.is_empty() || source_seqs.iter().any(|&s| s >= seq) {
+                    return Err(bad(format!(
+                        "{call}: source seqs {source_seqs:?} do not point back"
+                    )));
+                }
+                s.calls.push(CallReplay {
+                    machine: CallMachine::received(call.clone()),
+                    call,
+                    index,
+                    tool,
+                    raw_arguments,
+                    state: CallState::Received,
+                    attempts: 0,
+                    arguments: None,
+                    approval: None,
+                    rejection: None,
+                    cancel_reason: None,
+                    resources: None,
+                    outcome: None,
+                    committed: None,
+                    asks: Vec::new(),
+                    seqs: vec![seq],
+                    received_at_ms: at_ms,
+                    started_at_ms: None,
+                    settled_at_ms: None,
+                    recovered: false,
+                });
+            }
+            Event::Parsed {
+                call,
+                arguments,
+                source_seqs,
+            } => {
+                let c = advance(r, &call, CallState::Parsed, 0, &source_seqs, seq, position)?;
+                c.arguments = Some(arguments);
+            }
+            Event::Approved {
+                call,
+                approval,
+                source_seqs,
+            } => {
+                let c = advance(
+                    r,
+                    &call,
+                    CallState::Approved,
+                    0,
+                    &source_seqs,
+                    seq,
+                    position,
+                )?;
+                c.approval = Some(approval);
+            }
+            Event::Started {
+                call,
+                attempt,
+                resources,
+                source_seqs,
+            } => {
+                let c = advance(
+                    r,
+                    &call,
+                    CallState::Started,
+                    attempt,
+                    &source_seqs,
+                    seq,
+                    position,
+                )?;
+                c.attempts = attempt;
+                c.resources = Some(resources);
+                c.started_at_ms.get_or_insert(at_ms);
+            }
+            Event::Settled {
+                call,
+                outcome,
+                source_seqs,
+            } => {
+                let c = advance(r, &call, CallState::Settled, 0, &source_seqs, seq, position)?;
+                c.outcome = Some(outcome);
+                c.settled_at_ms = Some(at_ms);
+            }
+            Event::Committed {
+                call,
+                result,
+                source_seqs,
+            } => {
+                let c = advance(
+                    r,
+                    &call,
+                    CallState::Committed,
+                    0,
+                    &source_seqs,
+                    seq,
+                    position,
+                )?;
+                c.committed = Some(result);
+            }
+            Event::Rejected {
+                call,
+                code,
+                reason,
+                source_seqs,
+            } => {
+                let c = advance(
+                    r,
+                    &call,
+                    CallState::Rejected,
+                    0,
+                    &source_seqs,
+                    seq,
+                    position,
+                )?;
+                c.rejection = Some((code, reason));
+            }
+            Event::CancelledBeforeStart {
+                call,
+                reason,
+                source_seqs,
+            } => {
+                let c = advance(
+                    r,
+                    &call,
+                    CallState::CancelledBeforeStart,
+                    0,
+                    &source_seqs,
+                    seq,
+                    position,
+                )?;
+                c.cancel_reason = Some(reason);
+            }
+            Event::AskPending { call, question } => {
+                let c = find_call(r, &call).map_err(bad)?;
+                if c.state != CallState::Parsed
+                    || c.asks
+                        .last()
+                        .is_some_and(|a| a.answer.is_none() && a.cancel_reason.is_none())
+                {
+                    return Err(bad(format!("{call}: a question while {}", c.state)));
+                }
+                c.seqs.push(seq);
+                c.asks.push(AskRecord {
+                    question,
+                    answer: None,
+                    cancel_reason: None,
+                });
+            }
+            Event::AskAnswered { call, answer } => {
+                answer_ask(r, &call, Some(answer), None, seq).map_err(bad)?
+            }
+            Event::AskExpired { call } => {
+                answer_ask(r, &call, Some(AskAnswer::Expired), None, seq).map_err(bad)?
+            }
+            Event::AskCancelled { call, reason } => {
+                answer_ask(r, &call, Some(AskAnswer::Cancelled), Some(reason), seq).map_err(bad)?
+            }
+            Event::PlanReplace { items } => r.plan = Some(items),
+            Event::SpillStored { .. } => {}
+            Event::Fault {
+                turn,
+                step,
+                message,
+            } => r.faults.push((turn, step, message)),
+            Event::Recovery(recovery) => {
+                for rc in &recovery.calls {
+                    let c = find_call(r, &rc.call).map_err(bad)?;
+                    if c.state == CallState::Committed {
+                        return Err(bad(format!("{}: recovery of a committed call", rc.call)));
+                    }
+                    c.seqs.push(seq);
+                    c.committed = Some(rc.result.clone());
+                    c.state = CallState::Committed;
+                    c.recovered = true;
+                }
+                if let Some((turn, step)) = recovery.interrupted_step {
+                    open_step_mut(r, turn, step).map_err(bad)?.outcome =
+                        Some(StepOutcome::Interrupted);
+                }
+                if let Some(turn) = recovery.interrupted_turn {
+                    open_turn_mut(r, turn).map_err(bad)?.outcome = Some(TurnOutcome::Interrupted);
+                }
+                r.recoveries.push(recovery);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn open_turn_mut(r: &mut SessionReplay, turn: u32) -> Result<&mut TurnReplay, String> {
+    match r.turns.last_mut() {
+        Some(t) if t.turn == turn && t.outcome.is_none() => Ok(t),
+        _ => Err(format!("turn {turn} is not the open turn")),
+    }
+}
+
+fn open_step_mut(r: &mut SessionReplay, turn: u32, step: u32) -> Result<&mut StepReplay, String> {
+    match open_turn_mut(r, turn)?.steps.last_mut() {
+        Some(s) if s.step == step && s.outcome.is_none() => Ok(s),
+        _ => Err(format!("step {step} of turn {turn} is not the open step")),
+    }
+}
+
+fn find_call<'a>(r: &'a mut SessionReplay, call: &CallRef) -> Result<&'a mut CallReplay, String> {
+    r.turns
+        .get_mut((call.turn as usize).wrapping_sub(1))
+        .and_then(|t| t.steps.get_mut((call.step as usize).wrapping_sub(1)))
+        .and_then(|s| s.calls.iter_mut().find(|c| c.call.call_id == call.call_id))
+        .ok_or_else(|| format!("{call} was never received"))
+}
+
+fn advance<'a>(
+    r: &'a mut SessionReplay,
+    call: &CallRef,
+    to: CallState,
+    attempt: u32,
+    source_seqs: &[u64],
+    seq: u64,
+    position: Position,
+) -> Result<&'a mut CallReplay, ReplayError> {
+    let inconsistent = |message: String| ReplayError::Inconsistent {
+        seq,
+        position,
+        kind: "call event",
+        message,
+    };
+    let c = find_call(r, call).map_err(inconsistent)?;
+    let previous = *c
+        .seqs
+        .last()
+        .expect("a call has at least its received event");
+    if !source_seqs.contains(&previous) || source_seqs.iter().any(|&s| s >= seq) {
+        return Err(inconsistent(format!(
+            "{call}: {to} points back at {source_seqs:?}, not at the call's previous event {previous}"
+        )));
+    }
+    let attempt = if to == CallState::Started {
+        attempt
+    } else {
+        c.machine.attempt() + 1
+    };
+    c.machine
+        .advance_attempt(to, attempt)
+        .map_err(|source| ReplayError::IllegalTransition {
+            seq,
+            position,
+            source,
+        })?;
+    c.state = to;
+    c.seqs.push(seq);
+    Ok(c)
+}
+
+fn answer_ask(
+    r: &mut SessionReplay,
+    call: &CallRef,
+    answer: Option<AskAnswer>,
+    cancel_reason: Option<String>,
+    seq: u64,
+) -> Result<(), String> {
+    let c = find_call(r, call)?;
+    match c.asks.last_mut() {
+        Some(a) if a.answer.is_none() => {
+            a.answer = answer;
+            a.cancel_reason = cancel_reason;
+            c.seqs.push(seq);
+            Ok(())
+        }
+        _ => Err(format!("{call}: an answer with no pending question")),
+    }
+}
+
+/// Replays records in order; stops at the first I/O or replay error.
+pub fn replay_records(
+    records: impl IntoIterator<Item = Result<journal::Record, JournalError>>,
+) -> Result<SessionReplay, ReplayError> {
+    let mut replayer = Replayer::new();
+    for record in records {
+        replayer.apply(&record?)?;
+    }
+    Ok(replayer.finish())
+}
+
+/// Reads and replays a whole journal. Returns how the bytes ended too: the caller decides what
+/// a torn tail or corruption means (the replay covers the records before either).
+pub fn replay_storage(
+    storage: Arc<dyn Storage>,
+    limits: Limits,
+) -> Result<(SessionReplay, ReadEnd), ReplayError> {
+    let mut reader = Reader::open(storage, limits)?;
+    let mut replayer = Replayer::new();
+    for record in reader.by_ref() {
+        replayer.apply(&record?)?;
+    }
+    let end = reader
+        .end()
+        .cloned()
+        .expect("the reader finished without an I/O error");
+    Ok((replayer.finish(), end))
+}

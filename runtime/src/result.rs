@@ -1,0 +1,40 @@
+//! The frozen result of a call: what the model sees, what programs read, what people see.
+
+use crate::code::ErrorCode;
+use crate::event::CommittedResult;
+use serde_json::Value;
+
+/// A committed result. Built once by the pipeline and never changed after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub call_id: String,
+    /// For the model. An error's content begins with its code: `CODE: message`.
+    pub content: String,
+    /// For programs.
+    pub value: Option<Value>,
+    /// For people only (diffs, timings); never sent to the model.
+    pub details: Option<Value>,
+    pub is_error: bool,
+    pub code: Option<ErrorCode>,
+}
+
+impl ToolResult {
+    /// The journal's form of this result.
+    pub fn committed(&self) -> CommittedResult {
+        CommittedResult {
+            content: self.content.clone(),
+            is_error: self.is_error,
+            code: self.code,
+            value: self.value.as_ref().map(Value::to_string),
+        }
+    }
+}
+
+/// The content of an error result: the code first, so model and people read the same words.
+pub fn error_content(code: ErrorCode, message: &str) -> String {
+    if message.is_empty() {
+        code.as_str().to_owned()
+    } else {
+        format!("{}: {message}", code.as_str())
+    }
+}

@@ -1,0 +1,636 @@
+//! A session: turns, steps, and the batch of calls in each step, every transition journaled.
+//!
+//! The durability plan (DESIGN.md §8): nothing waits for the disk except a tool start. The
+//! `llm/response` of a step and the `received`, `parsed`, `approved` records of its calls ride
+//! on the sync of the first `started`; each later `started` syncs whatever came before it
+//! (earlier calls' `settled` included); `committed` records ride on the next sync, at the
+//! latest the one at `turn/end`. A sequential agent loop costs one fsync per step.
+//!
+//! This module runs a batch one call at a time, in model order, and commits results in model
+//! order as soon as every earlier call is committed.
+
+use crate::args;
+use crate::code::ErrorCode;
+use crate::event::{
+    Approval, AskAnswer, CallRef, Event, ModelResponse, SessionOpen, StepOutcome, StopReason,
+    TurnOutcome, EVENT_SCHEMA_VERSION,
+};
+use crate::eventlog::{Clock, EventLog, SystemClock};
+use crate::hooks::{CallInfo, Decision, Hooks};
+use crate::pipeline::{self, panic_message};
+use crate::registry::{Entry, Registry};
+use crate::result::{error_content, ToolResult};
+use crate::state::{CallMachine, CallState};
+use crate::RuntimeError;
+use journal::Journal;
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Limits and defaults of a session.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A call's body is cancelled after this long (then awaited until it settles).
+    pub timeout_ms: u64,
+    /// Attempts for a retry-safe tool whose failure says it is retryable (1 = no retry).
+    pub attempts_max: u32,
+    /// Pause before retry n is n × this.
+    pub retry_backoff_ms: u64,
+    /// Content larger than this is journaled in `settled` as head + tail + sha256.
+    pub content_inline_bytes_max: usize,
+    /// What happens when no pre-execute listener decides: allow (true) or deny.
+    pub default_allow: bool,
+    /// Most calls one assistant message may carry.
+    pub calls_per_batch_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            timeout_ms: 120_000,
+            attempts_max: 3,
+            retry_backoff_ms: 50,
+            content_inline_bytes_max: 1 << 20,
+            default_allow: true,
+            calls_per_batch_max: 128,
+        }
+    }
+}
+
+/// Who the session is and where its clock comes from.
+#[derive(Clone)]
+pub struct SessionOptions {
+    /// Defaults to a random UUID.
+    pub session_id: Option<String>,
+    pub workspace: String,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> SessionOptions {
+        SessionOptions {
+            session_id: None,
+            workspace: ".".to_owned(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Counters a caller can read; failures of observers land here (and in the log).
+#[derive(Debug, Default)]
+pub struct Stats {
+    observer_failures: AtomicU64,
+}
+
+impl Stats {
+    pub fn observer_failures(&self) -> u64 {
+        self.observer_failures.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn observer_outcome(
+        &self,
+        observer: &str,
+        outcome: std::thread::Result<Result<(), String>>,
+    ) {
+        let message = match outcome {
+            Ok(Ok(())) => return,
+            Ok(Err(message)) => message,
+            Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
+        };
+        self.observer_failures.fetch_add(1, Ordering::AcqRel);
+        tracing::warn!(observer, %message, "observer failed; the result is unchanged");
+    }
+}
+
+/// One call of the current batch: its machine, its last event, and what is known of it.
+pub(crate) struct Track {
+    machine: CallMachine,
+    last_seq: u64,
+    tool: String,
+    entry: Option<Arc<Entry>>,
+    info: Option<CallInfo>,
+    result: Option<ToolResult>,
+}
+
+impl Track {
+    /// Advances the machine and appends the event that records it, pointing back at the call's
+    /// previous event.
+    pub(crate) fn transition(
+        &mut self,
+        log: &EventLog,
+        to: CallState,
+        attempt: u32,
+        event: impl FnOnce(Vec<u64>) -> Event,
+    ) -> Result<u64, RuntimeError> {
+        self.machine.advance_attempt(to, attempt)?;
+        let seq = log.append(&event(vec![self.last_seq]))?;
+        self.last_seq = seq;
+        Ok(seq)
+    }
+
+    fn call(&self) -> CallRef {
+        self.machine.call().clone()
+    }
+}
+
+/// A live session over one journal.
+pub struct Session {
+    log: EventLog,
+    registry: Arc<Registry>,
+    hooks: Hooks,
+    config: Config,
+    session_id: String,
+    turn: u32,
+    step: u32,
+    turn_open: bool,
+    step_open: bool,
+    step_answered: bool,
+    always_allowed: HashSet<String>,
+    cancel: CancellationToken,
+    stats: Arc<Stats>,
+}
+
+impl Session {
+    /// Starts a session: records `session/open` with every visible tool's name, source, version
+    /// and schema hash.
+    pub fn open(
+        journal: Journal,
+        registry: Arc<Registry>,
+        hooks: Hooks,
+        config: Config,
+        options: SessionOptions,
+    ) -> Result<Session, RuntimeError> {
+        let log = EventLog::new(Arc::new(journal), options.clock);
+        let session_id = options
+            .session_id
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        log.append(&Event::SessionOpen(SessionOpen {
+            schema_version: EVENT_SCHEMA_VERSION,
+            session_id: session_id.clone(),
+            workspace: options.workspace,
+            tools: registry.descriptors(),
+        }))?;
+        Ok(Session {
+            log,
+            registry,
+            hooks,
+            config,
+            session_id,
+            turn: 0,
+            step: 0,
+            turn_open: false,
+            step_open: false,
+            step_answered: false,
+            always_allowed: HashSet::new(),
+            cancel: CancellationToken::new(),
+            stats: Arc::new(Stats::default()),
+        })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn event_log(&self) -> &EventLog {
+        &self.log
+    }
+
+    /// Opens a turn with the user's message.
+    pub fn begin_turn(&mut self, user_text: &str) -> Result<u32, RuntimeError> {
+        if self.turn_open {
+            return Err(RuntimeError::Misuse(format!(
+                "turn {} is still open",
+                self.turn
+            )));
+        }
+        self.turn += 1;
+        self.step = 0;
+        self.turn_open = true;
+        self.log.append(&Event::TurnStart {
+            turn: self.turn,
+            user_text: user_text.to_owned(),
+        })?;
+        Ok(self.turn)
+    }
+
+    /// Opens a step: one model request and the calls it asks for.
+    pub fn begin_step(&mut self) -> Result<u32, RuntimeError> {
+        if !self.turn_open || self.step_open {
+            return Err(RuntimeError::Misuse(
+                "a step begins inside an open turn, after the previous step ended".into(),
+            ));
+        }
+        self.step += 1;
+        self.step_open = true;
+        self.step_answered = false;
+        self.log.append(&Event::StepStart {
+            turn: self.turn,
+            step: self.step,
+        })?;
+        Ok(self.step)
+    }
+
+    pub fn end_step(&mut self, outcome: StepOutcome) -> Result<(), RuntimeError> {
+        if !self.step_open {
+            return Err(RuntimeError::Misuse("no step is open".into()));
+        }
+        self.step_open = false;
+        self.log.append(&Event::StepEnd {
+            turn: self.turn,
+            step: self.step,
+            outcome,
+        })?;
+        Ok(())
+    }
+
+    /// Closes the turn and makes everything before it durable.
+    pub async fn end_turn(&mut self, outcome: TurnOutcome) -> Result<(), RuntimeError> {
+        if !self.turn_open || self.step_open {
+            return Err(RuntimeError::Misuse(
+                "a turn ends after its last step ended".into(),
+            ));
+        }
+        self.turn_open = false;
+        let seq = self.log.append(&Event::TurnEnd {
+            turn: self.turn,
+            outcome,
+        })?;
+        self.log.sync_through(seq).await
+    }
+
+    /// Records `session/close`, makes the journal durable and closes it.
+    pub async fn close(self) -> Result<(), RuntimeError> {
+        if self.turn_open {
+            return Err(RuntimeError::Misuse(format!(
+                "turn {} is still open",
+                self.turn
+            )));
+        }
+        let seq = self.log.append(&Event::SessionClose)?;
+        self.log.sync_through(seq).await?;
+        let Session { log, .. } = self;
+        if let Ok(journal) = Arc::try_unwrap(log.journal().clone()) {
+            drop(log);
+            journal.close()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the calls of one assistant message and returns exactly one result per call id, in
+    /// model order (I3). Calls run one at a time; each call's `started` is durable before its
+    /// body runs (I1). A journal failure stops the batch: nothing starts after it (I10).
+    pub async fn run_batch(
+        &mut self,
+        response: ModelResponse,
+    ) -> Result<Vec<ToolResult>, RuntimeError> {
+        self.check_response(&response)?;
+        self.step_answered = true;
+        let (turn, step) = (self.turn, self.step);
+        let response_seq = self.log.append(&Event::LlmResponse {
+            turn,
+            step,
+            response: response.clone(),
+        })?;
+
+        let mut tracks = Vec::with_capacity(response.tool_calls.len());
+        for (index, model_call) in response.tool_calls.iter().enumerate() {
+            let call = CallRef {
+                turn,
+                step,
+                call_id: model_call.call_id.clone(),
+            };
+            let seq = self.log.append(&Event::Received {
+                call: call.clone(),
+                index: index as u32,
+                tool: model_call.name.clone(),
+                raw_arguments: model_call.arguments.clone(),
+                source_seqs: vec![response_seq],
+            })?;
+            let mut track = Track {
+                machine: CallMachine::received(call),
+                last_seq: seq,
+                tool: model_call.name.clone(),
+                entry: None,
+                info: None,
+                result: None,
+            };
+            self.plan(&mut track, &model_call.arguments, response.stop_reason)
+                .await?;
+            tracks.push(track);
+        }
+
+        let mut committed = 0;
+        self.commit_ready(&mut tracks, &mut committed)?;
+        for i in 0..tracks.len() {
+            if tracks[i].machine.state() == CallState::Approved {
+                self.execute(&mut tracks[i]).await?;
+                self.commit_ready(&mut tracks, &mut committed)?;
+            }
+        }
+        assert_eq!(
+            committed,
+            tracks.len(),
+            "every call of the batch is committed"
+        );
+        Ok(tracks
+            .into_iter()
+            .map(|t| t.result.expect("committed calls have results"))
+            .collect())
+    }
+
+    fn check_response(&self, response: &ModelResponse) -> Result<(), RuntimeError> {
+        if !self.step_open || self.step_answered {
+            return Err(RuntimeError::Misuse(
+                "a batch runs inside an open step, once per step".into(),
+            ));
+        }
+        if response.tool_calls.len() > self.config.calls_per_batch_max {
+            return Err(RuntimeError::InvalidResponse(format!(
+                "{} tool calls in one message; the limit is {}",
+                response.tool_calls.len(),
+                self.config.calls_per_batch_max
+            )));
+        }
+        let mut seen = HashSet::new();
+        for call in &response.tool_calls {
+            if call.call_id.is_empty() {
+                return Err(RuntimeError::InvalidResponse(format!(
+                    "a call to {:?} has an empty call id",
+                    call.name
+                )));
+            }
+            if !seen.insert(call.call_id.as_str()) {
+                return Err(RuntimeError::InvalidResponse(format!(
+                    "call id {:?} appears twice in one message",
+                    call.call_id
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// received → parsed → approved, or → rejected: everything up to the decision to run.
+    async fn plan(
+        &mut self,
+        track: &mut Track,
+        raw: &str,
+        stop_reason: StopReason,
+    ) -> Result<(), RuntimeError> {
+        if stop_reason == StopReason::Length {
+            return self.reject(
+                track,
+                ErrorCode::TruncatedCall,
+                "the assistant message was cut off at the model's length limit; no call in it \
+                 runs, because its arguments may be incomplete even where they parse"
+                    .into(),
+            );
+        }
+        let Some(entry) = self.registry.lookup(&track.tool) else {
+            let reason = format!("no tool named {:?} is available", track.tool);
+            return self.reject(track, ErrorCode::UnknownTool, reason);
+        };
+        track.entry = Some(entry.clone());
+        let args = match args::parse(raw) {
+            Ok(args) => args,
+            Err(e) => return self.reject(track, ErrorCode::SyntaxError, e.to_string()),
+        };
+        if let Err(v) = entry.input.check(args.value()) {
+            let reason = format!(
+                "arguments do not match the input schema of {}: {v}",
+                track.tool
+            );
+            return self.reject(track, ErrorCode::SchemaError, reason);
+        }
+        let call = track.call();
+        track.transition(&self.log, CallState::Parsed, 0, |source_seqs| {
+            Event::Parsed {
+                call: call.clone(),
+                arguments: args.canonical().to_owned(),
+                source_seqs,
+            }
+        })?;
+        // Frozen from here on: every listener gets a clone of the same immutable arguments.
+        let info = CallInfo {
+            call: call.clone(),
+            tool: track.tool.clone(),
+            source: entry.source.clone(),
+            args,
+        };
+        track.info = Some(info.clone());
+
+        let approval = match self.pre_execute(&info) {
+            (Decision::Deny { reason }, by) => {
+                return self.reject(
+                    track,
+                    ErrorCode::PolicyDenied,
+                    format!("denied by {by}: {reason}"),
+                )
+            }
+            (Decision::Ask { reason }, _) => match self.ask(&info, &reason).await? {
+                Ok(approval) => approval,
+                Err(denial) => return self.reject(track, ErrorCode::PolicyDenied, denial),
+            },
+            (_, by) if by == "default" => Approval::Default,
+            (_, by) => Approval::Listener { name: by },
+        };
+        for guard in &self.hooks.guards {
+            let verdict = catch_unwind(AssertUnwindSafe(|| guard.check(&info)));
+            let denial = match verdict {
+                Ok(None) => continue,
+                Ok(Some(reason)) => reason,
+                Err(panic) => format!("the guard failed ({})", panic_message(panic.as_ref())),
+            };
+            let reason = format!("guard {}: {denial}", guard.name());
+            return self.reject(track, ErrorCode::PolicyDenied, reason);
+        }
+        track.transition(&self.log, CallState::Approved, 0, |source_seqs| {
+            Event::Approved {
+                call,
+                approval,
+                source_seqs,
+            }
+        })?;
+        Ok(())
+    }
+
+    /// The pre-execute chain: the first listener that decides wins. Returns the decision and
+    /// who made it. A listener that panics denies (fail closed).
+    fn pre_execute(&self, info: &CallInfo) -> (Decision, String) {
+        for listener in &self.hooks.pre_execute {
+            match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {
+                Ok(Decision::Pass) => continue,
+                Ok(decision) => return (decision, listener.name().to_owned()),
+                Err(panic) => {
+                    return (
+                        Decision::Deny {
+                            reason: format!(
+                                "the listener failed ({})",
+                                panic_message(panic.as_ref())
+                            ),
+                        },
+                        listener.name().to_owned(),
+                    )
+                }
+            }
+        }
+        if self.config.default_allow {
+            (Decision::Allow, "default".to_owned())
+        } else {
+            (
+                Decision::Deny {
+                    reason: "no policy allowed this call".into(),
+                },
+                "default".to_owned(),
+            )
+        }
+    }
+
+    /// An `Ask`: journaled as a question and its answer. Only an "allowed" answer approves.
+    async fn ask(
+        &mut self,
+        info: &CallInfo,
+        reason: &str,
+    ) -> Result<Result<Approval, String>, RuntimeError> {
+        if self.always_allowed.contains(&info.tool) {
+            return Ok(Ok(Approval::AlwaysAllowed));
+        }
+        let call = info.call.clone();
+        self.log.append(&Event::AskPending {
+            call: call.clone(),
+            question: reason.to_owned(),
+        })?;
+        let Some(approver) = self.hooks.approver.clone() else {
+            self.log.append(&Event::AskCancelled {
+                call,
+                reason: "no approver is configured".into(),
+            })?;
+            return Ok(Err(format!(
+                "approval needed ({reason}) but no one is there to answer"
+            )));
+        };
+        let answer = approver.ask(info.clone(), reason.to_owned()).await;
+        self.log.append(&match answer {
+            AskAnswer::Expired => Event::AskExpired { call },
+            AskAnswer::Cancelled => Event::AskCancelled {
+                call,
+                reason: "the approver withdrew the question".into(),
+            },
+            answer => Event::AskAnswered { call, answer },
+        })?;
+        Ok(match answer {
+            AskAnswer::AllowedOnce => Ok(Approval::Asked { answer }),
+            AskAnswer::AllowedAlways => {
+                self.always_allowed.insert(info.tool.clone());
+                Ok(Approval::Asked { answer })
+            }
+            AskAnswer::Denied => Err(format!("the user denied it ({reason})")),
+            AskAnswer::Expired => Err(format!(
+                "the question expired unanswered ({reason}); a timeout is never an approval"
+            )),
+            AskAnswer::Cancelled => Err(format!("the question was withdrawn ({reason})")),
+        })
+    }
+
+    /// → rejected, with the error result ready to commit.
+    fn reject(
+        &mut self,
+        track: &mut Track,
+        code: ErrorCode,
+        reason: String,
+    ) -> Result<(), RuntimeError> {
+        let call = track.call();
+        track.transition(&self.log, CallState::Rejected, 0, |source_seqs| {
+            Event::Rejected {
+                call: call.clone(),
+                code,
+                reason: reason.clone(),
+                source_seqs,
+            }
+        })?;
+        let (content, is_error, code) = match &track.entry {
+            Some(entry) => pipeline::finalize(entry, String::new(), Some((code, reason))),
+            None => (error_content(code, &reason), true, Some(code)),
+        };
+        track.result = Some(ToolResult {
+            call_id: call.call_id,
+            content,
+            value: None,
+            details: None,
+            is_error,
+            code,
+        });
+        Ok(())
+    }
+
+    /// approved → started → settled, with the result ready to commit.
+    async fn execute(&mut self, track: &mut Track) -> Result<(), RuntimeError> {
+        let entry = track.entry.clone().expect("approved calls have a tool");
+        let info = track.info.clone().expect("approved calls have arguments");
+        let resources = entry.tool.resources(&info.args);
+        let runner = pipeline::Runner {
+            config: &self.config,
+            cancel: &self.cancel,
+            log: &self.log,
+            observers: &self.hooks.observers,
+            stats: &self.stats,
+        };
+        let run = pipeline::run_body(&runner, &entry, &info, &resources, track).await?;
+        let settled = pipeline::settle(
+            &entry,
+            run,
+            &resources,
+            self.config.content_inline_bytes_max,
+        );
+        let outcome = settled.outcome.clone();
+        track.transition(&self.log, CallState::Settled, 0, |source_seqs| {
+            Event::Settled {
+                call: info.call.clone(),
+                outcome,
+                source_seqs,
+            }
+        })?;
+        track.result = Some(pipeline::finish(
+            &entry,
+            &info,
+            settled,
+            &self.hooks.post_execute,
+        ));
+        Ok(())
+    }
+
+    /// Commits, in model order, every call whose result is ready and whose predecessors are
+    /// committed; then shows each frozen result to the observers.
+    fn commit_ready(
+        &self,
+        tracks: &mut [Track],
+        committed: &mut usize,
+    ) -> Result<(), RuntimeError> {
+        while let Some(track) = tracks.get_mut(*committed) {
+            let Some(result) = track.result.clone() else {
+                break;
+            };
+            let call = track.call();
+            track.transition(&self.log, CallState::Committed, 0, |source_seqs| {
+                Event::Committed {
+                    call: call.clone(),
+                    result: result.committed(),
+                    source_seqs,
+                }
+            })?;
+            for observer in &self.hooks.observers {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    observer.on_result(&call, &track.tool, &result)
+                }));
+                self.stats.observer_outcome(observer.name(), outcome);
+            }
+            *committed += 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! What a tool is, and what it gets and gives back.
+//!
+//! A tool never sees the runtime: it gets frozen [`Args`] and a [`ToolContext`] whose
+//! cancellation token is a child of the session's (the pipeline makes it; a tool cannot be
+//! handed a context without one), and returns a [`ToolOutput`] or a [`ToolError`]. Side effects
+//! it confirms travel with either, so a failure after a write still records the write.
+
+use crate::args::Args;
+use crate::code::ErrorCode;
+use crate::event::{Resources, SideEffect};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The future a tool's `execute` returns.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// A tool. Implementations must honour `ctx.cancel()`: a cancelled tool should stop and return
+/// `ToolError::new(ErrorCode::Aborted, …)` (after reporting what it already did).
+pub trait Tool: Send + Sync + 'static {
+    /// The final name the model calls it by: `^[a-zA-Z0-9_-]{1,64}$`.
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    fn version(&self) -> &str {
+        "1"
+    }
+    /// JSON Schema of the arguments.
+    fn input_schema(&self) -> Value;
+    /// JSON Schema of the structured value, if the tool returns one.
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+    /// Whether this call may overlap its siblings. Asked again right before the call starts.
+    fn is_concurrency_safe(&self, _args: &Args) -> bool {
+        false
+    }
+    /// Whether a failed attempt that says it is retryable may be run again (idempotent tools).
+    fn is_retry_safe(&self) -> bool {
+        false
+    }
+    /// What the call will touch: reported if its outcome is ever unknown.
+    fn resources(&self, _args: &Args) -> Resources {
+        Resources::default()
+    }
+    /// The tool's own last, synchronous fix-up of the content the model will see. Called exactly
+    /// once per call on every outcome (for errors, on the message after the code).
+    fn finalize_content(&self, content: String) -> String {
+        content
+    }
+    fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_>;
+}
+
+/// Most progress messages a call may have queued; past it, new ones are dropped (progress is
+/// advisory, the result is not).
+pub const PROGRESS_QUEUE_MAX: usize = 64;
+
+/// Where a tool reports progress. Lossy by design.
+#[derive(Debug, Clone)]
+pub struct ProgressSink(mpsc::Sender<String>);
+
+impl ProgressSink {
+    pub(crate) fn channel() -> (ProgressSink, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(PROGRESS_QUEUE_MAX);
+        (ProgressSink(tx), rx)
+    }
+
+    /// Reports progress; returns whether anyone will see it (false once the call's result is
+    /// final, or when the queue is full).
+    pub fn report(&self, message: impl Into<String>) -> bool {
+        self.0.try_send(message.into()).is_ok()
+    }
+}
+
+/// What the runtime hands a tool body.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    cancel: CancellationToken,
+    progress: ProgressSink,
+    call_id: String,
+    attempt: u32,
+}
+
+impl ToolContext {
+    pub(crate) fn new(
+        cancel: CancellationToken,
+        progress: ProgressSink,
+        call_id: String,
+        attempt: u32,
+    ) -> ToolContext {
+        ToolContext {
+            cancel,
+            progress,
+            call_id,
+            attempt,
+        }
+    }
+
+    /// Cancelled when the user stops the batch, the call times out, or the session faults.
+    pub fn cancel(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    pub fn progress(&self) -> &ProgressSink {
+        &self.progress
+    }
+
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// 1 for the first attempt, 2 for the first retry, …
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+}
+
+/// A successful tool result.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// What the model sees.
+    pub content: String,
+    /// The structured value for programs, checked against the output schema.
+    pub value: Option<Value>,
+    /// Private details for people (diffs, timings); never sent to the model.
+    pub details: Option<Value>,
+    pub side_effects: Vec<SideEffect>,
+}
+
+impl ToolOutput {
+    pub fn text(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            ..ToolOutput::default()
+        }
+    }
+
+    pub fn with_value(mut self, value: Value) -> ToolOutput {
+        self.value = Some(value);
+        self
+    }
+
+    pub fn with_side_effect(mut self, effect: SideEffect) -> ToolOutput {
+        self.side_effects.push(effect);
+        self
+    }
+}
+
+/// A tool's failure, with a stable code and whatever it did before failing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Worth another attempt, if the tool is retry-safe.
+    pub retryable: bool,
+    pub side_effects: Vec<SideEffect>,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+            retryable: false,
+            side_effects: Vec::new(),
+        }
+    }
+
+    pub fn retryable(mut self) -> ToolError {
+        self.retryable = true;
+        self
+    }
+
+    pub fn with_side_effect(mut self, effect: SideEffect) -> ToolError {
+        self.side_effects.push(effect);
+        self
+    }
+}

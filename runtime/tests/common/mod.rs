@@ -1,0 +1,213 @@
+//! Test tools and a harness that runs sessions on a simulated disk.
+#![allow(dead_code)]
+
+use journal::{Journal, Options, SimStorage};
+use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome};
+use runtime::eventlog::ManualClock;
+use runtime::hooks::Hooks;
+use runtime::registry::Registry;
+use runtime::replay::{replay_storage, SessionReplay};
+use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What a test tool's body does.
+pub type Behavior =
+    Arc<dyn Fn(runtime::args::Args, ToolContext) -> ToolFuture<'static> + Send + Sync>;
+
+/// A tool whose body, schemas and flags a test chooses. It records every body run (outside the
+/// journal) and counts `finalize_content` calls.
+pub struct TestTool {
+    pub name: String,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub retry_safe: bool,
+    pub behavior: Behavior,
+    pub runs: Arc<Mutex<Vec<String>>>,
+    pub finalized: Arc<AtomicU64>,
+    pub finalize_suffix: Option<String>,
+}
+
+impl TestTool {
+    /// A tool that answers `ok: <args>`.
+    pub fn ok(name: &str) -> TestTool {
+        TestTool::with(name, |args, _ctx| {
+            Box::pin(async move { Ok(ToolOutput::text(format!("ok: {}", args.canonical()))) })
+        })
+    }
+
+    pub fn with(
+        name: &str,
+        f: impl Fn(runtime::args::Args, ToolContext) -> ToolFuture<'static> + Send + Sync + 'static,
+    ) -> TestTool {
+        TestTool {
+            name: name.to_owned(),
+            input: json!({"type": "object"}),
+            output: None,
+            retry_safe: false,
+            behavior: Arc::new(f),
+            runs: Arc::new(Mutex::new(Vec::new())),
+            finalized: Arc::new(AtomicU64::new(0)),
+            finalize_suffix: None,
+        }
+    }
+
+    pub fn failing(name: &str, code: ErrorCode, message: &'static str) -> TestTool {
+        TestTool::with(name, move |_, _| {
+            Box::pin(async move { Err(ToolError::new(code, message)) })
+        })
+    }
+
+    pub fn input(mut self, schema: Value) -> TestTool {
+        self.input = schema;
+        self
+    }
+
+    pub fn output(mut self, schema: Value) -> TestTool {
+        self.output = Some(schema);
+        self
+    }
+
+    pub fn retry_safe(mut self) -> TestTool {
+        self.retry_safe = true;
+        self
+    }
+
+    pub fn runs(&self) -> Vec<String> {
+        self.runs.lock().unwrap().clone()
+    }
+
+    pub fn finalized(&self) -> u64 {
+        self.finalized.load(Ordering::SeqCst)
+    }
+}
+
+/// Handles a test keeps to a tool after registering it.
+#[derive(Clone)]
+pub struct Probe {
+    pub runs: Arc<Mutex<Vec<String>>>,
+    pub finalized: Arc<AtomicU64>,
+}
+
+impl Probe {
+    pub fn runs(&self) -> Vec<String> {
+        self.runs.lock().unwrap().clone()
+    }
+    pub fn finalized(&self) -> u64 {
+        self.finalized.load(Ordering::SeqCst)
+    }
+}
+
+impl TestTool {
+    pub fn probe(&self) -> Probe {
+        Probe {
+            runs: self.runs.clone(),
+            finalized: self.finalized.clone(),
+        }
+    }
+}
+
+impl Tool for TestTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        "a test tool"
+    }
+    fn input_schema(&self) -> Value {
+        self.input.clone()
+    }
+    fn output_schema(&self) -> Option<Value> {
+        self.output.clone()
+    }
+    fn is_retry_safe(&self) -> bool {
+        self.retry_safe
+    }
+    fn resources(&self, args: &runtime::args::Args) -> runtime::event::Resources {
+        runtime::event::Resources {
+            writes: args
+                .str("path")
+                .map(|p| vec![p.to_owned()])
+                .unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+    fn finalize_content(&self, content: String) -> String {
+        self.finalized.fetch_add(1, Ordering::SeqCst);
+        match &self.finalize_suffix {
+            Some(s) => format!("{content}{s}"),
+            None => content,
+        }
+    }
+    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+        self.runs.lock().unwrap().push(ctx.call_id().to_owned());
+        (self.behavior)(args, ctx)
+    }
+}
+
+pub fn registry(tools: Vec<TestTool>) -> Arc<Registry> {
+    let mut r = Registry::new();
+    for t in tools {
+        r.register(Arc::new(t), ToolSource::BuiltIn)
+            .expect("register");
+    }
+    Arc::new(r)
+}
+
+/// A session on `storage` with a fixed clock and id, so runs are byte-identical.
+pub fn session_on(
+    storage: &SimStorage,
+    registry: Arc<Registry>,
+    hooks: Hooks,
+    config: Config,
+) -> Session {
+    let (journal, _) =
+        Journal::open(Arc::new(storage.clone()), Options::default()).expect("journal");
+    Session::open(
+        journal,
+        registry,
+        hooks,
+        config,
+        SessionOptions {
+            session_id: Some("test-session".into()),
+            workspace: "/ws".into(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        },
+    )
+    .expect("session")
+}
+
+pub fn call(id: &str, name: &str, args: &str) -> ModelCall {
+    ModelCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+pub fn response(calls: Vec<ModelCall>) -> ModelResponse {
+    ModelResponse {
+        text: String::new(),
+        tool_calls: calls,
+        stop_reason: StopReason::ToolUse,
+    }
+}
+
+/// One turn with one step running `calls`; returns the results.
+pub async fn one_step(session: &mut Session, calls: Vec<ModelCall>) -> Vec<ToolResult> {
+    session.begin_turn("go").unwrap();
+    session.begin_step().unwrap();
+    let results = session.run_batch(response(calls)).await.unwrap();
+    session.end_step(StepOutcome::Completed).unwrap();
+    session.end_turn(TurnOutcome::Completed).await.unwrap();
+    results
+}
+
+pub fn replay(storage: &SimStorage) -> SessionReplay {
+    let (replay, end) =
+        replay_storage(Arc::new(storage.clone()), journal::Limits::default()).expect("replay");
+    assert!(!matches!(end, journal::ReadEnd::Corrupt(_)), "{end:?}");
+    replay
+}

@@ -1,0 +1,277 @@
+//! docs/FORMAT.md's event table against the bytes the codec writes.
+
+use runtime::event::*;
+use runtime::state::CallState;
+use runtime::ErrorCode;
+
+fn encode(record: &Record) -> Vec<u8> {
+    let mut out = Vec::new();
+    journal::codec::encode_into(record, &mut out, 1 << 20).unwrap();
+    out
+}
+
+fn call() -> CallRef {
+    CallRef {
+        turn: 1,
+        step: 2,
+        call_id: "c".into(),
+    }
+}
+
+fn committed() -> CommittedResult {
+    CommittedResult {
+        content: "x".into(),
+        is_error: false,
+        code: None,
+        value: None,
+    }
+}
+
+/// One example of every event, with the index and name FORMAT.md gives it.
+fn every_event() -> Vec<(u32, &'static str, Event)> {
+    let s = |v: &[u64]| v.to_vec();
+    vec![
+        (
+            0,
+            "session/open",
+            Event::SessionOpen(SessionOpen {
+                schema_version: 1,
+                session_id: "s".into(),
+                workspace: "w".into(),
+                tools: vec![],
+            }),
+        ),
+        (
+            1,
+            "turn/start",
+            Event::TurnStart {
+                turn: 1,
+                user_text: "u".into(),
+            },
+        ),
+        (2, "step/start", Event::StepStart { turn: 1, step: 1 }),
+        (
+            3,
+            "llm/response",
+            Event::LlmResponse {
+                turn: 1,
+                step: 1,
+                response: ModelResponse {
+                    text: "t".into(),
+                    tool_calls: vec![],
+                    stop_reason: StopReason::EndTurn,
+                },
+            },
+        ),
+        (
+            4,
+            "step/end",
+            Event::StepEnd {
+                turn: 1,
+                step: 1,
+                outcome: StepOutcome::Completed,
+            },
+        ),
+        (
+            5,
+            "turn/end",
+            Event::TurnEnd {
+                turn: 1,
+                outcome: TurnOutcome::Completed,
+            },
+        ),
+        (6, "session/close", Event::SessionClose),
+        (
+            7,
+            "received",
+            Event::Received {
+                call: call(),
+                index: 0,
+                tool: "t".into(),
+                raw_arguments: "{}".into(),
+                source_seqs: s(&[1]),
+            },
+        ),
+        (
+            8,
+            "parsed",
+            Event::Parsed {
+                call: call(),
+                arguments: "{}".into(),
+                source_seqs: s(&[2]),
+            },
+        ),
+        (
+            9,
+            "approved",
+            Event::Approved {
+                call: call(),
+                approval: Approval::Default,
+                source_seqs: s(&[3]),
+            },
+        ),
+        (
+            10,
+            "started",
+            Event::Started {
+                call: call(),
+                attempt: 1,
+                resources: Resources::default(),
+                source_seqs: s(&[4]),
+            },
+        ),
+        (
+            11,
+            "settled",
+            Event::Settled {
+                call: call(),
+                outcome: Outcome {
+                    status: OutcomeStatus::Success,
+                    content: Text::Inline("x".into()),
+                    value: None,
+                    details: None,
+                    side_effects: vec![],
+                    attempts: 1,
+                    duration_ms: 3,
+                },
+                source_seqs: s(&[5]),
+            },
+        ),
+        (
+            12,
+            "committed",
+            Event::Committed {
+                call: call(),
+                result: committed(),
+                source_seqs: s(&[6]),
+            },
+        ),
+        (
+            13,
+            "rejected",
+            Event::Rejected {
+                call: call(),
+                code: ErrorCode::SchemaError,
+                reason: "r".into(),
+                source_seqs: s(&[9]),
+            },
+        ),
+        (
+            14,
+            "cancelled-before-start",
+            Event::CancelledBeforeStart {
+                call: call(),
+                reason: "r".into(),
+                source_seqs: s(&[1]),
+            },
+        ),
+        (
+            15,
+            "ask/pending",
+            Event::AskPending {
+                call: call(),
+                question: "q".into(),
+            },
+        ),
+        (
+            16,
+            "ask/answered",
+            Event::AskAnswered {
+                call: call(),
+                answer: AskAnswer::Denied,
+            },
+        ),
+        (
+            17,
+            "ask/cancelled",
+            Event::AskCancelled {
+                call: call(),
+                reason: "r".into(),
+            },
+        ),
+        (18, "ask/expired", Event::AskExpired { call: call() }),
+        (19, "plan/replace", Event::PlanReplace { items: vec![] }),
+        (
+            20,
+            "spill/stored",
+            Event::SpillStored {
+                locator: "l".into(),
+                bytes: 1,
+                sha256: "h".into(),
+            },
+        ),
+        (
+            21,
+            "fault",
+            Event::Fault {
+                turn: 1,
+                step: 1,
+                message: "m".into(),
+            },
+        ),
+        (
+            22,
+            "recovery",
+            Event::Recovery(Recovery {
+                dropped_bytes: 0,
+                calls: vec![RecoveredCall {
+                    call: call(),
+                    state: CallState::Started,
+                    classification: Some(Classification::ToolOutcomeUnknown),
+                    result: committed(),
+                }],
+                interrupted_step: None,
+                interrupted_turn: None,
+            }),
+        ),
+    ]
+}
+
+#[test]
+fn every_event_has_the_index_and_name_format_md_gives_it() {
+    let events = every_event();
+    assert_eq!(events.len() as u32, Event::VARIANT_COUNT);
+    for (index, name, event) in events {
+        assert_eq!(event.kind(), name);
+        let bytes = encode(&Record {
+            at_ms: 7,
+            event: event.clone(),
+        });
+        assert_eq!(&bytes[0..8], &7u64.to_le_bytes(), "{name}: at_ms first");
+        assert_eq!(&bytes[8..12], &index.to_le_bytes(), "{name}: variant index");
+        let back: Record = journal::codec::decode(&bytes).unwrap();
+        assert_eq!(back.event, event, "{name} round-trips");
+    }
+}
+
+#[test]
+fn a_rejected_event_is_laid_out_field_by_field_as_documented() {
+    let event = Event::Rejected {
+        call: call(),
+        code: ErrorCode::SchemaError,
+        reason: "bad".into(),
+        source_seqs: vec![9],
+    };
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes()); // at_ms
+    expected.extend(13u32.to_le_bytes()); // rejected
+    expected.extend(1u32.to_le_bytes()); // call.turn
+    expected.extend(2u32.to_le_bytes()); // call.step
+    expected.extend(1u64.to_le_bytes()); // call_id length
+    expected.extend(b"c");
+    expected.extend(2u32.to_le_bytes()); // SCHEMA_ERROR
+    expected.extend(3u64.to_le_bytes()); // reason length
+    expected.extend(b"bad");
+    expected.extend(1u64.to_le_bytes()); // one source seq
+    expected.extend(9u64.to_le_bytes());
+    assert_eq!(encode(&Record { at_ms: 7, event }), expected);
+}
+
+#[test]
+fn error_codes_have_the_indexes_format_md_gives_them() {
+    for (i, code) in ErrorCode::ALL.into_iter().enumerate() {
+        let mut out = Vec::new();
+        journal::codec::encode_into(&code, &mut out, 16).unwrap();
+        assert_eq!(out, (i as u32).to_le_bytes(), "{code}");
+    }
+}
