@@ -426,18 +426,19 @@ impl Session {
 
         let approval = match self.pre_execute(&info) {
             (Decision::Deny { reason }, by) => {
+                let by = by.unwrap_or_else(|| "the session's default".to_owned());
                 return self.reject(
                     track,
                     ErrorCode::PolicyDenied,
                     format!("denied by {by}: {reason}"),
-                )
+                );
             }
-            (Decision::Ask { reason }, _) => match self.ask(&info, &reason).await? {
+            (Decision::Ask { reason }, _) => match self.ask(track, &info, &reason).await? {
                 Ok(approval) => approval,
                 Err(denial) => return self.reject(track, ErrorCode::PolicyDenied, denial),
             },
-            (_, by) if by == "default" => Approval::Default,
-            (_, by) => Approval::Listener { name: by },
+            (_, None) => Approval::Default,
+            (_, Some(name)) => Approval::Listener { name },
         };
         for guard in &self.hooks.guards {
             let verdict = catch_unwind(AssertUnwindSafe(|| guard.check(&info)));
@@ -460,40 +461,33 @@ impl Session {
     }
 
     /// The pre-execute chain: the first listener that decides wins. Returns the decision and
-    /// who made it. A listener that panics denies (fail closed).
-    fn pre_execute(&self, info: &CallInfo) -> (Decision, String) {
+    /// the listener that made it (`None`: no listener decided, the session's default applies).
+    /// A listener that panics denies (fail closed).
+    fn pre_execute(&self, info: &CallInfo) -> (Decision, Option<String>) {
         for listener in &self.hooks.pre_execute {
-            match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {
+            let decision = match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {
                 Ok(Decision::Pass) => continue,
-                Ok(decision) => return (decision, listener.name().to_owned()),
-                Err(panic) => {
-                    return (
-                        Decision::Deny {
-                            reason: format!(
-                                "the listener failed ({})",
-                                panic_message(panic.as_ref())
-                            ),
-                        },
-                        listener.name().to_owned(),
-                    )
-                }
-            }
-        }
-        if self.config.default_allow {
-            (Decision::Allow, "default".to_owned())
-        } else {
-            (
-                Decision::Deny {
-                    reason: "no policy allowed this call".into(),
+                Ok(decision) => decision,
+                Err(panic) => Decision::Deny {
+                    reason: format!("the listener failed ({})", panic_message(panic.as_ref())),
                 },
-                "default".to_owned(),
-            )
+            };
+            return (decision, Some(listener.name().to_owned()));
         }
+        let decision = if self.config.default_allow {
+            Decision::Allow
+        } else {
+            Decision::Deny {
+                reason: "no policy allowed this call".into(),
+            }
+        };
+        (decision, None)
     }
 
     /// An `Ask`: journaled as a question and its answer. Only an "allowed" answer approves.
     async fn ask(
         &mut self,
+        track: &mut Track,
         info: &CallInfo,
         reason: &str,
     ) -> Result<Result<Approval, String>, RuntimeError> {
@@ -501,12 +495,13 @@ impl Session {
             return Ok(Ok(Approval::AlwaysAllowed));
         }
         let call = info.call.clone();
-        self.log.append(&Event::AskPending {
+        // Ask events are the call's events too: what follows points back at the answer.
+        track.last_seq = self.log.append(&Event::AskPending {
             call: call.clone(),
             question: reason.to_owned(),
         })?;
         let Some(approver) = self.hooks.approver.clone() else {
-            self.log.append(&Event::AskCancelled {
+            track.last_seq = self.log.append(&Event::AskCancelled {
                 call,
                 reason: "no approver is configured".into(),
             })?;
@@ -515,7 +510,7 @@ impl Session {
             )));
         };
         let answer = approver.ask(info.clone(), reason.to_owned()).await;
-        self.log.append(&match answer {
+        track.last_seq = self.log.append(&match answer {
             AskAnswer::Expired => Event::AskExpired { call },
             AskAnswer::Cancelled => Event::AskCancelled {
                 call,
