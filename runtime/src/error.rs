@@ -16,6 +16,10 @@ pub enum RuntimeError {
     /// The model's message cannot be journaled as it is (e.g. two calls share an id).
     #[error("invalid model response: {0}")]
     InvalidResponse(String),
+    /// An internal fault of the runtime (not a user cancel): started calls were drained and a
+    /// `fault` event written; nothing was made up for calls whose progress is unknown.
+    #[error("runtime fault: {0}")]
+    Fault(String),
     /// The session was driven out of order (e.g. a batch with no open step).
     #[error("session misuse: {0}")]
     Misuse(String),

@@ -8,7 +8,7 @@
 use crate::code::ErrorCode;
 use crate::event::{CallRef, Event, Outcome, OutcomeStatus, Resources, SideEffect, Text};
 use crate::eventlog::EventLog;
-use crate::hooks::{CallInfo, Draft, Observer, PostDecision, PostExecute};
+use crate::hooks::{CallInfo, Draft, Hooks, Observer, PostDecision, PostExecute};
 use crate::registry::Entry;
 use crate::result::{error_content, ToolResult};
 use crate::session::{Config, Stats, Track};
@@ -18,7 +18,9 @@ use crate::RuntimeError;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Bytes of head and of tail kept when a content is too large to journal inline.
@@ -33,32 +35,64 @@ pub(crate) struct BodyRun {
     pub earlier_effects: Vec<SideEffect>,
 }
 
-/// What the session lends the execute wrapper.
-pub(crate) struct Runner<'a> {
-    pub config: &'a Config,
-    /// The parent of every attempt's cancellation token.
-    pub cancel: &'a CancellationToken,
-    pub log: &'a EventLog,
-    pub observers: &'a [Arc<dyn Observer>],
-    pub stats: &'a Stats,
+/// What a running call needs of its session; cheap to clone into a call's task.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    pub config: Arc<Config>,
+    pub hooks: Arc<Hooks>,
+    pub log: EventLog,
+    pub stats: Arc<Stats>,
 }
 
-/// Runs the body, attempt after attempt. Each attempt's `started` is durable before the body
-/// runs (I1): this function is the only place a tool body is started.
+/// A call about to start an attempt.
+pub(crate) struct Starting<'a> {
+    pub track: &'a mut Track,
+    pub call: &'a CallRef,
+    pub attempt: u32,
+    pub resources: &'a Resources,
+}
+
+/// The write-ahead rule (I1): appends `started` for every call in `group`, then waits until
+/// all of them are durable, with one sync for the group. Nothing else makes `started` durable,
+/// and no body starts except after this returns.
+pub(crate) async fn write_ahead(
+    log: &EventLog,
+    group: Vec<Starting<'_>>,
+) -> Result<(), RuntimeError> {
+    let mut last = 0;
+    for s in group {
+        let (call, attempt, resources) = (s.call.clone(), s.attempt, s.resources.clone());
+        last = s
+            .track
+            .transition(log, CallState::Started, attempt, |source_seqs| {
+                Event::Started {
+                    call,
+                    attempt,
+                    resources,
+                    source_seqs,
+                }
+            })?;
+    }
+    if last > 0 {
+        log.sync_through(last).await?;
+    }
+    Ok(())
+}
+
+/// Runs the body, attempt after attempt, each behind a durable `started` (the first one written
+/// by the caller's group start when `first_started`). Cancellation comes from `cancel` (the
+/// batch's token) or the timeout; either way the body is awaited until it settles.
 pub(crate) async fn run_body(
-    runner: &Runner<'_>,
+    ctx: &Ctx,
     entry: &Arc<Entry>,
     info: &CallInfo,
     resources: &Resources,
     track: &mut Track,
+    cancel: &CancellationToken,
+    first_started: bool,
 ) -> Result<BodyRun, RuntimeError> {
-    let Runner {
-        config,
-        cancel: parent,
-        log,
-        observers,
-        stats,
-    } = *runner;
+    let config = &ctx.config;
+    let observers = &ctx.hooks.observers;
     let clock = tokio::time::Instant::now();
     let mut earlier_effects = Vec::new();
     let attempts_max = if entry.tool.is_retry_safe() {
@@ -69,41 +103,65 @@ pub(crate) async fn run_body(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let seq = track.transition(log, CallState::Started, attempt, |source_seqs| {
-            Event::Started {
-                call: info.call.clone(),
+        if attempt > 1 || !first_started {
+            let group = vec![Starting {
+                track: &mut *track,
+                call: &info.call,
                 attempt,
-                resources: resources.clone(),
-                source_seqs,
-            }
-        })?;
-        log.sync_through(seq).await?;
+                resources,
+            }];
+            write_ahead(&ctx.log, group).await?;
+        }
+        if cancel.is_cancelled() {
+            // `started` is durable but the body never ran: say exactly that.
+            return Ok(BodyRun {
+                result: Err(ToolError::new(
+                    ErrorCode::Aborted,
+                    "the batch was stopped after this call's start was journaled and before its \
+                     body ran; it did not run",
+                )),
+                attempts: attempt,
+                duration_ms: clock.elapsed().as_millis() as u64,
+                earlier_effects,
+            });
+        }
 
-        let token = parent.child_token();
+        let token = cancel.child_token();
         let (sink, mut progress) = ProgressSink::channel();
-        let ctx = ToolContext::new(token.clone(), sink, info.call.call_id.clone(), attempt);
+        let ctx_for_tool =
+            ToolContext::new(token.clone(), sink, info.call.call_id.clone(), attempt);
         let tool = entry.tool.clone();
         let args = info.args.clone();
         // A task of its own: a panicking body is caught at the join, not in our stack.
-        let mut body = tokio::spawn(async move { tool.execute(args, ctx).await });
-        let deadline = tokio::time::sleep(std::time::Duration::from_millis(config.timeout_ms));
+        let mut body = tokio::spawn(async move { tool.execute(args, ctx_for_tool).await });
+        let deadline = tokio::time::sleep(Duration::from_millis(config.timeout_ms));
         tokio::pin!(deadline);
         let mut timed_out = false;
+        // Armed once the token is cancelled: how long the tool may take to stop before we say
+        // it ignores cancellation (we keep waiting; it may be mid-write).
+        let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
         let joined = loop {
             tokio::select! {
                 biased;
                 joined = &mut body => break joined,
-                Some(message) = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, stats),
+                Some(message) = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats),
                 _ = &mut deadline, if !timed_out => {
-                    // Cancel, then keep waiting: the tool may be mid-write and must settle.
                     timed_out = true;
                     token.cancel();
+                }
+                _ = token.cancelled(), if grace.is_none() => {
+                    grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
+                }
+                _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
+                    ctx.stats.ignored_cancellation();
+                    tracing::warn!(call = %info.call, tool = %info.tool, grace_ms = config.cancel_grace_ms,
+                        "the tool ignores cancellation; waiting for it to settle before releasing its resources");
                 }
             }
         };
         // Progress that arrived before the result is delivered; anything later has no receiver.
         while let Ok(message) = progress.try_recv() {
-            notify_progress(observers, &info.call, &info.tool, &message, stats);
+            notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats);
         }
         drop(progress);
 
@@ -121,12 +179,12 @@ pub(crate) async fn run_body(
         let retry = matches!(&result, Err(e) if e.retryable)
             && attempt < attempts_max
             && !timed_out
-            && !parent.is_cancelled();
+            && !cancel.is_cancelled();
         if retry {
             if let Err(e) = result {
                 earlier_effects.extend(e.side_effects);
             }
-            tokio::time::sleep(std::time::Duration::from_millis(
+            tokio::time::sleep(Duration::from_millis(
                 config.retry_backoff_ms * u64::from(attempt),
             ))
             .await;

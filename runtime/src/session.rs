@@ -16,10 +16,12 @@ use crate::event::{
     TurnOutcome, EVENT_SCHEMA_VERSION,
 };
 use crate::eventlog::{Clock, EventLog, SystemClock};
+use crate::failpoint::Failpoints;
 use crate::hooks::{CallInfo, Decision, Hooks};
-use crate::pipeline::{self, panic_message};
+use crate::pipeline::{self, panic_message, Ctx};
 use crate::registry::{Entry, Registry};
 use crate::result::{error_content, ToolResult};
+use crate::scheduler;
 use crate::state::{CallMachine, CallState};
 use crate::RuntimeError;
 use journal::Journal;
@@ -44,6 +46,13 @@ pub struct Config {
     pub default_allow: bool,
     /// Most calls one assistant message may carry.
     pub calls_per_batch_max: usize,
+    /// Most concurrency-safe calls running at once.
+    pub parallel_max: usize,
+    /// After cancelling a call, how long before it is reported as ignoring cancellation (it is
+    /// still awaited: its resources are released only when it settles).
+    pub cancel_grace_ms: u64,
+    /// Faults a test can inject into the runtime itself.
+    pub failpoints: Failpoints,
 }
 
 impl Default for Config {
@@ -55,6 +64,9 @@ impl Default for Config {
             content_inline_bytes_max: 1 << 20,
             default_allow: true,
             calls_per_batch_max: 128,
+            parallel_max: 10,
+            cancel_grace_ms: 5_000,
+            failpoints: Failpoints::default(),
         }
     }
 }
@@ -82,11 +94,21 @@ impl Default for SessionOptions {
 #[derive(Debug, Default)]
 pub struct Stats {
     observer_failures: AtomicU64,
+    ignored_cancellations: AtomicU64,
 }
 
 impl Stats {
     pub fn observer_failures(&self) -> u64 {
         self.observer_failures.load(Ordering::Acquire)
+    }
+
+    /// Calls that were still running `cancel_grace_ms` after being cancelled.
+    pub fn ignored_cancellations(&self) -> u64 {
+        self.ignored_cancellations.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn ignored_cancellation(&self) {
+        self.ignored_cancellations.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(crate) fn observer_outcome(
@@ -130,8 +152,37 @@ impl Track {
         Ok(seq)
     }
 
-    fn call(&self) -> CallRef {
-        self.machine.call().clone()
+    pub(crate) fn call(&self) -> &CallRef {
+        self.machine.call()
+    }
+
+    pub(crate) fn state(&self) -> CallState {
+        self.machine.state()
+    }
+
+    pub(crate) fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    pub(crate) fn entry(&self) -> Option<&Arc<Entry>> {
+        self.entry.as_ref()
+    }
+
+    pub(crate) fn info(&self) -> Option<&CallInfo> {
+        self.info.as_ref()
+    }
+
+    pub(crate) fn result(&self) -> Option<&ToolResult> {
+        self.result.as_ref()
+    }
+
+    pub(crate) fn set_result(&mut self, result: ToolResult) {
+        debug_assert!(self.result.is_none(), "a call gets one result");
+        self.result = Some(result);
+    }
+
+    pub(crate) fn into_result(self) -> Option<ToolResult> {
+        self.result
     }
 }
 
@@ -139,8 +190,8 @@ impl Track {
 pub struct Session {
     log: EventLog,
     registry: Arc<Registry>,
-    hooks: Hooks,
-    config: Config,
+    hooks: Arc<Hooks>,
+    config: Arc<Config>,
     session_id: String,
     turn: u32,
     step: u32,
@@ -148,7 +199,6 @@ pub struct Session {
     step_open: bool,
     step_answered: bool,
     always_allowed: HashSet<String>,
-    cancel: CancellationToken,
     stats: Arc<Stats>,
 }
 
@@ -175,8 +225,8 @@ impl Session {
         Ok(Session {
             log,
             registry,
-            hooks,
-            config,
+            hooks: Arc::new(hooks),
+            config: Arc::new(config),
             session_id,
             turn: 0,
             step: 0,
@@ -184,7 +234,6 @@ impl Session {
             step_open: false,
             step_answered: false,
             always_allowed: HashSet::new(),
-            cancel: CancellationToken::new(),
             stats: Arc::new(Stats::default()),
         })
     }
@@ -283,11 +332,23 @@ impl Session {
     }
 
     /// Runs the calls of one assistant message and returns exactly one result per call id, in
-    /// model order (I3). Calls run one at a time; each call's `started` is durable before its
-    /// body runs (I1). A journal failure stops the batch: nothing starts after it (I10).
+    /// model order (I3). See [`Session::run_batch_cancellable`].
     pub async fn run_batch(
         &mut self,
         response: ModelResponse,
+    ) -> Result<Vec<ToolResult>, RuntimeError> {
+        self.run_batch_cancellable(response, CancellationToken::new())
+            .await
+    }
+
+    /// Runs a batch that `cancel` can stop (the user pressed stop): nothing starts after it,
+    /// running calls are signalled and awaited, calls that never started get
+    /// `ABORTED_BEFORE_DISPATCH`. Each call's `started` is durable before its body runs (I1);
+    /// a journal failure stops the batch and nothing starts after it (I10).
+    pub async fn run_batch_cancellable(
+        &mut self,
+        response: ModelResponse,
+        cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
         self.check_response(&response)?;
         self.step_answered = true;
@@ -320,28 +381,33 @@ impl Session {
                 info: None,
                 result: None,
             };
-            self.plan(&mut track, &model_call.arguments, response.stop_reason)
+            if cancel.is_cancelled() {
+                scheduler::cancel_before_start(
+                    &self.ctx(),
+                    &mut track,
+                    "the batch was stopped before this call started",
+                )?;
+            } else {
+                self.plan(
+                    &mut track,
+                    &model_call.arguments,
+                    response.stop_reason,
+                    &cancel,
+                )
                 .await?;
+            }
             tracks.push(track);
         }
+        scheduler::run(&self.ctx(), tracks, &cancel).await
+    }
 
-        let mut committed = 0;
-        self.commit_ready(&mut tracks, &mut committed)?;
-        for i in 0..tracks.len() {
-            if tracks[i].machine.state() == CallState::Approved {
-                self.execute(&mut tracks[i]).await?;
-                self.commit_ready(&mut tracks, &mut committed)?;
-            }
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            config: self.config.clone(),
+            hooks: self.hooks.clone(),
+            log: self.log.clone(),
+            stats: self.stats.clone(),
         }
-        assert_eq!(
-            committed,
-            tracks.len(),
-            "every call of the batch is committed"
-        );
-        Ok(tracks
-            .into_iter()
-            .map(|t| t.result.expect("committed calls have results"))
-            .collect())
     }
 
     fn check_response(&self, response: &ModelResponse) -> Result<(), RuntimeError> {
@@ -381,6 +447,7 @@ impl Session {
         track: &mut Track,
         raw: &str,
         stop_reason: StopReason,
+        cancel: &CancellationToken,
     ) -> Result<(), RuntimeError> {
         if stop_reason == StopReason::Length {
             return self.reject(
@@ -407,7 +474,7 @@ impl Session {
             );
             return self.reject(track, ErrorCode::SchemaError, reason);
         }
-        let call = track.call();
+        let call = track.call().clone();
         track.transition(&self.log, CallState::Parsed, 0, |source_seqs| {
             Event::Parsed {
                 call: call.clone(),
@@ -433,9 +500,18 @@ impl Session {
                     format!("denied by {by}: {reason}"),
                 );
             }
-            (Decision::Ask { reason }, _) => match self.ask(track, &info, &reason).await? {
-                Ok(approval) => approval,
-                Err(denial) => return self.reject(track, ErrorCode::PolicyDenied, denial),
+            (Decision::Ask { reason }, _) => match self.ask(track, &info, &reason, cancel).await? {
+                Asked::Approved(approval) => approval,
+                Asked::Refused(denial) => {
+                    return self.reject(track, ErrorCode::PolicyDenied, denial)
+                }
+                Asked::Stopped => {
+                    return scheduler::cancel_before_start(
+                        &self.ctx(),
+                        track,
+                        "the batch was stopped while this call waited for approval",
+                    )
+                }
             },
             (_, None) => Approval::Default,
             (_, Some(name)) => Approval::Listener { name },
@@ -490,9 +566,10 @@ impl Session {
         track: &mut Track,
         info: &CallInfo,
         reason: &str,
-    ) -> Result<Result<Approval, String>, RuntimeError> {
+        cancel: &CancellationToken,
+    ) -> Result<Asked, RuntimeError> {
         if self.always_allowed.contains(&info.tool) {
-            return Ok(Ok(Approval::AlwaysAllowed));
+            return Ok(Asked::Approved(Approval::AlwaysAllowed));
         }
         let call = info.call.clone();
         // Ask events are the call's events too: what follows points back at the answer.
@@ -505,11 +582,21 @@ impl Session {
                 call,
                 reason: "no approver is configured".into(),
             })?;
-            return Ok(Err(format!(
+            return Ok(Asked::Refused(format!(
                 "approval needed ({reason}) but no one is there to answer"
             )));
         };
-        let answer = approver.ask(info.clone(), reason.to_owned()).await;
+        let answer = tokio::select! {
+            answer = approver.ask(info.clone(), reason.to_owned()) => answer,
+            _ = cancel.cancelled() => {
+                // Withdrawn, never taken as answered.
+                track.last_seq = self.log.append(&Event::AskCancelled {
+                    call,
+                    reason: "the batch was stopped".into(),
+                })?;
+                return Ok(Asked::Stopped);
+            }
+        };
         track.last_seq = self.log.append(&match answer {
             AskAnswer::Expired => Event::AskExpired { call },
             AskAnswer::Cancelled => Event::AskCancelled {
@@ -519,16 +606,18 @@ impl Session {
             answer => Event::AskAnswered { call, answer },
         })?;
         Ok(match answer {
-            AskAnswer::AllowedOnce => Ok(Approval::Asked { answer }),
+            AskAnswer::AllowedOnce => Asked::Approved(Approval::Asked { answer }),
             AskAnswer::AllowedAlways => {
                 self.always_allowed.insert(info.tool.clone());
-                Ok(Approval::Asked { answer })
+                Asked::Approved(Approval::Asked { answer })
             }
-            AskAnswer::Denied => Err(format!("the user denied it ({reason})")),
-            AskAnswer::Expired => Err(format!(
+            AskAnswer::Denied => Asked::Refused(format!("the user denied it ({reason})")),
+            AskAnswer::Expired => Asked::Refused(format!(
                 "the question expired unanswered ({reason}); a timeout is never an approval"
             )),
-            AskAnswer::Cancelled => Err(format!("the question was withdrawn ({reason})")),
+            AskAnswer::Cancelled => {
+                Asked::Refused(format!("the question was withdrawn ({reason})"))
+            }
         })
     }
 
@@ -539,7 +628,7 @@ impl Session {
         code: ErrorCode,
         reason: String,
     ) -> Result<(), RuntimeError> {
-        let call = track.call();
+        let call = track.call().clone();
         track.transition(&self.log, CallState::Rejected, 0, |source_seqs| {
             Event::Rejected {
                 call: call.clone(),
@@ -562,70 +651,12 @@ impl Session {
         });
         Ok(())
     }
+}
 
-    /// approved → started → settled, with the result ready to commit.
-    async fn execute(&mut self, track: &mut Track) -> Result<(), RuntimeError> {
-        let entry = track.entry.clone().expect("approved calls have a tool");
-        let info = track.info.clone().expect("approved calls have arguments");
-        let resources = entry.tool.resources(&info.args);
-        let runner = pipeline::Runner {
-            config: &self.config,
-            cancel: &self.cancel,
-            log: &self.log,
-            observers: &self.hooks.observers,
-            stats: &self.stats,
-        };
-        let run = pipeline::run_body(&runner, &entry, &info, &resources, track).await?;
-        let settled = pipeline::settle(
-            &entry,
-            run,
-            &resources,
-            self.config.content_inline_bytes_max,
-        );
-        let outcome = settled.outcome.clone();
-        track.transition(&self.log, CallState::Settled, 0, |source_seqs| {
-            Event::Settled {
-                call: info.call.clone(),
-                outcome,
-                source_seqs,
-            }
-        })?;
-        track.result = Some(pipeline::finish(
-            &entry,
-            &info,
-            settled,
-            &self.hooks.post_execute,
-        ));
-        Ok(())
-    }
-
-    /// Commits, in model order, every call whose result is ready and whose predecessors are
-    /// committed; then shows each frozen result to the observers.
-    fn commit_ready(
-        &self,
-        tracks: &mut [Track],
-        committed: &mut usize,
-    ) -> Result<(), RuntimeError> {
-        while let Some(track) = tracks.get_mut(*committed) {
-            let Some(result) = track.result.clone() else {
-                break;
-            };
-            let call = track.call();
-            track.transition(&self.log, CallState::Committed, 0, |source_seqs| {
-                Event::Committed {
-                    call: call.clone(),
-                    result: result.committed(),
-                    source_seqs,
-                }
-            })?;
-            for observer in &self.hooks.observers {
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    observer.on_result(&call, &track.tool, &result)
-                }));
-                self.stats.observer_outcome(observer.name(), outcome);
-            }
-            *committed += 1;
-        }
-        Ok(())
-    }
+/// What became of a question.
+enum Asked {
+    Approved(Approval),
+    Refused(String),
+    /// The batch was stopped while waiting.
+    Stopped,
 }

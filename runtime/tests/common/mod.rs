@@ -28,6 +28,8 @@ pub struct TestTool {
     pub runs: Arc<Mutex<Vec<String>>>,
     pub finalized: Arc<AtomicU64>,
     pub finalize_suffix: Option<String>,
+    /// Whether a call may overlap others; asked right before it starts. Default: never.
+    pub safe: Arc<dyn Fn(&runtime::args::Args) -> bool + Send + Sync>,
 }
 
 impl TestTool {
@@ -51,7 +53,23 @@ impl TestTool {
             runs: Arc::new(Mutex::new(Vec::new())),
             finalized: Arc::new(AtomicU64::new(0)),
             finalize_suffix: None,
+            safe: Arc::new(|_| false),
         }
+    }
+
+    /// Every call may overlap others.
+    pub fn parallel(mut self) -> TestTool {
+        self.safe = Arc::new(|_| true);
+        self
+    }
+
+    /// Whether a call may overlap others, decided by `f` right before it starts.
+    pub fn safe_when(
+        mut self,
+        f: impl Fn(&runtime::args::Args) -> bool + Send + Sync + 'static,
+    ) -> TestTool {
+        self.safe = Arc::new(f);
+        self
     }
 
     pub fn failing(name: &str, code: ErrorCode, message: &'static str) -> TestTool {

@@ -1,0 +1,44 @@
+//! Failpoints: named places where a test can make the runtime itself fail.
+//!
+//! Why: the storage seam makes every I/O path fail on demand (journal's `SimStorage`); the
+//! runtime's own faults (a scheduler task that dies, say) need the same, so that "a fault is not
+//! a cancel" is tested, not hoped. Unarmed failpoints cost one branch on a `None`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A set of armed failpoints. Cheap to clone; clones share the set.
+#[derive(Debug, Clone, Default)]
+pub struct Failpoints(Option<Arc<Mutex<HashMap<String, u32>>>>);
+
+impl Failpoints {
+    /// A set a test can arm.
+    pub fn armable() -> Failpoints {
+        Failpoints(Some(Arc::default()))
+    }
+
+    /// Makes the `nth` (1-based) pass through `name` fail, counted from now.
+    pub fn arm(&self, name: &str, nth: u32) {
+        let set = self.0.as_ref().expect("arm needs Failpoints::armable()");
+        set.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), nth);
+    }
+
+    /// Whether this pass through `name` should fail.
+    pub(crate) fn hit(&self, name: &str) -> bool {
+        let Some(set) = &self.0 else { return false };
+        let mut set = set.lock().unwrap_or_else(|p| p.into_inner());
+        match set.get_mut(name) {
+            Some(1) => {
+                set.remove(name);
+                true
+            }
+            Some(n) => {
+                *n -= 1;
+                false
+            }
+            None => false,
+        }
+    }
+}

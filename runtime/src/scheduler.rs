@@ -1,0 +1,317 @@
+//! The batch scheduler (DESIGN.md §4, §5): which approved calls run when, and what happens on
+//! cancel, timeout and fault.
+//!
+//! Calls start in model order. A call runs alongside others only if its tool says, right before
+//! it starts, that this call is concurrency-safe (an earlier call may have changed the answer),
+//! the pool has room, and no running call touches one of its paths with a write among them.
+//! Any other call is a barrier: it starts alone and nothing starts until it settles. Calls
+//! that start together share one fsync for their `started` records. Results are committed in
+//! model order as soon as every earlier call is committed, whatever order calls finish in.
+//!
+//! On cancel nothing new starts; running calls are signalled and awaited until they settle
+//! (their locks are held until then); calls that never started are `cancelled-before-start`
+//! with `ABORTED_BEFORE_DISPATCH`. An internal fault is not a cancel: running calls drain, a
+//! `fault` event is written, the error surfaces, and nothing is said about calls that did not
+//! start (recovery will: they are `TOOL_NOT_STARTED`).
+
+use crate::code::ErrorCode;
+use crate::event::{Event, Resources};
+use crate::pipeline::{self, Ctx, Starting};
+use crate::result::{error_content, ToolResult};
+use crate::session::Track;
+use crate::state::CallState;
+use crate::RuntimeError;
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// A call's place in the batch: `Some` when the scheduler holds its track (not started, or
+/// finished), `None` while its task does.
+type Slot = Option<Track>;
+
+/// What a running call holds.
+struct Held {
+    exclusive: bool,
+    resources: Resources,
+}
+
+fn conflicts(a: &Resources, b: &Resources) -> bool {
+    a.writes
+        .iter()
+        .any(|p| b.writes.contains(p) || b.reads.contains(p))
+        || a.reads.iter().any(|p| b.writes.contains(p))
+}
+
+/// Runs every approved call of the batch and commits every result in model order.
+pub(crate) async fn run(
+    ctx: &Ctx,
+    tracks: Vec<Track>,
+    cancel: &CancellationToken,
+) -> Result<Vec<ToolResult>, RuntimeError> {
+    let n = tracks.len();
+    let (turn, step) = tracks
+        .first()
+        .map(|t| (t.call().turn, t.call().step))
+        .unwrap_or((0, 0));
+    let mut slots: Vec<Slot> = tracks.into_iter().map(Some).collect();
+    let mut committed = 0;
+    let mut next = 0;
+    let mut running: JoinSet<(usize, Track, Result<(), RuntimeError>)> = JoinSet::new();
+    let mut held: HashMap<usize, Held> = HashMap::new();
+    let mut failure: Option<RuntimeError> = None;
+    commit_ready(ctx, &mut slots, &mut committed)?;
+
+    loop {
+        // Start, in model order, every call that may start now.
+        let mut group: Vec<(usize, Track, Resources)> = Vec::new();
+        while next < n && failure.is_none() && !cancel.is_cancelled() {
+            let Some(track) = &slots[next] else {
+                unreachable!("calls after `next` have not started")
+            };
+            if track.state() != CallState::Approved {
+                next += 1;
+                continue;
+            }
+            let entry = track.entry().expect("approved calls have a tool").clone();
+            let info = track.info().expect("approved calls have arguments");
+            // Decided now, not at planning: an earlier call may have changed the answer. A
+            // tool that cannot answer is treated as exclusive.
+            let safe = catch_unwind(AssertUnwindSafe(|| {
+                entry.tool.is_concurrency_safe(&info.args)
+            }))
+            .unwrap_or(false);
+            let resources = catch_unwind(AssertUnwindSafe(|| entry.tool.resources(&info.args)))
+                .unwrap_or_default();
+            let busy = held.len() + group.len();
+            let barrier_running = held.values().any(|h| h.exclusive);
+            let may_start = if safe {
+                !barrier_running
+                    && busy < ctx.config.parallel_max
+                    && !held.values().any(|h| conflicts(&resources, &h.resources))
+                    && !group.iter().any(|(_, _, r)| conflicts(&resources, r))
+            } else {
+                busy == 0
+            };
+            if !may_start {
+                break;
+            }
+            let Some(track) = slots[next].take() else {
+                unreachable!()
+            };
+            held.insert(
+                next,
+                Held {
+                    exclusive: !safe,
+                    resources: resources.clone(),
+                },
+            );
+            group.push((next, track, resources));
+            next += 1;
+            if !safe {
+                break;
+            }
+        }
+        if !group.is_empty() {
+            start_group(
+                ctx,
+                group,
+                cancel,
+                &mut running,
+                &mut held,
+                &mut slots,
+                &mut failure,
+            )
+            .await;
+        }
+
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
+        let (index, track, result) = match joined {
+            Ok(done) => done,
+            Err(join) => {
+                // Our own task died (a bug, not a tool: tool panics are caught inside). Its
+                // call's progress is unknown: no result is made up for it.
+                failure.get_or_insert(RuntimeError::Fault(format!(
+                    "a call's task ended abnormally: {join}"
+                )));
+                continue;
+            }
+        };
+        held.remove(&index);
+        slots[index] = Some(track);
+        if let Err(e) = result {
+            failure.get_or_insert(e);
+        }
+        if failure.is_none() && ctx.config.failpoints.hit("scheduler.after_settle") {
+            failure = Some(RuntimeError::Fault(
+                "failpoint scheduler.after_settle".to_owned(),
+            ));
+        }
+        if failure.is_none() {
+            commit_ready(ctx, &mut slots, &mut committed)?;
+        }
+    }
+
+    if let Some(error) = failure {
+        // Everything that started has settled (the loop drained it). Record the fault unless
+        // the journal itself is what failed.
+        if !matches!(error, RuntimeError::Journal(_)) {
+            ctx.log.append(&Event::Fault {
+                turn,
+                step,
+                message: error.to_string(),
+            })?;
+        }
+        return Err(error);
+    }
+
+    // Stopped by the user: whatever did not start, did not run.
+    for track in slots.iter_mut().flatten() {
+        if track.state() == CallState::Approved {
+            cancel_before_start(ctx, track, "the batch was stopped before this call started")?;
+        }
+    }
+    commit_ready(ctx, &mut slots, &mut committed)?;
+    assert_eq!(committed, n, "every call of the batch is committed (I3)");
+    Ok(slots
+        .into_iter()
+        .map(|s| match s {
+            Some(track) => track.into_result().expect("committed calls have results"),
+            None => unreachable!("nothing runs after the loop"),
+        })
+        .collect())
+}
+
+/// Makes the group's `started` records durable with one sync, then spawns each call's task.
+async fn start_group(
+    ctx: &Ctx,
+    mut group: Vec<(usize, Track, Resources)>,
+    cancel: &CancellationToken,
+    running: &mut JoinSet<(usize, Track, Result<(), RuntimeError>)>,
+    held: &mut HashMap<usize, Held>,
+    slots: &mut [Slot],
+    failure: &mut Option<RuntimeError>,
+) {
+    let calls: Vec<_> = group.iter().map(|(_, t, _)| t.call().clone()).collect();
+    let starting = group
+        .iter_mut()
+        .zip(&calls)
+        .map(|((_, track, resources), call)| Starting {
+            track,
+            call,
+            attempt: 1,
+            resources,
+        })
+        .collect();
+    if let Err(e) = pipeline::write_ahead(&ctx.log, starting).await {
+        // No body starts after a journal failure (I10). The tracks go back unstarted; the
+        // error ends the batch.
+        for (index, track, _) in group {
+            held.remove(&index);
+            slots[index] = Some(track);
+        }
+        failure.get_or_insert(e);
+        return;
+    }
+    for (index, track, resources) in group {
+        let (ctx, cancel) = (ctx.clone(), cancel.clone());
+        running.spawn(async move {
+            let mut track = track;
+            let result = execute(&ctx, &mut track, &resources, &cancel).await;
+            (index, track, result)
+        });
+    }
+}
+
+/// started → settled, with the result ready to commit.
+async fn execute(
+    ctx: &Ctx,
+    track: &mut Track,
+    resources: &Resources,
+    cancel: &CancellationToken,
+) -> Result<(), RuntimeError> {
+    let entry = track.entry().expect("started calls have a tool").clone();
+    let info = track.info().expect("started calls have arguments").clone();
+    let run = pipeline::run_body(ctx, &entry, &info, resources, track, cancel, true).await?;
+    let settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
+    let outcome = settled.outcome.clone();
+    track.transition(&ctx.log, CallState::Settled, 0, |source_seqs| {
+        Event::Settled {
+            call: info.call.clone(),
+            outcome,
+            source_seqs,
+        }
+    })?;
+    let result = pipeline::finish(&entry, &info, settled, &ctx.hooks.post_execute);
+    track.set_result(result);
+    Ok(())
+}
+
+/// → cancelled-before-start, with its synthetic result.
+pub(crate) fn cancel_before_start(
+    ctx: &Ctx,
+    track: &mut Track,
+    reason: &str,
+) -> Result<(), RuntimeError> {
+    let call = track.call().clone();
+    track.transition(
+        &ctx.log,
+        CallState::CancelledBeforeStart,
+        0,
+        |source_seqs| Event::CancelledBeforeStart {
+            call: call.clone(),
+            reason: reason.to_owned(),
+            source_seqs,
+        },
+    )?;
+    let message = format!("{reason}; it did not run and may be retried");
+    let (content, is_error, code) = match track.entry() {
+        Some(entry) => pipeline::finalize(
+            entry,
+            String::new(),
+            Some((ErrorCode::AbortedBeforeDispatch, message)),
+        ),
+        None => (
+            error_content(ErrorCode::AbortedBeforeDispatch, &message),
+            true,
+            Some(ErrorCode::AbortedBeforeDispatch),
+        ),
+    };
+    track.set_result(ToolResult {
+        call_id: call.call_id,
+        content,
+        value: None,
+        details: None,
+        is_error,
+        code,
+    });
+    Ok(())
+}
+
+/// Commits, in model order, every call whose result is ready and whose predecessors are
+/// committed; then shows each frozen result to the observers.
+fn commit_ready(ctx: &Ctx, slots: &mut [Slot], committed: &mut usize) -> Result<(), RuntimeError> {
+    while let Some(Some(track)) = slots.get_mut(*committed) {
+        let Some(result) = track.result().cloned() else {
+            break;
+        };
+        let call = track.call().clone();
+        track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {
+            Event::Committed {
+                call: call.clone(),
+                result: result.committed(),
+                source_seqs,
+            }
+        })?;
+        for observer in &ctx.hooks.observers {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                observer.on_result(&call, track.tool(), &result)
+            }));
+            ctx.stats.observer_outcome(observer.name(), outcome);
+        }
+        *committed += 1;
+    }
+    Ok(())
+}
