@@ -83,15 +83,14 @@ pub(crate) async fn run(
             .unwrap_or(false);
             let resources = catch_unwind(AssertUnwindSafe(|| entry.tool.resources(&info.args)))
                 .unwrap_or_default();
-            let busy = held.len() + group.len();
+            // `held` already counts the calls of this group.
             let barrier_running = held.values().any(|h| h.exclusive);
             let may_start = if safe {
                 !barrier_running
-                    && busy < ctx.config.parallel_max
+                    && held.len() < ctx.config.parallel_max
                     && !held.values().any(|h| conflicts(&resources, &h.resources))
-                    && !group.iter().any(|(_, _, r)| conflicts(&resources, r))
             } else {
-                busy == 0
+                held.is_empty()
             };
             if !may_start {
                 break;
