@@ -21,6 +21,7 @@ mod scheduler;
 pub mod session;
 pub mod state;
 pub mod tool;
+pub mod tools;
 
 pub use code::ErrorCode;
 pub use error::RuntimeError;

@@ -127,6 +127,9 @@ pub(crate) async fn run_body(
         }
 
         let token = cancel.child_token();
+        // If this future is dropped (a caller gave up on the batch), the body is at least told
+        // to stop; it cannot be awaited from a drop. Callers should cancel, not drop.
+        let _stop_if_dropped = token.clone().drop_guard();
         let (sink, mut progress) = ProgressSink::channel();
         let ctx_for_tool =
             ToolContext::new(token.clone(), sink, info.call.call_id.clone(), attempt);

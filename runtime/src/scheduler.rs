@@ -1,10 +1,12 @@
 //! The batch scheduler (DESIGN.md §4, §5): which approved calls run when, and what happens on
 //! cancel, timeout and fault.
 //!
-//! Calls start in model order. A call runs alongside others only if its tool says, right before
-//! it starts, that this call is concurrency-safe (an earlier call may have changed the answer),
-//! the pool has room, and no running call touches one of its paths with a write among them.
-//! Any other call is a barrier: it starts alone and nothing starts until it settles. Calls
+//! Calls are planned in model order. A call runs alongside others only if its tool says, right
+//! before it starts, that this call is concurrency-safe (an earlier call may have changed the
+//! answer), the pool has room, and no running or earlier waiting call touches one of its paths
+//! with a write among them: calls on other paths go on, calls on one path keep model order.
+//! Any other call is a barrier: it starts alone, after everything before it, and nothing after
+//! it starts until it settles. Calls
 //! that start together share one fsync for their `started` records. Results are committed in
 //! model order as soon as every earlier call is committed, whatever order calls finish in.
 //!
@@ -63,14 +65,20 @@ pub(crate) async fn run(
     commit_ready(ctx, &mut slots, &mut committed)?;
 
     loop {
-        // Start, in model order, every call that may start now.
+        // Start every call that may start now, scanning in model order. A parallel-safe call
+        // may pass earlier calls that wait for a path lock, unless it touches one of their
+        // paths with a write among them (so calls on one path keep model order); nothing
+        // passes a waiting exclusive call (a barrier).
         let mut group: Vec<(usize, Track, Resources)> = Vec::new();
-        while next < n && failure.is_none() && !cancel.is_cancelled() {
-            let Some(track) = &slots[next] else {
-                unreachable!("calls after `next` have not started")
+        let mut waiting: Vec<Resources> = Vec::new();
+        let mut i = next;
+        while i < n && failure.is_none() && !cancel.is_cancelled() {
+            let Some(track) = &slots[i] else {
+                i += 1;
+                continue;
             };
             if track.state() != CallState::Approved {
-                next += 1;
+                i += 1;
                 continue;
             }
             let entry = track.entry().expect("approved calls have a tool").clone();
@@ -83,33 +91,44 @@ pub(crate) async fn run(
             .unwrap_or(false);
             let resources = catch_unwind(AssertUnwindSafe(|| entry.tool.resources(&info.args)))
                 .unwrap_or_default();
-            // `held` already counts the calls of this group.
-            let barrier_running = held.values().any(|h| h.exclusive);
-            let may_start = if safe {
-                !barrier_running
-                    && held.len() < ctx.config.parallel_max
-                    && !held.values().any(|h| conflicts(&resources, &h.resources))
-            } else {
-                held.is_empty()
-            };
-            if !may_start {
-                break;
-            }
-            let Some(track) = slots[next].take() else {
-                unreachable!()
-            };
-            held.insert(
-                next,
-                Held {
-                    exclusive: !safe,
-                    resources: resources.clone(),
-                },
-            );
-            group.push((next, track, resources));
-            next += 1;
             if !safe {
+                if held.is_empty() && waiting.is_empty() {
+                    let track = slots[i].take().expect("checked above");
+                    held.insert(
+                        i,
+                        Held {
+                            exclusive: true,
+                            resources: resources.clone(),
+                        },
+                    );
+                    group.push((i, track, resources));
+                }
                 break;
             }
+            // `held` already counts this round's group.
+            let may_start = !held.values().any(|h| h.exclusive)
+                && held.len() < ctx.config.parallel_max
+                && !held.values().any(|h| conflicts(&resources, &h.resources))
+                && !waiting.iter().any(|w| conflicts(&resources, w));
+            if may_start {
+                let track = slots[i].take().expect("checked above");
+                held.insert(
+                    i,
+                    Held {
+                        exclusive: false,
+                        resources: resources.clone(),
+                    },
+                );
+                group.push((i, track, resources));
+            } else if held.len() >= ctx.config.parallel_max {
+                break;
+            } else {
+                waiting.push(resources);
+            }
+            i += 1;
+        }
+        while next < n && !matches!(&slots[next], Some(t) if t.state() == CallState::Approved) {
+            next += 1;
         }
         if !group.is_empty() {
             start_group(
@@ -149,7 +168,10 @@ pub(crate) async fn run(
             ));
         }
         if failure.is_none() {
-            commit_ready(ctx, &mut slots, &mut committed)?;
+            // A failed commit write ends the batch like any journal failure: after draining.
+            if let Err(e) = commit_ready(ctx, &mut slots, &mut committed) {
+                failure = Some(e);
+            }
         }
     }
 
@@ -157,11 +179,13 @@ pub(crate) async fn run(
         // Everything that started has settled (the loop drained it). Record the fault unless
         // the journal itself is what failed.
         if !matches!(error, RuntimeError::Journal(_)) {
-            ctx.log.append(&Event::Fault {
+            let seq = ctx.log.append(&Event::Fault {
                 turn,
                 step,
                 message: error.to_string(),
             })?;
+            // The fault and the drained calls' `settled` records are the evidence: keep them.
+            ctx.log.sync_through(seq).await?;
         }
         return Err(error);
     }

@@ -97,7 +97,8 @@ impl ToolContext {
         }
     }
 
-    /// Cancelled when the user stops the batch, the call times out, or the session faults.
+    /// Cancelled when the user stops the batch or the call times out. (An internal fault is
+    /// not a cancel: running calls are left to finish.)
     pub fn cancel(&self) -> &CancellationToken {
         &self.cancel
     }

@@ -143,12 +143,29 @@ impl Tool for TestTool {
     fn is_retry_safe(&self) -> bool {
         self.retry_safe
     }
+    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
+        (self.safe)(args)
+    }
+    /// `path` (a string) and `writes` (an array) are written, `reads` (an array) is read.
     fn resources(&self, args: &runtime::args::Args) -> runtime::event::Resources {
+        let list = |key: &str| -> Vec<String> {
+            args.get(key)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut writes: Vec<String> = args
+            .str("path")
+            .map(|p| vec![p.to_owned()])
+            .unwrap_or_default();
+        writes.extend(list("writes"));
         runtime::event::Resources {
-            writes: args
-                .str("path")
-                .map(|p| vec![p.to_owned()])
-                .unwrap_or_default(),
+            reads: list("reads"),
+            writes,
             ..Default::default()
         }
     }
