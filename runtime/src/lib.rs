@@ -19,6 +19,7 @@ pub mod replay;
 pub mod result;
 mod scheduler;
 pub mod session;
+pub mod spill;
 pub mod state;
 pub mod tool;
 pub mod tools;

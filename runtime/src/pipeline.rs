@@ -26,6 +26,10 @@ use tokio_util::sync::CancellationToken;
 /// Bytes of head and of tail kept when a content is too large to journal inline.
 const PREVIEW_BYTES: usize = 2048;
 
+/// Largest content the model gets without a spill store: the `committed` record must fit the
+/// journal's record limit with room to spare.
+const CONTENT_BYTES_MAX: usize = 4 << 20;
+
 /// What the body produced over all its attempts.
 pub(crate) struct BodyRun {
     pub result: Result<ToolOutput, ToolError>,
@@ -327,6 +331,8 @@ pub(crate) fn finish(
     info: &CallInfo,
     settled: Settled,
     post_execute: &[Arc<dyn PostExecute>],
+    spilled: Option<&str>,
+    model_inline_bytes_max: usize,
 ) -> ToolResult {
     let Settled {
         mut draft,
@@ -334,12 +340,16 @@ pub(crate) fn finish(
         mut error,
         ..
     } = settled;
+    let mut replaced = false;
     if error.is_none() {
         for listener in post_execute {
             let decision = catch_unwind(AssertUnwindSafe(|| listener.inspect(info, &draft)));
             match decision {
                 Ok(PostDecision::Accept) => {}
-                Ok(PostDecision::ReplaceContent(content)) => draft.content = content,
+                Ok(PostDecision::ReplaceContent(content)) => {
+                    draft.content = content;
+                    replaced = true;
+                }
                 Ok(PostDecision::ReplaceValue(value)) => {
                     if let Some(Err(v)) = entry.output.as_ref().map(|s| s.check(&value)) {
                         error = Some((
@@ -354,6 +364,7 @@ pub(crate) fn finish(
                     draft.content =
                         serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
                     draft.value = Some(value);
+                    replaced = true;
                 }
                 Ok(PostDecision::Block { feedback }) => {
                     error = Some((
@@ -379,7 +390,30 @@ pub(crate) fn finish(
             }
         }
     }
-    let (content, is_error, code) = finalize(entry, draft.content, error);
+    // The model's copy of a large result: head, tail and locator; with no store, a cut with a
+    // note (the record must fit the journal). A listener's replacement is its own business.
+    if !replaced && draft.content.len() > model_inline_bytes_max {
+        draft.content = match spilled {
+            Some(locator) => crate::spill::preview(&draft.content, locator, model_inline_bytes_max),
+            None if draft.content.len() > CONTENT_BYTES_MAX => crate::spill::preview(
+                &draft.content,
+                "(not kept: no spill store)",
+                CONTENT_BYTES_MAX,
+            ),
+            None => draft.content,
+        };
+    }
+    let message_error = error.map(|(code, message)| {
+        if message.len() > CONTENT_BYTES_MAX {
+            (
+                code,
+                crate::spill::preview(&message, "(not kept)", CONTENT_BYTES_MAX),
+            )
+        } else {
+            (code, message)
+        }
+    });
+    let (content, is_error, code) = finalize(entry, draft.content, message_error);
     ToolResult {
         call_id: info.call.call_id.clone(),
         content,

@@ -258,7 +258,8 @@ async fn execute(
     let entry = track.entry().expect("started calls have a tool").clone();
     let info = track.info().expect("started calls have arguments").clone();
     let run = pipeline::run_body(ctx, &entry, &info, resources, track, cancel, true).await?;
-    let settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
+    let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
+    let locator = spill(ctx, &mut settled)?;
     let outcome = settled.outcome.clone();
     track.transition(&ctx.log, CallState::Settled, 0, |source_seqs| {
         Event::Settled {
@@ -267,9 +268,46 @@ async fn execute(
             source_seqs,
         }
     })?;
-    let result = pipeline::finish(&entry, &info, settled, &ctx.hooks.post_execute);
+    let result = pipeline::finish(
+        &entry,
+        &info,
+        settled,
+        &ctx.hooks.post_execute,
+        locator.as_deref(),
+        ctx.config.model_inline_bytes_max,
+    );
     track.set_result(result);
     Ok(())
+}
+
+/// Puts a result too large for the model in the spill store and journals `spill/stored`
+/// before the `settled` that names it. A store failure keeps the result inline.
+fn spill(ctx: &Ctx, settled: &mut pipeline::Settled) -> Result<Option<String>, RuntimeError> {
+    let text = &settled.draft.content;
+    let Some(store) = &ctx.config.spill else {
+        return Ok(None);
+    };
+    if text.len() <= ctx.config.model_inline_bytes_max {
+        return Ok(None);
+    }
+    let locator = match store.put(text) {
+        Ok(locator) => locator,
+        Err(e) => {
+            ctx.stats.spill_failed();
+            tracing::warn!(error = %e, bytes = text.len(), "spill store failed; the result stays inline");
+            return Ok(None);
+        }
+    };
+    let sha256 = crate::tools::sha256_hex(text.as_bytes());
+    ctx.log.append(&Event::SpillStored {
+        locator: locator.clone(),
+        bytes: text.len() as u64,
+        sha256,
+    })?;
+    if let crate::event::Text::Preview { locator: l, .. } = &mut settled.outcome.content {
+        *l = Some(locator.clone());
+    }
+    Ok(Some(locator))
 }
 
 /// → cancelled-before-start, with its synthetic result.

@@ -22,6 +22,7 @@ use crate::pipeline::{self, panic_message, Ctx};
 use crate::registry::{Entry, Registry};
 use crate::result::{error_content, ToolResult};
 use crate::scheduler;
+use crate::spill::SpillStore;
 use crate::state::{CallMachine, CallState};
 use crate::RuntimeError;
 use journal::Journal;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Limits and defaults of a session.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     /// A call's body is cancelled after this long (then awaited until it settles).
     pub timeout_ms: u64,
@@ -53,6 +54,23 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// Faults a test can inject into the runtime itself.
     pub failpoints: Failpoints,
+    /// Results longer than this reach the model as head + tail + locator (when a spill store
+    /// is set) or are cut to it with a note (when none is).
+    pub model_inline_bytes_max: usize,
+    /// Where spilled results are kept in full; `None`: no spilling.
+    pub spill: Option<Arc<dyn SpillStore>>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("attempts_max", &self.attempts_max)
+            .field("parallel_max", &self.parallel_max)
+            .field("model_inline_bytes_max", &self.model_inline_bytes_max)
+            .field("spill", &self.spill.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Config {
@@ -67,6 +85,8 @@ impl Default for Config {
             parallel_max: 10,
             cancel_grace_ms: 5_000,
             failpoints: Failpoints::default(),
+            model_inline_bytes_max: 32 << 10,
+            spill: None,
         }
     }
 }
@@ -95,6 +115,7 @@ impl Default for SessionOptions {
 pub struct Stats {
     observer_failures: AtomicU64,
     ignored_cancellations: AtomicU64,
+    spill_failures: AtomicU64,
 }
 
 impl Stats {
@@ -105,6 +126,15 @@ impl Stats {
     /// Calls that were still running `cancel_grace_ms` after being cancelled.
     pub fn ignored_cancellations(&self) -> u64 {
         self.ignored_cancellations.load(Ordering::Acquire)
+    }
+
+    /// Results that should have spilled but stayed inline because the store failed.
+    pub fn spill_failures(&self) -> u64 {
+        self.spill_failures.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn spill_failed(&self) {
+        self.spill_failures.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(crate) fn ignored_cancellation(&self) {

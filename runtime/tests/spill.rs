@@ -1,0 +1,168 @@
+//! Large results: the model gets head + tail + locator, the spill store the whole text, the
+//! journal a `spill/stored` before the `settled` that names it; a failing store keeps the result
+//! inline and the call successful.
+
+mod common;
+
+use common::*;
+use journal::SimStorage;
+use runtime::event::{Event, Text};
+use runtime::hooks::Hooks;
+use runtime::spill::{SledSpill, SpillStore};
+use runtime::tool::ToolOutput;
+use runtime::Config;
+use std::sync::Arc;
+
+fn big_tool(bytes: usize) -> TestTool {
+    TestTool::with("big", move |_, _| {
+        Box::pin(async move {
+            let text: String = (0..bytes)
+                .map(|i| (b'a' + (i % 26) as u8) as char)
+                .collect();
+            Ok(ToolOutput::text(text))
+        })
+    })
+}
+
+fn events(storage: &SimStorage) -> Vec<(u64, Event)> {
+    journal::Reader::open(Arc::new(storage.clone()), journal::Limits::default())
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.seq, r.decode::<runtime::event::Record>().unwrap().event)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_5_mib_result_becomes_head_tail_and_locator_and_the_blob_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledSpill::open(&dir.path().join("spill"), 1 << 20).unwrap());
+    let config = Config {
+        spill: Some(store.clone()),
+        ..Config::default()
+    };
+    let storage = SimStorage::new();
+    let size = 5 << 20;
+    let mut session = session_on(
+        &storage,
+        registry(vec![big_tool(size)]),
+        Hooks::default(),
+        config,
+    );
+    let results = one_step(&mut session, vec![call("b", "big", "{}")]).await;
+    let r = &results[0];
+    assert!(!r.is_error);
+    assert!(
+        r.content.len() < 64 << 10,
+        "the model got {} bytes",
+        r.content.len()
+    );
+    assert!(r.content.starts_with("abcdefghij"));
+    assert!(r.content.contains("bytes omitted"));
+
+    let events = events(&storage);
+    let (spill_seq, locator, bytes, sha) = events
+        .iter()
+        .find_map(|(seq, e)| match e {
+            Event::SpillStored {
+                locator,
+                bytes,
+                sha256,
+            } => Some((*seq, locator.clone(), *bytes, sha256.clone())),
+            _ => None,
+        })
+        .expect("spill/stored journaled");
+    assert_eq!(bytes, size as u64);
+    let blob = store
+        .get(&locator)
+        .unwrap()
+        .expect("the blob is in the store");
+    assert_eq!(blob.len(), size);
+    assert_eq!(
+        runtime::tools::sha256_hex(blob.as_bytes()),
+        sha,
+        "the blob's hash matches the journal's"
+    );
+    assert!(r.content.contains(&sha), "the model's copy names the blob");
+
+    let (settled_seq, content) = events
+        .iter()
+        .find_map(|(seq, e)| match e {
+            Event::Settled { outcome, .. } => Some((*seq, outcome.content.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        spill_seq < settled_seq,
+        "spill/stored precedes the settled that names it"
+    );
+    match content {
+        Text::Preview {
+            total_bytes,
+            sha256,
+            locator: Some(l),
+            ..
+        } => {
+            assert_eq!(total_bytes, size as u64);
+            assert_eq!(sha256, sha);
+            assert_eq!(l, locator);
+        }
+        other => panic!("settled keeps a preview with the locator, got {other:?}"),
+    }
+}
+
+struct BrokenStore;
+impl SpillStore for BrokenStore {
+    fn put(&self, _: &str) -> Result<String, String> {
+        Err("disk full".into())
+    }
+    fn get(&self, _: &str) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+}
+
+#[tokio::test]
+async fn a_failing_spill_store_keeps_the_result_inline_and_successful() {
+    let config = Config {
+        spill: Some(Arc::new(BrokenStore)),
+        ..Config::default()
+    };
+    let storage = SimStorage::new();
+    let size = 100 << 10;
+    let mut session = session_on(
+        &storage,
+        registry(vec![big_tool(size)]),
+        Hooks::default(),
+        config,
+    );
+    let results = one_step(&mut session, vec![call("b", "big", "{}")]).await;
+    assert!(!results[0].is_error);
+    assert_eq!(results[0].content.len(), size, "kept whole");
+    assert_eq!(session.stats().spill_failures(), 1);
+    assert!(!events(&storage)
+        .iter()
+        .any(|(_, e)| matches!(e, Event::SpillStored { .. })));
+}
+
+#[tokio::test]
+async fn small_results_are_not_spilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledSpill::open(&dir.path().join("spill"), 1 << 20).unwrap());
+    let config = Config {
+        spill: Some(store),
+        ..Config::default()
+    };
+    let storage = SimStorage::new();
+    let mut session = session_on(
+        &storage,
+        registry(vec![big_tool(1000)]),
+        Hooks::default(),
+        config,
+    );
+    let results = one_step(&mut session, vec![call("b", "big", "{}")]).await;
+    assert_eq!(results[0].content.len(), 1000);
+    assert!(!events(&storage)
+        .iter()
+        .any(|(_, e)| matches!(e, Event::SpillStored { .. })));
+}
