@@ -151,6 +151,11 @@ pub enum SideEffect {
         kind: String,
         detail: String,
     },
+    /// The session's plan (todo table) was replaced whole; the runtime also journals
+    /// `plan/replace` right after the call's `settled`.
+    PlanReplaced {
+        items: Vec<PlanItem>,
+    },
 }
 
 /// How a call was approved.

@@ -8,11 +8,13 @@
 
 pub mod args;
 pub mod code;
+pub mod driver;
 mod error;
 pub mod event;
 pub mod eventlog;
 pub mod failpoint;
 pub mod hooks;
+pub mod model;
 mod pipeline;
 pub mod registry;
 pub mod replay;

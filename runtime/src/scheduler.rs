@@ -261,6 +261,14 @@ async fn execute(
     let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
     let locator = spill(ctx, &mut settled)?;
     let outcome = settled.outcome.clone();
+    let plans: Vec<_> = outcome
+        .side_effects
+        .iter()
+        .filter_map(|e| match e {
+            crate::event::SideEffect::PlanReplaced { items } => Some(items.clone()),
+            _ => None,
+        })
+        .collect();
     track.transition(&ctx.log, CallState::Settled, 0, |source_seqs| {
         Event::Settled {
             call: info.call.clone(),
@@ -268,6 +276,10 @@ async fn execute(
             source_seqs,
         }
     })?;
+    // The plan's new state, for replay (it keeps the latest).
+    for items in plans {
+        ctx.log.append(&Event::PlanReplace { items })?;
+    }
     let result = pipeline::finish(
         &entry,
         &info,

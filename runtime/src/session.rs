@@ -280,6 +280,55 @@ impl Session {
         &self.log
     }
 
+    /// The current (or last) turn number; 0 before the first.
+    pub fn turn(&self) -> u32 {
+        self.turn
+    }
+
+    pub fn turn_open(&self) -> bool {
+        self.turn_open
+    }
+
+    /// Continues a session whose journal was replayed as `replay`, after the last turn. The
+    /// journal must be balanced (no open turn: `recover` closes one); a closed session cannot be
+    /// continued.
+    pub fn resume(
+        journal: Journal,
+        registry: Arc<Registry>,
+        hooks: Hooks,
+        config: Config,
+        options: SessionOptions,
+        replay: &crate::replay::SessionReplay,
+    ) -> Result<Session, RuntimeError> {
+        let Some(open) = &replay.open else {
+            return Err(RuntimeError::Misuse("the journal holds no session".into()));
+        };
+        if replay.closed {
+            return Err(RuntimeError::Misuse("the session is closed".into()));
+        }
+        if let Some(turn) = replay.open_turn() {
+            return Err(RuntimeError::Misuse(format!(
+                "turn {} is still open: the session was interrupted; recover it first",
+                turn.turn
+            )));
+        }
+        let log = EventLog::new(Arc::new(journal), options.clock);
+        Ok(Session {
+            log,
+            registry,
+            hooks: Arc::new(hooks),
+            config: Arc::new(config),
+            session_id: open.session_id.clone(),
+            turn: replay.turns.len() as u32,
+            step: 0,
+            turn_open: false,
+            step_open: false,
+            step_answered: false,
+            always_allowed: HashSet::new(),
+            stats: Arc::new(Stats::default()),
+        })
+    }
+
     /// Opens a turn with the user's message.
     pub fn begin_turn(&mut self, user_text: &str) -> Result<u32, RuntimeError> {
         if self.turn_open {

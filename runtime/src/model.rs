@@ -1,0 +1,290 @@
+//! What drives a session: the model's answers and the user's messages.
+//!
+//! A [`Model`] yields the next thing that happens in a session: the user opens a turn, or the
+//! model answers in the open turn. [`ScriptedModel`] reads the transcript format of DESIGN.md
+//! §10 (JSON lines); a network model would implement the same trait.
+
+use crate::event::{AskAnswer, ModelCall, ModelResponse, StopReason};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// Most lines a transcript may have.
+pub const SCRIPT_LINES_MAX: usize = 100_000;
+
+/// The next thing that happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelStep {
+    /// The user says something: a new turn.
+    User { text: String },
+    /// The model answers in the open turn.
+    Respond(Respond),
+}
+
+/// A model response, with what the (scripted) user does meanwhile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Respond {
+    pub response: ModelResponse,
+    /// The user presses stop this long after the batch starts.
+    pub cancel_after_ms: Option<u64>,
+    /// Answers to `ask` decisions, by call id.
+    pub approvals: BTreeMap<String, AskAnswer>,
+}
+
+pub trait Model: Send {
+    /// The next step, or `None` when the session is over.
+    fn next_step(&mut self) -> Option<ModelStep>;
+}
+
+/// One transcript line, with its line number (from 1) for messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptLine {
+    pub line: usize,
+    pub step: ModelStep,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLine {
+    user: Option<String>,
+    assistant: Option<RawAssistant>,
+    cancel_after_ms: Option<u64>,
+    approvals: Option<BTreeMap<String, RawApproval>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAssistant {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    tool_calls: Vec<RawCall>,
+    stop_reason: Option<StopReason>,
+    cancel_after_ms: Option<u64>,
+    approvals: Option<BTreeMap<String, RawApproval>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCall {
+    id: String,
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawApproval {
+    Allow,
+    Deny,
+    Expire,
+}
+
+impl From<RawApproval> for AskAnswer {
+    fn from(a: RawApproval) -> AskAnswer {
+        match a {
+            RawApproval::Allow => AskAnswer::AllowedOnce,
+            RawApproval::Deny => AskAnswer::Denied,
+            RawApproval::Expire => AskAnswer::Expired,
+        }
+    }
+}
+
+/// Parses a transcript. Errors name the source, the line and what is wrong.
+pub fn parse_script(text: &str, source: &str) -> Result<Vec<ScriptLine>, String> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        if out.len() >= SCRIPT_LINES_MAX {
+            return Err(format!(
+                "{source}:{line}: more than {SCRIPT_LINES_MAX} lines"
+            ));
+        }
+        let parsed: RawLine =
+            serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
+        let step = match (parsed.user, parsed.assistant) {
+            (Some(text), None) => {
+                if parsed.cancel_after_ms.is_some() || parsed.approvals.is_some() {
+                    return Err(format!(
+                        "{source}:{line}: cancel_after_ms and approvals belong on an assistant line"
+                    ));
+                }
+                ModelStep::User { text }
+            }
+            (None, Some(a)) => {
+                let stop_reason = a.stop_reason.unwrap_or(if a.tool_calls.is_empty() {
+                    StopReason::EndTurn
+                } else {
+                    StopReason::ToolUse
+                });
+                let approvals = a
+                    .approvals
+                    .or(parsed.approvals)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into()))
+                    .collect();
+                ModelStep::Respond(Respond {
+                    response: ModelResponse {
+                        text: a.text,
+                        tool_calls: a
+                            .tool_calls
+                            .into_iter()
+                            .map(|c| ModelCall {
+                                call_id: c.id,
+                                name: c.name,
+                                arguments: c.arguments,
+                            })
+                            .collect(),
+                        stop_reason,
+                    },
+                    cancel_after_ms: a.cancel_after_ms.or(parsed.cancel_after_ms),
+                    approvals,
+                })
+            }
+            _ => {
+                return Err(format!(
+                    "{source}:{line}: a line has exactly one of \"user\" or \"assistant\""
+                ))
+            }
+        };
+        out.push(ScriptLine { line, step });
+    }
+    Ok(out)
+}
+
+/// Plays a transcript.
+#[derive(Debug, Clone)]
+pub struct ScriptedModel {
+    lines: Vec<ScriptLine>,
+    position: usize,
+}
+
+impl ScriptedModel {
+    pub fn new(lines: Vec<ScriptLine>) -> ScriptedModel {
+        ScriptedModel { lines, position: 0 }
+    }
+
+    /// Starts after the first `consumed` lines (a resumed session).
+    pub fn skip(&mut self, consumed: usize) {
+        self.position = consumed.min(self.lines.len());
+    }
+
+    pub fn lines(&self) -> &[ScriptLine] {
+        &self.lines
+    }
+
+    /// Lines played so far.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// Skips assistant lines up to the next user line (the rest of a stopped turn). Returns how
+    /// many were skipped.
+    pub fn skip_to_next_user(&mut self) -> usize {
+        let start = self.position;
+        while matches!(self.lines.get(self.position), Some(l) if matches!(l.step, ModelStep::Respond(_)))
+        {
+            self.position += 1;
+        }
+        self.position - start
+    }
+}
+
+impl Model for ScriptedModel {
+    fn next_step(&mut self) -> Option<ModelStep> {
+        let line = self.lines.get(self.position)?;
+        self.position += 1;
+        Some(line.step.clone())
+    }
+}
+
+/// How many transcript lines a journal has already consumed: each turn a user line, each step
+/// with a model response an assistant line, and a stopped turn the rest of its responses. Errs
+/// if the journal and the transcript disagree (a resume with the wrong script).
+pub fn consumed_lines(
+    lines: &[ScriptLine],
+    replay: &crate::replay::SessionReplay,
+) -> Result<usize, String> {
+    let mut pos = 0;
+    let at = |pos: usize| {
+        lines
+            .get(pos)
+            .map(|l| format!("line {}", l.line))
+            .unwrap_or_else(|| "the end of the script".to_owned())
+    };
+    for turn in &replay.turns {
+        match lines.get(pos).map(|l| &l.step) {
+            Some(ModelStep::User { text }) if *text == turn.user_text => pos += 1,
+            _ => {
+                return Err(format!(
+                    "the journal's turn {} ({:?}) does not match the script at {}",
+                    turn.turn,
+                    turn.user_text,
+                    at(pos)
+                ))
+            }
+        }
+        for step in &turn.steps {
+            let Some(response) = &step.response else {
+                continue;
+            };
+            match lines.get(pos).map(|l| &l.step) {
+                Some(ModelStep::Respond(r)) if r.response == *response => pos += 1,
+                _ => {
+                    return Err(format!(
+                        "the journal's turn {} step {} does not match the script at {}",
+                        turn.turn,
+                        step.step,
+                        at(pos)
+                    ))
+                }
+            }
+        }
+        if turn.outcome == Some(crate::event::TurnOutcome::Cancelled) {
+            while matches!(lines.get(pos).map(|l| &l.step), Some(ModelStep::Respond(_))) {
+                pos += 1;
+            }
+        }
+    }
+    Ok(pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_design_format_and_names_bad_lines() {
+        let text = concat!(
+            "{\"user\": \"hi\"}\n",
+            "\n",
+            "{\"assistant\": {\"text\": \"t\", \"tool_calls\": [{\"id\": \"call_1\", \"name\": \"read\", \"arguments\": \"{\\\"path\\\":\\\"a\\\"}\"}], \"stop_reason\": \"tool_use\", \"cancel_after_ms\": 5, \"approvals\": {\"call_1\": \"expire\"}}}\n",
+            "{\"assistant\": {\"text\": \"done\"}}\n",
+        );
+        let lines = parse_script(text, "t.jsonl").unwrap();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1].line, 3);
+        let ModelStep::Respond(r) = &lines[1].step else {
+            panic!()
+        };
+        assert_eq!(r.response.tool_calls[0].arguments, "{\"path\":\"a\"}");
+        assert_eq!(r.cancel_after_ms, Some(5));
+        assert_eq!(r.approvals["call_1"], AskAnswer::Expired);
+        let ModelStep::Respond(r) = &lines[2].step else {
+            panic!()
+        };
+        assert_eq!(r.response.stop_reason, StopReason::EndTurn);
+
+        let err = parse_script("{\"user\": \"a\"}\n{\"asistant\": {}}\n", "t.jsonl").unwrap_err();
+        assert!(
+            err.starts_with("t.jsonl:2: unknown field `asistant`"),
+            "{err}"
+        );
+        let err = parse_script("{\"assistant\": {\"stop_reason\": \"maybe\"}}", "s").unwrap_err();
+        assert!(err.starts_with("s:1:") && err.contains("maybe"), "{err}");
+    }
+}
