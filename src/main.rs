@@ -10,6 +10,8 @@ macro_rules! outln {
 
 mod demo;
 mod journal_cmd;
+mod run;
+mod sessions;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -31,6 +33,42 @@ enum Command {
     /// Write a small journal through group commit, tear its tail as a crash would, and show
     /// verify, quarantine and reopen at work. The newcomer's first command.
     Demo,
+    /// Run a scripted session (JSON lines: user messages and model responses) on a workspace.
+    Run {
+        /// The transcript (DESIGN.md §10 format).
+        #[arg(long)]
+        script: PathBuf,
+        /// The directory file tools may touch (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// The session's journal directory (default: a new one under the state directory).
+        #[arg(long)]
+        journal: Option<PathBuf>,
+        /// Most concurrency-safe calls running at once.
+        #[arg(long, default_value_t = 10)]
+        max_parallel: usize,
+        /// When records are made durable (`never` is unsafe: benchmarks only).
+        #[arg(long, default_value = "group")]
+        fsync: journal::FsyncPolicy,
+        /// How asks the script does not answer are answered; `deny` also asks before every bash call.
+        #[arg(long, value_enum, default_value = "allow")]
+        approve: run::Approve,
+        /// Print the journal's events as JSON lines instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a session from its journal (with the script's first unconsumed line).
+    Resume {
+        #[arg(long)]
+        journal: PathBuf,
+        #[arg(long)]
+        script: Option<PathBuf>,
+    },
+    /// List the sessions under the state directory.
+    Sessions {
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect a journal directory's bytes.
     Journal {
         #[command(subcommand)]
@@ -88,6 +126,8 @@ impl From<journal::JournalError> for CliError {
 }
 
 fn main() -> ExitCode {
+    // Journals, spill stores and state hold tool arguments and results: nobody else's business.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -100,6 +140,25 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Demo => demo::run(),
+        Command::Run {
+            script,
+            workspace,
+            journal,
+            max_parallel,
+            fsync,
+            approve,
+            json,
+        } => run::run(run::RunArgs {
+            script,
+            workspace,
+            journal,
+            max_parallel,
+            fsync,
+            approve,
+            json,
+        }),
+        Command::Resume { journal, script } => run::resume(&journal, script.as_deref()),
+        Command::Sessions { json } => sessions::list(json),
         Command::Journal { command } => match command {
             JournalCommand::Verify { dir } => journal_cmd::verify(&dir),
             JournalCommand::Dump { dir, json } => journal_cmd::dump(&dir, json),

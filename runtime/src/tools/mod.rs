@@ -7,3 +7,23 @@ pub mod todo;
 pub mod workspace;
 
 pub use workspace::{sha256_hex, Workspace};
+
+use crate::event::ToolSource;
+use crate::registry::{Registry, RegistryError};
+use crate::tool::Tool;
+use std::sync::Arc;
+
+/// Every built-in tool, for a session in `ws`.
+pub fn builtins(ws: &Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
+    let _ = ws;
+    vec![Arc::new(todo::Todo), Arc::new(ask::Ask)]
+}
+
+/// A registry holding every built-in tool.
+pub fn builtin_registry(ws: &Arc<Workspace>) -> Result<Registry, RegistryError> {
+    let mut registry = Registry::new();
+    for tool in builtins(ws) {
+        registry.register(tool, ToolSource::BuiltIn)?;
+    }
+    Ok(registry)
+}

@@ -1,0 +1,375 @@
+//! `tooljournal run` and `tooljournal resume`: a scripted session on a real workspace, every
+//! transition journaled.
+
+use crate::CliError;
+use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
+use runtime::driver::{drive, DriveReport, ScriptedApprover};
+use runtime::event::{AskAnswer, CallRef, Record};
+use runtime::eventlog::SystemClock;
+use runtime::hooks::{CallInfo, Decision, Hooks, Observer, PreExecute};
+use runtime::model::{consumed_lines, parse_script, ScriptedModel};
+use runtime::replay::{replay_storage, SessionReplay};
+use runtime::spill::SledSpill;
+use runtime::tools::{builtin_registry, Workspace};
+use runtime::{Config, Session, SessionOptions, ToolResult};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Cache for a session's spill store: small, it only holds what is being written.
+const SPILL_CACHE_BYTES: u64 = 8 << 20;
+
+/// How `ask` decisions not answered by the script are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Approve {
+    Allow,
+    Deny,
+}
+
+pub struct RunArgs {
+    pub script: PathBuf,
+    pub workspace: Option<PathBuf>,
+    pub journal: Option<PathBuf>,
+    pub max_parallel: usize,
+    pub fsync: FsyncPolicy,
+    pub approve: Approve,
+    pub json: bool,
+}
+
+/// Where sessions live by default: `$XDG_STATE_HOME/tooljournal/sessions`, else
+/// `~/.local/state/tooljournal/sessions`.
+pub fn state_root() -> Result<PathBuf, CliError> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME").ok_or_else(|| {
+                CliError::Failed("neither XDG_STATE_HOME nor HOME is set: give --journal".into())
+            })?;
+            PathBuf::from(home).join(".local/state")
+        }
+    };
+    Ok(base.join("tooljournal/sessions"))
+}
+
+fn failed(what: impl std::fmt::Display) -> CliError {
+    CliError::Failed(what.to_string())
+}
+
+/// With `--approve deny`, `bash` needs an approval (which the script may still give).
+struct BashNeedsApproval;
+
+impl PreExecute for BashNeedsApproval {
+    fn name(&self) -> &str {
+        "approve-deny"
+    }
+    fn decide(&self, call: &CallInfo) -> Decision {
+        if call.tool == "bash" {
+            Decision::Ask {
+                reason: format!(
+                    "run `{}`?",
+                    call.args.str("command").unwrap_or("(no command)")
+                ),
+            }
+        } else {
+            Decision::Pass
+        }
+    }
+}
+
+/// Prints one line per committed call, for people.
+struct Printer;
+
+impl Observer for Printer {
+    fn name(&self) -> &str {
+        "printer"
+    }
+    fn on_result(&self, call: &CallRef, tool: &str, result: &ToolResult) -> Result<(), String> {
+        let verdict = match result.code {
+            None => "ok".to_owned(),
+            Some(code) => code.as_str().to_owned(),
+        };
+        let _ = crate::out(format_args!(
+            "  turn {} step {}  {:<12} {:<8} {verdict}",
+            call.turn, call.step, call.call_id, tool
+        ));
+        Ok(())
+    }
+}
+
+struct Prepared {
+    journal_dir: PathBuf,
+    session: Session,
+    approver: Arc<ScriptedApprover>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn prepare(
+    session_id: Option<String>,
+    journal_dir: &Path,
+    workspace: &Path,
+    approve: Approve,
+    max_parallel: usize,
+    fsync: FsyncPolicy,
+    json: bool,
+    resume_from: Option<&SessionReplay>,
+) -> Result<Prepared, CliError> {
+    let storage = FsStorage::create(journal_dir).map_err(|e| {
+        failed(format!(
+            "{}: cannot create the journal directory: {e}",
+            journal_dir.display()
+        ))
+    })?;
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    let mut forbidden = vec![journal_dir.to_owned()];
+    forbidden.extend(state_root().ok());
+    let ws = Arc::new(Workspace::new(workspace, &forbidden).map_err(|e| {
+        failed(format!(
+            "{}: cannot use as the workspace: {e}",
+            workspace.display()
+        ))
+    })?);
+    let registry = Arc::new(builtin_registry(&ws).map_err(failed)?);
+    let default = match approve {
+        Approve::Allow => AskAnswer::AllowedOnce,
+        Approve::Deny => AskAnswer::Denied,
+    };
+    let approver = Arc::new(ScriptedApprover::new(default));
+    let mut pre_execute: Vec<Arc<dyn PreExecute>> = vec![Arc::new(runtime::tools::ask::AskPolicy)];
+    if approve == Approve::Deny {
+        pre_execute.push(Arc::new(BashNeedsApproval));
+    }
+    let observers: Vec<Arc<dyn Observer>> = if json {
+        vec![]
+    } else {
+        vec![Arc::new(Printer)]
+    };
+    let hooks = Hooks {
+        pre_execute,
+        approver: Some(approver.clone()),
+        observers,
+        ..Hooks::default()
+    };
+    let spill = SledSpill::open(&journal_dir.join("spill"), SPILL_CACHE_BYTES).map_err(failed)?;
+    let config = Config {
+        parallel_max: max_parallel.max(1),
+        spill: Some(Arc::new(spill)),
+        ..Config::default()
+    };
+    let (journal, report) = Journal::open(
+        storage,
+        Options {
+            fsync,
+            ..Options::default()
+        },
+    )?;
+    if let Some(torn) = &report.torn {
+        eprintln!(
+            "note: dropped a torn tail of {} bytes at {} (kept in {})",
+            torn.dropped_bytes,
+            torn.position,
+            report.quarantine_file.as_deref().unwrap_or("?")
+        );
+    }
+    let options = SessionOptions {
+        session_id,
+        workspace: ws.root().display().to_string(),
+        clock: Arc::new(SystemClock),
+    };
+    let session = match resume_from {
+        None => Session::open(journal, registry, hooks, config, options),
+        Some(replay) => Session::resume(journal, registry, hooks, config, options, replay),
+    }
+    .map_err(|e| failed(e.to_string()))?;
+    Ok(Prepared {
+        journal_dir: journal_dir.to_owned(),
+        session,
+        approver,
+    })
+}
+
+fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| failed(format!("cannot start the async runtime: {e}")))
+}
+
+fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), CliError> {
+    let Prepared {
+        journal_dir,
+        mut session,
+        approver,
+    } = prepared;
+    let rt = tokio_runtime()?;
+    let report: DriveReport = rt
+        .block_on(async {
+            let report = drive(&mut session, &mut model, &approver).await?;
+            session.close().await?;
+            Ok::<_, runtime::RuntimeError>(report)
+        })
+        .map_err(|e| failed(format!("{}: {e}", journal_dir.display())))?;
+    if json {
+        print_json(&journal_dir)?;
+    } else {
+        print_table(&journal_dir)?;
+        if report.skipped > 0 {
+            outln!(
+                "({} responses skipped: their turn was stopped)",
+                report.skipped
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Every record as a JSON line.
+fn print_json(journal_dir: &Path) -> Result<(), CliError> {
+    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(failed)?);
+    for record in journal::Reader::open(storage, journal::Limits::default())? {
+        let record = record?;
+        let decoded: Record = record.decode().map_err(failed)?;
+        let line =
+            serde_json::json!({"seq": record.seq, "at_ms": decoded.at_ms, "event": decoded.event});
+        outln!("{line}")?;
+    }
+    Ok(())
+}
+
+/// A table of every call: tool, state, duration, error code.
+pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
+    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(failed)?);
+    let (replay, _) = replay_storage(storage, journal::Limits::default()).map_err(failed)?;
+    outln!(
+        "\n{:<5} {:<5} {:<12} {:<8} {:<22} {:>9}  code",
+        "turn",
+        "step",
+        "call",
+        "tool",
+        "state",
+        "ms"
+    )?;
+    for c in replay.calls() {
+        let ms = c
+            .outcome
+            .as_ref()
+            .map(|o| o.duration_ms.to_string())
+            .unwrap_or_else(|| "-".into());
+        let code = c
+            .committed
+            .as_ref()
+            .and_then(|r| r.code)
+            .map(|c| c.as_str())
+            .unwrap_or("");
+        outln!(
+            "{:<5} {:<5} {:<12} {:<8} {:<22} {:>9}  {code}",
+            c.call.turn,
+            c.call.step,
+            c.call.call_id,
+            c.tool,
+            c.state.as_str(),
+            ms
+        )?;
+    }
+    Ok(())
+}
+
+fn load_script(path: &Path) -> Result<ScriptedModel, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| failed(format!("{}: cannot read the script: {e}", path.display())))?;
+    Ok(ScriptedModel::new(
+        parse_script(&text, &path.display().to_string()).map_err(failed)?,
+    ))
+}
+
+pub fn run(args: RunArgs) -> Result<(), CliError> {
+    let model = load_script(&args.script)?;
+    let workspace = match args.workspace {
+        Some(w) => w,
+        None => {
+            std::env::current_dir().map_err(|e| failed(format!("no current directory: {e}")))?
+        }
+    };
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let journal_dir = match args.journal {
+        Some(j) => j,
+        None => state_root()?.join(&session_id),
+    };
+    let prepared = prepare(
+        Some(session_id),
+        &journal_dir,
+        &workspace,
+        args.approve,
+        args.max_parallel,
+        args.fsync,
+        args.json,
+        None,
+    )?;
+    if !args.json {
+        outln!("session {}", prepared.session.session_id())?;
+        outln!("journal: {}", journal_dir.display())?;
+    }
+    play(prepared, model, args.json)
+}
+
+pub fn resume(journal_dir: &Path, script: Option<&Path>) -> Result<(), CliError> {
+    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(|e| {
+        failed(format!(
+            "{}: cannot open the journal: {e}",
+            journal_dir.display()
+        ))
+    })?);
+    let (replay, end) = replay_storage(storage, journal::Limits::default()).map_err(failed)?;
+    if let journal::ReadEnd::Corrupt(c) = end {
+        return Err(CliError::Corrupt(format!("{}: {c}", journal_dir.display())));
+    }
+    let Some(open) = &replay.open else {
+        outln!(
+            "{}: empty journal: nothing to resume",
+            journal_dir.display()
+        )?;
+        return Ok(());
+    };
+    if replay.closed {
+        outln!(
+            "{}: session {} already finished; nothing to resume",
+            journal_dir.display(),
+            open.session_id
+        )?;
+        return Ok(());
+    }
+    if let Some(turn) = replay.open_turn() {
+        return Err(failed(format!(
+            "{}: turn {} is still open: the session was interrupted, and recovery must close it before a resume (the `recover` binary does this)",
+            journal_dir.display(),
+            turn.turn
+        )));
+    }
+    let Some(script) = script else {
+        outln!(
+            "{}: session {} is balanced; give --script to continue it",
+            journal_dir.display(),
+            open.session_id
+        )?;
+        return Ok(());
+    };
+    let mut model = load_script(script)?;
+    let consumed = consumed_lines(model.lines(), &replay)
+        .map_err(|e| failed(format!("{}: {e}", script.display())))?;
+    model.skip(consumed);
+    let workspace = PathBuf::from(&open.workspace);
+    let prepared = prepare(
+        None,
+        journal_dir,
+        &workspace,
+        Approve::Allow,
+        10,
+        FsyncPolicy::Group,
+        false,
+        Some(&replay),
+    )?;
+    outln!(
+        "resuming session {} after {consumed} script lines",
+        open.session_id
+    )?;
+    play(prepared, model, false)
+}
