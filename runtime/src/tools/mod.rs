@@ -15,8 +15,10 @@ use std::sync::Arc;
 
 /// Every built-in tool, for a session in `ws`.
 pub fn builtins(ws: &Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
-    let _ = ws;
-    vec![Arc::new(todo::Todo), Arc::new(ask::Ask)]
+    let mut tools = fs::file_tools(ws.clone());
+    tools.push(Arc::new(todo::Todo));
+    tools.push(Arc::new(ask::Ask));
+    tools
 }
 
 /// A registry holding every built-in tool.
