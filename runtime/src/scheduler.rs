@@ -38,11 +38,37 @@ struct Held {
     resources: Resources,
 }
 
+/// Whether two declared paths name overlapping trees: the same path, or one inside the other
+/// (a grep of `logs` and a write of `logs/a.txt` touch the same file). `.` and `` are the root.
+fn overlap(a: &str, b: &str) -> bool {
+    let norm = |p: &str| p.trim_start_matches("./").trim_end_matches('/').to_owned();
+    let (a, b) = (norm(a), norm(b));
+    if a.is_empty() || a == "." || b.is_empty() || b == "." || a == b {
+        return true;
+    }
+    let inside =
+        |x: &str, y: &str| x.len() > y.len() && x.starts_with(y) && x.as_bytes()[y.len()] == b'/';
+    inside(&a, &b) || inside(&b, &a)
+}
+
 fn conflicts(a: &Resources, b: &Resources) -> bool {
-    a.writes
-        .iter()
-        .any(|p| b.writes.contains(p) || b.reads.contains(p))
-        || a.reads.iter().any(|p| b.writes.contains(p))
+    let any = |xs: &[String], ys: &[String]| xs.iter().any(|x| ys.iter().any(|y| overlap(x, y)));
+    any(&a.writes, &b.writes) || any(&a.writes, &b.reads) || any(&a.reads, &b.writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap;
+
+    #[test]
+    fn paths_overlap_when_one_contains_the_other() {
+        assert!(overlap("logs", "logs/a.txt"));
+        assert!(overlap("logs/a.txt", "./logs/"));
+        assert!(overlap(".", "x/y"));
+        assert!(overlap("a", "a"));
+        assert!(!overlap("logs", "logs2/a.txt"));
+        assert!(!overlap("a/b", "a/c"));
+    }
 }
 
 /// Runs every approved call of the batch and commits every result in model order.
