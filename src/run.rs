@@ -240,7 +240,7 @@ pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
     let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(failed)?);
     let (replay, _) = replay_storage(storage, journal::Limits::default()).map_err(failed)?;
     outln!(
-        "\n{:<5} {:<5} {:<12} {:<8} {:<22} {:>9}  code",
+        "\n{:<5} {:<5} {:<12} {:<8} {:<34} {:>7}  code",
         "turn",
         "step",
         "call",
@@ -249,6 +249,21 @@ pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
         "ms"
     )?;
     for c in replay.calls() {
+        // The way the call went, not just where it ended (every finished call is committed).
+        let state = if c.rejection.is_some() {
+            "rejected"
+        } else if c.cancel_reason.is_some() {
+            "cancelled-before-start"
+        } else if c.outcome.is_some() {
+            "settled"
+        } else {
+            c.state.as_str()
+        };
+        let state = if c.state == runtime::state::CallState::Committed {
+            format!("{state}, committed")
+        } else {
+            state.to_owned()
+        };
         let ms = c
             .outcome
             .as_ref()
@@ -261,12 +276,12 @@ pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
             .map(|c| c.as_str())
             .unwrap_or("");
         outln!(
-            "{:<5} {:<5} {:<12} {:<8} {:<22} {:>9}  {code}",
+            "{:<5} {:<5} {:<12} {:<8} {:<34} {:>7}  {code}",
             c.call.turn,
             c.call.step,
             c.call.call_id,
             c.tool,
-            c.state.as_str(),
+            state,
             ms
         )?;
     }
@@ -279,6 +294,29 @@ fn load_script(path: &Path) -> Result<ScriptedModel, CliError> {
     Ok(ScriptedModel::new(
         parse_script(&text, &path.display().to_string()).map_err(failed)?,
     ))
+}
+
+/// Runs `model` as a new session on `workspace`, journaled in `journal_dir`.
+pub fn run_model(
+    model: ScriptedModel,
+    workspace: &Path,
+    journal_dir: &Path,
+    approve: Approve,
+    max_parallel: usize,
+    fsync: FsyncPolicy,
+    json: bool,
+) -> Result<(), CliError> {
+    let prepared = prepare(
+        None,
+        journal_dir,
+        workspace,
+        approve,
+        max_parallel,
+        fsync,
+        json,
+        None,
+    )?;
+    play(prepared, model, json)
 }
 
 pub fn run(args: RunArgs) -> Result<(), CliError> {

@@ -56,21 +56,6 @@ fn conflicts(a: &Resources, b: &Resources) -> bool {
     any(&a.writes, &b.writes) || any(&a.writes, &b.reads) || any(&a.reads, &b.writes)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::overlap;
-
-    #[test]
-    fn paths_overlap_when_one_contains_the_other() {
-        assert!(overlap("logs", "logs/a.txt"));
-        assert!(overlap("logs/a.txt", "./logs/"));
-        assert!(overlap(".", "x/y"));
-        assert!(overlap("a", "a"));
-        assert!(!overlap("logs", "logs2/a.txt"));
-        assert!(!overlap("a/b", "a/c"));
-    }
-}
-
 /// Runs every approved call of the batch and commits every result in model order.
 pub(crate) async fn run(
     ctx: &Ctx,
@@ -413,4 +398,19 @@ fn commit_ready(ctx: &Ctx, slots: &mut [Slot], committed: &mut usize) -> Result<
         *committed += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap;
+
+    #[test]
+    fn paths_overlap_when_one_contains_the_other() {
+        assert!(overlap("logs", "logs/a.txt"));
+        assert!(overlap("logs/a.txt", "./logs/"));
+        assert!(overlap(".", "x/y"));
+        assert!(overlap("a", "a"));
+        assert!(!overlap("logs", "logs2/a.txt"));
+        assert!(!overlap("a/b", "a/c"));
+    }
 }

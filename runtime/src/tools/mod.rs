@@ -2,6 +2,7 @@
 //! [`Workspace::resolve`], and every write confirms its side effect (path, hash before and after).
 
 pub mod ask;
+pub mod bash;
 pub mod fs;
 pub mod todo;
 pub mod workspace;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 /// Every built-in tool, for a session in `ws`.
 pub fn builtins(ws: &Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
     let mut tools = fs::file_tools(ws.clone());
+    tools.push(Arc::new(bash::Bash::new(ws.clone())));
     tools.push(Arc::new(todo::Todo));
     tools.push(Arc::new(ask::Ask));
     tools

@@ -1,0 +1,752 @@
+//! `bash`: runs a shell command in the workspace, in a process group of its own (DESIGN.md §5, §9).
+//!
+//! Why a process group: a command is rarely one process (`make` forks compilers, `cmd &` leaves
+//! a job behind), and stopping only the shell would orphan the rest, still running and still
+//! changing the workspace after the call said it was over. So the shell is started as the
+//! leader of a new group (`process_group(0)`) and every signal goes to the whole group:
+//!
+//! - **cancel** (user stop, or the session's timeout) **or the call's own `timeout_ms`**:
+//!   SIGTERM to the group; wait up to [`KILL_GRACE_MS`] until the shell has exited and the group
+//!   is empty (reading output all the while, so nobody blocks on a full pipe); SIGKILL to the
+//!   group if anything is left; reap the shell; return `ABORTED` (or `TIMEOUT`) with the output
+//!   so far and a confirmed [`SideEffect::ProcExit`].
+//! - **the shell exits by itself**: SIGKILL to the group at once. Whatever the command left
+//!   running in it (`server &`, `nohup job &`) is killed: a call's processes do not outlive the
+//!   call. The result carries the output and ends with the line `exit status N`.
+//!
+//! No zombie: the shell is our child and is always reaped (`Child::wait`) before `execute`
+//! returns. The group's other members are the shell's children; once it is gone they are
+//! re-parented to init (or the nearest subreaper), which reaps them after our SIGKILL. If the
+//! future is dropped instead of awaited, a guard SIGKILLs the group and tokio reaps the shell in
+//! the background (`kill_on_drop`).
+//!
+//! Limits, said plainly: a process that leaves the group on purpose (`setsid`, `set -m` job
+//! control, a double-forking daemon) is out of reach of these signals. If such a process keeps
+//! the output pipe open, reading stops [`DRAIN_MS`] after the shell's end and the content says
+//! so. After the shell is reaped, the group is signalled by its id; Linux does not hand out a
+//! pid while a group of that id still has members, so the only race is with a brand-new group
+//! that got the same id after ours emptied, which would need the pid space to wrap around in
+//! between (microseconds): accepted.
+//!
+//! Output: stdout and stderr are one pipe (the shell starts with its stderr a copy of its
+//! stdout, exactly as `2>&1` would make it), so the transcript interleaves the two in the order
+//! they were written. At most [`OUTPUT_BYTES_MAX`] bytes are kept: the first half and the last
+//! half, with a marker line saying how many bytes were cut between them. Invalid UTF-8 is shown
+//! lossily.
+
+use crate::args::Args;
+use crate::code::ErrorCode;
+use crate::event::{Resources, SideEffect};
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tools::Workspace;
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, ChildStdout, Command};
+use tokio::time::Instant;
+
+/// Most bytes of output a call keeps: the first half and the last half of what it printed.
+pub const OUTPUT_BYTES_MAX: usize = 1 << 20;
+/// After SIGTERM, how long the group has to stop before it gets SIGKILL.
+pub const KILL_GRACE_MS: u64 = 2_000;
+/// After the shell is gone and its group killed, how long to keep reading output still in the
+/// pipes (a process outside the group may hold them open forever).
+pub const DRAIN_MS: u64 = 500;
+/// Least time between two progress reports of one call.
+pub const PROGRESS_INTERVAL_MS: u64 = 250;
+/// Longest line a progress report carries (characters).
+const PROGRESS_LINE_CHARS_MAX: usize = 200;
+/// While waiting for a signalled group to empty, how often to look.
+const GROUP_POLL_MS: u64 = 20;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// The `bash` tool. Exclusive: a shell command may touch anything, so it never overlaps others.
+pub struct Bash {
+    ws: Arc<Workspace>,
+    shell: PathBuf,
+}
+
+impl Bash {
+    /// Runs commands with `/bin/bash -c`, or `/bin/sh -c` where there is no bash, in the
+    /// workspace's root.
+    pub fn new(ws: Arc<Workspace>) -> Bash {
+        let bash = Path::new("/bin/bash");
+        let shell = if bash.is_file() {
+            bash.to_owned()
+        } else {
+            PathBuf::from("/bin/sh")
+        };
+        Bash { ws, shell }
+    }
+
+    /// Runs commands with `shell -c` instead (any POSIX shell).
+    pub fn with_shell(ws: Arc<Workspace>, shell: impl Into<PathBuf>) -> Bash {
+        Bash {
+            ws,
+            shell: shell.into(),
+        }
+    }
+
+    /// The shell commands run with.
+    pub fn shell(&self) -> &Path {
+        &self.shell
+    }
+}
+
+impl Tool for Bash {
+    fn name(&self) -> &str {
+        "bash"
+    }
+
+    fn description(&self) -> &str {
+        "Runs a shell command in the workspace's root directory (stdin is empty) and returns its \
+         output (stdout and stderr together; very long output keeps its beginning and end) \
+         followed by a last line `exit status N`. A non-zero status is reported, not treated as \
+         a failure. Processes the command leaves running are killed when it ends. Optional \
+         `timeout_ms` stops the command (and everything it started) after that long."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "minLength": 1},
+                "timeout_ms": {"type": "integer", "minimum": 1}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {
+                "exit_status": {"type": ["integer", "null"]},
+                "signal": {"type": ["integer", "null"]}
+            },
+            "required": ["exit_status", "signal"]
+        }))
+    }
+
+    /// Never: a command may read or write anything, so it runs alone (a barrier in its batch).
+    fn is_concurrency_safe(&self, _args: &Args) -> bool {
+        false
+    }
+
+    fn resources(&self, args: &Args) -> Resources {
+        Resources {
+            intents: args
+                .str("command")
+                .map(|c| vec![c.to_owned()])
+                .unwrap_or_default(),
+            ..Resources::default()
+        }
+    }
+
+    fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let command = args.str("command").unwrap_or_default().to_owned();
+            if command.is_empty() {
+                return Err(ToolError::new(
+                    ErrorCode::ToolFailed,
+                    "`command` must be a non-empty string",
+                ));
+            }
+            let timeout_ms = args.get("timeout_ms").and_then(Value::as_u64);
+            self.run(&command, timeout_ms, &ctx).await
+        })
+    }
+}
+
+/// Why a running command was stopped.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    Cancelled,
+    TimedOut(u64),
+}
+
+impl Bash {
+    async fn run(
+        &self,
+        command: &str,
+        timeout_ms: Option<u64>,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        if ctx.cancel().is_cancelled() {
+            return Err(ToolError::new(
+                ErrorCode::Aborted,
+                "stopped before the command was started; it did not run",
+            ));
+        }
+        let began = Instant::now();
+        let cannot_start = |e: io::Error| {
+            ToolError::new(
+                ErrorCode::ToolFailed,
+                format!("cannot start {}: {e}", self.shell.display()),
+            )
+        };
+        // One pipe for stdout and stderr, as `2>&1` would make it: the transcript keeps the
+        // order in which the two were written.
+        let (reader, writer) = io::pipe().map_err(cannot_start)?;
+        let mut shell = Command::new(&self.shell);
+        shell
+            .arg("-c")
+            .arg(command)
+            .current_dir(self.ws.root())
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone().map_err(cannot_start)?)
+            .stderr(writer)
+            .process_group(0)
+            .kill_on_drop(true);
+        let spawned = shell.spawn();
+        // The command holds our copies of the pipe's write end: drop them, or the pipe never
+        // reaches its end.
+        drop(shell);
+        let mut child = spawned.map_err(cannot_start)?;
+        let Some(pid) = child.id() else {
+            // Only a child that was already waited for has no id.
+            return Err(ToolError::new(
+                ErrorCode::ToolFailed,
+                "the shell was started but has no process id",
+            ));
+        };
+        let mut group = Group::new(pid);
+        let out = std::process::ChildStdout::from(std::os::fd::OwnedFd::from(reader));
+        let out = match ChildStdout::from_std(out) {
+            Ok(out) => out,
+            Err(e) => {
+                // Its output cannot be read: stop it at once. It did start, so say how it ended.
+                group.signal(Signal::SIGKILL);
+                let status = child.wait().await.ok();
+                group.done();
+                return Err(ToolError::new(
+                    ErrorCode::ToolFailed,
+                    format!("cannot read the command's output ({e}); it was killed"),
+                )
+                .with_side_effect(SideEffect::ProcExit {
+                    pid,
+                    status: status.and_then(|s| s.code()),
+                    signal: status.and_then(|s| s.signal()),
+                }));
+            }
+        };
+        let mut streams = Streams {
+            out: Some(out),
+            buf: vec![0; READ_CHUNK],
+            capture: Capture::new(OUTPUT_BYTES_MAX),
+            progress: Progress::new(ctx.progress().clone()),
+        };
+        let mut status = None;
+
+        let own_deadline = timeout_ms.map(|ms| began + Duration::from_millis(ms));
+        let stop = async {
+            tokio::select! {
+                _ = ctx.cancel().cancelled() => Stop::Cancelled,
+                _ = sleep_until(own_deadline) => Stop::TimedOut(timeout_ms.unwrap_or_default()),
+            }
+        };
+        let stopped = match streams.pump(&mut child, &mut status, stop).await {
+            Pumped::Stopped(why) => Some(why),
+            Pumped::Exited | Pumped::Eof => None,
+        };
+
+        let mut notes = Vec::new();
+        if stopped.is_some() {
+            group.signal(Signal::SIGTERM);
+            let grace_end = Instant::now() + Duration::from_millis(KILL_GRACE_MS);
+            loop {
+                if status.is_some() && group.is_empty() {
+                    break;
+                }
+                let now = Instant::now();
+                if now >= grace_end {
+                    break;
+                }
+                let poll = sleep_until(Some(grace_end.min(now + ms(GROUP_POLL_MS))));
+                if let Pumped::Eof = streams.pump(&mut child, &mut status, poll).await {
+                    // Nothing left to read; the group is still there: just wait a little.
+                    tokio::time::sleep(ms(GROUP_POLL_MS)).await;
+                }
+            }
+            if !(status.is_some() && group.is_empty()) {
+                group.signal(Signal::SIGKILL);
+                notes.push(format!(
+                    "[it did not stop within {KILL_GRACE_MS} ms of SIGTERM: its process group \
+                     was killed with SIGKILL]"
+                ));
+            }
+        } else {
+            // The shell exited by itself: kill whatever it left running in its group, so
+            // nothing it started outlives the call.
+            group.signal(Signal::SIGKILL);
+        }
+        // Reap the shell (already done if it exited while we watched).
+        let status = match status {
+            Some(status) => status,
+            None => child.wait().await,
+        };
+        group.done();
+        let drain_end = Instant::now() + ms(DRAIN_MS);
+        // The shell is reaped: with its status "known", `pump` only reads.
+        let mut reaped = Some(Ok(ExitStatus::from_raw(0)));
+        if let Pumped::Stopped(()) = streams
+            .pump(&mut child, &mut reaped, sleep_until(Some(drain_end)))
+            .await
+        {
+            notes.push(format!(
+                "[stopped reading output {DRAIN_MS} ms after the command ended: a process \
+                 outside its process group still holds the output open]"
+            ));
+        }
+
+        let status = match status {
+            Ok(status) => status,
+            Err(e) => {
+                return Err(ToolError::new(
+                    ErrorCode::ToolFailed,
+                    format!("the command's exit status could not be read: {e}"),
+                )
+                .with_side_effect(SideEffect::ProcExit {
+                    pid,
+                    status: None,
+                    signal: None,
+                }));
+            }
+        };
+        let effect = SideEffect::ProcExit {
+            pid,
+            status: status.code(),
+            signal: status.signal(),
+        };
+        let transcript = transcript(&streams.capture, &notes, &status_line(&status));
+        match stopped {
+            Some(why) => {
+                let (code, headline) = match why {
+                    Stop::Cancelled => (
+                        ErrorCode::Aborted,
+                        "the command was stopped (cancelled): its process group was sent SIGTERM"
+                            .to_owned(),
+                    ),
+                    Stop::TimedOut(ms) => (
+                        ErrorCode::Timeout,
+                        format!(
+                            "the command timed out after {ms} ms (its timeout_ms): its process \
+                             group was sent SIGTERM"
+                        ),
+                    ),
+                };
+                Err(ToolError::new(code, format!("{headline}\n{transcript}"))
+                    .with_side_effect(effect))
+            }
+            // A non-zero exit status is not a tool error: the command ran, and the model reads
+            // its status in the content's last line (and in `value`) and decides what it means.
+            None => Ok(ToolOutput {
+                content: transcript,
+                value: Some(json!({
+                    "exit_status": status.code(),
+                    "signal": status.signal(),
+                })),
+                details: Some(json!({
+                    "pid": pid,
+                    "shell": self.shell.display().to_string(),
+                    "duration_ms": began.elapsed().as_millis() as u64,
+                    "output_bytes": streams.capture.total,
+                    "omitted_bytes": streams.capture.omitted(),
+                })),
+                side_effects: vec![effect],
+            }),
+        }
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Sleeps until `at`, or forever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The last line of the content.
+fn status_line(status: &ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => {
+            let name = Signal::try_from(signal)
+                .map(|s| format!(" ({})", s.as_str()))
+                .unwrap_or_default();
+            format!("terminated by signal {signal}{name}")
+        }
+        (None, None) => "exit status unknown".to_owned(),
+    }
+}
+
+/// The output, then any notes, then the status line.
+fn transcript(capture: &Capture, notes: &[String], last: &str) -> String {
+    let mut text = capture.render();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for note in notes {
+        text.push_str(note);
+        text.push('\n');
+    }
+    text.push_str(last);
+    text
+}
+
+/// The command's process group. Dropped without [`Group::done`] (the future was dropped
+/// mid-run), it SIGKILLs the group.
+struct Group {
+    pgid: Pid,
+    done: bool,
+}
+
+impl Group {
+    fn new(pid: u32) -> Group {
+        Group {
+            pgid: Pid::from_raw(pid as i32),
+            done: false,
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        match killpg(self.pgid, signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => {
+                tracing::warn!(pgid = %self.pgid, ?signal, "cannot signal the command's process group: {e}")
+            }
+        }
+    }
+
+    /// Whether no live process is left in the group. A member that already died but was not
+    /// reaped yet (an orphan waits for init, which may take seconds) still counts for the
+    /// kernel; on Linux, /proc tells dead from alive, so such zombies do not hold us up.
+    fn is_empty(&self) -> bool {
+        if killpg(self.pgid, None) == Err(Errno::ESRCH) {
+            return true;
+        }
+        live_members(self.pgid.as_raw()) == Some(0)
+    }
+
+    fn done(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// How many processes of group `pgid` are alive (not zombies), from /proc; `None` without /proc.
+fn live_members(pgid: i32) -> Option<usize> {
+    let mut live = 0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        // A process may vanish between the listing and the read: it is not alive then.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((state, pgrp)) = state_and_group(&stat) {
+            if pgrp == pgid && !matches!(state, 'Z' | 'X' | 'x') {
+                live += 1;
+            }
+        }
+    }
+    Some(live)
+}
+
+/// The state letter and process group of a `/proc/PID/stat` line: `pid (comm) S ppid pgrp …`
+/// (`comm` may hold spaces and parentheses: fields are counted from its last `)`).
+fn state_and_group(stat: &str) -> Option<(char, i32)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// What [`Streams::pump`] stopped for.
+enum Pumped<T> {
+    /// The shell exited (its status is now known).
+    Exited,
+    /// The shell's status is known and the pipe is at its end.
+    Eof,
+    /// The `stop` future completed.
+    Stopped(T),
+}
+
+/// The command's output pipe (stdout and stderr) and what was read from it.
+struct Streams {
+    out: Option<ChildStdout>,
+    buf: Vec<u8>,
+    capture: Capture,
+    progress: Progress,
+}
+
+impl Streams {
+    /// Reads output until `stop` completes, the shell exits (when `status` is still unknown), or
+    /// there is nothing left to wait for (status known, the pipe at its end).
+    async fn pump<F: Future>(
+        &mut self,
+        child: &mut Child,
+        status: &mut Option<io::Result<ExitStatus>>,
+        stop: F,
+    ) -> Pumped<F::Output> {
+        tokio::pin!(stop);
+        loop {
+            if status.is_some() && self.out.is_none() {
+                return Pumped::Eof;
+            }
+            let waiting = status.is_none();
+            // Not biased: a command that prints without pause must not starve the stop.
+            tokio::select! {
+                why = &mut stop => return Pumped::Stopped(why),
+                exited = child.wait(), if waiting => {
+                    *status = Some(exited);
+                    return Pumped::Exited;
+                }
+                read = read_some(&mut self.out, &mut self.buf), if self.out.is_some() => {
+                    took(&mut self.out, read, &self.buf, &mut self.capture, &mut self.progress);
+                }
+            }
+        }
+    }
+}
+
+async fn read_some<R: AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Keeps what a read got; an end of file or a read error closes that pipe.
+fn took<R>(
+    pipe: &mut Option<R>,
+    read: io::Result<usize>,
+    buf: &[u8],
+    capture: &mut Capture,
+    progress: &mut Progress,
+) {
+    match read {
+        Ok(0) => *pipe = None,
+        Ok(n) => {
+            capture.push(&buf[..n]);
+            progress.saw(&buf[..n]);
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+        Err(e) => {
+            tracing::warn!("cannot read the command's output: {e}");
+            *pipe = None;
+        }
+    }
+}
+
+/// Head and tail of the output, with the count of everything.
+#[derive(Debug)]
+struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_max: usize,
+    tail_max: usize,
+    total: u64,
+}
+
+impl Capture {
+    fn new(max: usize) -> Capture {
+        let head_max = max / 2;
+        Capture {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_max,
+            tail_max: max - head_max,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let to_head = self
+            .head_max
+            .saturating_sub(self.head.len())
+            .min(bytes.len());
+        self.head.extend_from_slice(&bytes[..to_head]);
+        let rest = &bytes[to_head..];
+        if rest.len() >= self.tail_max {
+            self.tail.clear();
+            self.tail.extend(&rest[rest.len() - self.tail_max..]);
+        } else {
+            let overflow = (self.tail.len() + rest.len()).saturating_sub(self.tail_max);
+            self.tail.drain(..overflow);
+            self.tail.extend(rest);
+        }
+    }
+
+    /// Bytes printed but not kept.
+    fn omitted(&self) -> u64 {
+        self.total - (self.head.len() + self.tail.len()) as u64
+    }
+
+    fn render(&self) -> String {
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let omitted = self.omitted();
+        if omitted == 0 {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        // Cut at character boundaries where the cut split one.
+        let head = match std::str::from_utf8(&self.head) {
+            Ok(_) => &self.head[..],
+            Err(e) if e.error_len().is_none() => &self.head[..e.valid_up_to()],
+            Err(_) => &self.head[..],
+        };
+        let skip = tail
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+            .count();
+        let tail = &tail[skip..];
+        let mut text = String::from_utf8_lossy(head).into_owned();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "[... {omitted} bytes of output cut here: {} in all, the first {} and the last {} \
+             are shown ...]\n",
+            self.total,
+            head.len(),
+            tail.len()
+        ));
+        text.push_str(&String::from_utf8_lossy(tail));
+        text
+    }
+}
+
+/// Rate-limited progress: the latest line of output, at most every [`PROGRESS_INTERVAL_MS`].
+struct Progress {
+    sink: ProgressSink,
+    last_report: Option<Instant>,
+    line: Option<String>,
+}
+
+impl Progress {
+    fn new(sink: ProgressSink) -> Progress {
+        Progress {
+            sink,
+            last_report: None,
+            line: None,
+        }
+    }
+
+    fn saw(&mut self, chunk: &[u8]) {
+        if let Some(line) = chunk
+            .split(|b| *b == b'\n')
+            .rev()
+            .map(|l| String::from_utf8_lossy(l).trim().to_owned())
+            .find(|l| !l.is_empty())
+        {
+            self.line = Some(line.chars().take(PROGRESS_LINE_CHARS_MAX).collect());
+        }
+        let due = self
+            .last_report
+            .is_none_or(|at| at.elapsed() >= ms(PROGRESS_INTERVAL_MS));
+        if due {
+            if let Some(line) = self.line.take() {
+                // Progress is advisory: a full queue or a finished call just drops it.
+                let _ = self.sink.report(line);
+                self.last_report = Some(Instant::now());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_output_is_kept_whole() {
+        let mut c = Capture::new(16);
+        c.push(b"hello ");
+        c.push(b"world");
+        assert_eq!(c.omitted(), 0);
+        assert_eq!(c.render(), "hello world");
+    }
+
+    #[test]
+    fn large_output_keeps_head_and_tail_and_marks_the_cut() {
+        let mut c = Capture::new(10);
+        for chunk in [&b"abc"[..], b"defgh", b"ijklmnop", b"qrstuvwxyz"] {
+            c.push(chunk);
+        }
+        assert_eq!(c.total, 26);
+        assert_eq!(c.omitted(), 16);
+        let text = c.render();
+        assert!(text.starts_with("abcde\n[... 16 bytes"), "{text}");
+        assert!(text.ends_with("...]\nvwxyz"), "{text}");
+    }
+
+    #[test]
+    fn a_cut_inside_a_character_drops_the_broken_pieces() {
+        // a (1 byte), é (2), € (3), € (3): the head's 4 bytes end inside the first €, the
+        // tail's 4 start inside it.
+        let mut c = Capture::new(8);
+        c.push("aé€€".as_bytes());
+        let text = c.render();
+        assert!(!text.contains('\u{fffd}'), "{text:?}");
+        assert!(text.starts_with("aé\n[... 1 bytes"), "{text:?}");
+        assert!(text.ends_with("...]\n€"), "{text:?}");
+    }
+
+    #[test]
+    fn proc_stat_lines_parse_even_with_odd_names() {
+        assert_eq!(
+            state_and_group("42 (a b) c)) Z 1 40 40 0 -1"),
+            Some(('Z', 40))
+        );
+        assert_eq!(state_and_group("garbage"), None);
+        let me = std::process::id() as i32;
+        let own_group = nix::unistd::getpgrp().as_raw();
+        assert!(live_members(own_group).is_some_and(|n| n >= 1), "{me}");
+    }
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(status_line(&ExitStatus::from_raw(3 << 8)), "exit status 3");
+        assert_eq!(
+            status_line(&ExitStatus::from_raw(9)),
+            "terminated by signal 9 (SIGKILL)"
+        );
+    }
+}
