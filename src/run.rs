@@ -75,22 +75,88 @@ impl PreExecute for BashNeedsApproval {
     }
 }
 
-/// Prints one line per committed call, for people.
-struct Printer;
+/// Shows calls to people: on a terminal, a live line per running tool (its latest progress),
+/// replaced by its verdict when it is committed; elsewhere, one line per committed call.
+struct Printer {
+    live: Option<indicatif::MultiProgress>,
+    lines: std::sync::Mutex<std::collections::HashMap<CallRef, indicatif::ProgressBar>>,
+}
+
+impl Printer {
+    fn new() -> Printer {
+        use std::io::IsTerminal;
+        Printer {
+            live: std::io::stdout()
+                .is_terminal()
+                .then(indicatif::MultiProgress::new),
+            lines: Default::default(),
+        }
+    }
+
+    fn label(call: &CallRef, tool: &str) -> String {
+        format!(
+            "  turn {} step {}  {:<12} {:<8}",
+            call.turn, call.step, call.call_id, tool
+        )
+    }
+}
 
 impl Observer for Printer {
     fn name(&self) -> &str {
         "printer"
+    }
+    fn on_start(&self, call: &CallRef, tool: &str) -> Result<(), String> {
+        if let Some(live) = &self.live {
+            let bar = live.add(indicatif::ProgressBar::new_spinner());
+            bar.set_prefix(Printer::label(call, tool));
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{prefix} {spinner} {elapsed} {wide_msg}")
+                    .map_err(|e| e.to_string())?,
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            self.lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(call.clone(), bar);
+        }
+        Ok(())
+    }
+    fn on_progress(&self, call: &CallRef, _tool: &str, message: &str) -> Result<(), String> {
+        if let Some(bar) = self
+            .lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(call)
+        {
+            bar.set_message(message.to_owned());
+        }
+        Ok(())
     }
     fn on_result(&self, call: &CallRef, tool: &str, result: &ToolResult) -> Result<(), String> {
         let verdict = match result.code {
             None => "ok".to_owned(),
             Some(code) => code.as_str().to_owned(),
         };
-        let _ = crate::out(format_args!(
-            "  turn {} step {}  {:<12} {:<8} {verdict}",
-            call.turn, call.step, call.call_id, tool
-        ));
+        let line = format!("{} {verdict}", Printer::label(call, tool));
+        let bar = self
+            .lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(call);
+        match (&self.live, bar) {
+            (Some(_), Some(bar)) => {
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template("{msg}").map_err(|e| e.to_string())?,
+                );
+                bar.finish_with_message(line);
+            }
+            (Some(live), None) => {
+                let _ = live.println(line);
+            }
+            (None, _) => {
+                let _ = crate::out(format_args!("{line}"));
+            }
+        }
         Ok(())
     }
 }
@@ -140,7 +206,7 @@ fn prepare(
     let observers: Vec<Arc<dyn Observer>> = if json {
         vec![]
     } else {
-        vec![Arc::new(Printer)]
+        vec![Arc::new(Printer::new())]
     };
     let hooks = Hooks {
         pre_execute,

@@ -91,6 +91,10 @@ pub trait Observer: Send + Sync {
     fn on_progress(&self, _call: &CallRef, _tool: &str, _message: &str) -> Result<(), String> {
         Ok(())
     }
+    /// A call's body is about to run (its `started` is durable).
+    fn on_start(&self, _call: &CallRef, _tool: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The listeners of a session, in order.

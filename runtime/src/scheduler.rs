@@ -250,6 +250,12 @@ async fn start_group(
         return;
     }
     for (index, track, resources) in group {
+        for observer in &ctx.hooks.observers {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                observer.on_start(track.call(), track.tool())
+            }));
+            ctx.stats.observer_outcome(observer.name(), outcome);
+        }
         let (ctx, cancel) = (ctx.clone(), cancel.clone());
         running.spawn(async move {
             let mut track = track;
