@@ -244,7 +244,11 @@ pub fn consumed_lines(
                 }
             }
         }
-        if turn.outcome == Some(crate::event::TurnOutcome::Cancelled) {
+        // A stopped or interrupted turn's remaining responses were never played: skip them.
+        if matches!(
+            turn.outcome,
+            Some(crate::event::TurnOutcome::Cancelled | crate::event::TurnOutcome::Interrupted)
+        ) {
             while matches!(lines.get(pos).map(|l| &l.step), Some(ModelStep::Respond(_))) {
                 pos += 1;
             }

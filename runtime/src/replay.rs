@@ -453,6 +453,11 @@ impl Replayer {
             } => r.faults.push((turn, step, message)),
             Event::Recovery(recovery) => {
                 for rc in &recovery.calls {
+                    // A call the model sent whose `received` never reached the journal (the
+                    // process died while journaling the batch) is known from `llm/response`.
+                    if find_call(r, &rc.call).is_err() {
+                        adopt_unreceived(r, &rc.call, at_ms).map_err(bad)?;
+                    }
                     let c = find_call(r, &rc.call).map_err(bad)?;
                     if c.state == CallState::Committed {
                         return Err(bad(format!("{}: recovery of a committed call", rc.call)));
@@ -474,6 +479,52 @@ impl Replayer {
         }
         Ok(())
     }
+}
+
+/// Adds a call that is in its step's `llm/response` but was never `received`.
+fn adopt_unreceived(r: &mut SessionReplay, call: &CallRef, at_ms: u64) -> Result<(), String> {
+    let step = open_step_mut(r, call.turn, call.step)?;
+    let response = step
+        .response
+        .as_ref()
+        .ok_or_else(|| format!("{call}: recovered, but its step has no llm/response"))?;
+    let index = response
+        .tool_calls
+        .iter()
+        .position(|m| m.call_id == call.call_id)
+        .ok_or_else(|| {
+            format!("{call}: recovered, but the step's llm/response has no such call")
+        })?;
+    let model_call = &response.tool_calls[index];
+    let adopted = CallReplay {
+        machine: CallMachine::received(call.clone()),
+        call: call.clone(),
+        index: index as u32,
+        tool: model_call.name.clone(),
+        raw_arguments: model_call.arguments.clone(),
+        state: CallState::Received,
+        attempts: 0,
+        arguments: None,
+        approval: None,
+        rejection: None,
+        cancel_reason: None,
+        resources: None,
+        outcome: None,
+        committed: None,
+        asks: Vec::new(),
+        seqs: Vec::new(),
+        received_at_ms: at_ms,
+        started_at_ms: None,
+        settled_at_ms: None,
+        recovered: false,
+    };
+    let at = step
+        .calls
+        .iter()
+        .position(|c| c.index > index as u32)
+        .unwrap_or(step.calls.len());
+    step.calls.insert(at, adopted);
+    Ok(())
 }
 
 fn open_turn_mut(r: &mut SessionReplay, turn: u32) -> Result<&mut TurnReplay, String> {

@@ -1,0 +1,410 @@
+//! Classification: what happened to every call, and what recovery must append to balance the
+//! journal (DESIGN.md §6 steps 2, 3 and 5).
+//!
+//! The rule is the write-ahead rule read backwards: a call's body runs only after its `started`
+//! is durable (I1), so a call with no `started` provably did not run (`TOOL_NOT_STARTED`), and a
+//! call with `started` but no `settled` may have run (`TOOL_OUTCOME_UNKNOWN`, with what it
+//! declared it would touch). A call that `settled` has a known result, committed as it is: never
+//! an error it was not, never a success it was not (I4).
+
+use crate::conversation::{ConvCall, ConvResult, Conversation, Message};
+use journal::ReadEnd;
+use runtime::event::{
+    CallRef, Classification, CommittedResult, OutcomeStatus, RecoveredCall, Recovery, Resources,
+};
+use runtime::replay::{CallReplay, SessionReplay};
+use runtime::result::error_content;
+use runtime::state::CallState;
+use runtime::ErrorCode;
+
+/// How the journal's bytes ended, as `classify --json` prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct End {
+    pub torn: bool,
+    pub dropped_bytes: u64,
+}
+
+/// One call, as recovery sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReport {
+    pub call: CallRef,
+    pub tool: String,
+    pub raw_arguments: String,
+    /// The last state the journal shows (before any recovery).
+    pub state: CallState,
+    pub classification: Option<Classification>,
+    pub resources: Resources,
+    /// The one result this call has in the rebuilt history.
+    pub result: CommittedResult,
+    /// Recovery (this run or an earlier one) gave it its result.
+    pub recovered: bool,
+    /// The session is live and this call is still in flight: nothing is said about it.
+    pub in_flight: bool,
+}
+
+/// Everything `recover` knows about a session.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub replay: SessionReplay,
+    pub end: End,
+    pub calls: Vec<CallReport>,
+    /// Questions still pending, to withdraw (`ask/cancelled`) before the recovery event.
+    pub pending_asks: Vec<CallRef>,
+    /// The event that balances the journal; `None` when it is balanced already (or live).
+    pub recovery: Option<Recovery>,
+    /// A live writer holds the journal: read-only, nothing classified.
+    pub live: bool,
+}
+
+/// What the model is told about a call that did not start. Deterministic: recovering twice,
+/// or resuming, gives the same bytes.
+pub fn not_started_text() -> String {
+    error_content(
+        ErrorCode::ToolNotStarted,
+        "the session was interrupted before this call started; it did not run and may be retried",
+    )
+}
+
+/// What the model is told about a call that may have run.
+pub fn outcome_unknown_text(resources: &Resources) -> String {
+    let mut touched: Vec<String> = Vec::new();
+    touched.extend(resources.writes.iter().map(|p| format!("writes {p}")));
+    touched.extend(resources.reads.iter().map(|p| format!("reads {p}")));
+    touched.extend(resources.intents.iter().map(|i| format!("intends `{i}`")));
+    let what = if touched.is_empty() {
+        "it declared nothing it would touch, so check whatever it could have changed".to_owned()
+    } else {
+        format!("check these before retrying: {}", touched.join("; "))
+    };
+    error_content(
+        ErrorCode::ToolOutcomeUnknown,
+        &format!(
+            "the session was interrupted while this call was running: it may have run, and \
+             its effects may have happened; {what}; retry only if the call is idempotent"
+        ),
+    )
+}
+
+/// The result a settled call's outcome gives, committed as it is.
+fn settled_result(c: &CallReplay) -> Option<CommittedResult> {
+    let outcome = c.outcome.as_ref()?;
+    Some(match &outcome.status {
+        OutcomeStatus::Success => CommittedResult {
+            content: outcome.content.render(),
+            is_error: false,
+            code: None,
+            value: outcome.value.clone(),
+        },
+        OutcomeStatus::Error { code, message } => CommittedResult {
+            content: error_content(*code, message),
+            is_error: true,
+            code: Some(*code),
+            value: None,
+        },
+    })
+}
+
+fn error_result(code: ErrorCode, content: String) -> CommittedResult {
+    CommittedResult {
+        content,
+        is_error: true,
+        code: Some(code),
+        value: None,
+    }
+}
+
+/// What becomes of a call the journal left unfinished.
+fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) {
+    match c.state {
+        CallState::Settled => (
+            None,
+            settled_result(c).expect("settled calls have an outcome"),
+        ),
+        CallState::Started => (
+            Some(Classification::ToolOutcomeUnknown),
+            error_result(
+                ErrorCode::ToolOutcomeUnknown,
+                outcome_unknown_text(c.resources.as_ref().unwrap_or(&Resources::default())),
+            ),
+        ),
+        // Did not start; its own result is known and is what the model gets.
+        CallState::Rejected => {
+            let (code, reason) = c.rejection.clone().expect("rejected calls have a reason");
+            (
+                Some(Classification::ToolNotStarted),
+                error_result(code, error_content(code, &reason)),
+            )
+        }
+        CallState::CancelledBeforeStart => {
+            let reason = c.cancel_reason.clone().unwrap_or_default();
+            let text = format!("{reason}; it did not run and may be retried");
+            (
+                Some(Classification::ToolNotStarted),
+                error_result(
+                    ErrorCode::AbortedBeforeDispatch,
+                    error_content(ErrorCode::AbortedBeforeDispatch, &text),
+                ),
+            )
+        }
+        CallState::Received | CallState::Parsed | CallState::Approved => (
+            Some(Classification::ToolNotStarted),
+            error_result(ErrorCode::ToolNotStarted, not_started_text()),
+        ),
+        CallState::Committed => unreachable!("committed calls are not orphans"),
+    }
+}
+
+/// Classifies every call of a replayed session. `live`: a writer holds the journal.
+pub fn analyze(
+    replay: SessionReplay,
+    read_end: &ReadEnd,
+    dropped_now: u64,
+    live: bool,
+) -> Analysis {
+    let mut calls = Vec::new();
+    let mut recovered_calls = Vec::new();
+    let mut pending_asks = Vec::new();
+    let earlier: Vec<&RecoveredCall> = replay
+        .recoveries
+        .iter()
+        .flat_map(|r| r.calls.iter())
+        .collect();
+
+    // Calls the model sent whose `received` never made it: they did not start either.
+    let mut unreceived: Vec<(CallRef, String, String)> = Vec::new();
+    if let Some(turn) = replay.open_turn() {
+        if let Some(step) = turn.steps.last().filter(|s| s.outcome.is_none()) {
+            if let Some(response) = &step.response {
+                for m in &response.tool_calls {
+                    if !step.calls.iter().any(|c| c.call.call_id == m.call_id) {
+                        let call = CallRef {
+                            turn: turn.turn,
+                            step: step.step,
+                            call_id: m.call_id.clone(),
+                        };
+                        unreceived.push((call, m.name.clone(), m.arguments.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    for c in replay.calls() {
+        let report = if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
+            CallReport {
+                call: c.call.clone(),
+                tool: c.tool.clone(),
+                raw_arguments: c.raw_arguments.clone(),
+                state: rc.state,
+                classification: rc.classification,
+                resources: c.resources.clone().unwrap_or_default(),
+                result: rc.result.clone(),
+                recovered: true,
+                in_flight: false,
+            }
+        } else if c.state == CallState::Committed {
+            CallReport {
+                call: c.call.clone(),
+                tool: c.tool.clone(),
+                raw_arguments: c.raw_arguments.clone(),
+                state: c.state,
+                classification: None,
+                resources: c.resources.clone().unwrap_or_default(),
+                result: c.committed.clone().expect("committed calls have a result"),
+                recovered: false,
+                in_flight: false,
+            }
+        } else if live {
+            // A running session's unfinished call is running, not orphaned.
+            CallReport {
+                call: c.call.clone(),
+                tool: c.tool.clone(),
+                raw_arguments: c.raw_arguments.clone(),
+                state: c.state,
+                classification: None,
+                resources: c.resources.clone().unwrap_or_default(),
+                result: CommittedResult {
+                    content: String::new(),
+                    is_error: false,
+                    code: None,
+                    value: None,
+                },
+                recovered: false,
+                in_flight: true,
+            }
+        } else {
+            if c.asks.last().is_some_and(|a| a.answer.is_none()) {
+                pending_asks.push(c.call.clone());
+            }
+            let (classification, result) = classify_orphan(c);
+            recovered_calls.push(RecoveredCall {
+                call: c.call.clone(),
+                state: c.state,
+                classification,
+                result: result.clone(),
+            });
+            CallReport {
+                call: c.call.clone(),
+                tool: c.tool.clone(),
+                raw_arguments: c.raw_arguments.clone(),
+                state: c.state,
+                classification,
+                resources: c.resources.clone().unwrap_or_default(),
+                result,
+                recovered: true,
+                in_flight: false,
+            }
+        };
+        calls.push(report);
+    }
+    if !live {
+        for (call, tool, raw_arguments) in unreceived {
+            let result = error_result(ErrorCode::ToolNotStarted, not_started_text());
+            recovered_calls.push(RecoveredCall {
+                call: call.clone(),
+                state: CallState::Received,
+                classification: Some(Classification::ToolNotStarted),
+                result: result.clone(),
+            });
+            let at = calls
+                .iter()
+                .rposition(|c| c.call.turn == call.turn && c.call.step == call.step)
+                .map(|i| i + 1)
+                .unwrap_or(calls.len());
+            calls.insert(
+                at,
+                CallReport {
+                    call,
+                    tool,
+                    raw_arguments,
+                    state: CallState::Received,
+                    classification: Some(Classification::ToolNotStarted),
+                    resources: Resources::default(),
+                    result,
+                    recovered: true,
+                    in_flight: false,
+                },
+            );
+        }
+        // Model order within each step (adopted calls were appended at the step's end).
+        calls.sort_by_key(|c| (c.call.turn, c.call.step, model_index(&replay, &c.call)));
+    }
+
+    let open_turn = replay.open_turn().map(|t| t.turn);
+    let open_step = replay.open_turn().and_then(|t| {
+        t.steps
+            .last()
+            .filter(|s| s.outcome.is_none())
+            .map(|s| (t.turn, s.step))
+    });
+    let needs_recovery =
+        !live && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
+    let recovery = needs_recovery.then(|| Recovery {
+        dropped_bytes: dropped_now,
+        calls: recovered_calls,
+        interrupted_step: open_step,
+        interrupted_turn: open_turn,
+    });
+
+    // The bytes' end as first found: a later run (after truncation) reports what was dropped.
+    let end = match read_end {
+        ReadEnd::TornTail(t) => End {
+            torn: true,
+            dropped_bytes: t.dropped_bytes,
+        },
+        _ if dropped_now > 0 => End {
+            torn: true,
+            dropped_bytes: dropped_now,
+        },
+        _ => match replay.recoveries.last() {
+            Some(r) if r.dropped_bytes > 0 => End {
+                torn: true,
+                dropped_bytes: r.dropped_bytes,
+            },
+            _ => End {
+                torn: false,
+                dropped_bytes: 0,
+            },
+        },
+    };
+    Analysis {
+        replay,
+        end,
+        calls,
+        pending_asks,
+        recovery,
+        live,
+    }
+}
+
+fn model_index(replay: &SessionReplay, call: &CallRef) -> usize {
+    replay
+        .turns
+        .get(call.turn as usize - 1)
+        .and_then(|t| t.steps.get(call.step as usize - 1))
+        .and_then(|s| s.response.as_ref())
+        .and_then(|r| r.tool_calls.iter().position(|m| m.call_id == call.call_id))
+        .unwrap_or(usize::MAX)
+}
+
+impl Analysis {
+    /// The conversation: every user message, every assistant message, and right after each
+    /// assistant message exactly one result per call, in model order (I3).
+    pub fn conversation(&self) -> Conversation {
+        let mut messages = Vec::new();
+        for turn in &self.replay.turns {
+            messages.push(Message::User {
+                text: turn.user_text.clone(),
+            });
+            for step in &turn.steps {
+                let Some(response) = &step.response else {
+                    continue;
+                };
+                messages.push(Message::Assistant {
+                    text: response.text.clone(),
+                    calls: response
+                        .tool_calls
+                        .iter()
+                        .map(|m| ConvCall {
+                            id: m.call_id.clone(),
+                            name: m.name.clone(),
+                            arguments: m.arguments.clone(),
+                        })
+                        .collect(),
+                });
+                if response.tool_calls.is_empty() {
+                    continue;
+                }
+                let results = response
+                    .tool_calls
+                    .iter()
+                    .map(|m| {
+                        let result = self
+                            .calls
+                            .iter()
+                            .find(|c| {
+                                c.call.turn == turn.turn
+                                    && c.call.step == step.step
+                                    && c.call.call_id == m.call_id
+                            })
+                            .map(|c| c.result.clone())
+                            .unwrap_or_else(|| {
+                                error_result(ErrorCode::ToolNotStarted, not_started_text())
+                            });
+                        ConvResult {
+                            id: m.call_id.clone(),
+                            name: m.name.clone(),
+                            content: result.content,
+                            is_error: result.is_error,
+                        }
+                    })
+                    .collect();
+                messages.push(Message::Results { results });
+            }
+        }
+        Conversation {
+            system: None,
+            messages,
+        }
+    }
+}

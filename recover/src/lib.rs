@@ -1,0 +1,5 @@
+//! `recover`: what happened, after any crash, told truthfully.
+pub mod classify;
+pub mod conversation;
+pub mod report;
+pub mod session;

@@ -1,0 +1,167 @@
+//! `recover`: read a crashed session's journal and tell the truth about it.
+//!
+//! This file parses arguments and is the one place that turns errors into exit codes
+//! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal. `recover` never
+//! executes a tool.
+
+use clap::{Parser, Subcommand};
+use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
+use recover::session::{recover, RecoverError};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "recover",
+    version,
+    about = "Recover a crashed tooljournal session: classify orphaned calls, rebuild a provider-valid history, audit"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Byte-level check: clean, torn tail (with the bytes a resume drops), or corruption (exit 2).
+    Verify { dir: PathBuf },
+    /// Classify every call: TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, or its known result.
+    /// Appends one `recovery` event (unless --dry-run or the session is live).
+    Classify {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// Read only: append nothing, cut nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Every call: tool, arguments, decision, state, classification, side effects, timings.
+    Audit {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+enum Failure {
+    Failed(String),
+    Corrupt(String),
+    StdoutClosed,
+}
+
+impl From<RecoverError> for Failure {
+    fn from(e: RecoverError) -> Failure {
+        match e {
+            RecoverError::Failed(m) => Failure::Failed(m),
+            RecoverError::Corrupt(m) => Failure::Corrupt(m),
+        }
+    }
+}
+
+fn print(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::StdoutClosed),
+        Err(e) => Err(Failure::Failed(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+fn verify(dir: &Path) -> Result<(), Failure> {
+    let storage = FsStorage::open(dir).map_err(|e| {
+        Failure::Failed(format!(
+            "{}: cannot open the journal directory: {e}",
+            dir.display()
+        ))
+    })?;
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    let reader =
+        Reader::open(storage, Limits::default()).map_err(|e| Failure::Failed(e.to_string()))?;
+    let (end, records) = reader.drain().map_err(|e| Failure::Failed(e.to_string()))?;
+    match end {
+        ReadEnd::Clean => print(&format!("{}: clean: {records} records\n", dir.display())),
+        ReadEnd::TornTail(t) => print(&format!(
+            "{}: torn tail at {}: {}; {records} valid records before it; a resume would drop {} bytes\n",
+            dir.display(),
+            t.position,
+            t.reason,
+            t.dropped_bytes
+        )),
+        ReadEnd::Corrupt(c) => Err(Failure::Corrupt(format!(
+            "{}: {c}; {records} valid records before it",
+            dir.display()
+        ))),
+    }
+}
+
+/// What this run changed, on stderr: stdout is the same on every run (I5).
+fn note_recovery(dir: &Path, r: &recover::session::Recovered) {
+    if let Some(q) = &r.quarantine_file {
+        eprintln!(
+            "note: {}: torn bytes kept in {q} before the tail was cut",
+            dir.display()
+        );
+    }
+    if r.appended {
+        eprintln!(
+            "note: {}: recovery appended; the journal is balanced",
+            dir.display()
+        );
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Verify { dir } => verify(&dir),
+        Command::Classify { dir, json, dry_run } => {
+            let r = recover(&dir, !dry_run)?;
+            note_recovery(&dir, &r);
+            let name = dir.display().to_string();
+            if json {
+                print(&format!(
+                    "{}\n",
+                    recover::report::classify_json(&name, &r.analysis)
+                ))
+            } else {
+                print(&recover::report::classify_text(&name, &r.analysis))
+            }
+        }
+        Command::Audit { dir, json } => {
+            let r = recover(&dir, false)?;
+            let name = dir.display().to_string();
+            if json {
+                print(&format!(
+                    "{}\n",
+                    recover::report::audit_json(&name, &r.analysis)
+                ))
+            } else {
+                print(&recover::report::audit_text(&name, &r.analysis))
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version succeed; a usage error is 1 (2 means a corrupt journal here).
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Failed(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Corrupt(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! What `recover` prints: the classification (`classify`) and the audit (`audit`), for people
+//! and, with `--json`, for programs (the shape of `classify --json` is DESIGN.md §10's).
+
+use crate::classify::{Analysis, CallReport};
+use runtime::event::{Approval, SideEffect};
+use serde_json::{json, Value};
+
+/// `resources` as one list: `write:PATH`, `read:PATH`, `intent:TEXT`.
+fn resource_list(c: &CallReport) -> Vec<String> {
+    let r = &c.resources;
+    r.writes
+        .iter()
+        .map(|p| format!("write:{p}"))
+        .chain(r.reads.iter().map(|p| format!("read:{p}")))
+        .chain(r.intents.iter().map(|i| format!("intent:{i}")))
+        .collect()
+}
+
+fn classification(c: &CallReport) -> Value {
+    match c.classification {
+        Some(k) => serde_json::to_value(k).expect("an enum of unit variants serializes"),
+        None => Value::Null,
+    }
+}
+
+/// `classify --json`.
+pub fn classify_json(journal: &str, a: &Analysis) -> Value {
+    json!({
+        "journal": journal,
+        "end": {
+            "kind": if a.end.torn { "torn_tail" } else { "clean" },
+            "dropped_bytes": a.end.dropped_bytes,
+        },
+        "live": a.live,
+        "calls": a.calls.iter().map(|c| json!({
+            "call_id": c.call.call_id,
+            "tool": c.tool,
+            "turn": c.call.turn,
+            "step": c.call.step,
+            "state": c.state.as_str(),
+            "classification": classification(c),
+            "resources": resource_list(c),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `classify` for people.
+pub fn classify_text(journal: &str, a: &Analysis) -> String {
+    let mut out = String::new();
+    let end = if a.end.torn {
+        format!("torn tail, {} bytes dropped", a.end.dropped_bytes)
+    } else {
+        "clean".to_owned()
+    };
+    let id = a
+        .replay
+        .open
+        .as_ref()
+        .map(|o| o.session_id.as_str())
+        .unwrap_or("(empty)");
+    out.push_str(&format!(
+        "{journal}: session {id}, {end}{}\n",
+        if a.live { ", LIVE (read only)" } else { "" }
+    ));
+    out.push_str(&format!(
+        "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} resources\n",
+        "call", "tool", "turn", "step", "state", "classification"
+    ));
+    for c in &a.calls {
+        let k = match (c.in_flight, c.classification) {
+            (true, _) => "(running)".to_owned(),
+            (_, Some(k)) => {
+                classification(c).as_str().unwrap_or_default().to_owned()
+                    + if k == runtime::event::Classification::ToolOutcomeUnknown {
+                        " !"
+                    } else {
+                        ""
+                    }
+            }
+            (_, None) => "-".to_owned(),
+        };
+        out.push_str(&format!(
+            "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} {}\n",
+            c.call.call_id,
+            c.tool,
+            c.call.turn,
+            c.call.step,
+            c.state.as_str(),
+            k,
+            resource_list(c).join(", ")
+        ));
+    }
+    let unknown = a
+        .calls
+        .iter()
+        .filter(|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown))
+        .count();
+    if unknown > 0 {
+        out.push_str(&format!(
+            "{unknown} call(s) may have run (TOOL_OUTCOME_UNKNOWN): check their resources before retrying; they are never re-run automatically\n"
+        ));
+    }
+    if a.live {
+        out.push_str("the session is live: nothing was appended\n");
+    }
+    out
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        s.to_owned()
+    } else {
+        s.chars().take(max_chars).collect::<String>() + "…"
+    }
+}
+
+fn decision(a: &Analysis, c: &CallReport) -> String {
+    let Some(r) = a.replay.call(&c.call) else {
+        return "never received".into();
+    };
+    if let Some((code, reason)) = &r.rejection {
+        return format!("rejected {code}: {reason}");
+    }
+    if let Some(reason) = &r.cancel_reason {
+        return format!("cancelled: {reason}");
+    }
+    match &r.approval {
+        Some(Approval::Listener { name }) => format!("allowed by {name}"),
+        Some(Approval::Default) => "allowed by default".into(),
+        Some(Approval::Asked { answer }) => format!("asked: {answer:?}"),
+        Some(Approval::AlwaysAllowed) => "allowed (always, earlier answer)".into(),
+        None => "undecided".into(),
+    }
+}
+
+fn effects(a: &Analysis, c: &CallReport) -> Vec<String> {
+    let Some(outcome) = a.replay.call(&c.call).and_then(|r| r.outcome.as_ref()) else {
+        return Vec::new();
+    };
+    outcome
+        .side_effects
+        .iter()
+        .map(|e| match e {
+            SideEffect::FsWrite {
+                path,
+                before_sha256,
+                after_sha256,
+            } => format!(
+                "wrote {path} ({} → {})",
+                before_sha256
+                    .as_deref()
+                    .map(|h| &h[..12.min(h.len())])
+                    .unwrap_or("new"),
+                &after_sha256[..12.min(after_sha256.len())]
+            ),
+            SideEffect::ProcExit {
+                pid,
+                status,
+                signal,
+            } => match (status, signal) {
+                (Some(s), _) => format!("process {pid} exited {s}"),
+                (None, Some(sig)) => format!("process {pid} killed by signal {sig}"),
+                (None, None) => format!("process {pid} ended"),
+            },
+            SideEffect::Other { kind, detail } => format!("{kind} {detail}"),
+            SideEffect::PlanReplaced { items } => format!("plan replaced ({} items)", items.len()),
+        })
+        .collect()
+}
+
+fn timing_ms(a: &Analysis, c: &CallReport) -> Option<u64> {
+    let r = a.replay.call(&c.call)?;
+    r.outcome.as_ref().map(|o| o.duration_ms)
+}
+
+/// `audit --json`: one object per call, and totals.
+pub fn audit_json(journal: &str, a: &Analysis) -> Value {
+    let calls: Vec<Value> = a
+        .calls
+        .iter()
+        .map(|c| {
+            json!({
+                "call_id": c.call.call_id,
+                "turn": c.call.turn,
+                "step": c.call.step,
+                "tool": c.tool,
+                "arguments": c.raw_arguments,
+                "decision": decision(a, c),
+                "state": c.state.as_str(),
+                "classification": classification(c),
+                "result_code": c.result.code.map(|k| k.as_str()),
+                "side_effects": effects(a, c),
+                "duration_ms": timing_ms(a, c),
+                "resources": resource_list(c),
+            })
+        })
+        .collect();
+    json!({ "journal": journal, "calls": calls, "totals": totals(a) })
+}
+
+fn totals(a: &Analysis) -> Value {
+    let count = |f: &dyn Fn(&CallReport) -> bool| a.calls.iter().filter(|c| f(c)).count();
+    json!({
+        "calls": a.calls.len(),
+        "ok": count(&|c| !c.result.is_error && !c.in_flight),
+        "errors": count(&|c| c.result.is_error),
+        "not_started": count(&|c| c.classification == Some(runtime::event::Classification::ToolNotStarted)),
+        "outcome_unknown": count(&|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown)),
+        "side_effects": a.calls.iter().map(|c| effects(a, c).len()).sum::<usize>(),
+    })
+}
+
+/// `audit` for people.
+pub fn audit_text(journal: &str, a: &Analysis) -> String {
+    let mut out = format!("audit of {journal}\n");
+    out.push_str(&format!(
+        "{:>4} {:>4} {:<10} {:<10} {:<34} {:<36} {:<22} {:>7}  effects\n",
+        "turn", "step", "call", "tool", "arguments", "decision", "state / class", "ms"
+    ));
+    for c in &a.calls {
+        let class = match c.classification {
+            Some(_) => format!(
+                "{} {}",
+                c.state.as_str(),
+                classification(c).as_str().unwrap_or_default()
+            ),
+            None => c.state.as_str().to_owned(),
+        };
+        out.push_str(&format!(
+            "{:>4} {:>4} {:<10} {:<10} {:<34} {:<36} {:<22} {:>7}  {}\n",
+            c.call.turn,
+            c.call.step,
+            truncate(&c.call.call_id, 10),
+            truncate(&c.tool, 10),
+            truncate(&c.raw_arguments, 34),
+            truncate(&decision(a, c), 36),
+            class,
+            timing_ms(a, c)
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "-".into()),
+            effects(a, c).join("; ")
+        ));
+    }
+    let t = totals(a);
+    out.push_str(&format!(
+        "totals: {} calls, {} ok, {} errors, {} not started, {} outcome unknown, {} side effects\n",
+        t["calls"], t["ok"], t["errors"], t["not_started"], t["outcome_unknown"], t["side_effects"]
+    ));
+    out
+}

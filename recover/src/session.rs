@@ -1,0 +1,117 @@
+//! Opening a crashed session's journal, classifying it, and appending the recovery event.
+//!
+//! Order matters (SCENARIOS 2, 11, 35): the writer lock is taken first (a live session is never
+//! repaired); reopening quarantines a torn tail's bytes before cutting it; only then is the
+//! journal replayed and the recovery appended, in one process holding the lock throughout.
+
+use crate::classify::{analyze, Analysis};
+use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storage};
+use runtime::event::{Event, Record};
+use runtime::eventlog::{Clock, SystemClock};
+use runtime::replay::{replay_storage, ReplayError};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why recovery could not be done, by exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    /// I/O or usage: exit 1.
+    #[error("{0}")]
+    Failed(String),
+    /// The journal is corrupt (not merely torn), or does not make sense: exit 2.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// What a recovery found and did.
+#[derive(Debug)]
+pub struct Recovered {
+    pub analysis: Analysis,
+    /// A `recovery` event was appended by this run.
+    pub appended: bool,
+    /// Torn bytes were copied here before the tail was cut.
+    pub quarantine_file: Option<String>,
+}
+
+fn failed(dir: &Path, what: impl std::fmt::Display) -> RecoverError {
+    RecoverError::Failed(format!("{}: {what}", dir.display()))
+}
+
+/// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
+/// live or already balanced); without, only reads. Never runs a tool.
+pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
+    let storage = FsStorage::open(dir)
+        .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
+    let has_segments = storage
+        .list()
+        .map_err(|e| failed(dir, e))?
+        .iter()
+        .any(|n| journal::segment::parse_file_name(n).is_some());
+    let mut live = match storage.try_lock() {
+        Ok(None) => true,
+        Ok(Some(guard)) => {
+            drop(guard);
+            false
+        }
+        Err(e) => return Err(failed(dir, format!("cannot take the journal's lock: {e}"))),
+    };
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    let mut journal = None;
+    let mut dropped_now = 0;
+    let mut quarantine_file = None;
+    // An empty directory is an empty session: nothing to write, not even a first segment.
+    if write && !live && has_segments {
+        match Journal::open(storage.clone(), Options::default()) {
+            Ok((j, report)) => {
+                if let Some(torn) = &report.torn {
+                    dropped_now = torn.dropped_bytes;
+                }
+                quarantine_file = report.quarantine_file;
+                journal = Some(j);
+            }
+            Err(JournalError::Locked { .. }) => live = true,
+            Err(e @ JournalError::Corrupt { .. }) => {
+                return Err(RecoverError::Corrupt(e.to_string()))
+            }
+            Err(e) => return Err(failed(dir, e)),
+        }
+    }
+    let (replay, end) = replay_storage(storage, Limits::default()).map_err(|e| match e {
+        ReplayError::Journal(e) => failed(dir, e),
+        other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
+    })?;
+    if let ReadEnd::Corrupt(c) = &end {
+        return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
+    }
+    let analysis = analyze(replay, &end, dropped_now, live);
+    let mut appended = false;
+    if let (Some(journal), Some(recovery)) = (&journal, &analysis.recovery) {
+        let clock = SystemClock;
+        for call in &analysis.pending_asks {
+            journal
+                .append(&Record {
+                    at_ms: clock.now_ms(),
+                    event: Event::AskCancelled {
+                        call: call.clone(),
+                        reason: "session interrupted".into(),
+                    },
+                })
+                .map_err(|e| failed(dir, e))?;
+        }
+        journal
+            .append(&Record {
+                at_ms: clock.now_ms(),
+                event: Event::Recovery(recovery.clone()),
+            })
+            .map_err(|e| failed(dir, e))?;
+        appended = true;
+    }
+    if let Some(journal) = journal {
+        journal.close().map_err(|e| failed(dir, e))?;
+    }
+    Ok(Recovered {
+        analysis,
+        appended,
+        quarantine_file,
+    })
+}
