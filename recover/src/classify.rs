@@ -299,7 +299,7 @@ pub fn analyze(
     });
     let needs_recovery =
         !live && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
-    let recovery = needs_recovery.then(|| Recovery {
+    let recovery = needs_recovery.then_some(Recovery {
         dropped_bytes: dropped_now,
         calls: recovered_calls,
         interrupted_step: open_step,
