@@ -316,7 +316,9 @@ pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
     )?;
     for c in replay.calls() {
         // The way the call went, not just where it ended (every finished call is committed).
-        let state = if c.rejection.is_some() {
+        let state = if c.recovered {
+            "recovered"
+        } else if c.rejection.is_some() {
             "rejected"
         } else if c.cancel_reason.is_some() {
             "cancelled-before-start"
@@ -416,6 +418,42 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
 }
 
 pub fn resume(journal_dir: &Path, script: Option<&Path>) -> Result<(), CliError> {
+    // Recovery first: balance the journal (never re-running anything), then continue.
+    let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
+        recover::session::RecoverError::Failed(m) => CliError::Failed(m),
+        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+    })?;
+    if recovered.analysis.live {
+        return Err(failed(format!(
+            "{}: the session is live (another process holds its journal); nothing to resume",
+            journal_dir.display()
+        )));
+    }
+    if recovered.appended {
+        let unknown: Vec<_> = recovered
+            .analysis
+            .calls
+            .iter()
+            .filter(|c| {
+                c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown)
+            })
+            .map(|c| c.call.call_id.clone())
+            .collect();
+        outln!(
+            "recovered: {} call(s) classified{}",
+            recovered
+                .analysis
+                .recovery
+                .as_ref()
+                .map(|r| r.calls.len())
+                .unwrap_or(0),
+            if unknown.is_empty() {
+                String::new()
+            } else {
+                format!("; may have run, not re-run: {}", unknown.join(", "))
+            }
+        )?;
+    }
     let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(|e| {
         failed(format!(
             "{}: cannot open the journal: {e}",
@@ -443,7 +481,7 @@ pub fn resume(journal_dir: &Path, script: Option<&Path>) -> Result<(), CliError>
     }
     if let Some(turn) = replay.open_turn() {
         return Err(failed(format!(
-            "{}: turn {} is still open: the session was interrupted, and recovery must close it before a resume (the `recover` binary does this)",
+            "{}: turn {} is still open after recovery",
             journal_dir.display(),
             turn.turn
         )));

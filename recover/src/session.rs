@@ -42,6 +42,13 @@ fn failed(dir: &Path, what: impl std::fmt::Display) -> RecoverError {
 pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
     let storage = FsStorage::open(dir)
         .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
+    recover_storage(Arc::new(storage), write)
+}
+
+/// [`recover`] on any storage (the simulation included).
+pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recovered, RecoverError> {
+    let location = storage.location();
+    let dir = Path::new(&location);
     let has_segments = storage
         .list()
         .map_err(|e| failed(dir, e))?
@@ -55,7 +62,6 @@ pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
         }
         Err(e) => return Err(failed(dir, format!("cannot take the journal's lock: {e}"))),
     };
-    let storage: Arc<dyn Storage> = Arc::new(storage);
     let mut journal = None;
     let mut dropped_now = 0;
     let mut quarantine_file = None;
