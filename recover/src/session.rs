@@ -54,14 +54,16 @@ pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recover
         .map_err(|e| failed(dir, e))?
         .iter()
         .any(|n| journal::segment::parse_file_name(n).is_some());
-    let mut live = match storage.try_lock() {
-        Ok(None) => true,
-        Ok(Some(guard)) => {
-            drop(guard);
-            false
-        }
-        Err(e) => return Err(failed(dir, format!("cannot take the journal's lock: {e}"))),
-    };
+    // With no segment there is nothing to protect: do not even create the lock file.
+    let mut live = has_segments
+        && match storage.try_lock() {
+            Ok(None) => true,
+            Ok(Some(guard)) => {
+                drop(guard);
+                false
+            }
+            Err(e) => return Err(failed(dir, format!("cannot take the journal's lock: {e}"))),
+        };
     let mut journal = None;
     let mut dropped_now = 0;
     let mut quarantine_file = None;

@@ -1,0 +1,425 @@
+//! The `recover` binary end to end on journals built event by event (golden journals: each
+//! test says in its name what situation it holds), checked against what DESIGN.md §6 says.
+
+use journal::{FsStorage, Journal, Options};
+use runtime::event::*;
+use runtime::ErrorCode;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn recover(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_recover"))
+        .args(args)
+        .output()
+        .expect("recover runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn call(id: &str) -> CallRef {
+    CallRef {
+        turn: 1,
+        step: 1,
+        call_id: id.into(),
+    }
+}
+
+/// Appends events with the seqs they get, so per-call events can point back correctly.
+struct Builder {
+    journal: Journal,
+    last: std::collections::HashMap<String, u64>,
+    response_seq: u64,
+}
+
+impl Builder {
+    fn new(dir: &Path) -> Builder {
+        let (journal, _) = Journal::open(
+            Arc::new(FsStorage::create(dir).unwrap()),
+            Options::default(),
+        )
+        .unwrap();
+        Builder {
+            journal,
+            last: Default::default(),
+            response_seq: 0,
+        }
+    }
+    fn put(&mut self, event: Event) -> u64 {
+        self.journal
+            .append(&Record {
+                at_ms: 1_000,
+                event,
+            })
+            .unwrap()
+    }
+    /// session/open, turn 1, step 1, and an llm/response with these calls (all `mark`).
+    fn batch(&mut self, ids: &[&str]) {
+        self.put(Event::SessionOpen(SessionOpen {
+            schema_version: 1,
+            session_id: "golden".into(),
+            workspace: "/ws".into(),
+            tools: vec![],
+        }));
+        self.put(Event::TurnStart {
+            turn: 1,
+            user_text: "do three things".into(),
+        });
+        self.put(Event::StepStart { turn: 1, step: 1 });
+        let tool_calls = ids
+            .iter()
+            .map(|id| ModelCall {
+                call_id: id.to_string(),
+                name: "mark".into(),
+                arguments: format!("{{\"path\":\"{id}.txt\"}}"),
+            })
+            .collect();
+        self.response_seq = self.put(Event::LlmResponse {
+            turn: 1,
+            step: 1,
+            response: ModelResponse {
+                text: "on it".into(),
+                tool_calls,
+                stop_reason: StopReason::ToolUse,
+            },
+        });
+        for (i, id) in ids.iter().enumerate() {
+            let seq = self.put(Event::Received {
+                call: call(id),
+                index: i as u32,
+                tool: "mark".into(),
+                raw_arguments: format!("{{\"path\":\"{id}.txt\"}}"),
+                source_seqs: vec![self.response_seq],
+            });
+            self.last.insert(id.to_string(), seq);
+        }
+    }
+    fn step(&mut self, id: &str, make: impl FnOnce(CallRef, Vec<u64>) -> Event) {
+        let src = vec![self.last[id]];
+        let seq = self.put(make(call(id), src));
+        self.last.insert(id.to_string(), seq);
+    }
+    fn approve(&mut self, id: &str) {
+        self.step(id, |call, s| Event::Parsed {
+            call,
+            arguments: "{}".into(),
+            source_seqs: s,
+        });
+        self.step(id, |call, s| Event::Approved {
+            call,
+            approval: Approval::Default,
+            source_seqs: s,
+        });
+    }
+    fn start(&mut self, id: &str) {
+        self.step(id, |call, s| Event::Started {
+            call,
+            attempt: 1,
+            resources: Resources {
+                writes: vec![format!("{}.txt", "m")],
+                intents: vec!["mark it".into()],
+                ..Default::default()
+            },
+            source_seqs: s,
+        });
+    }
+    fn settle(&mut self, id: &str, ok: bool) {
+        let status = if ok {
+            OutcomeStatus::Success
+        } else {
+            OutcomeStatus::Error {
+                code: ErrorCode::ToolFailed,
+                message: "disk on fire".into(),
+            }
+        };
+        self.step(id, |call, s| Event::Settled {
+            call,
+            outcome: Outcome {
+                status,
+                content: Text::Inline("marked".into()),
+                value: None,
+                details: None,
+                side_effects: vec![SideEffect::FsWrite {
+                    path: "m.txt".into(),
+                    before_sha256: None,
+                    after_sha256: "ab".repeat(32),
+                }],
+                attempts: 1,
+                duration_ms: 5,
+            },
+            source_seqs: s,
+        });
+    }
+    fn done(self) {
+        self.journal.close().unwrap();
+    }
+}
+
+fn classify_json(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["classify", dir.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = recover(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn by_id<'a>(v: &'a Value, id: &str) -> &'a Value {
+    v["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["call_id"] == id)
+        .unwrap()
+}
+
+fn segment_bytes(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join(journal::segment::file_name(0))).unwrap()
+}
+
+#[test]
+fn only_the_middle_of_three_had_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1", "c2", "c3"]);
+    for id in ["c1", "c2", "c3"] {
+        b.approve(id);
+    }
+    b.start("c2");
+    b.done();
+    let v = classify_json(dir.path(), &[]);
+    assert_eq!(by_id(&v, "c1")["classification"], "TOOL_NOT_STARTED");
+    assert_eq!(by_id(&v, "c2")["classification"], "TOOL_OUTCOME_UNKNOWN");
+    assert_eq!(by_id(&v, "c3")["classification"], "TOOL_NOT_STARTED");
+    assert_eq!(by_id(&v, "c2")["state"], "started");
+    assert_eq!(by_id(&v, "c1")["state"], "approved");
+    let resources: Vec<&str> = by_id(&v, "c2")["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(resources, ["write:m.txt", "intent:mark it"]);
+    assert_eq!(v["end"]["kind"], "clean");
+}
+
+#[test]
+fn a_settled_but_uncommitted_call_keeps_its_real_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["ok", "bad"]);
+    for id in ["ok", "bad"] {
+        b.approve(id);
+        b.start(id);
+    }
+    b.settle("ok", true);
+    b.settle("bad", false);
+    b.done();
+    let v = classify_json(dir.path(), &[]);
+    assert_eq!(by_id(&v, "ok")["classification"], Value::Null);
+    assert_eq!(by_id(&v, "ok")["state"], "settled");
+    let audit = recover(&["audit", dir.path().to_str().unwrap(), "--json"]);
+    let audit: Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let calls = audit["calls"].as_array().unwrap();
+    assert_eq!(
+        calls[0]["result_code"],
+        Value::Null,
+        "a success stays a success (I4)"
+    );
+    assert_eq!(
+        calls[1]["result_code"], "TOOL_FAILED",
+        "a known error stays that error"
+    );
+    assert!(calls[0]["side_effects"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("wrote m.txt"));
+    assert_eq!(audit["totals"]["outcome_unknown"], 0);
+}
+
+#[test]
+fn a_second_recovery_appends_nothing_and_prints_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1", "c2"]);
+    b.approve("c1");
+    b.start("c1");
+    b.done();
+    let first = recover(&["classify", dir.path().to_str().unwrap(), "--json"]);
+    assert!(
+        text(&first.stderr).contains("recovery appended"),
+        "{}",
+        text(&first.stderr)
+    );
+    let after_first = segment_bytes(dir.path());
+    let second = recover(&["classify", dir.path().to_str().unwrap(), "--json"]);
+    assert_eq!(first.stdout, second.stdout, "same bytes out (I5)");
+    assert_eq!(
+        segment_bytes(dir.path()),
+        after_first,
+        "nothing appended the second time"
+    );
+    assert!(!text(&second.stderr).contains("recovery appended"));
+    // Exactly one recovery event in the journal.
+    let storage = Arc::new(FsStorage::open(dir.path()).unwrap());
+    let (replay, _) = runtime::replay::replay_storage(storage, journal::Limits::default()).unwrap();
+    assert_eq!(replay.recoveries.len(), 1);
+    assert_eq!(replay.turns[0].outcome, Some(TurnOutcome::Interrupted));
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1"]);
+    b.done();
+    let mut bytes = segment_bytes(dir.path());
+    bytes.extend_from_slice(&[7, 0, 0, 0, 1]);
+    std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
+    let v = classify_json(dir.path(), &["--dry-run"]);
+    assert_eq!(v["end"]["kind"], "torn_tail");
+    assert_eq!(v["end"]["dropped_bytes"], 5);
+    assert_eq!(segment_bytes(dir.path()), bytes, "not a byte changed");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.to_string_lossy().contains("torn-at")),
+        "no quarantine file: {names:?}"
+    );
+}
+
+#[test]
+fn a_torn_tail_is_quarantined_then_cut_and_reported_the_same_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1"]);
+    b.done();
+    let mut bytes = segment_bytes(dir.path());
+    let valid = bytes.len();
+    bytes.resize(valid + 4096, 0); // a zero-filled last page: torn, not corrupt
+    std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
+    let first = classify_json(dir.path(), &[]);
+    assert_eq!(
+        first["end"],
+        serde_json::json!({"kind": "torn_tail", "dropped_bytes": 4096})
+    );
+    let quarantine = dir.path().join(format!(
+        "{}.torn-at-{valid}",
+        journal::segment::file_name(0)
+    ));
+    assert_eq!(
+        std::fs::read(&quarantine).unwrap(),
+        vec![0u8; 4096],
+        "evidence first"
+    );
+    assert!(
+        segment_bytes(dir.path()).starts_with(&bytes[..valid]),
+        "the prefix is never rewritten"
+    );
+    let second = classify_json(dir.path(), &[]);
+    assert_eq!(first, second);
+}
+
+#[test]
+fn corruption_before_the_tail_exits_2_naming_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1", "c2"]);
+    b.approve("c1");
+    b.done();
+    let mut bytes = segment_bytes(dir.path());
+    // The second record starts after the header and the first record; damage its payload.
+    let header = journal::segment::HEADER_BYTES;
+    let first_len = u32::from_le_bytes(bytes[header..header + 4].try_into().unwrap()) as usize + 8;
+    let second = header + first_len;
+    bytes[second + 20] ^= 0x01;
+    std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
+    for args in [
+        vec!["classify"],
+        vec!["classify", "--dry-run"],
+        vec!["audit"],
+        vec!["verify"],
+    ] {
+        let mut full = args.clone();
+        full.insert(1, dir.path().to_str().unwrap());
+        let out = recover(&full);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(&format!("offset {second}")),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(
+        segment_bytes(dir.path()),
+        bytes,
+        "corruption is never repaired"
+    );
+}
+
+#[test]
+fn a_live_session_is_reported_live_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(
+        Arc::new(FsStorage::create(dir.path()).unwrap()),
+        Options::default(),
+    )
+    .unwrap();
+    for event in [
+        Event::SessionOpen(SessionOpen {
+            schema_version: 1,
+            session_id: "live".into(),
+            workspace: "/ws".into(),
+            tools: vec![],
+        }),
+        Event::TurnStart {
+            turn: 1,
+            user_text: "hi".into(),
+        },
+    ] {
+        let seq = journal.append(&Record { at_ms: 1, event }).unwrap();
+        journal.sync_through_blocking(seq).unwrap();
+    }
+    let before = segment_bytes(dir.path());
+    let v = classify_json(dir.path(), &[]);
+    assert_eq!(v["live"], true);
+    assert_eq!(
+        segment_bytes(dir.path()),
+        before,
+        "nothing appended to a live journal"
+    );
+    drop(journal);
+}
+
+#[test]
+fn an_empty_journal_directory_is_an_empty_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = classify_json(dir.path(), &[]);
+    assert_eq!(v["calls"], serde_json::json!([]));
+    assert_eq!(v["end"]["kind"], "clean");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing created"
+    );
+}
+
+#[test]
+fn bad_usage_and_missing_directories_exit_1() {
+    assert_eq!(recover(&["classify"]).status.code(), Some(1));
+    assert_eq!(recover(&["frobnicate", "x"]).status.code(), Some(1));
+    let out = recover(&["classify", "/nonexistent/recover-test"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("/nonexistent/recover-test"));
+}
