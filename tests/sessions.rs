@@ -253,3 +253,90 @@ fn a_bad_script_is_refused_naming_its_line() {
         "nothing was written for a script that does not parse"
     );
 }
+
+#[test]
+fn a_session_killed_mid_bash_resumes_without_rerunning_the_unknown_call() {
+    let f = fixture();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args([
+            "run",
+            "--script",
+            data("killed.jsonl").to_str().unwrap(),
+            "--workspace",
+            f.ws.to_str().unwrap(),
+            "--journal",
+            f.journal.to_str().unwrap(),
+        ])
+        .env("XDG_STATE_HOME", &f.state)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = f.ws.join("marker.txt");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bash call never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+
+    let out = tooljournal(
+        &[
+            "resume",
+            "--journal",
+            f.journal.to_str().unwrap(),
+            "--script",
+            data("killed.jsonl").to_str().unwrap(),
+        ],
+        &f.state,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("may have run, not re-run: k1"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "k1\n",
+        "k1 ran once; k3 (same, stopped turn) never ran"
+    );
+    let replay = replay(&f.journal);
+    assert!(replay.closed, "the resumed session completed");
+    let k1 = replay.calls().find(|c| c.call.call_id == "k1").unwrap();
+    assert_eq!(
+        k1.committed.as_ref().unwrap().code,
+        Some(runtime::ErrorCode::ToolOutcomeUnknown)
+    );
+    assert!(k1.recovered);
+    let k2 = replay.calls().find(|c| c.call.call_id == "k2").unwrap();
+    assert_eq!(
+        k2.committed.as_ref().unwrap().code,
+        Some(runtime::ErrorCode::ToolNotStarted)
+    );
+    let k4 = replay.calls().find(|c| c.call.call_id == "k4").unwrap();
+    assert!(!k4.committed.as_ref().unwrap().is_error);
+    assert!(
+        replay.calls().all(|c| c.call.call_id != "k3"),
+        "the interrupted turn's next response was not played"
+    );
+    // Resuming again is fine: nothing runs twice.
+    let again = tooljournal(
+        &[
+            "resume",
+            "--journal",
+            f.journal.to_str().unwrap(),
+            "--script",
+            data("killed.jsonl").to_str().unwrap(),
+        ],
+        &f.state,
+    );
+    assert_eq!(again.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already finished"));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "k1\n");
+}
