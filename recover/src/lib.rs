@@ -1,5 +1,6 @@
 //! `recover`: what happened, after any crash, told truthfully.
 pub mod classify;
 pub mod conversation;
+pub mod providers;
 pub mod report;
 pub mod session;

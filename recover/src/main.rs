@@ -37,6 +37,19 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The conversation as a provider's request-body fragment: every assistant message followed
+    /// by exactly one result per call. Appends the `recovery` event unless --dry-run.
+    Rebuild {
+        dir: PathBuf,
+        /// openai-chat, openai-responses, anthropic or gemini.
+        #[arg(long)]
+        format: recover::providers::Format,
+        /// Write here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Every call: tool, arguments, decision, state, classification, side effects, timings.
     Audit {
         dir: PathBuf,
@@ -126,6 +139,38 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 ))
             } else {
                 print(&recover::report::classify_text(&name, &r.analysis))
+            }
+        }
+        Command::Rebuild {
+            dir,
+            format,
+            out,
+            dry_run,
+        } => {
+            let r = recover(&dir, !dry_run)?;
+            note_recovery(&dir, &r);
+            if r.analysis.live {
+                return Err(Failure::Failed(format!(
+                    "{}: the session is live; its unfinished calls are running, so there is no history to rebuild yet",
+                    dir.display()
+                )));
+            }
+            let body = recover::providers::render(&r.analysis.conversation(), format);
+            // Our own output must pass the provider's rules; if it ever does not, that is a bug
+            // to report loudly, never a history to hand to a provider.
+            if let Err(v) = recover::providers::validate(format, &body) {
+                return Err(Failure::Failed(format!(
+                    "internal error: the rebuilt {format} history fails its validator: {v}"
+                )));
+            }
+            let text = format!(
+                "{}\n",
+                serde_json::to_string_pretty(&body).expect("JSON values serialize")
+            );
+            match out {
+                Some(path) => std::fs::write(&path, text)
+                    .map_err(|e| Failure::Failed(format!("{}: cannot write: {e}", path.display()))),
+                None => print(&text),
             }
         }
         Command::Audit { dir, json } => {

@@ -67,8 +67,23 @@ pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recover
     let mut journal = None;
     let mut dropped_now = 0;
     let mut quarantine_file = None;
-    // An empty directory is an empty session: nothing to write, not even a first segment.
-    if write && !live && has_segments {
+    // A journal whose first record is not `session/open` (empty, or torn inside its first
+    // record) holds no session: nothing to balance, so nothing is written or cut.
+    let has_session = has_segments && {
+        let mut reader = journal::Reader::open(storage.clone(), Limits::default())
+            .map_err(|e| failed(dir, e))?;
+        match reader.next() {
+            Some(Ok(record)) => matches!(
+                record.decode::<Record>(),
+                Ok(Record {
+                    event: Event::SessionOpen(_),
+                    ..
+                })
+            ),
+            _ => false,
+        }
+    };
+    if write && !live && has_session {
         match Journal::open(storage.clone(), Options::default()) {
             Ok((j, report)) => {
                 if let Some(torn) = &report.torn {

@@ -1,0 +1,397 @@
+//! Anthropic Messages: `{"messages": [...]}` plus a top-level `"system"`.
+//!
+//! Roles alternate strictly, so consecutive messages of one role merge: a user turn holds its
+//! `tool_result` blocks first, then any text; an assistant turn its text, then its `tool_use`
+//! blocks. Blank text (Anthropic rejects whitespace-only text blocks) is left out.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Map, Value};
+
+use super::{
+    arguments_object, body_array, first_duplicate, is_blank, object, short_hash, string_field,
+    turn, Msg, Turn, Violation, LEADING_USER_TEXT,
+};
+
+const SHAPE: &str = "anthropic.shape";
+const FIRST_NOT_USER: &str = "anthropic.first_not_user";
+const ROLES_ALTERNATE: &str = "anthropic.roles_alternate";
+const EMPTY_CONTENT: &str = "anthropic.empty_content";
+const EMPTY_TEXT: &str = "anthropic.empty_text";
+const BAD_ID: &str = "anthropic.bad_id";
+const BAD_NAME: &str = "anthropic.bad_name";
+const MISSING_TOOL_RESULT: &str = "anthropic.missing_tool_result";
+const TOOL_RESULT_NOT_FIRST: &str = "anthropic.tool_result_not_first";
+const UNKNOWN_TOOL_RESULT: &str = "anthropic.unknown_tool_result";
+const DUPLICATE_TOOL_RESULT: &str = "anthropic.duplicate_tool_result";
+const EMPTY_ERROR_RESULT: &str = "anthropic.empty_error_result";
+const DUPLICATE_TOOL_USE_ID: &str = "anthropic.duplicate_tool_use_id";
+
+/// The longest tool name Anthropic takes.
+const MAX_NAME: usize = 64;
+
+/// Content for an error result that came with none (Anthropic rejects an empty error result;
+/// results built from a journal always have content).
+const EMPTY_ERROR_TEXT: &str = "(error without a message)";
+
+fn allowed(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .collect()
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(allowed)
+}
+
+fn valid_name(s: &str) -> bool {
+    valid_id(s) && s.len() <= MAX_NAME
+}
+
+/// A call id in the form Anthropic takes (`^[a-zA-Z0-9_-]+$`): the id itself if it already is,
+/// else every other character replaced by `_` and `_` + the first 8 hex digits of
+/// sha256(`original`) appended, so that ids differing only in replaced characters stay
+/// distinct. A pure function of `original`: a call and its result always map alike, on every run.
+pub fn anthropic_id(original: &str) -> String {
+    if valid_id(original) {
+        return original.to_string();
+    }
+    format!("{}_{}", sanitize(original), short_hash(original))
+}
+
+/// A tool name in the form Anthropic takes (`^[a-zA-Z0-9_-]{1,64}$`): the name itself if it
+/// already is, else as [`anthropic_id`] does it, truncated before the hash to fit 64 characters.
+pub fn anthropic_name(original: &str) -> String {
+    if valid_name(original) {
+        return original.to_string();
+    }
+    let hash = short_hash(original);
+    let mut head = sanitize(original); // ASCII only, so any byte index is a char boundary
+    head.truncate(MAX_NAME - hash.len() - 1);
+    format!("{head}_{hash}")
+}
+
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
+    let mut turns: Vec<Turn> = Vec::new();
+    for msg in msgs {
+        match msg {
+            Msg::User(text) => {
+                if !is_blank(text) {
+                    turn(&mut turns, "user")
+                        .rest
+                        .push(json!({"type": "text", "text": text}));
+                }
+            }
+            Msg::Assistant { text, calls } => {
+                if !is_blank(text) {
+                    turn(&mut turns, "assistant")
+                        .first
+                        .push(json!({"type": "text", "text": text}));
+                }
+                for c in calls {
+                    turn(&mut turns, "assistant").rest.push(json!({
+                        "type": "tool_use",
+                        "id": anthropic_id(&c.id),
+                        "name": anthropic_name(c.name),
+                        "input": arguments_object(c.arguments),
+                    }));
+                }
+            }
+            Msg::Results(results) => {
+                for r in results {
+                    let content = if r.is_error && is_blank(r.content) {
+                        EMPTY_ERROR_TEXT
+                    } else {
+                        r.content
+                    };
+                    turn(&mut turns, "user").first.push(json!({
+                        "type": "tool_result",
+                        "tool_use_id": anthropic_id(&r.id),
+                        "content": content,
+                        "is_error": r.is_error,
+                    }));
+                }
+            }
+        }
+    }
+    if turns.first().is_some_and(|t| t.role != "user") {
+        turns.insert(
+            0,
+            Turn {
+                role: "user",
+                first: Vec::new(),
+                rest: vec![json!({"type": "text", "text": LEADING_USER_TEXT})],
+            },
+        );
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|t| json!({"role": t.role, "content": t.into_parts()}))
+        .collect();
+    let mut body = Map::new();
+    if let Some(system) = system {
+        body.insert("system".into(), Value::from(system));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    Value::Object(body)
+}
+
+/// A message's content as blocks: a plain string is one text block.
+fn blocks(content: &Value) -> Option<Vec<Value>> {
+    match content {
+        Value::String(s) if s.is_empty() => Some(Vec::new()),
+        Value::String(s) => Some(vec![json!({"type": "text", "text": s})]),
+        Value::Array(blocks) => Some(blocks.clone()),
+        _ => None,
+    }
+}
+
+/// Whether a tool_result's content has some non-blank text.
+fn result_has_text(content: Option<&Value>) -> bool {
+    match content {
+        Some(Value::String(s)) => !is_blank(s),
+        Some(Value::Array(blocks)) => blocks.iter().any(|b| {
+            b.get("type").and_then(Value::as_str) == Some("text")
+                && b.get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| !is_blank(t))
+        }),
+        _ => false,
+    }
+}
+
+/// The ids of the `tool_use` blocks of an assistant message (empty for anything else).
+fn tool_use_ids(message: &Value) -> Vec<&str> {
+    if message.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Vec::new();
+    }
+    match message.get("content") {
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter_map(|b| b.get("id").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub(super) fn validate(body: &Value) -> Result<(), Violation> {
+    let messages = body_array(body, "messages", SHAPE)?;
+    match body.get("system") {
+        None | Some(Value::String(_) | Value::Array(_)) => {}
+        Some(_) => {
+            return Err(Violation::new(
+                0,
+                SHAPE,
+                "`system` is neither a string nor an array",
+            ))
+        }
+    }
+    let mut prev_role = None;
+    for (i, m) in messages.iter().enumerate() {
+        let obj = object(m, i, SHAPE, "the message")?;
+        let role = string_field(obj, "role", i, SHAPE, "the message")?;
+        if !matches!(role, "user" | "assistant") {
+            return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
+        }
+        if i == 0 && role != "user" {
+            return Err(Violation::new(
+                i,
+                FIRST_NOT_USER,
+                "the first message must use the user role",
+            ));
+        }
+        if prev_role == Some(role) {
+            return Err(Violation::new(
+                i,
+                ROLES_ALTERNATE,
+                format!("two {role} messages in a row; roles must alternate"),
+            ));
+        }
+        prev_role = Some(role);
+        let blocks = obj.get("content").and_then(blocks).ok_or_else(|| {
+            Violation::new(i, SHAPE, "`content` is neither a string nor an array")
+        })?;
+        let final_assistant = role == "assistant" && i + 1 == messages.len();
+        if blocks.is_empty() && !final_assistant {
+            return Err(Violation::new(
+                i,
+                EMPTY_CONTENT,
+                format!("the {role} message has empty content"),
+            ));
+        }
+        let mut seen_other = false;
+        let mut result_ids: HashSet<&str> = HashSet::new();
+        let prev_uses = if i > 0 {
+            tool_use_ids(&messages[i - 1])
+        } else {
+            Vec::new()
+        };
+        for block in &blocks {
+            let block = object(block, i, SHAPE, "a content block")?;
+            let kind = string_field(block, "type", i, SHAPE, "a content block")?;
+            match (kind, role) {
+                ("text", _) => {
+                    seen_other = true;
+                    if is_blank(string_field(block, "text", i, SHAPE, "a text block")?) {
+                        return Err(Violation::new(
+                            i,
+                            EMPTY_TEXT,
+                            "text content blocks must contain non-whitespace text",
+                        ));
+                    }
+                }
+                ("tool_use", "assistant") => {
+                    let id = string_field(block, "id", i, SHAPE, "a tool_use block")?;
+                    let name = string_field(block, "name", i, SHAPE, "a tool_use block")?;
+                    if !valid_id(id) {
+                        return Err(Violation::new(
+                            i,
+                            BAD_ID,
+                            format!("tool_use id `{id}` does not match ^[a-zA-Z0-9_-]+$"),
+                        ));
+                    }
+                    if !valid_name(name) {
+                        return Err(Violation::new(
+                            i,
+                            BAD_NAME,
+                            format!("tool name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"),
+                        ));
+                    }
+                    if !block.get("input").is_some_and(Value::is_object) {
+                        return Err(Violation::new(
+                            i,
+                            SHAPE,
+                            format!("tool_use `{id}` has no object `input`"),
+                        ));
+                    }
+                }
+                ("tool_result", "user") => {
+                    let id = string_field(block, "tool_use_id", i, SHAPE, "a tool_result block")?;
+                    if seen_other {
+                        return Err(Violation::new(
+                            i,
+                            TOOL_RESULT_NOT_FIRST,
+                            format!(
+                                "tool_result `{id}` follows other content; tool_result blocks \
+                                 must come first"
+                            ),
+                        ));
+                    }
+                    if !valid_id(id) {
+                        return Err(Violation::new(
+                            i,
+                            BAD_ID,
+                            format!("tool_use_id `{id}` does not match ^[a-zA-Z0-9_-]+$"),
+                        ));
+                    }
+                    if !prev_uses.contains(&id) {
+                        return Err(Violation::new(
+                            i,
+                            UNKNOWN_TOOL_RESULT,
+                            format!(
+                                "unexpected tool_use_id `{id}`: no tool_use block with it in \
+                                 the previous message"
+                            ),
+                        ));
+                    }
+                    if !result_ids.insert(id) {
+                        return Err(Violation::new(
+                            i,
+                            DUPLICATE_TOOL_RESULT,
+                            format!("a second tool_result for `{id}`"),
+                        ));
+                    }
+                    let content = block.get("content");
+                    if let Some(Value::Array(inner)) = content {
+                        for b in inner {
+                            let text = b.get("text").and_then(Value::as_str);
+                            if b.get("type").and_then(Value::as_str) == Some("text")
+                                && text.is_none_or(is_blank)
+                            {
+                                return Err(Violation::new(
+                                    i,
+                                    EMPTY_TEXT,
+                                    format!("tool_result `{id}` has an empty text block"),
+                                ));
+                            }
+                        }
+                    } else if !matches!(content, None | Some(Value::String(_))) {
+                        return Err(Violation::new(
+                            i,
+                            SHAPE,
+                            format!("tool_result `{id}` content is neither a string nor an array"),
+                        ));
+                    }
+                    let is_error = match block.get("is_error") {
+                        None => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(_) => {
+                            return Err(Violation::new(
+                                i,
+                                SHAPE,
+                                format!("tool_result `{id}` has a non-boolean `is_error`"),
+                            ))
+                        }
+                    };
+                    if is_error && !result_has_text(content) {
+                        return Err(Violation::new(
+                            i,
+                            EMPTY_ERROR_RESULT,
+                            format!("tool_result `{id}` has is_error but no text content"),
+                        ));
+                    }
+                }
+                (kind, role) => {
+                    return Err(Violation::new(
+                        i,
+                        SHAPE,
+                        format!("unsupported `{kind}` block in a {role} message"),
+                    ));
+                }
+            }
+        }
+        let uses = tool_use_ids(m);
+        if let Some(id) = first_duplicate(uses.iter().copied()) {
+            // Not one of §6's rules by name, but two tool_use blocks with one id cannot each
+            // get their one result (SCENARIOS 23).
+            return Err(Violation::new(
+                i,
+                DUPLICATE_TOOL_USE_ID,
+                format!("two tool_use blocks share the id `{id}`"),
+            ));
+        }
+        if !uses.is_empty() {
+            let next_results: Vec<&str> = match messages.get(i + 1) {
+                Some(next) if next.get("role").and_then(Value::as_str) == Some("user") => {
+                    match next.get("content") {
+                        Some(Value::Array(blocks)) => blocks
+                            .iter()
+                            .filter(|b| {
+                                b.get("type").and_then(Value::as_str) == Some("tool_result")
+                            })
+                            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+                            .collect(),
+                        _ => Vec::new(),
+                    }
+                }
+                _ => Vec::new(),
+            };
+            if let Some(id) = uses.iter().find(|id| !next_results.contains(id)) {
+                return Err(Violation::new(
+                    i,
+                    MISSING_TOOL_RESULT,
+                    format!(
+                        "tool_use ids were found without tool_result blocks immediately after: \
+                         `{id}`"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

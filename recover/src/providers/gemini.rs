@@ -1,0 +1,253 @@
+//! Gemini: `{"contents": [...]}` plus `"systemInstruction"`.
+//!
+//! Consecutive turns of one role merge: a user turn holds its `functionResponse` parts first,
+//! then any text; a model turn its text, then its `functionCall` parts. Empty text is left out
+//! (a part must carry something).
+
+use serde_json::{json, Map, Value};
+
+use super::{
+    arguments_object, body_array, object, string_field, turn, Msg, Turn, Violation,
+    LEADING_USER_TEXT,
+};
+
+const SHAPE: &str = "gemini.shape";
+const CALL_TURN_POSITION: &str = "gemini.call_turn_position";
+const MISSING_RESPONSE_TURN: &str = "gemini.missing_response_turn";
+const RESPONSE_COUNT: &str = "gemini.response_count";
+const RESPONSE_NAME_MISMATCH: &str = "gemini.response_name_mismatch";
+const RESPONSE_ID_MISMATCH: &str = "gemini.response_id_mismatch";
+const STRAY_FUNCTION_RESPONSE: &str = "gemini.stray_function_response";
+
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
+    let mut turns: Vec<Turn> = Vec::new();
+    for msg in msgs {
+        match msg {
+            Msg::User(text) => {
+                if !text.is_empty() {
+                    turn(&mut turns, "user").rest.push(json!({"text": text}));
+                }
+            }
+            Msg::Assistant { text, calls } => {
+                if !text.is_empty() {
+                    turn(&mut turns, "model").first.push(json!({"text": text}));
+                }
+                for c in calls {
+                    turn(&mut turns, "model").rest.push(json!({
+                        "functionCall": {
+                            "id": c.id,
+                            "name": c.name,
+                            "args": arguments_object(c.arguments),
+                        }
+                    }));
+                }
+            }
+            Msg::Results(results) => {
+                for r in results {
+                    turn(&mut turns, "user").first.push(json!({
+                        "functionResponse": {
+                            "id": r.id,
+                            "name": r.name,
+                            "response": {"content": r.content, "is_error": r.is_error},
+                        }
+                    }));
+                }
+            }
+        }
+    }
+    if turns.first().is_some_and(|t| t.role != "user") {
+        turns.insert(
+            0,
+            Turn {
+                role: "user",
+                first: Vec::new(),
+                rest: vec![json!({"text": LEADING_USER_TEXT})],
+            },
+        );
+    }
+    let contents: Vec<Value> = turns
+        .into_iter()
+        .map(|t| json!({"role": t.role, "parts": t.into_parts()}))
+        .collect();
+    let mut body = Map::new();
+    body.insert("contents".into(), Value::Array(contents));
+    if let Some(system) = system {
+        body.insert(
+            "systemInstruction".into(),
+            json!({"parts": [{"text": system}]}),
+        );
+    }
+    Value::Object(body)
+}
+
+/// One content's role and its functionCall / functionResponse parts as (name, id).
+struct Content<'a> {
+    role: &'a str,
+    calls: Vec<(&'a str, Option<&'a str>)>,
+    responses: Vec<(&'a str, Option<&'a str>)>,
+}
+
+fn parse(i: usize, c: &Value) -> Result<Content<'_>, Violation> {
+    let c = object(c, i, SHAPE, "the content")?;
+    let role = string_field(c, "role", i, SHAPE, "the content")?;
+    if !matches!(role, "user" | "model") {
+        return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
+    }
+    let parts = match c.get("parts") {
+        Some(Value::Array(parts)) if !parts.is_empty() => parts,
+        _ => return Err(Violation::new(i, SHAPE, "`parts` is not a non-empty array")),
+    };
+    let mut content = Content {
+        role,
+        calls: Vec::new(),
+        responses: Vec::new(),
+    };
+    for part in parts {
+        let part = object(part, i, SHAPE, "a part")?;
+        if let Some(text) = part.get("text") {
+            if !text.is_string() {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    "a text part's `text` is not a string",
+                ));
+            }
+        } else if let Some(call) = part.get("functionCall") {
+            if role != "model" {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    "a functionCall part in a user turn",
+                ));
+            }
+            let call = object(call, i, SHAPE, "a functionCall")?;
+            let name = string_field(call, "name", i, SHAPE, "a functionCall")?;
+            if !call.get("args").is_none_or(Value::is_object) {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    format!("functionCall `{name}` has non-object `args`"),
+                ));
+            }
+            content.calls.push((name, id_of(call, i)?));
+        } else if let Some(response) = part.get("functionResponse") {
+            if role != "user" {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    "a functionResponse part in a model turn",
+                ));
+            }
+            let response = object(response, i, SHAPE, "a functionResponse")?;
+            let name = string_field(response, "name", i, SHAPE, "a functionResponse")?;
+            if !response.get("response").is_some_and(Value::is_object) {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    format!("functionResponse `{name}` has no object `response`"),
+                ));
+            }
+            content.responses.push((name, id_of(response, i)?));
+        } else {
+            return Err(Violation::new(
+                i,
+                SHAPE,
+                "a part is neither text, functionCall nor functionResponse",
+            ));
+        }
+    }
+    Ok(content)
+}
+
+fn id_of(obj: &Map<String, Value>, i: usize) -> Result<Option<&str>, Violation> {
+    match obj.get("id") {
+        None => Ok(None),
+        Some(Value::String(id)) => Ok(Some(id)),
+        Some(_) => Err(Violation::new(i, SHAPE, "an `id` is not a string")),
+    }
+}
+
+pub(super) fn validate(body: &Value) -> Result<(), Violation> {
+    let contents = body_array(body, "contents", SHAPE)?;
+    if let Some(system) = body.get("systemInstruction") {
+        if !system.get("parts").is_some_and(Value::is_array) {
+            return Err(Violation::new(
+                0,
+                SHAPE,
+                "`systemInstruction` has no `parts` array",
+            ));
+        }
+    }
+    let parsed = contents
+        .iter()
+        .enumerate()
+        .map(|(i, c)| parse(i, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, c) in parsed.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| &parsed[p]);
+        if !c.responses.is_empty() && prev.is_none_or(|p| p.role != "model" || p.calls.is_empty()) {
+            return Err(Violation::new(
+                i,
+                STRAY_FUNCTION_RESPONSE,
+                "a functionResponse turn that does not follow a model turn with functionCall parts",
+            ));
+        }
+        if c.calls.is_empty() {
+            continue;
+        }
+        if prev.is_none_or(|p| p.role != "user") {
+            return Err(Violation::new(
+                i,
+                CALL_TURN_POSITION,
+                "a model turn with functionCall parts must come right after a user turn or a \
+                 function response turn",
+            ));
+        }
+        let Some(next) = parsed.get(i + 1).filter(|n| n.role == "user") else {
+            return Err(Violation::new(
+                i,
+                MISSING_RESPONSE_TURN,
+                "a model turn with functionCall parts must be followed right away by a user \
+                 turn with its functionResponse parts",
+            ));
+        };
+        if next.responses.len() != c.calls.len() {
+            return Err(Violation::new(
+                i,
+                RESPONSE_COUNT,
+                format!(
+                    "{} functionCall parts but {} functionResponse parts in the next turn",
+                    c.calls.len(),
+                    next.responses.len()
+                ),
+            ));
+        }
+        for (k, ((call_name, call_id), (resp_name, resp_id))) in
+            c.calls.iter().zip(&next.responses).enumerate()
+        {
+            if call_name != resp_name {
+                return Err(Violation::new(
+                    i,
+                    RESPONSE_NAME_MISMATCH,
+                    format!(
+                        "functionResponse {k} is named `{resp_name}`, its functionCall \
+                         `{call_name}`"
+                    ),
+                ));
+            }
+            if let (Some(call_id), Some(resp_id)) = (call_id, resp_id) {
+                if call_id != resp_id {
+                    return Err(Violation::new(
+                        i,
+                        RESPONSE_ID_MISMATCH,
+                        format!(
+                            "functionResponse {k} has id `{resp_id}`, its functionCall \
+                             `{call_id}`"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

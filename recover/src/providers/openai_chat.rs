@@ -1,0 +1,231 @@
+//! OpenAI Chat Completions: `{"messages": [...]}`.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use super::{body_array, first_duplicate, object, string_field, Msg, Violation};
+
+const SHAPE: &str = "openai_chat.shape";
+const ASSISTANT_CONTENT: &str = "openai_chat.assistant_content";
+const MISSING_TOOL_RESULT: &str = "openai_chat.missing_tool_result";
+const STRAY_TOOL_MESSAGE: &str = "openai_chat.stray_tool_message";
+const DUPLICATE_TOOL_CALL_ID: &str = "openai_chat.duplicate_tool_call_id";
+
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for msg in msgs {
+        match msg {
+            Msg::User(text) => messages.push(json!({"role": "user", "content": text})),
+            Msg::Assistant { text, calls } if calls.is_empty() => {
+                messages.push(json!({"role": "assistant", "content": text}));
+            }
+            Msg::Assistant { text, calls } => {
+                let content = if text.is_empty() {
+                    Value::Null
+                } else {
+                    Value::from(*text)
+                };
+                let tool_calls: Vec<Value> = calls
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        })
+                    })
+                    .collect();
+                messages.push(json!({
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": tool_calls,
+                }));
+            }
+            Msg::Results(results) => {
+                for r in results {
+                    messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": r.id,
+                        "content": r.content,
+                    }));
+                }
+            }
+        }
+    }
+    json!({ "messages": messages })
+}
+
+/// The assistant message whose tool calls the tool messages after it answer.
+struct Open<'a> {
+    index: usize,
+    ids: Vec<&'a str>,
+    answered: HashSet<&'a str>,
+}
+
+impl Open<'_> {
+    fn check_answered(&self) -> Result<(), Violation> {
+        match self.ids.iter().find(|id| !self.answered.contains(*id)) {
+            None => Ok(()),
+            Some(id) => Err(Violation::new(
+                self.index,
+                MISSING_TOOL_RESULT,
+                format!(
+                    "an assistant message with 'tool_calls' must be followed by tool messages \
+                     responding to each 'tool_call_id'; none answers `{id}`"
+                ),
+            )),
+        }
+    }
+}
+
+pub(super) fn validate(body: &Value) -> Result<(), Violation> {
+    let messages = body_array(body, "messages", SHAPE)?;
+    let mut open: Option<Open<'_>> = None;
+    for (i, m) in messages.iter().enumerate() {
+        let m = object(m, i, SHAPE, "the message")?;
+        let role = string_field(m, "role", i, SHAPE, "the message")?;
+        if role == "tool" {
+            let id = string_field(m, "tool_call_id", i, SHAPE, "the tool message")?;
+            check_content(m, i)?;
+            let Some(open) = open.as_mut() else {
+                return Err(Violation::new(
+                    i,
+                    STRAY_TOOL_MESSAGE,
+                    format!(
+                        "tool message for `{id}` does not follow an assistant message with \
+                         'tool_calls'"
+                    ),
+                ));
+            };
+            if !open.ids.contains(&id) {
+                return Err(Violation::new(
+                    i,
+                    STRAY_TOOL_MESSAGE,
+                    format!(
+                        "tool message for `{id}` answers no call of the assistant message at \
+                         index {}",
+                        open.index
+                    ),
+                ));
+            }
+            if !open.answered.insert(id) {
+                return Err(Violation::new(
+                    i,
+                    DUPLICATE_TOOL_CALL_ID,
+                    format!("a second tool message for `{id}`"),
+                ));
+            }
+            continue;
+        }
+        if let Some(open) = open.take() {
+            open.check_answered()?;
+        }
+        match role {
+            "assistant" => {
+                let tool_calls = match m.get("tool_calls") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::Array(calls)) if calls.is_empty() => {
+                        return Err(Violation::new(
+                            i,
+                            SHAPE,
+                            "`tool_calls` is an empty array (omit it instead)",
+                        ));
+                    }
+                    Some(Value::Array(calls)) => Some(calls),
+                    Some(_) => {
+                        return Err(Violation::new(i, SHAPE, "`tool_calls` is not an array"));
+                    }
+                };
+                match tool_calls {
+                    None => {
+                        let has_content = match m.get("content") {
+                            Some(Value::String(s)) => !s.is_empty(),
+                            Some(Value::Array(parts)) => !parts.is_empty(),
+                            _ => false,
+                        };
+                        if !has_content {
+                            return Err(Violation::new(
+                                i,
+                                ASSISTANT_CONTENT,
+                                "an assistant message needs `content` unless it has `tool_calls`",
+                            ));
+                        }
+                    }
+                    Some(calls) => {
+                        match m.get("content") {
+                            None | Some(Value::Null | Value::String(_) | Value::Array(_)) => {}
+                            Some(_) => {
+                                return Err(Violation::new(
+                                    i,
+                                    SHAPE,
+                                    "`content` is neither a string, an array nor null",
+                                ));
+                            }
+                        }
+                        let mut ids = Vec::with_capacity(calls.len());
+                        for call in calls {
+                            let call = object(call, i, SHAPE, "a tool call")?;
+                            ids.push(string_field(call, "id", i, SHAPE, "a tool call")?);
+                            if call.get("type").and_then(Value::as_str) != Some("function") {
+                                return Err(Violation::new(
+                                    i,
+                                    SHAPE,
+                                    "a tool call's `type` is not \"function\"",
+                                ));
+                            }
+                            let function = object(
+                                call.get("function").unwrap_or(&Value::Null),
+                                i,
+                                SHAPE,
+                                "a tool call's `function`",
+                            )?;
+                            string_field(function, "name", i, SHAPE, "a tool call's function")?;
+                            string_field(
+                                function,
+                                "arguments",
+                                i,
+                                SHAPE,
+                                "a tool call's function",
+                            )?;
+                        }
+                        if let Some(id) = first_duplicate(ids.iter().copied()) {
+                            return Err(Violation::new(
+                                i,
+                                DUPLICATE_TOOL_CALL_ID,
+                                format!("`{id}` names two tool calls of one assistant message"),
+                            ));
+                        }
+                        open = Some(Open {
+                            index: i,
+                            ids,
+                            answered: HashSet::new(),
+                        });
+                    }
+                }
+            }
+            "user" | "system" | "developer" => check_content(m, i)?,
+            other => {
+                return Err(Violation::new(i, SHAPE, format!("unknown role `{other}`")));
+            }
+        }
+    }
+    if let Some(open) = open {
+        open.check_answered()?;
+    }
+    Ok(())
+}
+
+fn check_content(m: &serde_json::Map<String, Value>, i: usize) -> Result<(), Violation> {
+    match m.get("content") {
+        Some(Value::String(_) | Value::Array(_)) => Ok(()),
+        _ => Err(Violation::new(
+            i,
+            SHAPE,
+            "`content` is neither a string nor an array",
+        )),
+    }
+}

@@ -1,0 +1,163 @@
+//! OpenAI Responses: `{"input": [...]}`.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Value};
+
+use super::{body_array, object, string_field, Msg, Violation};
+
+const SHAPE: &str = "openai_responses.shape";
+const MISSING_OUTPUT: &str = "openai_responses.missing_output";
+const ORPHAN_OUTPUT: &str = "openai_responses.orphan_output";
+const DUPLICATE_OUTPUT: &str = "openai_responses.duplicate_output";
+const DUPLICATE_ID: &str = "openai_responses.duplicate_id";
+
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
+    let mut input = Vec::new();
+    if let Some(system) = system {
+        input.push(json!({"type": "message", "role": "system", "content": system}));
+    }
+    for msg in msgs {
+        match msg {
+            Msg::User(text) => {
+                input.push(json!({"type": "message", "role": "user", "content": text}));
+            }
+            Msg::Assistant { text, calls } => {
+                if !text.is_empty() {
+                    input.push(json!({"type": "message", "role": "assistant", "content": text}));
+                }
+                for c in calls {
+                    input.push(json!({
+                        "type": "function_call",
+                        "call_id": c.id,
+                        "name": c.name,
+                        "arguments": c.arguments,
+                    }));
+                }
+            }
+            Msg::Results(results) => {
+                for r in results {
+                    input.push(json!({
+                        "type": "function_call_output",
+                        "call_id": r.id,
+                        "output": r.content,
+                    }));
+                }
+            }
+        }
+    }
+    json!({ "input": input })
+}
+
+pub(super) fn validate(body: &Value) -> Result<(), Violation> {
+    let input = body_array(body, "input", SHAPE)?;
+    // call_id -> (index of its function_call, answered)
+    let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
+    let mut item_ids: HashSet<&str> = HashSet::new();
+    for (i, item) in input.iter().enumerate() {
+        let item = object(item, i, SHAPE, "the item")?;
+        if let Some(id) = item.get("id") {
+            let id = id
+                .as_str()
+                .ok_or_else(|| Violation::new(i, SHAPE, "the item's `id` is not a string"))?;
+            if !item_ids.insert(id) {
+                return Err(Violation::new(
+                    i,
+                    DUPLICATE_ID,
+                    format!("duplicate item id `{id}`"),
+                ));
+            }
+        }
+        // A message may leave out `"type": "message"`.
+        let kind = match item.get("type") {
+            Some(t) => t
+                .as_str()
+                .ok_or_else(|| Violation::new(i, SHAPE, "the item's `type` is not a string"))?,
+            None if item.contains_key("role") => "message",
+            None => return Err(Violation::new(i, SHAPE, "the item has no `type`")),
+        };
+        match kind {
+            "message" => {
+                let role = string_field(item, "role", i, SHAPE, "the message")?;
+                if !matches!(role, "user" | "assistant" | "system" | "developer") {
+                    return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
+                }
+                if !matches!(
+                    item.get("content"),
+                    Some(Value::String(_) | Value::Array(_))
+                ) {
+                    return Err(Violation::new(
+                        i,
+                        SHAPE,
+                        "the message's `content` is neither a string nor an array",
+                    ));
+                }
+            }
+            "function_call" => {
+                let call_id = string_field(item, "call_id", i, SHAPE, "the function_call")?;
+                string_field(item, "name", i, SHAPE, "the function_call")?;
+                string_field(item, "arguments", i, SHAPE, "the function_call")?;
+                if call_id.is_empty() {
+                    return Err(Violation::new(
+                        i,
+                        SHAPE,
+                        "the function_call's `call_id` is empty",
+                    ));
+                }
+                if let Some((first, _)) = calls.insert(call_id, (i, false)) {
+                    return Err(Violation::new(
+                        i,
+                        DUPLICATE_ID,
+                        format!("duplicate call_id `{call_id}` (first at index {first})"),
+                    ));
+                }
+            }
+            "function_call_output" => {
+                let call_id = string_field(item, "call_id", i, SHAPE, "the function_call_output")?;
+                if !matches!(item.get("output"), Some(Value::String(_) | Value::Array(_))) {
+                    return Err(Violation::new(
+                        i,
+                        SHAPE,
+                        "the function_call_output's `output` is neither a string nor an array",
+                    ));
+                }
+                match calls.get_mut(call_id) {
+                    None => {
+                        return Err(Violation::new(
+                            i,
+                            ORPHAN_OUTPUT,
+                            format!("no tool call found for function call output with call_id `{call_id}`"),
+                        ));
+                    }
+                    Some((_, answered)) if *answered => {
+                        return Err(Violation::new(
+                            i,
+                            DUPLICATE_OUTPUT,
+                            format!("a second function_call_output for call_id `{call_id}`"),
+                        ));
+                    }
+                    Some((_, answered)) => *answered = true,
+                }
+            }
+            other => {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    format!("unsupported item type `{other}`"),
+                ));
+            }
+        }
+    }
+    let unanswered = calls
+        .iter()
+        .filter(|(_, (_, answered))| !answered)
+        .min_by_key(|(_, (index, _))| *index);
+    if let Some((call_id, (index, _))) = unanswered {
+        return Err(Violation::new(
+            *index,
+            MISSING_OUTPUT,
+            format!("no tool output found for function call `{call_id}`"),
+        ));
+    }
+    Ok(())
+}
