@@ -121,20 +121,20 @@ impl Cursor {
         Ok(&self.window[from..to.max(from)])
     }
 
-    /// Whether any valid frame starts after `offset` in this segment.
-    fn valid_frame_after(&mut self, offset: u64, length_max: u32) -> std::io::Result<bool> {
+    /// Where the first valid frame after `offset` in this segment starts, if any does.
+    fn valid_frame_after(&mut self, offset: u64, length_max: u32) -> std::io::Result<Option<u64>> {
         let mut p = offset + 1;
         while p + FRAME_BYTES_MIN as u64 <= self.len_bytes {
             let need = framing::bytes_needed(self.bytes(p, FRAME_BYTES_MIN as u64)?, length_max);
             // A plausible length field asks for a whole frame (at least 16 bytes): check it.
             if need >= FRAME_BYTES_MIN as u64 {
                 if let FrameCheck::Valid { .. } = framing::check(self.bytes(p, need)?, length_max) {
-                    return Ok(true);
+                    return Ok(Some(p));
                 }
             }
             p += 1;
         }
-        Ok(false)
+        Ok(None)
     }
 }
 
@@ -154,6 +154,16 @@ pub struct Reader {
     failed: bool,
     records: u64,
     tail: Option<Tail>,
+    salvage: bool,
+    skipped: Vec<Skipped>,
+}
+
+/// What a salvaging reader passed over: where, how many bytes, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub position: Position,
+    pub bytes: u64,
+    pub what: String,
 }
 
 impl Reader {
@@ -161,6 +171,24 @@ impl Reader {
     /// allowed and sees whatever has been written so far.
     pub fn open(storage: Arc<dyn Storage>, limits: Limits) -> Result<Reader, JournalError> {
         Reader::new(storage, limits, false)
+    }
+
+    /// A reader that passes over corruption instead of stopping at it, and lists what it
+    /// passed over in [`Reader::skipped`]: bad records (to the next valid frame), bad segments
+    /// (whole), missing segments and seq gaps. For reading what can be read of a damaged
+    /// journal; never for deciding that a journal is fine.
+    pub fn open_salvaging(
+        storage: Arc<dyn Storage>,
+        limits: Limits,
+    ) -> Result<Reader, JournalError> {
+        let mut reader = Reader::new(storage, limits, false)?;
+        reader.salvage = true;
+        Ok(reader)
+    }
+
+    /// What a salvaging reader passed over, in order.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
     }
 
     /// Reads only the last two segments (enough to find where a writer continues).
@@ -205,6 +233,8 @@ impl Reader {
             failed: false,
             records: 0,
             tail: None,
+            salvage: false,
+            skipped: Vec::new(),
         })
     }
 
@@ -243,11 +273,20 @@ impl Reader {
         }
     }
 
-    fn corrupt(&mut self, segment: u64, offset: u64, kind: CorruptionKind) {
-        self.end = Some(ReadEnd::Corrupt(Corruption {
-            position: Position { segment, offset },
-            kind,
-        }));
+    /// Records corruption. Returns true when salvaging (the caller passes over `bytes` and
+    /// goes on); otherwise reading ends here.
+    fn corrupt(&mut self, segment: u64, offset: u64, kind: CorruptionKind, bytes: u64) -> bool {
+        let position = Position { segment, offset };
+        if self.salvage {
+            self.skipped.push(Skipped {
+                position,
+                bytes,
+                what: kind.to_string(),
+            });
+            return true;
+        }
+        self.end = Some(ReadEnd::Corrupt(Corruption { position, kind }));
+        false
     }
 
     /// Opens the next segment and checks its header. `Ok(false)` when reading has ended.
@@ -262,14 +301,16 @@ impl Reader {
             (0, false) => 0,
             (i, _) => self.segments[i - 1] + 1,
         };
-        if number != expected_number {
-            self.corrupt(
+        if number != expected_number
+            && !self.corrupt(
                 expected_number,
                 0,
                 CorruptionKind::MissingSegment {
                     missing: expected_number,
                 },
-            );
+                0,
+            )
+        {
             return Ok(false);
         }
         let name = segment::file_name(number);
@@ -297,40 +338,47 @@ impl Reader {
                 return Ok(false);
             }
             Err(bad) => {
-                self.corrupt(number, 0, CorruptionKind::BadHeader(bad));
-                return Ok(false);
+                let go_on = self.corrupt(number, 0, CorruptionKind::BadHeader(bad), len_bytes);
+                self.next_index += 1;
+                return Ok(go_on);
             }
         };
         if header.segment_number != number {
-            self.corrupt(
+            let go_on = self.corrupt(
                 number,
                 0,
                 CorruptionKind::SegmentNumberMismatch {
                     expected: number,
                     found: header.segment_number,
                 },
+                len_bytes,
             );
-            return Ok(false);
+            self.next_index += 1;
+            return Ok(go_on);
         }
         let first_opened = self.journal_id.is_none();
         match self.journal_id {
             Some(id) if id != header.journal_id => {
-                self.corrupt(number, 0, CorruptionKind::JournalIdMismatch);
-                return Ok(false);
+                let go_on = self.corrupt(number, 0, CorruptionKind::JournalIdMismatch, len_bytes);
+                self.next_index += 1;
+                return Ok(go_on);
             }
             _ => self.journal_id = Some(header.journal_id),
         }
         // Reading only the tail, the first segment's first seq cannot be checked: trust it.
         let first_seq_known = !(self.tail_only && first_opened);
-        if first_seq_known && header.first_seq != self.expected_seq {
-            self.corrupt(
+        if first_seq_known
+            && header.first_seq != self.expected_seq
+            && !self.corrupt(
                 number,
                 0,
                 CorruptionKind::FirstSeqMismatch {
                     expected: self.expected_seq,
                     found: header.first_seq,
                 },
-            );
+                0,
+            )
+        {
             return Ok(false);
         }
         self.expected_seq = header.first_seq;
@@ -361,8 +409,14 @@ impl Reader {
             if self.end.is_some() {
                 return Ok(None);
             }
-            if self.cursor.is_none() && !self.open_next_segment()? {
-                return Ok(None);
+            if self.cursor.is_none() {
+                if !self.open_next_segment()? {
+                    return Ok(None);
+                }
+                if self.cursor.is_none() {
+                    // A salvaging reader passed over a whole segment.
+                    continue;
+                }
             }
             let mut cursor = self.cursor.take().expect("opened above");
             match self.step(&mut cursor)? {
@@ -371,6 +425,10 @@ impl Reader {
                     return Ok(Some(record));
                 }
                 Step::SegmentDone => continue,
+                Step::Again => {
+                    self.cursor = Some(cursor);
+                    continue;
+                }
                 Step::Ended => return Ok(None),
             }
         }
@@ -398,15 +456,21 @@ impl Reader {
             FrameCheck::Valid { seq, frame_bytes } => {
                 if seq != self.expected_seq {
                     let expected = self.expected_seq;
-                    self.corrupt(
-                        number,
-                        pos,
-                        CorruptionKind::SeqGap {
-                            expected,
-                            found: seq,
-                        },
-                    );
-                    return Ok(Step::Ended);
+                    // Salvaging: a later seq is taken (the gap is listed); an earlier one is a
+                    // stray copy and is passed over.
+                    let bytes = if seq < expected { frame_bytes } else { 0 };
+                    let kind = CorruptionKind::SeqGap {
+                        expected,
+                        found: seq,
+                    };
+                    if !self.corrupt(number, pos, kind, bytes) {
+                        return Ok(Step::Ended);
+                    }
+                    if seq < expected {
+                        cursor.pos += frame_bytes;
+                        return Ok(Step::Again);
+                    }
+                    self.expected_seq = seq;
                 }
                 let payload = framing::payload(bytes).to_vec();
                 cursor.pos += frame_bytes;
@@ -431,10 +495,16 @@ impl Reader {
             }
             FrameCheck::Bad(bad) => {
                 let is_last = self.next_index == self.segments.len();
-                let torn = is_last
-                    && !cursor
-                        .valid_frame_after(pos, length_max)
-                        .map_err(|e| self.io_error("read", number, e))?;
+                let next_valid = cursor
+                    .valid_frame_after(pos, length_max)
+                    .map_err(|e| self.io_error("read", number, e))?;
+                let torn = is_last && next_valid.is_none();
+                if !torn && self.salvage {
+                    let resume_at = next_valid.unwrap_or(cursor.len_bytes);
+                    self.corrupt(number, pos, CorruptionKind::BadRecord(bad), resume_at - pos);
+                    cursor.pos = resume_at;
+                    return Ok(Step::Again);
+                }
                 self.end = Some(if torn {
                     ReadEnd::TornTail(TornTail {
                         position: here,
@@ -456,6 +526,8 @@ impl Reader {
 enum Step {
     Record(Record),
     SegmentDone,
+    /// Salvaging passed over something: read on from the cursor.
+    Again,
     Ended,
 }
 

@@ -97,13 +97,6 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
                 let call_id = string_field(item, "call_id", i, SHAPE, "the function_call")?;
                 string_field(item, "name", i, SHAPE, "the function_call")?;
                 string_field(item, "arguments", i, SHAPE, "the function_call")?;
-                if call_id.is_empty() {
-                    return Err(Violation::new(
-                        i,
-                        SHAPE,
-                        "the function_call's `call_id` is empty",
-                    ));
-                }
                 if let Some((first, _)) = calls.insert(call_id, (i, false)) {
                     return Err(Violation::new(
                         i,

@@ -1,0 +1,811 @@
+//! Provider formats: rendering a conversation and checking each provider's pairing rules
+//! (DESIGN.md §6; SCENARIOS.md 23–25).
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+use recover::conversation::{ConvCall, ConvResult, Conversation, Message};
+use recover::providers::{anthropic_id, anthropic_name, render, validate, Format};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+fn hash8(s: &str) -> String {
+    hex::encode(&Sha256::digest(s.as_bytes())[..4])
+}
+
+fn user(text: &str) -> Message {
+    Message::User { text: text.into() }
+}
+
+fn assistant(text: &str, calls: &[(&str, &str, &str)]) -> Message {
+    Message::Assistant {
+        text: text.into(),
+        calls: calls
+            .iter()
+            .map(|(id, name, arguments)| ConvCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: (*arguments).into(),
+            })
+            .collect(),
+    }
+}
+
+fn results(results: &[(&str, &str, &str, bool)]) -> Message {
+    Message::Results {
+        results: results
+            .iter()
+            .map(|(id, name, content, is_error)| ConvResult {
+                id: (*id).into(),
+                name: (*name).into(),
+                content: (*content).into(),
+                is_error: *is_error,
+            })
+            .collect(),
+    }
+}
+
+/// Two turns, parallel calls, an error result, invalid-JSON arguments, an id Anthropic refuses.
+fn sample() -> Conversation {
+    Conversation {
+        system: Some("You are careful.".into()),
+        messages: vec![
+            user("Read a.txt and b.txt, then write c.txt."),
+            assistant(
+                "Reading both.",
+                &[
+                    ("call.1/x", "read", r#"{"path":"a.txt"}"#),
+                    ("call_2", "read", r#"{"path":"b.txt"}"#),
+                    ("call_3", "write", r#"{"path": "c.txt", "#),
+                ],
+            ),
+            results(&[
+                ("call.1/x", "read", "alpha", false),
+                (
+                    "call_2",
+                    "read",
+                    "TOOL_OUTCOME_UNKNOWN: started, never settled",
+                    true,
+                ),
+                (
+                    "call_3",
+                    "write",
+                    "INVALID_ARGUMENTS: expected value at line 1 column 18",
+                    true,
+                ),
+            ]),
+            user("Now summarize."),
+            assistant("", &[("call_4", "summarize", "{}")]),
+            results(&[("call_4", "summarize", "a summary", false)]),
+            assistant("Done.", &[]),
+        ],
+    }
+}
+
+fn rejected(format: Format, body: &Value) -> &'static str {
+    match validate(format, body) {
+        Ok(()) => panic!("{format} accepted an invalid body: {body:#}"),
+        Err(v) => {
+            assert!(!v.message.is_empty());
+            assert!(v.to_string().contains(v.rule));
+            v.rule
+        }
+    }
+}
+
+// ---- the format names ----
+
+#[test]
+fn format_names_round_trip() {
+    let names: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
+    assert_eq!(
+        names,
+        ["openai-chat", "openai-responses", "anthropic", "gemini"]
+    );
+    for f in Format::ALL {
+        assert_eq!(f.as_str().parse::<Format>(), Ok(f));
+        assert_eq!(f.to_string(), f.as_str());
+    }
+    let err = "openai".parse::<Format>().unwrap_err();
+    assert!(err.to_string().contains("openai-chat"), "{err}");
+}
+
+// ---- (a) a realistic conversation renders and validates ----
+
+#[test]
+fn sample_renders_valid_in_every_format() {
+    let conv = sample();
+    for f in Format::ALL {
+        let body = render(&conv, f);
+        validate(f, &body).unwrap_or_else(|v| panic!("{f}: {v}\n{body:#}"));
+        assert_eq!(render(&conv, f), body, "{f}: rendering is deterministic");
+    }
+}
+
+#[test]
+fn openai_chat_sample() {
+    let body = render(&sample(), Format::OpenAiChat);
+    assert_eq!(
+        body,
+        json!({"messages": [
+            {"role": "system", "content": "You are careful."},
+            {"role": "user", "content": "Read a.txt and b.txt, then write c.txt."},
+            {"role": "assistant", "content": "Reading both.", "tool_calls": [
+                {"id": "call.1/x", "type": "function",
+                 "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}},
+                {"id": "call_2", "type": "function",
+                 "function": {"name": "read", "arguments": "{\"path\":\"b.txt\"}"}},
+                {"id": "call_3", "type": "function",
+                 "function": {"name": "write", "arguments": "{\"path\": \"c.txt\", "}},
+            ]},
+            {"role": "tool", "tool_call_id": "call.1/x", "content": "alpha"},
+            {"role": "tool", "tool_call_id": "call_2",
+             "content": "TOOL_OUTCOME_UNKNOWN: started, never settled"},
+            {"role": "tool", "tool_call_id": "call_3",
+             "content": "INVALID_ARGUMENTS: expected value at line 1 column 18"},
+            {"role": "user", "content": "Now summarize."},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_4", "type": "function",
+                 "function": {"name": "summarize", "arguments": "{}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "call_4", "content": "a summary"},
+            {"role": "assistant", "content": "Done."},
+        ]})
+    );
+}
+
+#[test]
+fn openai_responses_sample() {
+    let body = render(&sample(), Format::OpenAiResponses);
+    let input = body["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "message",
+            "message",
+            "function_call",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output",
+            "function_call_output",
+            "message",
+            "function_call",
+            "function_call_output",
+            "message",
+        ]
+    );
+    assert_eq!(input[0]["role"], "system");
+    assert_eq!(
+        input[3],
+        json!({"type": "function_call", "call_id": "call.1/x", "name": "read",
+               "arguments": "{\"path\":\"a.txt\"}"})
+    );
+    assert_eq!(
+        input[7],
+        json!({"type": "function_call_output", "call_id": "call_2",
+               "output": "TOOL_OUTCOME_UNKNOWN: started, never settled"})
+    );
+    assert_eq!(input[12]["content"], "Done.");
+}
+
+#[test]
+fn anthropic_sample() {
+    let body = render(&sample(), Format::Anthropic);
+    let mapped = format!("call_1_x_{}", hash8("call.1/x"));
+    assert_eq!(anthropic_id("call.1/x"), mapped);
+    assert_eq!(
+        body,
+        json!({
+            "system": "You are careful.",
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Read a.txt and b.txt, then write c.txt."}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Reading both."},
+                    {"type": "tool_use", "id": mapped, "name": "read",
+                     "input": {"path": "a.txt"}},
+                    {"type": "tool_use", "id": "call_2", "name": "read",
+                     "input": {"path": "b.txt"}},
+                    {"type": "tool_use", "id": "call_3", "name": "write",
+                     "input": {"_raw_arguments": "{\"path\": \"c.txt\", "}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": mapped, "content": "alpha",
+                     "is_error": false},
+                    {"type": "tool_result", "tool_use_id": "call_2",
+                     "content": "TOOL_OUTCOME_UNKNOWN: started, never settled",
+                     "is_error": true},
+                    {"type": "tool_result", "tool_use_id": "call_3",
+                     "content": "INVALID_ARGUMENTS: expected value at line 1 column 18",
+                     "is_error": true},
+                    {"type": "text", "text": "Now summarize."},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "call_4", "name": "summarize", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_4", "content": "a summary",
+                     "is_error": false}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+            ]
+        })
+    );
+}
+
+#[test]
+fn gemini_sample() {
+    let body = render(&sample(), Format::Gemini);
+    assert_eq!(
+        body["systemInstruction"],
+        json!({"parts": [{"text": "You are careful."}]})
+    );
+    let contents = body["contents"].as_array().unwrap();
+    let roles: Vec<&str> = contents
+        .iter()
+        .map(|c| c["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "model", "user", "model", "user", "model"]);
+    assert_eq!(contents[1]["parts"][0], json!({"text": "Reading both."}));
+    assert_eq!(
+        contents[1]["parts"][3],
+        json!({"functionCall": {"id": "call_3", "name": "write",
+                                "args": {"_raw_arguments": "{\"path\": \"c.txt\", "}}})
+    );
+    assert_eq!(
+        contents[2]["parts"],
+        json!([
+            {"functionResponse": {"id": "call.1/x", "name": "read",
+                                  "response": {"content": "alpha", "is_error": false}}},
+            {"functionResponse": {"id": "call_2", "name": "read",
+                                  "response": {"content": "TOOL_OUTCOME_UNKNOWN: started, never settled",
+                                               "is_error": true}}},
+            {"functionResponse": {"id": "call_3", "name": "write",
+                                  "response": {"content": "INVALID_ARGUMENTS: expected value at line 1 column 18",
+                                               "is_error": true}}},
+            {"text": "Now summarize."},
+        ])
+    );
+}
+
+// ---- id and name mapping ----
+
+#[test]
+fn anthropic_ids_and_names_map_to_the_allowed_form() {
+    assert_eq!(anthropic_id("toolu_01-AbC"), "toolu_01-AbC");
+    assert_eq!(anthropic_id(""), format!("_{}", hash8("")));
+    assert_ne!(anthropic_id("a.b"), anthropic_id("a/b"));
+    assert_ne!(anthropic_id("a.b"), anthropic_id("a_b"));
+    assert_eq!(anthropic_id("é"), format!("__{}", hash8("é")));
+
+    assert_eq!(anthropic_name("read_file"), "read_file");
+    let long_ok = "x".repeat(64);
+    assert_eq!(anthropic_name(&long_ok), long_ok);
+    let too_long = "y".repeat(65);
+    let mapped = anthropic_name(&too_long);
+    assert_eq!(mapped.len(), 64);
+    assert_eq!(mapped, format!("{}_{}", "y".repeat(55), hash8(&too_long)));
+    assert_eq!(anthropic_name(""), format!("_{}", hash8("")));
+    assert_eq!(
+        anthropic_name("mcp.server/tool"),
+        format!("mcp_server_tool_{}", hash8("mcp.server/tool"))
+    );
+}
+
+#[test]
+fn a_call_id_reused_in_a_later_message_becomes_unique_for_call_and_result() {
+    let conv = Conversation {
+        system: None,
+        messages: vec![
+            user("go"),
+            assistant("", &[("call_1", "read", "{}")]),
+            results(&[("call_1", "read", "one", false)]),
+            assistant("", &[("call_1", "read", "{}"), ("call_1_2", "read", "{}")]),
+            results(&[
+                ("call_1", "read", "two", false),
+                ("call_1_2", "read", "three", false),
+            ]),
+        ],
+    };
+    let body = render(&conv, Format::OpenAiResponses);
+    validate(Format::OpenAiResponses, &body).unwrap();
+    let ids: Vec<(&str, &str)> = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| Some((i["type"].as_str()?, i["call_id"].as_str()?)))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("function_call", "call_1"),
+            ("function_call_output", "call_1"),
+            // `call_1_2` is taken by a call of its own, so the repeat becomes `call_1_3`.
+            ("function_call", "call_1_3"),
+            ("function_call", "call_1_2"),
+            ("function_call_output", "call_1_3"),
+            ("function_call_output", "call_1_2"),
+        ]
+    );
+    for f in Format::ALL {
+        validate(f, &render(&conv, f)).unwrap_or_else(|v| panic!("{f}: {v}"));
+    }
+}
+
+#[test]
+fn empty_assistant_messages_are_dropped_and_a_history_starts_with_the_user() {
+    let conv = Conversation {
+        system: Some("   ".into()),
+        messages: vec![
+            assistant("", &[]),
+            assistant("thinking aloud", &[]),
+            assistant("", &[("c1", "ls", "")]),
+            results(&[("c1", "ls", "", true)]),
+        ],
+    };
+    for f in Format::ALL {
+        let body = render(&conv, f);
+        validate(f, &body).unwrap_or_else(|v| panic!("{f}: {v}\n{body:#}"));
+        assert!(body.get("system").is_none() && body.get("systemInstruction").is_none());
+    }
+    let chat = render(&conv, Format::OpenAiChat);
+    assert_eq!(chat["messages"].as_array().unwrap().len(), 3);
+    let anthropic = render(&conv, Format::Anthropic);
+    let messages = anthropic["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "user");
+    // The two assistant messages merge into one turn: text first, then the tool_use.
+    assert_eq!(messages[1]["content"][0]["text"], "thinking aloud");
+    assert_eq!(messages[1]["content"][1]["type"], "tool_use");
+    assert_eq!(
+        messages[1]["content"][1]["input"],
+        json!({"_raw_arguments": ""})
+    );
+    assert_eq!(messages[2]["content"][0]["is_error"], true);
+    assert!(!messages[2]["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+}
+
+// ---- (b) hand-made invalid bodies ----
+
+#[test]
+fn openai_chat_rejects_broken_pairing() {
+    let f = Format::OpenAiChat;
+    let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "read", "arguments": "{}"}});
+    let asst = |ids: &[&str]| json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|i| call(i)).collect::<Vec<_>>()});
+    let tool = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "ok"});
+    let u = json!({"role": "user", "content": "hi"});
+
+    let ok = json!({"messages": [u, asst(&["a", "b"]), tool("b"), tool("a")]});
+    validate(f, &ok).unwrap();
+
+    // missing result
+    let body = json!({"messages": [u, asst(&["a", "b"]), tool("a"), u]});
+    assert_eq!(rejected(f, &body), "openai_chat.missing_tool_result");
+    let body = json!({"messages": [u, asst(&["a"])]});
+    assert_eq!(rejected(f, &body), "openai_chat.missing_tool_result");
+    // duplicate result
+    let body = json!({"messages": [u, asst(&["a"]), tool("a"), tool("a")]});
+    assert_eq!(rejected(f, &body), "openai_chat.duplicate_tool_call_id");
+    // duplicate call id in one message
+    let body = json!({"messages": [u, asst(&["a", "a"]), tool("a")]});
+    assert_eq!(rejected(f, &body), "openai_chat.duplicate_tool_call_id");
+    // result for an unknown id
+    let body = json!({"messages": [u, asst(&["a"]), tool("a"), tool("z")]});
+    assert_eq!(rejected(f, &body), "openai_chat.stray_tool_message");
+    // a tool message with no assistant before it
+    let body = json!({"messages": [u, tool("a")]});
+    assert_eq!(rejected(f, &body), "openai_chat.stray_tool_message");
+    // results out of adjacency: a user message in between
+    let body = json!({"messages": [u, asst(&["a"]), u, tool("a")]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("openai_chat.missing_tool_result", 1));
+    // an assistant message with neither content nor tool calls
+    let body = json!({"messages": [u, {"role": "assistant", "content": ""}]});
+    assert_eq!(rejected(f, &body), "openai_chat.assistant_content");
+    let body = json!({"messages": [u, {"role": "assistant"}]});
+    assert_eq!(rejected(f, &body), "openai_chat.assistant_content");
+    // shape
+    assert_eq!(rejected(f, &json!({"input": []})), "openai_chat.shape");
+    let body = json!({"messages": [u, {"role": "assistant", "content": "x", "tool_calls": []}]});
+    assert_eq!(rejected(f, &body), "openai_chat.shape");
+}
+
+#[test]
+fn openai_responses_rejects_broken_pairing() {
+    let f = Format::OpenAiResponses;
+    let call = |id: &str| json!({"type": "function_call", "call_id": id, "name": "read", "arguments": "{}"});
+    let out = |id: &str| json!({"type": "function_call_output", "call_id": id, "output": "ok"});
+    let u = json!({"type": "message", "role": "user", "content": "hi"});
+
+    let ok = json!({"input": [u, call("a"), call("b"), out("b"), out("a"), u]});
+    validate(f, &ok).unwrap();
+    // An easy input message may leave out its type.
+    validate(f, &json!({"input": [{"role": "user", "content": "hi"}]})).unwrap();
+
+    // missing result
+    let body = json!({"input": [u, call("a"), call("b"), out("a")]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("openai_responses.missing_output", 2));
+    // duplicate result
+    let body = json!({"input": [u, call("a"), out("a"), out("a")]});
+    assert_eq!(rejected(f, &body), "openai_responses.duplicate_output");
+    // result for an unknown id
+    let body = json!({"input": [u, call("a"), out("a"), out("z")]});
+    assert_eq!(rejected(f, &body), "openai_responses.orphan_output");
+    // out of order: the output before its call
+    let body = json!({"input": [u, out("a"), call("a")]});
+    assert_eq!(rejected(f, &body), "openai_responses.orphan_output");
+    // duplicate call ids, also across turns
+    let body = json!({"input": [u, call("a"), out("a"), u, call("a"), out("a")]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("openai_responses.duplicate_id", 4));
+    // duplicate item ids
+    let body = json!({"input": [
+        {"type": "message", "role": "user", "content": "hi", "id": "msg_1"},
+        {"type": "message", "role": "user", "content": "again", "id": "msg_1"},
+    ]});
+    assert_eq!(rejected(f, &body), "openai_responses.duplicate_id");
+    // §6 asks only "after it" of Responses, not adjacency: a message in between is accepted.
+    let body = json!({"input": [u, call("a"), u, out("a")]});
+    validate(f, &body).unwrap();
+    // shape
+    let body = json!({"input": [{"type": "function_call", "call_id": "a", "name": "x"}]});
+    assert_eq!(rejected(f, &body), "openai_responses.shape");
+}
+
+#[test]
+fn anthropic_rejects_broken_pairing() {
+    let f = Format::Anthropic;
+    let u = json!({"role": "user", "content": "hi"});
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let tool_use = |id: &str| json!({"type": "tool_use", "id": id, "name": "read", "input": {}});
+    let result = |id: &str| json!({"type": "tool_result", "tool_use_id": id, "content": "ok"});
+    let asst = |blocks: Vec<Value>| json!({"role": "assistant", "content": blocks});
+    let usr = |blocks: Vec<Value>| json!({"role": "user", "content": blocks});
+
+    let ok = json!({"messages": [
+        u,
+        asst(vec![text("reading"), tool_use("a"), tool_use("b")]),
+        usr(vec![result("b"), result("a"), text("and then?")]),
+        asst(vec![]),
+    ]});
+    validate(f, &ok).unwrap();
+
+    // missing result
+    let body =
+        json!({"messages": [u, asst(vec![tool_use("a"), tool_use("b")]), usr(vec![result("a")])]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("anthropic.missing_tool_result", 1));
+    let body = json!({"messages": [u, asst(vec![tool_use("a")])]});
+    assert_eq!(rejected(f, &body), "anthropic.missing_tool_result");
+    // duplicate result
+    let body =
+        json!({"messages": [u, asst(vec![tool_use("a")]), usr(vec![result("a"), result("a")])]});
+    assert_eq!(rejected(f, &body), "anthropic.duplicate_tool_result");
+    // two tool_use blocks with one id
+    let body =
+        json!({"messages": [u, asst(vec![tool_use("a"), tool_use("a")]), usr(vec![result("a")])]});
+    assert_eq!(rejected(f, &body), "anthropic.duplicate_tool_use_id");
+    // result for an unknown id
+    let body =
+        json!({"messages": [u, asst(vec![tool_use("a")]), usr(vec![result("a"), result("z")])]});
+    assert_eq!(rejected(f, &body), "anthropic.unknown_tool_result");
+    let body = json!({"messages": [usr(vec![result("a")])]});
+    assert_eq!(rejected(f, &body), "anthropic.unknown_tool_result");
+    // results out of adjacency: a user message in between
+    let body = json!({"messages": [
+        u, asst(vec![tool_use("a")]), usr(vec![text("wait")]), asst(vec![text("ok")]),
+        usr(vec![result("a")]),
+    ]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("anthropic.missing_tool_result", 1));
+    // tool_result not first
+    let body =
+        json!({"messages": [u, asst(vec![tool_use("a")]), usr(vec![text("here:"), result("a")])]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("anthropic.tool_result_not_first", 2));
+    // an error result with empty content
+    for content in [json!(""), json!("  "), json!([]), json!(null)] {
+        let mut r = json!({"type": "tool_result", "tool_use_id": "a", "is_error": true});
+        if !content.is_null() {
+            r["content"] = content;
+        }
+        let body = json!({"messages": [u, asst(vec![tool_use("a")]), usr(vec![r])]});
+        assert_eq!(rejected(f, &body), "anthropic.empty_error_result");
+    }
+    // empty content and empty text
+    let body = json!({"messages": [u, asst(vec![]), usr(vec![text("x")])]});
+    assert_eq!(rejected(f, &body), "anthropic.empty_content");
+    let body = json!({"messages": [{"role": "user", "content": ""}]});
+    assert_eq!(rejected(f, &body), "anthropic.empty_content");
+    let body = json!({"messages": [usr(vec![text(" ")])]});
+    assert_eq!(rejected(f, &body), "anthropic.empty_text");
+    validate(
+        f,
+        &json!({"messages": [u, {"role": "assistant", "content": ""}]}),
+    )
+    .unwrap();
+    // ids and names
+    let body =
+        json!({"messages": [u, asst(vec![tool_use("call.1")]), usr(vec![result("call.1")])]});
+    assert_eq!(rejected(f, &body), "anthropic.bad_id");
+    let long = json!({"type": "tool_use", "id": "a", "name": "n".repeat(65), "input": {}});
+    let body = json!({"messages": [u, asst(vec![long]), usr(vec![result("a")])]});
+    assert_eq!(rejected(f, &body), "anthropic.bad_name");
+    // roles
+    let body = json!({"messages": [asst(vec![text("hello")])]});
+    assert_eq!(rejected(f, &body), "anthropic.first_not_user");
+    let body = json!({"messages": [u, u]});
+    assert_eq!(rejected(f, &body), "anthropic.roles_alternate");
+    // shape
+    let body = json!({"messages": [u, asst(vec![json!({"type": "tool_use", "id": "a", "name": "read", "input": "x"})]), usr(vec![result("a")])]});
+    assert_eq!(rejected(f, &body), "anthropic.shape");
+}
+
+#[test]
+fn gemini_rejects_broken_pairing() {
+    let f = Format::Gemini;
+    let u = json!({"role": "user", "parts": [{"text": "hi"}]});
+    let call = |name: &str| json!({"functionCall": {"name": name, "args": {}}});
+    let resp =
+        |name: &str| json!({"functionResponse": {"name": name, "response": {"content": "ok"}}});
+    let model = |parts: Vec<Value>| json!({"role": "model", "parts": parts});
+    let usr = |parts: Vec<Value>| json!({"role": "user", "parts": parts});
+
+    let ok = json!({"contents": [
+        u, model(vec![call("read"), call("ls")]), usr(vec![resp("read"), resp("ls")]),
+        model(vec![call("ls")]), usr(vec![resp("ls"), json!({"text": "and?"})]),
+        model(vec![json!({"text": "done"})]),
+    ]});
+    validate(f, &ok).unwrap();
+
+    // missing result (count mismatch)
+    let body =
+        json!({"contents": [u, model(vec![call("read"), call("ls")]), usr(vec![resp("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.response_count");
+    let body = json!({"contents": [u, model(vec![call("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.missing_response_turn");
+    // duplicate result
+    let body =
+        json!({"contents": [u, model(vec![call("read")]), usr(vec![resp("read"), resp("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.response_count");
+    // result for another call
+    let body = json!({"contents": [u, model(vec![call("read")]), usr(vec![resp("write")])]});
+    assert_eq!(rejected(f, &body), "gemini.response_name_mismatch");
+    let body = json!({"contents": [u, model(vec![call("read"), call("ls")]), usr(vec![resp("ls"), resp("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.response_name_mismatch");
+    // result for an unknown id
+    let with_id =
+        |key: &str, id: &str| json!({key: {"id": id, "name": "read", "args": {}, "response": {}}});
+    let body = json!({"contents": [u, model(vec![with_id("functionCall", "a")]), usr(vec![with_id("functionResponse", "z")])]});
+    assert_eq!(rejected(f, &body), "gemini.response_id_mismatch");
+    // results out of adjacency: a user turn in between
+    let body = json!({"contents": [u, model(vec![call("read")]), u, usr(vec![resp("read")])]});
+    let v = validate(f, &body).unwrap_err();
+    assert_eq!((v.rule, v.index), ("gemini.response_count", 1));
+    // a response turn after no call
+    let body =
+        json!({"contents": [u, model(vec![json!({"text": "hm"})]), usr(vec![resp("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.stray_function_response");
+    // a call turn right after a model turn, or first
+    let body = json!({"contents": [u, model(vec![json!({"text": "hm"})]), model(vec![call("read")]), usr(vec![resp("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.call_turn_position");
+    let body = json!({"contents": [model(vec![call("read")]), usr(vec![resp("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.call_turn_position");
+    // shape
+    let body = json!({"contents": [{"role": "user", "parts": []}]});
+    assert_eq!(rejected(f, &body), "gemini.shape");
+    let body = json!({"contents": [usr(vec![call("read")])]});
+    assert_eq!(rejected(f, &body), "gemini.shape");
+}
+
+// ---- (c) random conversations ----
+
+fn id_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        // A small pool, so that ids repeat across (and now and then within) messages.
+        "call_[0-3]",
+        "call_[0-3]_[2-3]",
+        "[a-zA-Z0-9_.:/| -]{0,10}",
+        "\\PC{0,6}",
+        Just(String::new()),
+    ]
+}
+
+fn name_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z_]{1,10}",
+        "[a-zA-Z0-9.:/ -]{0,12}",
+        "\\PC{0,8}",
+        "[a-z]{60,80}",
+        Just(String::new()),
+    ]
+}
+
+fn text_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![Just(String::new()), Just(" \n".to_string()), "\\PC{0,20}",]
+}
+
+fn arguments_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("{}".to_string()),
+        Just(r#"{"path":"a.txt","n":[1,2]}"#.to_string()),
+        Just("[1,2]".to_string()),
+        Just("null".to_string()),
+        Just(String::new()),
+        Just("{not json".to_string()),
+        "\\PC{0,10}",
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    User(String),
+    Assistant(String, Vec<(ConvCall, String, bool)>),
+}
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    let call = (
+        id_strategy(),
+        name_strategy(),
+        arguments_strategy(),
+        text_strategy(),
+        any::<bool>(),
+    )
+        .prop_map(|(id, name, arguments, content, is_error)| {
+            (
+                ConvCall {
+                    id,
+                    name,
+                    arguments,
+                },
+                content,
+                is_error,
+            )
+        });
+    prop_oneof![
+        text_strategy().prop_map(Step::User),
+        (text_strategy(), prop::collection::vec(call, 0..=4))
+            .prop_map(|(text, calls)| Step::Assistant(text, calls)),
+    ]
+}
+
+fn conversation_strategy() -> impl Strategy<Value = Conversation> {
+    (
+        prop::option::of(text_strategy()),
+        prop::collection::vec(step_strategy(), 0..10),
+    )
+        .prop_map(|(system, steps)| {
+            let mut messages = Vec::new();
+            for step in steps {
+                match step {
+                    Step::User(text) => messages.push(Message::User { text }),
+                    Step::Assistant(text, calls) => {
+                        let results: Vec<ConvResult> = calls
+                            .iter()
+                            .map(|(c, content, is_error)| ConvResult {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                content: content.clone(),
+                                is_error: *is_error,
+                            })
+                            .collect();
+                        let has_calls = !calls.is_empty();
+                        messages.push(Message::Assistant {
+                            text,
+                            calls: calls.into_iter().map(|(c, _, _)| c).collect(),
+                        });
+                        if has_calls {
+                            messages.push(Message::Results { results });
+                        }
+                    }
+                }
+            }
+            Conversation { system, messages }
+        })
+}
+
+/// The rendered (call ids, call names) and result ids, in document order.
+fn rendered_ids(format: Format, body: &Value) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let s = |v: &Value| v.as_str().unwrap().to_string();
+    let (mut calls, mut names, mut results) = (Vec::new(), Vec::new(), Vec::new());
+    match format {
+        Format::OpenAiChat => {
+            for m in body["messages"].as_array().unwrap() {
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    calls.push(s(&c["id"]));
+                    names.push(s(&c["function"]["name"]));
+                }
+                if m["role"] == "tool" {
+                    results.push(s(&m["tool_call_id"]));
+                }
+            }
+        }
+        Format::OpenAiResponses => {
+            for i in body["input"].as_array().unwrap() {
+                match i["type"].as_str().unwrap() {
+                    "function_call" => {
+                        calls.push(s(&i["call_id"]));
+                        names.push(s(&i["name"]));
+                    }
+                    "function_call_output" => results.push(s(&i["call_id"])),
+                    _ => {}
+                }
+            }
+        }
+        Format::Anthropic => {
+            for m in body["messages"].as_array().unwrap() {
+                for b in m["content"].as_array().unwrap() {
+                    match b["type"].as_str().unwrap() {
+                        "tool_use" => {
+                            calls.push(s(&b["id"]));
+                            names.push(s(&b["name"]));
+                        }
+                        "tool_result" => results.push(s(&b["tool_use_id"])),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Format::Gemini => {
+            for c in body["contents"].as_array().unwrap() {
+                for p in c["parts"].as_array().unwrap() {
+                    if let Some(call) = p.get("functionCall") {
+                        calls.push(s(&call["id"]));
+                        names.push(s(&call["name"]));
+                    }
+                    if let Some(r) = p.get("functionResponse") {
+                        results.push(s(&r["id"]));
+                    }
+                }
+            }
+        }
+    }
+    (calls, names, results)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn random_conversations_render_valid_with_consistent_ids(conv in conversation_strategy()) {
+        let originals: Vec<&ConvCall> = conv
+            .messages
+            .iter()
+            .flat_map(|m| match m {
+                Message::Assistant { calls, .. } => calls.iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        for f in Format::ALL {
+            let body = render(&conv, f);
+            if let Err(v) = validate(f, &body) {
+                return Err(TestCaseError::fail(format!("{f}: {v}\n{body:#}")));
+            }
+            prop_assert_eq!(&render(&conv, f), &body, "{} is deterministic", f);
+
+            let (calls, names, results) = rendered_ids(f, &body);
+            // No call lost, each answered once, in order, by its call's id.
+            prop_assert_eq!(calls.len(), originals.len(), "{}", f);
+            prop_assert_eq!(&results, &calls, "{}: result ids equal their calls' ids", f);
+            // Distinct calls keep distinct ids (repeats made unique, mapping injective).
+            let distinct: HashSet<&String> = calls.iter().collect();
+            prop_assert_eq!(distinct.len(), calls.len(), "{}: ids stay distinct: {:?}", f, calls);
+            // The first call with an id keeps it (mapped alike for call and result for Anthropic).
+            let mut seen = HashSet::new();
+            for ((orig, id), name) in originals.iter().zip(&calls).zip(&names) {
+                let (want_id, want_name) = match f {
+                    Format::Anthropic => (anthropic_id(&orig.id), anthropic_name(&orig.name)),
+                    _ => (orig.id.clone(), orig.name.clone()),
+                };
+                if seen.insert(orig.id.as_str()) {
+                    prop_assert_eq!(id, &want_id, "{}", f);
+                }
+                prop_assert_eq!(name, &want_name, "{}", f);
+            }
+        }
+    }
+}
