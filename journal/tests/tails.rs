@@ -298,3 +298,39 @@ fn oversized_records_are_refused_on_write_and_on_read() {
         "{end:?}"
     );
 }
+
+#[test]
+fn a_salvaging_reader_passes_over_a_bad_record_and_says_so() {
+    let (storage, written) = journal_of(&[10, 20, 30, 40]);
+    let (records, _) = read_all(&storage, small_limits(1 << 20));
+    let second = records[1].clone();
+    let (name, mut bytes) = last_segment(&storage);
+    bytes[second.position.offset as usize + 18] ^= 0x08;
+    storage.put_file(&name, bytes.clone());
+    let mut reader =
+        journal::Reader::open_salvaging(Arc::new(storage.clone()), small_limits(1 << 20).limits)
+            .unwrap();
+    let got: Vec<journal::Record> = reader.by_ref().map(|r| r.unwrap()).collect();
+    let mut expected = written.clone();
+    expected.remove(1);
+    assert_eq!(payloads(&got), expected, "every record but the damaged one");
+    assert_eq!(got.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 3, 4]);
+    let skipped = reader.skipped();
+    assert_eq!(
+        skipped.len(),
+        2,
+        "the bad bytes, and the seq gap they leave: {skipped:?}"
+    );
+    assert_eq!(skipped[0].position, second.position);
+    assert_eq!(skipped[0].bytes, second.frame_bytes);
+    assert!(skipped[0].what.contains("checksum"), "{}", skipped[0].what);
+    assert!(
+        skipped[1].what.contains("expected seq 2, found 3"),
+        "{}",
+        skipped[1].what
+    );
+    assert_eq!(reader.end(), Some(&ReadEnd::Clean));
+    // A plain reader still calls it what it is.
+    let (_, end) = read_all(&storage, small_limits(1 << 20));
+    assert!(matches!(end, ReadEnd::Corrupt(_)));
+}

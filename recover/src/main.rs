@@ -36,6 +36,10 @@ enum Command {
         /// Read only: append nothing, cut nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Read a corrupt journal anyway, passing over the damage and listing what was skipped
+        /// and which calls it affected. Never writes.
+        #[arg(long)]
+        salvage: bool,
     },
     /// The conversation as a provider's request-body fragment: every assistant message followed
     /// by exactly one result per call. Appends the `recovery` event unless --dry-run.
@@ -49,6 +53,9 @@ enum Command {
         out: Option<PathBuf>,
         #[arg(long)]
         dry_run: bool,
+        /// As for classify; never writes.
+        #[arg(long)]
+        salvage: bool,
     },
     /// Every call: tool, arguments, decision, state, classification, side effects, timings.
     Audit {
@@ -128,17 +135,31 @@ fn note_recovery(dir: &Path, r: &recover::session::Recovered) {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Verify { dir } => verify(&dir),
-        Command::Classify { dir, json, dry_run } => {
-            let r = recover(&dir, !dry_run)?;
+        Command::Classify {
+            dir,
+            json,
+            dry_run,
+            salvage,
+        } => {
+            let r = if salvage {
+                recover::session::salvage(&dir)?
+            } else {
+                recover(&dir, !dry_run)?
+            };
             note_recovery(&dir, &r);
             let name = dir.display().to_string();
             if json {
-                print(&format!(
-                    "{}\n",
-                    recover::report::classify_json(&name, &r.analysis)
-                ))
+                let mut v = recover::report::classify_json(&name, &r.analysis);
+                if let Some(s) = &r.salvage {
+                    v["salvage"] = recover::report::salvage_json(s);
+                }
+                print(&format!("{v}\n"))
             } else {
-                print(&recover::report::classify_text(&name, &r.analysis))
+                let mut text = recover::report::classify_text(&name, &r.analysis);
+                if let Some(s) = &r.salvage {
+                    text.push_str(&recover::report::salvage_text(s));
+                }
+                print(&text)
             }
         }
         Command::Rebuild {
@@ -146,8 +167,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             format,
             out,
             dry_run,
+            salvage,
         } => {
-            let r = recover(&dir, !dry_run)?;
+            let r = if salvage {
+                recover::session::salvage(&dir)?
+            } else {
+                recover(&dir, !dry_run)?
+            };
+            if let Some(s) = &r.salvage {
+                eprint!("{}", recover::report::salvage_text(s));
+            }
             note_recovery(&dir, &r);
             if r.analysis.live {
                 return Err(Failure::Failed(format!(

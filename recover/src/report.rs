@@ -23,6 +23,50 @@ fn classification(c: &CallReport) -> Value {
     }
 }
 
+/// What `--salvage` skipped, as JSON.
+pub fn salvage_json(s: &crate::session::Salvage) -> Value {
+    json!({
+        "skipped": s.skipped.iter().map(|k| json!({
+            "segment": k.position.segment,
+            "offset": k.position.offset,
+            "bytes": k.bytes,
+            "what": k.what,
+        })).collect::<Vec<_>>(),
+        "skipped_events": s.skipped_events.iter().map(|(seq, p, what)| json!({
+            "seq": seq, "segment": p.segment, "offset": p.offset, "what": what,
+        })).collect::<Vec<_>>(),
+        "affected_calls": s.affected_calls.iter().map(|c| json!({
+            "call_id": c.call_id, "turn": c.turn, "step": c.step,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What `--salvage` skipped, for people.
+pub fn salvage_text(s: &crate::session::Salvage) -> String {
+    let mut out = String::from(
+        "SALVAGED: this journal is corrupt; these parts were passed over (nothing was written):\n",
+    );
+    for k in &s.skipped {
+        out.push_str(&format!(
+            "  skipped {} bytes at {}: {}\n",
+            k.bytes, k.position, k.what
+        ));
+    }
+    for (seq, p, what) in &s.skipped_events {
+        out.push_str(&format!("  skipped record seq {seq} at {p}: {what}\n"));
+    }
+    let calls: Vec<String> = s.affected_calls.iter().map(|c| c.to_string()).collect();
+    out.push_str(&format!(
+        "  calls affected: {}\n",
+        if calls.is_empty() {
+            "none".to_owned()
+        } else {
+            calls.join(", ")
+        }
+    ));
+    out
+}
+
 /// `classify --json`.
 pub fn classify_json(journal: &str, a: &Analysis) -> Value {
     json!({

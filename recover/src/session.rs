@@ -6,7 +6,7 @@
 
 use crate::classify::{analyze, Analysis};
 use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storage};
-use runtime::event::{Event, Record};
+use runtime::event::{CallRef, Event, Record};
 use runtime::eventlog::{Clock, SystemClock};
 use runtime::replay::{replay_storage, ReplayError};
 use std::path::Path;
@@ -23,10 +23,24 @@ pub enum RecoverError {
     Corrupt(String),
 }
 
+/// What `--salvage` passed over to read a corrupt journal.
+#[derive(Debug, Default)]
+pub struct Salvage {
+    /// Byte ranges the reader skipped.
+    pub skipped: Vec<journal::Skipped>,
+    /// Records that were intact but did not fit the session (their neighbours were lost).
+    pub skipped_events: Vec<(u64, journal::Position, String)>,
+    /// Calls whose story is incomplete because of what was skipped: calls named by a skipped
+    /// event, and every call left unfinished.
+    pub affected_calls: Vec<CallRef>,
+}
+
 /// What a recovery found and did.
 #[derive(Debug)]
 pub struct Recovered {
     pub analysis: Analysis,
+    /// Present when the journal was read with `--salvage`.
+    pub salvage: Option<Salvage>,
     /// A `recovery` event was appended by this run.
     pub appended: bool,
     /// Torn bytes were copied here before the tail was cut.
@@ -43,6 +57,51 @@ pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
     let storage = FsStorage::open(dir)
         .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
     recover_storage(Arc::new(storage), write)
+}
+
+/// Reads what can be read of a corrupt journal, passing over the damage and saying exactly what
+/// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
+/// recovery appended behind it would hide that.
+pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
+    let storage: Arc<dyn Storage> = Arc::new(
+        FsStorage::open(dir)
+            .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?,
+    );
+    let live = matches!(storage.try_lock(), Ok(None));
+    let mut reader =
+        journal::Reader::open_salvaging(storage, Limits::default()).map_err(|e| failed(dir, e))?;
+    let mut replayer = runtime::replay::Replayer::new();
+    let mut salvage = Salvage::default();
+    for record in reader.by_ref() {
+        let record = record.map_err(|e| failed(dir, e))?;
+        if let Err(e) = replayer.apply(&record) {
+            if let Ok(Record { event, .. }) = record.decode::<Record>() {
+                if let Some(call) = event.call() {
+                    salvage.affected_calls.push(call.clone());
+                }
+            }
+            salvage
+                .skipped_events
+                .push((record.seq, record.position, e.to_string()));
+        }
+    }
+    salvage.skipped = reader.skipped().to_vec();
+    let end = reader
+        .end()
+        .cloned()
+        .expect("a salvaging reader ends without corruption");
+    let analysis = analyze(replayer.finish(), &end, 0, live);
+    for c in &analysis.calls {
+        if c.recovered && !salvage.affected_calls.contains(&c.call) {
+            salvage.affected_calls.push(c.call.clone());
+        }
+    }
+    Ok(Recovered {
+        analysis,
+        salvage: Some(salvage),
+        appended: false,
+        quarantine_file: None,
+    })
 }
 
 /// [`recover`] on any storage (the simulation included).
@@ -134,6 +193,7 @@ pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recover
     }
     Ok(Recovered {
         analysis,
+        salvage: None,
         appended,
         quarantine_file,
     })

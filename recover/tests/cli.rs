@@ -423,3 +423,96 @@ fn bad_usage_and_missing_directories_exit_1() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("/nonexistent/recover-test"));
 }
+
+#[test]
+fn salvage_reads_past_corruption_lists_what_it_skipped_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1", "c2"]);
+    b.approve("c1");
+    b.approve("c2");
+    b.done();
+    let mut bytes = segment_bytes(dir.path());
+    // Damage the `parsed` record of c1 (records: open, turn, step, response, received x2, parsed c1 …).
+    let header = journal::segment::HEADER_BYTES;
+    let mut offsets = vec![header];
+    while *offsets.last().unwrap() < bytes.len() {
+        let at = *offsets.last().unwrap();
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize + 8;
+        offsets.push(at + len);
+    }
+    let parsed_c1 = offsets[6];
+    bytes[parsed_c1 + 20] ^= 0x01;
+    std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
+
+    let v = classify_json(dir.path(), &["--salvage"]);
+    let skipped = v["salvage"]["skipped"].as_array().unwrap();
+    assert_eq!(skipped[0]["offset"], parsed_c1 as u64);
+    assert!(skipped[0]["what"].as_str().unwrap().contains("checksum"));
+    // c1's `approved` no longer follows anything it can: that record is listed too.
+    let events = v["salvage"]["skipped_events"].as_array().unwrap();
+    assert!(!events.is_empty());
+    let affected: Vec<&str> = v["salvage"]["affected_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["call_id"].as_str().unwrap())
+        .collect();
+    assert!(affected.contains(&"c1"), "{affected:?}");
+    assert_eq!(by_id(&v, "c2")["classification"], "TOOL_NOT_STARTED");
+    for format in ["openai-chat", "anthropic"] {
+        let out = recover(&[
+            "rebuild",
+            dir.path().to_str().unwrap(),
+            "--format",
+            format,
+            "--salvage",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("SALVAGED"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(segment_bytes(dir.path()), bytes, "salvage never writes");
+}
+
+#[test]
+fn rebuild_gives_every_format_one_result_per_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["c1", "c.2", "c3"]);
+    for id in ["c1", "c.2", "c3"] {
+        b.approve(id);
+    }
+    b.start("c1");
+    b.settle("c1", true);
+    b.start("c.2");
+    b.done();
+    for format in ["openai-chat", "openai-responses", "anthropic", "gemini"] {
+        let out = recover(&["rebuild", dir.path().to_str().unwrap(), "--format", format]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{format}: {}",
+            text(&out.stderr)
+        );
+        let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let f: recover::providers::Format = format.parse().unwrap();
+        recover::providers::validate(f, &body).unwrap();
+        let s = body.to_string();
+        assert_eq!(
+            s.matches("TOOL_OUTCOME_UNKNOWN").count(),
+            1,
+            "{format}: {s}"
+        );
+        assert_eq!(s.matches("TOOL_NOT_STARTED").count(), 1, "{format}: {s}");
+        assert!(
+            s.contains("marked"),
+            "{format}: the settled call keeps its real result"
+        );
+    }
+    let out = recover(&["rebuild", dir.path().to_str().unwrap(), "--format", "cobol"]);
+    assert_eq!(out.status.code(), Some(1));
+}
