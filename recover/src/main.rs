@@ -116,6 +116,26 @@ fn verify(dir: &Path) -> Result<(), Failure> {
     }
 }
 
+/// Recovery with a progress bar on stderr when it is a terminal (long journals take a while).
+fn recover_with_bar(dir: &Path, write: bool) -> Result<recover::session::Recovered, RecoverError> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return recover(dir, write);
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "reading {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    let result = recover::session::recover_reporting(dir, write, &|done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    result
+}
+
 /// What this run changed, on stderr: stdout is the same on every run (I5).
 fn note_recovery(dir: &Path, r: &recover::session::Recovered) {
     if let Some(q) = &r.quarantine_file {
@@ -144,7 +164,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let r = if salvage {
                 recover::session::salvage(&dir)?
             } else {
-                recover(&dir, !dry_run)?
+                recover_with_bar(&dir, !dry_run)?
             };
             note_recovery(&dir, &r);
             let name = dir.display().to_string();
@@ -172,7 +192,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let r = if salvage {
                 recover::session::salvage(&dir)?
             } else {
-                recover(&dir, !dry_run)?
+                recover_with_bar(&dir, !dry_run)?
             };
             if let Some(s) = &r.salvage {
                 eprint!("{}", recover::report::salvage_text(s));
@@ -203,7 +223,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
         }
         Command::Audit { dir, json } => {
-            let r = recover(&dir, false)?;
+            let r = recover_with_bar(&dir, false)?;
             let name = dir.display().to_string();
             if json {
                 print(&format!(

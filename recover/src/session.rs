@@ -8,7 +8,7 @@ use crate::classify::{analyze, Analysis};
 use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storage};
 use runtime::event::{CallRef, Event, Record};
 use runtime::eventlog::{Clock, SystemClock};
-use runtime::replay::{replay_storage, ReplayError};
+use runtime::replay::ReplayError;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -54,9 +54,62 @@ fn failed(dir: &Path, what: impl std::fmt::Display) -> RecoverError {
 /// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
 /// live or already balanced); without, only reads. Never runs a tool.
 pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
+    recover_reporting(dir, write, &|_, _| {})
+}
+
+/// [`recover`], telling `progress` (bytes read, bytes in all) as it reads: for people watching
+/// a long journal.
+pub fn recover_reporting(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Recovered, RecoverError> {
     let storage = FsStorage::open(dir)
         .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
-    recover_storage(Arc::new(storage), write)
+    recover_storage_reporting(Arc::new(storage), write, progress)
+}
+
+/// Replays a journal, reporting bytes read (segments laid end to end) after each record.
+fn replay_with_progress(
+    storage: Arc<dyn Storage>,
+    progress: &dyn Fn(u64, u64),
+) -> Result<(runtime::replay::SessionReplay, ReadEnd), ReplayError> {
+    let mut sizes = std::collections::BTreeMap::new();
+    for name in storage.list().map_err(|e| {
+        ReplayError::Journal(JournalError::Io {
+            location: storage.location(),
+            op: "list",
+            file: ".".into(),
+            source: e,
+        })
+    })? {
+        if let Some(number) = journal::segment::parse_file_name(&name) {
+            let len = storage
+                .open_read(&name)
+                .and_then(|f| f.len_bytes())
+                .unwrap_or(0);
+            sizes.insert(number, len);
+        }
+    }
+    let total: u64 = sizes.values().sum();
+    let before = |segment: u64| sizes.range(..segment).map(|(_, l)| l).sum::<u64>();
+    let mut reader = journal::Reader::open(storage, Limits::default())?;
+    let mut replayer = runtime::replay::Replayer::new();
+    let mut last_report = 0;
+    for record in reader.by_ref() {
+        let record = record?;
+        replayer.apply(&record)?;
+        let done = before(record.position.segment) + record.position.offset + record.frame_bytes;
+        if done - last_report >= 1 << 20 || done == total {
+            progress(done, total);
+            last_report = done;
+        }
+    }
+    let end = reader
+        .end()
+        .cloned()
+        .expect("the reader finished without an I/O error");
+    Ok((replayer.finish(), end))
 }
 
 /// Reads what can be read of a corrupt journal, passing over the damage and saying exactly what
@@ -106,6 +159,14 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
 
 /// [`recover`] on any storage (the simulation included).
 pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recovered, RecoverError> {
+    recover_storage_reporting(storage, write, &|_, _| {})
+}
+
+fn recover_storage_reporting(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Recovered, RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
     let has_segments = storage
@@ -158,7 +219,7 @@ pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recover
             Err(e) => return Err(failed(dir, e)),
         }
     }
-    let (replay, end) = replay_storage(storage, Limits::default()).map_err(|e| match e {
+    let (replay, end) = replay_with_progress(storage, progress).map_err(|e| match e {
         ReplayError::Journal(e) => failed(dir, e),
         other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
     })?;
