@@ -69,12 +69,56 @@ pub fn run() -> Result<(), CliError> {
         false,
     )?;
 
-    outln!("\nWhat happened is all in the journal. Try:")?;
+    let crashed = dir.join("crashed-journal");
+    crash_copy(&journal_dir, &crashed)?;
+    outln!(
+        "\nWhat happened is all in the journal. Try (after `cargo build --release --workspace`,"
+    )?;
+    outln!("with target/release on your PATH):")?;
     outln!("  tooljournal journal verify {}", journal_dir.display())?;
     outln!(
         "  tooljournal journal dump {} --json",
         journal_dir.display()
     )?;
-    outln!("  tooljournal resume --journal {}", journal_dir.display())?;
+    outln!("  recover audit {}", journal_dir.display())?;
+    outln!(
+        "\n{} is that journal as a crash would have left it: the power went out while\n\
+         `sleep 30` ran (d11), with d12 queued behind it, halfway through a write. Try:",
+        crashed.display()
+    )?;
+    outln!("  recover classify {}", crashed.display())?;
+    outln!("  recover rebuild {} --format anthropic", crashed.display())?;
+    outln!("  recover audit {}", crashed.display())?;
     Ok(())
+}
+
+/// Copies the demo's journal as a crash would have left it: everything up to and including
+/// d11's `started`, then the first bytes of the next record (a torn tail).
+fn crash_copy(journal_dir: &std::path::Path, crashed: &std::path::Path) -> Result<(), CliError> {
+    use runtime::event::{Event, Record};
+    let storage: std::sync::Arc<dyn journal::Storage> = std::sync::Arc::new(
+        journal::FsStorage::open(journal_dir)
+            .map_err(|e| failed("cannot reopen the demo journal", e))?,
+    );
+    let mut cut = None;
+    for record in journal::Reader::open(storage, journal::Limits::default())? {
+        let record = record?;
+        if let Ok(Record {
+            event: Event::Started { call, .. },
+            ..
+        }) = record.decode::<Record>()
+        {
+            if call.call_id == "d11" {
+                cut = Some(record.position.offset + record.frame_bytes);
+            }
+        }
+    }
+    let cut = cut.ok_or_else(|| CliError::Failed("the demo journal has no start of d11".into()))?;
+    let name = journal::segment::file_name(0);
+    let bytes = std::fs::read(journal_dir.join(&name))
+        .map_err(|e| failed("cannot read the demo journal", e))?;
+    let torn_end = (cut as usize + 9).min(bytes.len());
+    std::fs::create_dir_all(crashed).map_err(|e| failed("cannot create the crashed copy", e))?;
+    std::fs::write(crashed.join(&name), &bytes[..torn_end])
+        .map_err(|e| failed("cannot write the crashed copy", e))
 }

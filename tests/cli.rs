@@ -192,6 +192,25 @@ fn demo_runs_every_feature_and_leaves_a_clean_journal_behind() {
     let grep = replay.calls().find(|c| c.tool == "grep").unwrap();
     let seen = &grep.committed.as_ref().unwrap().content;
     assert!(seen.contains("bytes omitted"), "{seen}");
+    // The crashed copy it leaves recovers truthfully: d11 was running, d12 queued behind it.
+    let crashed = Path::new(&journal_dir)
+        .parent()
+        .unwrap()
+        .join("crashed-journal");
+    let r = recover::session::recover(&crashed, false).unwrap();
+    let class = |id: &str| {
+        r.analysis
+            .calls
+            .iter()
+            .find(|c| c.call.call_id == id)
+            .unwrap()
+            .classification
+    };
+    use runtime::event::Classification::*;
+    assert_eq!(class("d11"), Some(ToolOutcomeUnknown));
+    assert_eq!(class("d12"), Some(ToolNotStarted));
+    assert_eq!(class("d1"), None);
+    assert!(r.analysis.end.torn);
     std::fs::remove_dir_all(Path::new(&journal_dir).parent().unwrap()).unwrap();
 }
 
