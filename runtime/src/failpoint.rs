@@ -25,6 +25,21 @@ impl Failpoints {
             .insert(name.to_owned(), nth);
     }
 
+    /// Turns `name` on for good (a mode, not a one-off fault).
+    pub fn enable(&self, name: &str) {
+        self.arm(name, 0);
+    }
+
+    /// Whether `name` was turned on with [`Failpoints::enable`].
+    #[cfg_attr(not(feature = "mutant"), allow(dead_code))]
+    pub(crate) fn enabled(&self, name: &str) -> bool {
+        let Some(set) = &self.0 else { return false };
+        set.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .is_some_and(|&n| n == 0)
+    }
+
     /// Whether this pass through `name` should fail.
     pub(crate) fn hit(&self, name: &str) -> bool {
         let Some(set) = &self.0 else { return false };

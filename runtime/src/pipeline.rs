@@ -107,7 +107,8 @@ pub(crate) async fn run_body(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        if attempt > 1 || !first_started {
+        let late = started_after_body(ctx);
+        if (attempt > 1 || !first_started) && !late {
             let group = vec![Starting {
                 track: &mut *track,
                 call: &info.call,
@@ -166,6 +167,16 @@ pub(crate) async fn run_body(
                 }
             }
         };
+        if late && (attempt > 1 || !first_started) {
+            // The mutant: `started` only after the body ran (I1 broken on purpose).
+            let group = vec![Starting {
+                track: &mut *track,
+                call: &info.call,
+                attempt,
+                resources,
+            }];
+            write_ahead(&ctx.log, group).await?;
+        }
         // Progress that arrived before the result is delivered; anything later has no receiver.
         while let Ok(message) = progress.try_recv() {
             notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats);
@@ -203,6 +214,21 @@ pub(crate) async fn run_body(
             duration_ms: clock.elapsed().as_millis() as u64,
             earlier_effects,
         });
+    }
+}
+
+/// The deliberately broken variant the fuzz campaign must catch: `started` written after the
+/// body. Compiled only with the `mutant` feature, and even then only when a test enables the
+/// `mutant.started_after_body` failpoint.
+pub(crate) fn started_after_body(ctx: &Ctx) -> bool {
+    #[cfg(feature = "mutant")]
+    {
+        ctx.config.failpoints.enabled("mutant.started_after_body")
+    }
+    #[cfg(not(feature = "mutant"))]
+    {
+        let _ = ctx;
+        false
     }
 }
 

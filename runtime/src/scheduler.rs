@@ -239,7 +239,14 @@ async fn start_group(
             resources,
         })
         .collect();
-    if let Err(e) = pipeline::write_ahead(&ctx.log, starting).await {
+    let late = pipeline::started_after_body(ctx);
+    let wrote = if late {
+        drop(starting);
+        Ok(())
+    } else {
+        pipeline::write_ahead(&ctx.log, starting).await
+    };
+    if let Err(e) = wrote {
         // No body starts after a journal failure (I10). The tracks go back unstarted; the
         // error ends the batch.
         for (index, track, _) in group {
@@ -259,7 +266,7 @@ async fn start_group(
         let (ctx, cancel) = (ctx.clone(), cancel.clone());
         running.spawn(async move {
             let mut track = track;
-            let result = execute(&ctx, &mut track, &resources, &cancel).await;
+            let result = execute(&ctx, &mut track, &resources, &cancel, !late).await;
             (index, track, result)
         });
     }
@@ -271,10 +278,12 @@ async fn execute(
     track: &mut Track,
     resources: &Resources,
     cancel: &CancellationToken,
+    first_started: bool,
 ) -> Result<(), RuntimeError> {
     let entry = track.entry().expect("started calls have a tool").clone();
     let info = track.info().expect("started calls have arguments").clone();
-    let run = pipeline::run_body(ctx, &entry, &info, resources, track, cancel, true).await?;
+    let run =
+        pipeline::run_body(ctx, &entry, &info, resources, track, cancel, first_started).await?;
     let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
     let locator = spill(ctx, &mut settled)?;
     let outcome = settled.outcome.clone();
