@@ -95,6 +95,8 @@ pub struct Options {
     /// without a sync request: bounds memory, and keeps unsynced data in the OS page cache,
     /// where it survives a killed process.
     pub write_buffer_bytes_max: usize,
+    /// The id a new journal gets; `None`: random. Fixed ids make simulated runs byte-identical.
+    pub journal_id: Option<[u8; 16]>,
 }
 
 impl Default for Options {
@@ -103,6 +105,7 @@ impl Default for Options {
             limits: Limits::default(),
             fsync: FsyncPolicy::Group,
             write_buffer_bytes_max: 1 << 20,
+            journal_id: None,
         }
     }
 }

@@ -204,7 +204,9 @@ impl Journal {
             }
             None => {
                 report.created = true;
-                let journal_id = *uuid::Uuid::new_v4().as_bytes();
+                let journal_id = options
+                    .journal_id
+                    .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes());
                 let header = SegmentHeader {
                     journal_id,
                     segment_number: 0,

@@ -32,7 +32,8 @@ impl ScriptedApprover {
         }
     }
 
-    fn set(&self, answers: BTreeMap<String, AskAnswer>) {
+    /// The answers for the next batch's asks, by call id (others get the default).
+    pub fn set_answers(&self, answers: BTreeMap<String, AskAnswer>) {
         *self.answers.lock().unwrap_or_else(|p| p.into_inner()) = answers;
     }
 }
@@ -97,7 +98,7 @@ pub async fn drive<M: Model + SkipTurn>(
                 }
                 let (turn, step) = (session.turn(), session.begin_step()?);
                 report.steps += 1;
-                approver.set(respond.approvals.clone());
+                approver.set_answers(respond.approvals.clone());
                 let cancel = CancellationToken::new();
                 let timer = match respond.cancel_after_ms {
                     Some(0) => {

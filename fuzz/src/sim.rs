@@ -1,0 +1,532 @@
+//! One simulated session: the runtime on an in-memory disk, on tokio's paused clock, with the
+//! faults the case asks for. Everything that happens is a function of the case: the same case
+//! gives the same bytes.
+
+use crate::case::{Cancel, Case, Kind, StorageFault};
+use journal::storage::{Fault, Op, TailLoss};
+use journal::{Journal, Options, SimStorage};
+use runtime::driver::ScriptedApprover;
+use runtime::event::{
+    AskAnswer, CallRef, ModelCall, ModelResponse, Resources, SideEffect, StepOutcome, StopReason,
+    ToolSource, TurnOutcome,
+};
+use runtime::eventlog::ManualClock;
+use runtime::hooks::{Hooks, Observer};
+use runtime::registry::Registry;
+use runtime::spill::SpillStore;
+use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A body that ran, as the tool saw it (outside the journal).
+#[derive(Debug, Clone)]
+pub struct Body {
+    pub call_id: String,
+    pub started_ms: u64,
+}
+
+/// Everything a run leaves behind for the checks.
+#[derive(Debug)]
+pub struct Run {
+    /// The disk as recovery will find it.
+    pub image: SimStorage,
+    pub bodies: Vec<Body>,
+    /// The model's calls by id: (turn, step, raw arguments).
+    pub sent: HashMap<String, (u32, u32, String)>,
+    /// Results of batches that finished, by call id.
+    pub results: Vec<(String, ToolResult)>,
+    /// When each step's cancel fired, by (turn, step), in simulated ms.
+    pub cancels: HashMap<(u32, u32), u64>,
+    /// Violations seen while running (a body starting after the journal failed).
+    pub live_violations: Vec<String>,
+    /// Where each call id was sent (turn, step).
+    pub steps_of: HashMap<String, (u32, u32)>,
+}
+
+struct Shared {
+    epoch: Instant,
+    bodies: Mutex<Vec<Body>>,
+    journal: OnceLock<Arc<Journal>>,
+    violations: Mutex<Vec<String>>,
+}
+
+/// The simulated tool: what it does is in its arguments.
+struct Sim(Arc<Shared>);
+
+impl Tool for Sim {
+    fn name(&self) -> &str {
+        "sim"
+    }
+    fn description(&self) -> &str {
+        "a simulated tool"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
+        args.get("parallel").and_then(Value::as_bool) == Some(true)
+    }
+    fn resources(&self, args: &runtime::args::Args) -> Resources {
+        let list = |k: &str| -> Vec<String> {
+            args.get(k)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Resources {
+            reads: list("reads"),
+            writes: list("writes"),
+            intents: vec![format!("simulate {}", args.str("kind").unwrap_or("?"))],
+        }
+    }
+    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+        let shared = self.0.clone();
+        let started_ms = shared.epoch.elapsed().as_millis() as u64;
+        if let Some(j) = shared.journal.get() {
+            if let Some(cause) = j.poisoned() {
+                shared.violations.lock().unwrap().push(format!(
+                    "I10 fail-stop: the body of {} started after the journal failed ({cause})",
+                    ctx.call_id()
+                ));
+            }
+        }
+        shared.bodies.lock().unwrap().push(Body {
+            call_id: ctx.call_id().to_owned(),
+            started_ms,
+        });
+        Box::pin(async move {
+            let kind = args.str("kind").unwrap_or("ok").to_owned();
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            let effect = SideEffect::Other {
+                kind: "sim".into(),
+                detail: ctx.call_id().to_owned(),
+            };
+            match kind.as_str() {
+                "panics" => panic!("simulated panic"),
+                "ignores_cancel" => {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
+                }
+                _ => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                        _ = ctx.cancel().cancelled() => {
+                            return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
+                        }
+                    }
+                    match kind.as_str() {
+                        "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
+                            .with_side_effect(effect)),
+                        "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
+                        "late_progress" => {
+                            let sink = ctx.progress().clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(Duration::from_millis(5)).await;
+                                let _ = sink.report("too late");
+                            });
+                            Ok(ToolOutput::text("done").with_side_effect(effect))
+                        }
+                        _ => Ok(ToolOutput::text(format!("done {}", ctx.call_id()))
+                            .with_side_effect(effect)),
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// A spill store in memory, or one that always fails.
+struct MemSpill {
+    fails: bool,
+    blobs: Mutex<HashMap<String, String>>,
+}
+
+impl SpillStore for MemSpill {
+    fn put(&self, text: &str) -> Result<String, String> {
+        if self.fails {
+            return Err("simulated spill failure".into());
+        }
+        let locator = format!(
+            "spill:sha256:{}",
+            runtime::tools::sha256_hex(text.as_bytes())
+        );
+        self.blobs
+            .lock()
+            .unwrap()
+            .insert(locator.clone(), text.to_owned());
+        Ok(locator)
+    }
+    fn get(&self, locator: &str) -> Result<Option<String>, String> {
+        Ok(self.blobs.lock().unwrap().get(locator).cloned())
+    }
+}
+
+struct PanickyObserver;
+
+impl Observer for PanickyObserver {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
+        panic!("simulated observer panic")
+    }
+}
+
+fn call_id(t: usize, s: usize, i: usize) -> String {
+    format!("t{t}s{s}c{i}")
+}
+
+fn model_call(id: &str, spec: &crate::case::CallSpec) -> ModelCall {
+    let kind = match spec.kind {
+        Kind::Ok => "ok",
+        Kind::Fails => "fails",
+        Kind::Panics => "panics",
+        Kind::IgnoresCancel => "ignores_cancel",
+        Kind::LateProgress => "late_progress",
+        Kind::Big => "big",
+        Kind::Unknown | Kind::BadJson | Kind::Ask(_) => "ok",
+    };
+    let args = json!({"kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
+                      "reads": spec.reads, "writes": spec.writes});
+    match spec.kind {
+        Kind::Unknown => ModelCall {
+            call_id: id.into(),
+            name: "nope".into(),
+            arguments: args.to_string(),
+        },
+        Kind::BadJson => ModelCall {
+            call_id: id.into(),
+            name: "sim".into(),
+            arguments: "{\"kind\": ".into(),
+        },
+        Kind::Ask(_) => ModelCall {
+            call_id: id.into(),
+            name: "ask".into(),
+            arguments: json!({"question": format!("may {id} go ahead?")}).to_string(),
+        },
+        _ => ModelCall {
+            call_id: id.into(),
+            name: "sim".into(),
+            arguments: args.to_string(),
+        },
+    }
+}
+
+/// The registry, hooks and config a case runs with.
+fn session_parts(
+    case: &Case,
+    shared: &Arc<Shared>,
+    mutant: bool,
+) -> (Arc<Registry>, Hooks, Config, Arc<ScriptedApprover>) {
+    let mut registry = Registry::new();
+    registry
+        .register(Arc::new(Sim(shared.clone())), ToolSource::BuiltIn)
+        .expect("sim registers");
+    registry
+        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .expect("ask registers");
+    let approver = Arc::new(ScriptedApprover::new(AskAnswer::Expired));
+    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
+    if case.observer_panics {
+        observers.push(Arc::new(PanickyObserver));
+    }
+    let hooks = Hooks {
+        pre_execute: vec![Arc::new(runtime::tools::ask::AskPolicy)],
+        approver: Some(approver.clone()),
+        observers,
+        ..Hooks::default()
+    };
+    let failpoints = runtime::failpoint::Failpoints::armable();
+    if mutant {
+        failpoints.enable("mutant.started_after_body");
+    }
+    let config = Config {
+        parallel_max: case.parallel_max,
+        timeout_ms: 1_000,
+        cancel_grace_ms: 50,
+        model_inline_bytes_max: 256,
+        spill: Some(Arc::new(MemSpill {
+            fails: case.spill_fails,
+            blobs: Mutex::default(),
+        })),
+        failpoints,
+        ..Config::default()
+    };
+    (Arc::new(registry), hooks, config, approver)
+}
+
+fn inject(storage: &SimStorage, fault: StorageFault) {
+    match fault {
+        StorageFault::None => {}
+        StorageFault::PowerLoss { op, .. } => storage.inject(Op::Any, op, Fault::PowerLoss),
+        StorageFault::SyncFails { nth } => storage.inject(Op::Sync, nth, Fault::Error),
+        StorageFault::NoSpace { nth } => storage.inject(Op::Write, nth, Fault::NoSpace),
+        StorageFault::ShortWrite { nth } => {
+            storage.inject(Op::Write, nth, Fault::ShortWrite { bytes: 3 })
+        }
+    }
+}
+
+/// Runs the case's session and returns what survives and what was seen.
+pub fn run(case: &Case, mutant: bool) -> Run {
+    let storage = SimStorage::new();
+    inject(&storage, case.fault);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    let shared = Arc::new(Shared {
+        epoch: rt.block_on(async { Instant::now() }),
+        bodies: Mutex::default(),
+        journal: OnceLock::new(),
+        violations: Mutex::default(),
+    });
+    let (registry, hooks, config, approver) = session_parts(case, &shared, mutant);
+    let mut sent = HashMap::new();
+    let mut steps_of = HashMap::new();
+    let mut results = Vec::new();
+    let cancels = Arc::new(Mutex::new(HashMap::new()));
+    rt.block_on(async {
+        let options = Options {
+            journal_id: Some([7; 16]),
+            ..Options::default()
+        };
+        let Ok((journal, _)) = Journal::open(Arc::new(storage.clone()), options) else {
+            return;
+        };
+        let Ok(mut session) = Session::open(
+            journal,
+            registry,
+            hooks,
+            config,
+            SessionOptions {
+                session_id: Some("fuzz".into()),
+                workspace: "/sim".into(),
+                clock: Arc::new(ManualClock::new(1)),
+            },
+        ) else {
+            return;
+        };
+        let _ = shared.journal.set(session.event_log().journal().clone());
+        'turns: for (t, steps) in case.turns.iter().enumerate() {
+            let Ok(turn) = session.begin_turn(&format!("turn {t}")) else {
+                break;
+            };
+            for (s, step) in steps.iter().enumerate() {
+                let Ok(step_no) = session.begin_step() else {
+                    break 'turns;
+                };
+                if step.cancel == Some(Cancel::AtStepStart) {
+                    if session.end_step(StepOutcome::Cancelled).is_err()
+                        || session.end_turn(TurnOutcome::Cancelled).await.is_err()
+                    {
+                        break 'turns;
+                    }
+                    continue 'turns;
+                }
+                let calls: Vec<ModelCall> = step
+                    .calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| model_call(&call_id(t, s, i), c))
+                    .collect();
+                let mut answers = std::collections::BTreeMap::new();
+                for (i, c) in step.calls.iter().enumerate() {
+                    if let Kind::Ask(a) = c.kind {
+                        answers.insert(call_id(t, s, i), a);
+                    }
+                }
+                approver_set(&approver, answers);
+                for m in &calls {
+                    sent.insert(m.call_id.clone(), (turn, step_no, m.arguments.clone()));
+                    steps_of.insert(m.call_id.clone(), (turn, step_no));
+                }
+                let token = CancellationToken::new();
+                let timer = match step.cancel {
+                    Some(Cancel::AfterMs(0)) => {
+                        cancels
+                            .lock()
+                            .unwrap()
+                            .insert((turn, step_no), shared.epoch.elapsed().as_millis() as u64);
+                        token.cancel();
+                        None
+                    }
+                    Some(Cancel::AfterMs(ms)) => {
+                        let (token, cancels, epoch) =
+                            (token.clone(), cancels.clone(), shared.epoch);
+                        Some(tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                            cancels
+                                .lock()
+                                .unwrap()
+                                .insert((turn, step_no), epoch.elapsed().as_millis() as u64);
+                            token.cancel();
+                        }))
+                    }
+                    _ => None,
+                };
+                let response = ModelResponse {
+                    text: format!("step {s}"),
+                    tool_calls: calls,
+                    stop_reason: if step.truncated {
+                        StopReason::Length
+                    } else {
+                        StopReason::ToolUse
+                    },
+                };
+                let outcome = session.run_batch_cancellable(response, token.clone()).await;
+                if let Some(timer) = timer {
+                    timer.abort();
+                }
+                let Ok(batch) = outcome else { break 'turns };
+                for r in batch {
+                    results.push((r.call_id.clone(), r));
+                }
+                if token.is_cancelled() {
+                    if session.end_step(StepOutcome::Cancelled).is_err()
+                        || session.end_turn(TurnOutcome::Cancelled).await.is_err()
+                    {
+                        break 'turns;
+                    }
+                    continue 'turns;
+                }
+                if session.end_step(StepOutcome::Completed).is_err() {
+                    break 'turns;
+                }
+            }
+            if session.turn_open() && session.end_turn(TurnOutcome::Completed).await.is_err() {
+                break;
+            }
+        }
+        if !session.turn_open() {
+            let _ = session.close().await;
+        }
+    });
+    let image = match case.fault {
+        StorageFault::PowerLoss {
+            granule_bytes,
+            granules,
+            zero,
+            ..
+        } if storage.is_powered_off() => storage.power_loss(if zero {
+            TailLoss::ZeroFilled {
+                granule_bytes,
+                granules,
+            }
+        } else {
+            TailLoss::Torn {
+                granule_bytes,
+                granules,
+            }
+        }),
+        // Otherwise the process dies now: what it wrote survives, synced or not.
+        _ => storage.process_crash(),
+    };
+    let bodies = shared.bodies.lock().unwrap().clone();
+    let live_violations = shared.violations.lock().unwrap().clone();
+    let cancels = cancels.lock().unwrap().clone();
+    Run {
+        image,
+        bodies,
+        sent,
+        results,
+        cancels,
+        live_violations,
+        steps_of,
+    }
+}
+
+fn approver_set(
+    approver: &ScriptedApprover,
+    answers: std::collections::BTreeMap<String, AskAnswer>,
+) {
+    approver.set_answers(answers);
+}
+
+/// Resumes a recovered journal for one more turn with one call, and closes it. Returns the
+/// call ids whose bodies ran during the resume.
+pub fn resume_one_turn(image: &SimStorage, case: &Case) -> Result<Vec<String>, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let shared = Arc::new(Shared {
+            epoch: Instant::now(),
+            bodies: Mutex::default(),
+            journal: OnceLock::new(),
+            violations: Mutex::default(),
+        });
+        let (registry, hooks, config, _) = session_parts(case, &shared, false);
+        let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());
+        let (replay, _) =
+            runtime::replay::replay_storage(storage.clone(), journal::Limits::default())
+                .map_err(|e| e.to_string())?;
+        if replay.open.is_none() || replay.closed {
+            return Ok(Vec::new());
+        }
+        let (journal, _) = Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+        let mut session = Session::resume(
+            journal,
+            registry,
+            hooks,
+            config,
+            SessionOptions {
+                session_id: None,
+                workspace: "/sim".into(),
+                clock: Arc::new(ManualClock::new(2)),
+            },
+            &replay,
+        )
+        .map_err(|e| format!("resume refused a recovered journal: {e}"))?;
+        session
+            .begin_turn("after the crash")
+            .map_err(|e| e.to_string())?;
+        session.begin_step().map_err(|e| e.to_string())?;
+        let spec = crate::case::CallSpec {
+            kind: Kind::Ok,
+            parallel: false,
+            duration_ms: 1,
+            reads: vec![],
+            writes: vec![],
+        };
+        let results = session
+            .run_batch(ModelResponse {
+                text: "resumed".into(),
+                tool_calls: vec![model_call("resumed", &spec)],
+                stop_reason: StopReason::EndTurn,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if results.len() != 1 || results[0].is_error {
+            return Err(format!("the resumed call failed: {results:?}"));
+        }
+        session
+            .end_step(StepOutcome::Completed)
+            .map_err(|e| e.to_string())?;
+        session
+            .end_turn(TurnOutcome::Completed)
+            .await
+            .map_err(|e| e.to_string())?;
+        session.close().await.map_err(|e| e.to_string())?;
+        let ran = shared
+            .bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| b.call_id.clone())
+            .collect();
+        Ok(ran)
+    })
+}
