@@ -85,6 +85,40 @@ pub struct CallReplay {
     machine: CallMachine,
 }
 
+impl CallReplay {
+    /// A call as `received` makes it (its event seqs still to be added).
+    fn received(
+        call: CallRef,
+        index: u32,
+        tool: String,
+        raw_arguments: String,
+        at_ms: u64,
+    ) -> CallReplay {
+        CallReplay {
+            machine: CallMachine::received(call.clone()),
+            call,
+            index,
+            tool,
+            raw_arguments,
+            state: CallState::Received,
+            attempts: 0,
+            arguments: None,
+            approval: None,
+            rejection: None,
+            cancel_reason: None,
+            resources: None,
+            outcome: None,
+            committed: None,
+            asks: Vec::new(),
+            seqs: Vec::new(),
+            received_at_ms: at_ms,
+            started_at_ms: None,
+            settled_at_ms: None,
+            recovered: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepReplay {
     pub step: u32,
@@ -295,28 +329,9 @@ impl Replayer {
                         "{call}: source seqs {source_seqs:?} do not point back"
                     )));
                 }
-                s.calls.push(CallReplay {
-                    machine: CallMachine::received(call.clone()),
-                    call,
-                    index,
-                    tool,
-                    raw_arguments,
-                    state: CallState::Received,
-                    attempts: 0,
-                    arguments: None,
-                    approval: None,
-                    rejection: None,
-                    cancel_reason: None,
-                    resources: None,
-                    outcome: None,
-                    committed: None,
-                    asks: Vec::new(),
-                    seqs: vec![seq],
-                    received_at_ms: at_ms,
-                    started_at_ms: None,
-                    settled_at_ms: None,
-                    recovered: false,
-                });
+                let mut received = CallReplay::received(call, index, tool, raw_arguments, at_ms);
+                received.seqs.push(seq);
+                s.calls.push(received);
             }
             Event::Parsed {
                 call,
@@ -496,28 +511,13 @@ fn adopt_unreceived(r: &mut SessionReplay, call: &CallRef, at_ms: u64) -> Result
             format!("{call}: recovered, but the step's llm/response has no such call")
         })?;
     let model_call = &response.tool_calls[index];
-    let adopted = CallReplay {
-        machine: CallMachine::received(call.clone()),
-        call: call.clone(),
-        index: index as u32,
-        tool: model_call.name.clone(),
-        raw_arguments: model_call.arguments.clone(),
-        state: CallState::Received,
-        attempts: 0,
-        arguments: None,
-        approval: None,
-        rejection: None,
-        cancel_reason: None,
-        resources: None,
-        outcome: None,
-        committed: None,
-        asks: Vec::new(),
-        seqs: Vec::new(),
-        received_at_ms: at_ms,
-        started_at_ms: None,
-        settled_at_ms: None,
-        recovered: false,
-    };
+    let adopted = CallReplay::received(
+        call.clone(),
+        index as u32,
+        model_call.name.clone(),
+        model_call.arguments.clone(),
+        at_ms,
+    );
     let at = step
         .calls
         .iter()

@@ -19,7 +19,7 @@
 use crate::code::ErrorCode;
 use crate::event::{Event, Resources};
 use crate::pipeline::{self, Ctx, Starting};
-use crate::result::{error_content, ToolResult};
+use crate::result::ToolResult;
 use crate::session::Track;
 use crate::state::CallState;
 use crate::RuntimeError;
@@ -365,27 +365,10 @@ pub(crate) fn cancel_before_start(
             source_seqs,
         },
     )?;
-    let message = format!("{reason}; it did not run and may be retried");
-    let (content, is_error, code) = match track.entry() {
-        Some(entry) => pipeline::finalize(
-            entry,
-            String::new(),
-            Some((ErrorCode::AbortedBeforeDispatch, message)),
-        ),
-        None => (
-            error_content(ErrorCode::AbortedBeforeDispatch, &message),
-            true,
-            Some(ErrorCode::AbortedBeforeDispatch),
-        ),
-    };
-    track.set_result(ToolResult {
-        call_id: call.call_id,
-        content,
-        value: None,
-        details: None,
-        is_error,
-        code,
-    });
+    track.set_error_result(
+        ErrorCode::AbortedBeforeDispatch,
+        format!("{reason}; it did not run and may be retried"),
+    );
     Ok(())
 }
 

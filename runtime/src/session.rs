@@ -214,6 +214,23 @@ impl Track {
     pub(crate) fn into_result(self) -> Option<ToolResult> {
         self.result
     }
+
+    /// The result of a call that did not run: the code first, and the tool's
+    /// `finalize_content` applied once to the message when the tool is known.
+    pub(crate) fn set_error_result(&mut self, code: ErrorCode, message: String) {
+        let (content, is_error, code) = match &self.entry {
+            Some(entry) => pipeline::finalize(entry, String::new(), Some((code, message))),
+            None => (error_content(code, &message), true, Some(code)),
+        };
+        self.set_result(ToolResult {
+            call_id: self.call().call_id.clone(),
+            content,
+            value: None,
+            details: None,
+            is_error,
+            code,
+        });
+    }
 }
 
 /// A live session over one journal.
@@ -716,18 +733,7 @@ impl Session {
                 source_seqs,
             }
         })?;
-        let (content, is_error, code) = match &track.entry {
-            Some(entry) => pipeline::finalize(entry, String::new(), Some((code, reason))),
-            None => (error_content(code, &reason), true, Some(code)),
-        };
-        track.result = Some(ToolResult {
-            call_id: call.call_id,
-            content,
-            value: None,
-            details: None,
-            is_error,
-            code,
-        });
+        track.set_error_result(code, reason);
         Ok(())
     }
 }
