@@ -23,6 +23,25 @@ pub enum RecoverError {
     Corrupt(String),
 }
 
+/// How long a lock may outlive its writer: a child the writer forked holds an inherited copy of
+/// the lock's descriptor until it execs (close-on-exec), so right after a SIGKILL the lock can
+/// still be held for a few milliseconds by a process that is not a writer.
+const LOCK_GRACE_MS: u64 = 200;
+
+/// Whether a live writer holds the journal: its lock stays held through the grace period.
+fn held_by_a_writer(storage: &dyn Storage) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_GRACE_MS);
+    loop {
+        if storage.try_lock()?.is_some() {
+            return Ok(false);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// What `--salvage` passed over to read a corrupt journal.
 #[derive(Debug, Default)]
 pub struct Salvage {
@@ -120,7 +139,7 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         FsStorage::open(dir)
             .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?,
     );
-    let live = matches!(storage.try_lock(), Ok(None));
+    let live = held_by_a_writer(storage.as_ref()).map_err(|e| failed(dir, e))?;
     let mut reader =
         journal::Reader::open_salvaging(storage, Limits::default()).map_err(|e| failed(dir, e))?;
     let mut replayer = runtime::replay::Replayer::new();
@@ -175,15 +194,8 @@ fn recover_storage_reporting(
         .iter()
         .any(|n| journal::segment::parse_file_name(n).is_some());
     // With no segment there is nothing to protect: do not even create the lock file.
-    let mut live = has_segments
-        && match storage.try_lock() {
-            Ok(None) => true,
-            Ok(Some(guard)) => {
-                drop(guard);
-                false
-            }
-            Err(e) => return Err(failed(dir, format!("cannot take the journal's lock: {e}"))),
-        };
+    let mut live =
+        has_segments && held_by_a_writer(storage.as_ref()).map_err(|e| failed(dir, e))?;
     let mut journal = None;
     let mut dropped_now = 0;
     let mut quarantine_file = None;
