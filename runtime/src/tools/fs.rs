@@ -136,6 +136,27 @@ fn resource_path(ws: &Workspace, path: &str) -> String {
     }
 }
 
+#[derive(Clone, Copy)]
+enum Access {
+    Read,
+    Write,
+}
+
+/// What a file tool declares it touches: its one path, resolved, read or written.
+fn path_resources(ws: &Workspace, path: Option<&str>, access: Access) -> Resources {
+    let paths: Vec<String> = path.map(|p| vec![resource_path(ws, p)]).unwrap_or_default();
+    match access {
+        Access::Read => Resources {
+            reads: paths,
+            ..Resources::default()
+        },
+        Access::Write => Resources {
+            writes: paths,
+            ..Resources::default()
+        },
+    }
+}
+
 /// Runs blocking file system work on tokio's blocking pool. A panic in it is re-raised so the
 /// runtime reports `TOOL_PANICKED`.
 async fn blocking<T: Send + 'static>(
@@ -472,13 +493,7 @@ impl Tool for ReadTool {
         true
     }
     fn resources(&self, args: &Args) -> Resources {
-        Resources {
-            reads: args
-                .str("path")
-                .map(|p| vec![resource_path(&self.ws, p)])
-                .unwrap_or_default(),
-            ..Resources::default()
-        }
+        path_resources(&self.ws, args.str("path"), Access::Read)
     }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
@@ -567,13 +582,7 @@ impl Tool for WriteTool {
         true
     }
     fn resources(&self, args: &Args) -> Resources {
-        Resources {
-            writes: args
-                .str("path")
-                .map(|p| vec![resource_path(&self.ws, p)])
-                .unwrap_or_default(),
-            ..Resources::default()
-        }
+        path_resources(&self.ws, args.str("path"), Access::Write)
     }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
@@ -772,13 +781,7 @@ impl Tool for EditTool {
         true
     }
     fn resources(&self, args: &Args) -> Resources {
-        Resources {
-            writes: args
-                .str("path")
-                .map(|p| vec![resource_path(&self.ws, p)])
-                .unwrap_or_default(),
-            ..Resources::default()
-        }
+        path_resources(&self.ws, args.str("path"), Access::Write)
     }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
@@ -893,10 +896,11 @@ impl Tool for LsTool {
         true
     }
     fn resources(&self, args: &Args) -> Resources {
-        Resources {
-            reads: vec![resource_path(&self.ws, args.str("path").unwrap_or("."))],
-            ..Resources::default()
-        }
+        path_resources(
+            &self.ws,
+            Some(args.str("path").unwrap_or(".")),
+            Access::Read,
+        )
     }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
@@ -1017,10 +1021,11 @@ impl Tool for GlobTool {
         true
     }
     fn resources(&self, args: &Args) -> Resources {
-        Resources {
-            reads: vec![resource_path(&self.ws, args.str("path").unwrap_or("."))],
-            ..Resources::default()
-        }
+        path_resources(
+            &self.ws,
+            Some(args.str("path").unwrap_or(".")),
+            Access::Read,
+        )
     }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
@@ -1248,10 +1253,11 @@ impl Tool for GrepTool {
         true
     }
     fn resources(&self, args: &Args) -> Resources {
-        Resources {
-            reads: vec![resource_path(&self.ws, args.str("path").unwrap_or("."))],
-            ..Resources::default()
-        }
+        path_resources(
+            &self.ws,
+            Some(args.str("path").unwrap_or(".")),
+            Access::Read,
+        )
     }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
