@@ -73,12 +73,15 @@ impl ErrorCode {
     /// Whether a tool body may report this code about itself. The others describe what the
     /// runtime or recovery decided; a tool claiming one of them would put words in their mouth
     /// (a tool saying TOOL_NOT_STARTED about a call that plainly started), so the pipeline turns
-    /// such a report into `TOOL_FAILED`.
+    /// such a report into `TOOL_FAILED`. `TOOL_OUTCOME_UNKNOWN` is allowed: a tool that hands
+    /// work to another process (an MCP server) and loses it may not know what happened, and
+    /// saying so is never the dangerous lie.
     pub fn tool_may_report(self) -> bool {
         matches!(
             self,
             ErrorCode::Aborted
                 | ErrorCode::Timeout
+                | ErrorCode::ToolOutcomeUnknown
                 | ErrorCode::FsStaleVersion
                 | ErrorCode::FsOutsideWorkspace
                 | ErrorCode::ToolFailed

@@ -82,6 +82,41 @@ pub enum ToolSource {
     External {
         server: String,
     },
+    /// A tool of an MCP server: `server` is the name the configuration gives it,
+    /// `implementation` and `version` what the server said of itself when it started.
+    Mcp {
+        server: String,
+        implementation: String,
+        version: String,
+    },
+}
+
+impl ToolSource {
+    /// Built-ins are trusted; everything else came from outside the process.
+    pub fn is_external(&self) -> bool {
+        !matches!(self, ToolSource::BuiltIn)
+    }
+}
+
+impl std::fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolSource::BuiltIn => f.write_str("built-in"),
+            ToolSource::External { server } => write!(f, "external ({server})"),
+            ToolSource::Mcp {
+                server,
+                implementation,
+                version,
+            } => write!(f, "mcp {server} ({implementation} {version})"),
+        }
+    }
+}
+
+/// A tool the model was shown in one step: its name and the hash of the schemas it saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisibleTool {
+    pub name: String,
+    pub schema_hash: String,
 }
 
 /// What `session/open` records of each tool: not just its name.
@@ -155,6 +190,10 @@ pub enum SideEffect {
     /// `plan/replace` right after the call's `settled`.
     PlanReplaced {
         items: Vec<PlanItem>,
+    },
+    /// `tool_search` loaded these deferred tools: they are visible from the next step on.
+    ToolsLoaded {
+        names: Vec<String>,
     },
 }
 
@@ -393,11 +432,23 @@ pub enum Event {
         message: String,
     },
     Recovery(Recovery),
+    /// The tools the model is shown in this step, right after `step/start`.
+    StepTools {
+        turn: u32,
+        step: u32,
+        tools: Vec<VisibleTool>,
+    },
+    /// Plan mode turned on or off; `call` is the `ask` whose approval ended it.
+    PlanMode {
+        on: bool,
+        reason: String,
+        call: Option<CallRef>,
+    },
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 23;
+    pub const VARIANT_COUNT: u32 = 25;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -425,6 +476,8 @@ impl Event {
             Event::SpillStored { .. } => "spill/stored",
             Event::Fault { .. } => "fault",
             Event::Recovery(_) => "recovery",
+            Event::StepTools { .. } => "step/tools",
+            Event::PlanMode { .. } => "plan/mode",
         }
     }
 

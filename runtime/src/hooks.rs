@@ -21,6 +21,8 @@ pub struct CallInfo {
     pub call: CallRef,
     pub tool: String,
     pub source: ToolSource,
+    /// The tool declares it only reads (plan mode lets only these run).
+    pub read_only: bool,
     pub args: Args,
 }
 

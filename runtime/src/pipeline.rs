@@ -96,6 +96,7 @@ pub(crate) async fn run_body(
     first_started: bool,
 ) -> Result<BodyRun, RuntimeError> {
     let config = &ctx.config;
+    let timeout_ms = entry.tool.timeout_ms().unwrap_or(config.timeout_ms);
     let observers = &ctx.hooks.observers;
     let clock = tokio::time::Instant::now();
     let mut earlier_effects = Vec::new();
@@ -142,7 +143,7 @@ pub(crate) async fn run_body(
         let args = info.args.clone();
         // A task of its own: a panicking body is caught at the join, not in our stack.
         let mut body = tokio::spawn(async move { tool.execute(args, ctx_for_tool).await });
-        let deadline = tokio::time::sleep(Duration::from_millis(config.timeout_ms));
+        let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
         tokio::pin!(deadline);
         let mut timed_out = false;
         // Armed once the token is cancelled: how long the tool may take to stop before we say
@@ -185,7 +186,7 @@ pub(crate) async fn run_body(
 
         let result = match joined {
             Ok(Ok(output)) => Ok(output),
-            Ok(Err(e)) => Err(honest_error(e, timed_out, config.timeout_ms)),
+            Ok(Err(e)) => Err(honest_error(e, timed_out, timeout_ms)),
             Err(join) => Err(ToolError::new(
                 ErrorCode::ToolPanicked,
                 match join.try_into_panic() {
@@ -233,7 +234,8 @@ pub(crate) fn started_after_body(ctx: &Ctx) -> bool {
 }
 
 /// A tool may not speak for the runtime (see `ErrorCode::tool_may_report`), and an error after
-/// a timeout is reported as the timeout.
+/// a timeout is reported as the timeout, unless the tool says its outcome is unknown: that is
+/// what a caller must act on (never re-run blindly), so it keeps the code.
 fn honest_error(mut e: ToolError, timed_out: bool, timeout_ms: u64) -> ToolError {
     if !e.code.tool_may_report() {
         e.message = format!("the tool reported {} about itself: {}", e.code, e.message);
@@ -241,7 +243,9 @@ fn honest_error(mut e: ToolError, timed_out: bool, timeout_ms: u64) -> ToolError
     }
     if timed_out {
         e.message = format!("timed out after {timeout_ms} ms: {}", e.message);
-        e.code = ErrorCode::Timeout;
+        if e.code != ErrorCode::ToolOutcomeUnknown {
+            e.code = ErrorCode::Timeout;
+        }
     }
     e
 }

@@ -6,7 +6,7 @@
 //! when asked to explicitly; names the runtime keeps for itself are refused.
 
 use crate::args::Schema;
-use crate::event::{ToolDescriptor, ToolSource};
+use crate::event::{ToolDescriptor, ToolSource, VisibleTool};
 use crate::tool::Tool;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -44,10 +44,24 @@ pub enum RegistryError {
     Full,
 }
 
+/// How a tool is shown to the model, step by step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exposure {
+    /// Its schema is shown every step.
+    #[default]
+    Direct,
+    /// Found through `tool_search`; shown from the step after it was found.
+    Deferred,
+    /// Never shown, never callable by the model.
+    Hidden,
+}
+
 /// A registered tool with its compiled schemas.
 pub struct Entry {
     pub tool: Arc<dyn Tool>,
     pub source: ToolSource,
+    pub exposure: Exposure,
     pub input: Schema,
     pub output: Option<Schema>,
     pub schema_hash: String,
@@ -96,7 +110,17 @@ impl Registry {
         tool: Arc<dyn Tool>,
         source: ToolSource,
     ) -> Result<(), RegistryError> {
-        self.insert(tool, source, false)
+        self.insert(tool, source, Exposure::Direct, false)
+    }
+
+    /// [`Registry::register`] with an exposure other than direct.
+    pub fn register_exposed(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        source: ToolSource,
+        exposure: Exposure,
+    ) -> Result<(), RegistryError> {
+        self.insert(tool, source, exposure, false)
     }
 
     /// Registers a tool that deliberately hides a parent scope's tool of the same name. An
@@ -106,41 +130,69 @@ impl Registry {
         tool: Arc<dyn Tool>,
         source: ToolSource,
     ) -> Result<(), RegistryError> {
-        self.insert(tool, source, true)
+        self.insert(tool, source, Exposure::Direct, true)
+    }
+
+    /// Changes how a tool of this scope is shown (configuration applied after registration,
+    /// before any session holds the entry). Returns whether the tool was found and changed.
+    pub fn set_exposure(&mut self, name: &str, exposure: Exposure) -> bool {
+        match self.tools.get_mut(name).and_then(Arc::get_mut) {
+            Some(entry) => {
+                entry.exposure = exposure;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The runtime's own `tool_search`, which only the runtime may register (its name is
+    /// reserved). Always shown directly.
+    pub(crate) fn register_reserved(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        debug_assert!(RESERVED_NAMES.contains(&tool.name()));
+        self.insert_checked(tool, ToolSource::BuiltIn, Exposure::Direct, false)
     }
 
     fn insert(
         &mut self,
         tool: Arc<dyn Tool>,
         source: ToolSource,
+        exposure: Exposure,
+        shadow: bool,
+    ) -> Result<(), RegistryError> {
+        if RESERVED_NAMES.contains(&tool.name()) {
+            return Err(RegistryError::Reserved {
+                name: tool.name().to_owned(),
+            });
+        }
+        self.insert_checked(tool, source, exposure, shadow)
+    }
+
+    fn insert_checked(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        source: ToolSource,
+        exposure: Exposure,
         shadow: bool,
     ) -> Result<(), RegistryError> {
         let name = tool.name().to_owned();
         if !valid_name(&name) {
             return Err(RegistryError::BadName { name });
         }
-        if RESERVED_NAMES.contains(&name.as_str()) {
-            return Err(RegistryError::Reserved { name });
-        }
-        if self.tools.contains_key(&name) {
-            return Err(match (&source, &self.tools[&name].source) {
-                (ToolSource::External { server }, ToolSource::BuiltIn) => {
-                    RegistryError::ExternalOverridesBuiltIn {
-                        name,
-                        server: server.clone(),
-                    }
+        let overrides_builtin = |existing: &ToolSource| {
+            (source.is_external() && *existing == ToolSource::BuiltIn).then(|| {
+                RegistryError::ExternalOverridesBuiltIn {
+                    name: name.clone(),
+                    server: source_server(&source),
                 }
-                _ => RegistryError::Duplicate { name },
-            });
+            })
+        };
+        if let Some(existing) = self.tools.get(&name) {
+            return Err(overrides_builtin(&existing.source)
+                .unwrap_or_else(|| RegistryError::Duplicate { name: name.clone() }));
         }
         if let Some(inherited) = self.parent.as_ref().and_then(|p| p.lookup(&name)) {
-            if let (ToolSource::External { server }, ToolSource::BuiltIn) =
-                (&source, &inherited.source)
-            {
-                return Err(RegistryError::ExternalOverridesBuiltIn {
-                    name,
-                    server: server.clone(),
-                });
+            if let Some(refused) = overrides_builtin(&inherited.source) {
+                return Err(refused);
             }
             if !shadow {
                 return Err(RegistryError::ShadowsParent { name });
@@ -167,6 +219,7 @@ impl Registry {
             Arc::new(Entry {
                 tool,
                 source,
+                exposure,
                 input,
                 output,
                 schema_hash,
@@ -198,6 +251,25 @@ impl Registry {
             .collect()
     }
 
+    /// Every tool of every scope, by name (a child's shadowing entry replaces its parent's).
+    pub fn entries(&self) -> Vec<Arc<Entry>> {
+        let mut all: BTreeMap<String, Arc<Entry>> = BTreeMap::new();
+        self.collect(&mut all);
+        all.into_values().collect()
+    }
+
+    /// The tools a step shows the model: every direct tool, and the deferred ones in `loaded`.
+    pub fn visible(&self, loaded: &std::collections::BTreeSet<String>) -> Vec<VisibleTool> {
+        self.entries()
+            .into_iter()
+            .filter(|e| e.is_visible(loaded))
+            .map(|e| VisibleTool {
+                name: e.tool.name().to_owned(),
+                schema_hash: e.schema_hash.clone(),
+            })
+            .collect()
+    }
+
     fn collect(&self, into: &mut BTreeMap<String, Arc<Entry>>) {
         if let Some(parent) = &self.parent {
             parent.collect(into);
@@ -205,6 +277,25 @@ impl Registry {
         for (name, entry) in &self.tools {
             into.insert(name.clone(), entry.clone());
         }
+    }
+}
+
+impl Entry {
+    /// Whether a step whose loaded deferred tools are `loaded` shows this tool.
+    pub fn is_visible(&self, loaded: &std::collections::BTreeSet<String>) -> bool {
+        match self.exposure {
+            Exposure::Direct => true,
+            Exposure::Deferred => loaded.contains(self.tool.name()),
+            Exposure::Hidden => false,
+        }
+    }
+}
+
+/// Who an external source is, for error messages.
+fn source_server(source: &ToolSource) -> String {
+    match source {
+        ToolSource::BuiltIn => "built-in".to_owned(),
+        ToolSource::External { server } | ToolSource::Mcp { server, .. } => server.clone(),
     }
 }
 

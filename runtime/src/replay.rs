@@ -9,7 +9,7 @@
 use crate::code::ErrorCode;
 use crate::event::{
     Approval, AskAnswer, CallRef, CommittedResult, Event, ModelResponse, Outcome, PlanItem, Record,
-    Recovery, Resources, SessionOpen, StepOutcome, TurnOutcome,
+    Recovery, Resources, SessionOpen, SideEffect, StepOutcome, TurnOutcome, VisibleTool,
 };
 use crate::state::{CallMachine, CallState, IllegalTransition};
 use journal::{JournalError, Limits, Position, ReadEnd, Reader, Storage};
@@ -122,6 +122,8 @@ impl CallReplay {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepReplay {
     pub step: u32,
+    /// The tools the model was shown (`step/tools`), when the journal says.
+    pub tools: Option<Vec<VisibleTool>>,
     pub response: Option<ModelResponse>,
     pub outcome: Option<StepOutcome>,
     pub calls: Vec<CallReplay>,
@@ -142,6 +144,10 @@ pub struct SessionReplay {
     pub closed: bool,
     pub turns: Vec<TurnReplay>,
     pub plan: Option<Vec<PlanItem>>,
+    /// Whether plan mode was on at the end of the journal.
+    pub plan_mode: bool,
+    /// Deferred tools `tool_search` loaded: visible in every later step.
+    pub loaded_tools: std::collections::BTreeSet<String>,
     pub faults: Vec<(u32, u32, String)>,
     pub recoveries: Vec<Recovery>,
     pub last_seq: u64,
@@ -267,6 +273,7 @@ impl Replayer {
                 }
                 t.steps.push(StepReplay {
                     step,
+                    tools: None,
                     response: None,
                     outcome: None,
                     calls: Vec::new(),
@@ -381,9 +388,18 @@ impl Replayer {
                 outcome,
                 source_seqs,
             } => {
+                let loaded: Vec<String> = outcome
+                    .side_effects
+                    .iter()
+                    .flat_map(|e| match e {
+                        SideEffect::ToolsLoaded { names } => names.clone(),
+                        _ => Vec::new(),
+                    })
+                    .collect();
                 let c = advance(r, &call, CallState::Settled, 0, &source_seqs, seq, position)?;
                 c.outcome = Some(outcome);
                 c.settled_at_ms = Some(at_ms);
+                r.loaded_tools.extend(loaded);
             }
             Event::Committed {
                 call,
@@ -460,6 +476,21 @@ impl Replayer {
                 answer_ask(r, &call, Some(AskAnswer::Cancelled), Some(reason), seq).map_err(bad)?
             }
             Event::PlanReplace { items } => r.plan = Some(items),
+            Event::StepTools { turn, step, tools } => {
+                let s = open_step_mut(r, turn, step).map_err(bad)?;
+                if s.tools.is_some() || s.response.is_some() {
+                    return Err(bad(
+                        "step/tools comes once per step, before its llm/response".into(),
+                    ));
+                }
+                s.tools = Some(tools);
+            }
+            Event::PlanMode { on, call, .. } => {
+                if let Some(call) = &call {
+                    find_call(r, call).map_err(bad)?;
+                }
+                r.plan_mode = on;
+            }
             Event::SpillStored { .. } => {}
             Event::Fault {
                 turn,

@@ -19,14 +19,15 @@ use crate::eventlog::{Clock, EventLog, SystemClock};
 use crate::failpoint::Failpoints;
 use crate::hooks::{CallInfo, Decision, Hooks};
 use crate::pipeline::{self, panic_message, Ctx};
-use crate::registry::{Entry, Registry};
+use crate::registry::{Entry, Exposure, Registry};
 use crate::result::{error_content, ToolResult};
 use crate::scheduler;
 use crate::spill::SpillStore;
 use crate::state::{CallMachine, CallState};
+use crate::tools::search::{self, CatalogEntry, Loaded, ToolSearch};
 use crate::RuntimeError;
 use journal::Journal;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -59,6 +60,9 @@ pub struct Config {
     pub model_inline_bytes_max: usize,
     /// Where spilled results are kept in full; `None`: no spilling.
     pub spill: Option<Arc<dyn SpillStore>>,
+    /// Start a new session in plan mode: only read-only tools run until the user approves a
+    /// plan (an `ask` answered allow).
+    pub plan_mode: bool,
 }
 
 impl std::fmt::Debug for Config {
@@ -87,6 +91,7 @@ impl Default for Config {
             failpoints: Failpoints::default(),
             model_inline_bytes_max: 32 << 10,
             spill: None,
+            plan_mode: false,
         }
     }
 }
@@ -247,6 +252,34 @@ pub struct Session {
     step_answered: bool,
     always_allowed: HashSet<String>,
     stats: Arc<Stats>,
+    /// Deferred tools `tool_search` found so far.
+    loaded: Arc<Loaded>,
+    /// The tools the model was shown in the current step (`step/tools`).
+    step_visible: BTreeSet<String>,
+    plan_mode: bool,
+}
+
+/// The listener name plan-mode denials carry.
+pub const PLAN_MODE_POLICY: &str = "plan-mode";
+
+/// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
+/// any tool is deferred.
+fn with_tool_search(
+    registry: Arc<Registry>,
+    loaded: &Arc<Loaded>,
+) -> Result<Arc<Registry>, RuntimeError> {
+    let catalog: Vec<CatalogEntry> = registry
+        .entries()
+        .iter()
+        .filter(|e| e.exposure == Exposure::Deferred)
+        .map(|e| CatalogEntry::of(e))
+        .collect();
+    if catalog.is_empty() {
+        return Ok(registry);
+    }
+    let mut scope = Registry::child(registry);
+    scope.register_reserved(Arc::new(ToolSearch::new(catalog, loaded.clone())))?;
+    Ok(Arc::new(scope))
 }
 
 impl Session {
@@ -263,13 +296,16 @@ impl Session {
         let session_id = options
             .session_id
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let loaded = Arc::new(Loaded::default());
+        let registry = with_tool_search(registry, &loaded)?;
         log.append(&Event::SessionOpen(SessionOpen {
             schema_version: EVENT_SCHEMA_VERSION,
             session_id: session_id.clone(),
             workspace: options.workspace,
             tools: registry.descriptors(),
         }))?;
-        Ok(Session {
+        let plan_mode = config.plan_mode;
+        let mut session = Session {
             log,
             registry,
             hooks: Arc::new(hooks),
@@ -282,7 +318,51 @@ impl Session {
             step_answered: false,
             always_allowed: HashSet::new(),
             stats: Arc::new(Stats::default()),
-        })
+            loaded,
+            step_visible: BTreeSet::new(),
+            plan_mode: false,
+        };
+        if plan_mode {
+            session.set_plan_mode(true, "the session starts in plan mode")?;
+        }
+        Ok(session)
+    }
+
+    /// Turns plan mode on or off, journaled (`plan/mode`). While it is on, only tools declared
+    /// read-only run; the others are refused with `POLICY_DENIED`. A no-op when already so.
+    pub fn set_plan_mode(&mut self, on: bool, reason: &str) -> Result<(), RuntimeError> {
+        self.switch_plan_mode(on, reason, None)
+    }
+
+    pub fn plan_mode(&self) -> bool {
+        self.plan_mode
+    }
+
+    fn switch_plan_mode(
+        &mut self,
+        on: bool,
+        reason: &str,
+        call: Option<CallRef>,
+    ) -> Result<(), RuntimeError> {
+        if self.plan_mode == on {
+            return Ok(());
+        }
+        self.log.append(&Event::PlanMode {
+            on,
+            reason: reason.to_owned(),
+            call,
+        })?;
+        self.plan_mode = on;
+        Ok(())
+    }
+
+    /// The tools the model is shown in the current step (after [`Session::begin_step`]): what a
+    /// model adapter sends as the request's tool list.
+    pub fn step_tools(&self) -> Vec<Arc<Entry>> {
+        self.step_visible
+            .iter()
+            .filter_map(|name| self.registry.lookup(name))
+            .collect()
     }
 
     pub fn session_id(&self) -> &str {
@@ -330,6 +410,10 @@ impl Session {
             )));
         }
         let log = EventLog::new(Arc::new(journal), options.clock);
+        // What the journal says: tools loaded by earlier searches stay loaded, plan mode stays
+        // as it was.
+        let loaded = Arc::new(Loaded::new(replay.loaded_tools.clone()));
+        let registry = with_tool_search(registry, &loaded)?;
         Ok(Session {
             log,
             registry,
@@ -343,6 +427,9 @@ impl Session {
             step_answered: false,
             always_allowed: HashSet::new(),
             stats: Arc::new(Stats::default()),
+            loaded,
+            step_visible: BTreeSet::new(),
+            plan_mode: replay.plan_mode,
         })
     }
 
@@ -377,6 +464,15 @@ impl Session {
         self.log.append(&Event::StepStart {
             turn: self.turn,
             step: self.step,
+        })?;
+        // The step's tool set is fixed here, before the model answers: a tool loaded during
+        // the step is shown from the next one.
+        let tools = self.registry.visible(&self.loaded.snapshot());
+        self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
+        self.log.append(&Event::StepTools {
+            turn: self.turn,
+            step: self.step,
+            tools,
         })?;
         Ok(self.step)
     }
@@ -554,9 +650,21 @@ impl Session {
                     .into(),
             );
         }
-        let Some(entry) = self.registry.lookup(&track.tool) else {
-            let reason = format!("no tool named {:?} is available", track.tool);
-            return self.reject(track, ErrorCode::UnknownTool, reason);
+        let entry = match self.registry.lookup(&track.tool) {
+            Some(entry) if self.step_visible.contains(&track.tool) => entry,
+            Some(entry) if entry.exposure == Exposure::Deferred => {
+                let reason = format!(
+                    "tool {:?} is not loaded in this step: find it with {} first; it can be \
+                     called from the step after",
+                    track.tool,
+                    search::NAME
+                );
+                return self.reject(track, ErrorCode::UnknownTool, reason);
+            }
+            _ => {
+                let reason = format!("no tool named {:?} is available", track.tool);
+                return self.reject(track, ErrorCode::UnknownTool, reason);
+            }
         };
         track.entry = Some(entry.clone());
         let args = match args::parse(raw) {
@@ -583,6 +691,7 @@ impl Session {
             call: call.clone(),
             tool: track.tool.clone(),
             source: entry.source.clone(),
+            read_only: entry.tool.is_read_only(),
             args,
         };
         track.info = Some(info.clone());
@@ -636,6 +745,16 @@ impl Session {
     /// the listener that made it (`None`: no listener decided, the session's default applies).
     /// A listener that panics denies (fail closed).
     fn pre_execute(&self, info: &CallInfo) -> (Decision, Option<String>) {
+        // Plan mode comes before every listener: no listener's allow can let a write through
+        // while the plan is unapproved.
+        if self.plan_mode && !info.read_only {
+            let reason = format!(
+                "plan mode is on: only read-only tools run until the plan is approved (an ask \
+                 answered allow); {} changes the world",
+                info.tool
+            );
+            return (Decision::Deny { reason }, Some(PLAN_MODE_POLICY.to_owned()));
+        }
         for listener in &self.hooks.pre_execute {
             let decision = match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {
                 Ok(Decision::Pass) => continue,
@@ -701,6 +820,10 @@ impl Session {
             },
             answer => Event::AskAnswered { call, answer },
         })?;
+        if answer.allows() && info.tool == "ask" && self.plan_mode {
+            let reason = format!("the user approved the plan: {reason}");
+            self.switch_plan_mode(false, &reason, Some(info.call.clone()))?;
+        }
         Ok(match answer {
             AskAnswer::AllowedOnce => Asked::Approved(Approval::Asked { answer }),
             AskAnswer::AllowedAlways => {

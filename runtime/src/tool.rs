@@ -40,6 +40,15 @@ pub trait Tool: Send + Sync + 'static {
     fn is_retry_safe(&self) -> bool {
         false
     }
+    /// Whether the tool only reads: it changes nothing outside the session (plan mode lets
+    /// only these run). The default is the safe answer.
+    fn is_read_only(&self) -> bool {
+        false
+    }
+    /// This tool's own time limit, when it differs from the session's `timeout_ms`.
+    fn timeout_ms(&self) -> Option<u64> {
+        None
+    }
     /// What the call will touch: reported if its outcome is ever unknown.
     fn resources(&self, _args: &Args) -> Resources {
         Resources::default()

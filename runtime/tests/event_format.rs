@@ -224,7 +224,58 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 interrupted_turn: None,
             }),
         ),
+        (
+            23,
+            "step/tools",
+            Event::StepTools {
+                turn: 1,
+                step: 1,
+                tools: vec![VisibleTool {
+                    name: "read".into(),
+                    schema_hash: "h".into(),
+                }],
+            },
+        ),
+        (
+            24,
+            "plan/mode",
+            Event::PlanMode {
+                on: false,
+                reason: "r".into(),
+                call: Some(call()),
+            },
+        ),
     ]
+}
+
+#[test]
+fn the_new_source_and_side_effect_variants_have_the_indexes_format_md_gives_them() {
+    let mcp = ToolSource::Mcp {
+        server: "a".into(),
+        implementation: "b".into(),
+        version: "c".into(),
+    };
+    let mut out = Vec::new();
+    journal::codec::encode_into(&mcp, &mut out, 1 << 10).unwrap();
+    let mut expected = 2u32.to_le_bytes().to_vec();
+    for s in ["a", "b", "c"] {
+        expected.extend((s.len() as u64).to_le_bytes());
+        expected.extend(s.as_bytes());
+    }
+    assert_eq!(
+        out, expected,
+        "ToolSource 2 Mcp {{server, implementation, version}}"
+    );
+    let loaded = SideEffect::ToolsLoaded {
+        names: vec!["x".into()],
+    };
+    let mut out = Vec::new();
+    journal::codec::encode_into(&loaded, &mut out, 1 << 10).unwrap();
+    let mut expected = 4u32.to_le_bytes().to_vec();
+    expected.extend(1u64.to_le_bytes());
+    expected.extend(1u64.to_le_bytes());
+    expected.extend(b"x");
+    assert_eq!(out, expected, "SideEffect 4 ToolsLoaded {{names}}");
 }
 
 #[test]

@@ -931,7 +931,6 @@ async fn a_tool_cannot_claim_a_runtime_code() {
     let storage = SimStorage::new();
     let claimed = [
         ErrorCode::ToolNotStarted,
-        ErrorCode::ToolOutcomeUnknown,
         ErrorCode::PolicyDenied,
         ErrorCode::AbortedBeforeDispatch,
         ErrorCode::UnknownTool,

@@ -20,6 +20,10 @@ impl Tool for Ask {
     fn description(&self) -> &str {
         "Ask the user a yes/no question and wait for the answer."
     }
+    fn is_read_only(&self) -> bool {
+        // Asking changes nothing outside the session.
+        true
+    }
     fn input_schema(&self) -> Value {
         json!({
             "type": "object",

@@ -486,6 +486,9 @@ impl Tool for ReadTool {
             &["path", "lines", "sha256"],
         ))
     }
+    fn is_read_only(&self) -> bool {
+        true
+    }
     fn is_concurrency_safe(&self, _args: &Args) -> bool {
         true
     }
@@ -889,6 +892,9 @@ impl Tool for LsTool {
             &["path", "entries", "total"],
         ))
     }
+    fn is_read_only(&self) -> bool {
+        true
+    }
     fn is_concurrency_safe(&self, _args: &Args) -> bool {
         true
     }
@@ -1013,6 +1019,9 @@ impl Tool for GlobTool {
             }),
             &["files", "total"],
         ))
+    }
+    fn is_read_only(&self) -> bool {
+        true
     }
     fn is_concurrency_safe(&self, _args: &Args) -> bool {
         true
@@ -1245,6 +1254,9 @@ impl Tool for GrepTool {
             }),
             &["matches", "files", "truncated"],
         ))
+    }
+    fn is_read_only(&self) -> bool {
+        true
     }
     fn is_concurrency_safe(&self, _args: &Args) -> bool {
         true

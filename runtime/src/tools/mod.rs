@@ -4,6 +4,7 @@
 pub mod ask;
 pub mod bash;
 pub mod fs;
+pub mod search;
 pub mod todo;
 pub mod workspace;
 

@@ -19,6 +19,10 @@ impl Tool for Todo {
     fn description(&self) -> &str {
         "Replace the session's whole todo table. Statuses: pending, in_progress, done."
     }
+    fn is_read_only(&self) -> bool {
+        // The plan is the session's own state, not the world: planning is what plan mode is for.
+        true
+    }
     fn input_schema(&self) -> Value {
         json!({
             "type": "object",

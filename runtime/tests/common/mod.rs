@@ -30,6 +30,8 @@ pub struct TestTool {
     pub finalize_suffix: Option<String>,
     /// Whether a call may overlap others; asked right before it starts. Default: never.
     pub safe: Arc<dyn Fn(&runtime::args::Args) -> bool + Send + Sync>,
+    pub read_only: bool,
+    pub timeout_ms: Option<u64>,
 }
 
 impl TestTool {
@@ -54,6 +56,8 @@ impl TestTool {
             finalized: Arc::new(AtomicU64::new(0)),
             finalize_suffix: None,
             safe: Arc::new(|_| false),
+            read_only: false,
+            timeout_ms: None,
         }
     }
 
@@ -85,6 +89,18 @@ impl TestTool {
 
     pub fn output(mut self, schema: Value) -> TestTool {
         self.output = Some(schema);
+        self
+    }
+
+    /// Declared read-only (plan mode lets it run).
+    pub fn read_only(mut self) -> TestTool {
+        self.read_only = true;
+        self
+    }
+
+    /// A time limit of its own.
+    pub fn timeout_ms(mut self, ms: u64) -> TestTool {
+        self.timeout_ms = Some(ms);
         self
     }
 
@@ -142,6 +158,12 @@ impl Tool for TestTool {
     }
     fn is_retry_safe(&self) -> bool {
         self.retry_safe
+    }
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+    fn timeout_ms(&self) -> Option<u64> {
+        self.timeout_ms
     }
     fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
         (self.safe)(args)
