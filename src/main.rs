@@ -8,6 +8,7 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::out(format_args!($($arg)*)) };
 }
 
+mod config;
 mod demo;
 mod journal_cmd;
 mod run;
@@ -56,6 +57,13 @@ enum Command {
         /// Print the journal's events as JSON lines instead of the table.
         #[arg(long)]
         json: bool,
+        /// The configuration file: MCP servers, tool exposure (default:
+        /// $XDG_CONFIG_HOME/tooljournal/config.toml, if it exists).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Start in plan mode: only read-only tools run until an `ask` is answered allow.
+        #[arg(long)]
+        plan_mode: bool,
     },
     /// Continue a session from its journal (with the script's first unconsumed line).
     Resume {
@@ -63,6 +71,9 @@ enum Command {
         journal: PathBuf,
         #[arg(long)]
         script: Option<PathBuf>,
+        /// The configuration file (as for `run`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// List the sessions under the state directory.
     Sessions {
@@ -148,6 +159,8 @@ fn main() -> ExitCode {
             fsync,
             approve,
             json,
+            config,
+            plan_mode,
         } => run::run(run::RunArgs {
             script,
             workspace,
@@ -156,8 +169,14 @@ fn main() -> ExitCode {
             fsync,
             approve,
             json,
+            config,
+            plan_mode,
         }),
-        Command::Resume { journal, script } => run::resume(&journal, script.as_deref()),
+        Command::Resume {
+            journal,
+            script,
+            config,
+        } => run::resume(&journal, script.as_deref(), config.as_deref()),
         Command::Sessions { json } => sessions::list(json),
         Command::Journal { command } => match command {
             JournalCommand::Verify { dir } => journal_cmd::verify(&dir),

@@ -1,6 +1,7 @@
 //! `tooljournal run` and `tooljournal resume`: a scripted session on a real workspace, every
 //! transition journaled.
 
+use crate::config::{self, FileConfig};
 use crate::CliError;
 use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
 use runtime::driver::{drive, DriveReport, ScriptedApprover};
@@ -33,6 +34,10 @@ pub struct RunArgs {
     pub fsync: FsyncPolicy,
     pub approve: Approve,
     pub json: bool,
+    /// The configuration file (MCP servers, tool exposure); default: the user's, if any.
+    pub config: Option<PathBuf>,
+    /// Start in plan mode.
+    pub plan_mode: bool,
 }
 
 /// Where sessions live by default: `$XDG_STATE_HOME/tooljournal/sessions`, else
@@ -162,22 +167,74 @@ impl Observer for Printer {
 }
 
 struct Prepared {
+    rt: tokio::runtime::Runtime,
     journal_dir: PathBuf,
     session: Session,
     approver: Arc<ScriptedApprover>,
+    servers: Vec<mcp::McpServer>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn prepare(
-    session_id: Option<String>,
-    journal_dir: &Path,
-    workspace: &Path,
+/// What a session is set up with, beyond where it lives.
+struct Setup<'a> {
     approve: Approve,
     max_parallel: usize,
     fsync: FsyncPolicy,
     json: bool,
+    config: &'a FileConfig,
+    plan_mode: bool,
+}
+
+/// Starts every configured MCP server (its stderr goes to `mcp-<server>.stderr` in the journal
+/// directory) and registers its tools. On any failure the servers already started are stopped.
+fn start_servers(
+    rt: &tokio::runtime::Runtime,
+    config: &FileConfig,
+    journal_dir: &Path,
+    registry: &mut runtime::registry::Registry,
+) -> Result<Vec<mcp::McpServer>, CliError> {
+    let mut servers = Vec::new();
+    for (name, server_config) in &config.mcp_servers {
+        let log = journal_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
+        let started = std::fs::File::create(&log)
+            .map_err(|e| failed(format!("{}: {e}", log.display())))
+            .and_then(|log| {
+                rt.block_on(mcp::McpServer::start(name, server_config, log.into()))
+                    .map_err(failed)
+            })
+            .and_then(|server| {
+                mcp::register(&server, registry).map_err(failed)?;
+                Ok(server)
+            });
+        match started {
+            Ok(server) => servers.push(server),
+            Err(e) => {
+                rt.block_on(async {
+                    for s in servers {
+                        s.shutdown().await;
+                    }
+                });
+                return Err(e);
+            }
+        }
+    }
+    Ok(servers)
+}
+
+fn prepare(
+    session_id: Option<String>,
+    journal_dir: &Path,
+    workspace: &Path,
+    setup: Setup<'_>,
     resume_from: Option<&SessionReplay>,
 ) -> Result<Prepared, CliError> {
+    let Setup {
+        approve,
+        max_parallel,
+        fsync,
+        json,
+        config: file_config,
+        plan_mode,
+    } = setup;
     let storage = FsStorage::create(journal_dir).map_err(|e| {
         failed(format!(
             "{}: cannot create the journal directory: {e}",
@@ -193,7 +250,11 @@ fn prepare(
             workspace.display()
         ))
     })?);
-    let registry = Arc::new(builtin_registry(&ws).map_err(failed)?);
+    let mut registry = builtin_registry(&ws).map_err(failed)?;
+    config::apply_builtin_exposure(file_config, &mut registry)?;
+    let rt = tokio_runtime()?;
+    let servers = start_servers(&rt, file_config, journal_dir, &mut registry)?;
+    let registry = Arc::new(registry);
     let default = match approve {
         Approve::Allow => AskAnswer::AllowedOnce,
         Approve::Deny => AskAnswer::Denied,
@@ -218,6 +279,7 @@ fn prepare(
     let config = Config {
         parallel_max: max_parallel.max(1),
         spill: Some(Arc::new(spill)),
+        plan_mode: plan_mode || file_config.plan_mode,
         ..Config::default()
     };
     let (journal, report) = Journal::open(
@@ -246,9 +308,11 @@ fn prepare(
     }
     .map_err(|e| failed(e.to_string()))?;
     Ok(Prepared {
+        rt,
         journal_dir: journal_dir.to_owned(),
         session,
         approver,
+        servers,
     })
 }
 
@@ -262,18 +326,25 @@ fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
 
 fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), CliError> {
     let Prepared {
+        rt,
         journal_dir,
         mut session,
         approver,
+        servers,
     } = prepared;
-    let rt = tokio_runtime()?;
-    let report: DriveReport = rt
-        .block_on(async {
-            let report = drive(&mut session, &mut model, &approver).await?;
-            session.close().await?;
-            Ok::<_, runtime::RuntimeError>(report)
-        })
-        .map_err(|e| failed(format!("{}: {e}", journal_dir.display())))?;
+    let report = rt.block_on(async {
+        let report = drive(&mut session, &mut model, &approver).await;
+        let report = match report {
+            Ok(report) => session.close().await.map(|()| report),
+            Err(e) => Err(e),
+        };
+        for server in servers {
+            server.shutdown().await;
+        }
+        report
+    });
+    let report: DriveReport =
+        report.map_err(|e| failed(format!("{}: {e}", journal_dir.display())))?;
     if json {
         print_json(&journal_dir)?;
     } else {
@@ -374,16 +445,16 @@ pub fn run_model(
     fsync: FsyncPolicy,
     json: bool,
 ) -> Result<(), CliError> {
-    let prepared = prepare(
-        None,
-        journal_dir,
-        workspace,
+    let no_config = FileConfig::default();
+    let setup = Setup {
         approve,
         max_parallel,
         fsync,
         json,
-        None,
-    )?;
+        config: &no_config,
+        plan_mode: false,
+    };
+    let prepared = prepare(None, journal_dir, workspace, setup, None)?;
     play(prepared, model, json)
 }
 
@@ -400,16 +471,16 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         Some(j) => j,
         None => state_root()?.join(&session_id),
     };
-    let prepared = prepare(
-        Some(session_id),
-        &journal_dir,
-        &workspace,
-        args.approve,
-        args.max_parallel,
-        args.fsync,
-        args.json,
-        None,
-    )?;
+    let file_config = config::load(args.config.as_deref())?;
+    let setup = Setup {
+        approve: args.approve,
+        max_parallel: args.max_parallel,
+        fsync: args.fsync,
+        json: args.json,
+        config: &file_config,
+        plan_mode: args.plan_mode,
+    };
+    let prepared = prepare(Some(session_id), &journal_dir, &workspace, setup, None)?;
     if !args.json {
         outln!("session {}", prepared.session.session_id())?;
         outln!("journal: {}", journal_dir.display())?;
@@ -417,7 +488,11 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     play(prepared, model, args.json)
 }
 
-pub fn resume(journal_dir: &Path, script: Option<&Path>) -> Result<(), CliError> {
+pub fn resume(
+    journal_dir: &Path,
+    script: Option<&Path>,
+    config_file: Option<&Path>,
+) -> Result<(), CliError> {
     // Recovery first: balance the journal (never re-running anything), then continue.
     let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
         recover::session::RecoverError::Failed(m) => CliError::Failed(m),
@@ -499,16 +574,17 @@ pub fn resume(journal_dir: &Path, script: Option<&Path>) -> Result<(), CliError>
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
     model.skip(consumed);
     let workspace = PathBuf::from(&open.workspace);
-    let prepared = prepare(
-        None,
-        journal_dir,
-        &workspace,
-        Approve::Allow,
-        10,
-        FsyncPolicy::Group,
-        false,
-        Some(&replay),
-    )?;
+    let file_config = config::load(config_file)?;
+    let setup = Setup {
+        approve: Approve::Allow,
+        max_parallel: 10,
+        fsync: FsyncPolicy::Group,
+        json: false,
+        config: &file_config,
+        // A resumed session keeps the plan mode its journal shows.
+        plan_mode: false,
+    };
+    let prepared = prepare(None, journal_dir, &workspace, setup, Some(&replay))?;
     outln!(
         "resuming session {} after {consumed} script lines",
         open.session_id

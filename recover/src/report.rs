@@ -2,7 +2,7 @@
 //! and, with `--json`, for programs (the shape of `classify --json` is DESIGN.md §10's).
 
 use crate::classify::{Analysis, CallReport};
-use runtime::event::{Approval, SideEffect};
+use runtime::event::{Approval, SideEffect, ToolDescriptor, ToolSource};
 use serde_json::{json, Value};
 
 /// `resources` as one list: `write:PATH`, `read:PATH`, `intent:TEXT`.
@@ -208,8 +208,49 @@ fn effects(a: &Analysis, c: &CallReport) -> Vec<String> {
             },
             SideEffect::Other { kind, detail } => format!("{kind} {detail}"),
             SideEffect::PlanReplaced { items } => format!("plan replaced ({} items)", items.len()),
+            SideEffect::ToolsLoaded { names } => format!("loaded tools {}", names.join(", ")),
         })
         .collect()
+}
+
+/// The tool as `session/open` recorded it; `None` for a name the session never had.
+fn descriptor<'a>(a: &'a Analysis, c: &CallReport) -> Option<&'a ToolDescriptor> {
+    a.replay
+        .open
+        .as_ref()?
+        .tools
+        .iter()
+        .find(|d| d.name == c.tool)
+}
+
+/// Where the tool came from, for people: `built-in 1`, `mcp fs (secure-filesystem-server 0.2.0)`.
+fn source_text(a: &Analysis, c: &CallReport) -> String {
+    match descriptor(a, c) {
+        Some(d) if d.source == ToolSource::BuiltIn => format!("built-in {}", d.version),
+        Some(d) => d.source.to_string(),
+        None => "(no such tool)".to_owned(),
+    }
+}
+
+fn source_json(a: &Analysis, c: &CallReport) -> Value {
+    let Some(d) = descriptor(a, c) else {
+        return Value::Null;
+    };
+    let mut v = match &d.source {
+        ToolSource::BuiltIn => json!({"kind": "built-in"}),
+        ToolSource::External { server } => json!({"kind": "external", "server": server}),
+        ToolSource::Mcp {
+            server,
+            implementation,
+            version,
+        } => json!({
+            "kind": "mcp", "server": server,
+            "implementation": implementation, "server_version": version,
+        }),
+    };
+    v["version"] = json!(d.version);
+    v["schema_hash"] = json!(d.schema_hash);
+    v
 }
 
 fn timing_ms(a: &Analysis, c: &CallReport) -> Option<u64> {
@@ -228,6 +269,7 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
                 "turn": c.call.turn,
                 "step": c.call.step,
                 "tool": c.tool,
+                "source": source_json(a, c),
                 "arguments": c.raw_arguments,
                 "decision": decision(a, c),
                 "state": c.state.as_str(),
@@ -258,24 +300,28 @@ fn totals(a: &Analysis) -> Value {
 pub fn audit_text(journal: &str, a: &Analysis) -> String {
     let mut out = format!("audit of {journal}\n");
     out.push_str(&format!(
-        "{:>4} {:>4} {:<10} {:<10} {:<34} {:<36} {:<22} {:>7}  effects\n",
-        "turn", "step", "call", "tool", "arguments", "decision", "state / class", "ms"
+        "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  effects\n",
+        "turn", "step", "call", "tool", "source", "arguments", "decision", "state / class", "ms"
     ));
     for c in &a.calls {
-        let class = match c.classification {
-            Some(_) => format!(
+        // The classification of an orphan, or the code of an error result (an MCP call whose
+        // server died settles as TOOL_OUTCOME_UNKNOWN: it shows here).
+        let class = match (c.classification, c.result.code) {
+            (Some(_), _) => format!(
                 "{} {}",
                 c.state.as_str(),
                 classification(c).as_str().unwrap_or_default()
             ),
-            None => c.state.as_str().to_owned(),
+            (None, Some(code)) => format!("{} {code}", c.state.as_str()),
+            (None, None) => c.state.as_str().to_owned(),
         };
         out.push_str(&format!(
-            "{:>4} {:>4} {:<10} {:<10} {:<34} {:<36} {:<22} {:>7}  {}\n",
+            "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  {}\n",
             c.call.turn,
             c.call.step,
             truncate(&c.call.call_id, 10),
-            truncate(&c.tool, 10),
+            truncate(&c.tool, 24),
+            truncate(&source_text(a, c), 32),
             truncate(&c.raw_arguments, 34),
             truncate(&decision(a, c), 36),
             class,

@@ -1,0 +1,257 @@
+//! One running MCP server: the child process, the protocol session over its stdio, and the
+//! tools it offered at start.
+//!
+//! Why the tool list is read once: the journal's `session/open` records every tool with its
+//! source, version and schema hash, and a step's `step/tools` names what the model saw. A tool
+//! set that changed under a running session would make those records lie, so a server's
+//! `tools/list_changed` is not followed; restart the session to pick up new tools.
+
+use crate::config::{ServerConfig, TOOLS_PER_SERVER_MAX};
+use crate::naming;
+use crate::tool::McpTool;
+use crate::McpError;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::transport::TokioChildProcess;
+use rmcp::ClientHandler;
+use runtime::event::ToolSource;
+use runtime::tool::ProgressSink;
+use std::collections::{BTreeSet, HashMap};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Routes the server's progress notifications to the call that asked for them.
+#[derive(Default)]
+pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
+
+impl ProgressRoutes {
+    pub(crate) fn add(&self, token: ProgressToken, sink: ProgressSink) {
+        // A poisoned lock means a holder panicked between two map operations; the map is intact.
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token, sink);
+    }
+
+    pub(crate) fn remove(&self, token: &ProgressToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(token);
+    }
+
+    fn route(&self, p: &ProgressNotificationParam) {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sink) = map.get(&p.progress_token) {
+            let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
+            let message = p
+                .message
+                .as_deref()
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default();
+            sink.report(format!("{}{total}{message}", p.progress));
+        }
+    }
+}
+
+/// The client side of the protocol: only progress is of interest.
+pub(crate) struct Handler {
+    routes: Arc<ProgressRoutes>,
+}
+
+impl ClientHandler for Handler {
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.routes.route(&params);
+        std::future::ready(())
+    }
+}
+
+/// What the tools of one server share.
+pub(crate) struct Link {
+    pub(crate) server: String,
+    pub(crate) pid: Option<u32>,
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) routes: Arc<ProgressRoutes>,
+}
+
+/// A started MCP server and the tools it offers.
+pub struct McpServer {
+    name: String,
+    source: ToolSource,
+    link: Arc<Link>,
+    tools: Vec<Arc<McpTool>>,
+    service: Option<RunningService<RoleClient, Handler>>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .field("pid", &self.link.pid)
+            .field("tools", &self.tools.len())
+            .finish()
+    }
+}
+
+impl McpServer {
+    /// Starts the server `name` as `config` says, with its stderr going to `stderr`, completes
+    /// the protocol's `initialize`, and lists its tools. Fails with an error naming the server
+    /// (and the tool, for a per-tool setting that names no tool) if anything goes wrong or takes
+    /// longer than `startup_timeout_ms`.
+    pub async fn start(
+        name: &str,
+        config: &ServerConfig,
+        stderr: Stdio,
+    ) -> Result<McpServer, McpError> {
+        let startup = Duration::from_millis(config.startup_timeout_ms);
+        match tokio::time::timeout(startup, McpServer::start_inner(name, config, stderr)).await {
+            Ok(started) => started,
+            Err(_) => Err(McpError::Startup {
+                server: name.to_owned(),
+                message: format!(
+                    "did not start and list its tools within {} ms",
+                    config.startup_timeout_ms
+                ),
+            }),
+        }
+    }
+
+    async fn start_inner(
+        name: &str,
+        config: &ServerConfig,
+        stderr: Stdio,
+    ) -> Result<McpServer, McpError> {
+        let startup = |message: String| McpError::Startup {
+            server: name.to_owned(),
+            message,
+        };
+        let mut command = tokio::process::Command::new(&config.command);
+        command.args(&config.args).envs(&config.env);
+        if let Some(cwd) = &config.cwd {
+            command.current_dir(cwd);
+        }
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| startup(format!("cannot start {:?}: {e}", config.command)))?;
+        let pid = transport.id();
+        let routes = Arc::new(ProgressRoutes::default());
+        let handler = Handler {
+            routes: routes.clone(),
+        };
+        let service = handler
+            .serve(transport)
+            .await
+            .map_err(|e| startup(format!("initialize failed: {e}")))?;
+        let info = service.peer().peer_info();
+        let implementation = info.as_ref().and_then(|i| i.server_info.clone());
+        let source = ToolSource::Mcp {
+            server: name.to_owned(),
+            implementation: implementation
+                .as_ref()
+                .map_or_else(|| "unknown".to_owned(), |i| i.name.clone()),
+            version: implementation
+                .as_ref()
+                .map_or_else(|| "unknown".to_owned(), |i| i.version.clone()),
+        };
+        let listed = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| startup(format!("tools/list failed: {e}")))?;
+        if listed.len() > TOOLS_PER_SERVER_MAX {
+            return Err(startup(format!(
+                "offers {} tools; the limit is {TOOLS_PER_SERVER_MAX}",
+                listed.len()
+            )));
+        }
+        let offered: BTreeSet<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+        if let Some(missing) = config.tools.keys().find(|t| !offered.contains(t.as_str())) {
+            return Err(McpError::NoSuchTool {
+                server: name.to_owned(),
+                tool: missing.clone(),
+            });
+        }
+        let link = Arc::new(Link {
+            server: name.to_owned(),
+            pid,
+            peer: service.peer().clone(),
+            routes,
+        });
+        let mut tools: Vec<Arc<McpTool>> = Vec::with_capacity(listed.len());
+        let mut taken: HashMap<String, String> = HashMap::new();
+        for remote in listed {
+            let settings = config.tools.get(remote.name.as_ref());
+            let final_name = match settings.and_then(|s| s.name.as_deref()) {
+                Some(explicit) => naming::sanitize(explicit),
+                None => naming::final_name(config.name_prefix.as_deref(), name, &remote.name),
+            };
+            if let Some(other) = taken.insert(final_name.clone(), remote.name.to_string()) {
+                return Err(McpError::NameCollision {
+                    server: name.to_owned(),
+                    name: final_name,
+                    tools: (other, remote.name.to_string()),
+                });
+            }
+            let hinted = remote
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false);
+            let read_only = settings
+                .and_then(|s| s.read_only)
+                .unwrap_or(config.trust_read_only_hints && hinted);
+            let exposure = settings.and_then(|s| s.exposure).unwrap_or(config.exposure);
+            tools.push(Arc::new(McpTool::new(
+                link.clone(),
+                &remote,
+                final_name,
+                source.clone(),
+                read_only,
+                config.parallel_safe,
+                config.timeout_ms,
+                exposure,
+            )));
+        }
+        Ok(McpServer {
+            name: name.to_owned(),
+            source,
+            link,
+            tools,
+            service: Some(service),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the journal records as the source of this server's tools.
+    pub fn source(&self) -> &ToolSource {
+        &self.source
+    }
+
+    /// The server process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.link.pid
+    }
+
+    pub fn tools(&self) -> &[Arc<McpTool>] {
+        &self.tools
+    }
+
+    /// Ends the protocol session; the child process is killed when its transport is dropped.
+    pub async fn shutdown(mut self) {
+        if let Some(service) = self.service.take() {
+            if let Err(e) = service.cancel().await {
+                tracing::warn!(server = %self.name, "MCP server did not shut down cleanly: {e}");
+            }
+        }
+    }
+}

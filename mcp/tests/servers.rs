@@ -1,0 +1,464 @@
+//! MCP tools against real servers from the npm registry (pinned in tests/mcp), through the
+//! runtime's public session API: the same pipeline and journal as built-ins.
+
+#[path = "../../tests/mcp/support.rs"]
+mod support;
+
+use journal::{Journal, Limits, Options, SimStorage};
+use mcp::{McpError, McpServer, ServerConfig, ToolConfig};
+use runtime::event::{
+    AskAnswer, CallRef, Event, ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource,
+    TurnOutcome,
+};
+use runtime::hooks::{Approver, AskFuture, CallInfo, Hooks, Observer};
+use runtime::registry::{Exposure, Registry, RegistryError};
+use runtime::replay::replay_storage;
+use runtime::tools::{builtin_registry, Workspace};
+use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+fn filesystem(root: &std::path::Path) -> ServerConfig {
+    ServerConfig::new(
+        support::filesystem_server().display().to_string(),
+        vec![root.display().to_string()],
+    )
+}
+
+fn everything() -> ServerConfig {
+    ServerConfig::new(
+        support::everything_server().display().to_string(),
+        vec!["stdio".into()],
+    )
+}
+
+async fn start(name: &str, config: &ServerConfig) -> McpServer {
+    McpServer::start(name, config, Stdio::null())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn registry_with(server: &McpServer, ws: Option<&std::path::Path>) -> Arc<Registry> {
+    let mut r = match ws {
+        Some(ws) => builtin_registry(&Arc::new(Workspace::new(ws, &[]).unwrap())).unwrap(),
+        None => Registry::new(),
+    };
+    mcp::register(server, &mut r).unwrap();
+    Arc::new(r)
+}
+
+fn session(storage: &SimStorage, registry: Arc<Registry>, hooks: Hooks, config: Config) -> Session {
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
+    Session::open(journal, registry, hooks, config, SessionOptions::default()).unwrap()
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ModelCall {
+    ModelCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
+}
+
+async fn step(s: &mut Session, calls: Vec<ModelCall>) -> Vec<ToolResult> {
+    s.begin_step().unwrap();
+    let r = s
+        .run_batch(ModelResponse {
+            text: String::new(),
+            tool_calls: calls,
+            stop_reason: StopReason::ToolUse,
+        })
+        .await
+        .unwrap();
+    s.end_step(StepOutcome::Completed).unwrap();
+    r
+}
+
+fn events(storage: &SimStorage) -> Vec<Event> {
+    journal::Reader::open(Arc::new(storage.clone()), Limits::default())
+        .unwrap()
+        .map(|r| {
+            journal::codec::decode::<runtime::event::Record>(&r.unwrap().payload)
+                .unwrap()
+                .event
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Progress(Mutex<Vec<String>>);
+
+impl Observer for Progress {
+    fn name(&self) -> &str {
+        "progress"
+    }
+    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
+        Ok(())
+    }
+    fn on_progress(&self, _: &CallRef, _: &str, message: &str) -> Result<(), String> {
+        self.0.lock().unwrap().push(message.to_owned());
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_s_tools_are_journaled_with_its_identity_and_run_through_the_pipeline() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "hello from a").unwrap();
+    let server = start("fs", &filesystem(ws.path())).await;
+    let storage = SimStorage::new();
+    let mut s = session(
+        &storage,
+        registry_with(&server, Some(ws.path())),
+        Hooks::default(),
+        Config::default(),
+    );
+    s.begin_turn("read it").unwrap();
+    let path = ws.path().join("a.txt").display().to_string();
+    let r = step(
+        &mut s,
+        vec![call(
+            "c1",
+            "mcp__fs__read_text_file",
+            serde_json::json!({ "path": path }),
+        )],
+    )
+    .await;
+    assert!(!r[0].is_error, "{}", r[0].content);
+    assert!(r[0].content.contains("hello from a"), "{}", r[0].content);
+    s.end_turn(TurnOutcome::Completed).await.unwrap();
+    server.shutdown().await;
+
+    let all = events(&storage);
+    let Some(Event::SessionOpen(open)) = all.first() else {
+        panic!("no session/open")
+    };
+    let d = open
+        .tools
+        .iter()
+        .find(|d| d.name == "mcp__fs__read_text_file")
+        .expect("recorded");
+    let ToolSource::Mcp {
+        server,
+        implementation,
+        version,
+    } = &d.source
+    else {
+        panic!("{:?}", d.source)
+    };
+    assert_eq!(server, "fs");
+    assert_eq!(implementation, "secure-filesystem-server");
+    assert!(!version.is_empty() && d.version == *version);
+    assert_eq!(d.schema_hash.len(), 64);
+    assert!(open
+        .tools
+        .iter()
+        .any(|d| d.name == "read" && d.source == ToolSource::BuiltIn));
+    let kinds: Vec<&str> = all
+        .iter()
+        .filter(|e| e.call().is_some_and(|c| c.call_id == "c1"))
+        .map(Event::kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "received",
+            "parsed",
+            "approved",
+            "started",
+            "settled",
+            "committed"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_reach_observers_before_the_result() {
+    let server = start("everything", &everything()).await;
+    let storage = SimStorage::new();
+    let progress = Arc::new(Progress::default());
+    let hooks = Hooks {
+        observers: vec![progress.clone()],
+        ..Hooks::default()
+    };
+    let mut s = session(
+        &storage,
+        registry_with(&server, None),
+        hooks,
+        Config::default(),
+    );
+    s.begin_turn("go").unwrap();
+    let r = step(
+        &mut s,
+        vec![call(
+            "c1",
+            "mcp__everything__trigger-long-running-operation",
+            serde_json::json!({"duration": 1, "steps": 3}),
+        )],
+    )
+    .await;
+    server.shutdown().await;
+    assert!(!r[0].is_error, "{}", r[0].content);
+    let seen = progress.0.lock().unwrap().clone();
+    assert!(!seen.is_empty(), "no progress was reported");
+    assert!(seen[0].starts_with("1/3"), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_timeout_cancels_the_call_and_it_settles_outcome_unknown() {
+    let mut config = everything();
+    config.timeout_ms = Some(700);
+    let server = start("everything", &config).await;
+    let storage = SimStorage::new();
+    let mut s = session(
+        &storage,
+        registry_with(&server, None),
+        Hooks::default(),
+        Config::default(),
+    );
+    s.begin_turn("go").unwrap();
+    let r = step(
+        &mut s,
+        vec![
+            call(
+                "c1",
+                "mcp__everything__trigger-long-running-operation",
+                serde_json::json!({"duration": 20, "steps": 20}),
+            ),
+            call(
+                "c2",
+                "mcp__everything__echo",
+                serde_json::json!({"message": "still here"}),
+            ),
+        ],
+    )
+    .await;
+    server.shutdown().await;
+    assert_eq!(
+        r[0].code,
+        Some(ErrorCode::ToolOutcomeUnknown),
+        "{}",
+        r[0].content
+    );
+    assert!(
+        r[0].content.contains("timed out after 700 ms"),
+        "{}",
+        r[0].content
+    );
+    assert!(
+        r[0].content.contains("notifications/cancelled"),
+        "{}",
+        r[0].content
+    );
+    assert!(!r[1].is_error, "the server still answers: {}", r[1].content);
+    assert!(r[1].content.contains("still here"), "{}", r[1].content);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_named_like_a_built_in_is_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut config = filesystem(ws.path());
+    config.tools.insert(
+        "read_text_file".into(),
+        ToolConfig {
+            name: Some("read".into()),
+            ..ToolConfig::default()
+        },
+    );
+    let server = start("fs", &config).await;
+    let mut registry =
+        builtin_registry(&Arc::new(Workspace::new(ws.path(), &[]).unwrap())).unwrap();
+    let refused = mcp::register(&server, &mut registry);
+    server.shutdown().await;
+    match refused {
+        Err(McpError::Registry {
+            server,
+            source: RegistryError::ExternalOverridesBuiltIn { name, .. },
+        }) => {
+            assert_eq!((server.as_str(), name.as_str()), ("fs", "read"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        registry.lookup("read").unwrap().source,
+        ToolSource::BuiltIn,
+        "the built-in stands"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tools_of_one_server_with_one_final_name_are_refused() {
+    let mut config = everything();
+    for tool in ["echo", "get-sum"] {
+        config.tools.insert(
+            tool.into(),
+            ToolConfig {
+                name: Some("same".into()),
+                ..ToolConfig::default()
+            },
+        );
+    }
+    let refused = McpServer::start("everything", &config, Stdio::null()).await;
+    match refused {
+        Err(McpError::NameCollision { name, tools, .. }) => {
+            assert_eq!(name, "same");
+            let mut tools = [tools.0, tools.1];
+            tools.sort();
+            assert_eq!(tools, ["echo", "get-sum"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_for_a_tool_the_server_lacks_and_a_server_that_cannot_start_are_named() {
+    let mut config = everything();
+    config
+        .tools
+        .insert("no_such_tool".into(), ToolConfig::default());
+    match McpServer::start("everything", &config, Stdio::null()).await {
+        Err(e @ McpError::NoSuchTool { .. }) => {
+            assert!(e.to_string().contains("no_such_tool"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let missing = ServerConfig::new("/nonexistent/mcp-server", vec![]);
+    match McpServer::start("ghost", &missing, Stdio::null()).await {
+        Err(e @ McpError::Startup { .. }) => {
+            let e = e.to_string();
+            assert!(
+                e.contains("ghost") && e.contains("/nonexistent/mcp-server"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_mcp_tool_is_unknown_until_tool_search_loads_it() {
+    let mut config = everything();
+    config.exposure = Exposure::Deferred;
+    let server = start("everything", &config).await;
+    let storage = SimStorage::new();
+    let mut s = session(
+        &storage,
+        registry_with(&server, None),
+        Hooks::default(),
+        Config::default(),
+    );
+    s.begin_turn("go").unwrap();
+    let echo = |id: &str| {
+        call(
+            id,
+            "mcp__everything__echo",
+            serde_json::json!({"message": "hi"}),
+        )
+    };
+    let r = step(
+        &mut s,
+        vec![
+            echo("c1"),
+            call("c2", "tool_search", serde_json::json!({"query": "echo"})),
+        ],
+    )
+    .await;
+    assert_eq!(r[0].code, Some(ErrorCode::UnknownTool), "{}", r[0].content);
+    assert!(
+        r[1].content.contains("mcp__everything__echo"),
+        "{}",
+        r[1].content
+    );
+    let r = step(&mut s, vec![echo("c3")]).await;
+    server.shutdown().await;
+    assert!(!r[0].is_error, "{}", r[0].content);
+    assert!(r[0].content.contains("hi"), "{}", r[0].content);
+}
+
+struct Allow;
+
+impl Approver for Allow {
+    fn ask(&self, _call: CallInfo, _question: String) -> AskFuture<'_> {
+        Box::pin(async { AskAnswer::AllowedOnce })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_lets_declared_read_only_mcp_tools_run_and_refuses_the_others() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "plan").unwrap();
+    let mut config = filesystem(ws.path());
+    config.trust_read_only_hints = true;
+    // The user's word beats the server's hint.
+    config.tools.insert(
+        "list_directory".into(),
+        ToolConfig {
+            read_only: Some(false),
+            ..ToolConfig::default()
+        },
+    );
+    let server = start("fs", &config).await;
+    let storage = SimStorage::new();
+    let hooks = Hooks {
+        pre_execute: vec![Arc::new(runtime::tools::ask::AskPolicy)],
+        approver: Some(Arc::new(Allow)),
+        ..Hooks::default()
+    };
+    let mut s = session(
+        &storage,
+        registry_with(&server, Some(ws.path())),
+        hooks,
+        Config {
+            plan_mode: true,
+            ..Config::default()
+        },
+    );
+    let path = |f: &str| ws.path().join(f).display().to_string();
+    let write = |id: &str| {
+        call(
+            id,
+            "mcp__fs__write_file",
+            serde_json::json!({"path": path("b.txt"), "content": "done"}),
+        )
+    };
+    s.begin_turn("go").unwrap();
+    let r = step(
+        &mut s,
+        vec![
+            call(
+                "c1",
+                "mcp__fs__read_text_file",
+                serde_json::json!({"path": path("a.txt")}),
+            ),
+            write("c2"),
+            call(
+                "c3",
+                "mcp__fs__list_directory",
+                serde_json::json!({"path": path(".")}),
+            ),
+        ],
+    )
+    .await;
+    assert!(!r[0].is_error, "{}", r[0].content);
+    assert_eq!(r[1].code, Some(ErrorCode::PolicyDenied), "{}", r[1].content);
+    assert!(r[1].content.contains("plan mode is on"), "{}", r[1].content);
+    assert_eq!(r[2].code, Some(ErrorCode::PolicyDenied), "{}", r[2].content);
+    assert!(!ws.path().join("b.txt").exists());
+    let r = step(
+        &mut s,
+        vec![
+            call("c4", "ask", serde_json::json!({"question": "Write b.txt?"})),
+            write("c5"),
+        ],
+    )
+    .await;
+    server.shutdown().await;
+    assert!(!r[1].is_error, "{}", r[1].content);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "done"
+    );
+    s.end_turn(TurnOutcome::Completed).await.unwrap();
+    let (replay, _) = replay_storage(Arc::new(storage.clone()), Limits::default()).unwrap();
+    assert!(!replay.plan_mode);
+}

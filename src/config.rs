@@ -1,0 +1,92 @@
+//! The configuration file (`--config FILE`, default `$XDG_CONFIG_HOME/tooljournal/config.toml`,
+//! else `~/.config/tooljournal/config.toml`): MCP servers, how built-in tools are shown, and
+//! whether new sessions start in plan mode.
+//!
+//! Why strict: a typo in a server table must not silently start a session without that server,
+//! or with a tool shown that was meant to be hidden; unknown keys are errors naming the file.
+
+use crate::CliError;
+use runtime::registry::{Exposure, Registry};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// New sessions start in plan mode (read-only tools only until a plan is approved).
+    #[serde(default)]
+    pub plan_mode: bool,
+    /// Settings of built-in tools, by name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, BuiltinSettings>,
+    /// MCP servers, by the name their tools are prefixed with.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, mcp::ServerConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinSettings {
+    pub exposure: Exposure,
+}
+
+/// The default file: `$XDG_CONFIG_HOME/tooljournal/config.toml`, else under `~/.config`.
+fn default_path() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".config"),
+    };
+    Some(base.join("tooljournal/config.toml"))
+}
+
+/// Reads `explicit` (which must exist) or else the default file (which may be absent: then
+/// nothing is configured). Relative `cwd`s of servers are taken from the file's directory.
+pub fn load(explicit: Option<&Path>) -> Result<FileConfig, CliError> {
+    let path = match explicit {
+        Some(p) => p.to_owned(),
+        None => match default_path() {
+            Some(p) if p.exists() => p,
+            _ => return Ok(FileConfig::default()),
+        },
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        CliError::Failed(format!(
+            "{}: cannot read the configuration: {e}",
+            path.display()
+        ))
+    })?;
+    let mut config: FileConfig = toml::from_str(&text)
+        .map_err(|e| CliError::Failed(format!("{}: {}", path.display(), one_line(&e))))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for server in config.mcp_servers.values_mut() {
+        if let Some(cwd) = &server.cwd {
+            server.cwd = Some(dir.join(cwd));
+        }
+    }
+    Ok(config)
+}
+
+/// toml's messages span lines (a snippet with a caret); the CLI prints errors on one line.
+fn one_line(e: &toml::de::Error) -> String {
+    let place = e
+        .span()
+        .map(|s| format!("at byte {}: ", s.start))
+        .unwrap_or_default();
+    format!("{place}{}", e.message())
+}
+
+/// Applies `[tools.NAME] exposure = …` to the built-ins in `registry`.
+pub fn apply_builtin_exposure(
+    config: &FileConfig,
+    registry: &mut Registry,
+) -> Result<(), CliError> {
+    for (name, settings) in &config.tools {
+        if !registry.set_exposure(name, settings.exposure) {
+            return Err(CliError::Failed(format!(
+                "configuration: [tools.{name}]: there is no built-in tool named {name:?}"
+            )));
+        }
+    }
+    Ok(())
+}
