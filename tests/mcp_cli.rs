@@ -1,0 +1,447 @@
+//! MCP servers from the npm registry, through the `tooljournal` binary and then `recover`'s
+//! library: a transcript lists, reads and writes over MCP, a server is SIGKILLed mid-call, a
+//! call is cancelled, a name collision and a bad configuration are refused; plan mode from the
+//! command line. The journal, classification and rebuilt histories treat MCP calls exactly as
+//! built-ins.
+
+#[path = "mcp/support.rs"]
+mod support;
+
+use journal::{FsStorage, Limits};
+use recover::providers::{render, validate, Format};
+use runtime::event::{CallRef, Event, Record};
+use runtime::state::CallState;
+use runtime::ErrorCode;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn tooljournal() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    journal: PathBuf,
+    config: PathBuf,
+    script: PathBuf,
+}
+
+fn fixture(config: &str, script: &[Value]) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    let config_path = dir.path().join("config.toml");
+    std::fs::write(
+        &config_path,
+        config.replace("$WS", &ws.display().to_string()),
+    )
+    .unwrap();
+    let script_path = dir.path().join("script.jsonl");
+    let lines: Vec<String> = script
+        .iter()
+        .map(|l| l.to_string().replace("$WS", &ws.display().to_string()))
+        .collect();
+    std::fs::write(&script_path, lines.join("\n")).unwrap();
+    Fixture {
+        journal: dir.path().join("journal"),
+        ws,
+        config: config_path,
+        script: script_path,
+        _dir: dir,
+    }
+}
+
+impl Fixture {
+    fn command(&self) -> Command {
+        let mut c = tooljournal();
+        c.arg("run")
+            .arg("--script")
+            .arg(&self.script)
+            .arg("--workspace")
+            .arg(&self.ws)
+            .arg("--journal")
+            .arg(&self.journal)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--json");
+        c
+    }
+
+    fn run(&self) -> Output {
+        self.command().output().expect("the binary runs")
+    }
+}
+
+fn assistant(calls: Vec<(&str, &str, Value)>) -> Value {
+    let calls: Vec<Value> = calls
+        .into_iter()
+        .map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args.to_string()}))
+        .collect();
+    json!({"assistant": {"text": "", "tool_calls": calls, "stop_reason": "tool_use"}})
+}
+
+fn end() -> Value {
+    json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}})
+}
+
+fn fs_config() -> String {
+    format!(
+        "[mcp_servers.fs]\ncommand = {:?}\nargs = [\"$WS\"]\n",
+        support::filesystem_server().display().to_string()
+    )
+}
+
+fn everything_config() -> String {
+    format!(
+        "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+        support::everything_server().display().to_string()
+    )
+}
+
+fn recovered(journal: &Path) -> recover::session::Recovered {
+    recover::session::recover(journal, false).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn report<'a>(r: &'a recover::session::Recovered, id: &str) -> &'a recover::classify::CallReport {
+    r.analysis
+        .calls
+        .iter()
+        .find(|c| c.call.call_id == id)
+        .unwrap_or_else(|| panic!("no call {id}"))
+}
+
+fn events(journal: &Path) -> Vec<Event> {
+    let storage = Arc::new(FsStorage::open(journal).unwrap());
+    journal::Reader::open(storage, Limits::default())
+        .unwrap()
+        .map(|r| r.unwrap().decode::<Record>().unwrap().event)
+        .collect()
+}
+
+#[test]
+fn a_transcript_lists_reads_and_writes_through_mcp_and_recovery_treats_it_like_a_built_in() {
+    let f = fixture(
+        &fs_config(),
+        &[
+            json!({"user": "look around, then write b.txt"}),
+            assistant(vec![
+                ("c1", "mcp__fs__list_directory", json!({"path": "$WS"})),
+                (
+                    "c2",
+                    "mcp__fs__read_text_file",
+                    json!({"path": "$WS/a.txt"}),
+                ),
+            ]),
+            assistant(vec![
+                (
+                    "c3",
+                    "mcp__fs__write_file",
+                    json!({"path": "$WS/b.txt", "content": "written over MCP"}),
+                ),
+                ("c4", "read", json!({"path": "b.txt"})),
+            ]),
+            end(),
+        ],
+    );
+    std::fs::write(f.ws.join("a.txt"), "hello over MCP").unwrap();
+    let out = f.run();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("b.txt")).unwrap(),
+        "written over MCP",
+        "the server really wrote"
+    );
+    let stderr_log = std::fs::read_to_string(f.journal.join("mcp-fs.stderr")).unwrap();
+    assert!(
+        stderr_log.contains("Secure MCP Filesystem Server"),
+        "{stderr_log}"
+    );
+
+    let r = recovered(&f.journal);
+    assert!(
+        r.analysis.recovery.is_none(),
+        "a finished session needs no recovery"
+    );
+    for id in ["c1", "c2", "c3", "c4"] {
+        let c = report(&r, id);
+        assert_eq!(c.state, CallState::Committed, "{id}");
+        assert_eq!(c.classification, None, "{id}");
+        assert!(!c.result.is_error, "{id}: {}", c.result.content);
+    }
+    assert!(report(&r, "c1").result.content.contains("a.txt"));
+    assert!(report(&r, "c2").result.content.contains("hello over MCP"));
+    assert!(report(&r, "c4").result.content.contains("written over MCP"));
+    let mcp_intent = &report(&r, "c3").resources.intents;
+    assert!(
+        mcp_intent.iter().any(|i| i.contains("mcp fs write_file")),
+        "{mcp_intent:?}"
+    );
+
+    let conversation = r.analysis.conversation();
+    for format in Format::ALL {
+        let body = render(&conversation, format);
+        validate(format, &body).unwrap_or_else(|v| panic!("{}: {v:?}", format.as_str()));
+        assert!(
+            body.to_string().contains("mcp__fs__write_file"),
+            "{}",
+            format.as_str()
+        );
+    }
+
+    let audit = recover::report::audit_json("j", &r.analysis);
+    let source = |id: &str| {
+        audit["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["call_id"] == id)
+            .unwrap()["source"]
+            .clone()
+    };
+    assert_eq!(source("c3")["kind"], "mcp");
+    assert_eq!(source("c3")["server"], "fs");
+    assert_eq!(source("c3")["implementation"], "secure-filesystem-server");
+    assert_eq!(source("c4")["kind"], "built-in");
+    let table = recover::report::audit_text("j", &r.analysis);
+    assert!(
+        table.contains("mcp fs (secure-filesystem-server"),
+        "{table}"
+    );
+}
+
+/// The pid of `parent`'s child process.
+fn child_of(parent: u32) -> Option<i32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces, so split after the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(parent) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Waits until the journal shows `started` for `call_id`.
+fn wait_started(journal: &Path, call_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let started = FsStorage::open(journal).ok().is_some_and(|storage| {
+            journal::Reader::open(Arc::new(storage), Limits::default())
+                .map(|reader| {
+                    reader.filter_map(Result::ok).any(|r| {
+                        matches!(r.decode::<Record>(), Ok(Record { event: Event::Started { call, .. }, .. }) if call.call_id == call_id)
+                    })
+                })
+                .unwrap_or(false)
+        });
+        if started {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{call_id} never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_server_killed_mid_call_settles_the_call_outcome_unknown_and_the_session_goes_on() {
+    let f = fixture(
+        &everything_config(),
+        &[
+            json!({"user": "run the long one"}),
+            assistant(vec![(
+                "c1",
+                "mcp__everything__trigger-long-running-operation",
+                json!({"duration": 120, "steps": 120}),
+            )]),
+            assistant(vec![
+                ("c2", "mcp__everything__echo", json!({"message": "anyone?"})),
+                ("c3", "ls", json!({})),
+            ]),
+            end(),
+        ],
+    );
+    let child = f
+        .command()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_started(&f.journal, "c1");
+    let server = child_of(child.id()).expect("the MCP server is a child of the runtime");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let r = recovered(&f.journal);
+    let c1 = report(&r, "c1");
+    assert_eq!(c1.state, CallState::Committed);
+    assert_eq!(
+        c1.result.code,
+        Some(ErrorCode::ToolOutcomeUnknown),
+        "{}",
+        c1.result.content
+    );
+    assert!(
+        c1.result.content.contains("had received the call"),
+        "{}",
+        c1.result.content
+    );
+    let c2 = report(&r, "c2");
+    assert_eq!(
+        c2.result.code,
+        Some(ErrorCode::ToolFailed),
+        "{}",
+        c2.result.content
+    );
+    assert!(
+        c2.result.content.contains("not sent"),
+        "{}",
+        c2.result.content
+    );
+    assert!(!report(&r, "c3").result.is_error, "the session went on");
+    let table = recover::report::audit_text("j", &r.analysis);
+    assert!(table.contains("committed TOOL_OUTCOME_UNKNOWN"), "{table}");
+    for format in Format::ALL {
+        validate(format, &render(&r.analysis.conversation(), format)).unwrap();
+    }
+}
+
+#[test]
+fn a_cancelled_mcp_call_sends_the_cancellation_and_settles_outcome_unknown() {
+    let mut line = assistant(vec![(
+        "c1",
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 120, "steps": 120}),
+    )]);
+    line["assistant"]["cancel_after_ms"] = json!(1500);
+    let f = fixture(&everything_config(), &[json!({"user": "go"}), line, end()]);
+    let out = f.run();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let committed: Vec<(CallRef, runtime::event::CommittedResult)> = events(&f.journal)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Committed { call, result, .. } => Some((call, result)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(committed.len(), 1);
+    let result = &committed[0].1;
+    assert_eq!(
+        result.code,
+        Some(ErrorCode::ToolOutcomeUnknown),
+        "{}",
+        result.content
+    );
+    assert!(
+        result.content.contains("notifications/cancelled"),
+        "{}",
+        result.content
+    );
+}
+
+#[test]
+fn an_mcp_tool_renamed_to_a_built_in_name_is_refused_before_the_session_starts() {
+    let config = format!(
+        "{}[mcp_servers.fs.tools.read_text_file]\nname = \"read\"\n",
+        fs_config()
+    );
+    let f = fixture(&config, &[json!({"user": "hi"}), end()]);
+    let out = f.run();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("\"read\"") && stderr.contains("built-in") && stderr.contains("fs"),
+        "{stderr}"
+    );
+    assert!(
+        !f.journal.join("00000000000000000000.segment").exists() || events(&f.journal).is_empty()
+    );
+}
+
+#[test]
+fn a_bad_configuration_is_refused_naming_the_file() {
+    let f = fixture(
+        "[mcp_servers.fs]\ncommand = \"x\"\nparalel_safe = true\n",
+        &[],
+    );
+    let out = f.run();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("config.toml") && stderr.contains("paralel_safe"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+}
+
+#[test]
+fn plan_mode_from_the_command_line_refuses_writes_until_the_plan_is_approved() {
+    let mut approve = assistant(vec![
+        ("c2", "ask", json!({"question": "Plan: write a.txt. Go?"})),
+        (
+            "c3",
+            "write",
+            json!({"path": "a.txt", "content": "approved"}),
+        ),
+    ]);
+    approve["assistant"]["approvals"] = json!({"c2": "allow"});
+    let f = fixture(
+        "",
+        &[
+            json!({"user": "plan first"}),
+            assistant(vec![(
+                "c1",
+                "write",
+                json!({"path": "a.txt", "content": "too early"}),
+            )]),
+            approve,
+            end(),
+        ],
+    );
+    let out = f.command().arg("--plan-mode").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("a.txt")).unwrap(),
+        "approved"
+    );
+    let all = events(&f.journal);
+    let modes: Vec<(bool, Option<String>)> = all
+        .iter()
+        .filter_map(|e| match e {
+            Event::PlanMode { on, call, .. } => {
+                Some((*on, call.as_ref().map(|c| c.call_id.clone())))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(modes, [(true, None), (false, Some("c2".to_owned()))]);
+    let rejected = all.iter().find_map(|e| match e {
+        Event::Rejected {
+            call, code, reason, ..
+        } if call.call_id == "c1" => Some((*code, reason.clone())),
+        _ => None,
+    });
+    let (code, reason) = rejected.expect("c1 rejected");
+    assert_eq!(code, ErrorCode::PolicyDenied);
+    assert!(reason.contains("plan mode is on"), "{reason}");
+}
