@@ -725,14 +725,9 @@ fn committed_report(c: &mut Call) -> CallReport {
             state: c.state,
             classification: None,
             resources,
-            result: c.committed.take().unwrap_or_else(|| CommittedResult {
-                // Unreachable: only `committed` and `recovery` make a call committed, and
-                // both set its result.
-                content: String::new(),
-                is_error: false,
-                code: None,
-                value: None,
-            }),
+            // Cannot fail: a call is committed only by `committed` or a `recovery`, and both
+            // set its result (a recovered call is the arm above).
+            result: c.committed.take().expect("a committed call has its result"),
             recovered: false,
             in_flight: false,
         },
