@@ -9,7 +9,7 @@
 
 use crate::classify::{CallReport, End};
 use crate::session::ReportSink;
-use runtime::event::Classification;
+use runtime::event::{Classification, Resources};
 use serde::Serialize;
 use std::io::Write;
 
@@ -31,12 +31,42 @@ fn classification_name(k: Classification) -> &'static str {
     }
 }
 
+/// `resources` as [`resource_list`] gives them, serialized without building the list.
+struct ResourceList<'a>(&'a Resources);
+
+/// One resource: a prefix and a path or intent, serialized as one string.
+struct Prefixed<'a>(&'static str, &'a str);
+
+impl Serialize for Prefixed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{}{}", self.0, self.1))
+    }
+}
+
+impl Serialize for ResourceList<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let r = self.0;
+        let mut seq = s.serialize_seq(Some(r.writes.len() + r.reads.len() + r.intents.len()))?;
+        for p in &r.writes {
+            seq.serialize_element(&Prefixed("write:", p))?;
+        }
+        for p in &r.reads {
+            seq.serialize_element(&Prefixed("read:", p))?;
+        }
+        for i in &r.intents {
+            seq.serialize_element(&Prefixed("intent:", i))?;
+        }
+        seq.end()
+    }
+}
+
 /// One call of `classify --json`; fields in the order `serde_json::Value` prints them.
 #[derive(Serialize)]
 struct CallJson<'a> {
     call_id: &'a str,
     classification: Option<&'static str>,
-    resources: Vec<String>,
+    resources: ResourceList<'a>,
     state: &'static str,
     step: u32,
     tool: &'a str,
@@ -58,6 +88,8 @@ pub struct JsonListing<W: Write> {
     out: W,
     journal: String,
     first: bool,
+    /// One call's JSON, built here and written at once (cheaper than many small writes).
+    buf: Vec<u8>,
 }
 
 impl<W: Write> JsonListing<W> {
@@ -66,6 +98,7 @@ impl<W: Write> JsonListing<W> {
             out,
             journal: journal.to_owned(),
             first: true,
+            buf: Vec::with_capacity(256),
         }
     }
 
@@ -109,19 +142,21 @@ impl<W: Write> ReportSink for JsonListing<W> {
     }
 
     fn call(&mut self, c: CallReport) -> std::io::Result<()> {
-        self.out
-            .write_all(if self.first { b"{\"calls\":[" } else { b"," })?;
+        self.buf.clear();
+        self.buf
+            .extend_from_slice(if self.first { b"{\"calls\":[" } else { b"," });
         self.first = false;
         let call = CallJson {
             call_id: &c.call.call_id,
             classification: c.classification.map(classification_name),
-            resources: resource_list(&c),
+            resources: ResourceList(&c.resources),
             state: c.state.as_str(),
             step: c.call.step,
             tool: &c.tool,
             turn: c.call.turn,
         };
-        serde_json::to_writer(&mut self.out, &call).map_err(io_error)
+        serde_json::to_writer(&mut self.buf, &call).map_err(io_error)?;
+        self.out.write_all(&self.buf)
     }
 }
 

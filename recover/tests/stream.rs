@@ -4,6 +4,7 @@
 
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
 use recover::classify::CallReport;
+use recover::listing::JsonListing;
 use recover::session::{recover_storage, recover_storage_streaming};
 use recover::stream::Classifier;
 use runtime::event::*;
@@ -104,7 +105,8 @@ impl Builder {
             attempt: 1,
             resources: Resources {
                 writes: vec![format!("{}.txt", c.call_id)],
-                ..Default::default()
+                reads: vec!["a dir/with \\ back\\slash".into()],
+                intents: vec!["say \"hi\" – ünïcode\n\u{1}".into()],
             },
             source_seqs,
         });
@@ -247,6 +249,20 @@ fn assert_streaming_agrees(storage: &SimStorage) {
         );
         assert_eq!(events(&stream_disk), events(&full_disk), "write {write}");
     }
+    // `classify --json`, streamed, is byte for byte what `report::classify_json` prints.
+    let full = recover_storage(Arc::new(copy_of(storage)), false).unwrap();
+    let mut out: Vec<u8> = Vec::new();
+    let mut listing = JsonListing::new(&mut out, "the \"journal\"");
+    let s = recover_storage_streaming(Arc::new(copy_of(storage)), false, &|_, _| {}, &mut listing)
+        .unwrap();
+    listing.finish(s.end, s.live, None).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!(
+            "{}\n",
+            recover::report::classify_json("the \"journal\"", &full.analysis)
+        )
+    );
 }
 
 #[test]
