@@ -3,10 +3,12 @@
 
 use crate::case::Case;
 use crate::sim::Run;
+use journal::{Limits, Reader, SimStorage, Storage};
+use recover::classify::CallReport;
 use recover::conversation::Message;
 use recover::providers::{render, validate, Format};
-use recover::session::recover_storage;
-use runtime::event::{Classification, OutcomeStatus};
+use recover::session::{recover_storage, recover_storage_streaming};
+use runtime::event::{Classification, Event, OutcomeStatus, Record};
 use runtime::state::CallState;
 use runtime::ErrorCode;
 use std::sync::Arc;
@@ -36,6 +38,9 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
             }
         }
     }
+
+    // `recover classify` streams: it must say what the full analysis says, and append the same.
+    v.extend(streaming_disagreements(&run.image));
 
     // Recovery on the surviving bytes.
     let first = match recover_storage(Arc::new(run.image.clone()), true) {
@@ -179,6 +184,70 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
                 }
             }
             Err(e) => v.push(format!("I5 resume: {e}")),
+        }
+    }
+    v
+}
+
+/// An independent copy of a simulated disk (clones share theirs).
+fn copy_of(s: &SimStorage) -> SimStorage {
+    let copy = SimStorage::new();
+    for name in s.file_names() {
+        if let Some(bytes) = s.read_file(&name) {
+            copy.put_file(&name, bytes);
+        }
+    }
+    copy
+}
+
+/// The events of a journal, timestamps aside (`None` if it does not read back).
+fn events(s: &SimStorage) -> Option<Vec<Event>> {
+    let reader = Reader::open(Arc::new(s.clone()) as Arc<dyn Storage>, Limits::default()).ok()?;
+    reader
+        .map(|r| r.ok()?.decode::<Record>().ok().map(|r| r.event))
+        .collect()
+}
+
+/// Where the streaming classifier and the full analysis disagree on `image`, read only and
+/// writing (each on its own copy).
+fn streaming_disagreements(image: &SimStorage) -> Vec<String> {
+    let mut v = Vec::new();
+    for write in [false, true] {
+        let (full_disk, stream_disk) = (copy_of(image), copy_of(image));
+        let full = recover_storage(Arc::new(full_disk.clone()), write);
+        let mut reports: Vec<CallReport> = Vec::new();
+        let streamed = recover_storage_streaming(
+            Arc::new(stream_disk.clone()),
+            write,
+            &|_, _| {},
+            &mut reports,
+        );
+        match (full, streamed) {
+            (Ok(full), Ok(s)) => {
+                let a = &full.analysis;
+                if reports != a.calls {
+                    v.push(format!("streaming (write {write}): the reports differ"));
+                }
+                if (s.end, s.live, &s.recovery, &s.pending_asks, s.appended)
+                    != (a.end, a.live, &a.recovery, &a.pending_asks, full.appended)
+                {
+                    v.push(format!(
+                        "streaming (write {write}): the recovery differs: {:?} vs {:?}",
+                        s.recovery, a.recovery
+                    ));
+                }
+                if events(&stream_disk) != events(&full_disk) {
+                    v.push(format!(
+                        "streaming (write {write}): the appended events differ"
+                    ));
+                }
+            }
+            (Err(f), Err(s)) if f.to_string() == s.to_string() => {}
+            (f, s) => v.push(format!(
+                "streaming (write {write}): full {:?}, streamed {:?}",
+                f.err().map(|e| e.to_string()),
+                s.err().map(|e| e.to_string())
+            )),
         }
     }
     v

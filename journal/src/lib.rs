@@ -23,7 +23,7 @@ pub mod storage;
 mod writer;
 
 pub use error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
-pub use reader::{ReadEnd, Reader, Record, Skipped, TornReason, TornTail};
+pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
 pub use storage::{FsStorage, SimStorage, Storage};
 pub use writer::{Journal, JournalStats, OpenReport};
 

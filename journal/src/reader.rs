@@ -41,6 +41,50 @@ impl Record {
     }
 }
 
+/// One record as read back, its payload borrowed from the reader's buffer: what
+/// [`Reader::next_ref`] gives, for reading a long journal without a copy and an allocation per
+/// record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub seq: u64,
+    pub position: Position,
+    /// The frame's total size on disk, prefix included.
+    pub frame_bytes: u64,
+    pub payload: &'a [u8],
+}
+
+impl RecordRef<'_> {
+    /// Decodes the payload as a `T`. A failure names the record's seq and position.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        codec::decode(self.payload).map_err(|e| DecodeError {
+            seq: self.seq,
+            position: self.position,
+            message: e.message,
+        })
+    }
+
+    pub fn to_owned(&self) -> Record {
+        Record {
+            seq: self.seq,
+            position: self.position,
+            frame_bytes: self.frame_bytes,
+            payload: self.payload.to_vec(),
+        }
+    }
+}
+
+impl Record {
+    /// The record as a [`RecordRef`].
+    pub fn as_ref(&self) -> RecordRef<'_> {
+        RecordRef {
+            seq: self.seq,
+            position: self.position,
+            frame_bytes: self.frame_bytes,
+            payload: &self.payload,
+        }
+    }
+}
+
 /// A torn tail: where the valid data ends and how many bytes follow it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
@@ -250,7 +294,7 @@ impl Reader {
 
     /// Reads to the end, discarding records; returns how the journal ends.
     pub fn drain(mut self) -> Result<(ReadEnd, u64), JournalError> {
-        for item in self.by_ref() {
+        while let Some(item) = self.next_ref() {
             item?;
         }
         let end = self
@@ -404,7 +448,8 @@ impl Reader {
         Ok(true)
     }
 
-    fn next_record(&mut self) -> Result<Option<Record>, JournalError> {
+    /// The next record, as where its payload sits in the cursor's window.
+    fn next_found(&mut self) -> Result<Option<Found>, JournalError> {
         loop {
             if self.end.is_some() {
                 return Ok(None);
@@ -418,11 +463,13 @@ impl Reader {
                     continue;
                 }
             }
-            let mut cursor = self.cursor.take().expect("opened above");
+            let Some(mut cursor) = self.cursor.take() else {
+                continue;
+            };
             match self.step(&mut cursor)? {
-                Step::Record(record) => {
+                Step::Record(found) => {
                     self.cursor = Some(cursor);
-                    return Ok(Some(record));
+                    return Ok(Some(found));
                 }
                 Step::SegmentDone => continue,
                 Step::Again => {
@@ -430,6 +477,32 @@ impl Reader {
                     continue;
                 }
                 Step::Ended => return Ok(None),
+            }
+        }
+    }
+
+    /// The next record with its payload borrowed from the reader (no copy): the iterator's
+    /// `next` without an allocation per record. `None` at the end (see [`Reader::end`]); an
+    /// `Err` is an I/O error, after which reading stops.
+    pub fn next_ref(&mut self) -> Option<Result<RecordRef<'_>, JournalError>> {
+        if self.failed {
+            return None;
+        }
+        match self.next_found() {
+            Ok(Some(found)) => {
+                // `next_found` put the cursor back with the record in its window.
+                let cursor = self.cursor.as_ref()?;
+                Some(Ok(RecordRef {
+                    seq: found.seq,
+                    position: found.position,
+                    frame_bytes: found.frame_bytes,
+                    payload: &cursor.window[found.payload.clone()],
+                }))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
             }
         }
     }
@@ -472,7 +545,9 @@ impl Reader {
                     }
                     self.expected_seq = seq;
                 }
-                let payload = framing::payload(bytes).to_vec();
+                // Where the payload sits in the window (`bytes` is the frame, in the window).
+                let frame_at = (pos - cursor.window_start) as usize;
+                let payload = frame_at + FRAME_BYTES_MIN..frame_at + frame_bytes as usize;
                 cursor.pos += frame_bytes;
                 cursor.records += 1;
                 self.expected_seq += 1;
@@ -486,7 +561,7 @@ impl Reader {
                     records_in_segment: cursor.records,
                     next_seq: self.expected_seq,
                 });
-                Ok(Step::Record(Record {
+                Ok(Step::Record(Found {
                     seq,
                     position: here,
                     frame_bytes,
@@ -523,8 +598,16 @@ impl Reader {
     }
 }
 
+/// A record found at the cursor: its payload is `window[payload]`.
+struct Found {
+    seq: u64,
+    position: Position,
+    frame_bytes: u64,
+    payload: std::ops::Range<usize>,
+}
+
 enum Step {
-    Record(Record),
+    Record(Found),
     SegmentDone,
     /// Salvaging passed over something: read on from the cursor.
     Again,
@@ -538,13 +621,6 @@ impl Iterator for Reader {
         if self.failed {
             return None;
         }
-        match self.next_record() {
-            Ok(Some(record)) => Some(Ok(record)),
-            Ok(None) => None,
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
+        self.next_ref().map(|r| r.map(|r| r.to_owned()))
     }
 }

@@ -10,7 +10,8 @@
 use crate::conversation::{ConvCall, ConvResult, Conversation, Message};
 use journal::ReadEnd;
 use runtime::event::{
-    CallRef, Classification, CommittedResult, OutcomeStatus, RecoveredCall, Recovery, Resources,
+    CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall, Recovery,
+    Resources,
 };
 use runtime::replay::{CallReplay, SessionReplay};
 use runtime::result::error_content;
@@ -86,9 +87,8 @@ pub fn outcome_unknown_text(resources: &Resources) -> String {
 }
 
 /// The result a settled call's outcome gives, committed as it is.
-fn settled_result(c: &CallReplay) -> Option<CommittedResult> {
-    let outcome = c.outcome.as_ref()?;
-    Some(match &outcome.status {
+fn settled_result(outcome: &Outcome) -> CommittedResult {
+    match &outcome.status {
         OutcomeStatus::Success => CommittedResult {
             content: outcome.content.render(),
             is_error: false,
@@ -101,10 +101,10 @@ fn settled_result(c: &CallReplay) -> Option<CommittedResult> {
             code: Some(*code),
             value: None,
         },
-    })
+    }
 }
 
-fn error_result(code: ErrorCode, content: String) -> CommittedResult {
+pub(crate) fn error_result(code: ErrorCode, content: String) -> CommittedResult {
     CommittedResult {
         content,
         is_error: true,
@@ -113,30 +113,41 @@ fn error_result(code: ErrorCode, content: String) -> CommittedResult {
     }
 }
 
+/// What the journal says about an unfinished call, as far as its classification goes: the
+/// one input of [`classify_unfinished`], shared by [`analyze`] and the streaming classifier
+/// ([`crate::stream`]) so that both give the same bytes.
+pub(crate) struct Unfinished<'a> {
+    pub state: CallState,
+    pub outcome: Option<&'a Outcome>,
+    pub resources: Option<&'a Resources>,
+    pub rejection: Option<&'a (ErrorCode, String)>,
+    pub cancel_reason: Option<&'a str>,
+}
+
 /// What becomes of a call the journal left unfinished.
-fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) {
+pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>, CommittedResult) {
     match c.state {
         CallState::Settled => (
             None,
-            settled_result(c).expect("settled calls have an outcome"),
+            settled_result(c.outcome.expect("settled calls have an outcome")),
         ),
         CallState::Started => (
             Some(Classification::ToolOutcomeUnknown),
             error_result(
                 ErrorCode::ToolOutcomeUnknown,
-                outcome_unknown_text(c.resources.as_ref().unwrap_or(&Resources::default())),
+                outcome_unknown_text(c.resources.unwrap_or(&Resources::default())),
             ),
         ),
         // Did not start; its own result is known and is what the model gets.
         CallState::Rejected => {
-            let (code, reason) = c.rejection.clone().expect("rejected calls have a reason");
+            let (code, reason) = c.rejection.expect("rejected calls have a reason");
             (
                 Some(Classification::ToolNotStarted),
-                error_result(code, error_content(code, &reason)),
+                error_result(*code, error_content(*code, reason)),
             )
         }
         CallState::CancelledBeforeStart => {
-            let reason = c.cancel_reason.clone().unwrap_or_default();
+            let reason = c.cancel_reason.unwrap_or_default();
             let text = format!("{reason}; it did not run and may be retried");
             (
                 Some(Classification::ToolNotStarted),
@@ -151,6 +162,45 @@ fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) 
             error_result(ErrorCode::ToolNotStarted, not_started_text()),
         ),
         CallState::Committed => unreachable!("committed calls are not orphans"),
+    }
+}
+
+fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) {
+    classify_unfinished(Unfinished {
+        state: c.state,
+        outcome: c.outcome.as_ref(),
+        resources: c.resources.as_ref(),
+        rejection: c.rejection.as_ref(),
+        cancel_reason: c.cancel_reason.as_deref(),
+    })
+}
+
+/// How the journal's bytes ended: torn as read now, torn as cut by this run, or torn as an
+/// earlier recovery found it (`last_recovery_dropped`).
+pub(crate) fn end_of(
+    read_end: &ReadEnd,
+    dropped_now: u64,
+    last_recovery_dropped: Option<u64>,
+) -> End {
+    match read_end {
+        ReadEnd::TornTail(t) => End {
+            torn: true,
+            dropped_bytes: t.dropped_bytes,
+        },
+        _ if dropped_now > 0 => End {
+            torn: true,
+            dropped_bytes: dropped_now,
+        },
+        _ => match last_recovery_dropped {
+            Some(dropped) if dropped > 0 => End {
+                torn: true,
+                dropped_bytes: dropped,
+            },
+            _ => End {
+                torn: false,
+                dropped_bytes: 0,
+            },
+        },
     }
 }
 
@@ -307,26 +357,11 @@ pub fn analyze(
     });
 
     // The bytes' end as first found: a later run (after truncation) reports what was dropped.
-    let end = match read_end {
-        ReadEnd::TornTail(t) => End {
-            torn: true,
-            dropped_bytes: t.dropped_bytes,
-        },
-        _ if dropped_now > 0 => End {
-            torn: true,
-            dropped_bytes: dropped_now,
-        },
-        _ => match replay.recoveries.last() {
-            Some(r) if r.dropped_bytes > 0 => End {
-                torn: true,
-                dropped_bytes: r.dropped_bytes,
-            },
-            _ => End {
-                torn: false,
-                dropped_bytes: 0,
-            },
-        },
-    };
+    let end = end_of(
+        read_end,
+        dropped_now,
+        replay.recoveries.last().map(|r| r.dropped_bytes),
+    );
     Analysis {
         replay,
         end,

@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand};
 use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
-use recover::session::{recover, RecoverError};
+use recover::session::{RecoverError, ReportSink};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -116,11 +116,12 @@ fn verify(dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Recovery with a progress bar on stderr when it is a terminal (long journals take a while).
-fn recover_with_bar(dir: &Path, write: bool) -> Result<recover::session::Recovered, RecoverError> {
+/// Runs `f` with a progress callback that drives a bar on stderr when it is a terminal (long
+/// journals take a while), and does nothing otherwise.
+fn with_bar<T>(f: impl FnOnce(&dyn Fn(u64, u64)) -> T) -> T {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {
-        return recover(dir, write);
+        return f(&|_, _| {});
     }
     let bar = indicatif::ProgressBar::new(0);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
@@ -128,12 +129,17 @@ fn recover_with_bar(dir: &Path, write: bool) -> Result<recover::session::Recover
     ) {
         bar.set_style(style);
     }
-    let result = recover::session::recover_reporting(dir, write, &|done, total| {
+    let result = f(&|done, total| {
         bar.set_length(total);
         bar.set_position(done);
     });
     bar.finish_and_clear();
     result
+}
+
+/// Recovery with a progress bar on stderr when it is a terminal.
+fn recover_with_bar(dir: &Path, write: bool) -> Result<recover::session::Recovered, RecoverError> {
+    with_bar(|progress| recover::session::recover_reporting(dir, write, progress))
 }
 
 /// What this run changed, on stderr: stdout is the same on every run (I5).
@@ -152,6 +158,84 @@ fn note_recovery(dir: &Path, r: &recover::session::Recovered) {
     }
 }
 
+fn output_failure(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::StdoutClosed
+    } else {
+        Failure::Failed(format!("cannot write to stdout: {e}"))
+    }
+}
+
+/// `classify`: the calls are printed as the journal is read (a salvaging read excepted), so
+/// memory does not grow with the journal. On corruption found on the way the output stops
+/// short and the exit code is 2.
+fn classify(dir: &Path, json: bool, dry_run: bool, salvage: bool) -> Result<(), Failure> {
+    use recover::listing::{JsonListing, TextListing};
+    let name = dir.display().to_string();
+    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    if salvage {
+        let r = recover::session::salvage(dir)?;
+        note_recovery(dir, &r);
+        let a = &r.analysis;
+        let session_id = a.replay.open.as_ref().map(|o| o.session_id.as_str());
+        let give = |sink: &mut dyn ReportSink| -> std::io::Result<()> {
+            sink.start(session_id, a.live)?;
+            a.calls.iter().try_for_each(|c| sink.call(c.clone()))
+        };
+        let written = if json {
+            let mut listing = JsonListing::new(out, &name);
+            let salvage = r.salvage.as_ref().map(recover::report::salvage_json);
+            give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_ref()))
+        } else {
+            let mut listing = TextListing::new(out, &name);
+            let salvage = r.salvage.as_ref().map(recover::report::salvage_text);
+            give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_deref()))
+        };
+        return written.map_err(output_failure);
+    }
+    if json {
+        classify_streamed(dir, dry_run, JsonListing::new(out, &name), |l, s| {
+            l.finish(s.end, s.live, None)
+        })
+    } else {
+        classify_streamed(dir, dry_run, TextListing::new(out, &name), |l, s| {
+            l.finish(s.end, s.live, None)
+        })
+    }
+}
+
+fn classify_streamed<S: ReportSink>(
+    dir: &Path,
+    dry_run: bool,
+    mut listing: S,
+    finish: impl FnOnce(S, &recover::session::Streamed) -> std::io::Result<()>,
+) -> Result<(), Failure> {
+    let mut s = with_bar(|progress| {
+        recover::session::recover_streaming(dir, !dry_run, progress, &mut listing)
+    })?;
+    note_streamed(dir, &s);
+    match s.output_error.take() {
+        Some(e) => Err(output_failure(e)),
+        None => finish(listing, &s).map_err(output_failure),
+    }
+}
+
+/// What a streamed run changed, on stderr.
+fn note_streamed(dir: &Path, s: &recover::session::Streamed) {
+    if let Some(q) = &s.quarantine_file {
+        eprintln!(
+            "note: {}: torn bytes kept in {q} before the tail was cut",
+            dir.display()
+        );
+    }
+    if s.appended {
+        eprintln!(
+            "note: {}: recovery appended; the journal is balanced",
+            dir.display()
+        );
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Verify { dir } => verify(&dir),
@@ -160,28 +244,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json,
             dry_run,
             salvage,
-        } => {
-            let r = if salvage {
-                recover::session::salvage(&dir)?
-            } else {
-                recover_with_bar(&dir, !dry_run)?
-            };
-            note_recovery(&dir, &r);
-            let name = dir.display().to_string();
-            if json {
-                let mut v = recover::report::classify_json(&name, &r.analysis);
-                if let Some(s) = &r.salvage {
-                    v["salvage"] = recover::report::salvage_json(s);
-                }
-                print(&format!("{v}\n"))
-            } else {
-                let mut text = recover::report::classify_text(&name, &r.analysis);
-                if let Some(s) = &r.salvage {
-                    text.push_str(&recover::report::salvage_text(s));
-                }
-                print(&text)
-            }
-        }
+        } => classify(&dir, json, dry_run, salvage),
         Command::Rebuild {
             dir,
             format,

@@ -4,9 +4,10 @@
 //! repaired); reopening quarantines a torn tail's bytes before cutting it; only then is the
 //! journal replayed and the recovery appended, in one process holding the lock throughout.
 
-use crate::classify::{analyze, Analysis};
+use crate::classify::{analyze, Analysis, CallReport, End};
+use crate::stream::Classifier;
 use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storage};
-use runtime::event::{CallRef, Event, Record};
+use runtime::event::{CallRef, Classification, Event, Record, Recovery};
 use runtime::eventlog::{Clock, SystemClock};
 use runtime::replay::ReplayError;
 use std::path::Path;
@@ -93,36 +94,13 @@ fn replay_with_progress(
     storage: Arc<dyn Storage>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<(runtime::replay::SessionReplay, ReadEnd), ReplayError> {
-    let mut sizes = std::collections::BTreeMap::new();
-    for name in storage.list().map_err(|e| {
-        ReplayError::Journal(JournalError::Io {
-            location: storage.location(),
-            op: "list",
-            file: ".".into(),
-            source: e,
-        })
-    })? {
-        if let Some(number) = journal::segment::parse_file_name(&name) {
-            let len = storage
-                .open_read(&name)
-                .and_then(|f| f.len_bytes())
-                .unwrap_or(0);
-            sizes.insert(number, len);
-        }
-    }
-    let total: u64 = sizes.values().sum();
-    let before = |segment: u64| sizes.range(..segment).map(|(_, l)| l).sum::<u64>();
+    let mut progress = Progress::new(storage.as_ref(), progress)?;
     let mut reader = journal::Reader::open(storage, Limits::default())?;
     let mut replayer = runtime::replay::Replayer::new();
-    let mut last_report = 0;
     for record in reader.by_ref() {
         let record = record?;
         replayer.apply(&record)?;
-        let done = before(record.position.segment) + record.position.offset + record.frame_bytes;
-        if done - last_report >= 1 << 20 || done == total {
-            progress(done, total);
-            last_report = done;
-        }
+        progress.record(record.position, record.frame_bytes);
     }
     let end = reader
         .end()
@@ -181,11 +159,18 @@ pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recover
     recover_storage_reporting(storage, write, &|_, _| {})
 }
 
-fn recover_storage_reporting(
-    storage: Arc<dyn Storage>,
-    write: bool,
-    progress: &dyn Fn(u64, u64),
-) -> Result<Recovered, RecoverError> {
+/// What recovery found before reading the journal through: whether a writer holds it, the
+/// journal opened for the recovery event (torn tail cut) when this run may write, and the
+/// session's id (from its first record).
+struct Prepared {
+    live: bool,
+    journal: Option<Journal>,
+    dropped_now: u64,
+    quarantine_file: Option<String>,
+    session_id: Option<String>,
+}
+
+fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
     let has_segments = storage
@@ -201,21 +186,23 @@ fn recover_storage_reporting(
     let mut quarantine_file = None;
     // A journal whose first record is not `session/open` (empty, or torn inside its first
     // record) holds no session: nothing to balance, so nothing is written or cut.
-    let has_session = has_segments && {
+    let session_id = if has_segments {
         let mut reader = journal::Reader::open(storage.clone(), Limits::default())
             .map_err(|e| failed(dir, e))?;
         match reader.next() {
-            Some(Ok(record)) => matches!(
-                record.decode::<Record>(),
+            Some(Ok(record)) => match record.decode::<Record>() {
                 Ok(Record {
-                    event: Event::SessionOpen(_),
+                    event: Event::SessionOpen(open),
                     ..
-                })
-            ),
-            _ => false,
+                }) => Some(open.session_id),
+                _ => None,
+            },
+            _ => None,
         }
+    } else {
+        None
     };
-    if write && !live && has_session {
+    if write && !live && session_id.is_some() {
         match Journal::open(storage.clone(), Options::default()) {
             Ok((j, report)) => {
                 if let Some(torn) = &report.torn {
@@ -231,18 +218,27 @@ fn recover_storage_reporting(
             Err(e) => return Err(failed(dir, e)),
         }
     }
-    let (replay, end) = replay_with_progress(storage, progress).map_err(|e| match e {
-        ReplayError::Journal(e) => failed(dir, e),
-        other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
-    })?;
-    if let ReadEnd::Corrupt(c) = &end {
-        return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
-    }
-    let analysis = analyze(replay, &end, dropped_now, live);
+    Ok(Prepared {
+        live,
+        journal,
+        dropped_now,
+        quarantine_file,
+        session_id,
+    })
+}
+
+/// Withdraws the pending questions and appends the recovery event (when there is one), then
+/// closes the journal. Returns whether the recovery was appended.
+fn append_recovery(
+    dir: &Path,
+    journal: Option<Journal>,
+    pending_asks: &[CallRef],
+    recovery: Option<&Recovery>,
+) -> Result<bool, RecoverError> {
     let mut appended = false;
-    if let (Some(journal), Some(recovery)) = (&journal, &analysis.recovery) {
+    if let (Some(journal), Some(recovery)) = (&journal, recovery) {
         let clock = SystemClock;
-        for call in &analysis.pending_asks {
+        for call in pending_asks {
             journal
                 .append(&Record {
                     at_ms: clock.now_ms(),
@@ -264,10 +260,256 @@ fn recover_storage_reporting(
     if let Some(journal) = journal {
         journal.close().map_err(|e| failed(dir, e))?;
     }
+    Ok(appended)
+}
+
+fn recover_storage_reporting(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Recovered, RecoverError> {
+    let location = storage.location();
+    let dir = Path::new(&location);
+    let prepared = prepare(&storage, write)?;
+    let (replay, end) = replay_with_progress(storage, progress).map_err(|e| match e {
+        ReplayError::Journal(e) => failed(dir, e),
+        other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
+    })?;
+    if let ReadEnd::Corrupt(c) = &end {
+        return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
+    }
+    let analysis = analyze(replay, &end, prepared.dropped_now, prepared.live);
+    let appended = append_recovery(
+        dir,
+        prepared.journal,
+        &analysis.pending_asks,
+        analysis.recovery.as_ref(),
+    )?;
     Ok(Recovered {
         analysis,
         salvage: None,
         appended,
-        quarantine_file,
+        quarantine_file: prepared.quarantine_file,
     })
+}
+
+/// Where the calls of a streamed recovery go, one report at a time.
+pub trait ReportSink {
+    /// Before the first call: the session's id (`None` for a journal with no session) and
+    /// whether a writer holds it.
+    fn start(&mut self, session_id: Option<&str>, live: bool) -> std::io::Result<()>;
+    /// One call's report, in the order [`analyze`] lists them.
+    fn call(&mut self, report: CallReport) -> std::io::Result<()>;
+}
+
+/// Collects the reports (for tests, and callers that want them all after all).
+impl ReportSink for Vec<CallReport> {
+    fn start(&mut self, _session_id: Option<&str>, _live: bool) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn call(&mut self, report: CallReport) -> std::io::Result<()> {
+        self.push(report);
+        Ok(())
+    }
+}
+
+/// What a streamed recovery found and did (its calls went to the sink).
+#[derive(Debug)]
+pub struct Streamed {
+    /// The sink could not take a report (stdout closed, say): it was given nothing more, but
+    /// reading went on and the recovery was appended all the same, as a run that prints at the
+    /// end would have done.
+    pub output_error: Option<std::io::Error>,
+    pub end: End,
+    pub live: bool,
+    pub session_id: Option<String>,
+    /// Calls reported, and how many were classified each way.
+    pub calls: u64,
+    pub outcome_unknown: u64,
+    pub not_started: u64,
+    /// A `recovery` event was appended by this run.
+    pub appended: bool,
+    /// Torn bytes were copied here before the tail was cut.
+    pub quarantine_file: Option<String>,
+    /// The most calls the classifier held at once.
+    pub retained_calls_max: usize,
+    /// Questions withdrawn, and the recovery event (appended with `write` when not live), as
+    /// [`Analysis`] has them.
+    pub pending_asks: Vec<CallRef>,
+    pub recovery: Option<Recovery>,
+}
+
+/// [`recover_reporting`] without keeping the session: every call's report goes to `sink` as
+/// soon as it is final, in the same order and with the same content, and the recovery event
+/// appended (with `write`) is the same. Memory grows with the calls open at a time, not with
+/// the journal. Corruption found on the way is an error after some reports were given.
+pub fn recover_streaming(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+) -> Result<Streamed, RecoverError> {
+    let storage = FsStorage::open(dir)
+        .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
+    recover_storage_streaming(Arc::new(storage), write, progress, sink)
+}
+
+/// [`recover_streaming`] on any storage (the simulation included).
+pub fn recover_storage_streaming(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+) -> Result<Streamed, RecoverError> {
+    let location = storage.location();
+    let dir = Path::new(&location);
+    let prepared = prepare(&storage, write)?;
+    let mut out = Output {
+        sink,
+        error: None,
+        calls: 0,
+        outcome_unknown: 0,
+        not_started: 0,
+    };
+    out.error = out
+        .sink
+        .start(prepared.session_id.as_deref(), prepared.live)
+        .err();
+    let mut classifier = Classifier::new(prepared.live);
+    let replay_error = |e: ReplayError| match e {
+        ReplayError::Journal(e) => failed(dir, e),
+        other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
+    };
+    let mut reader = journal::Reader::open(storage.clone(), Limits::default())
+        .map_err(|e| replay_error(e.into()))?;
+    let mut progress = Progress::new(storage.as_ref(), progress).map_err(replay_error)?;
+    while let Some(record) = reader.next_ref() {
+        let record = record.map_err(|e| replay_error(e.into()))?;
+        classifier.apply(record).map_err(replay_error)?;
+        for report in classifier.take_ready() {
+            out.give(report);
+        }
+        progress.record(record.position, record.frame_bytes);
+    }
+    let end = reader
+        .end()
+        .cloned()
+        .expect("the reader finished without an I/O error");
+    if let ReadEnd::Corrupt(c) = &end {
+        return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
+    }
+    let finished = classifier.finish(&end, prepared.dropped_now);
+    for report in classifier.take_ready() {
+        out.give(report);
+    }
+    let appended = append_recovery(
+        dir,
+        prepared.journal,
+        &finished.pending_asks,
+        finished.recovery.as_ref(),
+    )?;
+    Ok(Streamed {
+        output_error: out.error,
+        end: finished.end,
+        live: prepared.live,
+        session_id: prepared.session_id,
+        calls: out.calls,
+        outcome_unknown: out.outcome_unknown,
+        not_started: out.not_started,
+        appended,
+        quarantine_file: prepared.quarantine_file,
+        retained_calls_max: classifier.retained_calls_max(),
+        pending_asks: finished.pending_asks,
+        recovery: finished.recovery,
+    })
+}
+
+/// The sink, and the first error it gave (after which it is given nothing more).
+struct Output<'a> {
+    sink: &'a mut dyn ReportSink,
+    error: Option<std::io::Error>,
+    calls: u64,
+    outcome_unknown: u64,
+    not_started: u64,
+}
+
+impl Output<'_> {
+    fn give(&mut self, report: CallReport) {
+        self.calls += 1;
+        match report.classification {
+            Some(Classification::ToolOutcomeUnknown) => self.outcome_unknown += 1,
+            Some(Classification::ToolNotStarted) => self.not_started += 1,
+            None => {}
+        }
+        if self.error.is_none() {
+            self.error = self.sink.call(report).err();
+        }
+    }
+}
+
+/// Bytes read so far (segments laid end to end), told every MiB and at the end.
+struct Progress<'a> {
+    /// Each segment's number and the bytes of the segments before it.
+    starts: Vec<(u64, u64)>,
+    total: u64,
+    last_report: u64,
+    /// The segment of the last record and where it starts.
+    current: (u64, u64),
+    report: &'a dyn Fn(u64, u64),
+}
+
+impl<'a> Progress<'a> {
+    fn new(
+        storage: &dyn Storage,
+        report: &'a dyn Fn(u64, u64),
+    ) -> Result<Progress<'a>, ReplayError> {
+        let mut sizes = std::collections::BTreeMap::new();
+        for name in storage.list().map_err(|e| {
+            ReplayError::Journal(JournalError::Io {
+                location: storage.location(),
+                op: "list",
+                file: ".".into(),
+                source: e,
+            })
+        })? {
+            if let Some(number) = journal::segment::parse_file_name(&name) {
+                let len = storage
+                    .open_read(&name)
+                    .and_then(|f| f.len_bytes())
+                    .unwrap_or(0);
+                sizes.insert(number, len);
+            }
+        }
+        let mut starts = Vec::with_capacity(sizes.len());
+        let mut total = 0;
+        for (number, len) in sizes {
+            starts.push((number, total));
+            total += len;
+        }
+        Ok(Progress {
+            starts,
+            total,
+            last_report: 0,
+            current: (u64::MAX, 0),
+            report,
+        })
+    }
+
+    fn record(&mut self, position: journal::Position, frame_bytes: u64) {
+        let segment = position.segment;
+        if self.current.0 != segment {
+            // The bytes before `segment`: where the first segment at or after it starts.
+            let before = self
+                .starts
+                .iter()
+                .find(|(n, _)| *n >= segment)
+                .map_or(self.total, |&(_, s)| s);
+            self.current = (segment, before);
+        }
+        let done = self.current.1 + position.offset + frame_bytes;
+        if done - self.last_report >= 1 << 20 || done == self.total {
+            (self.report)(done, self.total);
+            self.last_report = done;
+        }
+    }
 }

@@ -7,7 +7,7 @@
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
 use recover::providers::{render, validate, Format};
-use recover::session::recover_storage;
+use recover::session::{recover_storage, recover_storage_streaming};
 use runtime::driver::{drive, ScriptedApprover};
 use runtime::event::{AskAnswer, Classification, ToolSource};
 use runtime::eventlog::ManualClock;
@@ -117,8 +117,57 @@ fn run_session(storage: &SimStorage) -> Vec<String> {
     runs
 }
 
+/// An independent copy of a simulated disk (clones share theirs).
+fn copy_of(s: &SimStorage) -> SimStorage {
+    let copy = SimStorage::new();
+    for name in s.file_names() {
+        if let Some(bytes) = s.read_file(&name) {
+            copy.put_file(&name, bytes);
+        }
+    }
+    copy
+}
+
+fn events(s: &SimStorage) -> Vec<runtime::event::Event> {
+    Reader::open(Arc::new(s.clone()) as Arc<dyn Storage>, Limits::default())
+        .unwrap()
+        .map(|r| r.unwrap().decode::<runtime::event::Record>().unwrap().event)
+        .collect()
+}
+
+/// The streaming classifier (what `recover classify` runs) reports what the full analysis
+/// reports, in the same order, and appends the same events (timestamps aside).
+fn check_streaming(storage: &SimStorage, at: &str) {
+    for write in [false, true] {
+        let (full_disk, stream_disk) = (copy_of(storage), copy_of(storage));
+        let full = recover_storage(Arc::new(full_disk.clone()), write)
+            .unwrap_or_else(|e| panic!("{at}: {e}"));
+        let mut reports: Vec<recover::classify::CallReport> = Vec::new();
+        let s = recover_storage_streaming(
+            Arc::new(stream_disk.clone()),
+            write,
+            &|_, _| {},
+            &mut reports,
+        )
+        .unwrap_or_else(|e| panic!("{at}: streamed: {e}"));
+        let a = &full.analysis;
+        assert_eq!(reports, a.calls, "{at} (write {write}): streamed reports");
+        assert_eq!(
+            (s.end, s.live, &s.recovery, &s.pending_asks, s.appended),
+            (a.end, a.live, &a.recovery, &a.pending_asks, full.appended),
+            "{at} (write {write}): streamed recovery"
+        );
+        assert_eq!(
+            events(&stream_disk),
+            events(&full_disk),
+            "{at} (write {write}): appended events"
+        );
+    }
+}
+
 /// Recovers `storage` and checks everything that must hold of the result.
 fn check(storage: &SimStorage, ran: &[String], at: &str) {
+    check_streaming(storage, at);
     let first =
         recover_storage(Arc::new(storage.clone()), true).unwrap_or_else(|e| panic!("{at}: {e}"));
     let a = &first.analysis;

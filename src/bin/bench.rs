@@ -1995,27 +1995,26 @@ mod runtime_bench {
             .ok_or_else(|| "no VmHWM in /proc/self/status".into())
     }
 
-    /// The hidden `recover-child` subcommand: what `recover classify --dry-run` does (open,
-    /// replay, classify; append nothing), timed, with the peak RSS of this process.
+    /// The hidden `recover-child` subcommand: what `recover classify --dry-run --json` does
+    /// (open, replay and classify streaming, print the calls; append nothing), timed, with the
+    /// peak RSS of this process. The JSON goes to a sink.
     pub fn recover_child(dir: &Path) -> Result<(), BoxError> {
         let bytes = segment_bytes(dir)?;
         let hwm_kb_before = vm_hwm_kb()?;
         let start = Instant::now();
-        let recovered = recover::session::recover_reporting(dir, false, &|_, _| {})?;
+        let mut listing = recover::listing::JsonListing::new(std::io::sink(), "bench");
+        let streamed = recover::session::recover_streaming(dir, false, &|_, _| {}, &mut listing)?;
+        listing.finish(streamed.end, streamed.live, None)?;
         let seconds = start.elapsed().as_secs_f64();
         let hwm_kb_after = vm_hwm_kb()?;
-        let calls = &recovered.analysis.calls;
-        let count = |c: runtime::event::Classification| {
-            calls.iter().filter(|r| r.classification == Some(c)).count() as u64
-        };
         let report = ChildReport {
             seconds,
             bytes,
             hwm_kb_before,
             hwm_kb_after,
-            calls: calls.len() as u64,
-            outcome_unknown: count(runtime::event::Classification::ToolOutcomeUnknown),
-            not_started: count(runtime::event::Classification::ToolNotStarted),
+            calls: streamed.calls,
+            outcome_unknown: streamed.outcome_unknown,
+            not_started: streamed.not_started,
         };
         println!("{}", serde_json::to_string(&report)?);
         Ok(())
