@@ -101,6 +101,8 @@ impl Call {
 #[derive(Debug)]
 struct OpenStep {
     step: u32,
+    /// `step/tools` was seen (once per step, before `llm/response`).
+    tools: bool,
     response: Option<ModelResponse>,
     /// In journal order (adopted calls inserted by index, as the full replay does).
     calls: Vec<Call>,
@@ -261,6 +263,7 @@ impl Classifier {
                 t.steps = step;
                 t.step = Some(OpenStep {
                     step,
+                    tools: false,
                     response: None,
                     calls: Vec::new(),
                 });
@@ -403,6 +406,20 @@ impl Classifier {
             Event::AskExpired { call } => self.answer_ask(&call, seq).map_err(bad)?,
             Event::AskCancelled { call, .. } => self.answer_ask(&call, seq).map_err(bad)?,
             Event::PlanReplace { .. } | Event::SpillStored { .. } | Event::Fault { .. } => {}
+            Event::StepTools { turn, step, .. } => {
+                let s = open_step_mut(&mut self.turn, turn, step).map_err(bad)?;
+                if s.tools || s.response.is_some() {
+                    return Err(bad(
+                        "step/tools comes once per step, before its llm/response".into(),
+                    ));
+                }
+                s.tools = true;
+            }
+            Event::PlanMode { call, .. } => {
+                if let Some(call) = &call {
+                    self.find_call(call).map_err(bad)?;
+                }
+            }
             Event::Recovery(recovery) => {
                 for rc in &recovery.calls {
                     // A call the model sent whose `received` never reached the journal (the
