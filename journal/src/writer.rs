@@ -2,9 +2,10 @@
 //!
 //! Why it is shaped this way (DESIGN.md §8): an fsync costs milliseconds, so the number of them
 //! decides the runtime's speed. `append` only encodes into a memory buffer and hands out the
-//! next seq. `sync_through(seq)` elects one leader at a time (an async gate); the leader takes
-//! everything appended so far, writes it, and fdatasyncs once; callers that queued behind it
-//! usually find their seq already durable and return without touching the disk.
+//! next seq. `sync_through(seq)` lets one caller at a time lead (a flag, not an async lock, so
+//! no await ever holds it); the leader takes everything appended so far, writes it, and
+//! fdatasyncs once on its own thread; callers that waited for it usually find their seq already
+//! durable and return without touching the disk.
 //!
 //! Fail-stop (DESIGN.md I10): after a failed write or fsync the file's state is unknown (Linux
 //! may drop the dirty pages and report success on a retry), so the first failure poisons the
@@ -20,7 +21,7 @@ use serde::Serialize;
 use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 /// What opening a journal for append found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +62,12 @@ struct Shared {
     durable_seq: AtomicU64,
     syncs: AtomicU64,
     poison: OnceLock<Arc<JournalError>>,
-    sync_gate: tokio::sync::Mutex<()>,
+    /// Whether a caller is writing and syncing for everyone (see [`Leader`]).
+    leading: Mutex<bool>,
+    /// Blocking callers wait here for the leader to finish.
+    leader_done: Condvar,
+    /// Async callers wait here for the leader to finish.
+    leader_released: tokio::sync::Notify,
     _lock: Box<dyn Any + Send + Sync>,
 }
 
@@ -229,7 +235,9 @@ impl Journal {
                 durable_seq: AtomicU64::new(durable),
                 syncs: AtomicU64::new(0),
                 poison: OnceLock::new(),
-                sync_gate: tokio::sync::Mutex::new(()),
+                leading: Mutex::new(false),
+                leader_done: Condvar::new(),
+                leader_released: tokio::sync::Notify::new(),
                 _lock: guard,
             }),
         };
@@ -254,44 +262,33 @@ impl Journal {
     }
 
     /// Resolves when every record up to `seq` is durable. Callers waiting at the same time share
-    /// one fdatasync. On a real disk the leader's write and sync leave the async executor
-    /// (`block_in_place` on a multi-thread runtime, the blocking pool on a current-thread one).
+    /// one fdatasync: the first becomes the leader and syncs on its own thread (nothing to hand
+    /// over, no thread to wake); the others wait until it is done and usually find their seq
+    /// durable. On a current-thread runtime the leader's write and sync run on the blocking
+    /// pool instead, so the one thread keeps serving other tasks. Under
+    /// [`FsyncPolicy::Never`] there is nothing to wait for: the bytes go to the OS inline.
     pub async fn sync_through(&self, seq: u64) -> Result<(), JournalError> {
         let shared = &self.shared;
         shared.check_poison()?;
+        if shared.durable_seq() >= seq {
+            return Ok(());
+        }
         shared.check_appended(seq)?;
-        if shared.durable_seq() >= seq {
-            return Ok(());
-        }
-        let _leader = shared.sync_gate.lock().await;
-        shared.check_poison()?;
-        if shared.durable_seq() >= seq {
-            return Ok(());
-        }
-        if !shared.storage.blocks() {
+        if shared.options.fsync == FsyncPolicy::Never {
+            // A write(2), no sync: the io lock keeps batches in seq order.
             return shared.flush(true);
         }
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            // The leader does the I/O on its own worker thread, handing that worker's other
-            // tasks to the rest of the pool: no thread hop between the disk and the waiters
-            // (measured: spawn_blocking cost ~20% of the single-writer sync rate).
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-                tokio::task::block_in_place(|| shared.flush(true))
+        loop {
+            // Created before the checks: it sees every release that happens after this line.
+            let released = shared.leader_released.notified();
+            shared.check_poison()?;
+            if shared.durable_seq() >= seq {
+                return Ok(());
             }
-            Ok(_) => {
-                let leader = shared.clone();
-                match tokio::task::spawn_blocking(move || leader.flush(true)).await {
-                    Ok(result) => result,
-                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-                    Err(join) => Err(JournalError::Io {
-                        location: shared.storage.location(),
-                        op: "sync",
-                        file: segment::file_name(lock(&shared.io).segment),
-                        source: io::Error::other(join.to_string()),
-                    }),
-                }
+            if let Some(leader) = Leader::try_new(shared) {
+                return leader.sync(shared).await;
             }
-            Err(_) => shared.flush(true),
+            released.await;
         }
     }
 
@@ -300,16 +297,29 @@ impl Journal {
     pub fn sync_through_blocking(&self, seq: u64) -> Result<(), JournalError> {
         let shared = &self.shared;
         shared.check_poison()?;
-        shared.check_appended(seq)?;
         if shared.durable_seq() >= seq {
             return Ok(());
         }
-        let _leader = shared.sync_gate.blocking_lock();
+        shared.check_appended(seq)?;
+        let mut leading = lock(&shared.leading);
+        while *leading {
+            leading = shared
+                .leader_done
+                .wait(leading)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        *leading = true;
+        drop(leading);
+        let leader = Leader {
+            shared: shared.clone(),
+        };
         shared.check_poison()?;
         if shared.durable_seq() >= seq {
             return Ok(());
         }
-        shared.flush(true)
+        let result = shared.flush(true);
+        drop(leader);
+        result
     }
 
     /// Makes everything appended so far durable (per the policy) and releases the lock.
@@ -351,6 +361,59 @@ impl Drop for Journal {
         if self.shared.poison.get().is_none() {
             let _ = self.shared.flush(false);
         }
+    }
+}
+
+/// The one caller that writes and syncs for everyone waiting; dropping it lets the next one
+/// lead. It owns its share of the journal so that it can travel into the blocking pool: the
+/// release then happens when the sync is done, whether or not the awaiting future is polled.
+struct Leader {
+    shared: Arc<Shared>,
+}
+
+impl Leader {
+    fn try_new(shared: &Arc<Shared>) -> Option<Leader> {
+        let mut leading = lock(&shared.leading);
+        if *leading {
+            return None;
+        }
+        *leading = true;
+        Some(Leader {
+            shared: shared.clone(),
+        })
+    }
+
+    async fn sync(self, shared: &Arc<Shared>) -> Result<(), JournalError> {
+        if !shared.storage.blocks() {
+            return shared.flush(true);
+        }
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            // On a single thread, a blocking sync would stall every other task for its length.
+            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => {
+                let leader = self;
+                match tokio::task::spawn_blocking(move || leader.shared.flush(true)).await {
+                    Ok(result) => result,
+                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                    Err(join) => Err(JournalError::Io {
+                        location: shared.storage.location(),
+                        op: "sync",
+                        file: segment::file_name(lock(&shared.io).segment),
+                        source: io::Error::other(join.to_string()),
+                    }),
+                }
+            }
+            // Elsewhere the leader syncs on its own thread: a handoff (`block_in_place`, the
+            // blocking pool) costs thread wake-ups on every sync; the other workers go on.
+            _ => shared.flush(true),
+        }
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        *lock(&self.shared.leading) = false;
+        self.shared.leader_done.notify_all();
+        self.shared.leader_released.notify_waiters();
     }
 }
 
