@@ -23,14 +23,26 @@ use crate::result::ToolResult;
 use crate::session::Track;
 use crate::state::CallState;
 use crate::RuntimeError;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use std::collections::HashMap;
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use tokio::task::JoinSet;
+use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
 
 /// A call's place in the batch: `Some` when the scheduler holds its track (not started, or
 /// finished), `None` while its task does.
 type Slot = Option<Track>;
+
+/// What a finished call's future gives back: its index, its track and whether it settled.
+type Done = (usize, Track, Result<(), RuntimeError>);
+
+/// The running calls, polled in the scheduler's own task (a task per call cost a spawn, a join
+/// and a cross-thread wake-up each). A panic outside the tool body (which the pipeline catches)
+/// is a bug of ours: it comes back as `Err` with the call's track lost, and ends the batch.
+type Running<'a> =
+    FuturesUnordered<Pin<Box<dyn Future<Output = std::thread::Result<Done>> + Send + 'a>>>;
 
 /// What a running call holds.
 struct Held {
@@ -70,7 +82,7 @@ pub(crate) async fn run(
     let mut slots: Vec<Slot> = tracks.into_iter().map(Some).collect();
     let mut committed = 0;
     let mut next = 0;
-    let mut running: JoinSet<(usize, Track, Result<(), RuntimeError>)> = JoinSet::new();
+    let mut running: Running<'_> = FuturesUnordered::new();
     let mut held: HashMap<usize, Held> = HashMap::new();
     let mut failure: Option<RuntimeError> = None;
     commit_ready(ctx, &mut slots, &mut committed)?;
@@ -154,16 +166,17 @@ pub(crate) async fn run(
             .await;
         }
 
-        let Some(joined) = running.join_next().await else {
+        let Some(joined) = running.next().await else {
             break;
         };
         let (index, track, result) = match joined {
             Ok(done) => done,
-            Err(join) => {
-                // Our own task died (a bug, not a tool: tool panics are caught inside). Its
-                // call's progress is unknown: no result is made up for it.
+            Err(panic) => {
+                // A bug of ours, not a tool's (tool panics are caught inside). Its call's
+                // progress is unknown: no result is made up for it.
                 failure.get_or_insert(RuntimeError::Fault(format!(
-                    "a call's task ended abnormally: {join}"
+                    "a call's task ended abnormally: it panicked: {}",
+                    pipeline::panic_message(panic.as_ref())
                 )));
                 continue;
             }
@@ -218,12 +231,12 @@ pub(crate) async fn run(
         .collect())
 }
 
-/// Makes the group's `started` records durable with one sync, then spawns each call's task.
-async fn start_group(
-    ctx: &Ctx,
+/// Makes the group's `started` records durable with one sync, then starts each call.
+async fn start_group<'a>(
+    ctx: &'a Ctx,
     mut group: Vec<(usize, Track, Resources)>,
-    cancel: &CancellationToken,
-    running: &mut JoinSet<(usize, Track, Result<(), RuntimeError>)>,
+    cancel: &'a CancellationToken,
+    running: &mut Running<'a>,
     held: &mut HashMap<usize, Held>,
     slots: &mut [Slot],
     failure: &mut Option<RuntimeError>,
@@ -263,12 +276,12 @@ async fn start_group(
             }));
             ctx.stats.observer_outcome(observer.name(), outcome);
         }
-        let (ctx, cancel) = (ctx.clone(), cancel.clone());
-        running.spawn(async move {
+        let call = async move {
             let mut track = track;
-            let result = execute(&ctx, &mut track, &resources, &cancel, !late).await;
+            let result = execute(ctx, &mut track, &resources, cancel, !late).await;
             (index, track, result)
-        });
+        };
+        running.push(Box::pin(AssertUnwindSafe(call).catch_unwind()));
     }
 }
 
