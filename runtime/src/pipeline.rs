@@ -53,7 +53,6 @@ pub(crate) struct Ctx {
 /// A call about to start an attempt.
 pub(crate) struct Starting<'a> {
     pub track: &'a mut Track,
-    pub call: &'a CallRef,
     pub attempt: u32,
     pub resources: &'a Resources,
 }
@@ -67,7 +66,7 @@ pub(crate) async fn write_ahead(
 ) -> Result<(), RuntimeError> {
     let mut last = 0;
     for s in group {
-        let (call, attempt, resources) = (s.call.clone(), s.attempt, s.resources.clone());
+        let (call, attempt, resources) = (s.track.call().clone(), s.attempt, s.resources.clone());
         last = s
             .track
             .transition(log, CallState::Started, attempt, |source_seqs| {
@@ -113,7 +112,6 @@ pub(crate) async fn run_body(
         if (attempt > 1 || !first_started) && !late {
             let group = vec![Starting {
                 track: &mut *track,
-                call: &info.call,
                 attempt,
                 resources,
             }];
@@ -195,7 +193,6 @@ pub(crate) async fn run_body(
             // The mutant: `started` only after the body ran (I1 broken on purpose).
             let group = vec![Starting {
                 track: &mut *track,
-                call: &info.call,
                 attempt,
                 resources,
             }];
@@ -305,6 +302,12 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// draft post-execute sees.
 pub(crate) struct Settled {
     pub outcome: Outcome,
+    pub for_model: ForModel,
+}
+
+/// What post-execute and `finalize_content` work on (apart from the journal's outcome, so that
+/// the outcome can move into its event instead of being copied).
+pub(crate) struct ForModel {
     pub draft: Draft,
     pub details: Option<Value>,
     pub error: Option<(ErrorCode, String)>,
@@ -357,14 +360,16 @@ pub(crate) fn settle(
     };
     Settled {
         outcome,
-        draft: Draft {
-            content,
-            value,
-            is_error: error.is_some(),
-            resources: resources.clone(),
+        for_model: ForModel {
+            draft: Draft {
+                content,
+                value,
+                is_error: error.is_some(),
+                resources: resources.clone(),
+            },
+            details,
+            error,
         },
-        details,
-        error,
     }
 }
 
@@ -402,17 +407,16 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 pub(crate) fn finish(
     entry: &Entry,
     info: &CallInfo,
-    settled: Settled,
+    for_model: ForModel,
     post_execute: &[Arc<dyn PostExecute>],
     spilled: Option<&str>,
     model_inline_bytes_max: usize,
 ) -> ToolResult {
-    let Settled {
+    let ForModel {
         mut draft,
         details,
         mut error,
-        ..
-    } = settled;
+    } = for_model;
     let mut replaced = false;
     if error.is_none() {
         for listener in post_execute {

@@ -153,21 +153,35 @@ pub(crate) async fn run(
         while next < n && !matches!(&slots[next], Some(t) if t.state() == CallState::Approved) {
             next += 1;
         }
-        if !group.is_empty() {
-            start_group(
+        let started = if group.is_empty() {
+            Vec::new()
+        } else {
+            start_group(ctx, group, &mut held, &mut slots, &mut failure).await
+        };
+        let first_started = !pipeline::started_after_body(ctx);
+        let joined = if started.len() == 1 && running.is_empty() {
+            // Alone: nothing else can start before it settles (whatever waits, waits for it),
+            // so it is simply awaited, with no set to box it into.
+            let (index, track, resources) = started.into_iter().next().expect("one call");
+            AssertUnwindSafe(run_call(
                 ctx,
-                group,
+                index,
+                track,
+                resources,
                 cancel,
-                &mut running,
-                &mut held,
-                &mut slots,
-                &mut failure,
-            )
-            .await;
-        }
-
-        let Some(joined) = running.next().await else {
-            break;
+                first_started,
+            ))
+            .catch_unwind()
+            .await
+        } else {
+            for (index, track, resources) in started {
+                let call = run_call(ctx, index, track, resources, cancel, first_started);
+                running.push(Box::pin(AssertUnwindSafe(call).catch_unwind()));
+            }
+            let Some(joined) = running.next().await else {
+                break;
+            };
+            joined
         };
         let (index, track, result) = match joined {
             Ok(done) => done,
@@ -231,32 +245,27 @@ pub(crate) async fn run(
         .collect())
 }
 
-/// Makes the group's `started` records durable with one sync, then starts each call.
-async fn start_group<'a>(
-    ctx: &'a Ctx,
+/// Makes the group's `started` records durable with one sync and tells the observers; returns
+/// the calls that may now run (none after a journal failure).
+async fn start_group(
+    ctx: &Ctx,
     mut group: Vec<(usize, Track, Resources)>,
-    cancel: &'a CancellationToken,
-    running: &mut Running<'a>,
     held: &mut HashMap<usize, Held>,
     slots: &mut [Slot],
     failure: &mut Option<RuntimeError>,
-) {
-    let calls: Vec<_> = group.iter().map(|(_, t, _)| t.call().clone()).collect();
-    let starting = group
-        .iter_mut()
-        .zip(&calls)
-        .map(|((_, track, resources), call)| Starting {
-            track,
-            call,
-            attempt: 1,
-            resources,
-        })
-        .collect();
+) -> Vec<(usize, Track, Resources)> {
     let late = pipeline::started_after_body(ctx);
     let wrote = if late {
-        drop(starting);
         Ok(())
     } else {
+        let starting = group
+            .iter_mut()
+            .map(|(_, track, resources)| Starting {
+                track,
+                attempt: 1,
+                resources,
+            })
+            .collect();
         pipeline::write_ahead(&ctx.log, starting).await
     };
     if let Err(e) = wrote {
@@ -267,22 +276,30 @@ async fn start_group<'a>(
             slots[index] = Some(track);
         }
         failure.get_or_insert(e);
-        return;
+        return Vec::new();
     }
-    for (index, track, resources) in group {
+    for (_, track, _) in &group {
         for observer in &ctx.hooks.observers {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 observer.on_start(track.call(), track.tool())
             }));
             ctx.stats.observer_outcome(observer.name(), outcome);
         }
-        let call = async move {
-            let mut track = track;
-            let result = execute(ctx, &mut track, &resources, cancel, !late).await;
-            (index, track, result)
-        };
-        running.push(Box::pin(AssertUnwindSafe(call).catch_unwind()));
     }
+    group
+}
+
+/// One started call, to its result; gives its track back.
+async fn run_call(
+    ctx: &Ctx,
+    index: usize,
+    mut track: Track,
+    resources: Resources,
+    cancel: &CancellationToken,
+    first_started: bool,
+) -> Done {
+    let result = execute(ctx, &mut track, &resources, cancel, first_started).await;
+    (index, track, result)
 }
 
 /// started → settled, with the result ready to commit.
@@ -299,7 +316,7 @@ async fn execute(
         pipeline::run_body(ctx, &entry, &info, resources, track, cancel, first_started).await?;
     let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
     let locator = spill(ctx, &mut settled)?;
-    let outcome = settled.outcome.clone();
+    let pipeline::Settled { outcome, for_model } = settled;
     let plans: Vec<_> = outcome
         .side_effects
         .iter()
@@ -322,7 +339,7 @@ async fn execute(
     let result = pipeline::finish(
         &entry,
         &info,
-        settled,
+        for_model,
         &ctx.hooks.post_execute,
         locator.as_deref(),
         ctx.config.model_inline_bytes_max,
@@ -334,7 +351,7 @@ async fn execute(
 /// Puts a result too large for the model in the spill store and journals `spill/stored`
 /// before the `settled` that names it. A store failure keeps the result inline.
 fn spill(ctx: &Ctx, settled: &mut pipeline::Settled) -> Result<Option<String>, RuntimeError> {
-    let text = &settled.draft.content;
+    let text = &settled.for_model.draft.content;
     let Some(store) = &ctx.config.spill else {
         return Ok(None);
     };
