@@ -63,7 +63,7 @@ struct Shared {
     syncs: AtomicU64,
     poison: OnceLock<Arc<JournalError>>,
     /// Whether a caller is writing and syncing for everyone (see [`Leader`]).
-    leading: Mutex<bool>,
+    leading: Mutex<Leading>,
     /// Blocking callers wait here for the leader to finish.
     leader_done: Condvar,
     /// Async callers wait here for the leader to finish.
@@ -235,7 +235,7 @@ impl Journal {
                 durable_seq: AtomicU64::new(durable),
                 syncs: AtomicU64::new(0),
                 poison: OnceLock::new(),
-                leading: Mutex::new(false),
+                leading: Mutex::new(Leading::default()),
                 leader_done: Condvar::new(),
                 leader_released: tokio::sync::Notify::new(),
                 _lock: guard,
@@ -302,13 +302,15 @@ impl Journal {
         }
         shared.check_appended(seq)?;
         let mut leading = lock(&shared.leading);
-        while *leading {
+        while leading.now {
+            leading.blocked += 1;
             leading = shared
                 .leader_done
                 .wait(leading)
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
+            leading.blocked -= 1;
         }
-        *leading = true;
+        leading.now = true;
         drop(leading);
         let leader = Leader {
             shared: shared.clone(),
@@ -364,6 +366,13 @@ impl Drop for Journal {
     }
 }
 
+/// Who leads, and how many blocking callers wait for the leader.
+#[derive(Default)]
+struct Leading {
+    now: bool,
+    blocked: usize,
+}
+
 /// The one caller that writes and syncs for everyone waiting; dropping it lets the next one
 /// lead. It owns its share of the journal so that it can travel into the blocking pool: the
 /// release then happens when the sync is done, whether or not the awaiting future is polled.
@@ -374,10 +383,10 @@ struct Leader {
 impl Leader {
     fn try_new(shared: &Arc<Shared>) -> Option<Leader> {
         let mut leading = lock(&shared.leading);
-        if *leading {
+        if leading.now {
             return None;
         }
-        *leading = true;
+        leading.now = true;
         Some(Leader {
             shared: shared.clone(),
         })
@@ -411,8 +420,15 @@ impl Leader {
 
 impl Drop for Leader {
     fn drop(&mut self) {
-        *lock(&self.shared.leading) = false;
-        self.shared.leader_done.notify_all();
+        let blocked = {
+            let mut leading = lock(&self.shared.leading);
+            leading.now = false;
+            leading.blocked > 0
+        };
+        // A condvar's notify is a syscall even with no one waiting: only when someone is.
+        if blocked {
+            self.shared.leader_done.notify_all();
+        }
         self.shared.leader_released.notify_waiters();
     }
 }
