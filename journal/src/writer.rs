@@ -23,6 +23,9 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+/// Largest write buffer kept for reuse after a flush.
+const SPARE_BYTES_MAX: usize = 1 << 20;
+
 /// What opening a journal for append found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenReport {
@@ -77,6 +80,8 @@ struct State {
     /// Oldest first, never empty; a chunk that starts a segment carries that segment's header.
     chunks: Vec<Chunk>,
     pending_bytes: usize,
+    /// A written chunk's buffer, emptied, for the next `take` (no allocation per flush).
+    spare: Vec<u8>,
     /// The segment the next record goes to, its length counting pending bytes, its records.
     segment: u64,
     segment_len_bytes: u64,
@@ -442,6 +447,7 @@ impl State {
                 bytes: Vec::new(),
             }],
             pending_bytes: 0,
+            spare: Vec::new(),
             segment,
             segment_len_bytes,
             segment_records,
@@ -497,15 +503,26 @@ impl State {
 
     /// Takes everything pending; returns it with the last seq it holds.
     fn take(&mut self) -> (Vec<Chunk>, u64) {
+        let mut bytes = std::mem::take(&mut self.spare);
+        bytes.reserve(self.pending_bytes.min(1 << 20));
         let fresh = vec![Chunk {
             starts_segment: None,
-            bytes: Vec::with_capacity(self.pending_bytes.min(1 << 20)),
+            bytes,
         }];
         self.pending_bytes = 0;
         (
             std::mem::replace(&mut self.chunks, fresh),
             self.next_seq - 1,
         )
+    }
+
+    /// Keeps a written chunk's buffer for reuse, unless it grew large (one big write should not
+    /// pin its memory for the journal's lifetime).
+    fn give_back(&mut self, mut bytes: Vec<u8>) {
+        if bytes.capacity() <= SPARE_BYTES_MAX && bytes.capacity() > self.spare.capacity() {
+            bytes.clear();
+            self.spare = bytes;
+        }
     }
 }
 
@@ -567,7 +584,7 @@ impl Shared {
     fn flush(&self, sync: bool) -> Result<(), JournalError> {
         let mut io = lock(&self.io);
         self.check_poison()?;
-        let (chunks, last_seq) = lock(&self.state).take();
+        let (mut chunks, last_seq) = lock(&self.state).take();
         let fsync = sync && self.options.fsync != FsyncPolicy::Never;
         match self.write_out(&mut io, &chunks, fsync) {
             Ok(()) => {
@@ -575,6 +592,9 @@ impl Shared {
                     let before = self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
                     // Only flush publishes durability, under the io lock, from a later take.
                     debug_assert!(before <= last_seq, "durable seq went backwards");
+                }
+                if let Some(chunk) = chunks.pop() {
+                    lock(&self.state).give_back(chunk.bytes);
                 }
                 Ok(())
             }

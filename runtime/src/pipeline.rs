@@ -172,7 +172,7 @@ pub(crate) async fn run_body(
                             Some(joined) => Poll::Ready(joined),
                             None => Poll::Pending,
                         }) => break joined,
-                        Some(message) = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats),
+                        message = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats),
                         _ = &mut deadline, if !timed_out => {
                             timed_out = true;
                             token.cancel();
@@ -199,7 +199,7 @@ pub(crate) async fn run_body(
             write_ahead(&ctx.log, group).await?;
         }
         // Progress that arrived before the result is delivered; anything later has no receiver.
-        while let Ok(message) = progress.try_recv() {
+        while let Some(message) = progress.try_recv() {
             notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats);
         }
         drop(progress);

@@ -26,9 +26,7 @@ use crate::RuntimeError;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use std::collections::HashMap;
-use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
 
 /// A call's place in the batch: `Some` when the scheduler holds its track (not started, or
@@ -37,12 +35,6 @@ type Slot = Option<Track>;
 
 /// What a finished call's future gives back: its index, its track and whether it settled.
 type Done = (usize, Track, Result<(), RuntimeError>);
-
-/// The running calls, polled in the scheduler's own task (a task per call cost a spawn, a join
-/// and a cross-thread wake-up each). A panic outside the tool body (which the pipeline catches)
-/// is a bug of ours: it comes back as `Err` with the call's track lost, and ends the batch.
-type Running<'a> =
-    FuturesUnordered<Pin<Box<dyn Future<Output = std::thread::Result<Done>> + Send + 'a>>>;
 
 /// What a running call holds.
 struct Held {
@@ -82,7 +74,11 @@ pub(crate) async fn run(
     let mut slots: Vec<Slot> = tracks.into_iter().map(Some).collect();
     let mut committed = 0;
     let mut next = 0;
-    let mut running: Running<'_> = FuturesUnordered::new();
+    // The running calls, polled in the scheduler's own task (a task per call cost a spawn, a
+    // join and a cross-thread wake-up each). A panic outside the tool body (which the pipeline
+    // catches) is a bug of ours: it comes back as `Err`, the call's track lost, and ends the
+    // batch. Unboxed: every call's future has the same type.
+    let mut running = FuturesUnordered::new();
     let mut held: HashMap<usize, Held> = HashMap::new();
     let mut failure: Option<RuntimeError> = None;
     commit_ready(ctx, &mut slots, &mut committed)?;
@@ -176,7 +172,7 @@ pub(crate) async fn run(
         } else {
             for (index, track, resources) in started {
                 let call = run_call(ctx, index, track, resources, cancel, first_started);
-                running.push(Box::pin(AssertUnwindSafe(call).catch_unwind()));
+                running.push(AssertUnwindSafe(call).catch_unwind());
             }
             let Some(joined) = running.next().await else {
                 break;
@@ -406,22 +402,24 @@ pub(crate) fn cancel_before_start(
 /// committed; then shows each frozen result to the observers.
 fn commit_ready(ctx: &Ctx, slots: &mut [Slot], committed: &mut usize) -> Result<(), RuntimeError> {
     while let Some(Some(track)) = slots.get_mut(*committed) {
-        let Some(result) = track.result().cloned() else {
+        let Some(result) = track.result().map(ToolResult::committed) else {
             break;
         };
         let call = track.call().clone();
         track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {
             Event::Committed {
-                call: call.clone(),
-                result: result.committed(),
+                call,
+                result,
                 source_seqs,
             }
         })?;
-        for observer in &ctx.hooks.observers {
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                observer.on_result(&call, track.tool(), &result)
-            }));
-            ctx.stats.observer_outcome(observer.name(), outcome);
+        if let Some(result) = track.result() {
+            for observer in &ctx.hooks.observers {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    observer.on_result(track.call(), track.tool(), result)
+                }));
+                ctx.stats.observer_outcome(observer.name(), outcome);
+            }
         }
         *committed += 1;
     }
