@@ -25,7 +25,6 @@ use crate::state::CallState;
 use crate::RuntimeError;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +39,45 @@ type Done = (usize, Track, Result<(), RuntimeError>);
 struct Held {
     exclusive: bool,
     resources: Resources,
+}
+
+/// What the running calls hold, by their index in the batch (no hashing for a handful of calls).
+struct HeldSet {
+    slots: Vec<Option<Held>>,
+    count: usize,
+}
+
+impl HeldSet {
+    fn new(n: usize) -> HeldSet {
+        HeldSet {
+            slots: (0..n).map(|_| None).collect(),
+            count: 0,
+        }
+    }
+
+    fn insert(&mut self, index: usize, held: Held) {
+        if self.slots[index].replace(held).is_none() {
+            self.count += 1;
+        }
+    }
+
+    fn remove(&mut self, index: usize) {
+        if self.slots[index].take().is_some() {
+            self.count -= 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Held> {
+        self.slots.iter().flatten()
+    }
 }
 
 /// Whether two declared paths name overlapping trees: the same path, or one inside the other
@@ -79,7 +117,7 @@ pub(crate) async fn run(
     // catches) is a bug of ours: it comes back as `Err`, the call's track lost, and ends the
     // batch. Unboxed: every call's future has the same type.
     let mut running = FuturesUnordered::new();
-    let mut held: HashMap<usize, Held> = HashMap::new();
+    let mut held = HeldSet::new(n);
     let mut failure: Option<RuntimeError> = None;
     commit_ready(ctx, &mut slots, &mut committed)?;
 
@@ -125,10 +163,12 @@ pub(crate) async fn run(
                 break;
             }
             // `held` already counts this round's group.
+            // A call that declares no paths conflicts with nothing: no need to scan.
+            let touches = !resources.reads.is_empty() || !resources.writes.is_empty();
             let may_start = !held.values().any(|h| h.exclusive)
                 && held.len() < ctx.config.parallel_max
-                && !held.values().any(|h| conflicts(&resources, &h.resources))
-                && !waiting.iter().any(|w| conflicts(&resources, w));
+                && !(touches && held.values().any(|h| conflicts(&resources, &h.resources)))
+                && !(touches && waiting.iter().any(|w| conflicts(&resources, w)));
             if may_start {
                 let track = slots[i].take().expect("checked above");
                 held.insert(
@@ -191,7 +231,7 @@ pub(crate) async fn run(
                 continue;
             }
         };
-        held.remove(&index);
+        held.remove(index);
         slots[index] = Some(track);
         if let Err(e) = result {
             failure.get_or_insert(e);
@@ -246,7 +286,7 @@ pub(crate) async fn run(
 async fn start_group(
     ctx: &Ctx,
     mut group: Vec<(usize, Track, Resources)>,
-    held: &mut HashMap<usize, Held>,
+    held: &mut HeldSet,
     slots: &mut [Slot],
     failure: &mut Option<RuntimeError>,
 ) -> Vec<(usize, Track, Resources)> {
@@ -268,7 +308,7 @@ async fn start_group(
         // No body starts after a journal failure (I10). The tracks go back unstarted; the
         // error ends the batch.
         for (index, track, _) in group {
-            held.remove(&index);
+            held.remove(index);
             slots[index] = Some(track);
         }
         failure.get_or_insert(e);
