@@ -165,10 +165,12 @@ pub(crate) async fn run(
             // `held` already counts this round's group.
             // A call that declares no paths conflicts with nothing: no need to scan.
             let touches = !resources.reads.is_empty() || !resources.writes.is_empty();
+            let conflicting = touches
+                && (held.values().any(|h| conflicts(&resources, &h.resources))
+                    || waiting.iter().any(|w| conflicts(&resources, w)));
             let may_start = !held.values().any(|h| h.exclusive)
                 && held.len() < ctx.config.parallel_max
-                && !(touches && held.values().any(|h| conflicts(&resources, &h.resources)))
-                && !(touches && waiting.iter().any(|w| conflicts(&resources, w)));
+                && !conflicting;
             if may_start {
                 let track = slots[i].take().expect("checked above");
                 held.insert(
