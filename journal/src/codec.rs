@@ -47,12 +47,23 @@ pub fn encode_into<T: Serialize + ?Sized>(
     size_bytes_max: u64,
 ) -> Result<(), CodecError> {
     let start = out.len();
-    options(size_bytes_max)
-        .serialize_into(&mut *out, value)
-        .map_err(|e| {
-            out.truncate(start);
-            codec_error(e)
-        })
+    // Encoded unbounded and measured after: a bound makes bincode encode everything twice (a
+    // sizing pass first), and every record pays for that; an oversized one is rare.
+    let encoded = bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_little_endian()
+        .serialize_into(&mut *out, value);
+    let result = match encoded {
+        Ok(()) if (out.len() - start) as u64 > size_bytes_max => {
+            Err(codec_error(Box::new(bincode::ErrorKind::SizeLimit)))
+        }
+        Ok(()) => Ok(()),
+        Err(e) => Err(codec_error(e)),
+    };
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
 }
 
 /// Decodes exactly one value from `bytes`.

@@ -2,9 +2,10 @@
 //!
 //! Why it is shaped this way (DESIGN.md §8): an fsync costs milliseconds, so the number of them
 //! decides the runtime's speed. `append` only encodes into a memory buffer and hands out the
-//! next seq. `sync_through(seq)` elects one leader at a time (an async gate); the leader takes
-//! everything appended so far, writes it, and fdatasyncs once; callers that queued behind it
-//! usually find their seq already durable and return without touching the disk.
+//! next seq. `sync_through(seq)` lets one caller at a time lead (a flag, not an async lock, so
+//! no await ever holds it); the leader takes everything appended so far, writes it, and
+//! fdatasyncs once on its own thread; callers that waited for it usually find their seq already
+//! durable and return without touching the disk.
 //!
 //! Fail-stop (DESIGN.md I10): after a failed write or fsync the file's state is unknown (Linux
 //! may drop the dirty pages and report success on a retry), so the first failure poisons the
@@ -20,7 +21,10 @@ use serde::Serialize;
 use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+/// Largest write buffer kept for reuse after a flush.
+const SPARE_BYTES_MAX: usize = 1 << 20;
 
 /// What opening a journal for append found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +65,12 @@ struct Shared {
     durable_seq: AtomicU64,
     syncs: AtomicU64,
     poison: OnceLock<Arc<JournalError>>,
-    sync_gate: tokio::sync::Mutex<()>,
+    /// Whether a caller is writing and syncing for everyone (see [`Leader`]).
+    leading: Mutex<Leading>,
+    /// Blocking callers wait here for the leader to finish.
+    leader_done: Condvar,
+    /// Async callers wait here for the leader to finish.
+    leader_released: tokio::sync::Notify,
     _lock: Box<dyn Any + Send + Sync>,
 }
 
@@ -71,6 +80,8 @@ struct State {
     /// Oldest first, never empty; a chunk that starts a segment carries that segment's header.
     chunks: Vec<Chunk>,
     pending_bytes: usize,
+    /// A written chunk's buffer, emptied, for the next `take` (no allocation per flush).
+    spare: Vec<u8>,
     /// The segment the next record goes to, its length counting pending bytes, its records.
     segment: u64,
     segment_len_bytes: u64,
@@ -229,7 +240,9 @@ impl Journal {
                 durable_seq: AtomicU64::new(durable),
                 syncs: AtomicU64::new(0),
                 poison: OnceLock::new(),
-                sync_gate: tokio::sync::Mutex::new(()),
+                leading: Mutex::new(Leading::default()),
+                leader_done: Condvar::new(),
+                leader_released: tokio::sync::Notify::new(),
                 _lock: guard,
             }),
         };
@@ -254,44 +267,33 @@ impl Journal {
     }
 
     /// Resolves when every record up to `seq` is durable. Callers waiting at the same time share
-    /// one fdatasync. On a real disk the leader's write and sync leave the async executor
-    /// (`block_in_place` on a multi-thread runtime, the blocking pool on a current-thread one).
+    /// one fdatasync: the first becomes the leader and syncs on its own thread (nothing to hand
+    /// over, no thread to wake); the others wait until it is done and usually find their seq
+    /// durable. On a current-thread runtime the leader's write and sync run on the blocking
+    /// pool instead, so the one thread keeps serving other tasks. Under
+    /// [`FsyncPolicy::Never`] there is nothing to wait for: the bytes go to the OS inline.
     pub async fn sync_through(&self, seq: u64) -> Result<(), JournalError> {
         let shared = &self.shared;
         shared.check_poison()?;
+        if shared.durable_seq() >= seq {
+            return Ok(());
+        }
         shared.check_appended(seq)?;
-        if shared.durable_seq() >= seq {
-            return Ok(());
-        }
-        let _leader = shared.sync_gate.lock().await;
-        shared.check_poison()?;
-        if shared.durable_seq() >= seq {
-            return Ok(());
-        }
-        if !shared.storage.blocks() {
+        if shared.options.fsync == FsyncPolicy::Never {
+            // A write(2), no sync: the io lock keeps batches in seq order.
             return shared.flush(true);
         }
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            // The leader does the I/O on its own worker thread, handing that worker's other
-            // tasks to the rest of the pool: no thread hop between the disk and the waiters
-            // (measured: spawn_blocking cost ~20% of the single-writer sync rate).
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-                tokio::task::block_in_place(|| shared.flush(true))
+        loop {
+            // Created before the checks: it sees every release that happens after this line.
+            let released = shared.leader_released.notified();
+            shared.check_poison()?;
+            if shared.durable_seq() >= seq {
+                return Ok(());
             }
-            Ok(_) => {
-                let leader = shared.clone();
-                match tokio::task::spawn_blocking(move || leader.flush(true)).await {
-                    Ok(result) => result,
-                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-                    Err(join) => Err(JournalError::Io {
-                        location: shared.storage.location(),
-                        op: "sync",
-                        file: segment::file_name(lock(&shared.io).segment),
-                        source: io::Error::other(join.to_string()),
-                    }),
-                }
+            if let Some(leader) = Leader::try_new(shared) {
+                return leader.sync(shared).await;
             }
-            Err(_) => shared.flush(true),
+            released.await;
         }
     }
 
@@ -300,16 +302,31 @@ impl Journal {
     pub fn sync_through_blocking(&self, seq: u64) -> Result<(), JournalError> {
         let shared = &self.shared;
         shared.check_poison()?;
-        shared.check_appended(seq)?;
         if shared.durable_seq() >= seq {
             return Ok(());
         }
-        let _leader = shared.sync_gate.blocking_lock();
+        shared.check_appended(seq)?;
+        let mut leading = lock(&shared.leading);
+        while leading.now {
+            leading.blocked += 1;
+            leading = shared
+                .leader_done
+                .wait(leading)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            leading.blocked -= 1;
+        }
+        leading.now = true;
+        drop(leading);
+        let leader = Leader {
+            shared: shared.clone(),
+        };
         shared.check_poison()?;
         if shared.durable_seq() >= seq {
             return Ok(());
         }
-        shared.flush(true)
+        let result = shared.flush(true);
+        drop(leader);
+        result
     }
 
     /// Makes everything appended so far durable (per the policy) and releases the lock.
@@ -354,6 +371,73 @@ impl Drop for Journal {
     }
 }
 
+/// Who leads, and how many blocking callers wait for the leader.
+#[derive(Default)]
+struct Leading {
+    now: bool,
+    blocked: usize,
+}
+
+/// The one caller that writes and syncs for everyone waiting; dropping it lets the next one
+/// lead. It owns its share of the journal so that it can travel into the blocking pool: the
+/// release then happens when the sync is done, whether or not the awaiting future is polled.
+struct Leader {
+    shared: Arc<Shared>,
+}
+
+impl Leader {
+    fn try_new(shared: &Arc<Shared>) -> Option<Leader> {
+        let mut leading = lock(&shared.leading);
+        if leading.now {
+            return None;
+        }
+        leading.now = true;
+        Some(Leader {
+            shared: shared.clone(),
+        })
+    }
+
+    async fn sync(self, shared: &Arc<Shared>) -> Result<(), JournalError> {
+        if !shared.storage.blocks() {
+            return shared.flush(true);
+        }
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            // On a single thread, a blocking sync would stall every other task for its length.
+            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => {
+                let leader = self;
+                match tokio::task::spawn_blocking(move || leader.shared.flush(true)).await {
+                    Ok(result) => result,
+                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                    Err(join) => Err(JournalError::Io {
+                        location: shared.storage.location(),
+                        op: "sync",
+                        file: segment::file_name(lock(&shared.io).segment),
+                        source: io::Error::other(join.to_string()),
+                    }),
+                }
+            }
+            // Elsewhere the leader syncs on its own thread: a handoff (`block_in_place`, the
+            // blocking pool) costs thread wake-ups on every sync; the other workers go on.
+            _ => shared.flush(true),
+        }
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        let blocked = {
+            let mut leading = lock(&self.shared.leading);
+            leading.now = false;
+            leading.blocked > 0
+        };
+        // A condvar's notify is a syscall even with no one waiting: only when someone is.
+        if blocked {
+            self.shared.leader_done.notify_all();
+        }
+        self.shared.leader_released.notify_waiters();
+    }
+}
+
 impl State {
     fn new(next_seq: u64, segment: u64, segment_len_bytes: u64, segment_records: u64) -> State {
         State {
@@ -363,6 +447,7 @@ impl State {
                 bytes: Vec::new(),
             }],
             pending_bytes: 0,
+            spare: Vec::new(),
             segment,
             segment_len_bytes,
             segment_records,
@@ -418,15 +503,26 @@ impl State {
 
     /// Takes everything pending; returns it with the last seq it holds.
     fn take(&mut self) -> (Vec<Chunk>, u64) {
+        let mut bytes = std::mem::take(&mut self.spare);
+        bytes.reserve(self.pending_bytes.min(1 << 20));
         let fresh = vec![Chunk {
             starts_segment: None,
-            bytes: Vec::with_capacity(self.pending_bytes.min(1 << 20)),
+            bytes,
         }];
         self.pending_bytes = 0;
         (
             std::mem::replace(&mut self.chunks, fresh),
             self.next_seq - 1,
         )
+    }
+
+    /// Keeps a written chunk's buffer for reuse, unless it grew large (one big write should not
+    /// pin its memory for the journal's lifetime).
+    fn give_back(&mut self, mut bytes: Vec<u8>) {
+        if bytes.capacity() <= SPARE_BYTES_MAX && bytes.capacity() > self.spare.capacity() {
+            bytes.clear();
+            self.spare = bytes;
+        }
     }
 }
 
@@ -488,7 +584,7 @@ impl Shared {
     fn flush(&self, sync: bool) -> Result<(), JournalError> {
         let mut io = lock(&self.io);
         self.check_poison()?;
-        let (chunks, last_seq) = lock(&self.state).take();
+        let (mut chunks, last_seq) = lock(&self.state).take();
         let fsync = sync && self.options.fsync != FsyncPolicy::Never;
         match self.write_out(&mut io, &chunks, fsync) {
             Ok(()) => {
@@ -496,6 +592,9 @@ impl Shared {
                     let before = self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
                     // Only flush publishes durability, under the io lock, from a later take.
                     debug_assert!(before <= last_seq, "durable seq went backwards");
+                }
+                if let Some(chunk) = chunks.pop() {
+                    lock(&self.state).give_back(chunk.bytes);
                 }
                 Ok(())
             }

@@ -13,13 +13,15 @@ use crate::registry::Entry;
 use crate::result::{error_content, ToolResult};
 use crate::session::{Config, Stats, Track};
 use crate::state::CallState;
-use crate::tool::{ProgressSink, ToolContext, ToolError, ToolOutput};
+use crate::tool::{ProgressSink, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::RuntimeError;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +53,6 @@ pub(crate) struct Ctx {
 /// A call about to start an attempt.
 pub(crate) struct Starting<'a> {
     pub track: &'a mut Track,
-    pub call: &'a CallRef,
     pub attempt: u32,
     pub resources: &'a Resources,
 }
@@ -65,7 +66,7 @@ pub(crate) async fn write_ahead(
 ) -> Result<(), RuntimeError> {
     let mut last = 0;
     for s in group {
-        let (call, attempt, resources) = (s.call.clone(), s.attempt, s.resources.clone());
+        let (call, attempt, resources) = (s.track.call().clone(), s.attempt, s.resources.clone());
         last = s
             .track
             .transition(log, CallState::Started, attempt, |source_seqs| {
@@ -112,7 +113,6 @@ pub(crate) async fn run_body(
         if (attempt > 1 || !first_started) && !late {
             let group = vec![Starting {
                 track: &mut *track,
-                call: &info.call,
                 attempt,
                 resources,
             }];
@@ -139,32 +139,54 @@ pub(crate) async fn run_body(
         let (sink, mut progress) = ProgressSink::channel();
         let ctx_for_tool =
             ToolContext::new(token.clone(), sink, info.call.call_id.clone(), attempt);
-        let tool = entry.tool.clone();
-        let args = info.args.clone();
-        // A task of its own: a panicking body is caught at the join, not in our stack.
-        let mut body = tokio::spawn(async move { tool.execute(args, ctx_for_tool).await });
-        let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
-        tokio::pin!(deadline);
+        // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
+        // panicking body is caught at each poll and becomes TOOL_PANICKED.
+        let made = catch_unwind(AssertUnwindSafe(|| {
+            entry.tool.execute(info.args.clone(), ctx_for_tool)
+        }));
+        let mut body = Body(None);
         let mut timed_out = false;
-        // Armed once the token is cancelled: how long the tool may take to stop before we say
-        // it ignores cancellation (we keep waiting; it may be mid-write).
-        let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
-        let joined = loop {
-            tokio::select! {
-                biased;
-                joined = &mut body => break joined,
-                Some(message) = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats),
-                _ = &mut deadline, if !timed_out => {
-                    timed_out = true;
-                    token.cancel();
+        let first = match made {
+            Err(panic) => Some(Err(panic)),
+            Ok(fut) => {
+                body.0 = Some(fut);
+                // Most bodies finish on their first poll: then no timer is ever set. (A zero
+                // timeout must cancel before the body runs, as a timer already due would.)
+                match timeout_ms {
+                    0 => None,
+                    _ => std::future::poll_fn(|cx| Poll::Ready(body.poll_once(cx))).await,
                 }
-                _ = token.cancelled(), if grace.is_none() => {
-                    grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
-                }
-                _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
-                    ctx.stats.ignored_cancellation();
-                    tracing::warn!(call = %info.call, tool = %info.tool, grace_ms = config.cancel_grace_ms,
-                        "the tool ignores cancellation; waiting for it to settle before releasing its resources");
+            }
+        };
+        let joined = match first {
+            Some(joined) => joined,
+            None => {
+                let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
+                tokio::pin!(deadline);
+                // Armed once the token is cancelled: how long the tool may take to stop before
+                // we say it ignores cancellation (we keep waiting; it may be mid-write).
+                let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+                loop {
+                    tokio::select! {
+                        biased;
+                        joined = std::future::poll_fn(|cx| match body.poll_once(cx) {
+                            Some(joined) => Poll::Ready(joined),
+                            None => Poll::Pending,
+                        }) => break joined,
+                        message = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats),
+                        _ = &mut deadline, if !timed_out => {
+                            timed_out = true;
+                            token.cancel();
+                        }
+                        _ = token.cancelled(), if grace.is_none() => {
+                            grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
+                        }
+                        _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
+                            ctx.stats.ignored_cancellation();
+                            tracing::warn!(call = %info.call, tool = %info.tool, grace_ms = config.cancel_grace_ms,
+                                "the tool ignores cancellation; waiting for it to settle before releasing its resources");
+                        }
+                    }
                 }
             }
         };
@@ -172,14 +194,13 @@ pub(crate) async fn run_body(
             // The mutant: `started` only after the body ran (I1 broken on purpose).
             let group = vec![Starting {
                 track: &mut *track,
-                call: &info.call,
                 attempt,
                 resources,
             }];
             write_ahead(&ctx.log, group).await?;
         }
         // Progress that arrived before the result is delivered; anything later has no receiver.
-        while let Ok(message) = progress.try_recv() {
+        while let Some(message) = progress.try_recv() {
             notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats);
         }
         drop(progress);
@@ -187,12 +208,9 @@ pub(crate) async fn run_body(
         let result = match joined {
             Ok(Ok(output)) => Ok(output),
             Ok(Err(e)) => Err(honest_error(e, timed_out, timeout_ms)),
-            Err(join) => Err(ToolError::new(
+            Err(panic) => Err(ToolError::new(
                 ErrorCode::ToolPanicked,
-                match join.try_into_panic() {
-                    Ok(panic) => format!("the tool panicked: {}", panic_message(panic.as_ref())),
-                    Err(join) => format!("the tool's task ended abnormally: {join}"),
-                },
+                format!("the tool panicked: {}", panic_message(panic.as_ref())),
             )),
         };
         let retry = matches!(&result, Err(e) if e.retryable)
@@ -233,6 +251,32 @@ pub(crate) fn started_after_body(ctx: &Ctx) -> bool {
     }
 }
 
+/// A tool body being polled in the caller's task, with a panic in any poll caught (the body is
+/// then dropped, never polled again).
+struct Body<'a>(Option<ToolFuture<'a>>);
+
+type Joined = Result<Result<ToolOutput, ToolError>, Box<dyn Any + Send>>;
+
+impl Body<'_> {
+    /// Polls the body once; `Some` when it finished or panicked.
+    fn poll_once(&mut self, cx: &mut Context<'_>) -> Option<Joined> {
+        let fut = self.0.as_mut()?;
+        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => None,
+            Ok(Poll::Ready(result)) => {
+                self.0 = None;
+                Some(Ok(result))
+            }
+            Err(panic) => {
+                // Its state is unknown: drop it here, where a second panic is caught too.
+                let fut = self.0.take();
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(fut)));
+                Some(Err(panic))
+            }
+        }
+    }
+}
+
 /// A tool may not speak for the runtime (see `ErrorCode::tool_may_report`), and an error after
 /// a timeout is reported as the timeout, unless the tool says its outcome is unknown: that is
 /// what a caller must act on (never re-run blindly), so it keeps the code.
@@ -262,6 +306,12 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// draft post-execute sees.
 pub(crate) struct Settled {
     pub outcome: Outcome,
+    pub for_model: ForModel,
+}
+
+/// What post-execute and `finalize_content` work on (apart from the journal's outcome, so that
+/// the outcome can move into its event instead of being copied).
+pub(crate) struct ForModel {
     pub draft: Draft,
     pub details: Option<Value>,
     pub error: Option<(ErrorCode, String)>,
@@ -314,14 +364,16 @@ pub(crate) fn settle(
     };
     Settled {
         outcome,
-        draft: Draft {
-            content,
-            value,
-            is_error: error.is_some(),
-            resources: resources.clone(),
+        for_model: ForModel {
+            draft: Draft {
+                content,
+                value,
+                is_error: error.is_some(),
+                resources: resources.clone(),
+            },
+            details,
+            error,
         },
-        details,
-        error,
     }
 }
 
@@ -359,17 +411,16 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 pub(crate) fn finish(
     entry: &Entry,
     info: &CallInfo,
-    settled: Settled,
+    for_model: ForModel,
     post_execute: &[Arc<dyn PostExecute>],
     spilled: Option<&str>,
     model_inline_bytes_max: usize,
 ) -> ToolResult {
-    let Settled {
+    let ForModel {
         mut draft,
         details,
         mut error,
-        ..
-    } = settled;
+    } = for_model;
     let mut replaced = false;
     if error.is_none() {
         for listener in post_execute {

@@ -23,19 +23,61 @@ use crate::result::ToolResult;
 use crate::session::Track;
 use crate::state::CallState;
 use crate::RuntimeError;
-use std::collections::HashMap;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// A call's place in the batch: `Some` when the scheduler holds its track (not started, or
 /// finished), `None` while its task does.
 type Slot = Option<Track>;
 
+/// What a finished call's future gives back: its index, its track and whether it settled.
+type Done = (usize, Track, Result<(), RuntimeError>);
+
 /// What a running call holds.
 struct Held {
     exclusive: bool,
     resources: Resources,
+}
+
+/// What the running calls hold, by their index in the batch (no hashing for a handful of calls).
+struct HeldSet {
+    slots: Vec<Option<Held>>,
+    count: usize,
+}
+
+impl HeldSet {
+    fn new(n: usize) -> HeldSet {
+        HeldSet {
+            slots: (0..n).map(|_| None).collect(),
+            count: 0,
+        }
+    }
+
+    fn insert(&mut self, index: usize, held: Held) {
+        if self.slots[index].replace(held).is_none() {
+            self.count += 1;
+        }
+    }
+
+    fn remove(&mut self, index: usize) {
+        if self.slots[index].take().is_some() {
+            self.count -= 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Held> {
+        self.slots.iter().flatten()
+    }
 }
 
 /// Whether two declared paths name overlapping trees: the same path, or one inside the other
@@ -70,8 +112,12 @@ pub(crate) async fn run(
     let mut slots: Vec<Slot> = tracks.into_iter().map(Some).collect();
     let mut committed = 0;
     let mut next = 0;
-    let mut running: JoinSet<(usize, Track, Result<(), RuntimeError>)> = JoinSet::new();
-    let mut held: HashMap<usize, Held> = HashMap::new();
+    // The running calls, polled in the scheduler's own task (a task per call cost a spawn, a
+    // join and a cross-thread wake-up each). A panic outside the tool body (which the pipeline
+    // catches) is a bug of ours: it comes back as `Err`, the call's track lost, and ends the
+    // batch. Unboxed: every call's future has the same type.
+    let mut running = FuturesUnordered::new();
+    let mut held = HeldSet::new(n);
     let mut failure: Option<RuntimeError> = None;
     commit_ready(ctx, &mut slots, &mut committed)?;
 
@@ -117,10 +163,14 @@ pub(crate) async fn run(
                 break;
             }
             // `held` already counts this round's group.
+            // A call that declares no paths conflicts with nothing: no need to scan.
+            let touches = !resources.reads.is_empty() || !resources.writes.is_empty();
+            let conflicting = touches
+                && (held.values().any(|h| conflicts(&resources, &h.resources))
+                    || waiting.iter().any(|w| conflicts(&resources, w)));
             let may_start = !held.values().any(|h| h.exclusive)
                 && held.len() < ctx.config.parallel_max
-                && !held.values().any(|h| conflicts(&resources, &h.resources))
-                && !waiting.iter().any(|w| conflicts(&resources, w));
+                && !conflicting;
             if may_start {
                 let track = slots[i].take().expect("checked above");
                 held.insert(
@@ -141,34 +191,49 @@ pub(crate) async fn run(
         while next < n && !matches!(&slots[next], Some(t) if t.state() == CallState::Approved) {
             next += 1;
         }
-        if !group.is_empty() {
-            start_group(
+        let started = if group.is_empty() {
+            Vec::new()
+        } else {
+            start_group(ctx, group, &mut held, &mut slots, &mut failure).await
+        };
+        let first_started = !pipeline::started_after_body(ctx);
+        let joined = if started.len() == 1 && running.is_empty() {
+            // Alone: nothing else can start before it settles (whatever waits, waits for it),
+            // so it is simply awaited, with no set to box it into.
+            let (index, track, resources) = started.into_iter().next().expect("one call");
+            AssertUnwindSafe(run_call(
                 ctx,
-                group,
+                index,
+                track,
+                resources,
                 cancel,
-                &mut running,
-                &mut held,
-                &mut slots,
-                &mut failure,
-            )
-            .await;
-        }
-
-        let Some(joined) = running.join_next().await else {
-            break;
+                first_started,
+            ))
+            .catch_unwind()
+            .await
+        } else {
+            for (index, track, resources) in started {
+                let call = run_call(ctx, index, track, resources, cancel, first_started);
+                running.push(AssertUnwindSafe(call).catch_unwind());
+            }
+            let Some(joined) = running.next().await else {
+                break;
+            };
+            joined
         };
         let (index, track, result) = match joined {
             Ok(done) => done,
-            Err(join) => {
-                // Our own task died (a bug, not a tool: tool panics are caught inside). Its
-                // call's progress is unknown: no result is made up for it.
+            Err(panic) => {
+                // A bug of ours, not a tool's (tool panics are caught inside). Its call's
+                // progress is unknown: no result is made up for it.
                 failure.get_or_insert(RuntimeError::Fault(format!(
-                    "a call's task ended abnormally: {join}"
+                    "a call's task ended abnormally: it panicked: {}",
+                    pipeline::panic_message(panic.as_ref())
                 )));
                 continue;
             }
         };
-        held.remove(&index);
+        held.remove(index);
         slots[index] = Some(track);
         if let Err(e) = result {
             failure.get_or_insert(e);
@@ -218,58 +283,61 @@ pub(crate) async fn run(
         .collect())
 }
 
-/// Makes the group's `started` records durable with one sync, then spawns each call's task.
+/// Makes the group's `started` records durable with one sync and tells the observers; returns
+/// the calls that may now run (none after a journal failure).
 async fn start_group(
     ctx: &Ctx,
     mut group: Vec<(usize, Track, Resources)>,
-    cancel: &CancellationToken,
-    running: &mut JoinSet<(usize, Track, Result<(), RuntimeError>)>,
-    held: &mut HashMap<usize, Held>,
+    held: &mut HeldSet,
     slots: &mut [Slot],
     failure: &mut Option<RuntimeError>,
-) {
-    let calls: Vec<_> = group.iter().map(|(_, t, _)| t.call().clone()).collect();
-    let starting = group
-        .iter_mut()
-        .zip(&calls)
-        .map(|((_, track, resources), call)| Starting {
-            track,
-            call,
-            attempt: 1,
-            resources,
-        })
-        .collect();
+) -> Vec<(usize, Track, Resources)> {
     let late = pipeline::started_after_body(ctx);
     let wrote = if late {
-        drop(starting);
         Ok(())
     } else {
+        let starting = group
+            .iter_mut()
+            .map(|(_, track, resources)| Starting {
+                track,
+                attempt: 1,
+                resources,
+            })
+            .collect();
         pipeline::write_ahead(&ctx.log, starting).await
     };
     if let Err(e) = wrote {
         // No body starts after a journal failure (I10). The tracks go back unstarted; the
         // error ends the batch.
         for (index, track, _) in group {
-            held.remove(&index);
+            held.remove(index);
             slots[index] = Some(track);
         }
         failure.get_or_insert(e);
-        return;
+        return Vec::new();
     }
-    for (index, track, resources) in group {
+    for (_, track, _) in &group {
         for observer in &ctx.hooks.observers {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 observer.on_start(track.call(), track.tool())
             }));
             ctx.stats.observer_outcome(observer.name(), outcome);
         }
-        let (ctx, cancel) = (ctx.clone(), cancel.clone());
-        running.spawn(async move {
-            let mut track = track;
-            let result = execute(&ctx, &mut track, &resources, &cancel, !late).await;
-            (index, track, result)
-        });
     }
+    group
+}
+
+/// One started call, to its result; gives its track back.
+async fn run_call(
+    ctx: &Ctx,
+    index: usize,
+    mut track: Track,
+    resources: Resources,
+    cancel: &CancellationToken,
+    first_started: bool,
+) -> Done {
+    let result = execute(ctx, &mut track, &resources, cancel, first_started).await;
+    (index, track, result)
 }
 
 /// started → settled, with the result ready to commit.
@@ -286,7 +354,7 @@ async fn execute(
         pipeline::run_body(ctx, &entry, &info, resources, track, cancel, first_started).await?;
     let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
     let locator = spill(ctx, &mut settled)?;
-    let outcome = settled.outcome.clone();
+    let pipeline::Settled { outcome, for_model } = settled;
     let plans: Vec<_> = outcome
         .side_effects
         .iter()
@@ -309,7 +377,7 @@ async fn execute(
     let result = pipeline::finish(
         &entry,
         &info,
-        settled,
+        for_model,
         &ctx.hooks.post_execute,
         locator.as_deref(),
         ctx.config.model_inline_bytes_max,
@@ -321,7 +389,7 @@ async fn execute(
 /// Puts a result too large for the model in the spill store and journals `spill/stored`
 /// before the `settled` that names it. A store failure keeps the result inline.
 fn spill(ctx: &Ctx, settled: &mut pipeline::Settled) -> Result<Option<String>, RuntimeError> {
-    let text = &settled.draft.content;
+    let text = &settled.for_model.draft.content;
     let Some(store) = &ctx.config.spill else {
         return Ok(None);
     };
@@ -376,22 +444,24 @@ pub(crate) fn cancel_before_start(
 /// committed; then shows each frozen result to the observers.
 fn commit_ready(ctx: &Ctx, slots: &mut [Slot], committed: &mut usize) -> Result<(), RuntimeError> {
     while let Some(Some(track)) = slots.get_mut(*committed) {
-        let Some(result) = track.result().cloned() else {
+        let Some(result) = track.result().map(ToolResult::committed) else {
             break;
         };
         let call = track.call().clone();
         track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {
             Event::Committed {
-                call: call.clone(),
-                result: result.committed(),
+                call,
+                result,
                 source_seqs,
             }
         })?;
-        for observer in &ctx.hooks.observers {
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                observer.on_result(&call, track.tool(), &result)
-            }));
-            ctx.stats.observer_outcome(observer.name(), outcome);
+        if let Some(result) = track.result() {
+            for observer in &ctx.hooks.observers {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    observer.on_result(track.call(), track.tool(), result)
+                }));
+                ctx.stats.observer_outcome(observer.name(), outcome);
+            }
         }
         *committed += 1;
     }

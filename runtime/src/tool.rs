@@ -9,9 +9,11 @@ use crate::args::Args;
 use crate::code::ErrorCode;
 use crate::event::{Resources, SideEffect};
 use serde_json::Value;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use tokio::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// The future a tool's `execute` returns.
@@ -67,18 +69,79 @@ pub const PROGRESS_QUEUE_MAX: usize = 64;
 
 /// Where a tool reports progress. Lossy by design.
 #[derive(Debug, Clone)]
-pub struct ProgressSink(mpsc::Sender<String>);
+pub struct ProgressSink(Arc<ProgressQueue>);
+
+/// One call's progress messages. A plain queue behind a mutex: made for every call and almost
+/// never used, so it costs one small allocation (a channel cost two, one of them ~1 KB).
+#[derive(Debug, Default)]
+struct ProgressQueue {
+    state: Mutex<Queued>,
+    arrived: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Queued {
+    messages: VecDeque<String>,
+    /// The receiver is gone: the call's result is final.
+    closed: bool,
+}
+
+impl ProgressQueue {
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        // Only pushes and pops happen under it: a panic cannot leave it half-updated.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
 
 impl ProgressSink {
-    pub(crate) fn channel() -> (ProgressSink, mpsc::Receiver<String>) {
-        let (tx, rx) = mpsc::channel(PROGRESS_QUEUE_MAX);
-        (ProgressSink(tx), rx)
+    pub(crate) fn channel() -> (ProgressSink, ProgressReceiver) {
+        let queue = Arc::new(ProgressQueue::default());
+        (ProgressSink(queue.clone()), ProgressReceiver(queue))
     }
 
     /// Reports progress; returns whether anyone will see it (false once the call's result is
     /// final, or when the queue is full).
     pub fn report(&self, message: impl Into<String>) -> bool {
-        self.0.try_send(message.into()).is_ok()
+        let message = message.into();
+        let mut queued = self.0.lock();
+        if queued.closed || queued.messages.len() >= PROGRESS_QUEUE_MAX {
+            return false;
+        }
+        queued.messages.push_back(message);
+        drop(queued);
+        self.0.arrived.notify_one();
+        true
+    }
+}
+
+/// The pipeline's end of a call's progress queue; dropping it closes the queue.
+pub(crate) struct ProgressReceiver(Arc<ProgressQueue>);
+
+impl ProgressReceiver {
+    pub(crate) fn try_recv(&mut self) -> Option<String> {
+        self.0.lock().messages.pop_front()
+    }
+
+    /// The next message, when there is one.
+    pub(crate) async fn recv(&mut self) -> String {
+        loop {
+            if let Some(message) = self.try_recv() {
+                return message;
+            }
+            // `notify_one` leaves a permit when no one waits: a report between the check and
+            // this wait is not missed.
+            self.0.arrived.notified().await;
+        }
+    }
+}
+
+impl Drop for ProgressReceiver {
+    fn drop(&mut self) {
+        let mut queued = self.0.lock();
+        queued.closed = true;
+        queued.messages.clear();
     }
 }
 
