@@ -256,6 +256,9 @@ pub struct Session {
     loaded: Arc<Loaded>,
     /// The tools the model was shown in the current step (`step/tools`).
     step_visible: BTreeSet<String>,
+    /// The last `step/tools` event and how many tools were loaded when it was built: the set
+    /// only changes when a search loads a tool, so most steps reuse it (turn and step updated).
+    step_tools: Option<(usize, Event)>,
     plan_mode: bool,
 }
 
@@ -320,6 +323,7 @@ impl Session {
             stats: Arc::new(Stats::default()),
             loaded,
             step_visible: BTreeSet::new(),
+            step_tools: None,
             plan_mode: false,
         };
         if plan_mode {
@@ -429,6 +433,7 @@ impl Session {
             stats: Arc::new(Stats::default()),
             loaded,
             step_visible: BTreeSet::new(),
+            step_tools: None,
             plan_mode: replay.plan_mode,
         })
     }
@@ -466,14 +471,28 @@ impl Session {
             step: self.step,
         })?;
         // The step's tool set is fixed here, before the model answers: a tool loaded during
-        // the step is shown from the next one.
-        let tools = self.registry.visible(&self.loaded.snapshot());
-        self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
-        self.log.append(&Event::StepTools {
-            turn: self.turn,
-            step: self.step,
-            tools,
-        })?;
+        // the step is shown from the next one. The loaded set only grows, so its size says
+        // whether the cached set is still the one.
+        let loaded = self.loaded.len();
+        let (turn, step) = (self.turn, self.step);
+        let event = match self.step_tools.take() {
+            Some((n, mut event)) if n == loaded => {
+                if let Event::StepTools {
+                    turn: t, step: s, ..
+                } = &mut event
+                {
+                    (*t, *s) = (turn, step);
+                }
+                event
+            }
+            _ => {
+                let tools = self.registry.visible(&self.loaded.snapshot());
+                self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
+                Event::StepTools { turn, step, tools }
+            }
+        };
+        self.log.append(&event)?;
+        self.step_tools = Some((loaded, event));
         Ok(self.step)
     }
 
@@ -545,30 +564,40 @@ impl Session {
         self.check_response(&response)?;
         self.step_answered = true;
         let (turn, step) = (self.turn, self.step);
-        let response_seq = self.log.append(&Event::LlmResponse {
+        // Events own their text; the response is moved into its event and back out rather
+        // than copied (this is the per-call hot path).
+        let event = Event::LlmResponse {
             turn,
             step,
-            response: response.clone(),
-        })?;
+            response,
+        };
+        let response_seq = self.log.append(&event)?;
+        let Event::LlmResponse { response, .. } = event else {
+            unreachable!("built as llm/response just above")
+        };
+        let stop_reason = response.stop_reason;
 
         let mut tracks = Vec::with_capacity(response.tool_calls.len());
         for (index, model_call) in response.tool_calls.iter().enumerate() {
-            let call = CallRef {
-                turn,
-                step,
-                call_id: model_call.call_id.clone(),
-            };
-            let seq = self.log.append(&Event::Received {
-                call: call.clone(),
+            let event = Event::Received {
+                call: CallRef {
+                    turn,
+                    step,
+                    call_id: model_call.call_id.clone(),
+                },
                 index: index as u32,
                 tool: model_call.name.clone(),
                 raw_arguments: model_call.arguments.clone(),
                 source_seqs: vec![response_seq],
-            })?;
+            };
+            let seq = self.log.append(&event)?;
+            let Event::Received { call, tool, .. } = event else {
+                unreachable!("built as received just above")
+            };
             let mut track = Track {
                 machine: CallMachine::received(call),
                 last_seq: seq,
-                tool: model_call.name.clone(),
+                tool,
                 entry: None,
                 info: None,
                 result: None,
@@ -580,13 +609,8 @@ impl Session {
                     "the batch was stopped before this call started",
                 )?;
             } else {
-                self.plan(
-                    &mut track,
-                    &model_call.arguments,
-                    response.stop_reason,
-                    &cancel,
-                )
-                .await?;
+                self.plan(&mut track, &model_call.arguments, stop_reason, &cancel)
+                    .await?;
             }
             tracks.push(track);
         }

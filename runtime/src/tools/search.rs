@@ -55,6 +55,15 @@ impl Loaded {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// How many tools are loaded (the set only grows: a changed length is a changed set).
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn extend(&self, names: &[String]) {
         self.0
             .lock()
