@@ -195,7 +195,11 @@ fn start_servers(
     let mut servers = Vec::new();
     for (name, server_config) in &config.mcp_servers {
         let log = journal_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
-        let started = std::fs::File::create(&log)
+        // Appended to: a resumed session keeps what the server said in earlier runs.
+        let started = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
             .map_err(|e| failed(format!("{}: {e}", log.display())))
             .and_then(|log| {
                 rt.block_on(mcp::McpServer::start(name, server_config, log.into()))
@@ -254,59 +258,77 @@ fn prepare(
     config::apply_builtin_exposure(file_config, &mut registry)?;
     let rt = tokio_runtime()?;
     let servers = start_servers(&rt, file_config, journal_dir, &mut registry)?;
-    let registry = Arc::new(registry);
-    let default = match approve {
-        Approve::Allow => AskAnswer::AllowedOnce,
-        Approve::Deny => AskAnswer::Denied,
+    // Everything after the servers started: if it fails, they are stopped inside the runtime
+    // (their transports' cleanup needs one).
+    let opened = (|| {
+        let registry = Arc::new(registry);
+        let default = match approve {
+            Approve::Allow => AskAnswer::AllowedOnce,
+            Approve::Deny => AskAnswer::Denied,
+        };
+        let approver = Arc::new(ScriptedApprover::new(default));
+        let mut pre_execute: Vec<Arc<dyn PreExecute>> =
+            vec![Arc::new(runtime::tools::ask::AskPolicy)];
+        if approve == Approve::Deny {
+            pre_execute.push(Arc::new(BashNeedsApproval));
+        }
+        let observers: Vec<Arc<dyn Observer>> = if json {
+            vec![]
+        } else {
+            vec![Arc::new(Printer::new())]
+        };
+        let hooks = Hooks {
+            pre_execute,
+            approver: Some(approver.clone()),
+            observers,
+            ..Hooks::default()
+        };
+        let spill =
+            SledSpill::open(&journal_dir.join("spill"), SPILL_CACHE_BYTES).map_err(failed)?;
+        let config = Config {
+            parallel_max: max_parallel.max(1),
+            spill: Some(Arc::new(spill)),
+            plan_mode: plan_mode || file_config.plan_mode,
+            ..Config::default()
+        };
+        let (journal, report) = Journal::open(
+            storage,
+            Options {
+                fsync,
+                ..Options::default()
+            },
+        )?;
+        if let Some(torn) = &report.torn {
+            eprintln!(
+                "note: dropped a torn tail of {} bytes at {} (kept in {})",
+                torn.dropped_bytes,
+                torn.position,
+                report.quarantine_file.as_deref().unwrap_or("?")
+            );
+        }
+        let options = SessionOptions {
+            session_id,
+            workspace: ws.root().display().to_string(),
+            clock: Arc::new(SystemClock),
+        };
+        let session = match resume_from {
+            None => Session::open(journal, registry, hooks, config, options),
+            Some(replay) => Session::resume(journal, registry, hooks, config, options, replay),
+        }
+        .map_err(|e| failed(e.to_string()))?;
+        Ok::<_, CliError>((session, approver))
+    })();
+    let (session, approver) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            rt.block_on(async {
+                for s in servers {
+                    s.shutdown().await;
+                }
+            });
+            return Err(e);
+        }
     };
-    let approver = Arc::new(ScriptedApprover::new(default));
-    let mut pre_execute: Vec<Arc<dyn PreExecute>> = vec![Arc::new(runtime::tools::ask::AskPolicy)];
-    if approve == Approve::Deny {
-        pre_execute.push(Arc::new(BashNeedsApproval));
-    }
-    let observers: Vec<Arc<dyn Observer>> = if json {
-        vec![]
-    } else {
-        vec![Arc::new(Printer::new())]
-    };
-    let hooks = Hooks {
-        pre_execute,
-        approver: Some(approver.clone()),
-        observers,
-        ..Hooks::default()
-    };
-    let spill = SledSpill::open(&journal_dir.join("spill"), SPILL_CACHE_BYTES).map_err(failed)?;
-    let config = Config {
-        parallel_max: max_parallel.max(1),
-        spill: Some(Arc::new(spill)),
-        plan_mode: plan_mode || file_config.plan_mode,
-        ..Config::default()
-    };
-    let (journal, report) = Journal::open(
-        storage,
-        Options {
-            fsync,
-            ..Options::default()
-        },
-    )?;
-    if let Some(torn) = &report.torn {
-        eprintln!(
-            "note: dropped a torn tail of {} bytes at {} (kept in {})",
-            torn.dropped_bytes,
-            torn.position,
-            report.quarantine_file.as_deref().unwrap_or("?")
-        );
-    }
-    let options = SessionOptions {
-        session_id,
-        workspace: ws.root().display().to_string(),
-        clock: Arc::new(SystemClock),
-    };
-    let session = match resume_from {
-        None => Session::open(journal, registry, hooks, config, options),
-        Some(replay) => Session::resume(journal, registry, hooks, config, options, replay),
-    }
-    .map_err(|e| failed(e.to_string()))?;
     Ok(Prepared {
         rt,
         journal_dir: journal_dir.to_owned(),

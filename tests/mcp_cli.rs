@@ -445,3 +445,22 @@ fn plan_mode_from_the_command_line_refuses_writes_until_the_plan_is_approved() {
     assert_eq!(code, ErrorCode::PolicyDenied);
     assert!(reason.contains("plan mode is on"), "{reason}");
 }
+
+#[test]
+fn a_session_that_cannot_open_after_its_servers_started_stops_them_and_says_why() {
+    let f = fixture(&fs_config(), &[json!({"user": "hi"}), end()]);
+    // Another writer holds the journal: the servers start, then the journal refuses.
+    let storage = FsStorage::create(&f.journal).unwrap();
+    let (held, _) = journal::Journal::open(Arc::new(storage), journal::Options::default()).unwrap();
+    let out = f.run();
+    drop(held);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    let log = std::fs::read_to_string(f.journal.join("mcp-fs.stderr")).unwrap();
+    assert!(
+        log.contains("Secure MCP Filesystem Server"),
+        "the server had started: {log}"
+    );
+}
