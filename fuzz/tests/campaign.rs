@@ -40,6 +40,23 @@ fn a_bounded_campaign_finds_no_violation() {
     }
 }
 
+/// Seeds that once found a violation, kept as regressions.
+/// - 1795996981457750854: a group of two started together; the first settled, the next group's
+///   start sync failed (power loss), and the second body was first polled after the journal
+///   had failed (I10). Bodies now check the journal before their first poll.
+#[test]
+fn seeds_that_once_found_a_violation_stay_clean() {
+    quiet_panics();
+    for seed in [1795996981457750854u64] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (cases, found) = fuzz::campaign(seed, 1, deadline, false);
+        assert_eq!(cases, 1);
+        if let Some(f) = found {
+            panic!("seed {}: {}", f.seed, f.violations.join("; "));
+        }
+    }
+}
+
 #[test]
 fn the_campaign_catches_started_written_after_the_body() {
     quiet_panics();

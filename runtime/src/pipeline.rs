@@ -132,6 +132,16 @@ pub(crate) async fn run_body(
             });
         }
 
+        if let Some(cause) = ctx.log.journal().poisoned() {
+            // Another call's record failed to reach the journal after this one's `started` was
+            // durable and before its body was first polled (bodies of a group start one by one
+            // in this task). Nothing starts after a journal failure (I10): the body never runs,
+            // and recovery, which cannot know that, says TOOL_OUTCOME_UNKNOWN.
+            return Err(RuntimeError::Journal(journal::JournalError::Poisoned(
+                cause,
+            )));
+        }
+
         let token = cancel.child_token();
         // If this future is dropped (a caller gave up on the batch), the body is at least told
         // to stop; it cannot be awaited from a drop. Callers should cancel, not drop.
