@@ -40,14 +40,16 @@ fn a_bounded_campaign_finds_no_violation() {
     }
 }
 
-/// Seeds that once found a violation, kept as regressions.
+/// Seeds that once found a violation (`REGRESSION_SEEDS`), kept as regressions.
 /// - 1795996981457750854: a group of two started together; the first settled, the next group's
 ///   start sync failed (power loss), and the second body was first polled after the journal
 ///   had failed (I10). Bodies now check the journal before their first poll.
+const REGRESSION_SEEDS: &[u64] = &[1795996981457750854];
+
 #[test]
 fn seeds_that_once_found_a_violation_stay_clean() {
     quiet_panics();
-    for seed in [1795996981457750854u64] {
+    for &seed in REGRESSION_SEEDS {
         let deadline = Instant::now() + Duration::from_secs(60);
         let (cases, found) = fuzz::campaign(seed, 1, deadline, false);
         assert_eq!(cases, 1);
