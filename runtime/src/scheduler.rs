@@ -25,7 +25,10 @@ use crate::state::CallState;
 use crate::RuntimeError;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
+use std::collections::VecDeque;
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 
 /// A call's place in the batch: `Some` when the scheduler holds its track (not started, or
@@ -115,8 +118,10 @@ pub(crate) async fn run(
     // The running calls, polled in the scheduler's own task (a task per call cost a spawn, a
     // join and a cross-thread wake-up each). A panic outside the tool body (which the pipeline
     // catches) is a bug of ours: it comes back as `Err`, the call's track lost, and ends the
-    // batch. Unboxed: every call's future has the same type.
+    // batch.
     let mut running = FuturesUnordered::new();
+    // Calls of a start group that finished on their first poll, not handled yet.
+    let mut finished = VecDeque::new();
     let mut held = HeldSet::new(n);
     let mut failure: Option<RuntimeError> = None;
     commit_ready(ctx, &mut slots, &mut committed)?;
@@ -197,7 +202,7 @@ pub(crate) async fn run(
             start_group(ctx, group, &mut held, &mut slots, &mut failure).await
         };
         let first_started = !pipeline::started_after_body(ctx);
-        let joined = if started.len() == 1 && running.is_empty() {
+        let joined = if started.len() == 1 && running.is_empty() && finished.is_empty() {
             // Alone: nothing else can start before it settles (whatever waits, waits for it),
             // so it is simply awaited, with no set to box it into.
             let (index, track, resources) = started.into_iter().next().expect("one call");
@@ -212,14 +217,35 @@ pub(crate) async fn run(
             .catch_unwind()
             .await
         } else {
-            for (index, track, resources) in started {
-                let call = run_call(ctx, index, track, resources, cancel, first_started);
-                running.push(AssertUnwindSafe(call).catch_unwind());
+            let mut fresh: Vec<_> = started
+                .into_iter()
+                .map(|(index, track, resources)| {
+                    let call = run_call(ctx, index, track, resources, cancel, first_started);
+                    Box::pin(AssertUnwindSafe(call).catch_unwind())
+                })
+                .collect();
+            // A start group starts together: every body of it is polled once before any
+            // call's completion is handled here (its commit, the next group's start sync), so
+            // none of those records can fail before a body of the group began. (A record a
+            // call writes inside its own first poll can still fail first: then `run_body`
+            // does not start the later bodies at all.)
+            std::future::poll_fn(|cx| {
+                for mut call in fresh.drain(..) {
+                    match call.as_mut().poll(cx) {
+                        Poll::Ready(done) => finished.push_back(done),
+                        Poll::Pending => running.push(call),
+                    }
+                }
+                Poll::Ready(())
+            })
+            .await;
+            match finished.pop_front() {
+                Some(done) => done,
+                None => match running.next().await {
+                    Some(joined) => joined,
+                    None => break,
+                },
             }
-            let Some(joined) = running.next().await else {
-                break;
-            };
-            joined
         };
         let (index, track, result) = match joined {
             Ok(done) => done,
