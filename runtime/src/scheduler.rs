@@ -229,16 +229,20 @@ pub(crate) async fn run(
             // none of those records can fail before a body of the group began. (A record a
             // call writes inside its own first poll can still fail first: then `run_body`
             // does not start the later bodies at all.)
-            std::future::poll_fn(|cx| {
+            let pending: Vec<_> = std::future::poll_fn(|cx| {
+                let mut pending = Vec::new();
                 for mut call in fresh.drain(..) {
                     match call.as_mut().poll(cx) {
                         Poll::Ready(done) => finished.push_back(done),
-                        Poll::Pending => running.push(call),
+                        Poll::Pending => pending.push(call),
                     }
                 }
-                Poll::Ready(())
+                Poll::Ready(pending)
             })
             .await;
+            // Pushed after the poll: `push` takes `&self`, and a shared borrow of the set
+            // held in the poll would make the batch's future need `Sync`.
+            running.extend(pending);
             match finished.pop_front() {
                 Some(done) => done,
                 None => match running.next().await {

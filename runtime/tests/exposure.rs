@@ -440,3 +440,31 @@ async fn a_tool_may_say_its_outcome_is_unknown_and_a_timeout_keeps_that_code() {
     );
     assert_eq!(code(&r[1]), Some(ErrorCode::Timeout), "{}", r[1].content);
 }
+
+fn assert_send<T: Send>(_: &T) {}
+
+/// An application runs sessions on a multi-thread runtime (`tokio::spawn`): the futures of
+/// the session API must be `Send`. This fails to compile otherwise (it once did not).
+#[tokio::test]
+async fn the_session_s_futures_are_send() {
+    let storage = SimStorage::new();
+    let mut s = session_on(
+        &storage,
+        registry(vec![TestTool::ok("echo").parallel()]),
+        Hooks::default(),
+        Config::default(),
+    );
+    s.begin_turn("go").unwrap();
+    s.begin_step().unwrap();
+    let batch = s.run_batch(response(vec![
+        call("c1", "echo", "{}"),
+        call("c2", "echo", "{}"),
+    ]));
+    assert_send(&batch);
+    let results = batch.await.unwrap();
+    assert_eq!(results.len(), 2);
+    s.end_step(StepOutcome::Completed).unwrap();
+    let end = s.end_turn(TurnOutcome::Completed);
+    assert_send(&end);
+    end.await.unwrap();
+}
