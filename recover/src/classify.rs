@@ -43,6 +43,35 @@ pub struct CallReport {
     pub in_flight: bool,
 }
 
+impl CallReport {
+    /// A live session's unfinished call: still running, so nothing is said about its outcome
+    /// (an empty result, no classification).
+    pub fn in_flight(
+        call: CallRef,
+        tool: String,
+        raw_arguments: String,
+        state: CallState,
+        resources: Resources,
+    ) -> CallReport {
+        CallReport {
+            call,
+            tool,
+            raw_arguments,
+            state,
+            classification: None,
+            resources,
+            result: CommittedResult {
+                content: String::new(),
+                is_error: false,
+                code: None,
+                value: None,
+            },
+            recovered: false,
+            in_flight: true,
+        }
+    }
+}
+
 /// Everything `recover` knows about a session.
 #[derive(Debug, Clone)]
 pub struct Analysis {
@@ -266,22 +295,13 @@ pub fn analyze(
             }
         } else if live {
             // A running session's unfinished call is running, not orphaned.
-            CallReport {
-                call: c.call.clone(),
-                tool: c.tool.clone(),
-                raw_arguments: c.raw_arguments.clone(),
-                state: c.state,
-                classification: None,
-                resources: c.resources.clone().unwrap_or_default(),
-                result: CommittedResult {
-                    content: String::new(),
-                    is_error: false,
-                    code: None,
-                    value: None,
-                },
-                recovered: false,
-                in_flight: true,
-            }
+            CallReport::in_flight(
+                c.call.clone(),
+                c.tool.clone(),
+                c.raw_arguments.clone(),
+                c.state,
+                c.resources.clone().unwrap_or_default(),
+            )
         } else {
             if c.asks.last().is_some_and(|a| a.answer.is_none()) {
                 pending_asks.push(c.call.clone());

@@ -616,22 +616,13 @@ impl Classifier {
                 committed_report(&mut c)
             } else if live {
                 // A running session's unfinished call is running, not orphaned.
-                CallReport {
-                    resources: c.resources.unwrap_or_default(),
-                    call: c.call,
-                    tool: c.tool,
-                    raw_arguments: c.raw_arguments,
-                    state: c.state,
-                    classification: None,
-                    result: CommittedResult {
-                        content: String::new(),
-                        is_error: false,
-                        code: None,
-                        value: None,
-                    },
-                    recovered: false,
-                    in_flight: true,
-                }
+                CallReport::in_flight(
+                    c.call,
+                    c.tool,
+                    c.raw_arguments,
+                    c.state,
+                    c.resources.unwrap_or_default(),
+                )
             } else {
                 let (classification, result, key) = if c.never_received {
                     (
