@@ -178,7 +178,6 @@ struct Prepared {
 struct Setup<'a> {
     approve: Approve,
     max_parallel: usize,
-    fsync: FsyncPolicy,
     json: bool,
     config: &'a FileConfig,
     plan_mode: bool,
@@ -224,21 +223,18 @@ fn start_servers(
     Ok(servers)
 }
 
-fn prepare(
-    session_id: Option<String>,
-    journal_dir: &Path,
-    workspace: &Path,
-    setup: Setup<'_>,
-    resume_from: Option<&SessionReplay>,
-) -> Result<Prepared, CliError> {
-    let Setup {
-        approve,
-        max_parallel,
-        fsync,
-        json,
-        config: file_config,
-        plan_mode,
-    } = setup;
+/// A journal opened for appending: its writer lock is held until the session ends, so anything
+/// read from it after this point is the journal's real state.
+struct Locked {
+    dir: PathBuf,
+    journal: Journal,
+    storage: Arc<dyn Storage>,
+}
+
+/// Takes the journal's writer lock (creating the directory for a new session). This comes
+/// before the spill store, MCP servers or any replay: a second writer is refused here, naming
+/// the pid that holds the session.
+fn lock_journal(journal_dir: &Path, fsync: FsyncPolicy) -> Result<Locked, CliError> {
     let storage = FsStorage::create(journal_dir).map_err(|e| {
         failed(format!(
             "{}: cannot create the journal directory: {e}",
@@ -246,7 +242,63 @@ fn prepare(
         ))
     })?;
     let storage: Arc<dyn Storage> = Arc::new(storage);
-    let mut forbidden = vec![journal_dir.to_owned()];
+    let options = Options {
+        fsync,
+        ..Options::default()
+    };
+    let (journal, report) = match Journal::open(storage.clone(), options) {
+        Ok(opened) => opened,
+        Err(journal::JournalError::Locked { holder_pid, .. }) => {
+            return Err(session_is_live(journal_dir, holder_pid))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(torn) = &report.torn {
+        eprintln!(
+            "note: dropped a torn tail of {} bytes at {} (kept in {})",
+            torn.dropped_bytes,
+            torn.position,
+            report.quarantine_file.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(Locked {
+        dir: journal_dir.to_owned(),
+        journal,
+        storage,
+    })
+}
+
+/// The one message for "another process is this session's writer".
+fn session_is_live(journal_dir: &Path, holder_pid: Option<u32>) -> CliError {
+    let pid = holder_pid
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "unknown".into());
+    failed(format!(
+        "{}: session is live (writer pid {pid}); wait for it to end",
+        journal_dir.display()
+    ))
+}
+
+fn prepare(
+    session_id: Option<String>,
+    locked: Locked,
+    workspace: &Path,
+    setup: Setup<'_>,
+    resume_from: Option<&SessionReplay>,
+) -> Result<Prepared, CliError> {
+    let Setup {
+        approve,
+        max_parallel,
+        json,
+        config: file_config,
+        plan_mode,
+    } = setup;
+    let Locked {
+        dir: journal_dir,
+        journal,
+        storage: _,
+    } = locked;
+    let mut forbidden = vec![journal_dir.clone()];
     forbidden.extend(state_root().ok());
     let ws = Arc::new(Workspace::new(workspace, &forbidden).map_err(|e| {
         failed(format!(
@@ -257,7 +309,7 @@ fn prepare(
     let mut registry = builtin_registry(&ws).map_err(failed)?;
     config::apply_builtin_exposure(file_config, &mut registry)?;
     let rt = tokio_runtime()?;
-    let servers = start_servers(&rt, file_config, journal_dir, &mut registry)?;
+    let servers = start_servers(&rt, file_config, &journal_dir, &mut registry)?;
     // Everything after the servers started: if it fails, they are stopped inside the runtime
     // (their transports' cleanup needs one).
     let opened = (|| {
@@ -291,21 +343,6 @@ fn prepare(
             plan_mode: plan_mode || file_config.plan_mode,
             ..Config::default()
         };
-        let (journal, report) = Journal::open(
-            storage,
-            Options {
-                fsync,
-                ..Options::default()
-            },
-        )?;
-        if let Some(torn) = &report.torn {
-            eprintln!(
-                "note: dropped a torn tail of {} bytes at {} (kept in {})",
-                torn.dropped_bytes,
-                torn.position,
-                report.quarantine_file.as_deref().unwrap_or("?")
-            );
-        }
         let options = SessionOptions {
             session_id,
             workspace: ws.root().display().to_string(),
@@ -331,7 +368,7 @@ fn prepare(
     };
     Ok(Prepared {
         rt,
-        journal_dir: journal_dir.to_owned(),
+        journal_dir,
         session,
         approver,
         servers,
@@ -471,13 +508,92 @@ pub fn run_model(
     let setup = Setup {
         approve,
         max_parallel,
-        fsync,
         json,
         config: &no_config,
         plan_mode: false,
     };
-    let prepared = prepare(None, journal_dir, workspace, setup, None)?;
+    refuse_existing_session(journal_dir)?;
+    let locked = lock_journal(journal_dir, fsync)?;
+    let prepared = prepare(None, locked, workspace, setup, None)?;
     play(prepared, model, json)
+}
+
+/// `run` starts a new session and never writes into a directory that holds one: a second
+/// `session/open` would leave the first session's unfinished calls unclassifiable forever.
+/// Read-only: the directory is not touched (no lock file, no cut tail), so a crashed session
+/// stays exactly as `recover` and `resume` need it. `Session::open` checks again under the lock.
+fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
+    let Ok(storage) = FsStorage::open(journal_dir) else {
+        return Ok(()); // no directory yet (or not one: creating it will say so)
+    };
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    let mut replayer = runtime::replay::Replayer::new();
+    let mut records = 0u64;
+    let mut unreadable = None;
+    match journal::Reader::open(storage.clone(), journal::Limits::default()) {
+        Err(e) => unreadable = Some(e.to_string()),
+        Ok(reader) => {
+            for record in reader {
+                match record {
+                    Ok(record) => {
+                        records += 1;
+                        if let Err(e) = replayer.apply(&record) {
+                            unreadable = Some(e.to_string());
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        unreadable = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let replay = replayer.finish();
+    let resume_hint = format!("tooljournal resume --journal {}", journal_dir.display());
+    if let Some(open) = &replay.open {
+        let state = if lock_is_held(journal_dir) {
+            "live".to_owned()
+        } else if replay.closed {
+            "finished".to_owned()
+        } else if replay.open_turn().is_some() {
+            "interrupted, not yet recovered".to_owned()
+        } else {
+            "not finished".to_owned()
+        };
+        return Err(failed(format!(
+            "{}: already holds session {} ({state}); `run` starts new sessions only: \
+             continue it with `{resume_hint}`",
+            journal_dir.display(),
+            open.session_id
+        )));
+    }
+    if let Some(e) = unreadable {
+        return Err(failed(format!(
+            "{}: already holds a journal that cannot be read ({e}); `run` starts new sessions only",
+            journal_dir.display()
+        )));
+    }
+    if records > 0 {
+        return Err(failed(format!(
+            "{}: already holds {records} journal records; `run` starts new sessions only",
+            journal_dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a process holds the journal's writer lock, asked without taking it for writing
+/// (a shared lock on a read-only descriptor fails while a writer holds the exclusive one).
+fn lock_is_held(journal_dir: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(journal_dir.join(journal::LOCK_FILE)) else {
+        return false;
+    };
+    matches!(
+        file.try_lock_shared(),
+        Err(std::fs::TryLockError::WouldBlock)
+    )
 }
 
 pub fn run(args: RunArgs) -> Result<(), CliError> {
@@ -493,16 +609,17 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         Some(j) => j,
         None => state_root()?.join(&session_id),
     };
+    refuse_existing_session(&journal_dir)?;
     let file_config = config::load(args.config.as_deref())?;
     let setup = Setup {
         approve: args.approve,
         max_parallel: args.max_parallel,
-        fsync: args.fsync,
         json: args.json,
         config: &file_config,
         plan_mode: args.plan_mode,
     };
-    let prepared = prepare(Some(session_id), &journal_dir, &workspace, setup, None)?;
+    let locked = lock_journal(&journal_dir, args.fsync)?;
+    let prepared = prepare(Some(session_id), locked, &workspace, setup, None)?;
     if !args.json {
         outln!("session {}", prepared.session.session_id())?;
         outln!("journal: {}", journal_dir.display())?;
@@ -521,43 +638,17 @@ pub fn resume(
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
     })?;
     if recovered.analysis.live {
-        return Err(failed(format!(
-            "{}: the session is live (another process holds its journal); nothing to resume",
-            journal_dir.display()
-        )));
+        let storage = FsStorage::open(journal_dir).map_err(failed)?;
+        return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
     }
     if recovered.appended {
-        let unknown: Vec<_> = recovered
-            .analysis
-            .calls
-            .iter()
-            .filter(|c| {
-                c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown)
-            })
-            .map(|c| c.call.call_id.clone())
-            .collect();
-        outln!(
-            "recovered: {} call(s) classified{}",
-            recovered
-                .analysis
-                .recovery
-                .as_ref()
-                .map(|r| r.calls.len())
-                .unwrap_or(0),
-            if unknown.is_empty() {
-                String::new()
-            } else {
-                format!("; may have run, not re-run: {}", unknown.join(", "))
-            }
-        )?;
+        print_recovered(&recovered)?;
     }
-    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(|e| {
-        failed(format!(
-            "{}: cannot open the journal: {e}",
-            journal_dir.display()
-        ))
-    })?);
-    let (replay, end) = replay_storage(storage, journal::Limits::default()).map_err(failed)?;
+    // From here the writer lock is held: the replay below is the journal as it really ends,
+    // and no other process can append before this session does (or finish it meanwhile).
+    let locked = lock_journal(journal_dir, FsyncPolicy::Group)?;
+    let (replay, end) =
+        replay_storage(locked.storage.clone(), journal::Limits::default()).map_err(failed)?;
     if let journal::ReadEnd::Corrupt(c) = end {
         return Err(CliError::Corrupt(format!("{}: {c}", journal_dir.display())));
     }
@@ -577,8 +668,10 @@ pub fn resume(
         return Ok(());
     }
     if let Some(turn) = replay.open_turn() {
+        // Another process was interrupted between our recovery and our lock.
         return Err(failed(format!(
-            "{}: turn {} is still open after recovery",
+            "{}: turn {} is open again: another process wrote to the session after its \
+             recovery; run `tooljournal resume` again",
             journal_dir.display(),
             turn.turn
         )));
@@ -600,16 +693,39 @@ pub fn resume(
     let setup = Setup {
         approve: Approve::Allow,
         max_parallel: 10,
-        fsync: FsyncPolicy::Group,
         json: false,
         config: &file_config,
         // A resumed session keeps the plan mode its journal shows.
         plan_mode: false,
     };
-    let prepared = prepare(None, journal_dir, &workspace, setup, Some(&replay))?;
-    outln!(
-        "resuming session {} after {consumed} script lines",
-        open.session_id
-    )?;
+    let session_id = open.session_id.clone();
+    let prepared = prepare(None, locked, &workspace, setup, Some(&replay))?;
+    outln!("resuming session {session_id} after {consumed} script lines")?;
     play(prepared, model, false)
+}
+
+/// What recovery did before a resume, for people.
+fn print_recovered(recovered: &recover::session::Recovered) -> Result<(), CliError> {
+    let unknown: Vec<_> = recovered
+        .analysis
+        .calls
+        .iter()
+        .filter(|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown))
+        .map(|c| c.call.call_id.clone())
+        .collect();
+    outln!(
+        "recovered: {} call(s) classified{}",
+        recovered
+            .analysis
+            .recovery
+            .as_ref()
+            .map(|r| r.calls.len())
+            .unwrap_or(0),
+        if unknown.is_empty() {
+            String::new()
+        } else {
+            format!("; may have run, not re-run: {}", unknown.join(", "))
+        }
+    )?;
+    Ok(())
 }

@@ -91,8 +91,12 @@ pub enum JournalError {
         #[source]
         source: io::Error,
     },
-    #[error("{location}: journal is locked by another writer (a live session, or a recovery in progress)")]
-    Locked { location: String },
+    #[error("{location}: journal is locked by another writer{} (a live session, or a recovery in progress)", holder_pid.map(|p| format!(", pid {p}")).unwrap_or_default())]
+    Locked {
+        location: String,
+        /// The pid the holder recorded in the lock file, if it could be read.
+        holder_pid: Option<u32>,
+    },
     #[error("{location}: {corruption}")]
     Corrupt {
         location: String,

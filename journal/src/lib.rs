@@ -24,7 +24,7 @@ mod writer;
 
 pub use error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
-pub use storage::{FsStorage, SimStorage, Storage};
+pub use storage::{FsStorage, SimStorage, Storage, LOCK_FILE};
 pub use writer::{Journal, JournalStats, OpenReport};
 
 use std::str::FromStr;

@@ -133,6 +133,7 @@ impl Journal {
             .map_err(|e| io_err("lock", "LOCK", e))?
             .ok_or_else(|| JournalError::Locked {
                 location: location.clone(),
+                holder_pid: storage.lock_holder_pid(),
             })?;
 
         let mut removed_temp = false;

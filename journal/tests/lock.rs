@@ -16,10 +16,23 @@ fn a_second_writer_is_refused_while_the_first_holds_the_journal() {
     assert!(report.created);
     first.append(&"hello".to_string()).unwrap();
     match open() {
-        Err(JournalError::Locked { location }) => {
+        Err(JournalError::Locked {
+            location,
+            holder_pid,
+        }) => {
             assert_eq!(location, dir.path().display().to_string());
-            let message = JournalError::Locked { location }.to_string();
+            // The holder recorded its pid in LOCK: here, this very process.
+            assert_eq!(holder_pid, Some(std::process::id()));
+            let message = JournalError::Locked {
+                location,
+                holder_pid,
+            }
+            .to_string();
             assert!(message.contains("locked by another writer"), "{message}");
+            assert!(
+                message.contains(&format!("pid {}", std::process::id())),
+                "{message}"
+            );
         }
         Err(e) => panic!("unexpected error: {e}"),
         Ok(_) => panic!("two writers on one journal"),

@@ -20,6 +20,11 @@ pub enum RuntimeError {
     /// `fault` event written; nothing was made up for calls whose progress is unknown.
     #[error("runtime fault: {0}")]
     Fault(String),
+    /// The journal is not where the caller thinks: `open` on a journal that already holds
+    /// records, or `resume` from a replay that is not the journal's end (another process
+    /// appended since it was read). Nothing was appended.
+    #[error("{0}")]
+    JournalMoved(String),
     /// The session was driven out of order (e.g. a batch with no open step).
     #[error("session misuse: {0}")]
     Misuse(String),

@@ -295,6 +295,15 @@ impl Session {
         config: Config,
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
+        // A second `session/open` would make the journal unreadable for recovery: a journal
+        // holds one session, from its first record.
+        let appended_seq = journal.stats().appended_seq;
+        if appended_seq != 0 {
+            return Err(RuntimeError::JournalMoved(format!(
+                "{}: the journal already holds {appended_seq} records of a session: resume it instead",
+                journal.location()
+            )));
+        }
         let log = EventLog::new(Arc::new(journal), options.clock);
         let session_id = options
             .session_id
@@ -411,6 +420,17 @@ impl Session {
             return Err(RuntimeError::Misuse(format!(
                 "turn {} is still open: the session was interrupted; recover it first",
                 turn.turn
+            )));
+        }
+        // The writer lock is held from here on; the replay must be of the journal as it is
+        // under that lock, or we would continue a story another process has moved on.
+        let appended_seq = journal.stats().appended_seq;
+        if appended_seq != replay.last_seq {
+            return Err(RuntimeError::JournalMoved(format!(
+                "{}: the journal ends at seq {appended_seq} but was replayed up to seq {}: \
+                 another process wrote to it; replay it again under the lock",
+                journal.location(),
+                replay.last_seq
             )));
         }
         let log = EventLog::new(Arc::new(journal), options.clock);

@@ -319,3 +319,90 @@ fn a_tool_error_keeps_its_side_effects_in_settled() {
     let c = replay.calls().next().unwrap();
     assert_eq!(c.outcome.as_ref().unwrap().side_effects, vec![effect]);
 }
+
+fn session_options() -> runtime::SessionOptions {
+    runtime::SessionOptions {
+        session_id: Some("second".into()),
+        workspace: "/ws".into(),
+        clock: Arc::new(runtime::eventlog::ManualClock::new(1_700_000_000_000)),
+    }
+}
+
+#[tokio::test]
+async fn open_refuses_a_journal_that_already_holds_a_session() {
+    let storage = SimStorage::new();
+    let mut session = session_on(
+        &storage,
+        registry(vec![]),
+        Hooks::default(),
+        Config::default(),
+    );
+    session.begin_turn("hello").unwrap();
+    drop(session); // crashed mid-turn
+    let before = replay(&storage).last_seq;
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
+    let opened = runtime::Session::open(
+        journal,
+        registry(vec![]),
+        Hooks::default(),
+        Config::default(),
+        session_options(),
+    );
+    match opened {
+        Err(runtime::RuntimeError::JournalMoved(m)) => {
+            assert!(m.contains("already holds"), "{m}")
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("a second session/open was written"),
+    }
+    let after = replay(&storage);
+    assert_eq!(after.last_seq, before, "nothing was appended");
+    assert_eq!(after.open.unwrap().session_id, "test-session");
+}
+
+#[tokio::test]
+async fn resume_refuses_a_replay_that_is_not_the_journal_s_end() {
+    let storage = SimStorage::new();
+    let mut session = session_on(
+        &storage,
+        registry(vec![]),
+        Hooks::default(),
+        Config::default(),
+    );
+    session.begin_turn("hello").unwrap();
+    session.end_turn(TurnOutcome::Completed).await.unwrap();
+    drop(session);
+    let stale = replay(&storage);
+    // Another process resumed and went on after `stale` was read.
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
+    let mut other = runtime::Session::resume(
+        journal,
+        registry(vec![]),
+        Hooks::default(),
+        Config::default(),
+        session_options(),
+        &stale,
+    )
+    .expect("the replay is the journal's end");
+    other.begin_turn("meanwhile").unwrap();
+    other.end_turn(TurnOutcome::Completed).await.unwrap();
+    drop(other);
+    let before = replay(&storage).last_seq;
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
+    let resumed = runtime::Session::resume(
+        journal,
+        registry(vec![]),
+        Hooks::default(),
+        Config::default(),
+        session_options(),
+        &stale,
+    );
+    match resumed {
+        Err(runtime::RuntimeError::JournalMoved(m)) => {
+            assert!(m.contains(&format!("seq {before}")), "{m}")
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("resumed from a stale replay"),
+    }
+    assert_eq!(replay(&storage).last_seq, before, "nothing was appended");
+}

@@ -7,7 +7,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The lock file's name inside a journal directory. It holds no data; its OS lock is the point.
+/// The lock file's name inside a journal directory. Its OS lock is the point; its text is the
+/// holder's pid, so that a refused second writer can say who holds it.
 pub const LOCK_FILE: &str = "LOCK";
 
 /// A journal directory on disk. Files are created 0600 and the directory 0700: a journal holds
@@ -130,9 +131,20 @@ impl Storage for FsStorage {
             .mode(0o600)
             .open(self.path(LOCK_FILE))?;
         match file.try_lock() {
-            Ok(()) => Ok(Some(Box::new(file))),
+            Ok(()) => {
+                // Only the holder writes here, so the text is never a mix of two pids.
+                file.set_len(0)?;
+                file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
+                Ok(Some(Box::new(file)))
+            }
             Err(fs::TryLockError::WouldBlock) => Ok(None),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+
+    fn lock_holder_pid(&self) -> Option<u32> {
+        // Read-only: asking who holds the lock must not need write access.
+        let text = fs::read_to_string(self.path(LOCK_FILE)).ok()?;
+        text.trim().parse().ok()
     }
 }

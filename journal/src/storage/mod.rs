@@ -10,7 +10,7 @@
 mod fs;
 mod sim;
 
-pub use fs::FsStorage;
+pub use fs::{FsStorage, LOCK_FILE};
 pub use sim::{Fault, Op, SimStats, SimStorage, TailLoss};
 
 use std::any::Any;
@@ -37,6 +37,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Takes the directory's exclusive writer lock. `Ok(None)` when another writer holds it.
     /// The lock is held until the returned guard is dropped.
     fn try_lock(&self) -> io::Result<Option<Box<dyn Any + Send + Sync>>>;
+    /// The pid the lock's current holder recorded, where the storage keeps one. Only meaningful
+    /// while the lock is held by someone else: a dead holder's pid may remain.
+    fn lock_holder_pid(&self) -> Option<u32> {
+        None
+    }
     /// Whether this storage's calls may block the thread for long (a real disk). The journal
     /// moves such calls off the async executor; the simulation runs them inline, which keeps
     /// simulated runs deterministic.

@@ -1,0 +1,338 @@
+//! A session's lifecycle through the binaries, the way a user meets it: `run` on a directory
+//! that already holds a session, two `resume`s at once (with and without a slow MCP server).
+//! The promise under test: nothing ever runs twice, and nothing makes a recoverable journal
+//! unrecoverable.
+
+#[path = "mcp/support.rs"]
+mod support;
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tooljournal() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tooljournal"));
+    c.env_remove("XDG_CONFIG_HOME").env("HOME", "/nonexistent");
+    c
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+    journal: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    Fixture {
+        journal: dir.path().join("journal"),
+        ws,
+        dir,
+    }
+}
+
+impl Fixture {
+    fn script(&self, name: &str, lines: &[Value]) -> PathBuf {
+        let path = self.dir.path().join(name);
+        let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    }
+
+    fn run(&self, script: &Path) -> Command {
+        let mut c = tooljournal();
+        c.arg("run")
+            .arg("--script")
+            .arg(script)
+            .arg("--workspace")
+            .arg(&self.ws)
+            .arg("--journal")
+            .arg(&self.journal);
+        c
+    }
+
+    fn resume(&self, script: &Path, config: Option<&Path>) -> Command {
+        let mut c = tooljournal();
+        c.arg("resume")
+            .arg("--journal")
+            .arg(&self.journal)
+            .arg("--script")
+            .arg(script);
+        if let Some(config) = config {
+            c.arg("--config").arg(config);
+        }
+        c
+    }
+
+    fn lines_of(&self, file: &str) -> Vec<String> {
+        std::fs::read_to_string(self.ws.join(file))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Every file in the journal directory and its bytes.
+    fn journal_files(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut files = BTreeMap::new();
+        let mut stack = vec![self.journal.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let name = path
+                        .strip_prefix(&self.journal)
+                        .unwrap()
+                        .display()
+                        .to_string();
+                    files.insert(name, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        files
+    }
+
+    /// Starts `run` on a script whose first call appends to `marker.txt` and sleeps, and
+    /// SIGKILLs it once the call has begun.
+    fn crash_mid_bash(&self, script: &Path) {
+        let mut child = self
+            .run(script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(&self.ws.join("marker.txt"), &mut child);
+        child.kill().unwrap(); // SIGKILL: no chance to clean up
+        child.wait().unwrap();
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({ "user": text })
+}
+
+fn bash(id: &str, command: &str, stop: &str) -> Value {
+    json!({"assistant": {"text": "", "tool_calls": [
+        {"id": id, "name": "bash", "arguments": json!({ "command": command }).to_string()}
+    ], "stop_reason": stop}})
+}
+
+fn end() -> Value {
+    json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}})
+}
+
+/// Waits until `file` exists (a tool call has begun), failing if `child` exits first.
+fn wait_for(file: &Path, child: &mut Child) {
+    // A limit on the wait, not a timing assertion: a stuck child fails the test, it does not
+    // hang it.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !file.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the session exited ({status}) before {} appeared",
+                file.display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn session_id(journal: &Path) -> String {
+    let storage = journal::FsStorage::open(journal).unwrap();
+    let (replay, _) =
+        runtime::replay::replay_storage(std::sync::Arc::new(storage), journal::Limits::default())
+            .unwrap();
+    replay.open.expect("a session").session_id
+}
+
+/// `run` on a directory that holds a session, in each state a user can leave one in.
+fn assert_run_refused(f: &Fixture, script: &Path, state: &str) {
+    let before = f.journal_files();
+    let out = f.run(script).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = text(&out.stderr);
+    let id = session_id(&f.journal);
+    assert!(stderr.contains(&id), "names the session: {stderr}");
+    assert!(stderr.contains(state), "says it is {state}: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "tooljournal resume --journal {}",
+            f.journal.display()
+        )),
+        "points to resume: {stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        f.lines_of("second-run.txt").is_empty(),
+        "no tool of the refused run ran"
+    );
+    assert!(
+        f.journal_files() == before,
+        "the refused run changed nothing in the journal directory"
+    );
+}
+
+#[test]
+fn run_refuses_a_directory_that_already_holds_a_session_in_any_state() {
+    let f = fixture();
+    let first = f.script(
+        "first.jsonl",
+        &[
+            user("long job"),
+            bash("k1", "echo k1 >> marker.txt; sleep 60", "tool_use"),
+            end(),
+            user("and then"),
+            bash("k2", "echo k2 >> marker.txt", "end_turn"),
+        ],
+    );
+    let second = f.script(
+        "second.jsonl",
+        &[
+            user("another session"),
+            bash("s1", "echo s1 >> second-run.txt", "end_turn"),
+        ],
+    );
+
+    f.crash_mid_bash(&first);
+    assert_run_refused(&f, &second, "interrupted");
+
+    // Still recoverable: recovery balances it and classifies the call that was running.
+    let recovered = recover::session::recover(&f.journal, true).expect("recoverable");
+    assert!(recovered.appended);
+    let k1 = recovered
+        .analysis
+        .calls
+        .iter()
+        .find(|c| c.call.call_id == "k1");
+    assert_eq!(
+        k1.and_then(|c| c.classification),
+        Some(runtime::event::Classification::ToolOutcomeUnknown)
+    );
+    assert_run_refused(&f, &second, "not finished");
+
+    let out = f.resume(&first, None).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(f.lines_of("marker.txt"), ["k1", "k2"], "k1 never ran twice");
+    assert_run_refused(&f, &second, "finished");
+}
+
+/// A script that resumes into a long bash call, so that a second resume meets a live session.
+fn resume_script(f: &Fixture) -> PathBuf {
+    f.script(
+        "session.jsonl",
+        &[
+            user("long job"),
+            bash("k1", "echo k1 >> marker.txt; sleep 60", "tool_use"),
+            end(),
+            user("continue"),
+            bash("r1", "echo r1 >> resumed.txt; sleep 2", "tool_use"),
+            end(),
+        ],
+    )
+}
+
+/// Two resumes started together: exactly one continues the session, the other exits 1 naming
+/// the first's pid, and the continued call runs once.
+fn two_resumes_at_once(f: &Fixture, config: Option<&Path>) {
+    let script = resume_script(f);
+    f.crash_mid_bash(&script);
+
+    let spawn = || {
+        f.resume(&script, config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn();
+    std::thread::sleep(Duration::from_millis(100));
+    let b = spawn();
+    let (a_pid, b_pid) = (a.id(), b.id());
+    let a = a.wait_with_output().unwrap();
+    let b = b.wait_with_output().unwrap();
+
+    let (winner, loser, winner_pid) = match (a.status.code(), b.status.code()) {
+        (Some(0), Some(1)) => (&a, &b, a_pid),
+        (Some(1), Some(0)) => (&b, &a, b_pid),
+        _ => panic!(
+            "exactly one resume proceeds:\nfirst: {}\nsecond: {}",
+            describe(&a),
+            describe(&b)
+        ),
+    };
+    assert!(
+        text(&winner.stdout).contains("resuming session"),
+        "{}",
+        describe(winner)
+    );
+    let stderr = text(&loser.stderr);
+    assert!(
+        stderr.contains(&format!("session is live (writer pid {winner_pid})")),
+        "{}",
+        describe(loser)
+    );
+    assert!(!stderr.contains("WouldBlock"), "{stderr}");
+    assert_eq!(f.lines_of("resumed.txt"), ["r1"], "r1 ran exactly once");
+    assert_eq!(f.lines_of("marker.txt"), ["k1"], "k1 never ran again");
+
+    // The journal is whole and finished: recovery reads it, a third resume has nothing to do.
+    let recovered = recover::session::recover(&f.journal, false).expect("readable");
+    assert!(!recovered.analysis.live);
+    let out = f.resume(&script, config).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        text(&out.stdout).contains("already finished"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(f.lines_of("resumed.txt"), ["r1"]);
+}
+
+#[test]
+fn two_resumes_at_once_exactly_one_proceeds() {
+    two_resumes_at_once(&fixture(), None);
+}
+
+#[test]
+fn two_resumes_at_once_with_a_slow_starting_mcp_server_exactly_one_proceeds() {
+    let f = fixture();
+    let server = support::filesystem_server();
+    // The server takes two seconds to start: the window in which a resume that replayed
+    // before taking the lock would go stale.
+    let config = f.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.fs]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 2; exec {} {}\"]\n",
+            server.display(),
+            f.ws.display()
+        ),
+    )
+    .unwrap();
+    two_resumes_at_once(&f, Some(&config));
+}
