@@ -6,6 +6,7 @@
 //! or with a tool shown that was meant to be hidden; unknown keys are errors naming the file.
 
 use crate::CliError;
+use runtime::event::ConfigFile;
 use runtime::registry::{Exposure, Registry};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -40,20 +41,38 @@ fn default_path() -> Option<PathBuf> {
     Some(base.join("tooljournal/config.toml"))
 }
 
+/// A configuration and the file it was read from (None: no file, nothing configured).
+pub struct Loaded {
+    pub config: FileConfig,
+    pub file: Option<ConfigFile>,
+}
+
 /// Reads `explicit` (which must exist) or else the default file (which may be absent: then
 /// nothing is configured). Relative `cwd`s of servers are taken from the file's directory.
-pub fn load(explicit: Option<&Path>) -> Result<FileConfig, CliError> {
+pub fn load(explicit: Option<&Path>) -> Result<Loaded, CliError> {
     let path = match explicit {
         Some(p) => p.to_owned(),
         None => match default_path() {
             Some(p) if p.exists() => p,
-            _ => return Ok(FileConfig::default()),
+            _ => {
+                return Ok(Loaded {
+                    config: FileConfig::default(),
+                    file: None,
+                })
+            }
         },
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let bytes = std::fs::read(&path).map_err(|e| {
         CliError::Failed(format!(
             "{}: cannot read the configuration: {e}",
             path.display()
+        ))
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        CliError::Failed(format!(
+            "{}: the configuration is not UTF-8 (byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
         ))
     })?;
     let mut config: FileConfig = toml::from_str(&text)
@@ -64,7 +83,21 @@ pub fn load(explicit: Option<&Path>) -> Result<FileConfig, CliError> {
             server.cwd = Some(dir.join(cwd));
         }
     }
-    Ok(config)
+    // Absolute, so that a resume from another directory finds the same file.
+    let path = std::path::absolute(&path).unwrap_or(path);
+    Ok(Loaded {
+        config,
+        file: Some(identity(&path, text.as_bytes())),
+    })
+}
+
+/// What `session/policy` records of a configuration file.
+pub fn identity(path: &Path, bytes: &[u8]) -> ConfigFile {
+    use sha2::Digest;
+    ConfigFile {
+        path: path.display().to_string(),
+        sha256: hex::encode(sha2::Sha256::digest(bytes)),
+    }
 }
 
 /// toml's messages span lines (a snippet with a caret); the CLI prints errors on one line.

@@ -11,6 +11,7 @@ macro_rules! outln {
 mod config;
 mod demo;
 mod journal_cmd;
+mod policy;
 mod run;
 mod sessions;
 
@@ -46,7 +47,7 @@ enum Command {
         #[arg(long)]
         journal: Option<PathBuf>,
         /// Most concurrency-safe calls running at once.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = run::PARALLEL_MAX_DEFAULT)]
         max_parallel: usize,
         /// When records are made durable (`never` is unsafe: benchmarks only).
         #[arg(long, default_value = "group")]
@@ -65,15 +66,30 @@ enum Command {
         #[arg(long)]
         plan_mode: bool,
     },
-    /// Continue a session from its journal (with the script's first unconsumed line).
+    /// Continue a session from its journal (with the script's first unconsumed line). The
+    /// session's journaled policy (approval, parallelism, fsync, configuration file) is
+    /// reapplied; a flag given here changes it, and the change is journaled.
     Resume {
         #[arg(long)]
         journal: PathBuf,
         #[arg(long)]
         script: Option<PathBuf>,
-        /// The configuration file (as for `run`).
+        /// The configuration file (default: the one the session was started with).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Most concurrency-safe calls running at once (default: as journaled).
+        #[arg(long)]
+        max_parallel: Option<usize>,
+        /// When records are made durable (default: as journaled).
+        #[arg(long)]
+        fsync: Option<journal::FsyncPolicy>,
+        /// How unanswered asks are answered (default: as journaled; `deny` for a journal that
+        /// records no policy).
+        #[arg(long, value_enum)]
+        approve: Option<run::Approve>,
+        /// Turn plan mode on (it stays as journaled otherwise).
+        #[arg(long)]
+        plan_mode: bool,
     },
     /// List the sessions under the state directory.
     Sessions {
@@ -181,7 +197,19 @@ fn main() -> ExitCode {
             journal,
             script,
             config,
-        } => run::resume(&journal, script.as_deref(), config.as_deref()),
+            max_parallel,
+            fsync,
+            approve,
+            plan_mode,
+        } => {
+            let flags = policy::ResumeFlags {
+                approve,
+                max_parallel,
+                fsync,
+                config,
+            };
+            run::resume(&journal, script.as_deref(), flags, plan_mode)
+        }
         Command::Sessions { json } => sessions::list(json),
         Command::Journal { command } => match command {
             JournalCommand::Verify { dir } => journal_cmd::verify(&dir),

@@ -2,6 +2,7 @@
 //! transition journaled.
 
 use crate::config::{self, FileConfig};
+use crate::policy;
 use crate::CliError;
 use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
 use runtime::driver::{drive, DriveReport, ScriptedApprover};
@@ -15,6 +16,9 @@ use runtime::tools::{builtin_registry, Workspace};
 use runtime::{Config, Session, SessionOptions, ToolResult};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Most concurrency-safe calls at once, unless the user or the journal says otherwise.
+pub const PARALLEL_MAX_DEFAULT: usize = 10;
 
 /// Cache for a session's spill store: small, it only holds what is being written.
 const SPILL_CACHE_BYTES: u64 = 8 << 20;
@@ -178,8 +182,11 @@ struct Prepared {
 struct Setup<'a> {
     approve: Approve,
     max_parallel: usize,
+    /// Only recorded here (`session/policy`): the journal was opened with it already.
+    fsync: FsyncPolicy,
     json: bool,
     config: &'a FileConfig,
+    config_file: Option<runtime::event::ConfigFile>,
     plan_mode: bool,
 }
 
@@ -289,8 +296,10 @@ fn prepare(
     let Setup {
         approve,
         max_parallel,
+        fsync,
         json,
         config: file_config,
+        config_file,
         plan_mode,
     } = setup;
     let Locked {
@@ -310,6 +319,14 @@ fn prepare(
     config::apply_builtin_exposure(file_config, &mut registry)?;
     let rt = tokio_runtime()?;
     let servers = start_servers(&rt, file_config, &journal_dir, &mut registry)?;
+    let mut policy = policy::record(
+        approve,
+        max_parallel,
+        fsync,
+        config_file,
+        &registry,
+        "session opened",
+    );
     // Everything after the servers started: if it fails, they are stopped inside the runtime
     // (their transports' cleanup needs one).
     let opened = (|| {
@@ -348,11 +365,27 @@ fn prepare(
             workspace: ws.root().display().to_string(),
             clock: Arc::new(SystemClock),
         };
-        let session = match resume_from {
+        let mut session = match resume_from {
             None => Session::open(journal, registry, hooks, config, options),
             Some(replay) => Session::resume(journal, registry, hooks, config, options, replay),
         }
         .map_err(|e| failed(e.to_string()))?;
+        let changed = match resume_from {
+            None => Some(policy.reason.clone()),
+            Some(replay) => policy::changes(replay.policy.as_ref(), &policy),
+        };
+        if let Some(reason) = changed {
+            policy.reason = reason;
+            session
+                .record_policy(&policy)
+                .map_err(|e| failed(e.to_string()))?;
+        }
+        if plan_mode && !session.plan_mode() {
+            // Only `resume --plan-mode` gets here (a new session starts in it already).
+            session
+                .set_plan_mode(true, "resumed with --plan-mode")
+                .map_err(|e| failed(e.to_string()))?;
+        }
         Ok::<_, CliError>((session, approver))
     })();
     let (session, approver) = match opened {
@@ -508,8 +541,10 @@ pub fn run_model(
     let setup = Setup {
         approve,
         max_parallel,
+        fsync,
         json,
         config: &no_config,
+        config_file: None,
         plan_mode: false,
     };
     refuse_existing_session(journal_dir)?;
@@ -610,12 +645,14 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         None => state_root()?.join(&session_id),
     };
     refuse_existing_session(&journal_dir)?;
-    let file_config = config::load(args.config.as_deref())?;
+    let loaded = config::load(args.config.as_deref())?;
     let setup = Setup {
         approve: args.approve,
         max_parallel: args.max_parallel,
+        fsync: args.fsync,
         json: args.json,
-        config: &file_config,
+        config: &loaded.config,
+        config_file: loaded.file.clone(),
         plan_mode: args.plan_mode,
     };
     let locked = lock_journal(&journal_dir, args.fsync)?;
@@ -630,7 +667,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
 pub fn resume(
     journal_dir: &Path,
     script: Option<&Path>,
-    config_file: Option<&Path>,
+    flags: policy::ResumeFlags,
+    plan_mode: bool,
 ) -> Result<(), CliError> {
     // Recovery first: balance the journal (never re-running anything), then continue.
     let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
@@ -644,13 +682,27 @@ pub fn resume(
     if recovered.appended {
         print_recovered(&recovered)?;
     }
+    // The policy the journal holds decides how the journal is opened (its fsync), so it is
+    // read before the lock, and checked again under it.
+    let journaled = recovered.analysis.replay.policy.clone();
+    let resolved = policy::for_resume(journaled.as_ref(), flags)?;
+    for note in &resolved.notes {
+        eprintln!("note: {note}");
+    }
     // From here the writer lock is held: the replay below is the journal as it really ends,
     // and no other process can append before this session does (or finish it meanwhile).
-    let locked = lock_journal(journal_dir, FsyncPolicy::Group)?;
+    let locked = lock_journal(journal_dir, resolved.fsync)?;
     let (replay, end) =
         replay_storage(locked.storage.clone(), journal::Limits::default()).map_err(failed)?;
     if let journal::ReadEnd::Corrupt(c) = end {
         return Err(CliError::Corrupt(format!("{}: {c}", journal_dir.display())));
+    }
+    if replay.policy != journaled {
+        return Err(failed(format!(
+            "{}: another process changed the session's policy while this resume started; \
+             run `tooljournal resume` again",
+            journal_dir.display()
+        )));
     }
     let Some(open) = &replay.open else {
         outln!(
@@ -689,14 +741,15 @@ pub fn resume(
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
     model.skip(consumed);
     let workspace = PathBuf::from(&open.workspace);
-    let file_config = config::load(config_file)?;
     let setup = Setup {
-        approve: Approve::Allow,
-        max_parallel: 10,
+        approve: resolved.approve,
+        max_parallel: resolved.max_parallel,
+        fsync: resolved.fsync,
         json: false,
-        config: &file_config,
-        // A resumed session keeps the plan mode its journal shows.
-        plan_mode: false,
+        config: &resolved.config.config,
+        config_file: resolved.config.file.clone(),
+        // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
+        plan_mode,
     };
     let session_id = open.session_id.clone();
     let prepared = prepare(None, locked, &workspace, setup, Some(&replay))?;

@@ -336,3 +336,178 @@ fn two_resumes_at_once_with_a_slow_starting_mcp_server_exactly_one_proceeds() {
     .unwrap();
     two_resumes_at_once(&f, Some(&config));
 }
+
+fn bash_approved(id: &str, command: &str, stop: &str) -> Value {
+    let mut line = bash(id, command, stop);
+    line["assistant"]["approvals"] = json!({ id: "allow" });
+    line
+}
+
+/// Every `session/policy` the journal holds, in order.
+fn policies(journal: &Path) -> Vec<runtime::event::SessionPolicy> {
+    let storage: std::sync::Arc<dyn journal::Storage> =
+        std::sync::Arc::new(journal::FsStorage::open(journal).unwrap());
+    journal::Reader::open(storage, journal::Limits::default())
+        .unwrap()
+        .map(|r| r.unwrap().decode::<runtime::event::Record>().unwrap().event)
+        .filter_map(|e| match e {
+            runtime::event::Event::SessionPolicy(p) => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+fn committed_code(journal: &Path, id: &str) -> Option<runtime::ErrorCode> {
+    let storage = journal::FsStorage::open(journal).unwrap();
+    let (replay, _) =
+        runtime::replay::replay_storage(std::sync::Arc::new(storage), journal::Limits::default())
+            .unwrap();
+    let call = replay
+        .calls()
+        .find(|c| c.call.call_id == id)
+        .expect("the call");
+    call.committed.as_ref().expect("committed").code
+}
+
+/// A session started with `--approve deny` (its first bash call approved by the script)
+/// crashes mid-call; its next turn has a bash call nobody approved.
+fn crashed_deny_session(f: &Fixture) -> PathBuf {
+    let script = f.script(
+        "deny.jsonl",
+        &[
+            user("long job"),
+            bash_approved("k1", "echo k1 >> marker.txt; sleep 60", "tool_use"),
+            end(),
+            user("next"),
+            bash("r1", "echo r1 >> unapproved.txt", "end_turn"),
+        ],
+    );
+    let mut child = f
+        .run(&script)
+        .args([
+            "--approve",
+            "deny",
+            "--max-parallel",
+            "3",
+            "--fsync",
+            "always",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&f.ws.join("marker.txt"), &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    script
+}
+
+#[test]
+fn a_resume_keeps_the_sessions_policy() {
+    let f = fixture();
+    let script = crashed_deny_session(&f);
+    let journaled = policies(&f.journal);
+    assert_eq!(journaled.len(), 1, "{journaled:?}");
+    let p = &journaled[0];
+    assert_eq!(p.approval, runtime::event::ApprovalPolicy::Deny);
+    assert_eq!(p.parallel_max, 3);
+    assert_eq!(p.fsync, runtime::event::SyncPolicy::Always);
+    assert_eq!(p.config, None);
+
+    let out = f.resume(&script, None).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        !f.ws.join("unapproved.txt").exists(),
+        "the unapproved bash call did not run after the resume"
+    );
+    assert_eq!(
+        committed_code(&f.journal, "r1"),
+        Some(runtime::ErrorCode::PolicyDenied)
+    );
+    assert_eq!(
+        policies(&f.journal).len(),
+        1,
+        "nothing changed: nothing journaled"
+    );
+}
+
+#[test]
+fn a_resume_flag_that_loosens_the_policy_is_journaled_as_a_change() {
+    let f = fixture();
+    let script = crashed_deny_session(&f);
+    let out = f
+        .resume(&script, None)
+        .args(["--approve", "allow"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(f.lines_of("unapproved.txt"), ["r1"], "the user allowed it");
+    let journaled = policies(&f.journal);
+    assert_eq!(journaled.len(), 2, "{journaled:?}");
+    let change = &journaled[1];
+    assert_eq!(change.approval, runtime::event::ApprovalPolicy::Allow);
+    assert!(change.reason.contains("--approve"), "{}", change.reason);
+    // Everything the flag did not name stays as it was.
+    assert_eq!(change.parallel_max, 3);
+    assert_eq!(change.fsync, runtime::event::SyncPolicy::Always);
+}
+
+#[test]
+fn a_resume_refuses_a_configuration_file_that_changed_unless_it_is_named() {
+    let f = fixture();
+    let config = f.dir.path().join("config.toml");
+    std::fs::write(&config, "[tools.grep]\nexposure = \"hidden\"\n").unwrap();
+    let script = f.script(
+        "config.jsonl",
+        &[
+            user("long job"),
+            bash("k1", "echo k1 >> marker.txt; sleep 60", "tool_use"),
+            end(),
+            user("next"),
+            bash("r1", "echo r1 >> after.txt", "end_turn"),
+        ],
+    );
+    let mut child = f
+        .run(&script)
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&f.ws.join("marker.txt"), &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let journaled = policies(&f.journal);
+    assert_eq!(
+        journaled[0].exposure,
+        [("grep".to_owned(), "hidden".to_owned())]
+    );
+    let recorded = journaled[0].config.clone().expect("the file is recorded");
+    assert_eq!(recorded.path, config.display().to_string());
+
+    // The file changed while the session was down: a resume with no --config refuses.
+    std::fs::write(&config, "[tools.grep]\nexposure = \"direct\"\n").unwrap();
+    let out = f.resume(&script, None).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("configuration changed") && stderr.contains("--config"),
+        "{stderr}"
+    );
+    assert!(!f.ws.join("after.txt").exists());
+
+    // Named explicitly, it is accepted and the change journaled.
+    let out = f.resume(&script, Some(&config)).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(f.lines_of("after.txt"), ["r1"]);
+    let journaled = policies(&f.journal);
+    assert_eq!(journaled.len(), 2, "{journaled:?}");
+    assert!(journaled[1].exposure.is_empty());
+    assert_ne!(journaled[1].config, journaled[0].config);
+    assert!(
+        journaled[1].reason.contains("--config"),
+        "{}",
+        journaled[1].reason
+    );
+}

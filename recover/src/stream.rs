@@ -405,7 +405,10 @@ impl Classifier {
             Event::AskAnswered { call, .. } => self.answer_ask(&call, seq).map_err(bad)?,
             Event::AskExpired { call } => self.answer_ask(&call, seq).map_err(bad)?,
             Event::AskCancelled { call, .. } => self.answer_ask(&call, seq).map_err(bad)?,
-            Event::PlanReplace { .. } | Event::SpillStored { .. } | Event::Fault { .. } => {}
+            Event::PlanReplace { .. }
+            | Event::SpillStored { .. }
+            | Event::Fault { .. }
+            | Event::SessionPolicy(_) => {}
             Event::StepTools { turn, step, .. } => {
                 let s = open_step_mut(&mut self.turn, turn, step).map_err(bad)?;
                 if s.tools || s.response.is_some() {

@@ -13,8 +13,8 @@ use crate::code::ErrorCode;
 use crate::state::CallState;
 use serde::{Deserialize, Serialize};
 
-/// The version of this event schema, recorded in `session/open`.
-pub const EVENT_SCHEMA_VERSION: u32 = 1;
+/// The version of this event schema, recorded in `session/open`. 2 added `session/policy`.
+pub const EVENT_SCHEMA_VERSION: u32 = 2;
 
 /// One journal record: when, and what.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +127,48 @@ pub struct ToolDescriptor {
     pub version: String,
     /// sha256 (hex) of the canonical JSON of the input and output schemas.
     pub schema_hash: String,
+}
+
+/// How approval questions that nobody answers are answered, and whether every `bash` call
+/// asks first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalPolicy {
+    /// Unanswered questions are answered "allowed once"; `bash` does not ask.
+    Allow,
+    /// Unanswered questions are denied, and every `bash` call asks first.
+    Deny,
+}
+
+/// When the session's records are made durable (the journal's `FsyncPolicy`, journaled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncPolicy {
+    Always,
+    Group,
+    Never,
+}
+
+/// The configuration file a session was set up from: its path and the sha256 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigFile {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// What a session may do and how it writes, journaled so that a resume reapplies it rather
+/// than falling back to defaults. Plan mode is not here: `plan/mode` events already say it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPolicy {
+    pub approval: ApprovalPolicy,
+    pub parallel_max: u32,
+    pub fsync: SyncPolicy,
+    /// Tools the model is not shown every step: (name, "deferred" | "hidden"), sorted by name.
+    pub exposure: Vec<(String, String)>,
+    /// None when the session used no configuration file.
+    pub config: Option<ConfigFile>,
+    /// Why this policy was recorded: the session opened, or what a resume changed.
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -444,11 +486,13 @@ pub enum Event {
         reason: String,
         call: Option<CallRef>,
     },
+    /// The session's policy: right after `session/open`, and again whenever a resume changes it.
+    SessionPolicy(SessionPolicy),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 25;
+    pub const VARIANT_COUNT: u32 = 26;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -478,6 +522,7 @@ impl Event {
             Event::Recovery(_) => "recovery",
             Event::StepTools { .. } => "step/tools",
             Event::PlanMode { .. } => "plan/mode",
+            Event::SessionPolicy(_) => "session/policy",
         }
     }
 

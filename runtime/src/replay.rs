@@ -146,6 +146,8 @@ pub struct SessionReplay {
     pub plan: Option<Vec<PlanItem>>,
     /// Whether plan mode was on at the end of the journal.
     pub plan_mode: bool,
+    /// The latest `session/policy`; None for a journal written before it existed (schema 1).
+    pub policy: Option<crate::event::SessionPolicy>,
     /// Deferred tools `tool_search` loaded: visible in every later step.
     pub loaded_tools: std::collections::BTreeSet<String>,
     pub faults: Vec<(u32, u32, String)>,
@@ -491,6 +493,7 @@ impl Replayer {
                 }
                 r.plan_mode = on;
             }
+            Event::SessionPolicy(policy) => r.policy = Some(policy),
             Event::SpillStored { .. } => {}
             Event::Fault {
                 turn,

@@ -341,6 +341,17 @@ impl Session {
         Ok(session)
     }
 
+    /// Journals the session's policy (`session/policy`): once after `open`, and from a resume
+    /// whenever it changes. The runtime does not interpret it (approval and fsync are the
+    /// embedding's); it is kept so that a resume reapplies what the session was started with.
+    pub fn record_policy(
+        &mut self,
+        policy: &crate::event::SessionPolicy,
+    ) -> Result<(), RuntimeError> {
+        self.log.append(&Event::SessionPolicy(policy.clone()))?;
+        Ok(())
+    }
+
     /// Turns plan mode on or off, journaled (`plan/mode`). While it is on, only tools declared
     /// read-only run; the others are refused with `POLICY_DENIED`. A no-op when already so.
     pub fn set_plan_mode(&mut self, on: bool, reason: &str) -> Result<(), RuntimeError> {

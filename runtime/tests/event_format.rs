@@ -245,7 +245,51 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 call: Some(call()),
             },
         ),
+        (
+            25,
+            "session/policy",
+            Event::SessionPolicy(SessionPolicy {
+                approval: ApprovalPolicy::Deny,
+                parallel_max: 3,
+                fsync: SyncPolicy::Group,
+                exposure: vec![("grep".into(), "hidden".into())],
+                config: Some(ConfigFile {
+                    path: "/c.toml".into(),
+                    sha256: "ab".into(),
+                }),
+                reason: "r".into(),
+            }),
+        ),
     ]
+}
+
+#[test]
+fn a_session_policy_event_is_laid_out_field_by_field_as_documented() {
+    let event = Event::SessionPolicy(SessionPolicy {
+        approval: ApprovalPolicy::Deny,
+        parallel_max: 3,
+        fsync: SyncPolicy::Never,
+        exposure: vec![("g".into(), "hidden".into())],
+        config: None,
+        reason: "r".into(),
+    });
+    let string = |s: &str| {
+        let mut b = (s.len() as u64).to_le_bytes().to_vec();
+        b.extend(s.as_bytes());
+        b
+    };
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes()); // at_ms
+    expected.extend(25u32.to_le_bytes()); // session/policy
+    expected.extend(1u32.to_le_bytes()); // approval: deny
+    expected.extend(3u32.to_le_bytes()); // parallel_max
+    expected.extend(2u32.to_le_bytes()); // fsync: never
+    expected.extend(1u64.to_le_bytes()); // one exposure pair
+    expected.extend(string("g"));
+    expected.extend(string("hidden"));
+    expected.push(0); // config: none
+    expected.extend(string("r"));
+    assert_eq!(encode(&Record { at_ms: 7, event }), expected);
 }
 
 #[test]
