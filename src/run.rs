@@ -621,7 +621,7 @@ fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
 
 /// Whether a process holds the journal's writer lock, asked without taking it for writing
 /// (a shared lock on a read-only descriptor fails while a writer holds the exclusive one).
-fn lock_is_held(journal_dir: &Path) -> bool {
+pub fn lock_is_held(journal_dir: &Path) -> bool {
     let Ok(file) = std::fs::File::open(journal_dir.join(journal::LOCK_FILE)) else {
         return false;
     };

@@ -39,8 +39,8 @@ fn read_session(dir: &std::path::Path) -> Row {
             return row;
         }
     };
-    // A live writer holds the lock; taking it here for a moment is harmless and tells us.
-    let running = matches!(storage.try_lock(), Ok(None));
+    // Asked without taking the lock: listing sessions writes nothing into them.
+    let running = crate::run::lock_is_held(dir);
     let storage: Arc<dyn Storage> = Arc::new(storage);
     let mut replayer = Replayer::new();
     let reader = match Reader::open(storage, Limits::default()) {
@@ -79,6 +79,10 @@ fn read_session(dir: &std::path::Path) -> Row {
         "running"
     } else if replay.closed {
         "finished"
+    } else if replay.open.is_none() && row.note.is_empty() {
+        // The directory was made, but the session failed before `session/open` (an MCP
+        // server that did not start, say): there is nothing to recover or resume.
+        "never started"
     } else {
         "interrupted"
     };

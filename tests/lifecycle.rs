@@ -127,6 +127,24 @@ impl Fixture {
     }
 }
 
+/// Every file under `root` and its bytes.
+fn files_in(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(root).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
 fn user(text: &str) -> Value {
     json!({ "user": text })
 }
@@ -510,4 +528,86 @@ fn a_resume_refuses_a_configuration_file_that_changed_unless_it_is_named() {
         "{}",
         journaled[1].reason
     );
+}
+
+#[test]
+fn an_mcp_server_that_cannot_start_leaves_no_interrupted_session_and_a_missing_cwd_is_named() {
+    let f = fixture();
+    let state = f.dir.path().join("state");
+    let missing = f.dir.path().join("no-such-dir");
+    let config = f.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.fs]\ncommand = \"sh\"\nargs = [\"-c\", \"exit 3\"]\ncwd = {:?}\n",
+            missing.display().to_string()
+        ),
+    )
+    .unwrap();
+    let script = f.script("s.jsonl", &[user("hi"), end()]);
+    let out = tooljournal()
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(&f.ws)
+        .arg("--config")
+        .arg(&config)
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cwd {}", missing.display())) && stderr.contains("fs"),
+        "names the missing cwd and the server: {stderr}"
+    );
+    assert!(
+        !stderr.contains("\"sh\""),
+        "does not blame the command: {stderr}"
+    );
+
+    let out = tooljournal()
+        .args(["sessions", "--json"])
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let rows: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["status"], "never started", "{rows:?}");
+}
+
+#[test]
+fn listing_sessions_writes_nothing_into_them() {
+    let f = fixture();
+    let state = f.dir.path().join("state");
+    let script = f.script("s.jsonl", &[user("hi"), bash("b1", "true", "end_turn")]);
+    let journal = state.join("tooljournal/sessions/one");
+    let out = tooljournal()
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(&f.ws)
+        .arg("--journal")
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let before = files_in(&journal);
+    let out = tooljournal()
+        .args(["sessions", "--json"])
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        text(&out.stdout).contains("\"finished\""),
+        "{}",
+        describe(&out)
+    );
+    let after = files_in(&journal);
+    assert!(before == after, "sessions changed a journal directory");
 }

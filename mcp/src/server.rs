@@ -134,6 +134,14 @@ impl McpServer {
         let mut command = tokio::process::Command::new(&config.command);
         command.args(&config.args).envs(&config.env);
         if let Some(cwd) = &config.cwd {
+            // Checked here: a spawn into a missing directory fails with ENOENT, which reads as
+            // if the command were missing.
+            if !cwd.is_dir() {
+                return Err(startup(format!(
+                    "its cwd {} is not a directory",
+                    cwd.display()
+                )));
+            }
             command.current_dir(cwd);
         }
         let (transport, _) = TokioChildProcess::builder(command)
