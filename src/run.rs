@@ -435,8 +435,11 @@ fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), 
         }
         report
     });
-    let report: DriveReport =
-        report.map_err(|e| failed(format!("{}: {e}", journal_dir.display())))?;
+    let report: DriveReport = report.map_err(|e| match e {
+        // These name the journal's files already.
+        runtime::RuntimeError::Journal(_) | runtime::RuntimeError::Spill(_) => failed(e),
+        e => failed(format!("{}: {e}", journal_dir.display())),
+    })?;
     if json {
         print_json(&journal_dir)?;
     } else {

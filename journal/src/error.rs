@@ -80,10 +80,19 @@ pub struct Corruption {
     pub kind: CorruptionKind,
 }
 
+/// Said after an I/O error that means the disk is full, so that nobody has to know errno 28.
+pub fn full_disk_note(e: &io::Error) -> &'static str {
+    if e.kind() == io::ErrorKind::StorageFull || e.raw_os_error() == Some(28) {
+        " (the disk is full)"
+    } else {
+        ""
+    }
+}
+
 /// Everything that can go wrong with a journal.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("{location}: {op} {file}: {source}")]
+    #[error("{location}: {op} {file}: {source}{}", full_disk_note(source))]
     Io {
         location: String,
         op: &'static str,

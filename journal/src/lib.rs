@@ -22,7 +22,7 @@ pub mod segment;
 pub mod storage;
 mod writer;
 
-pub use error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
+pub use error::{full_disk_note, Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
 pub use storage::{FsStorage, SimStorage, Storage, LOCK_FILE};
 pub use writer::{Journal, JournalStats, OpenReport};

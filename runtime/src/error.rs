@@ -25,6 +25,10 @@ pub enum RuntimeError {
     /// appended since it was read). Nothing was appended.
     #[error("{0}")]
     JournalMoved(String),
+    /// The spill store could not keep a result: the session stopped like on a journal failure
+    /// (the call was settled first, with its real outcome and a preview marked "not kept").
+    #[error("session stopped: {0}")]
+    Spill(String),
     /// The session was driven out of order (e.g. a batch with no open step).
     #[error("session misuse: {0}")]
     Misuse(String),

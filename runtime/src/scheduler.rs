@@ -383,7 +383,10 @@ async fn execute(
     let run =
         pipeline::run_body(ctx, &entry, &info, resources, track, cancel, first_started).await?;
     let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
-    let locator = spill(ctx, &mut settled)?;
+    let (locator, spill_failure) = match spill(ctx, &mut settled)? {
+        Ok(locator) => (locator, None),
+        Err(e) => (None, Some(e)),
+    };
     let pipeline::Settled { outcome, for_model } = settled;
     let plans: Vec<_> = outcome
         .side_effects
@@ -413,25 +416,32 @@ async fn execute(
         ctx.config.model_inline_bytes_max,
     );
     track.set_result(result);
-    Ok(())
+    // The call's truth is journaled; now the failed store stops the session.
+    match spill_failure {
+        Some(e) => Err(RuntimeError::Spill(e)),
+        None => Ok(()),
+    }
 }
 
 /// Puts a result too large for the model in the spill store and journals `spill/stored`
-/// before the `settled` that names it. A store failure keeps the result inline.
-fn spill(ctx: &Ctx, settled: &mut pipeline::Settled) -> Result<Option<String>, RuntimeError> {
+/// before the `settled` that names it. The inner error is the store's: the caller settles the
+/// call without a locator (its preview says the text was not kept), then stops the session.
+fn spill(
+    ctx: &Ctx,
+    settled: &mut pipeline::Settled,
+) -> Result<Result<Option<String>, String>, RuntimeError> {
     let text = &settled.for_model.draft.content;
     let Some(store) = &ctx.config.spill else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
     if text.len() <= ctx.config.model_inline_bytes_max {
-        return Ok(None);
+        return Ok(Ok(None));
     }
     let locator = match store.put(text) {
         Ok(locator) => locator,
         Err(e) => {
             ctx.stats.spill_failed();
-            tracing::warn!(error = %e, bytes = text.len(), "spill store failed; the result stays inline");
-            return Ok(None);
+            return Ok(Err(e));
         }
     };
     let sha256 = crate::tools::sha256_hex(text.as_bytes());
@@ -443,7 +453,7 @@ fn spill(ctx: &Ctx, settled: &mut pipeline::Settled) -> Result<Option<String>, R
     if let crate::event::Text::Preview { locator: l, .. } = &mut settled.outcome.content {
         *l = Some(locator.clone());
     }
-    Ok(Some(locator))
+    Ok(Ok(Some(locator)))
 }
 
 /// → cancelled-before-start, with its synthetic result.

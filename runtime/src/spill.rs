@@ -2,11 +2,15 @@
 //!
 //! Why it looks like this (DESIGN.md §3, and the sled note in §1): the model gets a head, a
 //! tail and an opaque locator; the whole text goes to a session-scoped, content-addressed store
-//! (sha256), made durable before the journal event that names it. A store that fails only costs
-//! a warning: the result stays inline, and a successful call never becomes a failure.
+//! (sha256), made durable before the journal event that names it. A store that fails stops the
+//! session like a failed journal write (a full disk rarely spares the journal beside it): the
+//! call is settled with its real outcome and a preview marked "not kept", then the batch ends.
 //!
 //! sled 0.34 is beta, flushes in the background and locks its database to one process, so
 //! each session opens its own database with a small, explicit cache, and every `put` flushes.
+//! After an I/O error sled's own close can wait forever for a flush that will never finish, so
+//! a failed store is never closed (its files are left as they are: nothing the journal names
+//! depends on a put that failed), and a healthy one is closed with a bounded wait.
 
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -21,9 +25,15 @@ pub trait SpillStore: Send + Sync {
 
 const LOCATOR_PREFIX: &str = "spill:sha256:";
 
+/// How long closing a healthy store may take before it is left to the process's exit.
+const CLOSE_WAIT_MS: u64 = 5_000;
+
 /// A spill store in a sled database of its own.
 pub struct SledSpill {
-    db: sled::Db,
+    /// Taken only by `drop`.
+    db: Option<sled::Db>,
+    dir: std::path::PathBuf,
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl SledSpill {
@@ -34,22 +44,48 @@ impl SledSpill {
             .cache_capacity(cache_bytes)
             .open()
             .map_err(|e| format!("cannot open the spill store at {}: {e}", dir.display()))?;
-        Ok(SledSpill { db })
+        Ok(SledSpill {
+            db: Some(db),
+            dir: dir.to_owned(),
+            failed: Default::default(),
+        })
+    }
+
+    fn db(&self) -> &sled::Db {
+        // Only `drop` takes it.
+        self.db.as_ref().expect("the store is open until dropped")
+    }
+
+    fn fail(&self, what: &str, e: sled::Error) -> String {
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Release);
+        let note = match &e {
+            sled::Error::Io(io) => journal::full_disk_note(io),
+            _ => "",
+        };
+        format!(
+            "{}: spill store {what} failed: {e}{note}",
+            self.dir.display()
+        )
     }
 }
 
 impl SpillStore for SledSpill {
     fn put(&self, text: &str) -> Result<String, String> {
+        if self.failed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(format!(
+                "{}: the spill store failed earlier",
+                self.dir.display()
+            ));
+        }
         let hash = hex::encode(Sha256::digest(text.as_bytes()));
-        if !self.db.contains_key(&hash).map_err(|e| e.to_string())? {
-            self.db
-                .insert(&hash, text.as_bytes())
-                .map_err(|e| format!("spill store insert failed: {e}"))?;
+        let db = self.db();
+        if !db.contains_key(&hash).map_err(|e| self.fail("read", e))? {
+            db.insert(&hash, text.as_bytes())
+                .map_err(|e| self.fail("insert", e))?;
         }
         // Durable before the journal names it.
-        self.db
-            .flush()
-            .map_err(|e| format!("spill store flush failed: {e}"))?;
+        db.flush().map_err(|e| self.fail("flush", e))?;
         Ok(format!("{LOCATOR_PREFIX}{hash}"))
     }
 
@@ -57,11 +93,40 @@ impl SpillStore for SledSpill {
         let Some(hash) = locator.strip_prefix(LOCATOR_PREFIX) else {
             return Ok(None);
         };
-        match self.db.get(hash).map_err(|e| e.to_string())? {
+        match self.db().get(hash).map_err(|e| e.to_string())? {
             None => Ok(None),
             Some(bytes) => String::from_utf8(bytes.to_vec())
                 .map(Some)
                 .map_err(|e| format!("spilled text is not UTF-8: {e}")),
+        }
+    }
+}
+
+impl Drop for SledSpill {
+    fn drop(&mut self) {
+        let Some(db) = self.db.take() else { return };
+        if self.failed.load(std::sync::atomic::Ordering::Acquire) {
+            // sled's close flushes, and after an I/O error that flush can wait forever.
+            std::mem::forget(db);
+            return;
+        }
+        // A healthy close flushes too; the disk may have filled since the last put.
+        let (done, closed) = std::sync::mpsc::channel();
+        let closing = std::thread::Builder::new()
+            .name("spill-close".into())
+            .spawn(move || {
+                drop(db);
+                let _ = done.send(());
+            });
+        if closing.is_ok()
+            && closed
+                .recv_timeout(std::time::Duration::from_millis(CLOSE_WAIT_MS))
+                .is_err()
+        {
+            tracing::warn!(
+                dir = %self.dir.display(),
+                "the spill store did not close within {CLOSE_WAIT_MS} ms; left to the process's exit"
+            );
         }
     }
 }

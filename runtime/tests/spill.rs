@@ -123,26 +123,50 @@ impl SpillStore for BrokenStore {
 }
 
 #[tokio::test]
-async fn a_failing_spill_store_keeps_the_result_inline_and_successful() {
+async fn a_failing_spill_store_settles_the_call_truthfully_then_stops_the_session() {
     let config = Config {
         spill: Some(Arc::new(BrokenStore)),
         ..Config::default()
     };
     let storage = SimStorage::new();
     let size = 100 << 10;
-    let mut session = session_on(
-        &storage,
-        registry(vec![big_tool(size)]),
-        Hooks::default(),
-        config,
-    );
-    let results = one_step(&mut session, vec![call("b", "big", "{}")]).await;
-    assert!(!results[0].is_error);
-    assert_eq!(results[0].content.len(), size, "kept whole");
+    let tool = big_tool(size);
+    let probe = tool.probe();
+    let mut session = session_on(&storage, registry(vec![tool]), Hooks::default(), config);
+    session.begin_turn("go").unwrap();
+    session.begin_step().unwrap();
+    let stopped = session
+        .run_batch(response(vec![
+            call("b", "big", "{}"),
+            call("c", "big", "{}"),
+        ]))
+        .await;
+    match stopped {
+        Err(runtime::RuntimeError::Spill(m)) => assert!(m.contains("disk full"), "{m}"),
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("the session went on past a failed spill store"),
+    }
     assert_eq!(session.stats().spill_failures(), 1);
-    assert!(!events(&storage)
+    assert_eq!(probe.runs(), ["b"], "nothing started after the failure");
+    let events = events(&storage);
+    assert!(!events
         .iter()
         .any(|(_, e)| matches!(e, Event::SpillStored { .. })));
+    // The body ran and succeeded: `settled` says so, and keeps what the journal can hold.
+    let settled = events.iter().find_map(|(_, e)| match e {
+        Event::Settled { call, outcome, .. } if call.call_id == "b" => Some(outcome.clone()),
+        _ => None,
+    });
+    let outcome = settled.expect("b was settled before the session stopped");
+    assert_eq!(outcome.status, runtime::event::OutcomeStatus::Success);
+    assert!(
+        matches!(&outcome.content, Text::Inline(text) if text.len() == size),
+        "{:?}",
+        outcome.content
+    );
+    assert!(events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Fault { message, .. } if message.contains("disk full"))));
 }
 
 #[tokio::test]
