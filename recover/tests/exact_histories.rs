@@ -345,7 +345,7 @@ fn a_467_character_id_with_odd_characters_fits_every_format() {
             &id[..f.id_len_max() - 9].replace(['|', '+', '/', '='], "_"),
             hash8(&id)
         );
-        assert_eq!(calls, [want.clone()], "{f}");
+        assert_eq!(calls, std::slice::from_ref(&want), "{f}");
         assert_eq!(results, [want], "{f}: the result has its call's id");
     }
 }

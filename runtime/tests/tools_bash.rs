@@ -377,6 +377,25 @@ async fn bash_a_stop_the_command_outlives_keeps_its_own_outcome() {
     let (_, status, signal) = proc_exit(&c);
     assert_eq!((status, signal), (Some(0), None));
 
+    // The same for the call's own timeout_ms: a command that outlives it is not a TIMEOUT.
+    let mut t = setup(Config::default());
+    let command = "sleep 30 & w=$!; trap '' TERM; wait $w; echo done";
+    let r = run_one(
+        &mut t.session,
+        bash_call("c3", json!({ "command": command, "timeout_ms": 200 })),
+        None,
+    )
+    .await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(
+        r.content
+            .starts_with("done\n[its timeout_ms (200 ms) passed "),
+        "{:?}",
+        r.content
+    );
+    assert!(r.content.ends_with("]\nexit status 0"), "{:?}", r.content);
+    assert_eq!(settled_code(&replayed(&t.storage, "c3")), None);
+
     // A command the stop really ended (here by SIGKILL, after the grace) stays ABORTED.
     let mut t = setup(Config::default());
     let started = t.dir.path().join("started");
