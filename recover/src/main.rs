@@ -267,18 +267,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     dir.display()
                 )));
             }
-            let body = recover::providers::render(&r.analysis.conversation(), format);
+            let history = recover::providers::history(&r.analysis.conversation(), format);
             // Our own output must pass the provider's rules; if it ever does not, that is a bug
             // to report loudly, never a history to hand to a provider.
-            if let Err(v) = recover::providers::validate(format, &body) {
+            if let Err(v) = recover::providers::validate(format, &history.value()) {
                 return Err(Failure::Failed(format!(
                     "internal error: the rebuilt {format} history fails its validator: {v}"
                 )));
             }
-            let text = format!(
-                "{}\n",
-                serde_json::to_string_pretty(&body).expect("JSON values serialize")
-            );
+            // The text keeps the arguments as the journal has them (no number rounded).
+            let text = format!("{}\n", history.to_json_pretty());
             match out {
                 Some(path) => std::fs::write(&path, text)
                     .map_err(|e| Failure::Failed(format!("{}: cannot write: {e}", path.display()))),

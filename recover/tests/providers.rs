@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 use recover::conversation::{ConvCall, ConvResult, Conversation, Message};
-use recover::providers::{anthropic_id, anthropic_name, render, validate, Format};
+use recover::providers::{anthropic_name, provider_id, render, validate, Format};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -125,20 +125,21 @@ fn sample_renders_valid_in_every_format() {
 #[test]
 fn openai_chat_sample() {
     let body = render(&sample(), Format::OpenAiChat);
+    let mapped = format!("call_1_x_{}", hash8("call.1/x"));
     assert_eq!(
         body,
         json!({"messages": [
             {"role": "system", "content": "You are careful."},
             {"role": "user", "content": "Read a.txt and b.txt, then write c.txt."},
             {"role": "assistant", "content": "Reading both.", "tool_calls": [
-                {"id": "call.1/x", "type": "function",
+                {"id": mapped, "type": "function",
                  "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}},
                 {"id": "call_2", "type": "function",
                  "function": {"name": "read", "arguments": "{\"path\":\"b.txt\"}"}},
                 {"id": "call_3", "type": "function",
                  "function": {"name": "write", "arguments": "{\"path\": \"c.txt\", "}},
             ]},
-            {"role": "tool", "tool_call_id": "call.1/x", "content": "alpha"},
+            {"role": "tool", "tool_call_id": mapped, "content": "alpha"},
             {"role": "tool", "tool_call_id": "call_2",
              "content": "TOOL_OUTCOME_UNKNOWN: started, never settled"},
             {"role": "tool", "tool_call_id": "call_3",
@@ -180,7 +181,7 @@ fn openai_responses_sample() {
     assert_eq!(input[0]["role"], "system");
     assert_eq!(
         input[3],
-        json!({"type": "function_call", "call_id": "call.1/x", "name": "read",
+        json!({"type": "function_call", "call_id": format!("call_1_x_{}", hash8("call.1/x")), "name": "read",
                "arguments": "{\"path\":\"a.txt\"}"})
     );
     assert_eq!(
@@ -195,7 +196,7 @@ fn openai_responses_sample() {
 fn anthropic_sample() {
     let body = render(&sample(), Format::Anthropic);
     let mapped = format!("call_1_x_{}", hash8("call.1/x"));
-    assert_eq!(anthropic_id("call.1/x"), mapped);
+    assert_eq!(provider_id(Format::Anthropic, "call.1/x"), mapped);
     assert_eq!(
         body,
         json!({
@@ -256,7 +257,7 @@ fn gemini_sample() {
     assert_eq!(
         contents[2]["parts"],
         json!([
-            {"functionResponse": {"id": "call.1/x", "name": "read",
+            {"functionResponse": {"id": format!("call_1_x_{}", hash8("call.1/x")), "name": "read",
                                   "response": {"content": "alpha", "is_error": false}}},
             {"functionResponse": {"id": "call_2", "name": "read",
                                   "response": {"content": "TOOL_OUTCOME_UNKNOWN: started, never settled",
@@ -272,12 +273,22 @@ fn gemini_sample() {
 // ---- id and name mapping ----
 
 #[test]
-fn anthropic_ids_and_names_map_to_the_allowed_form() {
-    assert_eq!(anthropic_id("toolu_01-AbC"), "toolu_01-AbC");
-    assert_eq!(anthropic_id(""), format!("_{}", hash8("")));
-    assert_ne!(anthropic_id("a.b"), anthropic_id("a/b"));
-    assert_ne!(anthropic_id("a.b"), anthropic_id("a_b"));
-    assert_eq!(anthropic_id("é"), format!("__{}", hash8("é")));
+fn ids_and_names_map_to_the_allowed_form() {
+    for f in Format::ALL {
+        let id = |s: &str| provider_id(f, s);
+        assert_eq!(id("toolu_01-AbC"), "toolu_01-AbC");
+        assert_eq!(id(""), format!("_{}", hash8("")));
+        assert_ne!(id("a.b"), id("a/b"));
+        assert_ne!(id("a.b"), id("a_b"));
+        assert_eq!(id("é"), format!("__{}", hash8("é")));
+        let at_max = "x".repeat(f.id_len_max());
+        assert_eq!(id(&at_max), at_max, "{f}");
+        let over = "x".repeat(f.id_len_max() + 1);
+        let head = "x".repeat(f.id_len_max() - 9);
+        assert_eq!(id(&over), format!("{head}_{}", hash8(&over)), "{f}");
+    }
+    assert_eq!(Format::OpenAiChat.id_len_max(), 40);
+    assert_eq!(Format::OpenAiResponses.id_len_max(), 64);
 
     assert_eq!(anthropic_name("read_file"), "read_file");
     let long_ok = "x".repeat(64);
@@ -606,6 +617,10 @@ fn gemini_rejects_broken_pairing() {
 
 fn id_strategy() -> impl Strategy<Value = String> {
     prop_oneof![
+        // Long ids with the characters of composite `callId|blob` ids, and long ids sharing
+        // their first 70 characters (cut to 40 or 64 they would be equal).
+        "[a-zA-Z0-9|+/=_-]{30,500}",
+        "[a-z]{0,3}".prop_map(|tail| format!("{}{tail}", "s".repeat(70))),
         // A small pool, so that ids repeat across (and now and then within) messages.
         "call_[0-3]",
         "call_[0-3]_[2-3]",
@@ -794,12 +809,22 @@ proptest! {
             // Distinct calls keep distinct ids (repeats made unique, mapping injective).
             let distinct: HashSet<&String> = calls.iter().collect();
             prop_assert_eq!(distinct.len(), calls.len(), "{}: ids stay distinct: {:?}", f, calls);
-            // The first call with an id keeps it (mapped alike for call and result for Anthropic).
+            // Every id in the format's form.
+            for id in &calls {
+                prop_assert!(
+                    !id.is_empty()
+                        && id.len() <= f.id_len_max()
+                        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                    "{}: id `{}` is not in the format's form", f, id
+                );
+            }
+            // The first call with an id keeps its mapped form (alike for call and result).
             let mut seen = HashSet::new();
             for ((orig, id), name) in originals.iter().zip(&calls).zip(&names) {
-                let (want_id, want_name) = match f {
-                    Format::Anthropic => (anthropic_id(&orig.id), anthropic_name(&orig.name)),
-                    _ => (orig.id.clone(), orig.name.clone()),
+                let want_id = provider_id(f, &orig.id);
+                let want_name = match f {
+                    Format::Anthropic => anthropic_name(&orig.name),
+                    _ => orig.name.clone(),
                 };
                 if seen.insert(orig.id.as_str()) {
                     prop_assert_eq!(id, &want_id, "{}", f);

@@ -341,6 +341,82 @@ async fn bash_escalates_to_sigkill_when_sigterm_is_ignored() {
 }
 
 #[tokio::test]
+async fn bash_a_stop_the_command_outlives_keeps_its_own_outcome() {
+    let mut t = setup(Config::default());
+    // A witness started before the trap keeps the default SIGTERM: the command waits until the
+    // stop has really reached its group (no race with the cancel), then goes on and ends by
+    // itself with status 0.
+    let command = "sleep 30 & w=$!; trap '' TERM; touch started; wait $w; sleep 0.2; echo done";
+    let started = t.dir.path().join("started");
+    let r = run_one(
+        &mut t.session,
+        bash_call("c1", json!({ "command": command })),
+        Some(&|| started.exists()),
+    )
+    .await;
+    assert!(!r.is_error, "its own outcome, not ABORTED: {r:?}");
+    assert_eq!(r.code, None, "{r:?}");
+    assert!(
+        r.content.starts_with("done\n[a stop was requested "),
+        "{:?}",
+        r.content
+    );
+    assert!(
+        r.content.contains("ended by itself"),
+        "the note says the command outlived the stop: {:?}",
+        r.content
+    );
+    assert!(r.content.ends_with("]\nexit status 0"), "{:?}", r.content);
+    assert_eq!(
+        r.value,
+        Some(json!({"exit_status": 0, "signal": null})),
+        "{r:?}"
+    );
+    let c = replayed(&t.storage, "c1");
+    assert_eq!(settled_code(&c), None, "committed as success: {c:?}");
+    let (_, status, signal) = proc_exit(&c);
+    assert_eq!((status, signal), (Some(0), None));
+
+    // The same for the call's own timeout_ms: a command that outlives it is not a TIMEOUT.
+    let mut t = setup(Config::default());
+    let command = "sleep 30 & w=$!; trap '' TERM; wait $w; echo done";
+    let r = run_one(
+        &mut t.session,
+        bash_call("c3", json!({ "command": command, "timeout_ms": 200 })),
+        None,
+    )
+    .await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(
+        r.content
+            .starts_with("done\n[its timeout_ms (200 ms) passed "),
+        "{:?}",
+        r.content
+    );
+    assert!(r.content.ends_with("]\nexit status 0"), "{:?}", r.content);
+    assert_eq!(settled_code(&replayed(&t.storage, "c3")), None);
+
+    // A command the stop really ended (here by SIGKILL, after the grace) stays ABORTED.
+    let mut t = setup(Config::default());
+    let started = t.dir.path().join("started");
+    let r = run_one(
+        &mut t.session,
+        bash_call(
+            "c2",
+            json!({ "command": "trap '' TERM; touch started; sleep 30; echo never" }),
+        ),
+        Some(&|| started.exists()),
+    )
+    .await;
+    assert_eq!(r.code, Some(ErrorCode::Aborted), "{r:?}");
+    assert!(r.content.starts_with("ABORTED: "), "{:?}", r.content);
+    assert!(!r.content.contains("ended by itself"), "{:?}", r.content);
+    let c = replayed(&t.storage, "c2");
+    assert_eq!(settled_code(&c), Some(ErrorCode::Aborted));
+    assert_eq!(proc_exit(&c).2, Some(9), "{c:?}");
+}
+
+#[tokio::test]
 async fn bash_kills_what_the_command_leaves_behind() {
     let mut t = setup(Config::default());
     let r = run_one(

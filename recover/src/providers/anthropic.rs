@@ -4,13 +4,13 @@
 //! `tool_result` blocks first, then any text; an assistant turn its text, then its `tool_use`
 //! blocks. Blank text (Anthropic rejects whitespace-only text blocks) is left out.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::{
-    arguments_object, body_array, first_duplicate, is_blank, object, short_hash, string_field,
-    turn, Msg, Turn, Violation, LEADING_USER_TEXT,
+    arguments_object, body_array, check_id, first_duplicate, fit, fits, is_blank, object,
+    string_field, turn, Format, Msg, Node, Turn, Violation, LEADING_USER_TEXT,
 };
 
 const SHAPE: &str = "anthropic.shape";
@@ -34,48 +34,18 @@ const MAX_NAME: usize = 64;
 /// results built from a journal always have content).
 const EMPTY_ERROR_TEXT: &str = "(error without a message)";
 
-fn allowed(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '-'
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if allowed(c) { c } else { '_' })
-        .collect()
-}
-
-fn valid_id(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(allowed)
-}
-
 fn valid_name(s: &str) -> bool {
-    valid_id(s) && s.len() <= MAX_NAME
-}
-
-/// A call id in the form Anthropic takes (`^[a-zA-Z0-9_-]+$`): the id itself if it already is,
-/// else every other character replaced by `_` and `_` + the first 8 hex digits of
-/// sha256(`original`) appended, so that ids differing only in replaced characters stay
-/// distinct. A pure function of `original`: a call and its result always map alike, on every run.
-pub fn anthropic_id(original: &str) -> String {
-    if valid_id(original) {
-        return original.to_string();
-    }
-    format!("{}_{}", sanitize(original), short_hash(original))
+    fits(s, MAX_NAME)
 }
 
 /// A tool name in the form Anthropic takes (`^[a-zA-Z0-9_-]{1,64}$`): the name itself if it
-/// already is, else as [`anthropic_id`] does it, truncated before the hash to fit 64 characters.
+/// already is, else mapped as call ids are ([`super::provider_id`]): other characters replaced
+/// by `_`, cut to fit 64 with `_` and 8 hex digits of its sha256.
 pub fn anthropic_name(original: &str) -> String {
-    if valid_name(original) {
-        return original.to_string();
-    }
-    let hash = short_hash(original);
-    let mut head = sanitize(original); // ASCII only, so any byte index is a char boundary
-    head.truncate(MAX_NAME - hash.len() - 1);
-    format!("{head}_{hash}")
+    fit(original, MAX_NAME)
 }
 
-pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
     let mut turns: Vec<Turn> = Vec::new();
     for msg in msgs {
         match msg {
@@ -83,22 +53,22 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
                 if !is_blank(text) {
                     turn(&mut turns, "user")
                         .rest
-                        .push(json!({"type": "text", "text": text}));
+                        .push(json!({"type": "text", "text": text}).into());
                 }
             }
             Msg::Assistant { text, calls } => {
                 if !is_blank(text) {
                     turn(&mut turns, "assistant")
                         .first
-                        .push(json!({"type": "text", "text": text}));
+                        .push(json!({"type": "text", "text": text}).into());
                 }
                 for c in calls {
-                    turn(&mut turns, "assistant").rest.push(json!({
-                        "type": "tool_use",
-                        "id": anthropic_id(&c.id),
-                        "name": anthropic_name(c.name),
-                        "input": arguments_object(c.arguments),
-                    }));
+                    turn(&mut turns, "assistant").rest.push(Node::object([
+                        ("type", json!("tool_use").into()),
+                        ("id", json!(c.id).into()),
+                        ("name", json!(anthropic_name(c.name)).into()),
+                        ("input", arguments_object(c.arguments)),
+                    ]));
                 }
             }
             Msg::Results(results) => {
@@ -108,12 +78,15 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
                     } else {
                         r.content
                     };
-                    turn(&mut turns, "user").first.push(json!({
-                        "type": "tool_result",
-                        "tool_use_id": anthropic_id(&r.id),
-                        "content": content,
-                        "is_error": r.is_error,
-                    }));
+                    turn(&mut turns, "user").first.push(
+                        json!({
+                            "type": "tool_result",
+                            "tool_use_id": r.id,
+                            "content": content,
+                            "is_error": r.is_error,
+                        })
+                        .into(),
+                    );
                 }
             }
         }
@@ -124,20 +97,25 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
             Turn {
                 role: "user",
                 first: Vec::new(),
-                rest: vec![json!({"type": "text", "text": LEADING_USER_TEXT})],
+                rest: vec![json!({"type": "text", "text": LEADING_USER_TEXT}).into()],
             },
         );
     }
-    let messages: Vec<Value> = turns
+    let messages: Vec<Node> = turns
         .into_iter()
-        .map(|t| json!({"role": t.role, "content": t.into_parts()}))
+        .map(|t| {
+            Node::object([
+                ("role", json!(t.role).into()),
+                ("content", Node::Array(t.into_parts())),
+            ])
+        })
         .collect();
-    let mut body = Map::new();
+    let mut body = BTreeMap::new();
     if let Some(system) = system {
-        body.insert("system".into(), Value::from(system));
+        body.insert("system", json!(system).into());
     }
-    body.insert("messages".into(), Value::Array(messages));
-    Value::Object(body)
+    body.insert("messages", Node::Array(messages));
+    Node::Object(body)
 }
 
 /// A message's content as blocks: a plain string is one text block.
@@ -248,13 +226,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
                 ("tool_use", "assistant") => {
                     let id = string_field(block, "id", i, SHAPE, "a tool_use block")?;
                     let name = string_field(block, "name", i, SHAPE, "a tool_use block")?;
-                    if !valid_id(id) {
-                        return Err(Violation::new(
-                            i,
-                            BAD_ID,
-                            format!("tool_use id `{id}` does not match ^[a-zA-Z0-9_-]+$"),
-                        ));
-                    }
+                    check_id(Format::Anthropic, id, i, BAD_ID, "tool_use id")?;
                     if !valid_name(name) {
                         return Err(Violation::new(
                             i,
@@ -282,13 +254,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
                             ),
                         ));
                     }
-                    if !valid_id(id) {
-                        return Err(Violation::new(
-                            i,
-                            BAD_ID,
-                            format!("tool_use_id `{id}` does not match ^[a-zA-Z0-9_-]+$"),
-                        ));
-                    }
+                    check_id(Format::Anthropic, id, i, BAD_ID, "tool_use_id")?;
                     if !prev_uses.contains(&id) {
                         return Err(Violation::new(
                             i,

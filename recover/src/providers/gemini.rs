@@ -4,11 +4,13 @@
 //! then any text; a model turn its text, then its `functionCall` parts. Empty text is left out
 //! (a part must carry something).
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Map, Value};
 
 use super::{
-    arguments_object, body_array, object, string_field, turn, Msg, Turn, Violation,
-    LEADING_USER_TEXT,
+    arguments_object, body_array, check_id, object, string_field, turn, Format, Msg, Node, Turn,
+    Violation, LEADING_USER_TEXT,
 };
 
 const SHAPE: &str = "gemini.shape";
@@ -18,39 +20,48 @@ const RESPONSE_COUNT: &str = "gemini.response_count";
 const RESPONSE_NAME_MISMATCH: &str = "gemini.response_name_mismatch";
 const RESPONSE_ID_MISMATCH: &str = "gemini.response_id_mismatch";
 const STRAY_FUNCTION_RESPONSE: &str = "gemini.stray_function_response";
+const BAD_ID: &str = "gemini.bad_id";
 
-pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
     let mut turns: Vec<Turn> = Vec::new();
     for msg in msgs {
         match msg {
             Msg::User(text) => {
                 if !text.is_empty() {
-                    turn(&mut turns, "user").rest.push(json!({"text": text}));
+                    turn(&mut turns, "user")
+                        .rest
+                        .push(json!({"text": text}).into());
                 }
             }
             Msg::Assistant { text, calls } => {
                 if !text.is_empty() {
-                    turn(&mut turns, "model").first.push(json!({"text": text}));
+                    turn(&mut turns, "model")
+                        .first
+                        .push(json!({"text": text}).into());
                 }
                 for c in calls {
-                    turn(&mut turns, "model").rest.push(json!({
-                        "functionCall": {
-                            "id": c.id,
-                            "name": c.name,
-                            "args": arguments_object(c.arguments),
-                        }
-                    }));
+                    let call = Node::object([
+                        ("id", json!(c.id).into()),
+                        ("name", json!(c.name).into()),
+                        ("args", arguments_object(c.arguments)),
+                    ]);
+                    turn(&mut turns, "model")
+                        .rest
+                        .push(Node::object([("functionCall", call)]));
                 }
             }
             Msg::Results(results) => {
                 for r in results {
-                    turn(&mut turns, "user").first.push(json!({
-                        "functionResponse": {
-                            "id": r.id,
-                            "name": r.name,
-                            "response": {"content": r.content, "is_error": r.is_error},
-                        }
-                    }));
+                    turn(&mut turns, "user").first.push(
+                        json!({
+                            "functionResponse": {
+                                "id": r.id,
+                                "name": r.name,
+                                "response": {"content": r.content, "is_error": r.is_error},
+                            }
+                        })
+                        .into(),
+                    );
                 }
             }
         }
@@ -61,23 +72,28 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
             Turn {
                 role: "user",
                 first: Vec::new(),
-                rest: vec![json!({"text": LEADING_USER_TEXT})],
+                rest: vec![json!({"text": LEADING_USER_TEXT}).into()],
             },
         );
     }
-    let contents: Vec<Value> = turns
+    let contents: Vec<Node> = turns
         .into_iter()
-        .map(|t| json!({"role": t.role, "parts": t.into_parts()}))
+        .map(|t| {
+            Node::object([
+                ("role", json!(t.role).into()),
+                ("parts", Node::Array(t.into_parts())),
+            ])
+        })
         .collect();
-    let mut body = Map::new();
-    body.insert("contents".into(), Value::Array(contents));
+    let mut body = BTreeMap::new();
+    body.insert("contents", Node::Array(contents));
     if let Some(system) = system {
         body.insert(
-            "systemInstruction".into(),
-            json!({"parts": [{"text": system}]}),
+            "systemInstruction",
+            json!({"parts": [{"text": system}]}).into(),
         );
     }
-    Value::Object(body)
+    Node::Object(body)
 }
 
 /// One content's role and its functionCall / functionResponse parts as (name, id).
@@ -162,7 +178,10 @@ fn parse(i: usize, c: &Value) -> Result<Content<'_>, Violation> {
 fn id_of(obj: &Map<String, Value>, i: usize) -> Result<Option<&str>, Violation> {
     match obj.get("id") {
         None => Ok(None),
-        Some(Value::String(id)) => Ok(Some(id)),
+        Some(Value::String(id)) => {
+            check_id(Format::Gemini, id, i, BAD_ID, "an id")?;
+            Ok(Some(id))
+        }
         Some(_) => Err(Violation::new(i, SHAPE, "an `id` is not a string")),
     }
 }

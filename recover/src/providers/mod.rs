@@ -6,30 +6,38 @@
 //! - an assistant message with empty text and no calls carries nothing and is dropped;
 //! - each result is paired with the call it answers in the assistant message right before it
 //!   (by the call's original id, the first call not yet answered wins);
-//! - call ids are made unique in the conversation: the first call with an id keeps it, a later
-//!   call reusing it (the runtime only keeps ids unique within one assistant message, and a
-//!   scripted model may say `call_1` every turn) becomes `{id}_{n}`, the smallest `n >= 2` that
-//!   no call in the conversation uses. Responses and Anthropic both reject a repeated call id;
-//!   the result gets the same new id as its call.
+//! - every call id is mapped to the form the format takes ([`provider_id`]: 1 to
+//!   [`Format::id_len_max`] characters of `[a-zA-Z0-9_-]`; an id outside it keeps a readable
+//!   prefix and gets a sha256 suffix);
+//! - call ids are then made unique in the conversation: the first call with an id keeps it, a
+//!   later call reusing it (the runtime only keeps ids unique within one assistant message, and
+//!   a scripted model may say `call_1` every turn; two long ids may share their prefix and, by
+//!   chance, their hash) becomes `{id}_{n}`, the smallest `n >= 2` that no call in the
+//!   conversation uses, cut to fit the length. Responses and Anthropic both reject a repeated
+//!   call id; the result gets the same new id as its call.
 //!
-//! Anthropic then maps ids and names to its allowed characters ([`anthropic_id`],
-//! [`anthropic_name`]); the other formats keep them as they are.
+//! Anthropic also maps tool names to its allowed form ([`anthropic_name`]); the other formats
+//! keep names as they are. Tool arguments are kept byte for byte in every format: a string in
+//! the OpenAI formats, the model's own object text (a [`RawValue`]) in Anthropic's `input` and
+//! Gemini's `args`, so that no number is rounded ([`History`]).
 
 mod anthropic;
 mod gemini;
 mod openai_chat;
 mod openai_responses;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::conversation::{Conversation, Message};
 
-pub use anthropic::{anthropic_id, anthropic_name};
+pub use anthropic::anthropic_name;
 
 /// A provider's request format, named on the command line as [`Format::as_str`] spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,6 +63,17 @@ impl Format {
             Format::OpenAiResponses => "openai-responses",
             Format::Anthropic => "anthropic",
             Format::Gemini => "gemini",
+        }
+    }
+
+    /// The longest call id this format takes, in bytes (a mapped id is ASCII). OpenAI Chat
+    /// rejects a `tool_calls[].id` over 40 ("string_above_max_length"), Responses a `call_id`
+    /// over 64; Anthropic and Gemini document no bound, so 64 as well (ARCHITECTURE.md
+    /// Decisions, "Rebuilt histories").
+    pub fn id_len_max(self) -> usize {
+        match self {
+            Format::OpenAiChat => 40,
+            Format::OpenAiResponses | Format::Anthropic | Format::Gemini => 64,
         }
     }
 }
@@ -123,14 +142,108 @@ impl std::error::Error for Violation {}
 /// Anthropic, with a top-level `"system"`), `{"input": [...]}` (OpenAI Responses) or
 /// `{"contents": [...]}` (Gemini, with `"systemInstruction"`). A conversation that keeps the
 /// invariants of [`Conversation`] always renders to a body [`validate`] accepts.
+///
+/// The history to hand to a provider is [`History::to_json_pretty`]: it keeps the arguments'
+/// own text. This [`Value`] is for inspecting and validating the body; as any `Value`, it holds
+/// a number in Anthropic's `input` or Gemini's `args` as an `f64` or 64-bit integer.
 pub fn render(conv: &Conversation, format: Format) -> Value {
-    let msgs = prepare(conv);
+    history(conv, format).value()
+}
+
+/// `conv` rendered as [`render`] describes it, arguments kept as the model wrote them.
+pub fn history(conv: &Conversation, format: Format) -> History {
+    let msgs = prepare(conv, format);
     let system = conv.system.as_deref().filter(|s| !is_blank(s));
-    match format {
-        Format::OpenAiChat => openai_chat::render(system, &msgs),
-        Format::OpenAiResponses => openai_responses::render(system, &msgs),
+    History(match format {
+        Format::OpenAiChat => Node::Value(openai_chat::render(system, &msgs)),
+        Format::OpenAiResponses => Node::Value(openai_responses::render(system, &msgs)),
         Format::Anthropic => anthropic::render(system, &msgs),
         Format::Gemini => gemini::render(system, &msgs),
+    })
+}
+
+/// A rendered body whose argument objects are the model's own text.
+#[derive(Debug, Clone)]
+pub struct History(Node);
+
+impl History {
+    /// The body as a [`Value`] (numbers in argument objects as a `Value` holds them).
+    pub fn value(&self) -> Value {
+        self.0.to_value()
+    }
+
+    /// The body as JSON text, argument objects byte for byte as the journal has them.
+    pub fn to_json(&self) -> String {
+        // Cannot fail: keys are strings and every raw fragment was parsed when it was made.
+        serde_json::to_string(&self.0).expect("a rendered body serializes")
+    }
+
+    /// [`History::to_json`], indented (the raw argument text inside is left as it is).
+    pub fn to_json_pretty(&self) -> String {
+        // Cannot fail, as in `to_json`.
+        serde_json::to_string_pretty(&self.0).expect("a rendered body serializes")
+    }
+}
+
+/// JSON as a rendered body holds it: plain values, and argument objects as the model's text.
+/// Objects keep their keys sorted, as a `Value`'s do.
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    Value(Value),
+    /// A JSON object's text, kept as it was written (checked to be an object).
+    Raw(Box<RawValue>),
+    Array(Vec<Node>),
+    Object(BTreeMap<&'static str, Node>),
+}
+
+impl Node {
+    /// An object from `fields`.
+    pub fn object<const N: usize>(fields: [(&'static str, Node); N]) -> Node {
+        Node::Object(fields.into_iter().collect())
+    }
+
+    fn to_value(&self) -> Value {
+        match self {
+            Node::Value(v) => v.clone(),
+            // Parsed when the node was made, so it parses again.
+            Node::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            Node::Array(items) => Value::Array(items.iter().map(Node::to_value).collect()),
+            Node::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_string(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl From<Value> for Node {
+    fn from(v: Value) -> Self {
+        Node::Value(v)
+    }
+}
+
+impl Serialize for Node {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Node::Value(v) => v.serialize(s),
+            Node::Raw(raw) => raw.serialize(s),
+            Node::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Node::Object(fields) => {
+                let mut map = s.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
     }
 }
 
@@ -172,15 +285,17 @@ pub(crate) enum Msg<'a> {
     Results(Vec<Res<'a>>),
 }
 
-/// The provider-neutral decisions every format shares (see the module docs).
-pub(crate) fn prepare(conv: &Conversation) -> Vec<Msg<'_>> {
-    let originals: HashSet<&str> = conv
+/// The decisions every format shares (see the module docs), ids in `format`'s form.
+pub(crate) fn prepare(conv: &Conversation, format: Format) -> Vec<Msg<'_>> {
+    // Every call's mapped id, so that a repeat made unique never takes a later call's id.
+    let mapped: HashSet<String> = conv
         .messages
         .iter()
         .flat_map(|m| match m {
-            Message::Assistant { calls, .. } => calls.iter().map(|c| c.id.as_str()).collect(),
+            Message::Assistant { calls, .. } => calls.iter().collect(),
             _ => Vec::new(),
         })
+        .map(|c| provider_id(format, &c.id))
         .collect();
     let mut used: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(conv.messages.len());
@@ -197,7 +312,12 @@ pub(crate) fn prepare(conv: &Conversation) -> Vec<Msg<'_>> {
                 let calls: Vec<Call<'_>> = calls
                     .iter()
                     .map(|c| {
-                        let id = unique_id(&c.id, &originals, &mut used);
+                        let id = unique_id(
+                            &provider_id(format, &c.id),
+                            &mapped,
+                            &mut used,
+                            format.id_len_max(),
+                        );
                         prev_calls.push((&c.id, id.clone(), &c.name, false));
                         Call {
                             id,
@@ -223,7 +343,7 @@ pub(crate) fn prepare(conv: &Conversation) -> Vec<Msg<'_>> {
                                 call.3 = true;
                                 (call.1.clone(), call.2)
                             }
-                            None => (r.id.clone(), r.name.as_str()),
+                            None => (provider_id(format, &r.id), r.name.as_str()),
                         };
                         Res {
                             id,
@@ -243,31 +363,103 @@ pub(crate) fn prepare(conv: &Conversation) -> Vec<Msg<'_>> {
     out
 }
 
-/// `id` itself the first time, then `{id}_{n}` for the smallest `n >= 2` no call uses.
-fn unique_id(id: &str, originals: &HashSet<&str>, used: &mut HashSet<String>) -> String {
+/// `id` (already in the format's form) itself the first time, then `{id}_{n}` for the smallest
+/// `n >= 2` no call uses, `id` cut so that the whole fits `len_max`. Terminates: candidates for
+/// distinct `n` differ after their last `_`, and only finitely many ids are taken.
+fn unique_id(
+    id: &str,
+    taken: &HashSet<String>,
+    used: &mut HashSet<String>,
+    len_max: usize,
+) -> String {
     if used.insert(id.to_string()) {
         return id.to_string();
     }
     let mut n = 2u64;
     loop {
-        let candidate = format!("{id}_{n}");
-        if !originals.contains(candidate.as_str()) && used.insert(candidate.clone()) {
+        let suffix = format!("_{n}");
+        let mut head = id.to_string();
+        // ASCII only (see `provider_id`), so any byte index is a char boundary.
+        head.truncate(len_max.saturating_sub(suffix.len()));
+        let candidate = head + &suffix;
+        if !taken.contains(&candidate) && used.insert(candidate.clone()) {
             return candidate;
         }
         n += 1;
     }
 }
 
-/// Tool arguments as the object Anthropic's `input` and Gemini's `args` must be.
-pub(crate) fn arguments_object(raw: &str) -> Value {
-    match serde_json::from_str::<Value>(raw) {
-        Ok(v @ Value::Object(_)) => v,
-        // The model's arguments may be invalid JSON or not an object (a crash may even have
-        // come from them). The provider only takes an object here, and the history must stay
-        // valid; dropping or "repairing" the arguments would misstate what the model sent, so
-        // the raw text is kept, byte for byte, under a key no tool schema uses.
-        _ => json!({ "_raw_arguments": raw }),
+/// The characters every format's ids may use (Anthropic's pattern, the strictest).
+fn id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// 1 to `len_max` characters, all of `[a-zA-Z0-9_-]`.
+pub(crate) fn fits(s: &str, len_max: usize) -> bool {
+    !s.is_empty() && s.len() <= len_max && s.chars().all(id_char)
+}
+
+/// `original` itself if it [`fits`], else every other character replaced by `_`, cut to leave
+/// room, then `_` and the first 8 hex digits of sha256(`original`): readable, and ids that
+/// differ only in replaced or cut characters stay distinct (a hash collision is caught by the
+/// uniqueness step of `prepare`). A pure function of `original`, so a call and its result map
+/// alike on every run. `len_max` is at least 10.
+pub(crate) fn fit(original: &str, len_max: usize) -> String {
+    if fits(original, len_max) {
+        return original.to_string();
     }
+    let hash = short_hash(original);
+    let mut head: String = original
+        .chars()
+        .map(|c| if id_char(c) { c } else { '_' })
+        .collect();
+    // ASCII only now, so any byte index is a char boundary.
+    head.truncate(len_max.saturating_sub(hash.len() + 1));
+    format!("{head}_{hash}")
+}
+
+/// A call id in the form `format` takes: 1 to [`Format::id_len_max`] characters of
+/// `[a-zA-Z0-9_-]`, mapped as [`fit`] describes when it is not already. Before `prepare` makes
+/// repeats unique: the id a rendered call has is this, or this with a `_{n}` suffix.
+pub fn provider_id(format: Format, original: &str) -> String {
+    fit(original, format.id_len_max())
+}
+
+/// The violation for a call id `format` would reject, if `id` is one.
+pub(crate) fn check_id(
+    format: Format,
+    id: &str,
+    index: usize,
+    rule: &'static str,
+    what: &str,
+) -> Result<(), Violation> {
+    let len_max = format.id_len_max();
+    if fits(id, len_max) {
+        return Ok(());
+    }
+    Err(Violation::new(
+        index,
+        rule,
+        format!(
+            "{what} `{id}` ({} bytes) does not match ^[a-zA-Z0-9_-]{{1,{len_max}}}$",
+            id.len()
+        ),
+    ))
+}
+
+/// Tool arguments as the object Anthropic's `input` and Gemini's `args` must be: the model's
+/// own text when it is a JSON object, so that every number and escape stays as it was.
+pub(crate) fn arguments_object(raw: &str) -> Node {
+    if let Ok(Value::Object(_)) = serde_json::from_str::<Value>(raw) {
+        if let Ok(text) = RawValue::from_string(raw.to_string()) {
+            return Node::Raw(text);
+        }
+    }
+    // The model's arguments may be invalid JSON or not an object (a crash may even have
+    // come from them). The provider only takes an object here, and the history must stay
+    // valid; dropping or "repairing" the arguments would misstate what the model sent, so
+    // the raw text is kept, byte for byte, under a key no tool schema uses.
+    Node::Value(json!({ "_raw_arguments": raw }))
 }
 
 /// The first 8 hex digits of sha256(`s`).
@@ -289,12 +481,12 @@ pub(crate) const LEADING_USER_TEXT: &str = "(conversation resumed)";
 /// what must come first (a user turn's results, a model turn's text), `rest` the others.
 pub(crate) struct Turn {
     pub role: &'static str,
-    pub first: Vec<Value>,
-    pub rest: Vec<Value>,
+    pub first: Vec<Node>,
+    pub rest: Vec<Node>,
 }
 
 impl Turn {
-    pub fn into_parts(self) -> Vec<Value> {
+    pub fn into_parts(self) -> Vec<Node> {
         let mut parts = self.first;
         parts.extend(self.rest);
         parts

@@ -4,13 +4,14 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use super::{body_array, first_duplicate, object, string_field, Msg, Violation};
+use super::{body_array, check_id, first_duplicate, object, string_field, Format, Msg, Violation};
 
 const SHAPE: &str = "openai_chat.shape";
 const ASSISTANT_CONTENT: &str = "openai_chat.assistant_content";
 const MISSING_TOOL_RESULT: &str = "openai_chat.missing_tool_result";
 const STRAY_TOOL_MESSAGE: &str = "openai_chat.stray_tool_message";
 const DUPLICATE_TOOL_CALL_ID: &str = "openai_chat.duplicate_tool_call_id";
+const BAD_ID: &str = "openai_chat.bad_id";
 
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
     let mut messages = Vec::new();
@@ -90,6 +91,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
         let role = string_field(m, "role", i, SHAPE, "the message")?;
         if role == "tool" {
             let id = string_field(m, "tool_call_id", i, SHAPE, "the tool message")?;
+            check_id(Format::OpenAiChat, id, i, BAD_ID, "tool_call_id")?;
             check_content(m, i)?;
             let Some(open) = open.as_mut() else {
                 return Err(Violation::new(
@@ -169,7 +171,9 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
                         let mut ids = Vec::with_capacity(calls.len());
                         for call in calls {
                             let call = object(call, i, SHAPE, "a tool call")?;
-                            ids.push(string_field(call, "id", i, SHAPE, "a tool call")?);
+                            let id = string_field(call, "id", i, SHAPE, "a tool call")?;
+                            check_id(Format::OpenAiChat, id, i, BAD_ID, "tool call id")?;
+                            ids.push(id);
                             if call.get("type").and_then(Value::as_str) != Some("function") {
                                 return Err(Violation::new(
                                     i,

@@ -4,13 +4,14 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Value};
 
-use super::{body_array, object, string_field, Msg, Violation};
+use super::{body_array, check_id, object, string_field, Format, Msg, Violation};
 
 const SHAPE: &str = "openai_responses.shape";
 const MISSING_OUTPUT: &str = "openai_responses.missing_output";
 const ORPHAN_OUTPUT: &str = "openai_responses.orphan_output";
 const DUPLICATE_OUTPUT: &str = "openai_responses.duplicate_output";
 const DUPLICATE_ID: &str = "openai_responses.duplicate_id";
+const BAD_ID: &str = "openai_responses.bad_id";
 
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
     let mut input = Vec::new();
@@ -95,6 +96,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
             }
             "function_call" => {
                 let call_id = string_field(item, "call_id", i, SHAPE, "the function_call")?;
+                check_id(Format::OpenAiResponses, call_id, i, BAD_ID, "call_id")?;
                 string_field(item, "name", i, SHAPE, "the function_call")?;
                 string_field(item, "arguments", i, SHAPE, "the function_call")?;
                 if let Some((first, _)) = calls.insert(call_id, (i, false)) {
@@ -107,6 +109,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
             }
             "function_call_output" => {
                 let call_id = string_field(item, "call_id", i, SHAPE, "the function_call_output")?;
+                check_id(Format::OpenAiResponses, call_id, i, BAD_ID, "call_id")?;
                 if !matches!(item.get("output"), Some(Value::String(_) | Value::Array(_))) {
                     return Err(Violation::new(
                         i,

@@ -8,8 +8,11 @@
 //! - **cancel** (user stop, or the session's timeout) **or the call's own `timeout_ms`**:
 //!   SIGTERM to the group; wait up to [`KILL_GRACE_MS`] until the shell has exited and the group
 //!   is empty (reading output all the while, so nobody blocks on a full pipe); SIGKILL to the
-//!   group if anything is left; reap the shell; return `ABORTED` (or `TIMEOUT`) with the output
-//!   so far and a confirmed [`SideEffect::ProcExit`].
+//!   group if anything is left; reap the shell; if our signal ended the shell, return `ABORTED`
+//!   (or `TIMEOUT`) with the output so far and a confirmed [`SideEffect::ProcExit`]. A shell
+//!   that ignored SIGTERM and exited by itself with a status was not stopped: the call keeps its
+//!   own outcome (output, `exit status N`), with a note that a stop was requested, when, and
+//!   how long the command went on.
 //! - **the shell exits by itself**: SIGKILL to the group at once. Whatever the command left
 //!   running in it (`server &`, `nohup job &`) is killed: a call's processes do not outlive the
 //!   call. The result carries the output and ends with the line `exit status N`.
@@ -257,7 +260,7 @@ impl Bash {
             }
         };
         let stopped = match streams.pump(&mut child, &mut status, stop).await {
-            Pumped::Stopped(why) => Some(why),
+            Pumped::Stopped(why) => Some((why, began.elapsed())),
             Pumped::Exited | Pumped::Eof => None,
         };
 
@@ -296,6 +299,7 @@ impl Bash {
             Some(status) => status,
             None => child.wait().await,
         };
+        let ended_after = began.elapsed();
         group.done();
         let drain_end = Instant::now() + ms(DRAIN_MS);
         // The shell is reaped: with its status "known", `pump` only reads.
@@ -328,6 +332,15 @@ impl Bash {
             pid,
             status: status.code(),
             signal: status.signal(),
+        };
+        // Stopped means ended by our signal. A shell that ignored SIGTERM and exited by itself
+        // ran to its own end: its outcome is its own, and the stop only a note.
+        let stopped = match stopped {
+            Some((why, at)) if !ended_by_our_signal(&status) => {
+                notes.insert(0, too_late_note(why, at, ended_after));
+                None
+            }
+            stopped => stopped.map(|(why, _)| why),
         };
         let transcript = transcript(&streams.capture, &notes, &status_line(&status));
         match stopped {
@@ -380,6 +393,28 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// Whether the shell died of a signal we send to stop it (SIGTERM, then SIGKILL).
+fn ended_by_our_signal(status: &ExitStatus) -> bool {
+    status
+        .signal()
+        .is_some_and(|s| s == Signal::SIGTERM as i32 || s == Signal::SIGKILL as i32)
+}
+
+/// The note for a stop the command outlived: what was asked, when (from the command's start),
+/// and how long it went on.
+fn too_late_note(why: Stop, at: Duration, ended_after: Duration) -> String {
+    let asked = match why {
+        Stop::Cancelled => "a stop was requested".to_owned(),
+        Stop::TimedOut(ms) => format!("its timeout_ms ({ms} ms) passed"),
+    };
+    format!(
+        "[{asked} {} ms after the command started and its process group was sent SIGTERM; the \
+         command went on and ended by itself {} ms later: this output and status are its own]",
+        at.as_millis(),
+        ended_after.saturating_sub(at).as_millis()
+    )
 }
 
 /// The last line of the content.
