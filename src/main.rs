@@ -90,6 +90,10 @@ enum Command {
         /// Turn plan mode on (it stays as journaled otherwise).
         #[arg(long)]
         plan_mode: bool,
+        /// Kill process groups that calls of the crashed run left running (journaled);
+        /// without it a resume refuses to go on while one runs.
+        #[arg(long)]
+        kill_orphans: bool,
     },
     /// List the sessions under the state directory.
     Sessions {
@@ -201,15 +205,19 @@ fn main() -> ExitCode {
             fsync,
             approve,
             plan_mode,
-        } => {
-            let flags = policy::ResumeFlags {
+            kill_orphans,
+        } => run::resume(run::ResumeArgs {
+            journal_dir: &journal,
+            script: script.as_deref(),
+            flags: policy::ResumeFlags {
                 approve,
                 max_parallel,
                 fsync,
                 config,
-            };
-            run::resume(&journal, script.as_deref(), flags, plan_mode)
-        }
+            },
+            plan_mode,
+            kill_orphans,
+        }),
         Command::Sessions { json } => sessions::list(json),
         Command::Journal { command } => match command {
             JournalCommand::Verify { dir } => journal_cmd::verify(&dir),

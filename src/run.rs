@@ -187,6 +187,8 @@ struct Setup<'a> {
     json: bool,
     config: &'a FileConfig,
     config_file: Option<runtime::event::ConfigFile>,
+    /// Process groups this resume killed before continuing, to journal.
+    killed: Vec<(CallRef, u32)>,
     plan_mode: bool,
 }
 
@@ -300,6 +302,7 @@ fn prepare(
         json,
         config: file_config,
         config_file,
+        killed,
         plan_mode,
     } = setup;
     let Locked {
@@ -378,6 +381,11 @@ fn prepare(
             policy.reason = reason;
             session
                 .record_policy(&policy)
+                .map_err(|e| failed(e.to_string()))?;
+        }
+        for (call, pgid) in &killed {
+            session
+                .record_process_killed(call, *pgid, nix::sys::signal::Signal::SIGKILL as i32)
                 .map_err(|e| failed(e.to_string()))?;
         }
         if plan_mode && !session.plan_mode() {
@@ -548,6 +556,7 @@ pub fn run_model(
         json,
         config: &no_config,
         config_file: None,
+        killed: Vec::new(),
         plan_mode: false,
     };
     refuse_existing_session(journal_dir)?;
@@ -656,6 +665,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         json: args.json,
         config: &loaded.config,
         config_file: loaded.file.clone(),
+        killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
     let locked = lock_journal(&journal_dir, args.fsync)?;
@@ -667,12 +677,25 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     play(prepared, model, args.json)
 }
 
-pub fn resume(
-    journal_dir: &Path,
-    script: Option<&Path>,
-    flags: policy::ResumeFlags,
-    plan_mode: bool,
-) -> Result<(), CliError> {
+/// What `tooljournal resume` was asked to do.
+pub struct ResumeArgs<'a> {
+    pub journal_dir: &'a Path,
+    pub script: Option<&'a Path>,
+    pub flags: policy::ResumeFlags,
+    /// Turn plan mode on.
+    pub plan_mode: bool,
+    /// Kill process groups the crashed run left running instead of refusing to go on.
+    pub kill_orphans: bool,
+}
+
+pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
+    let ResumeArgs {
+        journal_dir,
+        script,
+        flags,
+        plan_mode,
+        kill_orphans,
+    } = args;
     // Recovery first: balance the journal (never re-running anything), then continue.
     let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
         recover::session::RecoverError::Failed(m) => CliError::Failed(m),
@@ -739,6 +762,7 @@ pub fn resume(
         )?;
         return Ok(());
     };
+    let killed = stop_orphans(journal_dir, &replay, kill_orphans)?;
     let mut model = load_script(script)?;
     let consumed = consumed_lines(model.lines(), &replay)
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
@@ -751,6 +775,7 @@ pub fn resume(
         json: false,
         config: &resolved.config.config,
         config_file: resolved.config.file.clone(),
+        killed,
         // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
         plan_mode,
     };
@@ -758,6 +783,54 @@ pub fn resume(
     let prepared = prepare(None, locked, &workspace, setup, Some(&replay))?;
     outln!("resuming session {session_id} after {consumed} script lines")?;
     play(prepared, model, false)
+}
+
+/// How long a killed process group may take to disappear.
+const ORPHAN_KILL_WAIT_MS: u64 = 5_000;
+
+/// Process groups that calls of the crashed run started and that still run: a resume does not
+/// go on beside them (they may still be changing the workspace) unless told to kill them.
+/// Returns the groups killed, for the journal.
+fn stop_orphans(
+    journal_dir: &Path,
+    replay: &SessionReplay,
+    kill: bool,
+) -> Result<Vec<(CallRef, u32)>, CliError> {
+    let mut killed = Vec::new();
+    for (call, process) in replay.unsettled_processes() {
+        let Some(members) = runtime::process::still_running(&process) else {
+            continue;
+        };
+        if !kill {
+            return Err(failed(format!(
+                "{}: {call}: still running: process group {} ({members} processes), started \
+                 before the session was interrupted; stop it, or resume with --kill-orphans",
+                journal_dir.display(),
+                process.pgid
+            )));
+        }
+        let pgid = nix::unistd::Pid::from_raw(process.pgid as i32);
+        // ESRCH: it ended on its own meanwhile; that is fine.
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(ORPHAN_KILL_WAIT_MS);
+        while runtime::process::still_running(&process).is_some() {
+            if std::time::Instant::now() > deadline {
+                return Err(failed(format!(
+                    "{}: {call}: process group {} still runs {ORPHAN_KILL_WAIT_MS} ms after SIGKILL",
+                    journal_dir.display(),
+                    process.pgid
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        eprintln!(
+            "note: {call}: killed process group {} ({members} processes) left running by the crashed run",
+            process.pgid
+        );
+        killed.push((call, process.pgid));
+    }
+    Ok(killed)
 }
 
 /// What recovery did before a resume, for people.

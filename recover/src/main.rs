@@ -220,8 +220,18 @@ fn classify_streamed<S: ReportSink>(
     }
 }
 
-/// What a streamed run changed, on stderr.
+/// What a streamed run changed, and processes that outlived the session, on stderr.
 fn note_streamed(dir: &Path, s: &recover::session::Streamed) {
+    for (call, process) in &s.processes {
+        if let Some(members) = runtime::process::still_running(process) {
+            eprintln!(
+                "warning: {}: {call}: still running: process group {} ({members} processes); \
+                 it may still change the workspace (`tooljournal resume --kill-orphans` stops it)",
+                dir.display(),
+                process.pgid
+            );
+        }
+    }
     if let Some(q) = &s.quarantine_file {
         eprintln!(
             "note: {}: torn bytes kept in {q} before the tail was cut",

@@ -337,6 +337,9 @@ pub struct Streamed {
     /// [`Analysis`] has them.
     pub pending_asks: Vec<CallRef>,
     pub recovery: Option<Recovery>,
+    /// Process groups of calls that never settled (none killed by a resume): they may still
+    /// run. Not part of stdout: whether they run is the world's state, not the journal's.
+    pub processes: Vec<(CallRef, runtime::event::ProcessStarted)>,
 }
 
 /// [`recover_reporting`] without keeping the session: every call's report goes to `sink` as
@@ -421,6 +424,7 @@ pub fn recover_storage_streaming(
         retained_calls_max: classifier.retained_calls_max(),
         pending_asks: finished.pending_asks,
         recovery: finished.recovery,
+        processes: finished.processes,
     })
 }
 

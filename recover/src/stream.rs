@@ -32,8 +32,8 @@ use crate::classify::{
 use journal::{Position, ReadEnd};
 use runtime::code::ErrorCode;
 use runtime::event::{
-    CallRef, Classification, CommittedResult, Event, ModelResponse, Outcome, Record, RecoveredCall,
-    Recovery, Resources,
+    CallRef, Classification, CommittedResult, Event, ModelResponse, Outcome, ProcessStarted,
+    Record, RecoveredCall, Recovery, Resources,
 };
 use runtime::replay::ReplayError;
 use runtime::state::{CallMachine, CallState};
@@ -125,6 +125,9 @@ pub struct Finished {
     /// The event that balances the journal; `None` when it is balanced already (or live):
     /// exactly what [`analyze`](crate::classify::analyze) gives.
     pub recovery: Option<Recovery>,
+    /// Process groups of calls that never settled and that no resume killed: they may still
+    /// run ([`runtime::process::still_running`] says).
+    pub processes: Vec<(CallRef, ProcessStarted)>,
 }
 
 /// Replays records one at a time, checking them, and hands out each call's report as soon as
@@ -144,6 +147,9 @@ pub struct Classifier {
     ready: VecDeque<CallReport>,
     last_recovery_dropped: Option<u64>,
     retained_max: usize,
+    /// Process groups started by calls that have not settled (nor been killed by a resume):
+    /// bounded by the calls running at once.
+    processes: Vec<(CallRef, ProcessStarted)>,
 }
 
 impl Classifier {
@@ -160,6 +166,7 @@ impl Classifier {
             ready: VecDeque::new(),
             last_recovery_dropped: None,
             retained_max: 0,
+            processes: Vec::new(),
         }
     }
 
@@ -358,6 +365,20 @@ impl Classifier {
             } => {
                 let c = self.advance(&call, CallState::Settled, 0, &source_seqs, seq, position)?;
                 c.outcome = Some(outcome);
+                self.processes.retain(|(c, _)| *c != call);
+            }
+            Event::CallProcess { call, process } => {
+                let c = self.find_call(&call).map_err(bad)?;
+                if c.state != CallState::Started {
+                    return Err(bad(format!(
+                        "call/process for {call}, which is {} (a process is started by a running call)",
+                        c.state.as_str()
+                    )));
+                }
+                self.processes.push((call, process));
+            }
+            Event::ProcessKilled { pgid, .. } => {
+                self.processes.retain(|(_, p)| p.pgid != pgid);
             }
             Event::Committed {
                 call,
@@ -691,6 +712,7 @@ impl Classifier {
             end: end_of(read_end, dropped_now, self.last_recovery_dropped),
             pending_asks,
             recovery,
+            processes: std::mem::take(&mut self.processes),
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::code::ErrorCode;
 use crate::state::CallState;
 use serde::{Deserialize, Serialize};
 
-/// The version of this event schema, recorded in `session/open`. 2 added `session/policy`.
+/// The version of this event schema, recorded in `session/open`. 2 added `session/policy`,
+/// `call/process` and `process/killed`.
 pub const EVENT_SCHEMA_VERSION: u32 = 2;
 
 /// One journal record: when, and what.
@@ -147,6 +148,16 @@ pub enum SyncPolicy {
     Always,
     Group,
     Never,
+}
+
+/// A process a call started: the leader of the call's own process group, named so that a
+/// reused pid is not taken for it (its start time in clock ticks since boot, and the boot's id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStarted {
+    pub pid: u32,
+    pub pgid: u32,
+    pub start_ticks: u64,
+    pub boot_id: String,
 }
 
 /// The configuration file a session was set up from: its path and the sha256 of its bytes.
@@ -488,11 +499,22 @@ pub enum Event {
     },
     /// The session's policy: right after `session/open`, and again whenever a resume changes it.
     SessionPolicy(SessionPolicy),
+    /// A running call started a process group (made durable before the call goes on).
+    CallProcess {
+        call: CallRef,
+        process: ProcessStarted,
+    },
+    /// A resume killed a process group that a call of a crashed run left running.
+    ProcessKilled {
+        call: CallRef,
+        pgid: u32,
+        signal: i32,
+    },
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 26;
+    pub const VARIANT_COUNT: u32 = 28;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -523,6 +545,8 @@ impl Event {
             Event::StepTools { .. } => "step/tools",
             Event::PlanMode { .. } => "plan/mode",
             Event::SessionPolicy(_) => "session/policy",
+            Event::CallProcess { .. } => "call/process",
+            Event::ProcessKilled { .. } => "process/killed",
         }
     }
 

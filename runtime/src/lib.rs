@@ -16,6 +16,7 @@ pub mod failpoint;
 pub mod hooks;
 pub mod model;
 mod pipeline;
+pub mod process;
 pub mod registry;
 pub mod replay;
 pub mod result;

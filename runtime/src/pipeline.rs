@@ -147,8 +147,11 @@ pub(crate) async fn run_body(
         // to stop; it cannot be awaited from a drop. Callers should cancel, not drop.
         let _stop_if_dropped = token.clone().drop_guard();
         let (sink, mut progress) = ProgressSink::channel();
-        let ctx_for_tool =
-            ToolContext::new(token.clone(), sink, info.call.call_id.clone(), attempt);
+        let processes = crate::tool::ProcessLog {
+            log: ctx.log.clone(),
+            call: info.call.clone(),
+        };
+        let ctx_for_tool = ToolContext::new(token.clone(), sink, attempt, processes);
         // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
         // panicking body is caught at each poll and becomes TOOL_PANICKED.
         let made = catch_unwind(AssertUnwindSafe(|| {

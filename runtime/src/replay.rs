@@ -8,8 +8,9 @@
 
 use crate::code::ErrorCode;
 use crate::event::{
-    Approval, AskAnswer, CallRef, CommittedResult, Event, ModelResponse, Outcome, PlanItem, Record,
-    Recovery, Resources, SessionOpen, SideEffect, StepOutcome, TurnOutcome, VisibleTool,
+    Approval, AskAnswer, CallRef, CommittedResult, Event, ModelResponse, Outcome, PlanItem,
+    ProcessStarted, Record, Recovery, Resources, SessionOpen, SideEffect, StepOutcome, TurnOutcome,
+    VisibleTool,
 };
 use crate::state::{CallMachine, CallState, IllegalTransition};
 use journal::{JournalError, Limits, Position, ReadEnd, Reader, Storage};
@@ -75,6 +76,8 @@ pub struct CallReplay {
     pub outcome: Option<Outcome>,
     pub committed: Option<CommittedResult>,
     pub asks: Vec<AskRecord>,
+    /// Process groups the call started (`call/process`).
+    pub processes: Vec<ProcessStarted>,
     /// Every event of the call, in order.
     pub seqs: Vec<u64>,
     pub received_at_ms: u64,
@@ -110,6 +113,7 @@ impl CallReplay {
             outcome: None,
             committed: None,
             asks: Vec::new(),
+            processes: Vec::new(),
             seqs: Vec::new(),
             received_at_ms: at_ms,
             started_at_ms: None,
@@ -146,6 +150,8 @@ pub struct SessionReplay {
     pub plan: Option<Vec<PlanItem>>,
     /// Whether plan mode was on at the end of the journal.
     pub plan_mode: bool,
+    /// Process groups a resume killed (`process/killed`).
+    pub killed_groups: Vec<u32>,
     /// The latest `session/policy`; None for a journal written before it existed (schema 1).
     pub policy: Option<crate::event::SessionPolicy>,
     /// Deferred tools `tool_search` loaded: visible in every later step.
@@ -177,6 +183,16 @@ impl SessionReplay {
     /// The turn left open (no `turn/end`), if any.
     pub fn open_turn(&self) -> Option<&TurnReplay> {
         self.turns.last().filter(|t| t.outcome.is_none())
+    }
+
+    /// Process groups started by calls that never settled and that no resume killed: they may
+    /// still run ([`crate::process::still_running`] says whether they do).
+    pub fn unsettled_processes(&self) -> Vec<(CallRef, ProcessStarted)> {
+        self.calls()
+            .filter(|c| c.outcome.is_none())
+            .flat_map(|c| c.processes.iter().map(|p| (c.call.clone(), p.clone())))
+            .filter(|(_, p)| !self.killed_groups.contains(&p.pgid))
+            .collect()
     }
 }
 
@@ -494,6 +510,19 @@ impl Replayer {
                 r.plan_mode = on;
             }
             Event::SessionPolicy(policy) => r.policy = Some(policy),
+            Event::CallProcess { call, process } => {
+                let c = find_call(r, &call).map_err(bad)?;
+                if c.state != CallState::Started {
+                    return Err(bad(format!(
+                        "call/process for {call}, which is {} (a process is started by a running call)",
+                        c.state.as_str()
+                    )));
+                }
+                c.processes.push(process);
+            }
+            // Not checked against the call: it comes after the recovery that finished the call,
+            // when the streaming classifier no longer holds it (the two must agree).
+            Event::ProcessKilled { pgid, .. } => r.killed_groups.push(pgid),
             Event::SpillStored { .. } => {}
             Event::Fault {
                 turn,

@@ -352,6 +352,22 @@ impl Session {
         Ok(())
     }
 
+    /// Journals that a resume killed a process group a call of the crashed run left running
+    /// (`process/killed`).
+    pub fn record_process_killed(
+        &mut self,
+        call: &CallRef,
+        pgid: u32,
+        signal: i32,
+    ) -> Result<(), RuntimeError> {
+        self.log.append(&Event::ProcessKilled {
+            call: call.clone(),
+            pgid,
+            signal,
+        })?;
+        Ok(())
+    }
+
     /// Turns plan mode on or off, journaled (`plan/mode`). While it is on, only tools declared
     /// read-only run; the others are refused with `POLICY_DENIED`. A no-op when already so.
     pub fn set_plan_mode(&mut self, on: bool, reason: &str) -> Result<(), RuntimeError> {

@@ -145,6 +145,19 @@ impl Drop for ProgressReceiver {
     }
 }
 
+/// Where a tool body journals the processes it starts: the call's own journal, under its name.
+#[derive(Clone)]
+pub(crate) struct ProcessLog {
+    pub log: crate::eventlog::EventLog,
+    pub call: crate::event::CallRef,
+}
+
+impl std::fmt::Debug for ProcessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProcessLog({})", self.call)
+    }
+}
+
 /// What the runtime hands a tool body.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
@@ -152,21 +165,48 @@ pub struct ToolContext {
     progress: ProgressSink,
     call_id: String,
     attempt: u32,
+    processes: ProcessLog,
 }
 
 impl ToolContext {
     pub(crate) fn new(
         cancel: CancellationToken,
         progress: ProgressSink,
-        call_id: String,
         attempt: u32,
+        processes: ProcessLog,
     ) -> ToolContext {
         ToolContext {
             cancel,
             progress,
-            call_id,
+            call_id: processes.call.call_id.clone(),
             attempt,
+            processes,
         }
+    }
+
+    /// Journals a process group this call started (`call/process`) and waits until it is
+    /// durable, so that after a crash recovery and resume can tell whether it still runs. A
+    /// tool that starts processes calls it right after the spawn; an error means the journal
+    /// failed (the session is stopping) and the tool should stop what it started.
+    pub async fn record_process(
+        &self,
+        process: crate::event::ProcessStarted,
+    ) -> Result<(), ToolError> {
+        let journal_failed =
+            |e: crate::RuntimeError| ToolError::new(ErrorCode::ToolFailed, e.to_string());
+        let seq = self
+            .processes
+            .log
+            .append(&crate::event::Event::CallProcess {
+                call: self.processes.call.clone(),
+                process,
+            })
+            .map_err(journal_failed)?;
+        self.processes
+            .log
+            .sync_through(seq)
+            .await
+            .map_err(journal_failed)
     }
 
     /// Cancelled when the user stops the batch or the call times out. (An internal fault is

@@ -260,6 +260,28 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 reason: "r".into(),
             }),
         ),
+        (
+            26,
+            "call/process",
+            Event::CallProcess {
+                call: call(),
+                process: ProcessStarted {
+                    pid: 7,
+                    pgid: 7,
+                    start_ticks: 99,
+                    boot_id: "b".into(),
+                },
+            },
+        ),
+        (
+            27,
+            "process/killed",
+            Event::ProcessKilled {
+                call: call(),
+                pgid: 7,
+                signal: 9,
+            },
+        ),
     ]
 }
 

@@ -212,6 +212,11 @@ impl Bash {
             .stderr(writer)
             .process_group(0)
             .kill_on_drop(true);
+        // SAFETY: the closure runs in the child between fork and exec and makes only
+        // async-signal-safe system calls (prctl, getppid, _exit).
+        unsafe {
+            shell.pre_exec(die_with_the_runtime);
+        }
         let spawned = shell.spawn();
         // The command holds our copies of the pipe's write end: drop them, or the pipe never
         // reaches its end.
@@ -225,6 +230,23 @@ impl Bash {
             ));
         };
         let mut group = Group::new(pid);
+        // Journaled before the command may do anything we wait for: if the runtime dies from
+        // here on, recovery can find the group and resume can refuse to go on beside it.
+        let recorded = match crate::process::identify(pid, pid) {
+            Some(process) => ctx.record_process(process).await,
+            // The shell is already gone (it exited at once): nothing can outlive us.
+            None => Ok(()),
+        };
+        if let Err(e) = recorded {
+            group.signal(Signal::SIGKILL);
+            let status = child.wait().await.ok();
+            group.done();
+            return Err(e.with_side_effect(SideEffect::ProcExit {
+                pid,
+                status: status.and_then(|s| s.code()),
+                signal: status.and_then(|s| s.signal()),
+            }));
+        }
         let out = std::process::ChildStdout::from(std::os::fd::OwnedFd::from(reader));
         let out = match ChildStdout::from_std(out) {
             Ok(out) => out,
@@ -476,7 +498,7 @@ impl Group {
         if killpg(self.pgid, None) == Err(Errno::ESRCH) {
             return true;
         }
-        live_members(self.pgid.as_raw()) == Some(0)
+        crate::process::live_members(self.pgid.as_raw()) == Some(0)
     }
 
     fn done(&mut self) {
@@ -492,39 +514,19 @@ impl Drop for Group {
     }
 }
 
-/// How many processes of group `pgid` are alive (not zombies), from /proc; `None` without /proc.
-fn live_members(pgid: i32) -> Option<usize> {
-    let mut live = 0;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-        {
-            continue;
-        }
-        // A process may vanish between the listing and the read: it is not alive then.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some((state, pgrp)) = state_and_group(&stat) {
-            if pgrp == pgid && !matches!(state, 'Z' | 'X' | 'x') {
-                live += 1;
-            }
-        }
+/// In the child, before exec: the shell gets SIGKILL when the runtime's thread that started
+/// it dies (a SIGKILLed runtime included), so no shell outlives the runtime by design. Its own
+/// children do not inherit this: `call/process` lets recovery and resume find them.
+fn die_with_the_runtime() -> io::Result<()> {
+    let parent = nix::unistd::getppid();
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+    // The parent may have died before the prctl: then nothing would ever send the signal.
+    if nix::unistd::getppid() != parent {
+        return Err(io::Error::other(
+            "the runtime died while the command started",
+        ));
     }
-    Some(live)
-}
-
-/// The state letter and process group of a `/proc/PID/stat` line: `pid (comm) S ppid pgrp …`
-/// (`comm` may hold spaces and parentheses: fields are counted from its last `)`).
-fn state_and_group(stat: &str) -> Option<(char, i32)> {
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
+    Ok(())
 }
 
 /// What [`Streams::pump`] stopped for.
@@ -762,18 +764,6 @@ mod tests {
         assert!(!text.contains('\u{fffd}'), "{text:?}");
         assert!(text.starts_with("aé\n[... 1 bytes"), "{text:?}");
         assert!(text.ends_with("...]\n€"), "{text:?}");
-    }
-
-    #[test]
-    fn proc_stat_lines_parse_even_with_odd_names() {
-        assert_eq!(
-            state_and_group("42 (a b) c)) Z 1 40 40 0 -1"),
-            Some(('Z', 40))
-        );
-        assert_eq!(state_and_group("garbage"), None);
-        let me = std::process::id() as i32;
-        let own_group = nix::unistd::getpgrp().as_raw();
-        assert!(live_members(own_group).is_some_and(|n| n >= 1), "{me}");
     }
 
     #[test]

@@ -1,0 +1,170 @@
+//! Processes that outlive a SIGKILLed runtime: `tooljournal run` is killed while a `bash` call's
+//! command runs; the shell dies with the runtime (parent-death signal), the command's other
+//! processes are found again from the journal (`call/process`), `recover classify` says they
+//! still run, and `resume` refuses to go on beside them unless `--kill-orphans` (journaled).
+
+use runtime::event::{Event, ProcessStarted, Record};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `recover`, built beside `tooljournal` by `cargo test --workspace` (its own tests need it).
+fn recover_bin() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_tooljournal")).with_file_name("recover");
+    assert!(
+        path.exists(),
+        "{} is missing: run the suite with `cargo test --workspace`, which builds it",
+        path.display()
+    );
+    path
+}
+
+fn events(journal: &Path) -> Vec<Event> {
+    let storage: std::sync::Arc<dyn journal::Storage> =
+        std::sync::Arc::new(journal::FsStorage::open(journal).unwrap());
+    journal::Reader::open(storage, journal::Limits::default())
+        .unwrap()
+        .map(|r| r.unwrap().decode::<Record>().unwrap().event)
+        .collect()
+}
+
+/// Waits, within a bound that fails the test rather than hang it, until `done` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let state = s[s.rfind(')').unwrap() + 1..].split_whitespace().next();
+            !matches!(state, Some("Z" | "X"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let journal = tmp.path().join("journal");
+    let script = tmp.path().join("s.jsonl");
+    // The command's `sleep` is a child of the shell, in its process group: the shell dies with
+    // the runtime, the sleep would go on and then write `late.txt`.
+    let command = "echo started > started.txt; sleep 300; echo late > late.txt";
+    let lines = [
+        json!({"user": "long job"}),
+        json!({"assistant": {"text": "", "tool_calls": [{"id": "k1", "name": "bash",
+            "arguments": json!({ "command": command }).to_string()}], "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+        json!({"user": "next"}),
+        json!({"assistant": {"text": "", "tool_calls": [{"id": "n1", "name": "bash",
+            "arguments": json!({ "command": "echo next > next.txt" }).to_string()}],
+            "stop_reason": "end_turn"}}),
+    ];
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text.join("\n")).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--journal")
+        .arg(&journal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the command started", || ws.join("started.txt").exists());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let recorded: Vec<ProcessStarted> = events(&journal)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::CallProcess { call, process } if call.call_id == "k1" => Some(process),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recorded.len(), 1, "the shell's group is journaled");
+    let group = recorded[0].clone();
+    assert_eq!(group.pid, group.pgid, "the shell leads its own group");
+    wait_until("the shell died with the runtime", || !alive(group.pid));
+    let members = runtime::process::still_running(&group);
+    assert_eq!(members, Some(1), "the sleep outlived the runtime");
+
+    // recover says so, on stderr (its stdout is the journal's alone).
+    let out = Command::new(recover_bin())
+        .args(["classify", "--dry-run"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("still running: process group {}", group.pgid)),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("still running"));
+
+    // resume refuses to go on beside it…
+    let resume = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+            .args(["resume", "--journal"])
+            .arg(&journal)
+            .arg("--script")
+            .arg(&script)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = resume(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("still running: process group {}", group.pgid))
+            && stderr.contains("--kill-orphans"),
+        "{stderr}"
+    );
+    assert!(!ws.join("next.txt").exists(), "nothing ran");
+    assert_eq!(runtime::process::still_running(&group), Some(1));
+
+    // …unless told to stop it: then the group is gone, the kill journaled, the session goes on.
+    let out = resume(&["--kill-orphans"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(runtime::process::still_running(&group), None);
+    assert!(ws.join("next.txt").exists());
+    assert!(
+        !ws.join("late.txt").exists(),
+        "the orphan never got to write"
+    );
+    assert!(events(&journal).iter().any(|e| matches!(
+        e,
+        Event::ProcessKilled { call, pgid, signal: 9 } if call.call_id == "k1" && *pgid == group.pgid
+    )));
+    let out = Command::new(recover_bin())
+        .args(["classify", "--dry-run"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("still running"),
+        "{}",
+        describe(&out)
+    );
+}
