@@ -520,9 +520,18 @@ pub fn resume(
         recover::session::RecoverError::Failed(m) => CliError::Failed(m),
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
     })?;
+    for note in recovered.notes() {
+        eprintln!("note: {}: {note}", journal_dir.display());
+    }
     if recovered.analysis.live {
         return Err(failed(format!(
             "{}: the session is live (another process holds its journal); nothing to resume",
+            journal_dir.display()
+        )));
+    }
+    if let Some(why) = &recovered.read_only_because {
+        return Err(failed(format!(
+            "{}: {why}; cannot resume",
             journal_dir.display()
         )));
     }

@@ -39,8 +39,8 @@ fn read_session(dir: &std::path::Path) -> Row {
             return row;
         }
     };
-    // A live writer holds the lock; taking it here for a moment is harmless and tells us.
-    let running = matches!(storage.try_lock(), Ok(None));
+    // A live writer holds the lock; asking creates and writes nothing (a listing must not).
+    let running = matches!(storage.writer_lock_held(), Ok(true));
     let storage: Arc<dyn Storage> = Arc::new(storage);
     let mut replayer = Replayer::new();
     let reader = match Reader::open(storage, Limits::default()) {

@@ -25,7 +25,7 @@ mod writer;
 pub use error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
 pub use storage::{FsStorage, SimStorage, Storage};
-pub use writer::{Journal, JournalStats, OpenReport};
+pub use writer::{Journal, JournalStats, OpenReport, WriterLock};
 
 use std::str::FromStr;
 

@@ -37,6 +37,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Takes the directory's exclusive writer lock. `Ok(None)` when another writer holds it.
     /// The lock is held until the returned guard is dropped.
     fn try_lock(&self) -> io::Result<Option<Box<dyn Any + Send + Sync>>>;
+    /// Whether a writer holds the directory's lock, found without creating, opening for
+    /// writing or changing anything, so that a read-only journal can be asked too. No lock
+    /// file means no writer. An error means it cannot be told. The default cannot tell.
+    fn writer_lock_held(&self) -> io::Result<bool> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this storage cannot check its writer lock without taking it",
+        ))
+    }
     /// Whether this storage's calls may block the thread for long (a real disk). The journal
     /// moves such calls off the async executor; the simulation runs them inline, which keeps
     /// simulated runs deterministic.
