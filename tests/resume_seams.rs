@@ -25,7 +25,12 @@ fn resume(dir: &Path) -> Output {
 }
 
 fn put(journal: &Journal, event: Event) {
-    journal.append(&Record { at_ms: 1_000, event }).unwrap();
+    journal
+        .append(&Record {
+            at_ms: 1_000,
+            event,
+        })
+        .unwrap();
 }
 
 /// session/open, then turn 1 with one step whose response asks for nothing (or, with `id`,
@@ -160,7 +165,12 @@ fn resume_cuts_a_finished_sessions_torn_tail_and_leaves_it_finished() {
         append_bytes(&segment, &tail);
         for attempt in ["first", "second"] {
             let out = resume(dir.path());
-            assert_eq!(out.status.code(), Some(0), "{attempt}: {}", text(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{attempt}: {}",
+                text(&out.stderr)
+            );
             assert!(
                 text(&out.stdout).contains("already finished"),
                 "{attempt}: {}",
@@ -189,7 +199,9 @@ fn resume_of_a_corrupt_journal_with_a_torn_tail_changes_nothing() {
         },
         ..Options::default()
     };
-    session(dir.path(), options, Some("c1"), 200).close().unwrap();
+    session(dir.path(), options, Some("c1"), 200)
+        .close()
+        .unwrap();
     let first = dir.path().join(journal::segment::file_name(0));
     assert!(
         last_segment(dir.path()) >= dir.path().join(journal::segment::file_name(2)),

@@ -42,7 +42,12 @@ fn run_ok(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn put(journal: &Journal, event: Event) -> u64 {
-    journal.append(&Record { at_ms: 1_000, event }).unwrap()
+    journal
+        .append(&Record {
+            at_ms: 1_000,
+            event,
+        })
+        .unwrap()
 }
 
 fn call(id: &str) -> CallRef {
@@ -203,7 +208,10 @@ type Snapshot = BTreeMap<String, String>;
 fn snapshot(dir: &Path) -> Snapshot {
     let mut s = Snapshot::new();
     let meta = std::fs::metadata(dir).unwrap();
-    s.insert(".".into(), format!("dir mtime {:?}", meta.modified().unwrap()));
+    s.insert(
+        ".".into(),
+        format!("dir mtime {:?}", meta.modified().unwrap()),
+    );
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let meta = std::fs::symlink_metadata(entry.path()).unwrap();
@@ -293,7 +301,10 @@ fn a_closed_session_with_a_torn_tail_is_cut_and_stays_as_readable_as_before() {
             "{what}: the same calls as before the damage"
         );
         let second = run_ok(dir.path(), &["classify", "--json"]);
-        assert_eq!(first.stdout, second.stdout, "{what}: the same bytes out (I5)");
+        assert_eq!(
+            first.stdout, second.stdout,
+            "{what}: the same bytes out (I5)"
+        );
         assert_eq!(
             run_ok(dir.path(), &["rebuild", "--format", "anthropic"]).stdout,
             healthy_history,
@@ -487,8 +498,12 @@ fn a_read_only_journal_is_read_and_nothing_in_it_changes() {
         )
         .map(|()| Mounted(mount_point.path().to_owned()))
         .and_then(|m| {
-            succeeded(Command::new("mount").args(["-o", "remount,bind,ro"]).arg(&m.0))
-                .map(|()| m)
+            succeeded(
+                Command::new("mount")
+                    .args(["-o", "remount,bind,ro"])
+                    .arg(&m.0),
+            )
+            .map(|()| m)
         })
     } else {
         Err("not running as root".to_owned())
@@ -561,7 +576,8 @@ fn a_corrupt_journal_with_a_torn_tail_is_left_byte_for_byte() {
     // recovery reads on its own); tear the last segment's tail.
     let mut first = std::fs::read(&segs[0]).unwrap();
     let header = journal::segment::HEADER_BYTES;
-    let second = header + 8 + u32::from_le_bytes(first[header..header + 4].try_into().unwrap()) as usize;
+    let second =
+        header + 8 + u32::from_le_bytes(first[header..header + 4].try_into().unwrap()) as usize;
     first[second + 20] ^= 0x40;
     std::fs::write(&segs[0], &first).unwrap();
     append_bytes(segs.last().unwrap(), &[0u8; 512]);
@@ -573,11 +589,13 @@ fn a_corrupt_journal_with_a_torn_tail_is_left_byte_for_byte() {
         &["audit"],
     ] {
         let out = run(dir.path(), args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
-        let at = format!(
-            "segment {} offset {second}",
-            journal::segment::file_name(0)
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
         );
+        let at = format!("segment {} offset {second}", journal::segment::file_name(0));
         assert!(
             text(&out.stderr).contains(&at),
             "{args:?} names the corruption ({at}): {}",
@@ -611,7 +629,10 @@ fn a_repair_killed_after_the_cut_is_reported_and_recorded_by_the_rerun() {
     let quarantine = report.quarantine_file.clone().expect("quarantined");
     drop(journal);
     assert_eq!(std::fs::read(dir.path().join(&quarantine)).unwrap(), tail);
-    assert!(replay(dir.path()).recoveries.is_empty(), "nothing recorded yet");
+    assert!(
+        replay(dir.path()).recoveries.is_empty(),
+        "nothing recorded yet"
+    );
 
     let dry = run_ok(dir.path(), &["classify", "--dry-run", "--json"]);
     assert_eq!(
@@ -622,7 +643,10 @@ fn a_repair_killed_after_the_cut_is_reported_and_recorded_by_the_rerun() {
     assert_eq!(dry.stdout, untouched, "as it said before the cut");
 
     let rerun = run_ok(dir.path(), &["classify", "--json"]);
-    assert_eq!(rerun.stdout, untouched, "the rerun says what the repair would have");
+    assert_eq!(
+        rerun.stdout, untouched,
+        "the rerun says what the repair would have"
+    );
     assert!(
         text(&rerun.stderr).contains(&quarantine),
         "the rerun names the quarantine file: {}",
