@@ -224,8 +224,8 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
             .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?,
     );
     let (live, read_only_because) = liveness(storage.as_ref());
-    let mut reader =
-        journal::Reader::open_salvaging(storage, Limits::default()).map_err(|e| failed(dir, e))?;
+    let mut reader = journal::Reader::open_salvaging(storage.clone(), Limits::default())
+        .map_err(|e| failed(dir, e))?;
     let mut replayer = runtime::replay::Replayer::new();
     let mut salvage = Salvage::default();
     for record in reader.by_ref() {
@@ -246,7 +246,13 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         .end()
         .cloned()
         .expect("a salvaging reader ends without corruption");
-    let analysis = analyze(replayer.finish(), &end, 0, live);
+    // The same end as a dry run reports, a cut no event records included.
+    let earlier_cut = match end {
+        ReadEnd::Clean if !live => unrecorded_cut(storage.as_ref()).map_err(|e| failed(dir, e))?,
+        _ => None,
+    };
+    let dropped_bytes = earlier_cut.as_ref().map_or(0, |c| c.dropped_bytes);
+    let analysis = analyze(replayer.finish(), &end, dropped_bytes, live);
     for c in &analysis.calls {
         if c.recovered && !salvage.affected_calls.contains(&c.call) {
             salvage.affected_calls.push(c.call.clone());
@@ -257,7 +263,7 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         salvage: Some(salvage),
         appended: false,
         quarantine_file: None,
-        earlier_cut: None,
+        earlier_cut,
         read_only_because,
     })
 }

@@ -641,6 +641,12 @@ fn a_repair_killed_after_the_cut_is_reported_and_recorded_by_the_rerun() {
         "the dry run says what was dropped"
     );
     assert_eq!(dry.stdout, untouched, "as it said before the cut");
+    let salvaged = run_ok(dir.path(), &["classify", "--salvage", "--json"]);
+    assert_eq!(
+        json(&salvaged)["end"],
+        json(&dry)["end"],
+        "salvage says the same"
+    );
 
     let rerun = run_ok(dir.path(), &["classify", "--json"]);
     assert_eq!(
