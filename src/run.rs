@@ -600,7 +600,7 @@ fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
     let replay = replayer.finish();
     let resume_hint = format!("tooljournal resume --journal {}", journal_dir.display());
     if let Some(open) = &replay.open {
-        let state = if lock_is_held(journal_dir) {
+        let state = if matches!(storage.writer_lock_held(), Ok(true)) {
             "live".to_owned()
         } else if replay.closed {
             "finished".to_owned()
@@ -629,18 +629,6 @@ fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
         )));
     }
     Ok(())
-}
-
-/// Whether a process holds the journal's writer lock, asked without taking it for writing
-/// (a shared lock on a read-only descriptor fails while a writer holds the exclusive one).
-pub fn lock_is_held(journal_dir: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(journal_dir.join(journal::LOCK_FILE)) else {
-        return false;
-    };
-    matches!(
-        file.try_lock_shared(),
-        Err(std::fs::TryLockError::WouldBlock)
-    )
 }
 
 pub fn run(args: RunArgs) -> Result<(), CliError> {
@@ -701,9 +689,18 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         recover::session::RecoverError::Failed(m) => CliError::Failed(m),
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
     })?;
+    for note in recovered.notes() {
+        eprintln!("note: {}: {note}", journal_dir.display());
+    }
     if recovered.analysis.live {
         let storage = FsStorage::open(journal_dir).map_err(failed)?;
         return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
+    }
+    if let Some(why) = &recovered.read_only_because {
+        return Err(failed(format!(
+            "{}: {why}; cannot resume",
+            journal_dir.display()
+        )));
     }
     if recovered.appended {
         print_recovered(&recovered)?;

@@ -39,8 +39,8 @@ fn read_session(dir: &std::path::Path) -> Row {
             return row;
         }
     };
-    // Asked without taking the lock: listing sessions writes nothing into them.
-    let running = crate::run::lock_is_held(dir);
+    // A live writer holds the lock; asking creates and writes nothing (a listing must not).
+    let running = matches!(storage.writer_lock_held(), Ok(true));
     let storage: Arc<dyn Storage> = Arc::new(storage);
     let mut replayer = Replayer::new();
     let reader = match Reader::open(storage, Limits::default()) {

@@ -24,8 +24,8 @@ mod writer;
 
 pub use error::{full_disk_note, Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
-pub use storage::{FsStorage, SimStorage, Storage, LOCK_FILE};
-pub use writer::{Journal, JournalStats, OpenReport};
+pub use storage::{FsStorage, SimStorage, Storage};
+pub use writer::{Journal, JournalStats, OpenReport, WriterLock};
 
 use std::str::FromStr;
 

@@ -112,11 +112,48 @@ impl Journal {
     /// removes temporary segments left by a crash mid-rotation, and reads the last segment to
     /// find where to continue. A torn tail is copied to a quarantine file beside its segment,
     /// then cut off, so new records never land behind a torn one. Corruption is never cut off:
-    /// it is returned as [`JournalError::Corrupt`].
+    /// it is returned as [`JournalError::Corrupt`]. [`Journal::lock`] then
+    /// [`WriterLock::open`] do the same in two steps.
     pub fn open(
         storage: Arc<dyn Storage>,
         options: Options,
     ) -> Result<(Journal, OpenReport), JournalError> {
+        Journal::lock(storage)?.open(options)
+    }
+
+    /// Takes the directory's writer lock and changes nothing else: between this and
+    /// [`WriterLock::open`] no other writer can start, so a caller can read the whole journal
+    /// and decide not to touch it (a corrupt one, say) before anything is removed or cut.
+    /// A second writer gets [`JournalError::Locked`].
+    pub fn lock(storage: Arc<dyn Storage>) -> Result<WriterLock, JournalError> {
+        let guard = storage
+            .try_lock()
+            .map_err(|source| JournalError::Io {
+                location: storage.location(),
+                op: "lock",
+                file: "LOCK".into(),
+                source,
+            })?
+            .ok_or_else(|| JournalError::Locked {
+                location: storage.location(),
+                holder_pid: storage.lock_holder_pid(),
+            })?;
+        Ok(WriterLock { storage, guard })
+    }
+}
+
+/// A journal directory whose writer lock is held and which is otherwise untouched: what
+/// [`Journal::lock`] gives. Dropping it releases the lock.
+pub struct WriterLock {
+    storage: Arc<dyn Storage>,
+    guard: Box<dyn Any + Send + Sync>,
+}
+
+impl WriterLock {
+    /// [`Journal::open`] under this lock: removes temporary segments, quarantines and cuts a
+    /// torn tail, and opens the journal for appending (creating it if there is none).
+    pub fn open(self, options: Options) -> Result<(Journal, OpenReport), JournalError> {
+        let WriterLock { storage, guard } = self;
         assert!(
             options.limits.record_size_bytes_max as usize >= SEQ_BYTES,
             "record size limit below the size of a seq"
@@ -128,13 +165,6 @@ impl Journal {
             file: file.to_owned(),
             source,
         };
-        let guard = storage
-            .try_lock()
-            .map_err(|e| io_err("lock", "LOCK", e))?
-            .ok_or_else(|| JournalError::Locked {
-                location: location.clone(),
-                holder_pid: storage.lock_holder_pid(),
-            })?;
 
         let mut removed_temp = false;
         for name in storage.list().map_err(|e| io_err("list", ".", e))? {
@@ -249,7 +279,9 @@ impl Journal {
         };
         Ok((journal, report))
     }
+}
 
+impl Journal {
     /// Appends one record and returns its seq. Does not wait for the disk unless the policy is
     /// [`FsyncPolicy::Always`] (then it writes and syncs before returning, blocking the thread).
     pub fn append<T: Serialize + ?Sized>(&self, value: &T) -> Result<u64, JournalError> {

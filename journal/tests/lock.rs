@@ -61,3 +61,42 @@ fn files_are_private_to_their_owner() {
         assert_eq!(mode(&p), 0o600, "{}", p.display());
     }
 }
+
+#[test]
+fn asking_whether_a_writer_holds_the_lock_creates_and_writes_nothing() {
+    use journal::Storage;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FsStorage::create(dir.path()).unwrap());
+    assert!(
+        !storage.writer_lock_held().unwrap(),
+        "no lock file: no writer"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "asking created nothing"
+    );
+    let (journal, _) = Journal::open(storage.clone(), Options::default()).unwrap();
+    assert!(storage.writer_lock_held().unwrap(), "the writer holds it");
+    assert!(
+        Journal::lock(storage.clone()).is_err(),
+        "and asking did not take it from the writer"
+    );
+    journal.close().unwrap();
+    // A lock file with content (a writer may record itself in it) is asked the same way.
+    std::fs::write(dir.path().join("LOCK"), b"4242\n").unwrap();
+    assert!(
+        !storage.writer_lock_held().unwrap(),
+        "released with the writer"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("LOCK")).unwrap(),
+        b"4242\n",
+        "asking wrote nothing"
+    );
+    let _lock = Journal::lock(storage.clone()).expect("asking left the lock free");
+    assert!(
+        storage.writer_lock_held().unwrap(),
+        "a held writer lock is seen"
+    );
+}

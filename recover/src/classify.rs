@@ -367,8 +367,11 @@ pub fn analyze(
             .filter(|s| s.outcome.is_none())
             .map(|s| (t.turn, s.step))
     });
-    let needs_recovery =
-        !live && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
+    // Nothing may follow `session/close` (replay refuses it): a closed session's cut is
+    // recorded by its quarantine file alone.
+    let needs_recovery = !live
+        && !replay.closed
+        && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
     let recovery = needs_recovery.then_some(Recovery {
         dropped_bytes: dropped_now,
         calls: recovered_calls,

@@ -142,19 +142,11 @@ fn recover_with_bar(dir: &Path, write: bool) -> Result<recover::session::Recover
     with_bar(|progress| recover::session::recover_reporting(dir, write, progress))
 }
 
-/// What this run changed, on stderr: stdout is the same on every run (I5).
-fn note_recovery(dir: &Path, r: &recover::session::Recovered) {
-    if let Some(q) = &r.quarantine_file {
-        eprintln!(
-            "note: {}: torn bytes kept in {q} before the tail was cut",
-            dir.display()
-        );
-    }
-    if r.appended {
-        eprintln!(
-            "note: {}: recovery appended; the journal is balanced",
-            dir.display()
-        );
+/// What this run changed (or found changed, or could not do), on stderr: stdout is the same
+/// on every run (I5).
+fn note(dir: &Path, notes: Vec<String>) {
+    for n in notes {
+        eprintln!("note: {}: {n}", dir.display());
     }
 }
 
@@ -175,7 +167,7 @@ fn classify(dir: &Path, json: bool, dry_run: bool, salvage: bool) -> Result<(), 
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     if salvage {
         let r = recover::session::salvage(dir)?;
-        note_recovery(dir, &r);
+        note(dir, r.notes());
         let a = &r.analysis;
         let session_id = a.replay.open.as_ref().map(|o| o.session_id.as_str());
         let give = |sink: &mut dyn ReportSink| -> std::io::Result<()> {
@@ -213,16 +205,21 @@ fn classify_streamed<S: ReportSink>(
     let mut s = with_bar(|progress| {
         recover::session::recover_streaming(dir, !dry_run, progress, &mut listing)
     })?;
-    note_streamed(dir, &s);
+    note(dir, s.notes());
+    warn_running(dir, &s.processes);
     match s.output_error.take() {
         Some(e) => Err(output_failure(e)),
         None => finish(listing, &s).map_err(output_failure),
     }
 }
 
-/// What a streamed run changed, and processes that outlived the session, on stderr.
-fn note_streamed(dir: &Path, s: &recover::session::Streamed) {
-    for (call, process) in &s.processes {
+/// Process groups that calls of the interrupted run left running, on stderr: whether they run
+/// is the world's state, not the journal's, so it stays out of stdout.
+fn warn_running(
+    dir: &Path,
+    processes: &[(runtime::event::CallRef, runtime::event::ProcessStarted)],
+) {
+    for (call, process) in processes {
         if let Some(members) = runtime::process::still_running(process) {
             eprintln!(
                 "warning: {}: {call}: still running: process group {} ({members} processes); \
@@ -231,18 +228,6 @@ fn note_streamed(dir: &Path, s: &recover::session::Streamed) {
                 process.pgid
             );
         }
-    }
-    if let Some(q) = &s.quarantine_file {
-        eprintln!(
-            "note: {}: torn bytes kept in {q} before the tail was cut",
-            dir.display()
-        );
-    }
-    if s.appended {
-        eprintln!(
-            "note: {}: recovery appended; the journal is balanced",
-            dir.display()
-        );
     }
 }
 
@@ -270,7 +255,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if let Some(s) = &r.salvage {
                 eprint!("{}", recover::report::salvage_text(s));
             }
-            note_recovery(&dir, &r);
+            note(&dir, r.notes());
             if r.analysis.live {
                 return Err(Failure::Failed(format!(
                     "{}: the session is live; its unfinished calls are running, so there is no history to rebuild yet",
@@ -295,6 +280,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Audit { dir, json } => {
             let r = recover_with_bar(&dir, false)?;
+            note(&dir, r.notes());
             let name = dir.display().to_string();
             if json {
                 print(&format!(

@@ -1,12 +1,16 @@
 //! Opening a crashed session's journal, classifying it, and appending the recovery event.
 //!
-//! Order matters (SCENARIOS 2, 11, 35): the writer lock is taken first (a live session is never
-//! repaired); reopening quarantines a torn tail's bytes before cutting it; only then is the
-//! journal replayed and the recovery appended, in one process holding the lock throughout.
+//! Order matters (SCENARIOS 2, 11, 35): liveness is asked without writing anything (a live
+//! session is never repaired, and a read-only journal can be read); the writer lock is taken
+//! before the journal is read (when this run may write); the whole journal is read and replayed
+//! before anything is changed, so a corrupt journal is left as it was; only then is a torn
+//! tail quarantined and cut, and the recovery appended, in one process holding the lock
+//! throughout. A closed session takes no event: its cut is recorded by its quarantine file,
+//! which a later run finds again, as it finds the cut of a repair stopped before its event.
 
 use crate::classify::{analyze, Analysis, CallReport, End};
 use crate::stream::Classifier;
-use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storage};
+use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storage, WriterLock};
 use runtime::event::{CallRef, Classification, Event, Record, Recovery};
 use runtime::eventlog::{Clock, SystemClock};
 use runtime::replay::ReplayError;
@@ -30,10 +34,11 @@ pub enum RecoverError {
 const LOCK_GRACE_MS: u64 = 200;
 
 /// Whether a live writer holds the journal: its lock stays held through the grace period.
+/// Asked without creating or writing anything; an error means it cannot be told.
 fn held_by_a_writer(storage: &dyn Storage) -> std::io::Result<bool> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_GRACE_MS);
     loop {
-        if storage.try_lock()?.is_some() {
+        if !storage.writer_lock_held()? {
             return Ok(false);
         }
         if std::time::Instant::now() >= deadline {
@@ -41,6 +46,53 @@ fn held_by_a_writer(storage: &dyn Storage) -> std::io::Result<bool> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// Whether a writer holds the journal, and why that could not be told (then: not live, and
+/// nothing is written).
+fn liveness(storage: &dyn Storage) -> (bool, Option<String>) {
+    match held_by_a_writer(storage) {
+        Ok(live) => (live, None),
+        Err(e) => (
+            false,
+            Some(format!(
+                "cannot tell whether a writer holds the journal (LOCK: {e})"
+            )),
+        ),
+    }
+}
+
+/// A cut that no event records, found again by its quarantine file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlierCut {
+    pub quarantine_file: String,
+    pub dropped_bytes: u64,
+}
+
+/// The newest quarantine file of the last segment, when that segment ends exactly where the
+/// file's bytes were cut: nothing was written after the cut, so no event records it (a repair
+/// stopped between its cut and its recovery event, or a closed session, which takes no event).
+/// Once anything follows the cut, the event that follows it (a recovery) records it.
+fn unrecorded_cut(storage: &dyn Storage) -> std::io::Result<Option<EarlierCut>> {
+    use journal::segment::{file_name, parse_file_name, quarantine_name};
+    let names: std::collections::HashSet<String> = storage.list()?.into_iter().collect();
+    let Some(last) = names.iter().filter_map(|n| parse_file_name(n)).max() else {
+        return Ok(None);
+    };
+    let len_bytes = storage.open_read(&file_name(last))?.len_bytes()?;
+    // The writer numbers a cut's quarantine files from 0 up, taking the first free number.
+    let newest = (0..)
+        .map(|attempt| quarantine_name(last, len_bytes, attempt))
+        .take_while(|name| names.contains(name))
+        .last();
+    let Some(name) = newest else {
+        return Ok(None);
+    };
+    let dropped_bytes = storage.open_read(&name)?.len_bytes()?;
+    Ok((dropped_bytes > 0).then_some(EarlierCut {
+        quarantine_file: name,
+        dropped_bytes,
+    }))
 }
 
 /// What `--salvage` passed over to read a corrupt journal.
@@ -65,6 +117,60 @@ pub struct Recovered {
     pub appended: bool,
     /// Torn bytes were copied here before the tail was cut.
     pub quarantine_file: Option<String>,
+    /// A cut an earlier run made that no event recorded (this run records it when it writes).
+    pub earlier_cut: Option<EarlierCut>,
+    /// Why this run wrote nothing although it may have had to.
+    pub read_only_because: Option<String>,
+}
+
+impl Recovered {
+    /// What this run changed, found changed, or could not do: for stderr.
+    pub fn notes(&self) -> Vec<String> {
+        notes(&Changes {
+            quarantine_file: self.quarantine_file.as_deref(),
+            earlier_cut: self.earlier_cut.as_ref(),
+            appended: self.appended,
+            closed: self.analysis.replay.closed,
+            read_only_because: self.read_only_because.as_deref(),
+        })
+    }
+}
+
+struct Changes<'a> {
+    quarantine_file: Option<&'a str>,
+    earlier_cut: Option<&'a EarlierCut>,
+    appended: bool,
+    closed: bool,
+    read_only_because: Option<&'a str>,
+}
+
+fn notes(c: &Changes<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(why) = c.read_only_because {
+        notes.push(format!("{why}: read only, nothing cut or appended"));
+    }
+    if let Some(q) = c.quarantine_file {
+        notes.push(format!("torn bytes kept in {q} before the tail was cut"));
+    }
+    if let Some(cut) = c.earlier_cut {
+        notes.push(format!(
+            "an earlier run cut {} torn bytes (kept in {}) and no event records it{}",
+            cut.dropped_bytes,
+            cut.quarantine_file,
+            if c.appended { "; recorded now" } else { "" }
+        ));
+    }
+    if c.closed && (c.quarantine_file.is_some() || c.earlier_cut.is_some()) {
+        notes.push(
+            "the session was closed and nothing may follow its session/close: the quarantine \
+             file is the record of the cut"
+                .into(),
+        );
+    }
+    if c.appended {
+        notes.push("recovery appended; the journal is balanced".into());
+    }
+    notes
 }
 
 fn failed(dir: &Path, what: impl std::fmt::Display) -> RecoverError {
@@ -117,9 +223,9 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         FsStorage::open(dir)
             .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?,
     );
-    let live = held_by_a_writer(storage.as_ref()).map_err(|e| failed(dir, e))?;
-    let mut reader =
-        journal::Reader::open_salvaging(storage, Limits::default()).map_err(|e| failed(dir, e))?;
+    let (live, read_only_because) = liveness(storage.as_ref());
+    let mut reader = journal::Reader::open_salvaging(storage.clone(), Limits::default())
+        .map_err(|e| failed(dir, e))?;
     let mut replayer = runtime::replay::Replayer::new();
     let mut salvage = Salvage::default();
     for record in reader.by_ref() {
@@ -140,7 +246,13 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         .end()
         .cloned()
         .expect("a salvaging reader ends without corruption");
-    let analysis = analyze(replayer.finish(), &end, 0, live);
+    // The same end as a dry run reports, a cut no event records included.
+    let earlier_cut = match end {
+        ReadEnd::Clean if !live => unrecorded_cut(storage.as_ref()).map_err(|e| failed(dir, e))?,
+        _ => None,
+    };
+    let dropped_bytes = earlier_cut.as_ref().map_or(0, |c| c.dropped_bytes);
+    let analysis = analyze(replayer.finish(), &end, dropped_bytes, live);
     for c in &analysis.calls {
         if c.recovered && !salvage.affected_calls.contains(&c.call) {
             salvage.affected_calls.push(c.call.clone());
@@ -151,6 +263,8 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         salvage: Some(salvage),
         appended: false,
         quarantine_file: None,
+        earlier_cut,
+        read_only_because,
     })
 }
 
@@ -160,14 +274,23 @@ pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recover
 }
 
 /// What recovery found before reading the journal through: whether a writer holds it, the
-/// journal opened for the recovery event (torn tail cut) when this run may write, and the
+/// writer lock when this run may write (held until the recovery is appended), and the
 /// session's id (from its first record).
 struct Prepared {
     live: bool,
-    journal: Option<Journal>,
-    dropped_now: u64,
-    quarantine_file: Option<String>,
+    lock: Option<WriterLock>,
     session_id: Option<String>,
+    /// Why this run will write nothing although asked to (or could not tell liveness).
+    read_only_because: Option<String>,
+}
+
+/// Whether an I/O error says the journal cannot be written (a read-only mount, an immutable
+/// file, no permission), rather than that something failed.
+fn is_not_writable(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverError> {
@@ -178,12 +301,12 @@ fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverE
         .map_err(|e| failed(dir, e))?
         .iter()
         .any(|n| journal::segment::parse_file_name(n).is_some());
-    // With no segment there is nothing to protect: do not even create the lock file.
-    let mut live =
-        has_segments && held_by_a_writer(storage.as_ref()).map_err(|e| failed(dir, e))?;
-    let mut journal = None;
-    let mut dropped_now = 0;
-    let mut quarantine_file = None;
+    // With no segment there is nothing to protect, and no writer to ask about.
+    let (mut live, mut read_only_because) = if has_segments {
+        liveness(storage.as_ref())
+    } else {
+        (false, None)
+    };
     // A journal whose first record is not `session/open` (empty, or torn inside its first
     // record) holds no session: nothing to balance, so nothing is written or cut.
     let session_id = if has_segments {
@@ -202,29 +325,74 @@ fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverE
     } else {
         None
     };
-    if write && !live && session_id.is_some() {
-        match Journal::open(storage.clone(), Options::default()) {
-            Ok((j, report)) => {
-                if let Some(torn) = &report.torn {
-                    dropped_now = torn.dropped_bytes;
-                }
-                quarantine_file = report.quarantine_file;
-                journal = Some(j);
-            }
+    let mut lock = None;
+    if write && !live && read_only_because.is_none() && session_id.is_some() {
+        match Journal::lock(storage.clone()) {
+            Ok(l) => lock = Some(l),
             Err(JournalError::Locked { .. }) => live = true,
-            Err(e @ JournalError::Corrupt { .. }) => {
-                return Err(RecoverError::Corrupt(e.to_string()))
+            Err(JournalError::Io { source, .. }) if is_not_writable(&source) => {
+                read_only_because = Some(format!("cannot take the writer lock ({source})"));
             }
             Err(e) => return Err(failed(dir, e)),
         }
     }
     Ok(Prepared {
         live,
-        journal,
-        dropped_now,
-        quarantine_file,
+        lock,
         session_id,
+        read_only_because,
     })
+}
+
+/// What this run did to the bytes once the whole journal was read and found not corrupt.
+struct Repaired {
+    /// Open for the recovery event when this run writes.
+    journal: Option<Journal>,
+    /// Torn bytes dropped and not yet recorded: cut by this run, or by an earlier one.
+    dropped_bytes: u64,
+    quarantine_file: Option<String>,
+    earlier_cut: Option<EarlierCut>,
+}
+
+/// Under the lock (when this run writes): quarantines and cuts a torn tail, and finds a cut
+/// an earlier run left unrecorded. Called only after the whole journal was read: corruption
+/// anywhere has returned before this.
+fn repair(
+    storage: &Arc<dyn Storage>,
+    prepared: &mut Prepared,
+    end: &ReadEnd,
+) -> Result<Repaired, RecoverError> {
+    let location = storage.location();
+    let dir = Path::new(&location);
+    // A live writer may be between a cut and its next record: what it dropped is its to say.
+    let earlier_cut = match end {
+        ReadEnd::Clean if !prepared.live => {
+            unrecorded_cut(storage.as_ref()).map_err(|e| failed(dir, e))?
+        }
+        _ => None,
+    };
+    let mut repaired = Repaired {
+        journal: None,
+        dropped_bytes: earlier_cut.as_ref().map_or(0, |c| c.dropped_bytes),
+        quarantine_file: None,
+        earlier_cut,
+    };
+    if let Some(lock) = prepared.lock.take() {
+        match lock.open(Options::default()) {
+            Ok((journal, report)) => {
+                if let Some(torn) = &report.torn {
+                    repaired.dropped_bytes = torn.dropped_bytes;
+                }
+                repaired.quarantine_file = report.quarantine_file;
+                repaired.journal = Some(journal);
+            }
+            Err(e @ JournalError::Corrupt { .. }) => {
+                return Err(RecoverError::Corrupt(e.to_string()))
+            }
+            Err(e) => return Err(failed(dir, e)),
+        }
+    }
+    Ok(repaired)
 }
 
 /// Withdraws the pending questions and appends the recovery event (when there is one), then
@@ -270,18 +438,19 @@ fn recover_storage_reporting(
 ) -> Result<Recovered, RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
-    let prepared = prepare(&storage, write)?;
-    let (replay, end) = replay_with_progress(storage, progress).map_err(|e| match e {
+    let mut prepared = prepare(&storage, write)?;
+    let (replay, end) = replay_with_progress(storage.clone(), progress).map_err(|e| match e {
         ReplayError::Journal(e) => failed(dir, e),
         other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
     })?;
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }
-    let analysis = analyze(replay, &end, prepared.dropped_now, prepared.live);
+    let repaired = repair(&storage, &mut prepared, &end)?;
+    let analysis = analyze(replay, &end, repaired.dropped_bytes, prepared.live);
     let appended = append_recovery(
         dir,
-        prepared.journal,
+        repaired.journal,
         &analysis.pending_asks,
         analysis.recovery.as_ref(),
     )?;
@@ -289,7 +458,9 @@ fn recover_storage_reporting(
         analysis,
         salvage: None,
         appended,
-        quarantine_file: prepared.quarantine_file,
+        quarantine_file: repaired.quarantine_file,
+        earlier_cut: repaired.earlier_cut,
+        read_only_because: prepared.read_only_because,
     })
 }
 
@@ -331,6 +502,12 @@ pub struct Streamed {
     pub appended: bool,
     /// Torn bytes were copied here before the tail was cut.
     pub quarantine_file: Option<String>,
+    /// As [`Recovered::earlier_cut`].
+    pub earlier_cut: Option<EarlierCut>,
+    /// As [`Recovered::read_only_because`].
+    pub read_only_because: Option<String>,
+    /// The journal holds `session/close`.
+    pub closed: bool,
     /// The most calls the classifier held at once.
     pub retained_calls_max: usize,
     /// Questions withdrawn, and the recovery event (appended with `write` when not live), as
@@ -340,6 +517,19 @@ pub struct Streamed {
     /// Process groups of calls that never settled (none killed by a resume): they may still
     /// run. Not part of stdout: whether they run is the world's state, not the journal's.
     pub processes: Vec<(CallRef, runtime::event::ProcessStarted)>,
+}
+
+impl Streamed {
+    /// As [`Recovered::notes`].
+    pub fn notes(&self) -> Vec<String> {
+        notes(&Changes {
+            quarantine_file: self.quarantine_file.as_deref(),
+            earlier_cut: self.earlier_cut.as_ref(),
+            appended: self.appended,
+            closed: self.closed,
+            read_only_because: self.read_only_because.as_deref(),
+        })
+    }
 }
 
 /// [`recover_reporting`] without keeping the session: every call's report goes to `sink` as
@@ -366,7 +556,7 @@ pub fn recover_storage_streaming(
 ) -> Result<Streamed, RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
-    let prepared = prepare(&storage, write)?;
+    let mut prepared = prepare(&storage, write)?;
     let mut out = Output {
         sink,
         error: None,
@@ -401,13 +591,14 @@ pub fn recover_storage_streaming(
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }
-    let finished = classifier.finish(&end, prepared.dropped_now);
+    let repaired = repair(&storage, &mut prepared, &end)?;
+    let finished = classifier.finish(&end, repaired.dropped_bytes);
     for report in classifier.take_ready() {
         out.give(report);
     }
     let appended = append_recovery(
         dir,
-        prepared.journal,
+        repaired.journal,
         &finished.pending_asks,
         finished.recovery.as_ref(),
     )?;
@@ -420,7 +611,10 @@ pub fn recover_storage_streaming(
         outcome_unknown: out.outcome_unknown,
         not_started: out.not_started,
         appended,
-        quarantine_file: prepared.quarantine_file,
+        quarantine_file: repaired.quarantine_file,
+        earlier_cut: repaired.earlier_cut,
+        read_only_because: prepared.read_only_because,
+        closed: classifier.closed(),
         retained_calls_max: classifier.retained_calls_max(),
         pending_asks: finished.pending_asks,
         recovery: finished.recovery,

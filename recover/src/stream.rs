@@ -181,6 +181,11 @@ impl Classifier {
             + self.ghosts.len()
     }
 
+    /// Whether `session/close` was read.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
     /// The most calls held at once so far.
     pub fn retained_calls_max(&self) -> usize {
         self.retained_max
@@ -700,8 +705,11 @@ impl Classifier {
             recovered_calls.into_iter().map(|(_, rc)| rc).collect();
         self.turn = None;
 
-        let needs_recovery =
-            !live && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
+        // Nothing may follow `session/close` (replay refuses it): a closed session's cut is
+        // recorded by its quarantine file alone.
+        let needs_recovery = !live
+            && !self.closed
+            && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
         let recovery = needs_recovery.then_some(Recovery {
             dropped_bytes: dropped_now,
             calls: recovered_calls,

@@ -7,8 +7,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The lock file's name inside a journal directory. Its OS lock is the point; its text is the
-/// holder's pid, so that a refused second writer can say who holds it.
+/// The lock file's name inside a journal directory. Its OS lock is the point: a writer holds it
+/// exclusively; [`Storage::writer_lock_held`] asks with a shared one. Its text is the holder's
+/// pid, so that a refused second writer can say who holds it.
 pub const LOCK_FILE: &str = "LOCK";
 
 /// A journal directory on disk. Files are created 0600 and the directory 0700: a journal holds
@@ -138,6 +139,22 @@ impl Storage for FsStorage {
                 Ok(Some(Box::new(file)))
             }
             Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    fn writer_lock_held(&self) -> io::Result<bool> {
+        // Read-only, never created: works on a read-only mount or an immutable file, and
+        // whatever the lock file holds. A shared lock conflicts only with a writer's exclusive
+        // one; it is released when `file` is dropped.
+        let file = match File::open(self.path(LOCK_FILE)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(false),
+            Err(fs::TryLockError::WouldBlock) => Ok(true),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
     }

@@ -37,6 +37,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Takes the directory's exclusive writer lock. `Ok(None)` when another writer holds it.
     /// The lock is held until the returned guard is dropped.
     fn try_lock(&self) -> io::Result<Option<Box<dyn Any + Send + Sync>>>;
+    /// Whether a writer holds the directory's lock, found without creating, opening for
+    /// writing or changing anything, so that a read-only journal can be asked too. No lock
+    /// file means no writer. An error means it cannot be told. The default cannot tell.
+    fn writer_lock_held(&self) -> io::Result<bool> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this storage cannot check its writer lock without taking it",
+        ))
+    }
     /// The pid the lock's current holder recorded, where the storage keeps one. Only meaningful
     /// while the lock is held by someone else: a dead holder's pid may remain.
     fn lock_holder_pid(&self) -> Option<u32> {

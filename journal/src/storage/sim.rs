@@ -459,6 +459,10 @@ impl Storage for SimStorage {
         Ok(Some(Box::new(SimLockGuard(self.sim.clone()))))
     }
 
+    fn writer_lock_held(&self) -> io::Result<bool> {
+        Ok(lock(&self.sim).locked)
+    }
+
     fn blocks(&self) -> bool {
         lock(&self.sim).sync_latency.is_some()
     }
