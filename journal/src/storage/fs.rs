@@ -7,9 +7,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The lock file's name inside a journal directory. Its OS lock is the point: a writer holds it
-/// exclusively; [`Storage::writer_lock_held`] asks with a shared one. Its text is the holder's
-/// pid, so that a refused second writer can say who holds it.
+/// The lock file's name inside a journal directory. It holds no data; its OS lock is the point:
+/// a writer holds it exclusively; [`Storage::writer_lock_held`] asks with a shared one.
 pub const LOCK_FILE: &str = "LOCK";
 
 /// A journal directory on disk. Files are created 0600 and the directory 0700: a journal holds
@@ -132,12 +131,7 @@ impl Storage for FsStorage {
             .mode(0o600)
             .open(self.path(LOCK_FILE))?;
         match file.try_lock() {
-            Ok(()) => {
-                // Only the holder writes here, so the text is never a mix of two pids.
-                file.set_len(0)?;
-                file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
-                Ok(Some(Box::new(file)))
-            }
+            Ok(()) => Ok(Some(Box::new(file))),
             Err(fs::TryLockError::WouldBlock) => Ok(None),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
@@ -160,8 +154,42 @@ impl Storage for FsStorage {
     }
 
     fn lock_holder_pid(&self) -> Option<u32> {
-        // Read-only: asking who holds the lock must not need write access.
-        let text = fs::read_to_string(self.path(LOCK_FILE)).ok()?;
-        text.trim().parse().ok()
+        // The kernel lists every lock with its holder's pid and the file's device and inode;
+        // asking it writes nothing (the lock file stays empty, a read-only journal can be asked).
+        use std::os::unix::fs::MetadataExt;
+        let meta = fs::metadata(self.path(LOCK_FILE)).ok()?;
+        let locks = fs::read_to_string("/proc/locks").ok()?;
+        flock_holder(&locks, meta.dev(), meta.ino())
+    }
+}
+
+/// The pid holding an exclusive `flock` on the file (`dev`, `ino`), from `/proc/locks` lines
+/// such as `2: FLOCK  ADVISORY  WRITE 27250 fe:00:11378691 0 EOF` (device as hex major:minor;
+/// lines of waiters, `1: -> FLOCK …`, are skipped).
+fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    // Linux's dev_t layout: 12 bits of major above 8 bits of minor, the rest above them.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let file = format!("{major:02x}:{minor:02x}:{ino}");
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            [_, "FLOCK", _, "WRITE", pid, at, ..] if *at == file => pid.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_holder_is_found_by_device_and_inode() {
+        let locks = "1: FLOCK  ADVISORY  READ 11 fe:00:7 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 12 fe:00:7 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 13 fe:00:7 0 EOF\n\
+                     4: FLOCK  ADVISORY  WRITE 14 08:01:7 0 EOF\n";
+        assert_eq!(super::flock_holder(locks, 0xfe00, 7), Some(13));
+        assert_eq!(super::flock_holder(locks, 0x0801, 7), Some(14));
+        assert_eq!(super::flock_holder(locks, 0xfe00, 8), None);
     }
 }

@@ -46,8 +46,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
             "this storage cannot check its writer lock without taking it",
         ))
     }
-    /// The pid the lock's current holder recorded, where the storage keeps one. Only meaningful
-    /// while the lock is held by someone else: a dead holder's pid may remain.
+    /// The pid of the process holding the writer lock, where the storage can tell (a real
+    /// directory, from the kernel's list of locks). Asking writes nothing.
     fn lock_holder_pid(&self) -> Option<u32> {
         None
     }
