@@ -3,6 +3,7 @@
 
 pub mod ask;
 pub mod bash;
+pub mod beneath;
 pub mod fs;
 pub mod search;
 pub mod todo;
