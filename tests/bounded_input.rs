@@ -33,7 +33,10 @@ fn a_100_mb_transcript_line_is_refused_while_read_with_little_memory() {
     let before = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
         .unwrap()
         .max_rss();
-    assert!(before < PEAK_RSS_KIB_MAX, "an earlier child already used {before} KiB");
+    assert!(
+        before < PEAK_RSS_KIB_MAX,
+        "an earlier child already used {before} KiB"
+    );
     let output = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
         .arg("run")
         .arg("--script")

@@ -147,8 +147,7 @@ pub fn read_script(mut reader: impl BufRead, source: &str) -> Result<Vec<ScriptL
 
 /// One non-blank transcript line.
 fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String> {
-    let parsed: RawLine =
-        serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
+    let parsed: RawLine = serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
     let step = match (parsed.user, parsed.assistant) {
         (Some(text), None) => {
             if parsed.cancel_after_ms.is_some() || parsed.approvals.is_some() {

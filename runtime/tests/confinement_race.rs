@@ -36,7 +36,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let p = entry.unwrap().path();
             let meta = fs::symlink_metadata(&p).unwrap();
             let content = if meta.is_symlink() {
-                fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()
+                fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
             } else if meta.is_dir() {
                 todo.push(p.clone());
                 b"<dir>".to_vec()
@@ -138,10 +141,19 @@ async fn a_directory_swapped_for_a_symlink_never_leads_out() {
             ("glob", json!({"pattern": "**/*"})),
             ("ls", json!({"path": "d"})),
             ("ls", json!({"path": "d/sub"})),
-            ("write", json!({"path": format!("d/new-{i}.txt"), "content": format!("new {i}\n")})),
-            ("write", json!({"path": format!("d/sub/deep-{i}/w.txt"), "content": format!("deep {i}\n")})),
+            (
+                "write",
+                json!({"path": format!("d/new-{i}.txt"), "content": format!("new {i}\n")}),
+            ),
+            (
+                "write",
+                json!({"path": format!("d/sub/deep-{i}/w.txt"), "content": format!("deep {i}\n")}),
+            ),
             ("read", json!({"path": "d/e.txt"})),
-            ("edit", json!({"path": "d/e.txt", "old_string": from, "new_string": to})),
+            (
+                "edit",
+                json!({"path": "d/e.txt", "old_string": from, "new_string": to}),
+            ),
         ];
         let calls = calls
             .iter()
@@ -171,7 +183,11 @@ async fn a_directory_swapped_for_a_symlink_never_leads_out() {
             r.content
         );
     }
-    assert_eq!(snapshot(&outside), outside_before, "something outside changed");
+    assert_eq!(
+        snapshot(&outside),
+        outside_before,
+        "something outside changed"
+    );
 
     // Every confirmed write is in the workspace with the content the journal says (under the
     // name it was given: the swapper only moves whole directories around inside).
@@ -192,7 +208,9 @@ async fn a_directory_swapped_for_a_symlink_never_leads_out() {
                     continue; // edited every round: only its last version survives
                 }
                 assert!(
-                    inside.get(name.as_ref()).is_some_and(|h| h.contains(after_sha256)),
+                    inside
+                        .get(name.as_ref())
+                        .is_some_and(|h| h.contains(after_sha256)),
                     "{path}: the journal confirms a write that is not in the workspace"
                 );
             }

@@ -47,10 +47,7 @@ pub fn open_beneath(
     if rel.as_os_str().is_empty() {
         return Ok(rustix::fs::openat(dir, ".", flags, mode)?);
     }
-    if rel
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_)))
-    {
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{} is not a plain relative path", rel.display()),
@@ -155,6 +152,12 @@ mod tests {
         }
         let dir = open_beneath(root.as_fd(), Path::new(""), OFlags::RDONLY, Mode::empty());
         assert!(dir.is_ok());
-        assert!(open_beneath(rustix::fs::CWD, Path::new("/etc"), OFlags::RDONLY, Mode::empty()).is_err());
+        assert!(open_beneath(
+            rustix::fs::CWD,
+            Path::new("/etc"),
+            OFlags::RDONLY,
+            Mode::empty()
+        )
+        .is_err());
     }
 }

@@ -411,8 +411,17 @@ fn grep_blocking(
                 }
             }
             let rel = entry.rel.to_string_lossy();
-            let fd = rustix::fs::openat(entry.dir, entry.name, READ_FLAGS | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty());
-            state.search(super::opened(fd.map_err(Into::into), "search", &rel), &rel, &re)
+            let fd = rustix::fs::openat(
+                entry.dir,
+                entry.name,
+                READ_FLAGS | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            );
+            state.search(
+                super::opened(fd.map_err(Into::into), "search", &rel),
+                &rel,
+                &re,
+            )
         })?;
         state.unreadable += unreadable;
     }
@@ -522,4 +531,3 @@ mod tests {
         assert_eq!(cut("aé", 2), "a…");
     }
 }
-

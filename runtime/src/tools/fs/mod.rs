@@ -231,4 +231,3 @@ fn schema(properties: Value, required: &[&str]) -> Value {
         "additionalProperties": false,
     })
 }
-

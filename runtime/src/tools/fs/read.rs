@@ -1,8 +1,8 @@
 //! `read`.
 
 use super::{
-    aborted, blocking, failed, io_failed, open_read, optional_count, path_resources,
-    required_str, schema, shown, Access, CHUNK_BYTES, READ_BYTES_MAX,
+    aborted, blocking, failed, io_failed, open_read, optional_count, path_resources, required_str,
+    schema, shown, Access, CHUNK_BYTES, READ_BYTES_MAX,
 };
 use crate::args::Args;
 use crate::event::Resources;
@@ -180,4 +180,3 @@ impl Tool for ReadTool {
         })
     }
 }
-

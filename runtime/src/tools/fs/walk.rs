@@ -114,7 +114,8 @@ fn ignores(dir: BorrowedFd<'_>, absolute: &Path) -> Ignores {
 /// Whether `absolute` is ignored: the deepest `.ignore` with an opinion decides, else the
 /// deepest `.gitignore` with one (the `ignore` crate's precedence).
 fn is_ignored(stack: &[Ignores], absolute: &Path, is_dir: bool) -> bool {
-    let kinds: [fn(&Ignores) -> Option<&Gitignore>; 2] = [|i| i.ignore.as_ref(), |i| i.git.as_ref()];
+    let kinds: [fn(&Ignores) -> Option<&Gitignore>; 2] =
+        [|i| i.ignore.as_ref(), |i| i.git.as_ref()];
     for kind in kinds {
         for matcher in stack.iter().rev().filter_map(kind) {
             match matcher.matched(absolute, is_dir) {
@@ -164,9 +165,7 @@ pub fn walk(
     let root = ws.root();
     let base_rel = ws.relative(base).to_owned();
     let failed_at = |e: io::Error| io_failed("search", &shown(ws, base), e);
-    let mut dir = ws
-        .open(root, DIR_FLAGS, Mode::empty())
-        .map_err(failed_at)?;
+    let mut dir = ws.open(root, DIR_FLAGS, Mode::empty()).map_err(failed_at)?;
     let mut stack: Vec<Ignores> = Vec::new();
     let mut on_its_own = false;
     let mut at = PathBuf::new();

@@ -154,7 +154,10 @@ impl Target {
         cancel: &CancellationToken,
     ) -> Result<(), ToolError> {
         let Some(parent) = &self.parent else {
-            return Err(failed(format!("{}: its directory does not exist", self.rel)));
+            return Err(failed(format!(
+                "{}: its directory does not exist",
+                self.rel
+            )));
         };
         let temp = format!(
             ".tooljournal-tmp-{}-{}",
@@ -162,11 +165,8 @@ impl Target {
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let attempt = (|| -> io::Result<bool> {
-            let flags = OFlags::WRONLY
-                | OFlags::CREATE
-                | OFlags::EXCL
-                | OFlags::NOFOLLOW
-                | OFlags::CLOEXEC;
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let fd = rustix::fs::openat(parent, &temp, flags, Mode::from_raw_mode(0o666))?;
             let mut file = File::from(fd);
             file.write_all(bytes)?;
@@ -481,4 +481,3 @@ impl Tool for EditTool {
         })
     }
 }
-
