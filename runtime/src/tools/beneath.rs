@@ -160,4 +160,54 @@ mod tests {
         )
         .is_err());
     }
+
+    #[test]
+    fn both_ways_never_read_outside_while_a_directory_is_swapped_for_a_symlink() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::Arc;
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(ws.join("d")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(ws.join("d/f.txt"), "inside").unwrap();
+        std::fs::write(outside.join("f.txt"), "OUTSIDE").unwrap();
+        let root = open_root(&ws).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swaps = Arc::new(AtomicU64::new(0));
+        let swapper = {
+            let (ws, outside) = (ws.clone(), outside.clone());
+            let (stop, swaps) = (stop.clone(), swaps.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::fs::rename(ws.join("d"), ws.join("d.real")).unwrap();
+                    symlink(&outside, ws.join("d")).unwrap();
+                    std::fs::remove_file(ws.join("d")).unwrap();
+                    std::fs::rename(ws.join("d.real"), ws.join("d")).unwrap();
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        // The race runs from the first swap on.
+        while swaps.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        for i in 0..20_000 {
+            let open = if i % 2 == 0 {
+                open_beneath as Opener
+            } else {
+                open_walk as Opener
+            };
+            match read(open, &root, "d/f.txt") {
+                Ok(text) => assert_eq!(text, "inside"),
+                Err(e) => assert!(
+                    is_symlink_refusal(&e) || e.kind() == io::ErrorKind::NotFound,
+                    "{e}"
+                ),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(read(open_walk, &root, "d/f.txt").unwrap(), "inside");
+    }
 }
