@@ -9,7 +9,7 @@ use runtime::driver::{drive, DriveReport, ScriptedApprover};
 use runtime::event::{AskAnswer, CallRef, Record};
 use runtime::eventlog::SystemClock;
 use runtime::hooks::{CallInfo, Decision, Hooks, Observer, PreExecute};
-use runtime::model::{consumed_lines, parse_script, ScriptedModel};
+use runtime::model::{consumed_lines, read_script, ScriptedModel};
 use runtime::replay::{replay_storage, SessionReplay};
 use runtime::spill::SledSpill;
 use runtime::tools::{builtin_registry, Workspace};
@@ -531,10 +531,12 @@ pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
 }
 
 fn load_script(path: &Path) -> Result<ScriptedModel, CliError> {
-    let text = std::fs::read_to_string(path)
+    let file = std::fs::File::open(path)
         .map_err(|e| failed(format!("{}: cannot read the script: {e}", path.display())))?;
+    // Read line by line: a line over the limit is refused before it is all in memory.
+    let reader = std::io::BufReader::new(file);
     Ok(ScriptedModel::new(
-        parse_script(&text, &path.display().to_string()).map_err(failed)?,
+        read_script(reader, &path.display().to_string()).map_err(failed)?,
     ))
 }
 

@@ -7,9 +7,13 @@
 use crate::event::{AskAnswer, ModelCall, ModelResponse, StopReason};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 
 /// Most lines a transcript may have.
 pub const SCRIPT_LINES_MAX: usize = 100_000;
+/// Longest transcript line, in bytes (its newline not counted). [`read_script`] refuses a longer
+/// one while reading it: it never holds more than this (plus one byte) of a line.
+pub const SCRIPT_LINE_BYTES_MAX: usize = 16 << 20;
 
 /// The next thing that happens.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,12 +94,44 @@ impl From<RawApproval> for AskAnswer {
     }
 }
 
-/// Parses a transcript. Errors name the source, the line and what is wrong.
+/// Parses a transcript already in memory. Errors name the source, the line and what is wrong.
 pub fn parse_script(text: &str, source: &str) -> Result<Vec<ScriptLine>, String> {
+    read_script(text.as_bytes(), source)
+}
+
+/// Reads and parses a transcript line by line, holding one line at a time: a line longer than
+/// [`SCRIPT_LINE_BYTES_MAX`] is refused as soon as that many bytes of it are read, so a huge
+/// line costs no more memory than the limit. Errors name the source, the line and what is
+/// wrong.
+pub fn read_script(mut reader: impl BufRead, source: &str) -> Result<Vec<ScriptLine>, String> {
     let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
+    let mut raw = Vec::new();
+    let mut line = 0;
+    loop {
+        line += 1;
+        raw.clear();
+        let limit = SCRIPT_LINE_BYTES_MAX as u64 + 1;
+        (&mut reader)
+            .take(limit)
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| format!("{source}:{line}: cannot read the script: {e}"))?;
+        if raw.is_empty() {
+            break;
+        }
+        if raw.last() == Some(&b'\n') {
+            raw.pop();
+            if raw.last() == Some(&b'\r') {
+                raw.pop();
+            }
+        } else if raw.len() as u64 == limit {
+            return Err(format!(
+                "{source}:{line}: the line is longer than {SCRIPT_LINE_BYTES_MAX} bytes \
+                 (the limit of a transcript line); refused"
+            ));
+        }
+        let text = std::str::from_utf8(&raw)
+            .map_err(|e| format!("{source}:{line}: not UTF-8 text: {e}"))?;
+        if text.trim().is_empty() {
             continue;
         }
         if out.len() >= SCRIPT_LINES_MAX {
@@ -103,57 +139,62 @@ pub fn parse_script(text: &str, source: &str) -> Result<Vec<ScriptLine>, String>
                 "{source}:{line}: more than {SCRIPT_LINES_MAX} lines"
             ));
         }
-        let parsed: RawLine =
-            serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
-        let step = match (parsed.user, parsed.assistant) {
-            (Some(text), None) => {
-                if parsed.cancel_after_ms.is_some() || parsed.approvals.is_some() {
-                    return Err(format!(
-                        "{source}:{line}: cancel_after_ms and approvals belong on an assistant line"
-                    ));
-                }
-                ModelStep::User { text }
-            }
-            (None, Some(a)) => {
-                let stop_reason = a.stop_reason.unwrap_or(if a.tool_calls.is_empty() {
-                    StopReason::EndTurn
-                } else {
-                    StopReason::ToolUse
-                });
-                let approvals = a
-                    .approvals
-                    .or(parsed.approvals)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into()))
-                    .collect();
-                ModelStep::Respond(Respond {
-                    response: ModelResponse {
-                        text: a.text,
-                        tool_calls: a
-                            .tool_calls
-                            .into_iter()
-                            .map(|c| ModelCall {
-                                call_id: c.id,
-                                name: c.name,
-                                arguments: c.arguments,
-                            })
-                            .collect(),
-                        stop_reason,
-                    },
-                    cancel_after_ms: a.cancel_after_ms.or(parsed.cancel_after_ms),
-                    approvals,
-                })
-            }
-            _ => {
-                return Err(format!(
-                    "{source}:{line}: a line has exactly one of \"user\" or \"assistant\""
-                ))
-            }
-        };
+        let step = parse_line(text, line, source)?;
         out.push(ScriptLine { line, step });
     }
     Ok(out)
+}
+
+/// One non-blank transcript line.
+fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String> {
+    let parsed: RawLine = serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
+    let step = match (parsed.user, parsed.assistant) {
+        (Some(text), None) => {
+            if parsed.cancel_after_ms.is_some() || parsed.approvals.is_some() {
+                return Err(format!(
+                    "{source}:{line}: cancel_after_ms and approvals belong on an assistant line"
+                ));
+            }
+            ModelStep::User { text }
+        }
+        (None, Some(a)) => {
+            let stop_reason = a.stop_reason.unwrap_or(if a.tool_calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            });
+            let approvals = a
+                .approvals
+                .or(parsed.approvals)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into()))
+                .collect();
+            ModelStep::Respond(Respond {
+                response: ModelResponse {
+                    text: a.text,
+                    tool_calls: a
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| ModelCall {
+                            call_id: c.id,
+                            name: c.name,
+                            arguments: c.arguments,
+                        })
+                        .collect(),
+                    stop_reason,
+                },
+                cancel_after_ms: a.cancel_after_ms.or(parsed.cancel_after_ms),
+                approvals,
+            })
+        }
+        _ => {
+            return Err(format!(
+                "{source}:{line}: a line has exactly one of \"user\" or \"assistant\""
+            ))
+        }
+    };
+    Ok(step)
 }
 
 /// Plays a transcript.
@@ -290,5 +331,26 @@ mod tests {
         );
         let err = parse_script("{\"assistant\": {\"stop_reason\": \"maybe\"}}", "s").unwrap_err();
         assert!(err.starts_with("s:1:") && err.contains("maybe"), "{err}");
+    }
+
+    #[test]
+    fn a_line_of_the_limit_is_read_and_one_byte_more_is_refused_with_its_number() {
+        let frame = "{\"user\": \"\"}".len();
+        let line = |bytes: usize| format!("{{\"user\": \"{}\"}}", "a".repeat(bytes - frame));
+        let at_limit = format!("{{\"user\": \"hi\"}}\r\n{}\n", line(SCRIPT_LINE_BYTES_MAX));
+        let lines = read_script(at_limit.as_bytes(), "s").unwrap();
+        assert_eq!(lines.len(), 2);
+        // The last line without its newline: the limit counts what is there.
+        let over = format!("\n{}", line(SCRIPT_LINE_BYTES_MAX + 1));
+        let err = read_script(over.as_bytes(), "s").unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "s:2: the line is longer than {SCRIPT_LINE_BYTES_MAX} bytes (the limit of a \
+                 transcript line); refused"
+            )
+        );
+        let err = read_script(&b"{\"user\": \"\xff\"}\n"[..], "s").unwrap_err();
+        assert!(err.starts_with("s:1: not UTF-8 text"), "{err}");
     }
 }

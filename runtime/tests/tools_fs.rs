@@ -607,6 +607,101 @@ async fn confinement_refuses_parent_absolute_symlink_out_and_loop() {
 }
 
 #[tokio::test]
+async fn a_path_too_long_is_refused_naming_the_limit_not_as_outside() {
+    let mut env = Env::new();
+    let before = snapshot(env.dir.path());
+    let long_name = "n".repeat(5000);
+    // Every name short enough, the whole over PATH_MAX.
+    let deep = vec!["d".repeat(200); 25].join("/");
+    for (path, limit) in [
+        (
+            long_name.as_str(),
+            "a name of 5000 bytes is over the limit of 255 bytes per name",
+        ),
+        (
+            deep.as_str(),
+            "5024 bytes is over the limit of 4095 bytes per path",
+        ),
+    ] {
+        let calls = [
+            ("read", json!({"path": path})),
+            ("write", json!({"path": path, "content": "x"})),
+            (
+                "edit",
+                json!({"path": path, "old_string": "a", "new_string": "b"}),
+            ),
+            ("ls", json!({"path": path})),
+            ("grep", json!({"pattern": "x", "path": path})),
+            ("glob", json!({"pattern": "*", "path": path})),
+        ];
+        for (tool, args) in calls {
+            let r = env.run(tool, args).await;
+            assert_error(&r, ErrorCode::ToolFailed);
+            assert!(
+                r.content.starts_with("TOOL_FAILED: path too long: ") && r.content.contains(limit),
+                "{tool}: {}",
+                r.content
+            );
+            // The path is shown by its start and length, not 5,000 bytes of it.
+            assert!(r.content.len() < 300, "{tool}: {} bytes", r.content.len());
+            assert_eq!(env.settled(&r), (Some(ErrorCode::ToolFailed), vec![]));
+        }
+    }
+    assert_eq!(snapshot(env.dir.path()), before);
+}
+
+#[tokio::test]
+async fn file_tool_errors_name_their_path_once() {
+    let mut env = Env::new();
+    env.put("ju/inner.txt", "x\n");
+    env.put("file.txt", "x\n");
+    let cases = [
+        (
+            "read",
+            json!({"path": "ju"}),
+            "ju is a directory; use ls to list it",
+        ),
+        ("read", json!({"path": "jux"}), "jux does not exist"),
+        (
+            "write",
+            json!({"path": "ju", "content": "x"}),
+            "ju is a directory",
+        ),
+        (
+            "edit",
+            json!({"path": "jux", "old_string": "a", "new_string": "b"}),
+            "jux does not exist; use write to create it",
+        ),
+        (
+            "ls",
+            json!({"path": "file.txt"}),
+            "file.txt is not a directory",
+        ),
+        (
+            "glob",
+            json!({"pattern": "*", "path": "file.txt"}),
+            "file.txt is not a directory",
+        ),
+        // A file where a directory is needed is not a question of confinement.
+        (
+            "write",
+            json!({"path": "file.txt/x", "content": "x"}),
+            "\"file.txt/x\": file.txt is not a directory",
+        ),
+        (
+            "read",
+            json!({"path": "file.txt/x"}),
+            "\"file.txt/x\": file.txt is not a directory",
+        ),
+    ];
+    for (tool, args, message) in cases {
+        let r = env.run(tool, args).await;
+        assert_error(&r, ErrorCode::ToolFailed);
+        assert_eq!(r.content, format!("TOOL_FAILED: {message}"), "{tool}");
+    }
+}
+
+#[tokio::test]
 async fn a_symlink_inside_the_workspace_is_one_path() {
     let mut env = Env::new();
     env.put("real/a.txt", "one\n");

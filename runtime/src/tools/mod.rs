@@ -1,8 +1,11 @@
-//! The built-in tools (DESIGN.md §9). Built-ins are trusted; every file tool goes through
-//! [`Workspace::resolve`], and every write confirms its side effect (path, hash before and after).
+//! The built-in tools (DESIGN.md §9). Built-ins are trusted; every file tool checks its path
+//! with [`Workspace::resolve`] and opens it through the workspace root's handle
+//! (`Workspace::open`, `beneath.rs`), and every write confirms its side effect (path, hash
+//! before and after).
 
 pub mod ask;
 pub mod bash;
+pub mod beneath;
 pub mod fs;
 pub mod search;
 pub mod todo;

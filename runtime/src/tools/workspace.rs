@@ -5,20 +5,35 @@
 //! ancestor of a path is canonicalised, so a symlink that leads outside (or loops) is refused
 //! too. The runtime's own state directories (journals, spill stores) are never reachable, even
 //! when they sit inside the workspace.
+//!
+//! A check by name is only a check: between it and the open another process may swap a
+//! directory for a symlink. So `resolve` returns the path with every symlink already replaced
+//! by its target, and [`Workspace::open`] opens that path relative to a handle on the root,
+//! following no symlink at all (`beneath.rs`): a swap makes the open fail, never reach out.
 
 use crate::code::ErrorCode;
 use crate::tool::ToolError;
+use crate::tools::beneath;
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
 use std::collections::HashMap;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 /// Most paths whose last-read version a session remembers (for `edit`'s stale check).
 pub const READ_VERSIONS_MAX: usize = 100_000;
+/// Longest name (one path component) a file tool accepts, in bytes: Linux's `NAME_MAX`.
+pub const NAME_BYTES_MAX: usize = 255;
+/// Longest path a file tool accepts, in bytes: Linux's `PATH_MAX` less its NUL.
+pub const PATH_BYTES_MAX: usize = 4095;
 
 #[derive(Debug)]
 pub struct Workspace {
     root: PathBuf,
+    /// The handle every file tool opens through.
+    root_fd: OwnedFd,
     forbidden: Vec<PathBuf>,
     read_versions: Mutex<HashMap<PathBuf, String>>,
 }
@@ -26,8 +41,49 @@ pub struct Workspace {
 fn outside(path: &str, why: &str) -> ToolError {
     ToolError::new(
         ErrorCode::FsOutsideWorkspace,
-        format!("{path:?} is outside the workspace: {why}"),
+        format!("{:?} is outside the workspace: {why}", clipped(path)),
     )
+}
+
+/// A path for a message: whole when short, its start and length when not (a 5,000-byte name
+/// in every message helps nobody).
+pub(crate) fn clipped(path: &str) -> String {
+    const SHOWN_BYTES_MAX: usize = 100;
+    if path.len() <= SHOWN_BYTES_MAX {
+        return path.to_owned();
+    }
+    let mut end = SHOWN_BYTES_MAX;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &path[..end], path.len())
+}
+
+/// Refuses a path the file system could not hold (named, with the limit), before any
+/// lookup: the kernel's `ENAMETOOLONG` would otherwise surface as a confusing refusal.
+fn check_length(path: &str) -> Result<(), ToolError> {
+    let too_long = |what: String| {
+        ToolError::new(
+            ErrorCode::ToolFailed,
+            format!("path too long: {:?}: {what}", clipped(path)),
+        )
+    };
+    if let Some(name) = Path::new(path)
+        .components()
+        .map(|c| c.as_os_str().as_bytes().len())
+        .find(|&n| n > NAME_BYTES_MAX)
+    {
+        return Err(too_long(format!(
+            "a name of {name} bytes is over the limit of {NAME_BYTES_MAX} bytes per name"
+        )));
+    }
+    if path.len() > PATH_BYTES_MAX {
+        return Err(too_long(format!(
+            "{} bytes is over the limit of {PATH_BYTES_MAX} bytes per path",
+            path.len()
+        )));
+    }
+    Ok(())
 }
 
 impl Workspace {
@@ -35,12 +91,14 @@ impl Workspace {
     /// must never reach (the runtime's state), inside the workspace or not.
     pub fn new(root: &Path, forbidden: &[PathBuf]) -> io::Result<Workspace> {
         let root = root.canonicalize()?;
+        let root_fd = beneath::open_root(&root)?;
         let forbidden = forbidden
             .iter()
             .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
             .collect();
         Ok(Workspace {
             root,
+            root_fd,
             forbidden,
             read_versions: Mutex::new(HashMap::new()),
         })
@@ -58,6 +116,7 @@ impl Workspace {
         if path.is_empty() {
             return Err(outside(path, "empty path"));
         }
+        check_length(path)?;
         if relative.is_absolute() {
             return Err(outside(
                 path,
@@ -88,6 +147,17 @@ impl Workspace {
                     remaining.next();
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                // `a/b` where `a` is a file: not a question of confinement.
+                Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+                    return Err(ToolError::new(
+                        ErrorCode::ToolFailed,
+                        format!(
+                            "{:?}: {} is not a directory",
+                            clipped(path),
+                            self.relative(&resolved).display()
+                        ),
+                    ))
+                }
                 Err(e) => return Err(outside(path, &format!("cannot inspect it: {e}"))),
             }
             if !resolved.starts_with(&self.root) {
@@ -104,6 +174,19 @@ impl Workspace {
             return Err(outside(path, "the runtime's own state is not reachable"));
         }
         Ok(resolved)
+    }
+
+    /// Opens `absolute` (a path [`resolve`](Self::resolve) returned) relative to the root's
+    /// handle, following no symlink: if one appeared since `resolve` (a concurrent swap), this
+    /// fails with `ELOOP` rather than reach outside. `O_NOFOLLOW` and `O_CLOEXEC` are added.
+    pub(crate) fn open(&self, absolute: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
+        let rel = absolute.strip_prefix(&self.root).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not below the workspace root", absolute.display()),
+            )
+        })?;
+        beneath::open_beneath(self.root_fd.as_fd(), rel, flags, mode)
     }
 
     /// The workspace-relative form of an absolute path inside it, for messages and journals.
