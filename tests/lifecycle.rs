@@ -611,3 +611,17 @@ fn listing_sessions_writes_nothing_into_them() {
     let after = files_in(&journal);
     assert!(before == after, "sessions changed a journal directory");
 }
+
+#[test]
+fn an_error_names_the_journal_once() {
+    let f = fixture();
+    // A segment that cannot be read (a directory where the file should be).
+    std::fs::create_dir_all(f.journal.join("00000000000000000000.segment")).unwrap();
+    let script = f.script("s.jsonl", &[user("hi"), end()]);
+    let out = f.resume(&script, None).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = text(&out.stderr);
+    let place = f.journal.display().to_string();
+    assert_eq!(stderr.matches(&place).count(), 1, "{stderr}");
+    assert!(stderr.contains("Is a directory"), "{stderr}");
+}

@@ -173,8 +173,16 @@ fn notes(c: &Changes<'_>) -> Vec<String> {
     notes
 }
 
+/// An I/O or usage failure, said once with the journal's path in front: a journal error
+/// already starts with it (its location), so it is not said twice.
 fn failed(dir: &Path, what: impl std::fmt::Display) -> RecoverError {
-    RecoverError::Failed(format!("{}: {what}", dir.display()))
+    let what = what.to_string();
+    let place = format!("{}: ", dir.display());
+    if what.starts_with(&place) {
+        RecoverError::Failed(what)
+    } else {
+        RecoverError::Failed(format!("{place}{what}"))
+    }
 }
 
 /// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
