@@ -12,6 +12,7 @@ mod config;
 mod demo;
 mod journal_cmd;
 mod policy;
+mod printer;
 mod run;
 mod sessions;
 

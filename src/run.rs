@@ -3,6 +3,7 @@
 
 use crate::config::{self, FileConfig};
 use crate::policy;
+use crate::printer::Printer;
 use crate::CliError;
 use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
 use runtime::driver::{drive, DriveReport, ScriptedApprover};
@@ -13,7 +14,7 @@ use runtime::model::{consumed_lines, read_script, ScriptedModel};
 use runtime::replay::{replay_storage, SessionReplay};
 use runtime::spill::SledSpill;
 use runtime::tools::{builtin_registry, Workspace};
-use runtime::{Config, Session, SessionOptions, ToolResult};
+use runtime::{Config, Session, SessionOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -84,98 +85,13 @@ impl PreExecute for BashNeedsApproval {
     }
 }
 
-/// Shows calls to people: on a terminal, a live line per running tool (its latest progress),
-/// replaced by its verdict when it is committed; elsewhere, one line per committed call.
-struct Printer {
-    live: Option<indicatif::MultiProgress>,
-    lines: std::sync::Mutex<std::collections::HashMap<CallRef, indicatif::ProgressBar>>,
-}
-
-impl Printer {
-    fn new() -> Printer {
-        use std::io::IsTerminal;
-        Printer {
-            live: std::io::stdout()
-                .is_terminal()
-                .then(indicatif::MultiProgress::new),
-            lines: Default::default(),
-        }
-    }
-
-    fn label(call: &CallRef, tool: &str) -> String {
-        format!(
-            "  turn {} step {}  {:<12} {:<8}",
-            call.turn, call.step, call.call_id, tool
-        )
-    }
-}
-
-impl Observer for Printer {
-    fn name(&self) -> &str {
-        "printer"
-    }
-    fn on_start(&self, call: &CallRef, tool: &str) -> Result<(), String> {
-        if let Some(live) = &self.live {
-            let bar = live.add(indicatif::ProgressBar::new_spinner());
-            bar.set_prefix(Printer::label(call, tool));
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("{prefix} {spinner} {elapsed} {wide_msg}")
-                    .map_err(|e| e.to_string())?,
-            );
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            self.lines
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(call.clone(), bar);
-        }
-        Ok(())
-    }
-    fn on_progress(&self, call: &CallRef, _tool: &str, message: &str) -> Result<(), String> {
-        if let Some(bar) = self
-            .lines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(call)
-        {
-            bar.set_message(message.to_owned());
-        }
-        Ok(())
-    }
-    fn on_result(&self, call: &CallRef, tool: &str, result: &ToolResult) -> Result<(), String> {
-        let verdict = match result.code {
-            None => "ok".to_owned(),
-            Some(code) => code.as_str().to_owned(),
-        };
-        let line = format!("{} {verdict}", Printer::label(call, tool));
-        let bar = self
-            .lines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(call);
-        match (&self.live, bar) {
-            (Some(_), Some(bar)) => {
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template("{msg}").map_err(|e| e.to_string())?,
-                );
-                bar.finish_with_message(line);
-            }
-            (Some(live), None) => {
-                let _ = live.println(line);
-            }
-            (None, _) => {
-                let _ = crate::out(format_args!("{line}"));
-            }
-        }
-        Ok(())
-    }
-}
-
 struct Prepared {
     rt: tokio::runtime::Runtime,
     journal_dir: PathBuf,
     session: Session,
     approver: Arc<ScriptedApprover>,
     servers: Vec<mcp::McpServer>,
+    printer: Arc<Printer>,
 }
 
 /// What a session is set up with, beyond where it lives.
@@ -344,10 +260,11 @@ fn prepare(
         if approve == Approve::Deny {
             pre_execute.push(Arc::new(BashNeedsApproval));
         }
+        let printer = Arc::new(Printer::new());
         let observers: Vec<Arc<dyn Observer>> = if json {
             vec![]
         } else {
-            vec![Arc::new(Printer::new())]
+            vec![printer.clone() as Arc<dyn Observer>]
         };
         let hooks = Hooks {
             pre_execute,
@@ -394,9 +311,10 @@ fn prepare(
                 .set_plan_mode(true, "resumed with --plan-mode")
                 .map_err(|e| failed(e.to_string()))?;
         }
-        Ok::<_, CliError>((session, approver))
+        printer.watch(session.event_log().journal().clone());
+        Ok::<_, CliError>((session, approver, printer))
     })();
-    let (session, approver) = match opened {
+    let (session, approver, printer) = match opened {
         Ok(opened) => opened,
         Err(e) => {
             rt.block_on(async {
@@ -413,6 +331,7 @@ fn prepare(
         session,
         approver,
         servers,
+        printer,
     })
 }
 
@@ -431,6 +350,7 @@ fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), 
         mut session,
         approver,
         servers,
+        printer,
     } = prepared;
     let report = rt.block_on(async {
         let report = drive(&mut session, &mut model, &approver).await;
@@ -443,6 +363,8 @@ fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), 
         }
         report
     });
+    // After the close's sync every verdict is durable; after a failure, only those shown.
+    printer.show_durable();
     let report: DriveReport = report.map_err(|e| match e {
         // These name the journal's files already.
         runtime::RuntimeError::Journal(_) | runtime::RuntimeError::Spill(_) => failed(e),

@@ -129,6 +129,21 @@ fn a_full_disk_stops_the_session_names_the_disk_and_leaves_a_recoverable_journal
     // Read-only, it already tells the truth; with room again it recovers and balances.
     let dry = recover::session::recover(&journal, false).expect("readable on a full disk");
     assert!(dry.analysis.replay.open.is_some());
+    // A call shown as `ok` was settled durably: its result is in the journal.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let shown_ok: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_end().ends_with(" ok"))
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .collect();
+    assert!(!shown_ok.is_empty(), "some calls finished first: {stdout}");
+    for id in shown_ok {
+        let call = dry.analysis.replay.calls().find(|c| c.call.call_id == id);
+        assert!(
+            call.is_some_and(|c| c.outcome.is_some()),
+            "{id} was shown ok but its settled record is not in the journal"
+        );
+    }
     disk.grow(64);
     let recovered = recover::session::recover(&journal, true).expect("recoverable");
     assert!(recovered
