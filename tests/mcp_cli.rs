@@ -449,18 +449,38 @@ fn plan_mode_from_the_command_line_refuses_writes_until_the_plan_is_approved() {
 #[test]
 fn a_session_that_cannot_open_after_its_servers_started_stops_them_and_says_why() {
     let f = fixture(&fs_config(), &[json!({"user": "hi"}), end()]);
-    // Another writer holds the journal: the servers start, then the journal refuses.
+    // The spill store cannot be opened (a file where its directory goes): that is found after
+    // the servers started.
+    std::fs::create_dir_all(&f.journal).unwrap();
+    std::fs::write(f.journal.join("spill"), "not a directory").unwrap();
+    let out = f.run();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("spill"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    let log = std::fs::read_to_string(f.journal.join("mcp-fs.stderr")).unwrap();
+    assert!(
+        log.contains("Secure MCP Filesystem Server"),
+        "the server had started: {log}"
+    );
+}
+
+#[test]
+fn a_journal_held_by_another_writer_is_refused_before_any_server_starts() {
+    let f = fixture(&fs_config(), &[json!({"user": "hi"}), end()]);
     let storage = FsStorage::create(&f.journal).unwrap();
     let (held, _) = journal::Journal::open(Arc::new(storage), journal::Options::default()).unwrap();
     let out = f.run();
     drop(held);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-    let log = std::fs::read_to_string(f.journal.join("mcp-fs.stderr")).unwrap();
     assert!(
-        log.contains("Secure MCP Filesystem Server"),
-        "the server had started: {log}"
+        stderr.contains(&format!("session is live (writer pid {})", std::process::id())),
+        "{stderr}"
+    );
+    assert!(
+        !f.journal.join("mcp-fs.stderr").exists(),
+        "no server was started for a session that could not have its journal"
     );
 }
