@@ -11,7 +11,10 @@
 //! - the rebuilt conversation passes all four providers' validators (I6), and recovering twice
 //!   (and read-only first) gives the same bodies, the second appending nothing (I5);
 //! - `tooljournal resume` exits 0, runs no marked call a second time (no id twice in the marker
-//!   file), closes the session, and leaves nothing for a later recovery to append.
+//!   file), closes the session, and leaves nothing for a later recovery to append;
+//! - before that resume, a third of the iterations SIGKILL a resume at a random moment and a
+//!   third start two resumes at once (each proceeds or says the session is live, at least one
+//!   proceeds): still no id twice in the marker file.
 //!
 //! When to kill is drawn from a seeded generator, scaled by uninterrupted calibration runs: a
 //! fifth of the kills come a random time after spawn (start-up: before the first record, or
@@ -250,18 +253,20 @@ impl Case {
         ))
     }
 
-    /// `tooljournal resume`, killed and reported as hung after [`RESUME_TIMEOUT`].
-    fn resume(&self) -> Result<ExitStatus, String> {
-        let mut child = spawn(&mut self.command(
-            &[
-                "resume",
-                "--journal",
-                self.journal.to_str().unwrap(),
-                "--script",
-                self.script.to_str().unwrap(),
-            ],
+    fn spawn_resume(&self, log: &str, extra: &[&str]) -> Child {
+        let mut args = vec![
             "resume",
-        ));
+            "--journal",
+            self.journal.to_str().unwrap(),
+            "--script",
+            self.script.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        spawn(&mut self.command(&args, log))
+    }
+
+    /// Waits for a resume, killed and reported as hung after [`RESUME_TIMEOUT`].
+    fn wait_resume(&self, mut child: Child, log: &str) -> Result<ExitStatus, String> {
         let deadline = Instant::now() + RESUME_TIMEOUT;
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -272,11 +277,23 @@ impl Case {
                 let _ = child.wait();
                 return Err(format!(
                     "resume did not finish within {RESUME_TIMEOUT:?}; {}",
-                    self.logs("resume")
+                    self.logs(log)
                 ));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// `tooljournal resume`. A killed run's command may outlive it by its `sleep` (a few tens
+    /// of ms): a resume that meets it refuses ("still running"), and is repeated with
+    /// `--kill-orphans`, as a user would.
+    fn resume(&self) -> Result<ExitStatus, String> {
+        let status = self.wait_resume(self.spawn_resume("resume", &[]), "resume")?;
+        if status.code() == Some(1) && self.logs("resume").contains("still running: process group")
+        {
+            return self.wait_resume(self.spawn_resume("resume", &["--kill-orphans"]), "resume");
+        }
+        Ok(status)
     }
 
     fn logs(&self, log: &str) -> String {
@@ -466,10 +483,13 @@ struct Tally {
     marked_calls: usize,
     lock_waits: usize,
     lock_wait_max: Duration,
+    /// What happened before the resume that finishes the session, by kind.
+    disturbances: BTreeMap<&'static str, usize>,
 }
 
 struct Iteration {
     interrupted: bool,
+    disturbance: &'static str,
     /// The journal stayed locked this long after the writer was reaped.
     lock_wait: Option<Duration>,
     point: &'static str,
@@ -630,6 +650,7 @@ fn iteration(seed: u64, index: u64, timing: Timing) -> Result<Iteration, String>
         }
         return Ok(Iteration {
             interrupted,
+            disturbance: "none",
             lock_wait: None,
             point,
             torn: false,
@@ -688,6 +709,11 @@ fn iteration(seed: u64, index: u64, timing: Timing) -> Result<Iteration, String>
         check_marked(&first, id, "after the kill").map_err(&fail)?;
     }
     check_no_fabricated_bash(&first, &marks_at_kill, "after the kill").map_err(&fail)?;
+
+    // Before the resume that must finish the session: sometimes a resume SIGKILLed at a random
+    // moment, sometimes two resumes at once. Neither may run a call twice (checked below on
+    // the marker file), and the journal must stay recoverable.
+    let disturbance = disturb_resume(&case, &mut rng, timing, script.calls).map_err(&fail)?;
 
     // Resume: finishes the session, never running a marked call again.
     let status = case.resume().map_err(&fail)?;
@@ -759,6 +785,7 @@ fn iteration(seed: u64, index: u64, timing: Timing) -> Result<Iteration, String>
 
     Ok(Iteration {
         interrupted,
+        disturbance,
         lock_wait,
         point,
         torn: first.analysis.end.torn,
@@ -770,6 +797,56 @@ fn iteration(seed: u64, index: u64, timing: Timing) -> Result<Iteration, String>
             .count(),
         marked_calls: marks_at_kill.len(),
     })
+}
+
+/// A resume killed at a random moment, or two resumes started together, or nothing; returns
+/// which. Orphans of the killed run are killed (`--kill-orphans`), as the final resume may
+/// need them gone anyway.
+fn disturb_resume(
+    case: &Case,
+    rng: &mut TestRng,
+    timing: Timing,
+    calls: usize,
+) -> Result<&'static str, String> {
+    match below(rng, 3) {
+        0 => Ok("none"),
+        1 => {
+            let span = timing.startup + timing.per_call * calls as u32;
+            let delay = Duration::from_micros(below(rng, span.as_micros() as u64 + 1));
+            let mut child = case.spawn_resume("killed-resume", &["--kill-orphans"]);
+            std::thread::sleep(delay);
+            let _ = child.kill();
+            child.wait().unwrap();
+            wait_for_lock(&case.journal)?;
+            Ok("a resume killed")
+        }
+        _ => {
+            let a = case.spawn_resume("resume-a", &["--kill-orphans"]);
+            let b = case.spawn_resume("resume-b", &["--kill-orphans"]);
+            let statuses = [
+                (case.wait_resume(a, "resume-a")?, "resume-a"),
+                (case.wait_resume(b, "resume-b")?, "resume-b"),
+            ];
+            for (status, log) in &statuses {
+                let lost = status.code() == Some(1) && case.logs(log).contains("session is live");
+                if !status.success() && !lost {
+                    return Err(format!(
+                        "of two resumes at once, one exited {status} without saying the \
+                         session is live; {}",
+                        case.logs(log)
+                    ));
+                }
+            }
+            if !statuses.iter().any(|(s, _)| s.success()) {
+                return Err(format!(
+                    "neither of two resumes at once proceeded; {}; {}",
+                    case.logs("resume-a"),
+                    case.logs("resume-b")
+                ));
+            }
+            Ok("two resumes at once")
+        }
+    }
 }
 
 /// Uninterrupted runs of a generated transcript, [`WORKERS`] side by side, twice: how long
@@ -909,6 +986,7 @@ fn sigkill_at_random_moments_never_lies_and_resume_never_reruns() {
                             t.finished_first += 1;
                         }
                         t.torn += it.torn as usize;
+                        *t.disturbances.entry(it.disturbance).or_default() += 1;
                         t.unknown_calls += it.unknown_calls;
                         t.marked_calls += it.marked_calls;
                         if let Some(wait) = it.lock_wait {
@@ -937,7 +1015,7 @@ fn sigkill_at_random_moments_never_lies_and_resume_never_reruns() {
         "seed {seed}: {} iterations in {:.1} s; {} kills interrupted a session, {} runs ended \
          before their kill; kill points: {:?}; torn tails: {}; calls left TOOL_OUTCOME_UNKNOWN: \
          {}; marked calls at kill time: {}; journal still locked after the writer was reaped \
-         (a forked child not yet exec'd): {} times, longest {:?}",
+         (a forked child not yet exec'd): {} times, longest {:?}; before the final resume: {:?}",
         t.interrupted + t.finished_first,
         began.elapsed().as_secs_f64(),
         t.interrupted,
@@ -947,7 +1025,8 @@ fn sigkill_at_random_moments_never_lies_and_resume_never_reruns() {
         t.unknown_calls,
         t.marked_calls,
         t.lock_waits,
-        t.lock_wait_max
+        t.lock_wait_max,
+        t.disturbances
     );
     assert!(
         t.interrupted >= KILLS_REQUIRED,

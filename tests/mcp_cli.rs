@@ -476,7 +476,10 @@ fn a_journal_held_by_another_writer_is_refused_before_any_server_starts() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(&format!("session is live (writer pid {})", std::process::id())),
+        stderr.contains(&format!(
+            "session is live (writer pid {})",
+            std::process::id()
+        )),
         "{stderr}"
     );
     assert!(
