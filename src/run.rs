@@ -519,6 +519,7 @@ pub fn resume(
     let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
         recover::session::RecoverError::Failed(m) => CliError::Failed(m),
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
     })?;
     if recovered.analysis.live {
         return Err(failed(format!(

@@ -32,10 +32,10 @@ use crate::classify::{
 use journal::{Position, ReadEnd};
 use runtime::code::ErrorCode;
 use runtime::event::{
-    CallRef, Classification, CommittedResult, Event, ModelResponse, Outcome, Record, RecoveredCall,
+    CallRef, Classification, CommittedResult, Event, ModelResponse, Outcome, RecoveredCall,
     Recovery, Resources,
 };
-use runtime::replay::ReplayError;
+use runtime::replay::{EventDecoder, ReplayError};
 use runtime::state::{CallMachine, CallState};
 use std::collections::VecDeque;
 
@@ -144,6 +144,7 @@ pub struct Classifier {
     ready: VecDeque<CallReport>,
     last_recovery_dropped: Option<u64>,
     retained_max: usize,
+    decoder: EventDecoder,
 }
 
 impl Classifier {
@@ -160,6 +161,7 @@ impl Classifier {
             ready: VecDeque::new(),
             last_recovery_dropped: None,
             retained_max: 0,
+            decoder: EventDecoder::new(),
         }
     }
 
@@ -187,25 +189,7 @@ impl Classifier {
     /// Decodes and applies one journal record (`record.as_ref()` for an owned one); the
     /// errors are `Replayer::apply`'s.
     pub fn apply(&mut self, record: journal::RecordRef<'_>) -> Result<(), ReplayError> {
-        let decoded: Record = record.decode().map_err(|e| {
-            let index = record
-                .payload
-                .get(8..12)
-                .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(u32::from_le_bytes);
-            match index {
-                Some(index) if index >= Event::VARIANT_COUNT => ReplayError::UnknownEventType {
-                    seq: record.seq,
-                    position: record.position,
-                    index,
-                },
-                _ => ReplayError::Undecodable {
-                    seq: record.seq,
-                    position: record.position,
-                    message: e.message,
-                },
-            }
-        })?;
+        let decoded = self.decoder.decode(record)?;
         self.apply_event(record.seq, record.position, decoded.event)?;
         self.flush();
         self.retained_max = self.retained_max.max(self.retained_calls());
