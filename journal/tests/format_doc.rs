@@ -439,3 +439,508 @@ fn torn_tail_and_corruption_agree_with_the_crate() {
     assert_eq!(both(last, &|b| b[8] = 2), [Corrupt(last, 0); 2]);
     assert_eq!(both(1, &|b| b.clear()), [Corrupt(1, 0); 2]);
 }
+
+// ---- Events and versioning (FORMAT.md, *Events* and *Versioning*) ----
+
+#[path = "format_doc/events.rs"]
+mod events;
+
+use runtime::event::{
+    Approval, AskAnswer, CallRef, Classification, CommittedResult, Event, ModelCall,
+    ModelResponse, Outcome, OutcomeStatus, PlanItem, Record, RecoveredCall, Recovery, Resources,
+    SessionOpen, SideEffect, StepOutcome, StopReason, Text, ToolDescriptor, ToolSource,
+    TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
+};
+use runtime::state::CallState;
+use runtime::ErrorCode;
+
+fn call_ref(id: &str) -> CallRef {
+    CallRef {
+        turn: 1,
+        step: 2,
+        call_id: id.into(),
+    }
+}
+
+fn outcome(status: OutcomeStatus, content: Text, side_effects: Vec<SideEffect>) -> Outcome {
+    Outcome {
+        status,
+        content,
+        value: Some("{\"n\":1}".into()),
+        details: None,
+        side_effects,
+        attempts: 2,
+        duration_ms: 1234,
+    }
+}
+
+/// One record of every event, and every variant of every enum in some record.
+fn every_event() -> Vec<Record> {
+    let all_codes = [
+        ErrorCode::UnknownTool,
+        ErrorCode::SyntaxError,
+        ErrorCode::SchemaError,
+        ErrorCode::PolicyDenied,
+        ErrorCode::TruncatedCall,
+        ErrorCode::Timeout,
+        ErrorCode::Aborted,
+        ErrorCode::AbortedBeforeDispatch,
+        ErrorCode::FsStaleVersion,
+        ErrorCode::FsOutsideWorkspace,
+        ErrorCode::ToolPanicked,
+        ErrorCode::OutputSchemaViolation,
+        ErrorCode::ToolNotStarted,
+        ErrorCode::ToolOutcomeUnknown,
+        ErrorCode::ToolFailed,
+        ErrorCode::PostExecuteBlocked,
+    ];
+    let c = call_ref("call_1");
+    let tool = |name: &str, source| ToolDescriptor {
+        name: name.into(),
+        source,
+        version: "1.0".into(),
+        schema_hash: "ab12".into(),
+    };
+    let mut events = vec![
+        Event::SessionOpen(SessionOpen {
+            schema_version: EVENT_SCHEMA_VERSION,
+            session_id: "sess".into(),
+            workspace: "/ws".into(),
+            tools: vec![
+                tool("read", ToolSource::BuiltIn),
+                tool("ext", ToolSource::External { server: "x".into() }),
+                tool(
+                    "mcp__fs__read",
+                    ToolSource::Mcp {
+                        server: "fs".into(),
+                        implementation: "fs-server".into(),
+                        version: "0.3".into(),
+                    },
+                ),
+            ],
+        }),
+        Event::TurnStart {
+            turn: 1,
+            user_text: "héllo".into(),
+        },
+        Event::StepStart { turn: 1, step: 2 },
+    ];
+    for (i, stop_reason) in [StopReason::ToolUse, StopReason::EndTurn, StopReason::Length]
+        .into_iter()
+        .enumerate()
+    {
+        events.push(Event::LlmResponse {
+            turn: 1,
+            step: 2,
+            response: ModelResponse {
+                text: format!("text {i}"),
+                tool_calls: vec![ModelCall {
+                    call_id: "call_1".into(),
+                    name: "read".into(),
+                    arguments: "{\"path\": \"a\"}".into(),
+                }],
+                stop_reason,
+            },
+        });
+    }
+    let outcomes = [
+        StepOutcome::Completed,
+        StepOutcome::Cancelled,
+        StepOutcome::Failed {
+            message: "m".into(),
+        },
+        StepOutcome::Interrupted,
+    ];
+    for outcome in outcomes {
+        events.push(Event::StepEnd {
+            turn: 1,
+            step: 2,
+            outcome,
+        });
+    }
+    let outcomes = [
+        TurnOutcome::Completed,
+        TurnOutcome::Cancelled,
+        TurnOutcome::Failed {
+            message: "m".into(),
+        },
+        TurnOutcome::Interrupted,
+    ];
+    for outcome in outcomes {
+        events.push(Event::TurnEnd { turn: 1, outcome });
+    }
+    events.push(Event::SessionClose);
+    events.push(Event::Received {
+        call: c.clone(),
+        index: 3,
+        tool: "read".into(),
+        raw_arguments: "{\"path\": \"a\"".into(),
+        source_seqs: vec![4],
+    });
+    events.push(Event::Parsed {
+        call: c.clone(),
+        arguments: "{}".into(),
+        source_seqs: vec![5, 6],
+    });
+    let answers = [
+        AskAnswer::AllowedOnce,
+        AskAnswer::AllowedAlways,
+        AskAnswer::Denied,
+        AskAnswer::Expired,
+        AskAnswer::Cancelled,
+    ];
+    let approvals = [
+        Approval::Listener {
+            name: "policy".into(),
+        },
+        Approval::Default,
+        Approval::Asked {
+            answer: AskAnswer::AllowedOnce,
+        },
+        Approval::AlwaysAllowed,
+    ];
+    for approval in approvals {
+        events.push(Event::Approved {
+            call: c.clone(),
+            approval,
+            source_seqs: vec![],
+        });
+    }
+    events.push(Event::Started {
+        call: c.clone(),
+        attempt: 1,
+        resources: Resources {
+            reads: vec!["a".into()],
+            writes: vec!["b".into(), "c".into()],
+            intents: vec!["ls -l".into()],
+        },
+        source_seqs: vec![9],
+    });
+    let side_effects = vec![
+        SideEffect::FsWrite {
+            path: "a".into(),
+            before_sha256: None,
+            after_sha256: "ff".into(),
+        },
+        SideEffect::FsWrite {
+            path: "b".into(),
+            before_sha256: Some("00".into()),
+            after_sha256: "ff".into(),
+        },
+        SideEffect::ProcExit {
+            pid: 4242,
+            status: Some(-1),
+            signal: None,
+        },
+        SideEffect::ProcExit {
+            pid: 1,
+            status: None,
+            signal: Some(i32::MIN),
+        },
+        SideEffect::Other {
+            kind: "k".into(),
+            detail: "d".into(),
+        },
+        SideEffect::PlanReplaced {
+            items: vec![PlanItem {
+                text: "t".into(),
+                status: "pending".into(),
+            }],
+        },
+        SideEffect::ToolsLoaded {
+            names: vec!["x".into(), "y".into()],
+        },
+    ];
+    events.push(Event::Settled {
+        call: c.clone(),
+        outcome: outcome(
+            OutcomeStatus::Success,
+            Text::Inline("ok".into()),
+            side_effects,
+        ),
+        source_seqs: vec![10],
+    });
+    events.push(Event::Settled {
+        call: c.clone(),
+        outcome: outcome(
+            OutcomeStatus::Error {
+                code: ErrorCode::Timeout,
+                message: "slow".into(),
+            },
+            Text::Preview {
+                head: "h".into(),
+                tail: "t".into(),
+                total_bytes: 1 << 40,
+                sha256: "ee".into(),
+                locator: Some("spill:sha256:ee".into()),
+            },
+            vec![],
+        ),
+        source_seqs: vec![10],
+    });
+    for code in all_codes {
+        events.push(Event::Rejected {
+            call: c.clone(),
+            code,
+            reason: code.as_str().into(),
+            source_seqs: vec![1],
+        });
+    }
+    events.push(Event::Committed {
+        call: c.clone(),
+        result: CommittedResult {
+            content: "done".into(),
+            is_error: false,
+            code: None,
+            value: None,
+        },
+        source_seqs: vec![11],
+    });
+    events.push(Event::CancelledBeforeStart {
+        call: c.clone(),
+        reason: "stop".into(),
+        source_seqs: vec![12],
+    });
+    events.push(Event::AskPending {
+        call: c.clone(),
+        question: "may I?".into(),
+    });
+    for answer in answers {
+        events.push(Event::AskAnswered {
+            call: c.clone(),
+            answer,
+        });
+    }
+    events.push(Event::AskCancelled {
+        call: c.clone(),
+        reason: "session interrupted".into(),
+    });
+    events.push(Event::AskExpired { call: c.clone() });
+    events.push(Event::PlanReplace {
+        items: vec![
+            PlanItem {
+                text: "a".into(),
+                status: "done".into(),
+            },
+            PlanItem {
+                text: "b".into(),
+                status: "pending".into(),
+            },
+        ],
+    });
+    events.push(Event::SpillStored {
+        locator: "spill:sha256:ee".into(),
+        bytes: 99,
+        sha256: "ee".into(),
+    });
+    events.push(Event::Fault {
+        turn: 1,
+        step: 2,
+        message: "boom".into(),
+    });
+    let states = [
+        CallState::Received,
+        CallState::Parsed,
+        CallState::Approved,
+        CallState::Started,
+        CallState::Settled,
+        CallState::Committed,
+        CallState::Rejected,
+        CallState::CancelledBeforeStart,
+    ];
+    let classifications = [
+        None,
+        Some(Classification::ToolNotStarted),
+        Some(Classification::ToolOutcomeUnknown),
+    ];
+    events.push(Event::Recovery(Recovery {
+        dropped_bytes: 17,
+        calls: states
+            .iter()
+            .enumerate()
+            .map(|(i, &state)| RecoveredCall {
+                call: call_ref(&format!("c{i}")),
+                state,
+                classification: classifications[i % 3],
+                result: CommittedResult {
+                    content: "TOOL_NOT_STARTED: …".into(),
+                    is_error: true,
+                    code: Some(ErrorCode::ToolNotStarted),
+                    value: Some("null".into()),
+                },
+            })
+            .collect(),
+        interrupted_step: Some((1, 2)),
+        interrupted_turn: Some(1),
+    }));
+    events.push(Event::Recovery(Recovery {
+        dropped_bytes: 0,
+        calls: vec![],
+        interrupted_step: None,
+        interrupted_turn: None,
+    }));
+    events.push(Event::StepTools {
+        turn: 1,
+        step: 2,
+        tools: vec![VisibleTool {
+            name: "read".into(),
+            schema_hash: "ab12".into(),
+        }],
+    });
+    events.push(Event::PlanMode {
+        on: false,
+        reason: "ask allowed".into(),
+        call: Some(c.clone()),
+    });
+    events.push(Event::PlanMode {
+        on: true,
+        reason: "--plan-mode".into(),
+        call: None,
+    });
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Record {
+            at_ms: 1_700_000_000_000 + i as u64,
+            event,
+        })
+        .collect()
+}
+
+/// The payloads of a journal written with these records (read back by the independent reader).
+fn payloads_of(records: &[Record]) -> Vec<Vec<u8>> {
+    let storage = SimStorage::new();
+    let (j, _) = Journal::open(Arc::new(storage.clone()), Options::default()).expect("open");
+    for r in records {
+        j.append(r).expect("append");
+    }
+    j.close().expect("close");
+    let (p, end) = read_journal(&sim_files(&storage), Limits::default().record_size_bytes_max);
+    assert_eq!(end, End::Clean);
+    p.frames.into_iter().map(|(_, payload)| payload).collect()
+}
+
+/// The variant's content as serde renders it (`{"Name": content}` → content; a unit → null).
+fn serde_content(event: &Event) -> serde_json::Value {
+    match serde_json::to_value(event).expect("events render as JSON") {
+        serde_json::Value::Object(m) => m.into_iter().next().expect("one key").1,
+        _ => serde_json::Value::Null,
+    }
+}
+
+#[test]
+fn every_event_and_every_variant_decodes_by_the_document() {
+    // A bump of the schema, or a new event, must come with this reader's update.
+    assert_eq!(EVENT_SCHEMA_VERSION, events::DOC_SCHEMA, "extend format_doc.rs");
+    let counts = events::variant_counts();
+    assert_eq!(counts[0], ("Event", Event::VARIANT_COUNT), "extend format_doc.rs");
+
+    let records = every_event();
+    let payloads = payloads_of(&records);
+    assert_eq!(payloads.len(), records.len());
+    assert_eq!(
+        events::declared_schema(&payloads[0]),
+        Some(EVENT_SCHEMA_VERSION)
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for (record, payload) in records.iter().zip(&payloads) {
+        let decoded = events::decode_record(payload, &mut seen)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", record.event.kind()));
+        assert_eq!(decoded.at_ms, record.at_ms);
+        assert_eq!(decoded.name, record.event.kind());
+        assert_eq!(decoded.fields, serde_content(&record.event), "{}", decoded.name);
+    }
+    // Every variant of every enum the document lists was in some record.
+    for (ty, count) in counts {
+        for index in 0..count {
+            assert!(seen.contains(&(ty, index)), "{ty} variant {index} never written");
+        }
+    }
+    // Hand-checked: `ProcExit.status` -1 is four 0xFF bytes (two's complement), a tuple is its
+    // elements back to back.
+    let settled = &payloads[records
+        .iter()
+        .position(|r| matches!(r.event, Event::Settled { .. }))
+        .unwrap()];
+    let pid = 4242u32.to_le_bytes();
+    let at = settled.windows(4).position(|w| w == pid).unwrap();
+    assert_eq!(settled[at + 4..at + 9], [1, 0xFF, 0xFF, 0xFF, 0xFF]);
+    let recovery = &payloads[records
+        .iter()
+        .position(|r| matches!(r.event, Event::Recovery(_)))
+        .unwrap()];
+    let tail = &recovery[recovery.len() - 14..];
+    assert_eq!(tail, [1, 1, 0, 0, 0, 2, 0, 0, 0, 1, 1, 0, 0, 0]);
+}
+
+/// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.
+fn runtime_verdict(payloads: &[Vec<u8>]) -> events::Verdict {
+    let mut decoder = runtime::replay::EventDecoder::new();
+    for (index, payload) in payloads.iter().enumerate() {
+        let record = journal::RecordRef {
+            seq: index as u64 + 1,
+            position: journal::Position {
+                segment: 0,
+                offset: 0,
+            },
+            frame_bytes: 0,
+            payload,
+        };
+        match decoder.decode(record) {
+            Ok(_) => {}
+            Err(runtime::replay::ReplayError::NewerSchema { schema, .. }) => {
+                return events::Verdict::Newer { index, schema }
+            }
+            Err(_) => return events::Verdict::Corrupt { index },
+        }
+    }
+    events::Verdict::Read(payloads.len())
+}
+
+#[test]
+fn the_versioning_rule_agrees_with_the_runtime() {
+    use events::Verdict;
+    let records = every_event();
+    let with_schema = |schema: u32| -> Vec<Vec<u8>> {
+        let mut p = payloads_of(&records);
+        p[0][12..16].copy_from_slice(&schema.to_le_bytes());
+        p
+    };
+    let newer = events::DOC_SCHEMA + 1;
+    // Everything decodes: read, whatever the schema says.
+    for schema in [events::DOC_SCHEMA, newer] {
+        let p = with_schema(schema);
+        assert_eq!(events::verdict(&p), Verdict::Read(records.len()));
+        assert_eq!(runtime_verdict(&p), Verdict::Read(records.len()));
+    }
+    // An unknown event type, an unknown variant deep inside (the `SideEffect` of a settled
+    // record), trailing bytes: newer with a newer schema, corrupt otherwise.
+    let settled = records
+        .iter()
+        .position(|r| matches!(r.event, Event::Settled { .. }))
+        .unwrap();
+    let damages: [(usize, &dyn Fn(&mut Vec<u8>)); 3] = [
+        (5, &|p| p[8..12].copy_from_slice(&Event::VARIANT_COUNT.to_le_bytes())),
+        (settled, &|p| {
+            // The first side effect (index 0, path "a") follows the side-effect count (7).
+            let mut first = 7u64.to_le_bytes().to_vec();
+            first.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'a']);
+            let at = p.windows(first.len()).position(|w| w == first).unwrap() + 8;
+            p[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
+        }),
+        (2, &|p| p.push(0)),
+    ];
+    for (index, damage) in damages {
+        for schema in [events::DOC_SCHEMA, newer] {
+            let mut p = with_schema(schema);
+            damage(&mut p[index]);
+            let expected = if schema > events::DOC_SCHEMA {
+                Verdict::Newer { index, schema }
+            } else {
+                Verdict::Corrupt { index }
+            };
+            assert_eq!(events::verdict(&p), expected, "record {index}, schema {schema}");
+            assert_eq!(runtime_verdict(&p), expected, "record {index}, schema {schema}");
+        }
+    }
+}
