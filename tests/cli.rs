@@ -24,7 +24,7 @@ fn journal_with(n: u64) -> tempfile::TempDir {
     let storage = FsStorage::create(dir.path()).unwrap();
     let (journal, _) = Journal::open(Arc::new(storage), Options::default()).unwrap();
     for i in 0..n {
-        let turn = (i as u32 + 1) / 2;
+        let turn = (i as u32).div_ceil(2);
         let event = match i {
             0 => Event::SessionOpen(SessionOpen {
                 schema_version: EVENT_SCHEMA_VERSION,

@@ -167,7 +167,7 @@ impl Scan {
             }
             for (i, &byte) in self.buf[old_len..].iter().enumerate() {
                 self.register = step(self.register, byte);
-                if (old_len + i + 1) as u64 % SAMPLE_BYTES == 0 {
+                if ((old_len + i + 1) as u64).is_multiple_of(SAMPLE_BYTES) {
                     self.samples.push(self.register);
                 }
             }
@@ -248,7 +248,12 @@ mod tests {
 
     #[test]
     fn shift_is_running_zero_bytes() {
-        for (state, n) in [(0xdead_beefu32, 1u32), (1, 255), (0x1234_5678, 256), (7, 70_001)] {
+        for (state, n) in [
+            (0xdead_beefu32, 1u32),
+            (1, 255),
+            (0x1234_5678, 256),
+            (7, 70_001),
+        ] {
             let mut expected = state;
             for _ in 0..n {
                 expected = step(expected, 0);
@@ -265,7 +270,13 @@ mod tests {
             let last = *g.last().expect("starts non-empty");
             g.push(step(last, b));
         }
-        for (a, e) in [(0usize, 5000usize), (13, 14), (100, 4099), (4000, 4001), (1, 4999)] {
+        for (a, e) in [
+            (0usize, 5000usize),
+            (13, 14),
+            (100, 4099),
+            (4000, 4001),
+            (1, 4999),
+        ] {
             let crc = shift(u32::MAX ^ g[a], (e - a) as u32) ^ g[e] ^ u32::MAX;
             assert_eq!(crc, crc32fast::hash(&bytes[a..e]), "bytes {a}..{e}");
         }

@@ -446,10 +446,10 @@ fn torn_tail_and_corruption_agree_with_the_crate() {
 mod events;
 
 use runtime::event::{
-    Approval, AskAnswer, CallRef, Classification, CommittedResult, Event, ModelCall,
-    ModelResponse, Outcome, OutcomeStatus, PlanItem, Record, RecoveredCall, Recovery, Resources,
-    SessionOpen, SideEffect, StepOutcome, StopReason, Text, ToolDescriptor, ToolSource,
-    TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
+    Approval, AskAnswer, CallRef, Classification, CommittedResult, Event, ModelCall, ModelResponse,
+    Outcome, OutcomeStatus, PlanItem, Record, RecoveredCall, Recovery, Resources, SessionOpen,
+    SideEffect, StepOutcome, StopReason, Text, ToolDescriptor, ToolSource, TurnOutcome,
+    VisibleTool, EVENT_SCHEMA_VERSION,
 };
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -815,7 +815,10 @@ fn payloads_of(records: &[Record]) -> Vec<Vec<u8>> {
         j.append(r).expect("append");
     }
     j.close().expect("close");
-    let (p, end) = read_journal(&sim_files(&storage), Limits::default().record_size_bytes_max);
+    let (p, end) = read_journal(
+        &sim_files(&storage),
+        Limits::default().record_size_bytes_max,
+    );
     assert_eq!(end, End::Clean);
     p.frames.into_iter().map(|(_, payload)| payload).collect()
 }
@@ -831,9 +834,17 @@ fn serde_content(event: &Event) -> serde_json::Value {
 #[test]
 fn every_event_and_every_variant_decodes_by_the_document() {
     // A bump of the schema, or a new event, must come with this reader's update.
-    assert_eq!(EVENT_SCHEMA_VERSION, events::DOC_SCHEMA, "extend format_doc.rs");
+    assert_eq!(
+        EVENT_SCHEMA_VERSION,
+        events::DOC_SCHEMA,
+        "extend format_doc.rs"
+    );
     let counts = events::variant_counts();
-    assert_eq!(counts[0], ("Event", Event::VARIANT_COUNT), "extend format_doc.rs");
+    assert_eq!(
+        counts[0],
+        ("Event", Event::VARIANT_COUNT),
+        "extend format_doc.rs"
+    );
 
     let records = every_event();
     let payloads = payloads_of(&records);
@@ -848,12 +859,20 @@ fn every_event_and_every_variant_decodes_by_the_document() {
             .unwrap_or_else(|e| panic!("{}: {e:?}", record.event.kind()));
         assert_eq!(decoded.at_ms, record.at_ms);
         assert_eq!(decoded.name, record.event.kind());
-        assert_eq!(decoded.fields, serde_content(&record.event), "{}", decoded.name);
+        assert_eq!(
+            decoded.fields,
+            serde_content(&record.event),
+            "{}",
+            decoded.name
+        );
     }
     // Every variant of every enum the document lists was in some record.
     for (ty, count) in counts {
         for index in 0..count {
-            assert!(seen.contains(&(ty, index)), "{ty} variant {index} never written");
+            assert!(
+                seen.contains(&(ty, index)),
+                "{ty} variant {index} never written"
+            );
         }
     }
     // Hand-checked: `ProcExit.status` -1 is four 0xFF bytes (two's complement), a tuple is its
@@ -919,8 +938,11 @@ fn the_versioning_rule_agrees_with_the_runtime() {
         .iter()
         .position(|r| matches!(r.event, Event::Settled { .. }))
         .unwrap();
-    let damages: [(usize, &dyn Fn(&mut Vec<u8>)); 3] = [
-        (5, &|p| p[8..12].copy_from_slice(&Event::VARIANT_COUNT.to_le_bytes())),
+    type Damage<'a> = &'a dyn Fn(&mut Vec<u8>);
+    let damages: [(usize, Damage); 3] = [
+        (5, &|p| {
+            p[8..12].copy_from_slice(&Event::VARIANT_COUNT.to_le_bytes())
+        }),
         (settled, &|p| {
             // The first side effect (index 0, path "a") follows the side-effect count (7).
             let mut first = 7u64.to_le_bytes().to_vec();
@@ -939,8 +961,16 @@ fn the_versioning_rule_agrees_with_the_runtime() {
             } else {
                 Verdict::Corrupt { index }
             };
-            assert_eq!(events::verdict(&p), expected, "record {index}, schema {schema}");
-            assert_eq!(runtime_verdict(&p), expected, "record {index}, schema {schema}");
+            assert_eq!(
+                events::verdict(&p),
+                expected,
+                "record {index}, schema {schema}"
+            );
+            assert_eq!(
+                runtime_verdict(&p),
+                expected,
+                "record {index}, schema {schema}"
+            );
         }
     }
 }

@@ -85,7 +85,10 @@ fn a_crafted_tail_is_scanned_in_work_linear_in_its_size() {
         // Each byte is checksummed once, each candidate at most 4 + 2·32 bytes more: per
         // scanned byte, 1 + 68/4 = 18 at most, whatever the size.
         let ratio = work.bytes_checksummed as f64 / tail_bytes as f64;
-        assert!(ratio <= 18.0, "{size_mib} MiB: {ratio} bytes checksummed per byte");
+        assert!(
+            ratio <= 18.0,
+            "{size_mib} MiB: {ratio} bytes checksummed per byte"
+        );
     }
 }
 

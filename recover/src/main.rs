@@ -5,12 +5,11 @@
 //! tooljournal (docs/FORMAT.md, *Versioning*). `recover` never executes a tool.
 
 use clap::{Parser, Subcommand};
-use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
+use journal::ReadEnd;
 use recover::session::{RecoverError, ReportSink};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(

@@ -288,8 +288,8 @@ fn recover_storage_reporting(
     let location = storage.location();
     let dir = Path::new(&location);
     let prepared = prepare(&storage, write)?;
-    let (replay, end) = replay_with_progress(storage, progress)
-        .map_err(|e| RecoverError::from_replay(dir, e))?;
+    let (replay, end) =
+        replay_with_progress(storage, progress).map_err(|e| RecoverError::from_replay(dir, e))?;
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }

@@ -44,7 +44,10 @@ pub fn verify(dir: &Path) -> Result<Verified, RecoverError> {
     }
     let records = reader.records_read();
     let end = reader.end().cloned().ok_or_else(|| {
-        RecoverError::Failed(format!("{}: reading ended without a verdict", dir.display()))
+        RecoverError::Failed(format!(
+            "{}: reading ended without a verdict",
+            dir.display()
+        ))
     })?;
     Ok(Verified { end, records })
 }

@@ -75,12 +75,11 @@ fn every_reading_command_says_newer_for_a_newer_schema_and_corrupt_otherwise() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
         assert!(
-            stderr.contains(&format!(
-                "record seq 2 at segment 00000000000000000000.segment offset "
-            )) && stderr.contains(&format!(
-                "written by a newer tooljournal (schema {} > {EVENT_SCHEMA_VERSION})",
-                EVENT_SCHEMA_VERSION + 1
-            )),
+            stderr.contains("record seq 2 at segment 00000000000000000000.segment offset ")
+                && stderr.contains(&format!(
+                    "written by a newer tooljournal (schema {} > {EVENT_SCHEMA_VERSION})",
+                    EVENT_SCHEMA_VERSION + 1
+                )),
             "{args:?}: {stderr}"
         );
         let out = run(&known);

@@ -25,7 +25,9 @@ pub const EVENT_SCHEMA_VERSION: u32 = 1;
 /// payload is not a `session/open`.
 pub fn declared_schema(payload: &[u8]) -> Option<u32> {
     let word = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(payload.get(at..at + 4)?.try_into().ok()?))
+        Some(u32::from_le_bytes(
+            payload.get(at..at + 4)?.try_into().ok()?,
+        ))
     };
     if word(8)? != 0 {
         return None;

@@ -566,7 +566,10 @@ fn crafted_tail_run(dir: &Path, tail_bytes: u64) -> Result<CraftedTailRun, BoxEr
         tail[p..p + 4].copy_from_slice(&((n - p - 8) as u32).to_le_bytes());
     }
     let segment = dir.join(journal::segment::file_name(0));
-    OpenOptions::new().append(true).open(&segment)?.write_all(&tail)?;
+    OpenOptions::new()
+        .append(true)
+        .open(&segment)?
+        .write_all(&tail)?;
     let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(dir)?);
     let start = Instant::now();
     let mut reader = Reader::open(storage, Limits::default())?;
@@ -672,7 +675,9 @@ fn print_table(r: &Report, plan: &Plan) {
         );
     }
     println!();
-    println!("Crafted torn tail (every 4th offset a plausible length reaching the end; Reader drain)");
+    println!(
+        "Crafted torn tail (every 4th offset a plausible length reaching the end; Reader drain)"
+    );
     println!(
         "  {:<9} {:>10} {:>10} {:>10} {:>14}",
         "tail", "seconds", "MB/s", "candidates", "crc bytes/byte"

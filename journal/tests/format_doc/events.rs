@@ -34,7 +34,10 @@ pub struct Cur<'a> {
 impl Cur<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], Bad> {
         if self.bytes.len() < n {
-            return Err(Bad::Malformed(format!("{n} bytes wanted, {} left", self.bytes.len())));
+            return Err(Bad::Malformed(format!(
+                "{n} bytes wanted, {} left",
+                self.bytes.len()
+            )));
         }
         let (head, rest) = self.bytes.split_at(n);
         self.bytes = rest;
@@ -81,7 +84,10 @@ fn opt(c: &mut Cur, f: Decode) -> R {
 }
 fn seq(c: &mut Cur, f: Decode) -> R {
     let n = c.u64()?;
-    (0..n).map(|_| f(c)).collect::<Result<Vec<_>, _>>().map(Value::Array)
+    (0..n)
+        .map(|_| f(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Value::Array)
 }
 fn obj(c: &mut Cur, fields: &[(&str, Decode)]) -> R {
     let mut m = Map::new();
@@ -150,7 +156,11 @@ fn tool_source(c: &mut Cur) -> R {
             ("External", Shape::Fields(&[("server", strv)])),
             (
                 "Mcp",
-                Shape::Fields(&[("server", strv), ("implementation", strv), ("version", strv)]),
+                Shape::Fields(&[
+                    ("server", strv),
+                    ("implementation", strv),
+                    ("version", strv),
+                ]),
             ),
         ],
     )
@@ -158,7 +168,12 @@ fn tool_source(c: &mut Cur) -> R {
 fn tool_descriptor(c: &mut Cur) -> R {
     obj(
         c,
-        &[("name", strv), ("source", tool_source), ("version", strv), ("schema_hash", strv)],
+        &[
+            ("name", strv),
+            ("source", tool_source),
+            ("version", strv),
+            ("schema_hash", strv),
+        ],
     )
 }
 fn session_open(c: &mut Cur) -> R {
@@ -173,7 +188,11 @@ fn session_open(c: &mut Cur) -> R {
     )
 }
 fn stop_reason(c: &mut Cur) -> R {
-    let v = [("tool_use", Shape::Unit), ("end_turn", Shape::Unit), ("length", Shape::Unit)];
+    let v = [
+        ("tool_use", Shape::Unit),
+        ("end_turn", Shape::Unit),
+        ("length", Shape::Unit),
+    ];
     variant(c, "StopReason", &v)
 }
 fn model_call(c: &mut Cur) -> R {
@@ -182,7 +201,11 @@ fn model_call(c: &mut Cur) -> R {
 fn model_response(c: &mut Cur) -> R {
     obj(
         c,
-        &[("text", strv), ("tool_calls", |c| seq(c, model_call)), ("stop_reason", stop_reason)],
+        &[
+            ("text", strv),
+            ("tool_calls", |c| seq(c, model_call)),
+            ("stop_reason", stop_reason),
+        ],
     )
 }
 fn outcome_of(c: &mut Cur, ty: &'static str) -> R {
@@ -201,7 +224,13 @@ fn turn_outcome(c: &mut Cur) -> R {
     outcome_of(c, "TurnOutcome")
 }
 fn ask_answer(c: &mut Cur) -> R {
-    let names = ["allowed_once", "allowed_always", "denied", "expired", "cancelled"];
+    let names = [
+        "allowed_once",
+        "allowed_always",
+        "denied",
+        "expired",
+        "cancelled",
+    ];
     let v: Vec<_> = names.iter().map(|n| (*n, Shape::Unit)).collect();
     variant(c, "AskAnswer", &v)
 }
@@ -215,7 +244,14 @@ fn approval(c: &mut Cur) -> R {
     variant(c, "Approval", &v)
 }
 fn resources(c: &mut Cur) -> R {
-    obj(c, &[("reads", strings), ("writes", strings), ("intents", strings)])
+    obj(
+        c,
+        &[
+            ("reads", strings),
+            ("writes", strings),
+            ("intents", strings),
+        ],
+    )
 }
 pub const ERROR_CODES: [&str; 16] = [
     "UNKNOWN_TOOL",
@@ -245,7 +281,10 @@ fn opt_error_code(c: &mut Cur) -> R {
 fn outcome_status(c: &mut Cur) -> R {
     let v = [
         ("Success", Shape::Unit),
-        ("Error", Shape::Fields(&[("code", error_code), ("message", strv)])),
+        (
+            "Error",
+            Shape::Fields(&[("code", error_code), ("message", strv)]),
+        ),
     ];
     variant(c, "OutcomeStatus", &v)
 }
@@ -275,7 +314,11 @@ fn side_effect(c: &mut Cur) -> R {
     let v = [
         (
             "FsWrite",
-            Shape::Fields(&[("path", strv), ("before_sha256", opt_str), ("after_sha256", strv)]),
+            Shape::Fields(&[
+                ("path", strv),
+                ("before_sha256", opt_str),
+                ("after_sha256", strv),
+            ]),
         ),
         (
             "ProcExit",
@@ -304,7 +347,12 @@ fn outcome(c: &mut Cur) -> R {
 fn committed_result(c: &mut Cur) -> R {
     obj(
         c,
-        &[("content", strv), ("is_error", boolv), ("code", opt_error_code), ("value", opt_str)],
+        &[
+            ("content", strv),
+            ("is_error", boolv),
+            ("code", opt_error_code),
+            ("value", opt_str),
+        ],
     )
 }
 fn call_state(c: &mut Cur) -> R {
@@ -322,7 +370,10 @@ fn call_state(c: &mut Cur) -> R {
     variant(c, "CallState", &v)
 }
 fn classification(c: &mut Cur) -> R {
-    let v = [("TOOL_NOT_STARTED", Shape::Unit), ("TOOL_OUTCOME_UNKNOWN", Shape::Unit)];
+    let v = [
+        ("TOOL_NOT_STARTED", Shape::Unit),
+        ("TOOL_OUTCOME_UNKNOWN", Shape::Unit),
+    ];
     variant(c, "Classification", &v)
 }
 fn recovered_call(c: &mut Cur) -> R {
@@ -366,7 +417,10 @@ fn events() -> Vec<(&'static str, Shape)> {
             "step/end",
             Fields(&[("turn", u32v), ("step", u32v), ("outcome", step_outcome)]),
         ),
-        ("turn/end", Fields(&[("turn", u32v), ("outcome", turn_outcome)])),
+        (
+            "turn/end",
+            Fields(&[("turn", u32v), ("outcome", turn_outcome)]),
+        ),
         ("session/close", Unit),
         (
             "received",
@@ -380,11 +434,19 @@ fn events() -> Vec<(&'static str, Shape)> {
         ),
         (
             "parsed",
-            Fields(&[("call", call_ref), ("arguments", strv), ("source_seqs", seqs)]),
+            Fields(&[
+                ("call", call_ref),
+                ("arguments", strv),
+                ("source_seqs", seqs),
+            ]),
         ),
         (
             "approved",
-            Fields(&[("call", call_ref), ("approval", approval), ("source_seqs", seqs)]),
+            Fields(&[
+                ("call", call_ref),
+                ("approval", approval),
+                ("source_seqs", seqs),
+            ]),
         ),
         (
             "started",
@@ -397,11 +459,19 @@ fn events() -> Vec<(&'static str, Shape)> {
         ),
         (
             "settled",
-            Fields(&[("call", call_ref), ("outcome", outcome), ("source_seqs", seqs)]),
+            Fields(&[
+                ("call", call_ref),
+                ("outcome", outcome),
+                ("source_seqs", seqs),
+            ]),
         ),
         (
             "committed",
-            Fields(&[("call", call_ref), ("result", committed_result), ("source_seqs", seqs)]),
+            Fields(&[
+                ("call", call_ref),
+                ("result", committed_result),
+                ("source_seqs", seqs),
+            ]),
         ),
         (
             "rejected",
@@ -416,20 +486,36 @@ fn events() -> Vec<(&'static str, Shape)> {
             "cancelled-before-start",
             Fields(&[("call", call_ref), ("reason", strv), ("source_seqs", seqs)]),
         ),
-        ("ask/pending", Fields(&[("call", call_ref), ("question", strv)])),
-        ("ask/answered", Fields(&[("call", call_ref), ("answer", ask_answer)])),
-        ("ask/cancelled", Fields(&[("call", call_ref), ("reason", strv)])),
+        (
+            "ask/pending",
+            Fields(&[("call", call_ref), ("question", strv)]),
+        ),
+        (
+            "ask/answered",
+            Fields(&[("call", call_ref), ("answer", ask_answer)]),
+        ),
+        (
+            "ask/cancelled",
+            Fields(&[("call", call_ref), ("reason", strv)]),
+        ),
         ("ask/expired", Fields(&[("call", call_ref)])),
         ("plan/replace", Fields(&[("items", plan_items)])),
         (
             "spill/stored",
             Fields(&[("locator", strv), ("bytes", u64v), ("sha256", strv)]),
         ),
-        ("fault", Fields(&[("turn", u32v), ("step", u32v), ("message", strv)])),
+        (
+            "fault",
+            Fields(&[("turn", u32v), ("step", u32v), ("message", strv)]),
+        ),
         ("recovery", Newtype(recovery)),
         (
             "step/tools",
-            Fields(&[("turn", u32v), ("step", u32v), ("tools", |c| seq(c, visible_tool))]),
+            Fields(&[
+                ("turn", u32v),
+                ("step", u32v),
+                ("tools", |c| seq(c, visible_tool)),
+            ]),
         ),
         (
             "plan/mode",
@@ -467,8 +553,14 @@ pub struct Decoded {
 }
 
 /// Decodes one payload: exactly one `Record`, no trailing bytes.
-pub fn decode_record(payload: &[u8], seen: &mut BTreeSet<(&'static str, u32)>) -> Result<Decoded, Bad> {
-    let mut c = Cur { bytes: payload, seen };
+pub fn decode_record(
+    payload: &[u8],
+    seen: &mut BTreeSet<(&'static str, u32)>,
+) -> Result<Decoded, Bad> {
+    let mut c = Cur {
+        bytes: payload,
+        seen,
+    };
     let at_ms = c.u64()?;
     let index = c.u32()?;
     let table = events();
@@ -484,7 +576,11 @@ pub fn decode_record(payload: &[u8], seen: &mut BTreeSet<(&'static str, u32)>) -
     if !c.bytes.is_empty() {
         return Err(Bad::Malformed(format!("{} trailing bytes", c.bytes.len())));
     }
-    Ok(Decoded { at_ms, name, fields })
+    Ok(Decoded {
+        at_ms,
+        name,
+        fields,
+    })
 }
 
 /// The schema a journal declares: bytes 12..16 of its first payload when that payload's event
@@ -498,9 +594,14 @@ pub fn declared_schema(first_payload: &[u8]) -> Option<u32> {
 pub enum Verdict {
     Read(usize),
     /// The payload at this index (seq − 1) does not decode, in a journal of a newer schema.
-    Newer { index: usize, schema: u32 },
+    Newer {
+        index: usize,
+        schema: u32,
+    },
     /// The payload at this index does not decode, in a journal of a schema this reader knows.
-    Corrupt { index: usize },
+    Corrupt {
+        index: usize,
+    },
 }
 
 pub fn verdict(payloads: &[Vec<u8>]) -> Verdict {
