@@ -7,7 +7,9 @@
 //! record the reader scans the rest of the segment for any frame that checks; if one exists, what
 //! it stopped at is corruption. That scan is linear in the bytes it reads (`scan.rs`).
 //!
-//! Memory is bounded by the read window (1 MiB) or the largest record, whichever is larger.
+//! Memory is bounded by the read window (1 MiB) or the largest record, whichever is larger; after
+//! a bad frame, the scan's read-ahead adds up to about twice the record size limit (a candidate's
+//! whole frame is read before it is checked, as before).
 
 use crate::codec;
 use crate::error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
