@@ -1,4 +1,5 @@
-//! `tooljournal journal verify|dump`: byte-level views of a journal directory.
+//! `tooljournal journal verify|dump`: views of a journal directory: `verify` checks frames and
+//! events (as `recover` reads them); `dump` lists frames and does not decode events.
 
 use crate::CliError;
 use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
@@ -40,9 +41,15 @@ fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
     }
 }
 
+/// Frames and events, as `recover` reads them (`recover::verify`): an event that does not
+/// decode or fit is the error recover gives, with the same seq, segment and offset.
 pub fn verify(dir: &Path) -> Result<(), CliError> {
-    let (end, records) = open_reader(dir)?.drain()?;
-    report_end(dir, &end, records)
+    let verified = recover::verify::verify(dir).map_err(|e| match e {
+        recover::session::RecoverError::Failed(m) => CliError::Failed(m),
+        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+    })?;
+    report_end(dir, &verified.end, verified.records)
 }
 
 pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {

@@ -1,7 +1,8 @@
 //! `tooljournal`: the command-line face of the runtime.
 //!
 //! This file parses arguments and is the one place that turns errors into exit codes
-//! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal.
+//! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal, 3 a journal written by
+//! a newer tooljournal (docs/FORMAT.md, *Versioning*).
 
 /// `println!` that returns [`CliError::StdoutClosed`] instead of panicking on a closed pipe.
 macro_rules! outln {
@@ -110,8 +111,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum JournalCommand {
-    /// Check every record: exit 0 when clean or torn (printing the bytes a resume would drop),
-    /// 2 on corruption (naming segment and offset).
+    /// Check every record, frames and events (as `recover` reads them): exit 0 when clean or
+    /// torn (printing the bytes a resume would drop), 2 on corruption (naming seq, segment and
+    /// offset), 3 when written by a newer tooljournal.
     Verify {
         /// The journal directory.
         dir: PathBuf,
@@ -133,6 +135,8 @@ pub enum CliError {
     Failed(String),
     /// The journal is corrupt (not merely torn): exit 2.
     Corrupt(String),
+    /// The journal was written by a newer tooljournal (a newer event schema): exit 3.
+    Newer(String),
     /// Whoever reads our stdout went away (`| head`): stop quietly, exit 0.
     StdoutClosed,
 }
@@ -234,6 +238,10 @@ fn main() -> ExitCode {
         Err(CliError::Corrupt(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
+        }
+        Err(CliError::Newer(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(3)
         }
     }
 }

@@ -612,6 +612,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
         recover::session::RecoverError::Failed(m) => CliError::Failed(m),
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
     })?;
     for note in recovered.notes() {
         eprintln!("note: {}: {note}", journal_dir.display());

@@ -16,8 +16,40 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A journal of `n` records of varied sizes, in a fresh directory.
+/// A session of `n` events of varied sizes (`session/open`, then turns opened and ended), in a
+/// fresh directory: `journal verify` decodes and checks events as `recover` does.
 fn journal_with(n: u64) -> tempfile::TempDir {
+    use runtime::event::{Event, Record, SessionOpen, TurnOutcome, EVENT_SCHEMA_VERSION};
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FsStorage::create(dir.path()).unwrap();
+    let (journal, _) = Journal::open(Arc::new(storage), Options::default()).unwrap();
+    for i in 0..n {
+        let turn = (i as u32).div_ceil(2);
+        let event = match i {
+            0 => Event::SessionOpen(SessionOpen {
+                schema_version: EVENT_SCHEMA_VERSION,
+                session_id: "s".into(),
+                workspace: "/w".into(),
+                tools: Vec::new(),
+            }),
+            i if i % 2 == 1 => Event::TurnStart {
+                turn,
+                user_text: "u".repeat((i as usize * 13) % 200),
+            },
+            _ => Event::TurnEnd {
+                turn,
+                outcome: TurnOutcome::Completed,
+            },
+        };
+        journal.append(&Record { at_ms: i, event }).unwrap();
+    }
+    journal.close().unwrap();
+    dir
+}
+
+/// A journal of `n` raw records (byte vectors, not events) of varied sizes: for `dump`, which
+/// lists frames without decoding them.
+fn raw_journal_with(n: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let storage = FsStorage::create(dir.path()).unwrap();
     let (journal, _) = Journal::open(Arc::new(storage), Options::default()).unwrap();
@@ -28,6 +60,15 @@ fn journal_with(n: u64) -> tempfile::TempDir {
     }
     journal.close().unwrap();
     dir
+}
+
+/// Where each record of the journal in `dir` starts in segment 0.
+fn record_offsets(dir: &Path) -> Vec<u64> {
+    let storage: Arc<dyn journal::Storage> = Arc::new(FsStorage::open(dir).unwrap());
+    journal::Reader::open(storage, journal::Limits::default())
+        .unwrap()
+        .map(|r| r.unwrap().position.offset)
+        .collect()
 }
 
 fn segment0(dir: &Path) -> std::path::PathBuf {
@@ -70,9 +111,8 @@ fn verify_torn_tail_exits_0_and_says_what_a_resume_drops() {
 fn verify_corruption_exits_2_naming_segment_and_offset() {
     let dir = journal_with(4);
     let path = segment0(dir.path());
+    let second = record_offsets(dir.path())[1] as usize;
     let mut bytes = std::fs::read(&path).unwrap();
-    // The second record starts after the header (48) and the first frame (16 + 8 bytes).
-    let second = 48 + 24;
     bytes[second + 12] ^= 0x10;
     std::fs::write(&path, &bytes).unwrap();
     let out = tooljournal(&["journal", "verify", dir.path().to_str().unwrap()]);
@@ -125,7 +165,7 @@ fn missing_directory_and_bad_usage_exit_1() {
 
 #[test]
 fn dump_json_lists_every_record_back_to_back() {
-    let dir = journal_with(6);
+    let dir = raw_journal_with(6);
     let out = tooljournal(&["journal", "dump", dir.path().to_str().unwrap(), "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let rows: Vec<serde_json::Value> = text(&out.stdout)

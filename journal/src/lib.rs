@@ -18,12 +18,14 @@ pub mod codec;
 mod error;
 pub mod framing;
 mod reader;
+mod scan;
 pub mod segment;
 pub mod storage;
 mod writer;
 
 pub use error::{full_disk_note, Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
+pub use scan::ScanWork;
 pub use storage::{FsStorage, SimStorage, Storage};
 pub use writer::{Journal, JournalStats, OpenReport, WriterLock};
 

@@ -5,13 +5,16 @@
 //! never be skipped silently (DESIGN.md I7). The two are told apart by one rule: a bad record is
 //! a torn tail only when it is in the last segment and no valid record follows it. So on a bad
 //! record the reader scans the rest of the segment for any frame that checks; if one exists, what
-//! it stopped at is corruption.
+//! it stopped at is corruption. That scan is linear in the bytes it reads (`scan.rs`).
 //!
-//! Memory is bounded by the read window (1 MiB) or the largest record, whichever is larger.
+//! Memory is bounded by the read window (1 MiB) or the largest record, whichever is larger; after
+//! a bad frame, the scan's read-ahead adds up to about twice the record size limit (a candidate's
+//! whole frame is read before it is checked, as before).
 
 use crate::codec;
 use crate::error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
 use crate::framing::{self, BadFrame, FrameCheck, FRAME_BYTES_MIN};
+use crate::scan::{Scan, ScanWork};
 use crate::segment::{self, BadHeader, SegmentHeader, HEADER_BYTES};
 use crate::storage::{read_full_at, ReadAt, Storage};
 use crate::Limits;
@@ -143,6 +146,8 @@ struct Cursor {
     window: Vec<u8>,
     window_start: u64,
     records: u64,
+    /// The tail scan's read-ahead, kept for a later scan in this segment.
+    scan: Option<Scan>,
 }
 
 impl Cursor {
@@ -165,20 +170,23 @@ impl Cursor {
         Ok(&self.window[from..to.max(from)])
     }
 
-    /// Where the first valid frame after `offset` in this segment starts, if any does.
-    fn valid_frame_after(&mut self, offset: u64, length_max: u32) -> std::io::Result<Option<u64>> {
-        let mut p = offset + 1;
-        while p + FRAME_BYTES_MIN as u64 <= self.len_bytes {
-            let need = framing::bytes_needed(self.bytes(p, FRAME_BYTES_MIN as u64)?, length_max);
-            // A plausible length field asks for a whole frame (at least 16 bytes): check it.
-            if need >= FRAME_BYTES_MIN as u64 {
-                if let FrameCheck::Valid { .. } = framing::check(self.bytes(p, need)?, length_max) {
-                    return Ok(Some(p));
-                }
-            }
-            p += 1;
-        }
-        Ok(None)
+    /// Where the first valid frame after `offset` in this segment starts, if any does, and the
+    /// scan's work. Linear in the bytes scanned (see `scan.rs`); a later scan in the same
+    /// segment (salvaging) goes on with what an earlier one read.
+    fn valid_frame_after(
+        &mut self,
+        offset: u64,
+        length_max: u32,
+    ) -> std::io::Result<(Option<u64>, ScanWork)> {
+        let from = offset + 1;
+        let mut scan = match self.scan.take() {
+            Some(scan) if scan.covers(from) => scan,
+            _ => Scan::new(from),
+        };
+        let found = scan.first_valid_from(self.file.as_ref(), from, self.len_bytes, length_max);
+        let work = std::mem::take(&mut scan.work);
+        self.scan = Some(scan);
+        Ok((found?, work))
     }
 }
 
@@ -200,6 +208,7 @@ pub struct Reader {
     tail: Option<Tail>,
     salvage: bool,
     skipped: Vec<Skipped>,
+    scan_work: ScanWork,
 }
 
 /// What a salvaging reader passed over: where, how many bytes, and why.
@@ -279,12 +288,19 @@ impl Reader {
             tail: None,
             salvage: false,
             skipped: Vec::new(),
+            scan_work: ScanWork::default(),
         })
     }
 
     /// How the journal ends; `None` until iteration has returned `None` (or after an I/O error).
     pub fn end(&self) -> Option<&ReadEnd> {
         self.end.as_ref()
+    }
+
+    /// The work done so far looking for a valid frame after a bad one (rule 3 of FORMAT.md):
+    /// linear in the bytes scanned, whatever they hold.
+    pub fn scan_work(&self) -> ScanWork {
+        self.scan_work
     }
 
     /// Records returned so far.
@@ -444,6 +460,7 @@ impl Reader {
             window: Vec::new(),
             window_start: 0,
             records: 0,
+            scan: None,
         });
         Ok(true)
     }
@@ -570,9 +587,10 @@ impl Reader {
             }
             FrameCheck::Bad(bad) => {
                 let is_last = self.next_index == self.segments.len();
-                let next_valid = cursor
+                let (next_valid, work) = cursor
                     .valid_frame_after(pos, length_max)
                     .map_err(|e| self.io_error("read", number, e))?;
+                self.scan_work.add(work);
                 let torn = is_last && next_valid.is_none();
                 if !torn && self.salvage {
                     let resume_at = next_valid.unwrap_or(cursor.len_bytes);

@@ -439,3 +439,181 @@ fn torn_tail_and_corruption_agree_with_the_crate() {
     assert_eq!(both(last, &|b| b[8] = 2), [Corrupt(last, 0); 2]);
     assert_eq!(both(1, &|b| b.clear()), [Corrupt(1, 0); 2]);
 }
+
+// ---- Events and versioning (FORMAT.md, *Events* and *Versioning*) ----
+
+#[path = "format_doc/events.rs"]
+mod events;
+#[path = "format_doc/sample.rs"]
+mod sample;
+
+use runtime::event::{Event, Record, EVENT_SCHEMA_VERSION};
+use sample::every_event;
+
+/// The payloads of a journal written with these records (read back by the independent reader).
+fn payloads_of(records: &[Record]) -> Vec<Vec<u8>> {
+    let storage = SimStorage::new();
+    let (j, _) = Journal::open(Arc::new(storage.clone()), Options::default()).expect("open");
+    for r in records {
+        j.append(r).expect("append");
+    }
+    j.close().expect("close");
+    let (p, end) = read_journal(
+        &sim_files(&storage),
+        Limits::default().record_size_bytes_max,
+    );
+    assert_eq!(end, End::Clean);
+    p.frames.into_iter().map(|(_, payload)| payload).collect()
+}
+
+/// The variant's content as serde renders it (`{"Name": content}` → content; a unit → null).
+fn serde_content(event: &Event) -> serde_json::Value {
+    match serde_json::to_value(event).expect("events render as JSON") {
+        serde_json::Value::Object(m) => m.into_iter().next().expect("one key").1,
+        _ => serde_json::Value::Null,
+    }
+}
+
+#[test]
+fn every_event_and_every_variant_decodes_by_the_document() {
+    // A bump of the schema, or a new event, must come with this reader's update.
+    assert_eq!(
+        EVENT_SCHEMA_VERSION,
+        events::DOC_SCHEMA,
+        "extend format_doc.rs"
+    );
+    let counts = events::variant_counts();
+    assert_eq!(
+        counts[0],
+        ("Event", Event::VARIANT_COUNT),
+        "extend format_doc.rs"
+    );
+
+    let records = every_event();
+    let payloads = payloads_of(&records);
+    assert_eq!(payloads.len(), records.len());
+    assert_eq!(
+        events::declared_schema(&payloads[0]),
+        Some(EVENT_SCHEMA_VERSION)
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for (record, payload) in records.iter().zip(&payloads) {
+        let decoded = events::decode_record(payload, &mut seen)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", record.event.kind()));
+        assert_eq!(decoded.at_ms, record.at_ms);
+        assert_eq!(decoded.name, record.event.kind());
+        assert_eq!(
+            decoded.fields,
+            serde_content(&record.event),
+            "{}",
+            decoded.name
+        );
+    }
+    // Every variant of every enum the document lists was in some record.
+    for (ty, count) in counts {
+        for index in 0..count {
+            assert!(
+                seen.contains(&(ty, index)),
+                "{ty} variant {index} never written"
+            );
+        }
+    }
+    // Hand-checked: `ProcExit.status` -1 is four 0xFF bytes (two's complement), a tuple is its
+    // elements back to back.
+    let settled = &payloads[records
+        .iter()
+        .position(|r| matches!(r.event, Event::Settled { .. }))
+        .unwrap()];
+    let pid = 4242u32.to_le_bytes();
+    let at = settled.windows(4).position(|w| w == pid).unwrap();
+    assert_eq!(settled[at + 4..at + 9], [1, 0xFF, 0xFF, 0xFF, 0xFF]);
+    let recovery = &payloads[records
+        .iter()
+        .position(|r| matches!(r.event, Event::Recovery(_)))
+        .unwrap()];
+    let tail = &recovery[recovery.len() - 14..];
+    assert_eq!(tail, [1, 1, 0, 0, 0, 2, 0, 0, 0, 1, 1, 0, 0, 0]);
+}
+
+/// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.
+fn runtime_verdict(payloads: &[Vec<u8>]) -> events::Verdict {
+    let mut decoder = runtime::replay::EventDecoder::new();
+    for (index, payload) in payloads.iter().enumerate() {
+        let record = journal::RecordRef {
+            seq: index as u64 + 1,
+            position: journal::Position {
+                segment: 0,
+                offset: 0,
+            },
+            frame_bytes: 0,
+            payload,
+        };
+        match decoder.decode(record) {
+            Ok(_) => {}
+            Err(runtime::replay::ReplayError::NewerSchema { schema, .. }) => {
+                return events::Verdict::Newer { index, schema }
+            }
+            Err(_) => return events::Verdict::Corrupt { index },
+        }
+    }
+    events::Verdict::Read(payloads.len())
+}
+
+#[test]
+fn the_versioning_rule_agrees_with_the_runtime() {
+    use events::Verdict;
+    let records = every_event();
+    let with_schema = |schema: u32| -> Vec<Vec<u8>> {
+        let mut p = payloads_of(&records);
+        p[0][12..16].copy_from_slice(&schema.to_le_bytes());
+        p
+    };
+    let newer = events::DOC_SCHEMA + 1;
+    // Everything decodes: read, whatever the schema says.
+    for schema in [events::DOC_SCHEMA, newer] {
+        let p = with_schema(schema);
+        assert_eq!(events::verdict(&p), Verdict::Read(records.len()));
+        assert_eq!(runtime_verdict(&p), Verdict::Read(records.len()));
+    }
+    // An unknown event type, an unknown variant deep inside (the `SideEffect` of a settled
+    // record), trailing bytes: newer with a newer schema, corrupt otherwise.
+    let settled = records
+        .iter()
+        .position(|r| matches!(r.event, Event::Settled { .. }))
+        .unwrap();
+    type Damage<'a> = &'a dyn Fn(&mut Vec<u8>);
+    let damages: [(usize, Damage); 3] = [
+        (5, &|p| {
+            p[8..12].copy_from_slice(&Event::VARIANT_COUNT.to_le_bytes())
+        }),
+        (settled, &|p| {
+            // The first side effect (index 0, path "a") follows the side-effect count (7).
+            let mut first = 7u64.to_le_bytes().to_vec();
+            first.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'a']);
+            let at = p.windows(first.len()).position(|w| w == first).unwrap() + 8;
+            p[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
+        }),
+        (2, &|p| p.push(0)),
+    ];
+    for (index, damage) in damages {
+        for schema in [events::DOC_SCHEMA, newer] {
+            let mut p = with_schema(schema);
+            damage(&mut p[index]);
+            let expected = if schema > events::DOC_SCHEMA {
+                Verdict::Newer { index, schema }
+            } else {
+                Verdict::Corrupt { index }
+            };
+            assert_eq!(
+                events::verdict(&p),
+                expected,
+                "record {index}, schema {schema}"
+            );
+            assert_eq!(
+                runtime_verdict(&p),
+                expected,
+                "record {index}, schema {schema}"
+            );
+        }
+    }
+}

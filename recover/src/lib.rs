@@ -6,3 +6,4 @@ pub mod providers;
 pub mod report;
 pub mod session;
 pub mod stream;
+pub mod verify;

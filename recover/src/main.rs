@@ -1,16 +1,15 @@
 //! `recover`: read a crashed session's journal and tell the truth about it.
 //!
 //! This file parses arguments and is the one place that turns errors into exit codes
-//! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal. `recover` never
-//! executes a tool.
+//! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal, 3 written by a newer
+//! tooljournal (docs/FORMAT.md, *Versioning*). `recover` never executes a tool.
 
 use clap::{Parser, Subcommand};
-use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
+use journal::ReadEnd;
 use recover::session::{RecoverError, ReportSink};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +24,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Byte-level check: clean, torn tail (with the bytes a resume drops), or corruption (exit 2).
+    /// Check every record, frames and events, as classify reads them: clean, torn tail (with the
+    /// bytes a resume drops), corruption (exit 2) or written by a newer tooljournal (exit 3).
     Verify { dir: PathBuf },
     /// Classify every call: TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, or its known result.
     /// Appends one `recovery` event (unless --dry-run or the session is live).
@@ -68,6 +68,7 @@ enum Command {
 enum Failure {
     Failed(String),
     Corrupt(String),
+    Newer(String),
     StdoutClosed,
 }
 
@@ -76,6 +77,7 @@ impl From<RecoverError> for Failure {
         match e {
             RecoverError::Failed(m) => Failure::Failed(m),
             RecoverError::Corrupt(m) => Failure::Corrupt(m),
+            RecoverError::Newer(m) => Failure::Newer(m),
         }
     }
 }
@@ -90,16 +92,7 @@ fn print(text: &str) -> Result<(), Failure> {
 }
 
 fn verify(dir: &Path) -> Result<(), Failure> {
-    let storage = FsStorage::open(dir).map_err(|e| {
-        Failure::Failed(format!(
-            "{}: cannot open the journal directory: {e}",
-            dir.display()
-        ))
-    })?;
-    let storage: Arc<dyn Storage> = Arc::new(storage);
-    let reader =
-        Reader::open(storage, Limits::default()).map_err(|e| Failure::Failed(e.to_string()))?;
-    let (end, records) = reader.drain().map_err(|e| Failure::Failed(e.to_string()))?;
+    let recover::verify::Verified { end, records } = recover::verify::verify(dir)?;
     match end {
         ReadEnd::Clean => print(&format!("{}: clean: {records} records\n", dir.display())),
         ReadEnd::TornTail(t) => print(&format!(
@@ -313,6 +306,10 @@ fn main() -> ExitCode {
         Err(Failure::Corrupt(m)) => {
             eprintln!("error: {m}");
             ExitCode::from(2)
+        }
+        Err(Failure::Newer(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(3)
         }
     }
 }

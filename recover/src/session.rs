@@ -26,6 +26,23 @@ pub enum RecoverError {
     /// The journal is corrupt (not merely torn), or does not make sense: exit 2.
     #[error("{0}")]
     Corrupt(String),
+    /// Written by a newer tooljournal: a payload this build cannot decode in a journal of a
+    /// newer event schema (docs/FORMAT.md, *Versioning*): exit 3.
+    #[error("{0}")]
+    Newer(String),
+}
+
+impl RecoverError {
+    /// A replay error as the exit-code class it belongs to, named with the journal directory.
+    pub fn from_replay(dir: &Path, e: ReplayError) -> RecoverError {
+        match e {
+            ReplayError::Journal(e) => failed(dir, e),
+            e @ ReplayError::NewerSchema { .. } => {
+                RecoverError::Newer(format!("{}: {e}", dir.display()))
+            }
+            other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
+        }
+    }
 }
 
 /// How long a lock may outlive its writer: a child the writer forked holds an inherited copy of
@@ -447,10 +464,8 @@ fn recover_storage_reporting(
     let location = storage.location();
     let dir = Path::new(&location);
     let mut prepared = prepare(&storage, write)?;
-    let (replay, end) = replay_with_progress(storage.clone(), progress).map_err(|e| match e {
-        ReplayError::Journal(e) => failed(dir, e),
-        other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
-    })?;
+    let (replay, end) = replay_with_progress(storage.clone(), progress)
+        .map_err(|e| RecoverError::from_replay(dir, e))?;
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }
@@ -577,10 +592,7 @@ pub fn recover_storage_streaming(
         .start(prepared.session_id.as_deref(), prepared.live)
         .err();
     let mut classifier = Classifier::new(prepared.live);
-    let replay_error = |e: ReplayError| match e {
-        ReplayError::Journal(e) => failed(dir, e),
-        other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
-    };
+    let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
     let mut reader = journal::Reader::open(storage.clone(), Limits::default())
         .map_err(|e| replay_error(e.into()))?;
     let mut progress = Progress::new(storage.as_ref(), progress).map_err(replay_error)?;

@@ -33,9 +33,9 @@ use journal::{Position, ReadEnd};
 use runtime::code::ErrorCode;
 use runtime::event::{
     CallRef, Classification, CommittedResult, Event, ModelResponse, Outcome, ProcessStarted,
-    Record, RecoveredCall, Recovery, Resources,
+    RecoveredCall, Recovery, Resources,
 };
-use runtime::replay::ReplayError;
+use runtime::replay::{EventDecoder, ReplayError};
 use runtime::state::{CallMachine, CallState};
 use std::collections::VecDeque;
 
@@ -150,6 +150,7 @@ pub struct Classifier {
     /// Process groups started by calls that have not settled (nor been killed by a resume):
     /// bounded by the calls running at once.
     processes: Vec<(CallRef, ProcessStarted)>,
+    decoder: EventDecoder,
 }
 
 impl Classifier {
@@ -167,6 +168,7 @@ impl Classifier {
             last_recovery_dropped: None,
             retained_max: 0,
             processes: Vec::new(),
+            decoder: EventDecoder::new(),
         }
     }
 
@@ -199,25 +201,7 @@ impl Classifier {
     /// Decodes and applies one journal record (`record.as_ref()` for an owned one); the
     /// errors are `Replayer::apply`'s.
     pub fn apply(&mut self, record: journal::RecordRef<'_>) -> Result<(), ReplayError> {
-        let decoded: Record = record.decode().map_err(|e| {
-            let index = record
-                .payload
-                .get(8..12)
-                .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(u32::from_le_bytes);
-            match index {
-                Some(index) if index >= Event::VARIANT_COUNT => ReplayError::UnknownEventType {
-                    seq: record.seq,
-                    position: record.position,
-                    index,
-                },
-                _ => ReplayError::Undecodable {
-                    seq: record.seq,
-                    position: record.position,
-                    message: e.message,
-                },
-            }
-        })?;
+        let decoded = self.decoder.decode(record)?;
         self.apply_event(record.seq, record.position, decoded.event)?;
         self.flush();
         self.retained_max = self.retained_max.max(self.retained_calls());

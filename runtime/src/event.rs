@@ -6,16 +6,35 @@
 //! kept as text, byte for byte: raw arguments, JSON values, content. The codec (bincode) cannot
 //! store `serde_json::Value`, and raw text is what must be kept for malformed input anyway.
 //!
-//! Schema stability: variants and fields are only ever appended; a change that is not an
-//! append bumps [`EVENT_SCHEMA_VERSION`] and the journal format version.
+//! Schema stability (docs/FORMAT.md, *Versioning*): events, variants and fields are only ever
+//! added at the end, and every addition bumps [`EVENT_SCHEMA_VERSION`]; a reader that meets a
+//! payload it cannot decode in a journal of a newer schema says so instead of calling it
+//! corruption. A change that is not an addition bumps the journal format version.
 
 use crate::code::ErrorCode;
 use crate::state::CallState;
 use serde::{Deserialize, Serialize};
 
-/// The version of this event schema, recorded in `session/open`. 2 added `session/policy`,
-/// `call/process` and `process/killed`.
+/// The version of this event schema, recorded in `session/open`. Bumped on every addition (a
+/// new event, variant or field); schema 1 is the schema as `docs/FORMAT.md` lists it for 1;
+/// 2 added `session/policy`, `call/process` and `process/killed`.
 pub const EVENT_SCHEMA_VERSION: u32 = 2;
+
+/// The event schema a `session/open` payload declares, read from its fixed prefix without
+/// decoding the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then
+/// `schema_version` (u32), at bytes 12..16. Every schema keeps this prefix. `None` when the
+/// payload is not a `session/open`.
+pub fn declared_schema(payload: &[u8]) -> Option<u32> {
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(
+            payload.get(at..at + 4)?.try_into().ok()?,
+        ))
+    };
+    if word(8)? != 0 {
+        return None;
+    }
+    word(12)
+}
 
 /// One journal record: when, and what.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,9 +8,9 @@
 
 use crate::code::ErrorCode;
 use crate::event::{
-    Approval, AskAnswer, CallRef, CommittedResult, Event, ModelResponse, Outcome, PlanItem,
-    ProcessStarted, Record, Recovery, Resources, SessionOpen, SideEffect, StepOutcome, TurnOutcome,
-    VisibleTool,
+    declared_schema, Approval, AskAnswer, CallRef, CommittedResult, Event, ModelResponse, Outcome,
+    PlanItem, ProcessStarted, Record, Recovery, Resources, SessionOpen, SideEffect, StepOutcome,
+    TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
 use crate::state::{CallMachine, CallState, IllegalTransition};
 use journal::{JournalError, Limits, Position, ReadEnd, Reader, Storage};
@@ -21,9 +21,7 @@ use std::sync::Arc;
 pub enum ReplayError {
     #[error(transparent)]
     Journal(#[from] JournalError),
-    #[error(
-        "record seq {seq} at {position}: unknown event type {index} (written by a newer version?)"
-    )]
+    #[error("record seq {seq} at {position}: unknown event type {index}")]
     UnknownEventType {
         seq: u64,
         position: Position,
@@ -33,6 +31,16 @@ pub enum ReplayError {
     Undecodable {
         seq: u64,
         position: Position,
+        message: String,
+    },
+    /// A payload that does not decode, in a journal whose `session/open` declares a newer event
+    /// schema than this build's: not corruption, an event or variant this build does not know.
+    #[error("record seq {seq} at {position}: written by a newer tooljournal (schema {schema} > {known}): {message}")]
+    NewerSchema {
+        seq: u64,
+        position: Position,
+        schema: u32,
+        known: u32,
         message: String,
     },
     #[error("record seq {seq} at {position} ({kind}): {message}")]
@@ -200,20 +208,52 @@ impl SessionReplay {
 #[derive(Debug, Default)]
 pub struct Replayer {
     replay: SessionReplay,
+    decoder: EventDecoder,
 }
 
-impl Replayer {
-    pub fn new() -> Replayer {
-        Replayer::default()
+/// Decodes a journal's records as events, one at a time in seq order, by the versioning rule
+/// of docs/FORMAT.md: the first record's prefix declares the journal's event schema; a payload
+/// that does not decode is [`ReplayError::NewerSchema`] when that schema is newer than
+/// [`EVENT_SCHEMA_VERSION`], and corruption ([`ReplayError::UnknownEventType`],
+/// [`ReplayError::Undecodable`]) otherwise.
+#[derive(Debug, Default, Clone)]
+pub struct EventDecoder {
+    first_seen: bool,
+    schema: Option<u32>,
+}
+
+impl EventDecoder {
+    pub fn new() -> EventDecoder {
+        EventDecoder::default()
     }
 
-    /// Decodes and applies one journal record.
-    pub fn apply(&mut self, record: &journal::Record) -> Result<(), ReplayError> {
-        let decoded: Record = record.decode().map_err(|e| {
-            let p = &record.payload;
-            let index = p
+    /// The schema the journal's first record declared (`None` before it, or when it is not a
+    /// `session/open`).
+    pub fn schema(&self) -> Option<u32> {
+        self.schema
+    }
+
+    /// Decodes the next record (records must come in seq order, from the first).
+    pub fn decode(&mut self, record: journal::RecordRef<'_>) -> Result<Record, ReplayError> {
+        if !self.first_seen {
+            self.first_seen = true;
+            self.schema = declared_schema(record.payload);
+        }
+        record.decode::<Record>().map_err(|e| {
+            if let Some(schema) = self.schema.filter(|&s| s > EVENT_SCHEMA_VERSION) {
+                return ReplayError::NewerSchema {
+                    seq: record.seq,
+                    position: record.position,
+                    schema,
+                    known: EVENT_SCHEMA_VERSION,
+                    message: e.message,
+                };
+            }
+            let index = record
+                .payload
                 .get(8..12)
-                .map(|b| u32::from_le_bytes(b.try_into().expect("slice of length 4")));
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_le_bytes);
             match index {
                 Some(index) if index >= Event::VARIANT_COUNT => ReplayError::UnknownEventType {
                     seq: record.seq,
@@ -226,7 +266,18 @@ impl Replayer {
                     message: e.message,
                 },
             }
-        })?;
+        })
+    }
+}
+
+impl Replayer {
+    pub fn new() -> Replayer {
+        Replayer::default()
+    }
+
+    /// Decodes and applies one journal record.
+    pub fn apply(&mut self, record: &journal::Record) -> Result<(), ReplayError> {
+        let decoded = self.decoder.decode(record.as_ref())?;
         self.apply_event(record.seq, record.position, decoded.at_ms, decoded.event)
     }
 

@@ -9,7 +9,8 @@
 //! [--dir DIR]` (the `bench` feature brings in the SQLite and sled baselines, so that
 //! `cargo test --workspace` never compiles SQLite).
 //!
-//! - `journal`: the raw fdatasync rate, durable appends (always/group), unsynced appends, reader.
+//! - `journal`: the raw fdatasync rate, durable appends (always/group), unsynced appends, reader,
+//!   and the reader on a crafted torn tail (the tail scan's worst case, 1-8 MiB).
 //! - `runtime` (issue 8): durable tool calls/s through the whole runtime, side by side with what
 //!   a user would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
 //!   synchronous=FULL, sled with a flush per record), the pipeline's own cost with fsync off,
@@ -165,7 +166,21 @@ struct Report {
     durable: Vec<Durable>,
     unsynced: Vec<Unsynced>,
     reader: Vec<ReaderRun>,
+    crafted_tail: Vec<CraftedTailRun>,
     targets: Vec<Target>,
+}
+
+/// Reading a journal whose torn tail is crafted so that every fourth offset holds a length
+/// field that is plausible and fits: the worst case of the scan for a valid frame after a bad
+/// one (issue 14). Linear: the seconds per MiB stay flat as the tail grows.
+#[derive(Serialize)]
+struct CraftedTailRun {
+    tail_bytes: u64,
+    seconds: f64,
+    tail_mb_per_s: f64,
+    candidates: u64,
+    /// CRC byte steps per byte of tail: bounded by a constant whatever the size.
+    checksummed_per_byte: f64,
 }
 
 #[derive(Serialize)]
@@ -284,6 +299,14 @@ fn journal_bench(common: &Common) -> Result<(), BoxError> {
         fs::remove_dir_all(&dir)?;
     }
 
+    let mut crafted_tail = Vec::new();
+    for size_mib in [1, 2, 4, 8] {
+        say(&format!("reader: crafted {size_mib} MiB torn tail"));
+        let dir = base.path().join(format!("crafted-{size_mib}"));
+        crafted_tail.push(crafted_tail_run(&dir, size_mib * MIB)?);
+        fs::remove_dir_all(&dir)?;
+    }
+
     let mut targets = Vec::new();
     for d in durable.iter().filter(|d| d.policy == "group") {
         targets.push(Target {
@@ -310,6 +333,7 @@ fn journal_bench(common: &Common) -> Result<(), BoxError> {
         durable,
         unsynced,
         reader,
+        crafted_tail,
         targets,
     };
     if common.json {
@@ -527,6 +551,46 @@ fn reader_run(dir: &Path, payload_bytes: usize, total_bytes: u64) -> Result<Read
     })
 }
 
+/// A three-record journal, then `tail_bytes` of crafted garbage (see [`CraftedTailRun`]) on its
+/// segment; times `Reader::open` + drain, which must end in a torn tail.
+fn crafted_tail_run(dir: &Path, tail_bytes: u64) -> Result<CraftedTailRun, BoxError> {
+    let journal = open_journal(dir, FsyncPolicy::Never)?;
+    for _ in 0..3 {
+        journal.append(&"~".repeat(100))?;
+    }
+    journal.close()?;
+    let n = tail_bytes as usize;
+    let mut tail = vec![0u8; n];
+    tail[..4].copy_from_slice(&[0xff; 4]);
+    for p in (4..n.saturating_sub(15)).step_by(4) {
+        tail[p..p + 4].copy_from_slice(&((n - p - 8) as u32).to_le_bytes());
+    }
+    let segment = dir.join(journal::segment::file_name(0));
+    OpenOptions::new()
+        .append(true)
+        .open(&segment)?
+        .write_all(&tail)?;
+    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(dir)?);
+    let start = Instant::now();
+    let mut reader = Reader::open(storage, Limits::default())?;
+    while let Some(record) = reader.next_ref() {
+        record?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    match reader.end() {
+        Some(ReadEnd::TornTail(t)) if t.dropped_bytes == tail_bytes => {}
+        other => return Err(format!("crafted tail: reader ended {other:?}").into()),
+    }
+    let work = reader.scan_work();
+    Ok(CraftedTailRun {
+        tail_bytes,
+        seconds,
+        tail_mb_per_s: tail_bytes as f64 / MB / seconds,
+        candidates: work.candidates,
+        checksummed_per_byte: work.bytes_checksummed as f64 / tail_bytes as f64,
+    })
+}
+
 fn print_table(r: &Report, plan: &Plan) {
     println!(
         "tooljournal bench: journal ({} mode), in {}  [MB = 10^6 bytes]",
@@ -608,6 +672,24 @@ fn print_table(r: &Report, plan: &Plan) {
             x.segment_bytes as f64 / MB,
             x.first_read_mb_per_s,
             x.warm_read_mb_per_s
+        );
+    }
+    println!();
+    println!(
+        "Crafted torn tail (every 4th offset a plausible length reaching the end; Reader drain)"
+    );
+    println!(
+        "  {:<9} {:>10} {:>10} {:>10} {:>14}",
+        "tail", "seconds", "MB/s", "candidates", "crc bytes/byte"
+    );
+    for c in &r.crafted_tail {
+        println!(
+            "  {:<9} {:>10.3} {:>10.1} {:>10} {:>14.2}",
+            format!("{} MiB", c.tail_bytes / MIB),
+            c.seconds,
+            c.tail_mb_per_s,
+            c.candidates,
+            c.checksummed_per_byte
         );
     }
     println!();

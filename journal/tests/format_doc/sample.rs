@@ -1,0 +1,404 @@
+//! Records of every event and every variant of every enum, written through the public API
+//! for `format_doc.rs` to decode by the document.
+
+use runtime::event::{
+    Approval, ApprovalPolicy, AskAnswer, CallRef, Classification, CommittedResult, ConfigFile,
+    Event, ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Record,
+    RecoveredCall, Recovery, Resources, SessionOpen, SessionPolicy, SideEffect, StepOutcome,
+    StopReason, SyncPolicy, Text, ToolDescriptor, ToolSource, TurnOutcome, VisibleTool,
+    EVENT_SCHEMA_VERSION,
+};
+use runtime::state::CallState;
+use runtime::ErrorCode;
+
+fn call_ref(id: &str) -> CallRef {
+    CallRef {
+        turn: 1,
+        step: 2,
+        call_id: id.into(),
+    }
+}
+
+fn outcome(status: OutcomeStatus, content: Text, side_effects: Vec<SideEffect>) -> Outcome {
+    Outcome {
+        status,
+        content,
+        value: Some("{\"n\":1}".into()),
+        details: None,
+        side_effects,
+        attempts: 2,
+        duration_ms: 1234,
+    }
+}
+
+/// One record of every event, and every variant of every enum in some record.
+pub fn every_event() -> Vec<Record> {
+    let all_codes = [
+        ErrorCode::UnknownTool,
+        ErrorCode::SyntaxError,
+        ErrorCode::SchemaError,
+        ErrorCode::PolicyDenied,
+        ErrorCode::TruncatedCall,
+        ErrorCode::Timeout,
+        ErrorCode::Aborted,
+        ErrorCode::AbortedBeforeDispatch,
+        ErrorCode::FsStaleVersion,
+        ErrorCode::FsOutsideWorkspace,
+        ErrorCode::ToolPanicked,
+        ErrorCode::OutputSchemaViolation,
+        ErrorCode::ToolNotStarted,
+        ErrorCode::ToolOutcomeUnknown,
+        ErrorCode::ToolFailed,
+        ErrorCode::PostExecuteBlocked,
+    ];
+    let c = call_ref("call_1");
+    let tool = |name: &str, source| ToolDescriptor {
+        name: name.into(),
+        source,
+        version: "1.0".into(),
+        schema_hash: "ab12".into(),
+    };
+    let mut events = vec![
+        Event::SessionOpen(SessionOpen {
+            schema_version: EVENT_SCHEMA_VERSION,
+            session_id: "sess".into(),
+            workspace: "/ws".into(),
+            tools: vec![
+                tool("read", ToolSource::BuiltIn),
+                tool("ext", ToolSource::External { server: "x".into() }),
+                tool(
+                    "mcp__fs__read",
+                    ToolSource::Mcp {
+                        server: "fs".into(),
+                        implementation: "fs-server".into(),
+                        version: "0.3".into(),
+                    },
+                ),
+            ],
+        }),
+        Event::TurnStart {
+            turn: 1,
+            user_text: "héllo".into(),
+        },
+        Event::StepStart { turn: 1, step: 2 },
+    ];
+    for (i, stop_reason) in [StopReason::ToolUse, StopReason::EndTurn, StopReason::Length]
+        .into_iter()
+        .enumerate()
+    {
+        events.push(Event::LlmResponse {
+            turn: 1,
+            step: 2,
+            response: ModelResponse {
+                text: format!("text {i}"),
+                tool_calls: vec![ModelCall {
+                    call_id: "call_1".into(),
+                    name: "read".into(),
+                    arguments: "{\"path\": \"a\"}".into(),
+                }],
+                stop_reason,
+            },
+        });
+    }
+    let outcomes = [
+        StepOutcome::Completed,
+        StepOutcome::Cancelled,
+        StepOutcome::Failed {
+            message: "m".into(),
+        },
+        StepOutcome::Interrupted,
+    ];
+    for outcome in outcomes {
+        events.push(Event::StepEnd {
+            turn: 1,
+            step: 2,
+            outcome,
+        });
+    }
+    let outcomes = [
+        TurnOutcome::Completed,
+        TurnOutcome::Cancelled,
+        TurnOutcome::Failed {
+            message: "m".into(),
+        },
+        TurnOutcome::Interrupted,
+    ];
+    for outcome in outcomes {
+        events.push(Event::TurnEnd { turn: 1, outcome });
+    }
+    events.push(Event::SessionClose);
+    events.push(Event::Received {
+        call: c.clone(),
+        index: 3,
+        tool: "read".into(),
+        raw_arguments: "{\"path\": \"a\"".into(),
+        source_seqs: vec![4],
+    });
+    events.push(Event::Parsed {
+        call: c.clone(),
+        arguments: "{}".into(),
+        source_seqs: vec![5, 6],
+    });
+    let answers = [
+        AskAnswer::AllowedOnce,
+        AskAnswer::AllowedAlways,
+        AskAnswer::Denied,
+        AskAnswer::Expired,
+        AskAnswer::Cancelled,
+    ];
+    let approvals = [
+        Approval::Listener {
+            name: "policy".into(),
+        },
+        Approval::Default,
+        Approval::Asked {
+            answer: AskAnswer::AllowedOnce,
+        },
+        Approval::AlwaysAllowed,
+    ];
+    for approval in approvals {
+        events.push(Event::Approved {
+            call: c.clone(),
+            approval,
+            source_seqs: vec![],
+        });
+    }
+    events.push(Event::Started {
+        call: c.clone(),
+        attempt: 1,
+        resources: Resources {
+            reads: vec!["a".into()],
+            writes: vec!["b".into(), "c".into()],
+            intents: vec!["ls -l".into()],
+        },
+        source_seqs: vec![9],
+    });
+    let side_effects = vec![
+        SideEffect::FsWrite {
+            path: "a".into(),
+            before_sha256: None,
+            after_sha256: "ff".into(),
+        },
+        SideEffect::FsWrite {
+            path: "b".into(),
+            before_sha256: Some("00".into()),
+            after_sha256: "ff".into(),
+        },
+        SideEffect::ProcExit {
+            pid: 4242,
+            status: Some(-1),
+            signal: None,
+        },
+        SideEffect::ProcExit {
+            pid: 1,
+            status: None,
+            signal: Some(i32::MIN),
+        },
+        SideEffect::Other {
+            kind: "k".into(),
+            detail: "d".into(),
+        },
+        SideEffect::PlanReplaced {
+            items: vec![PlanItem {
+                text: "t".into(),
+                status: "pending".into(),
+            }],
+        },
+        SideEffect::ToolsLoaded {
+            names: vec!["x".into(), "y".into()],
+        },
+    ];
+    events.push(Event::Settled {
+        call: c.clone(),
+        outcome: outcome(
+            OutcomeStatus::Success,
+            Text::Inline("ok".into()),
+            side_effects,
+        ),
+        source_seqs: vec![10],
+    });
+    events.push(Event::Settled {
+        call: c.clone(),
+        outcome: outcome(
+            OutcomeStatus::Error {
+                code: ErrorCode::Timeout,
+                message: "slow".into(),
+            },
+            Text::Preview {
+                head: "h".into(),
+                tail: "t".into(),
+                total_bytes: 1 << 40,
+                sha256: "ee".into(),
+                locator: Some("spill:sha256:ee".into()),
+            },
+            vec![],
+        ),
+        source_seqs: vec![10],
+    });
+    for code in all_codes {
+        events.push(Event::Rejected {
+            call: c.clone(),
+            code,
+            reason: code.as_str().into(),
+            source_seqs: vec![1],
+        });
+    }
+    events.push(Event::Committed {
+        call: c.clone(),
+        result: CommittedResult {
+            content: "done".into(),
+            is_error: false,
+            code: None,
+            value: None,
+        },
+        source_seqs: vec![11],
+    });
+    events.push(Event::CancelledBeforeStart {
+        call: c.clone(),
+        reason: "stop".into(),
+        source_seqs: vec![12],
+    });
+    events.push(Event::AskPending {
+        call: c.clone(),
+        question: "may I?".into(),
+    });
+    for answer in answers {
+        events.push(Event::AskAnswered {
+            call: c.clone(),
+            answer,
+        });
+    }
+    events.push(Event::AskCancelled {
+        call: c.clone(),
+        reason: "session interrupted".into(),
+    });
+    events.push(Event::AskExpired { call: c.clone() });
+    events.push(Event::PlanReplace {
+        items: vec![
+            PlanItem {
+                text: "a".into(),
+                status: "done".into(),
+            },
+            PlanItem {
+                text: "b".into(),
+                status: "pending".into(),
+            },
+        ],
+    });
+    events.push(Event::SpillStored {
+        locator: "spill:sha256:ee".into(),
+        bytes: 99,
+        sha256: "ee".into(),
+    });
+    events.push(Event::Fault {
+        turn: 1,
+        step: 2,
+        message: "boom".into(),
+    });
+    let states = [
+        CallState::Received,
+        CallState::Parsed,
+        CallState::Approved,
+        CallState::Started,
+        CallState::Settled,
+        CallState::Committed,
+        CallState::Rejected,
+        CallState::CancelledBeforeStart,
+    ];
+    let classifications = [
+        None,
+        Some(Classification::ToolNotStarted),
+        Some(Classification::ToolOutcomeUnknown),
+    ];
+    events.push(Event::Recovery(Recovery {
+        dropped_bytes: 17,
+        calls: states
+            .iter()
+            .enumerate()
+            .map(|(i, &state)| RecoveredCall {
+                call: call_ref(&format!("c{i}")),
+                state,
+                classification: classifications[i % 3],
+                result: CommittedResult {
+                    content: "TOOL_NOT_STARTED: …".into(),
+                    is_error: true,
+                    code: Some(ErrorCode::ToolNotStarted),
+                    value: Some("null".into()),
+                },
+            })
+            .collect(),
+        interrupted_step: Some((1, 2)),
+        interrupted_turn: Some(1),
+    }));
+    events.push(Event::Recovery(Recovery {
+        dropped_bytes: 0,
+        calls: vec![],
+        interrupted_step: None,
+        interrupted_turn: None,
+    }));
+    events.push(Event::StepTools {
+        turn: 1,
+        step: 2,
+        tools: vec![VisibleTool {
+            name: "read".into(),
+            schema_hash: "ab12".into(),
+        }],
+    });
+    events.push(Event::PlanMode {
+        on: false,
+        reason: "ask allowed".into(),
+        call: Some(c.clone()),
+    });
+    events.push(Event::PlanMode {
+        on: true,
+        reason: "--plan-mode".into(),
+        call: None,
+    });
+    // Schema 2.
+    for (approval, fsync, config) in [
+        (ApprovalPolicy::Allow, SyncPolicy::Always, None),
+        (
+            ApprovalPolicy::Deny,
+            SyncPolicy::Group,
+            Some(ConfigFile {
+                path: "/etc/c.toml".into(),
+                sha256: "ab".into(),
+            }),
+        ),
+        (ApprovalPolicy::Deny, SyncPolicy::Never, None),
+    ] {
+        events.push(Event::SessionPolicy(SessionPolicy {
+            approval,
+            parallel_max: 4,
+            fsync,
+            exposure: vec![
+                ("grep".into(), "hidden".into()),
+                ("ls".into(), "deferred".into()),
+            ],
+            config,
+            reason: "session opened".into(),
+        }));
+    }
+    events.push(Event::CallProcess {
+        call: c.clone(),
+        process: ProcessStarted {
+            pid: 4242,
+            pgid: 4242,
+            start_ticks: 123_456,
+            boot_id: "b00t".into(),
+        },
+    });
+    events.push(Event::ProcessKilled {
+        call: c.clone(),
+        pgid: 4242,
+        signal: -9,
+    });
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Record {
+            at_ms: 1_700_000_000_000 + i as u64,
+            event,
+        })
+        .collect()
+}

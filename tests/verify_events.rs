@@ -1,0 +1,220 @@
+//! `tooljournal journal verify` checks events, not just frames, and agrees with `recover` (issue
+//! 14 items 6 and 10): the same verdict and the same seq, segment and offset; a payload a
+//! journal of a newer event schema holds is "written by a newer tooljournal" (exit 3), not
+//! corruption.
+
+use journal::{FsStorage, Journal, Options};
+use runtime::event::{
+    Event, Record, SessionOpen, ToolDescriptor, ToolSource, TurnOutcome, EVENT_SCHEMA_VERSION,
+};
+use serde::ser::{Serialize, SerializeTuple, Serializer};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+/// Bytes appended as a payload exactly as they are (a tuple encodes with no length prefix).
+struct Raw(Vec<u8>);
+
+impl Serialize for Raw {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut t = s.serialize_tuple(self.0.len())?;
+        for b in &self.0 {
+            t.serialize_element(b)?;
+        }
+        t.end()
+    }
+}
+
+fn encode(record: &Record) -> Vec<u8> {
+    let mut out = Vec::new();
+    journal::codec::encode_into(record, &mut out, u64::MAX).unwrap();
+    out
+}
+
+fn open_record(schema_version: u32, tools: Vec<ToolDescriptor>) -> Record {
+    Record {
+        at_ms: 1,
+        event: Event::SessionOpen(SessionOpen {
+            schema_version,
+            session_id: "s".into(),
+            workspace: "/w".into(),
+            tools,
+        }),
+    }
+}
+
+/// A record whose event index is `index` and whose fields are `rest`.
+fn raw_event(index: u32, rest: &[u8]) -> Vec<u8> {
+    let mut p = 7u64.to_le_bytes().to_vec();
+    p.extend_from_slice(&index.to_le_bytes());
+    p.extend_from_slice(rest);
+    p
+}
+
+/// A journal of these payloads, in a fresh directory.
+fn journal_of(payloads: &[Vec<u8>]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(
+        Arc::new(FsStorage::create(dir.path()).unwrap()),
+        Options::default(),
+    )
+    .unwrap();
+    for p in payloads {
+        journal.append(&Raw(p.clone())).unwrap();
+    }
+    journal.close().unwrap();
+    dir
+}
+
+fn turn(n: u32) -> Vec<Vec<u8>> {
+    vec![
+        encode(&Record {
+            at_ms: 2,
+            event: Event::TurnStart {
+                turn: n,
+                user_text: "hello".into(),
+            },
+        }),
+        encode(&Record {
+            at_ms: 3,
+            event: Event::TurnEnd {
+                turn: n,
+                outcome: TurnOutcome::Completed,
+            },
+        }),
+    ]
+}
+
+fn verify(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["journal", "verify", dir.to_str().unwrap()])
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn offset_of(dir: &Path, seq: u64) -> u64 {
+    let storage: Arc<dyn journal::Storage> = Arc::new(FsStorage::open(dir).unwrap());
+    journal::Reader::open(storage, journal::Limits::default())
+        .unwrap()
+        .map(|r| r.unwrap())
+        .find(|r| r.seq == seq)
+        .expect("the record")
+        .position
+        .offset
+}
+
+/// `journal verify` fails with exit `code` and exactly the message a read-only recovery gives.
+fn assert_verify_agrees_with_recover(dir: &Path, code: i32) -> String {
+    let out = verify(dir);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    let recovered = recover::session::recover(dir, false).expect_err("recover refuses it");
+    let expected_class = match code {
+        2 => matches!(recovered, recover::session::RecoverError::Corrupt(_)),
+        3 => matches!(recovered, recover::session::RecoverError::Newer(_)),
+        _ => false,
+    };
+    assert!(expected_class, "recover said {recovered:?}");
+    assert_eq!(stderr, format!("error: {recovered}\n"));
+    stderr
+}
+
+#[test]
+fn an_unknown_event_type_is_corruption_in_verify_as_in_recover() {
+    let mut payloads = vec![encode(&open_record(EVENT_SCHEMA_VERSION, vec![]))];
+    payloads.extend(turn(1));
+    payloads.push(raw_event(Event::VARIANT_COUNT, &[]));
+    let dir = journal_of(&payloads);
+    let stderr = assert_verify_agrees_with_recover(dir.path(), 2);
+    let offset = offset_of(dir.path(), 4);
+    assert!(
+        stderr.contains(&format!(
+            "record seq 4 at segment 00000000000000000000.segment offset {offset}: unknown event type 25"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_garbage_payload_is_corruption_in_verify_as_in_recover() {
+    let mut payloads = vec![encode(&open_record(EVENT_SCHEMA_VERSION, vec![]))];
+    // turn/start whose user_text says 1000 bytes and has 3.
+    let mut rest = 1u32.to_le_bytes().to_vec();
+    rest.extend_from_slice(&1000u64.to_le_bytes());
+    rest.extend_from_slice(b"abc");
+    payloads.push(raw_event(1, &rest));
+    let dir = journal_of(&payloads);
+    let stderr = assert_verify_agrees_with_recover(dir.path(), 2);
+    let offset = offset_of(dir.path(), 2);
+    assert!(
+        stderr.contains(&format!(
+            "record seq 2 at segment 00000000000000000000.segment offset {offset}: payload does not decode as an event"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_event_in_a_newer_schema_is_reported_as_newer_not_corrupt() {
+    let newer = EVENT_SCHEMA_VERSION + 1;
+    let mut payloads = vec![encode(&open_record(newer, vec![]))];
+    payloads.extend(turn(1));
+    payloads.push(raw_event(Event::VARIANT_COUNT, &[1, 2, 3]));
+    let dir = journal_of(&payloads);
+    let stderr = assert_verify_agrees_with_recover(dir.path(), 3);
+    assert!(
+        stderr.contains(&format!(
+            "record seq 4 at segment 00000000000000000000.segment offset {}: written by a newer tooljournal (schema {newer} > {EVENT_SCHEMA_VERSION})",
+            offset_of(dir.path(), 4)
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_variant_inside_session_open_of_a_newer_schema_is_newer() {
+    // session/open whose one tool has a `ToolSource` variant this build does not know.
+    let newer = EVENT_SCHEMA_VERSION + 1;
+    let known = encode(&open_record(
+        newer,
+        vec![ToolDescriptor {
+            name: "t".into(),
+            source: ToolSource::BuiltIn,
+            version: "1".into(),
+            schema_hash: "h".into(),
+        }],
+    ));
+    // The source's variant index follows the tool's name: 8-byte length + "t".
+    let name_at = known
+        .windows(9)
+        .position(|w| w == [1, 0, 0, 0, 0, 0, 0, 0, b't'])
+        .expect("the tool's name");
+    let mut patched = known.clone();
+    patched[name_at + 9..name_at + 13].copy_from_slice(&3u32.to_le_bytes());
+    let dir = journal_of(&[patched.clone()]);
+    let stderr = assert_verify_agrees_with_recover(dir.path(), 3);
+    assert!(
+        stderr.contains(&format!("record seq 1 at segment 00000000000000000000.segment offset 48: written by a newer tooljournal (schema {newer} > {EVENT_SCHEMA_VERSION})")),
+        "{stderr}"
+    );
+
+    // The same bytes with the schema this build knows: corruption.
+    patched[12..16].copy_from_slice(&EVENT_SCHEMA_VERSION.to_le_bytes());
+    let dir = journal_of(&[patched]);
+    let stderr = assert_verify_agrees_with_recover(dir.path(), 2);
+    assert!(stderr.contains("payload does not decode"), "{stderr}");
+}
+
+#[test]
+fn a_newer_schema_whose_events_all_decode_verifies_clean() {
+    let mut payloads = vec![encode(&open_record(EVENT_SCHEMA_VERSION + 1, vec![]))];
+    payloads.extend(turn(1));
+    let dir = journal_of(&payloads);
+    let out = verify(dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("clean: 3 records"));
+}
