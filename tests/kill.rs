@@ -823,10 +823,12 @@ fn disturb_resume(
         _ => {
             let a = case.spawn_resume("resume-a", &["--kill-orphans"]);
             let b = case.spawn_resume("resume-b", &["--kill-orphans"]);
-            let statuses = [
-                (case.wait_resume(a, "resume-a")?, "resume-a"),
-                (case.wait_resume(b, "resume-b")?, "resume-b"),
-            ];
+            // Both are waited for before either result is looked at.
+            let (a, b) = (
+                case.wait_resume(a, "resume-a"),
+                case.wait_resume(b, "resume-b"),
+            );
+            let statuses = [(a?, "resume-a"), (b?, "resume-b")];
             for (status, log) in &statuses {
                 let lost = status.code() == Some(1) && case.logs(log).contains("session is live");
                 if !status.success() && !lost {
