@@ -52,7 +52,14 @@ fn recover_reaches_no_crate_that_runs_calls() {
         .iter()
         .map(|p| (p["name"].as_str().expect("named"), p))
         .collect();
-    for name in ["recover", "journal", "runtime", "mcp", "fuzz", "tooljournal"] {
+    for name in [
+        "recover",
+        "journal",
+        "runtime",
+        "mcp",
+        "fuzz",
+        "tooljournal",
+    ] {
         assert!(
             by_name.contains_key(name),
             "the workspace has no package {name}"
@@ -80,7 +87,14 @@ fn recover_reaches_no_crate_that_runs_calls() {
         .iter()
         .map(|d| d["name"].as_str().expect("named"))
         .collect();
-    for executor in ["tokio", "tokio-util", "futures-util", "futures", "nix", "mcp"] {
+    for executor in [
+        "tokio",
+        "tokio-util",
+        "futures-util",
+        "futures",
+        "nix",
+        "mcp",
+    ] {
         assert!(
             !direct.contains(&executor),
             "recover depends on {executor}: it would have the means to run a call ({direct:?})"
