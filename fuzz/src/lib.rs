@@ -164,6 +164,8 @@ pub struct FaultStats {
     pub kinds: BTreeMap<&'static str, (u64, u64)>,
     /// The (fault kind, last event appended before it fired) pairs met.
     pub pairs: BTreeSet<(&'static str, String)>,
+    /// The (fault kind, first event not yet durable when it fired) pairs met.
+    pub at_risk: BTreeSet<(&'static str, String)>,
 }
 
 impl FaultStats {
@@ -173,6 +175,8 @@ impl FaultStats {
         if fault.fired {
             entry.1 += 1;
             self.pairs.insert((fault.kind, fault.event_before.clone()));
+            self.at_risk
+                .insert((fault.kind, fault.first_at_risk.clone()));
         }
     }
 
@@ -200,6 +204,14 @@ impl std::fmt::Display for FaultStats {
             self.pairs.len()
         )?;
         for (kind, event) in &self.pairs {
+            write!(f, " {kind}×{event}")?;
+        }
+        write!(
+            f,
+            "\nfault × first event not yet durable: {} distinct pairs:",
+            self.at_risk.len()
+        )?;
+        for (kind, event) in &self.at_risk {
             write!(f, " {kind}×{event}")?;
         }
         Ok(())

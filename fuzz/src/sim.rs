@@ -64,8 +64,13 @@ pub struct FaultReport {
     pub count: u64,
     pub fired: bool,
     /// The last event the runtime had appended when the fault fired ("open" while the journal
-    /// and session are being opened).
+    /// and session are being opened). The runtime touches the disk only to make records durable
+    /// (group commit), so this is always the record that asked for the sync: `session/open`'s
+    /// ("open"), a start group's `started`, `turn/end` or `session/close`.
     pub event_before: String,
+    /// The first event that was not yet durable when the fault fired: where what recovery may
+    /// lose begins ("none" when everything appended was durable).
+    pub first_at_risk: String,
 }
 
 /// Everything a run leaves behind for the checks.
@@ -374,12 +379,17 @@ pub fn run(case: &Case, mutant: Option<Mutant>) -> Run {
     let nth = at.nth(count);
     let (mut run, ops) = session(case, mutant, Some((op, nth, fault)));
     let fired = ops.count(op) >= nth;
-    let event_before = match dry_ops.seq_at(op, nth) {
-        None => "none".to_owned(),
-        Some(0) => "open".to_owned(),
-        Some(seq) => event_kinds(&dry.image)
+    let kinds = event_kinds(&dry.image);
+    let kind_of = |seq: u64| {
+        kinds
             .get(&seq)
-            .map_or_else(|| format!("seq {seq}"), |k| (*k).to_owned()),
+            .map_or_else(|| format!("seq {seq}"), |k| (*k).to_owned())
+    };
+    let (event_before, first_at_risk) = match dry_ops.seqs_at(op, nth) {
+        None => ("none".to_owned(), "none".to_owned()),
+        Some((0, _)) => ("open".to_owned(), "open".to_owned()),
+        Some((appended, durable)) if durable >= appended => (kind_of(appended), "none".to_owned()),
+        Some((appended, durable)) => (kind_of(appended), kind_of(durable + 1)),
     };
     run.fault = Some(FaultReport {
         kind: case.fault.kind(),
@@ -387,6 +397,7 @@ pub fn run(case: &Case, mutant: Option<Mutant>) -> Run {
         count,
         fired,
         event_before,
+        first_at_risk,
     });
     run
 }
@@ -595,49 +606,57 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
     (run, Ops(ops))
 }
 
-/// The storage operations a session made, each with the seq of the last event appended when
-/// it ran (0 before the session's journal was open).
-pub struct Ops(Vec<(Op, u64)>);
+/// The storage operations a session made, each with the seqs of the last event appended and
+/// the last event durable when it ran (0 before the session's journal was open).
+pub struct Ops(Vec<(Op, u64, u64)>);
 
 impl Ops {
     /// How many operations of kind `op` (all of them for `Op::Any`).
     pub fn count(&self, op: Op) -> u64 {
         self.0
             .iter()
-            .filter(|(o, _)| op == Op::Any || *o == op)
+            .filter(|(o, _, _)| op == Op::Any || *o == op)
             .count() as u64
     }
 
-    /// The seq noted at the `nth` (1-based) operation of kind `op`.
-    pub fn seq_at(&self, op: Op, nth: u64) -> Option<u64> {
+    /// The (appended, durable) seqs noted at the `nth` (1-based) operation of kind `op`.
+    pub fn seqs_at(&self, op: Op, nth: u64) -> Option<(u64, u64)> {
         self.0
             .iter()
-            .filter(|(o, _)| op == Op::Any || *o == op)
+            .filter(|(o, _, _)| op == Op::Any || *o == op)
             .nth(usize::try_from(nth).ok()?.checked_sub(1)?)
-            .map(|&(_, seq)| seq)
+            .map(|&(_, appended, durable)| (appended, durable))
     }
 }
 
 /// The session's disk, noting every operation the journal makes on it (before it runs, so an
-/// operation that fails is noted too) with the last seq appended by then.
+/// operation that fails is noted too) with the last seqs appended and durable by then.
 #[derive(Debug, Clone)]
 struct Counted {
     inner: SimStorage,
     journal: Arc<OnceLock<std::sync::Weak<Journal>>>,
-    ops: Arc<Mutex<Vec<(Op, u64)>>>,
+    ops: Arc<Mutex<Vec<(Op, u64, u64)>>>,
 }
 
 impl Counted {
     fn note(&self, op: Op) {
-        let seq = match self.journal.get() {
-            None => 0,
+        let (appended, durable) = match self.journal.get() {
+            None => (0, 0),
             Some(j) => match j.upgrade() {
-                Some(j) => j.stats().appended_seq,
+                Some(j) => {
+                    let stats = j.stats();
+                    (stats.appended_seq, stats.durable_seq)
+                }
                 // Closed: nothing was appended after the last noted operation.
-                None => self.ops.lock().unwrap().last().map_or(0, |&(_, seq)| seq),
+                None => self
+                    .ops
+                    .lock()
+                    .unwrap()
+                    .last()
+                    .map_or((0, 0), |&(_, a, d)| (a, d)),
             },
         };
-        self.ops.lock().unwrap().push((op, seq));
+        self.ops.lock().unwrap().push((op, appended, durable));
     }
 }
 

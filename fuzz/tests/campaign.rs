@@ -60,6 +60,7 @@ fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
             total.1 += fired;
         }
         faults.pairs.extend(c.faults.pairs);
+        faults.at_risk.extend(c.faults.at_risk);
     }
     println!("both campaigns:\n{faults}");
     for kind in ["power loss", "failed fsync", "disk full", "short write"] {
