@@ -7,6 +7,7 @@
 
 pub mod case;
 pub mod check;
+pub mod counted;
 pub mod sim;
 
 use proptest::strategy::{Strategy, ValueTree};
