@@ -52,30 +52,76 @@ pub struct StepSpec {
     pub cancel: Option<Cancel>,
 }
 
+/// Where a fault lands among the operations of its kind that the session makes (counted by a
+/// dry run of the same case: the simulation is deterministic, so the faulted run makes the same
+/// operations up to the fault).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// At this point of the session, in thousandths of its operations of the fault's kind:
+    /// the fault fires.
+    Inside { per_mille: u64 },
+    /// Just past the session's last operation of that kind: the fault never fires (the no-fault
+    /// path, on a disk that would have failed).
+    PastEnd,
+}
+
+impl At {
+    /// The 1-based operation the fault hits, among `count` operations.
+    pub fn nth(self, count: u64) -> u64 {
+        match self {
+            At::Inside { per_mille } => 1 + per_mille.min(999) * count / 1000,
+            At::PastEnd => count + 1,
+        }
+    }
+}
+
 /// What goes wrong with the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StorageFault {
     None,
-    /// Power goes out at the n-th I/O operation; the unsynced tail is torn or zero-filled at
-    /// `granule_bytes` (512 or 4096), keeping `granules` of it.
+    /// Power goes out at an I/O operation (any kind); the unsynced tail is torn or zero-filled
+    /// at `granule_bytes` (512 or 4096), keeping `granules` of it.
     PowerLoss {
-        op: u64,
+        at: At,
         granule_bytes: u64,
         granules: u64,
         zero: bool,
     },
-    /// The n-th fsync fails.
+    /// An fsync fails.
     SyncFails {
-        nth: u64,
+        at: At,
     },
-    /// The n-th write finds the disk full.
+    /// A write finds the disk full.
     NoSpace {
-        nth: u64,
+        at: At,
     },
-    /// The n-th write is short (legal; must be completed, not lost).
+    /// A write is short (legal; must be completed, not lost).
     ShortWrite {
-        nth: u64,
+        at: At,
     },
+}
+
+impl StorageFault {
+    /// The fault's name as the campaign's statistics print it.
+    pub fn kind(self) -> &'static str {
+        match self {
+            StorageFault::None => "none",
+            StorageFault::PowerLoss { .. } => "power loss",
+            StorageFault::SyncFails { .. } => "failed fsync",
+            StorageFault::NoSpace { .. } => "disk full",
+            StorageFault::ShortWrite { .. } => "short write",
+        }
+    }
+
+    pub fn at(self) -> Option<At> {
+        match self {
+            StorageFault::None => None,
+            StorageFault::PowerLoss { at, .. }
+            | StorageFault::SyncFails { at }
+            | StorageFault::NoSpace { at }
+            | StorageFault::ShortWrite { at } => Some(at),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -142,14 +188,22 @@ fn step() -> impl Strategy<Value = StepSpec> {
         })
 }
 
+/// Inside the session 24 times in 25; past its end otherwise (4 %: the no-fault path).
+fn at() -> impl Strategy<Value = At> {
+    prop_oneof![
+        24 => (0u64..1000).prop_map(|per_mille| At::Inside { per_mille }),
+        1 => Just(At::PastEnd),
+    ]
+}
+
 fn fault() -> impl Strategy<Value = StorageFault> {
     prop_oneof![
         1 => Just(StorageFault::None),
-        6 => (1u64..400, prop_oneof![Just(512u64), Just(4096u64)], 0u64..3, any::<bool>())
-            .prop_map(|(op, granule_bytes, granules, zero)| StorageFault::PowerLoss { op, granule_bytes, granules, zero }),
-        1 => (1u64..30).prop_map(|nth| StorageFault::SyncFails { nth }),
-        1 => (1u64..60).prop_map(|nth| StorageFault::NoSpace { nth }),
-        1 => (1u64..60).prop_map(|nth| StorageFault::ShortWrite { nth }),
+        6 => (at(), prop_oneof![Just(512u64), Just(4096u64)], 0u64..3, any::<bool>())
+            .prop_map(|(at, granule_bytes, granules, zero)| StorageFault::PowerLoss { at, granule_bytes, granules, zero }),
+        1 => at().prop_map(|at| StorageFault::SyncFails { at }),
+        1 => at().prop_map(|at| StorageFault::NoSpace { at }),
+        1 => at().prop_map(|at| StorageFault::ShortWrite { at }),
     ]
 }
 

@@ -1,43 +1,28 @@
 //! The invariants of DESIGN.md §7, checked on what a simulated run left behind. Each violation
 //! is a message that starts with the invariant's name and names the call.
+//!
+//! Every check walks the ground truth (the calls the model sent, step by step in model order,
+//! and the bodies the simulated tool recorded as run, with what each returned), and looks each
+//! one up in the recovered journal: a call the journal should hold and does not is a violation,
+//! not a call the check never sees.
 
-use crate::case::Case;
-use crate::sim::Run;
+use crate::case::{CallSpec, Case, Kind};
+use crate::sim::{BodyEnd, Run};
 use journal::{Limits, Reader, SimStorage, Storage};
-use recover::classify::CallReport;
+use recover::classify::{not_started_text, outcome_unknown_text, CallReport};
 use recover::conversation::Message;
 use recover::providers::{render, validate, Format};
 use recover::session::{recover_storage, recover_storage_streaming};
 use runtime::event::{Classification, Event, OutcomeStatus, Record};
 use runtime::state::CallState;
 use runtime::ErrorCode;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Every violation found in `run`.
 pub fn check(case: &Case, run: &Run) -> Vec<String> {
     let mut v: Vec<String> = run.live_violations.clone();
-
-    // I3 and I9 on the live results of finished batches.
-    for (id, r) in &run.results {
-        let ran = run.bodies.iter().any(|b| &b.call_id == id);
-        if r.code == Some(ErrorCode::AbortedBeforeDispatch) && ran {
-            v.push(format!(
-                "I9 cancellation: {id} was reported ABORTED_BEFORE_DISPATCH but its body ran"
-            ));
-        }
-    }
-    for b in &run.bodies {
-        if let Some(step) = run.steps_of.get(&b.call_id) {
-            if let Some(&at) = run.cancels.get(step) {
-                if b.started_ms > at {
-                    v.push(format!(
-                        "I9 cancellation: the body of {} started at {} ms, after the cancel at {at} ms",
-                        b.call_id, b.started_ms
-                    ));
-                }
-            }
-        }
-    }
+    live(run, &mut v);
 
     // `recover classify` streams: it must say what the full analysis says, and append the same.
     v.extend(streaming_disagreements(&run.image));
@@ -62,84 +47,101 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
             ));
         }
     }
-    // I3: every assistant message with calls is followed by exactly its results, in order.
-    for (i, m) in conv.messages.iter().enumerate() {
-        if let Message::Assistant { calls, .. } = m {
-            if calls.is_empty() {
-                continue;
+    let reports: HashMap<&str, &CallReport> = a
+        .calls
+        .iter()
+        .map(|c| (c.call.call_id.as_str(), c))
+        .collect();
+    presence(run, &reports, &mut v);
+    // I1: a body that ran had a durable `started` first, so its call is in the journal, started.
+    for b in &run.bodies {
+        let id = &b.call_id;
+        match reports.get(id.as_str()) {
+            None => v.push(format!(
+                "I1 write-ahead: the body of {id} ran, but the journal has no record of the call"
+            )),
+            Some(c) => {
+                if c.classification == Some(Classification::ToolNotStarted)
+                    || !reached_start(c.state)
+                {
+                    v.push(format!(
+                        "I1 write-ahead: the body of {id} ran, but the journal says {} ({:?})",
+                        c.state, c.classification
+                    ));
+                }
             }
-            match conv.messages.get(i + 1) {
-                Some(Message::Results { results }) => {
-                    let want: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-                    let got: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
-                    if want != got {
+        }
+    }
+    for step in &run.steps {
+        for (id, raw, spec) in &step.calls {
+            let Some(c) = reports.get(id.as_str()) else {
+                continue;
+            };
+            // I4: a settled result is what recovery gives back; no success is made up.
+            let outcome = a.replay.call(&c.call).and_then(|r| r.outcome.as_ref());
+            match outcome {
+                Some(o) => {
+                    let real_error = matches!(o.status, OutcomeStatus::Error { .. });
+                    if c.recovered && c.result.is_error != real_error {
                         v.push(format!(
-                            "I3 one result per call: calls {want:?} answered by {got:?}"
+                            "I4 no fabrication: {id} settled {:?} but recovery says {:?}",
+                            o.status, c.result.code
                         ));
                     }
                 }
-                _ => v.push(format!(
-                    "I3 one result per call: message {i} has calls and no results after it"
-                )),
+                None => {
+                    if !c.result.is_error && c.state != CallState::Committed {
+                        v.push(format!(
+                            "I4 no fabrication: {id} never settled but is reported a success"
+                        ));
+                    }
+                }
+            }
+            // What the model was given is what recovery gives back.
+            let live = step.results.iter().flatten().find(|r| &r.call_id == id);
+            if let Some(live) = live.filter(|_| c.state == CallState::Committed) {
+                if (live.content.as_str(), live.is_error)
+                    != (c.result.content.as_str(), c.result.is_error)
+                {
+                    v.push(format!(
+                        "I4 no fabrication: {id} was committed as {:?} but recovery says {:?}",
+                        live.content, c.result.content
+                    ));
+                }
+            }
+            if let Err(e) = truthful(
+                run,
+                id,
+                spec,
+                step.truncated,
+                &c.result.content,
+                c.result.is_error,
+            ) {
+                v.push(format!("I4 no fabrication: recovery's result for {e}"));
+            }
+            // I8: what was journaled as received is what the model sent, byte for byte.
+            if &c.raw_arguments != raw {
+                v.push(format!(
+                    "I8 frozen arguments: {id} was received as {:?}, sent as {raw:?}",
+                    c.raw_arguments
+                ));
+            }
+            // I2: a call whose `settled` was lost has nothing after it that depends on it.
+            if c.classification == Some(Classification::ToolOutcomeUnknown) {
+                let later_response = a
+                    .replay
+                    .turns
+                    .iter()
+                    .flat_map(|t| t.steps.iter().map(move |s| (t.turn, s)))
+                    .any(|(t, s)| (t, s.step) > (c.call.turn, c.call.step) && s.response.is_some());
+                if later_response || a.replay.closed {
+                    v.push(format!("I2 settled before dependents: {id}'s settled is lost but later work was made durable"));
+                }
             }
         }
     }
-    for c in &a.calls {
-        let id = &c.call.call_id;
-        let ran = run.bodies.iter().any(|b| &b.call_id == id);
-        // I1: a body that ran had a durable `started` first.
-        if ran
-            && (c.classification == Some(Classification::ToolNotStarted) || !reached_start(c.state))
-        {
-            v.push(format!(
-                "I1 write-ahead: the body of {id} ran, but the journal says {} ({:?})",
-                c.state, c.classification
-            ));
-        }
-        // I4: a known result is kept; no success is made up.
-        let outcome = a.replay.call(&c.call).and_then(|r| r.outcome.as_ref());
-        match outcome {
-            Some(o) => {
-                let real_error = matches!(o.status, OutcomeStatus::Error { .. });
-                if c.recovered && c.result.is_error != real_error {
-                    v.push(format!(
-                        "I4 no fabrication: {id} settled {:?} but recovery says {:?}",
-                        o.status, c.result.code
-                    ));
-                }
-            }
-            None => {
-                if !c.result.is_error && c.state != CallState::Committed {
-                    v.push(format!(
-                        "I4 no fabrication: {id} never settled but is reported a success"
-                    ));
-                }
-            }
-        }
-        // I8: what was journaled as received is what the model sent, byte for byte.
-        if let Some(r) = a.replay.call(&c.call) {
-            if let Some((_, _, raw)) = run.sent.get(id) {
-                if !r.seqs.is_empty() && &r.raw_arguments != raw {
-                    v.push(format!(
-                        "I8 frozen arguments: {id} was received as {:?}, sent as {raw:?}",
-                        r.raw_arguments
-                    ));
-                }
-            }
-        }
-        // I2: a call whose `settled` was lost has nothing after it that depends on it.
-        if c.classification == Some(Classification::ToolOutcomeUnknown) {
-            let later_response = a
-                .replay
-                .turns
-                .iter()
-                .flat_map(|t| t.steps.iter().map(move |s| (t.turn, s)))
-                .any(|(t, s)| (t, s.step) > (c.call.turn, c.call.step) && s.response.is_some());
-            if later_response || a.replay.closed {
-                v.push(format!("I2 settled before dependents: {id}'s settled is lost but later work was made durable"));
-            }
-        }
-    }
+    conversation(run, &reports, &conv.messages, &mut v);
+    commit_order(run, &run.image, &mut v);
     // I5: a second recovery appends nothing and says the same.
     match recover_storage(Arc::new(run.image.clone()), true) {
         Ok(second) => {
@@ -187,6 +189,289 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
         }
     }
     v
+}
+
+/// I3 and I9 on the results the model got from batches that finished: one per call it sent, in
+/// the order it sent them, each telling what the body did; nothing started after the cancel.
+fn live(run: &Run, v: &mut Vec<String>) {
+    for step in &run.steps {
+        let Some(results) = &step.results else {
+            continue;
+        };
+        let want: Vec<&str> = step.calls.iter().map(|(id, _, _)| id.as_str()).collect();
+        let got: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+        if want != got {
+            v.push(format!(
+                "I3 one result per call: the model sent {want:?} and got results for {got:?}"
+            ));
+        }
+        for r in results {
+            let id = &r.call_id;
+            if r.code == Some(ErrorCode::AbortedBeforeDispatch) && run.body(id).is_some() {
+                v.push(format!(
+                    "I9 cancellation: {id} was reported ABORTED_BEFORE_DISPATCH but its body ran"
+                ));
+            }
+            let Some((_, i)) = run.sent(id) else { continue };
+            if let Err(e) = truthful(
+                run,
+                id,
+                &step.calls[i].2,
+                step.truncated,
+                &r.content,
+                r.is_error,
+            ) {
+                v.push(format!("I3 true results: the model's result for {e}"));
+            }
+        }
+    }
+    for b in &run.bodies {
+        let Some((step, _)) = run.sent(&b.call_id) else {
+            continue;
+        };
+        if let Some(&at) = run.cancels.get(&(step.turn, step.step)) {
+            if b.started_ms > at {
+                v.push(format!(
+                    "I9 cancellation: the body of {} started at {} ms, after the cancel at {at} ms",
+                    b.call_id, b.started_ms
+                ));
+            }
+        }
+    }
+}
+
+/// I3: the journal holds a prefix of what the model sent, call by call: a step is there with
+/// every one of its calls or not at all, and no step is missing before one that is there.
+fn presence(run: &Run, reports: &HashMap<&str, &CallReport>, v: &mut Vec<String>) {
+    let mut missing_before: Option<&str> = None;
+    for step in &run.steps {
+        let there: Vec<bool> = step
+            .calls
+            .iter()
+            .map(|(id, _, _)| reports.contains_key(id.as_str()))
+            .collect();
+        if there.iter().any(|&t| t) {
+            for ((id, _, _), t) in step.calls.iter().zip(&there) {
+                if !t {
+                    v.push(format!(
+                        "I3 one result per call: {id} is missing from the journal, though other calls of turn {} step {} are there",
+                        step.turn, step.step
+                    ));
+                }
+            }
+            if let Some(gone) = missing_before {
+                v.push(format!(
+                    "I3 one result per call: {gone} is missing from the journal, though calls the model sent after it are there"
+                ));
+            }
+        } else if let Some((id, _, _)) = step.calls.first() {
+            missing_before.get_or_insert(id);
+        }
+    }
+}
+
+/// The error code an error content begins with.
+fn code_of(content: &str) -> Option<ErrorCode> {
+    ErrorCode::ALL.into_iter().find(|c| {
+        content == c.as_str()
+            || content
+                .strip_prefix(c.as_str())
+                .is_some_and(|rest| rest.starts_with(": "))
+    })
+}
+
+/// Whether `content` is what the model may truthfully be told about call `id`, given what its
+/// body did (the tool's own record) or, when it did not run or its outcome was lost, the
+/// synthetic text the classification implies. `Err` says why not.
+fn truthful(
+    run: &Run,
+    id: &str,
+    spec: &CallSpec,
+    truncated: bool,
+    content: &str,
+    is_error: bool,
+) -> Result<(), String> {
+    let code = if is_error { code_of(content) } else { None };
+    let fail = |why: &str| Err(format!("{id} is {content:?}: {why}"));
+    if matches!(spec.kind, Kind::Ask(_)) {
+        // The ask tool's body is the runtime's own, not simulated: nothing recorded to compare.
+        return Ok(());
+    }
+    // Texts only recovery writes, exactly as its classification says.
+    match code {
+        Some(ErrorCode::ToolNotStarted) if content != not_started_text() => {
+            return fail("not the TOOL_NOT_STARTED text");
+        }
+        Some(ErrorCode::ToolOutcomeUnknown) => {
+            if content != outcome_unknown_text(&crate::sim::declared(spec)) {
+                return fail("not the TOOL_OUTCOME_UNKNOWN text for what the call declared");
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    if is_error && code.is_none() {
+        return fail("an error that does not begin with its code");
+    }
+    let body = run.body(id);
+    match body.map(|b| &b.end) {
+        Some(Some(BodyEnd::Ok(text))) => {
+            let hash = runtime::tools::sha256_hex(text.as_bytes());
+            if is_error || (content != text && !content.contains(&hash)) {
+                return fail(&format!("its body returned {text:?}"));
+            }
+        }
+        Some(Some(BodyEnd::Err(body_code, message))) => {
+            let code_ok = code == Some(*body_code) || code == Some(ErrorCode::ToolFailed);
+            if !is_error || !code_ok || !content.contains(message.as_str()) {
+                return fail(&format!("its body failed {body_code}: {message:?}"));
+            }
+        }
+        Some(Some(BodyEnd::Panicked)) => {
+            if code != Some(ErrorCode::ToolPanicked) {
+                return fail("its body panicked");
+            }
+        }
+        Some(None) => {
+            return fail("its body never finished, so its outcome cannot be known (settled before the tool stopped?)");
+        }
+        None => {
+            // Did not run: an error saying so, and which one depends on the call.
+            let allowed: &[ErrorCode] = if truncated {
+                &[
+                    ErrorCode::TruncatedCall,
+                    ErrorCode::ToolNotStarted,
+                    ErrorCode::AbortedBeforeDispatch,
+                ]
+            } else {
+                match spec.kind {
+                    Kind::Unknown => &[
+                        ErrorCode::UnknownTool,
+                        ErrorCode::ToolNotStarted,
+                        ErrorCode::AbortedBeforeDispatch,
+                    ],
+                    Kind::BadJson => &[
+                        ErrorCode::SyntaxError,
+                        ErrorCode::ToolNotStarted,
+                        ErrorCode::AbortedBeforeDispatch,
+                    ],
+                    _ => &[
+                        ErrorCode::ToolNotStarted,
+                        ErrorCode::AbortedBeforeDispatch,
+                        ErrorCode::Aborted,
+                    ],
+                }
+            };
+            if !code.is_some_and(|c| allowed.contains(&c)) {
+                return fail("its body never ran");
+            }
+            if code == Some(ErrorCode::Aborted) && !content.contains("it did not run") {
+                return fail("ABORTED for a body that never ran must say it did not run");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// I3 in the rebuilt history: every step of the journal is the model's message with its calls
+/// in the order it sent them, followed by exactly one result for each, in that order, each one
+/// true to what its body did.
+fn conversation(
+    run: &Run,
+    reports: &HashMap<&str, &CallReport>,
+    messages: &[Message],
+    v: &mut Vec<String>,
+) {
+    for step in &run.steps {
+        let Some((first, _, _)) = step.calls.first() else {
+            continue;
+        };
+        if !reports.contains_key(first.as_str()) {
+            continue;
+        }
+        let want: Vec<&str> = step.calls.iter().map(|(id, _, _)| id.as_str()).collect();
+        let at = messages.iter().position(|m| {
+            matches!(m, Message::Assistant { calls, .. } if calls.iter().any(|c| &c.id == first))
+        });
+        let Some(at) = at else {
+            v.push(format!(
+                "I3 one result per call: {first} is in the journal but in no assistant message of the rebuilt history"
+            ));
+            continue;
+        };
+        if let Message::Assistant { calls, .. } = &messages[at] {
+            let got: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+            if got != want {
+                v.push(format!(
+                    "I3 one result per call: the model sent {want:?}, the history says it sent {got:?}"
+                ));
+            }
+        }
+        match messages.get(at + 1) {
+            Some(Message::Results { results }) => {
+                let got: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
+                if got != want {
+                    v.push(format!(
+                        "I3 one result per call: calls {want:?} answered by {got:?}"
+                    ));
+                }
+                for (r, (id, _, spec)) in results.iter().zip(&step.calls) {
+                    if &r.id != id {
+                        continue;
+                    }
+                    if let Err(e) = truthful(run, id, spec, step.truncated, &r.content, r.is_error)
+                    {
+                        v.push(format!(
+                            "I3 true results: the rebuilt history's result for {e}"
+                        ));
+                    }
+                }
+            }
+            _ => v.push(format!(
+                "I3 one result per call: the calls {want:?} have no results after them"
+            )),
+        }
+    }
+}
+
+/// I3: each step's `committed` records are in the journal in model order, with no gap (a call
+/// is committed only after every call before it).
+fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
+    let Some(events) = events(image) else { return };
+    let committed: HashMap<&str, usize> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Event::Committed { call, .. } => Some((call.call_id.as_str(), i)),
+            _ => None,
+        })
+        .collect();
+    for step in &run.steps {
+        let mut last: Option<(&str, usize)> = None;
+        let mut gap: Option<&str> = None;
+        for (id, _, _) in &step.calls {
+            match committed.get(id.as_str()) {
+                None => {
+                    gap.get_or_insert(id);
+                }
+                Some(&at) => {
+                    if let Some(before) = gap {
+                        v.push(format!(
+                            "I3 committed in model order: {id} is committed, {before} before it is not"
+                        ));
+                    }
+                    if let Some((prev, prev_at)) = last {
+                        if prev_at > at {
+                            v.push(format!(
+                                "I3 committed in model order: {id} was committed before {prev}, which the model sent first"
+                            ));
+                        }
+                    }
+                    last = Some((id, at));
+                }
+            }
+        }
+    }
 }
 
 /// An independent copy of a simulated disk (clones share theirs).

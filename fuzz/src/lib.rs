@@ -7,10 +7,12 @@
 
 pub mod case;
 pub mod check;
+pub mod counted;
 pub mod sim;
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Keeps the simulated tools' and observers' deliberate panics off the screen; every other
 /// panic (an assertion, a bug) is reported as usual.
@@ -42,10 +44,84 @@ pub fn tree_for_seed(seed: u64) -> impl ValueTree<Value = case::Case> {
         .expect("the case strategy never rejects")
 }
 
-/// Runs one case and returns its violations.
-pub fn check_case(case: &case::Case, mutant: bool) -> Vec<String> {
+/// A deliberately broken build of the runtime or of recovery that the campaign must catch.
+/// Each one acts only where the test-only `mutant` features are compiled in (`fuzz`'s
+/// dev-dependencies turn them on) and only in a run that asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// `started` written after the body ran.
+    StartedAfterBody,
+    /// `started` appended before the body but not synced (it rides on a later sync).
+    StartedNotSynced,
+    /// On cancel, `settled` (ABORTED) written without waiting for the body to stop.
+    SettledBeforeEffect,
+    /// Recovery classifies a call whose last event is `started` as TOOL_NOT_STARTED.
+    StartedReadAsNotStarted,
+    /// Results that are ready together committed last first.
+    CommitOutOfOrder,
+    /// A call journaled `cancelled-before-start` whose body runs anyway.
+    CancelledCallRuns,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 6] = [
+        Mutant::StartedAfterBody,
+        Mutant::StartedNotSynced,
+        Mutant::SettledBeforeEffect,
+        Mutant::StartedReadAsNotStarted,
+        Mutant::CommitOutOfOrder,
+        Mutant::CancelledCallRuns,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::StartedAfterBody => "started written after the body",
+            Mutant::StartedNotSynced => "started appended but not synced before the body",
+            Mutant::SettledBeforeEffect => "settled before the tool's effect completes",
+            Mutant::StartedReadAsNotStarted => "recovery reads a started call as not started",
+            Mutant::CommitOutOfOrder => "a commit out of model order",
+            Mutant::CancelledCallRuns => "a cancelled-before-start call that runs anyway",
+        }
+    }
+
+    /// The runtime failpoint that turns it on (`None`: it is recovery's).
+    pub fn failpoint(self) -> Option<&'static str> {
+        match self {
+            Mutant::StartedAfterBody => Some("mutant.started_after_body"),
+            Mutant::StartedNotSynced => Some("mutant.started_not_synced"),
+            Mutant::SettledBeforeEffect => Some("mutant.settled_before_effect"),
+            Mutant::StartedReadAsNotStarted => None,
+            Mutant::CommitOutOfOrder => Some("mutant.commit_out_of_order"),
+            Mutant::CancelledCallRuns => Some("mutant.cancelled_call_runs"),
+        }
+    }
+
+    /// Whether this build can run it at all (its crate's `mutant` feature is on).
+    pub fn compiled(self) -> bool {
+        match self.failpoint() {
+            Some(_) => runtime::failpoint::MUTANTS_COMPILED,
+            None => recover::mutant::COMPILED,
+        }
+    }
+}
+
+/// What one case gave.
+#[derive(Debug)]
+pub struct Verdict {
+    pub violations: Vec<String>,
+    pub fault: Option<sim::FaultReport>,
+}
+
+/// Runs one case (with `mutant`, if any) and checks it.
+pub fn check_case(case: &case::Case, mutant: Option<Mutant>) -> Verdict {
     let run = sim::run(case, mutant);
-    check::check(case, &run)
+    // Recovery's mutant acts on this thread while the checks recover.
+    let _recovery_mutant = (mutant == Some(Mutant::StartedReadAsNotStarted))
+        .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
+    Verdict {
+        violations: check::check(case, &run),
+        fault: run.fault,
+    }
 }
 
 /// A violation, shrunk.
@@ -57,16 +133,16 @@ pub struct Found {
 }
 
 /// Shrinks a failing case as far as it keeps failing.
-pub fn shrink(seed: u64, mutant: bool) -> Option<Found> {
+pub fn shrink(seed: u64, mutant: Option<Mutant>) -> Option<Found> {
     let mut tree = tree_for_seed(seed);
-    let mut violations = check_case(&tree.current(), mutant);
+    let mut violations = check_case(&tree.current(), mutant).violations;
     if violations.is_empty() {
         return None;
     }
     let mut steps = 0;
     while steps < 500 && tree.simplify() {
         steps += 1;
-        let v = check_case(&tree.current(), mutant);
+        let v = check_case(&tree.current(), mutant).violations;
         if v.is_empty() {
             if !tree.complicate() {
                 break;
@@ -82,21 +158,105 @@ pub fn shrink(seed: u64, mutant: bool) -> Option<Found> {
     })
 }
 
+/// How the faults a campaign drew fared.
+#[derive(Debug, Default)]
+pub struct FaultStats {
+    /// Per fault kind: cases that drew it, and cases where it fired.
+    pub kinds: BTreeMap<&'static str, (u64, u64)>,
+    /// The (fault kind, last event appended before it fired) pairs met.
+    pub pairs: BTreeSet<(&'static str, String)>,
+    /// The (fault kind, first event not yet durable when it fired) pairs met.
+    pub at_risk: BTreeSet<(&'static str, String)>,
+}
+
+impl FaultStats {
+    pub fn add(&mut self, fault: &sim::FaultReport) {
+        let entry = self.kinds.entry(fault.kind).or_default();
+        entry.0 += 1;
+        if fault.fired {
+            entry.1 += 1;
+            self.pairs.insert((fault.kind, fault.event_before.clone()));
+            self.at_risk
+                .insert((fault.kind, fault.first_at_risk.clone()));
+        }
+    }
+
+    /// The share of drawn faults that fired, per kind.
+    pub fn fire_rates(&self) -> Vec<(&'static str, f64)> {
+        self.kinds
+            .iter()
+            .map(|(k, &(drawn, fired))| (*k, fired as f64 / drawn.max(1) as f64))
+            .collect()
+    }
+}
+
+impl std::fmt::Display for FaultStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (kind, &(drawn, fired)) in &self.kinds {
+            writeln!(
+                f,
+                "fault {kind}: drawn {drawn}, fired {fired} ({:.1} %)",
+                100.0 * fired as f64 / drawn.max(1) as f64
+            )?;
+        }
+        write!(
+            f,
+            "fault × event before it: {} distinct pairs:",
+            self.pairs.len()
+        )?;
+        for (kind, event) in &self.pairs {
+            write!(f, " {kind}×{event}")?;
+        }
+        write!(
+            f,
+            "\nfault × first event not yet durable: {} distinct pairs:",
+            self.at_risk.len()
+        )?;
+        for (kind, event) in &self.at_risk {
+            write!(f, " {kind}×{event}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a campaign did.
+#[derive(Debug)]
+pub struct Campaign {
+    /// Cases run.
+    pub ran: u64,
+    /// The first violation, shrunk.
+    pub found: Option<Found>,
+    pub faults: FaultStats,
+}
+
 /// Runs cases for seeds `first_seed`, `first_seed + 1`, … until `cases` ran or `deadline`
-/// passed; stops at the first violation (shrunk). Returns how many ran.
+/// passed; stops at the first violation (shrunk).
 pub fn campaign(
     first_seed: u64,
     cases: u64,
     deadline: std::time::Instant,
-    mutant: bool,
-) -> (u64, Option<Found>) {
+    mutant: Option<Mutant>,
+) -> Campaign {
     let mut ran = 0;
+    let mut faults = FaultStats::default();
     while ran < cases && std::time::Instant::now() < deadline {
         let seed = first_seed.wrapping_add(ran);
         ran += 1;
-        if !check_case(&tree_for_seed(seed).current(), mutant).is_empty() {
-            return (ran, shrink(seed, mutant));
+        let verdict = check_case(&tree_for_seed(seed).current(), mutant);
+        if let Some(fault) = &verdict.fault {
+            faults.add(fault);
+        }
+        if !verdict.violations.is_empty() {
+            return Campaign {
+                ran,
+                found: shrink(seed, mutant),
+                faults,
+            };
         }
     }
-    (ran, None)
+    Campaign {
+        ran,
+        found: None,
+        faults,
+    }
 }

@@ -1,8 +1,10 @@
 //! `fuzz`: run a campaign of simulated sessions and check every invariant.
 //!
 //! `cargo run --release -p fuzz -- --seconds 600` runs for ten minutes from a random seed;
-//! `--seed S` starts (or replays) at seed S; `--cases N` bounds the count. The last line is
-//! always `cases: N, violations: V`; exit 0 when V is 0, 1 otherwise (with the seed and the
+//! `--seed S` starts (or replays) at seed S; `--cases N` bounds the count. Before the verdict it
+//! prints, per fault kind, how many cases drew it and how many it fired in, and how many distinct
+//! (fault kind, event before it) pairs the campaign met. The last line is always
+//! `cases: N, violations: V`; exit 0 when V is 0, 1 otherwise (with the seed and the
 //! shrunk case printed before it).
 
 use clap::Parser;
@@ -44,18 +46,20 @@ fn main() -> ExitCode {
     fuzz::quiet_simulated_panics();
     println!("fuzz: first seed {seed}");
     let started = Instant::now();
-    let (cases, found) = fuzz::campaign(
+    let campaign = fuzz::campaign(
         seed,
         cli.cases.unwrap_or(u64::MAX),
         started + Duration::from_secs(cli.seconds),
-        false,
+        None,
     );
+    let cases = campaign.ran;
     let elapsed = started.elapsed().as_secs_f64();
     println!(
         "{:.1} cases/s over {elapsed:.1} s",
         cases as f64 / elapsed.max(1e-9)
     );
-    match found {
+    println!("{}", campaign.faults);
+    match campaign.found {
         None => {
             println!("cases: {cases}, violations: 0");
             ExitCode::SUCCESS

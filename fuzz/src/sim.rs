@@ -2,7 +2,9 @@
 //! faults the case asks for. Everything that happens is a function of the case: the same case
 //! gives the same bytes.
 
-use crate::case::{Cancel, Case, Kind, StorageFault};
+use crate::case::{CallSpec, Cancel, Case, Kind, StorageFault};
+use crate::counted::{Counted, Ops};
+use crate::Mutant;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
 use runtime::driver::ScriptedApprover;
@@ -28,6 +30,48 @@ use tokio_util::sync::CancellationToken;
 pub struct Body {
     pub call_id: String,
     pub started_ms: u64,
+    /// What the body returned; `None` if it never finished (it was dropped while running).
+    pub end: Option<BodyEnd>,
+}
+
+/// What a body returned, as the tool recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyEnd {
+    Ok(String),
+    Err(ErrorCode, String),
+    Panicked,
+}
+
+/// One step's model response as the model sent it: its calls, in model order.
+#[derive(Debug, Clone)]
+pub struct SentStep {
+    pub turn: u32,
+    pub step: u32,
+    /// The response stopped at its length limit.
+    pub truncated: bool,
+    /// (call id, raw arguments, what the case made it).
+    pub calls: Vec<(String, String, CallSpec)>,
+    /// The results the model got back, in the order it got them (a batch that finished).
+    pub results: Option<Vec<ToolResult>>,
+}
+
+/// The fault a run drew, and what became of it.
+#[derive(Debug, Clone)]
+pub struct FaultReport {
+    pub kind: &'static str,
+    /// The operation of its kind it was set on (1-based).
+    pub nth: u64,
+    /// How many operations of that kind the session makes without the fault.
+    pub count: u64,
+    pub fired: bool,
+    /// The last event the runtime had appended when the fault fired ("open" while the journal
+    /// and session are being opened). The runtime touches the disk only to make records durable
+    /// (group commit), so this is always the record that asked for the sync: `session/open`'s
+    /// ("open"), a start group's `started`, `turn/end` or `session/close`.
+    pub event_before: String,
+    /// The first event that was not yet durable when the fault fired: where what recovery may
+    /// lose begins ("none" when everything appended was durable).
+    pub first_at_risk: String,
 }
 
 /// Everything a run leaves behind for the checks.
@@ -36,16 +80,29 @@ pub struct Run {
     /// The disk as recovery will find it.
     pub image: SimStorage,
     pub bodies: Vec<Body>,
-    /// The model's calls by id: (turn, step, raw arguments).
-    pub sent: HashMap<String, (u32, u32, String)>,
-    /// Results of batches that finished, by call id.
-    pub results: Vec<(String, ToolResult)>,
+    /// What the model sent, step by step, in order.
+    pub steps: Vec<SentStep>,
     /// When each step's cancel fired, by (turn, step), in simulated ms.
     pub cancels: HashMap<(u32, u32), u64>,
     /// Violations seen while running (a body starting after the journal failed).
     pub live_violations: Vec<String>,
-    /// Where each call id was sent (turn, step).
-    pub steps_of: HashMap<String, (u32, u32)>,
+    pub fault: Option<FaultReport>,
+}
+
+impl Run {
+    /// Where each call id was sent: its step and its place in the step.
+    pub fn sent(&self, call_id: &str) -> Option<(&SentStep, usize)> {
+        self.steps.iter().find_map(|s| {
+            s.calls
+                .iter()
+                .position(|(id, _, _)| id == call_id)
+                .map(|i| (s, i))
+        })
+    }
+
+    pub fn body(&self, call_id: &str) -> Option<&Body> {
+        self.bodies.iter().find(|b| b.call_id == call_id)
+    }
 }
 
 struct Shared {
@@ -99,48 +156,70 @@ impl Tool for Sim {
                 ));
             }
         }
-        shared.bodies.lock().unwrap().push(Body {
-            call_id: ctx.call_id().to_owned(),
-            started_ms,
-        });
+        let index = {
+            let mut bodies = shared.bodies.lock().unwrap();
+            bodies.push(Body {
+                call_id: ctx.call_id().to_owned(),
+                started_ms,
+                end: None,
+            });
+            bodies.len() - 1
+        };
         Box::pin(async move {
             let kind = args.str("kind").unwrap_or("ok").to_owned();
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-            let effect = SideEffect::Other {
-                kind: "sim".into(),
-                detail: ctx.call_id().to_owned(),
-            };
-            match kind.as_str() {
-                "panics" => panic!("simulated panic"),
-                "ignores_cancel" => {
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
-                }
-                _ => {
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-                        _ = ctx.cancel().cancelled() => {
-                            return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
-                        }
-                    }
-                    match kind.as_str() {
-                        "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
-                            .with_side_effect(effect)),
-                        "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
-                        "late_progress" => {
-                            let sink = ctx.progress().clone();
-                            tokio::spawn(async move {
-                                tokio::time::sleep(Duration::from_millis(5)).await;
-                                let _ = sink.report("too late");
-                            });
-                            Ok(ToolOutput::text("done").with_side_effect(effect))
-                        }
-                        _ => Ok(ToolOutput::text(format!("done {}", ctx.call_id()))
-                            .with_side_effect(effect)),
-                    }
+            if kind == "panics" {
+                shared.bodies.lock().unwrap()[index].end = Some(BodyEnd::Panicked);
+                panic!("simulated panic");
+            }
+            let result = body(&kind, ms, &ctx).await;
+            // Recorded when the body returns, not before: a body dropped while running has no end.
+            shared.bodies.lock().unwrap()[index].end = Some(match &result {
+                Ok(output) => BodyEnd::Ok(output.content.clone()),
+                Err(e) => BodyEnd::Err(e.code, e.message.clone()),
+            });
+            result
+        })
+    }
+}
+
+/// What the simulated tool does, by its `kind` argument.
+async fn body(kind: &str, ms: u64, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let effect = SideEffect::Other {
+        kind: "sim".into(),
+        detail: ctx.call_id().to_owned(),
+    };
+    match kind {
+        "ignores_cancel" => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
+        }
+        _ => {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                _ = ctx.cancel().cancelled() => {
+                    // Stopping takes a moment (a write to finish), as in a real tool.
+                    tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
+                    return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
                 }
             }
-        })
+            match kind {
+                "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
+                    .with_side_effect(effect)),
+                "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
+                "late_progress" => {
+                    let sink = ctx.progress().clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        let _ = sink.report("too late");
+                    });
+                    Ok(ToolOutput::text("done").with_side_effect(effect))
+                }
+                _ => Ok(
+                    ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)
+                ),
+            }
+        }
     }
 }
 
@@ -185,8 +264,9 @@ fn call_id(t: usize, s: usize, i: usize) -> String {
     format!("t{t}s{s}c{i}")
 }
 
-fn model_call(id: &str, spec: &crate::case::CallSpec) -> ModelCall {
-    let kind = match spec.kind {
+/// The simulated tool's `kind` argument for a call.
+fn kind_arg(kind: Kind) -> &'static str {
+    match kind {
         Kind::Ok => "ok",
         Kind::Fails => "fails",
         Kind::Panics => "panics",
@@ -194,7 +274,20 @@ fn model_call(id: &str, spec: &crate::case::CallSpec) -> ModelCall {
         Kind::LateProgress => "late_progress",
         Kind::Big => "big",
         Kind::Unknown | Kind::BadJson | Kind::Ask(_) => "ok",
-    };
+    }
+}
+
+/// What the simulated tool declares a call will touch (what its `started` records).
+pub fn declared(spec: &CallSpec) -> Resources {
+    Resources {
+        reads: spec.reads.iter().map(|p| (*p).to_owned()).collect(),
+        writes: spec.writes.iter().map(|p| (*p).to_owned()).collect(),
+        intents: vec![format!("simulate {}", kind_arg(spec.kind))],
+    }
+}
+
+fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
+    let kind = kind_arg(spec.kind);
     let args = json!({"kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
                       "reads": spec.reads, "writes": spec.writes});
     match spec.kind {
@@ -225,7 +318,7 @@ fn model_call(id: &str, spec: &crate::case::CallSpec) -> ModelCall {
 fn session_parts(
     case: &Case,
     shared: &Arc<Shared>,
-    mutant: bool,
+    mutant: Option<Mutant>,
 ) -> (Arc<Registry>, Hooks, Config, Arc<ScriptedApprover>) {
     let mut registry = Registry::new();
     registry
@@ -246,8 +339,8 @@ fn session_parts(
         ..Hooks::default()
     };
     let failpoints = runtime::failpoint::Failpoints::armable();
-    if mutant {
-        failpoints.enable("mutant.started_after_body");
+    if let Some(name) = mutant.and_then(Mutant::failpoint) {
+        failpoints.enable(name);
     }
     let config = Config {
         parallel_max: case.parallel_max,
@@ -264,22 +357,81 @@ fn session_parts(
     (Arc::new(registry), hooks, config, approver)
 }
 
-fn inject(storage: &SimStorage, fault: StorageFault) {
+/// The operation a fault is counted on, and what it does there.
+fn fault_op(fault: StorageFault) -> Option<(Op, Fault)> {
     match fault {
-        StorageFault::None => {}
-        StorageFault::PowerLoss { op, .. } => storage.inject(Op::Any, op, Fault::PowerLoss),
-        StorageFault::SyncFails { nth } => storage.inject(Op::Sync, nth, Fault::Error),
-        StorageFault::NoSpace { nth } => storage.inject(Op::Write, nth, Fault::NoSpace),
-        StorageFault::ShortWrite { nth } => {
-            storage.inject(Op::Write, nth, Fault::ShortWrite { bytes: 3 })
-        }
+        StorageFault::None => None,
+        StorageFault::PowerLoss { .. } => Some((Op::Any, Fault::PowerLoss)),
+        StorageFault::SyncFails { .. } => Some((Op::Sync, Fault::Error)),
+        StorageFault::NoSpace { .. } => Some((Op::Write, Fault::NoSpace)),
+        StorageFault::ShortWrite { .. } => Some((Op::Write, Fault::ShortWrite { bytes: 3 })),
     }
 }
 
-/// Runs the case's session and returns what survives and what was seen.
-pub fn run(case: &Case, mutant: bool) -> Run {
+/// Runs the case's session and returns what survives and what was seen. A case with a fault
+/// runs twice: a dry run counts the session's operations (and notes the event each one follows),
+/// then the real run has the fault at the case's point among them.
+pub fn run(case: &Case, mutant: Option<Mutant>) -> Run {
+    let (Some((op, fault)), Some(at)) = (fault_op(case.fault), case.fault.at()) else {
+        return session(case, mutant, None).0;
+    };
+    let (dry, dry_ops) = session(case, mutant, None);
+    let count = dry_ops.count(op);
+    let nth = at.nth(count);
+    let (mut run, ops) = session(case, mutant, Some((op, nth, fault)));
+    let fired = ops.count(op) >= nth;
+    let kinds = event_kinds(&dry.image);
+    let kind_of = |seq: u64| {
+        kinds
+            .get(&seq)
+            .map_or_else(|| format!("seq {seq}"), |k| (*k).to_owned())
+    };
+    let (event_before, first_at_risk) = match dry_ops.seqs_at(op, nth) {
+        None => ("none".to_owned(), "none".to_owned()),
+        Some((0, _)) => ("open".to_owned(), "open".to_owned()),
+        Some((appended, durable)) if durable >= appended => (kind_of(appended), "none".to_owned()),
+        Some((appended, durable)) => (kind_of(appended), kind_of(durable + 1)),
+    };
+    run.fault = Some(FaultReport {
+        kind: case.fault.kind(),
+        nth,
+        count,
+        fired,
+        event_before,
+        first_at_risk,
+    });
+    run
+}
+
+/// The kind of every event on `image`, by seq.
+fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
+    let Ok(reader) = journal::Reader::open(
+        Arc::new(image.clone()) as Arc<dyn journal::Storage>,
+        journal::Limits::default(),
+    ) else {
+        return HashMap::new();
+    };
+    reader
+        .map_while(Result::ok)
+        .filter_map(|r| {
+            let record = r.decode::<runtime::event::Record>().ok()?;
+            Some((r.seq, record.event.kind()))
+        })
+        .collect()
+}
+
+/// One session of the case on a fresh disk, with `inject`'s fault; returns the run (no fault
+/// report yet) and the operations it made.
+fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>) -> (Run, Ops) {
     let storage = SimStorage::new();
-    inject(&storage, case.fault);
+    if let Some((op, nth, fault)) = inject {
+        storage.inject(op, nth, fault);
+    }
+    let counted = Counted {
+        inner: storage.clone(),
+        journal: Arc::default(),
+        ops: Arc::default(),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -292,16 +444,14 @@ pub fn run(case: &Case, mutant: bool) -> Run {
         violations: Mutex::default(),
     });
     let (registry, hooks, config, approver) = session_parts(case, &shared, mutant);
-    let mut sent = HashMap::new();
-    let mut steps_of = HashMap::new();
-    let mut results = Vec::new();
+    let mut sent_steps: Vec<SentStep> = Vec::new();
     let cancels = Arc::new(Mutex::new(HashMap::new()));
     rt.block_on(async {
         let options = Options {
             journal_id: Some([7; 16]),
             ..Options::default()
         };
-        let Ok((journal, _)) = Journal::open(Arc::new(storage.clone()), options) else {
+        let Ok((journal, _)) = Journal::open(Arc::new(counted.clone()), options) else {
             return;
         };
         let Ok(mut session) = Session::open(
@@ -318,6 +468,9 @@ pub fn run(case: &Case, mutant: bool) -> Run {
             return;
         };
         let _ = shared.journal.set(session.event_log().journal().clone());
+        let _ = counted
+            .journal
+            .set(Arc::downgrade(session.event_log().journal()));
         'turns: for (t, steps) in case.turns.iter().enumerate() {
             let Ok(turn) = session.begin_turn(&format!("turn {t}")) else {
                 break;
@@ -347,10 +500,17 @@ pub fn run(case: &Case, mutant: bool) -> Run {
                     }
                 }
                 approver_set(&approver, answers);
-                for m in &calls {
-                    sent.insert(m.call_id.clone(), (turn, step_no, m.arguments.clone()));
-                    steps_of.insert(m.call_id.clone(), (turn, step_no));
-                }
+                sent_steps.push(SentStep {
+                    turn,
+                    step: step_no,
+                    truncated: step.truncated,
+                    calls: calls
+                        .iter()
+                        .zip(&step.calls)
+                        .map(|(m, c)| (m.call_id.clone(), m.arguments.clone(), c.clone()))
+                        .collect(),
+                    results: None,
+                });
                 let token = CancellationToken::new();
                 let timer = match step.cancel {
                     Some(Cancel::AfterMs(0)) => {
@@ -389,8 +549,8 @@ pub fn run(case: &Case, mutant: bool) -> Run {
                     timer.abort();
                 }
                 let Ok(batch) = outcome else { break 'turns };
-                for r in batch {
-                    results.push((r.call_id.clone(), r));
+                if let Some(sent) = sent_steps.last_mut() {
+                    sent.results = Some(batch);
                 }
                 if token.is_cancelled() {
                     if session.end_step(StepOutcome::Cancelled).is_err()
@@ -435,15 +595,16 @@ pub fn run(case: &Case, mutant: bool) -> Run {
     let bodies = shared.bodies.lock().unwrap().clone();
     let live_violations = shared.violations.lock().unwrap().clone();
     let cancels = cancels.lock().unwrap().clone();
-    Run {
+    let ops = counted.ops.lock().unwrap().clone();
+    let run = Run {
         image,
         bodies,
-        sent,
-        results,
+        steps: sent_steps,
         cancels,
         live_violations,
-        steps_of,
-    }
+        fault: None,
+    };
+    (run, Ops(ops))
 }
 
 fn approver_set(
@@ -468,7 +629,7 @@ pub fn resume_one_turn(image: &SimStorage, case: &Case) -> Result<Vec<String>, S
             journal: OnceLock::new(),
             violations: Mutex::default(),
         });
-        let (registry, hooks, config, _) = session_parts(case, &shared, false);
+        let (registry, hooks, config, _) = session_parts(case, &shared, None);
         let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());
         let (replay, _) =
             runtime::replay::replay_storage(storage.clone(), journal::Limits::default())

@@ -1,92 +1,199 @@
 //! The campaign in CI: bounded, seeded (a fixed seed and a random one, printed), and checked
-//! for its own power: a deliberately broken runtime must be caught within the same budget.
+//! for its own power: every fault kind must fire in nearly every case that draws it, and every
+//! deliberately broken build (`fuzz::Mutant`) must be caught within its budget from a random
+//! seed.
 
+use fuzz::{Campaign, FaultStats, Mutant};
 use std::time::{Duration, Instant};
 
+/// Cases per campaign (`FUZZ_CASES` changes it).
 fn budget() -> u64 {
     std::env::var("FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
+        .unwrap_or(1000)
 }
 
-fn quiet_panics() {
-    fuzz::quiet_simulated_panics();
+/// Cases a mutant gets before it counts as having survived (`FUZZ_MUTANT_CASES` changes it).
+fn mutant_budget() -> u64 {
+    std::env::var("FUZZ_MUTANT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
+/// Campaigns here are bounded by their case budget; the deadline only keeps a hang from
+/// running forever (the budget takes seconds in a debug build).
+fn hang_guard() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+fn random_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn fail_on_violation(c: &Campaign) {
+    if let Some(f) = &c.found {
+        panic!(
+            "violation at seed {} (replay: cargo run --release -p fuzz -- --seed {} --cases 1):\n  {}\nshrunk case: {:#?}",
+            f.seed,
+            f.seed,
+            f.violations.join("\n  "),
+            f.case
+        );
+    }
 }
 
 #[test]
-fn a_bounded_campaign_finds_no_violation() {
-    quiet_panics();
-    let random = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    for seed in [0u64, random] {
+fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
+    fuzz::quiet_simulated_panics();
+    let mut faults = FaultStats::default();
+    for seed in [0u64, random_seed()] {
         println!(
             "fuzz campaign from seed {seed} (replay: cargo run --release -p fuzz -- --seed {seed})"
         );
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let (cases, found) = fuzz::campaign(seed, budget(), deadline, false);
-        if let Some(f) = found {
-            panic!(
-                "violation at seed {}:\n  {}\nshrunk case: {:#?}",
-                f.seed,
-                f.violations.join("\n  "),
-                f.case
-            );
+        let c = fuzz::campaign(seed, budget(), hang_guard(), None);
+        fail_on_violation(&c);
+        println!("cases: {}, violations: 0\n{}", c.ran, c.faults);
+        assert_eq!(c.ran, budget(), "the campaign stopped before its budget");
+        for (kind, (drawn, fired)) in c.faults.kinds {
+            let total = faults.kinds.entry(kind).or_default();
+            total.0 += drawn;
+            total.1 += fired;
         }
-        println!("cases: {cases}, violations: 0");
-        assert!(cases > 0);
+        faults.pairs.extend(c.faults.pairs);
+        faults.at_risk.extend(c.faults.at_risk);
+    }
+    println!("both campaigns:\n{faults}");
+    for kind in ["power loss", "failed fsync", "disk full", "short write"] {
+        let (drawn, fired) = faults.kinds.get(kind).copied().unwrap_or_default();
+        assert!(drawn > 0, "no case drew a {kind}");
+        assert!(
+            fired * 10 > drawn * 9,
+            "{kind} fired in {fired} of the {drawn} cases that drew it (90 % at least)"
+        );
     }
 }
 
 /// Seeds that once found a violation (`REGRESSION_SEEDS`), kept as regressions.
 /// - 1795996981457750854: a group of two started together; the first settled, the next group's
 ///   start sync failed (power loss), and the second body was first polled after the journal
-///   had failed (I10). Bodies now check the journal before their first poll.
+///   had failed (I10). Bodies now check the journal before their first poll. (Found when a
+///   fault's position was drawn from 1..400 regardless of the session's length; the seed now
+///   stands for another case, kept as one more regression.)
 const REGRESSION_SEEDS: &[u64] = &[1795996981457750854];
 
 #[test]
 fn seeds_that_once_found_a_violation_stay_clean() {
-    quiet_panics();
+    fuzz::quiet_simulated_panics();
     for &seed in REGRESSION_SEEDS {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let (cases, found) = fuzz::campaign(seed, 1, deadline, false);
-        assert_eq!(cases, 1);
-        if let Some(f) = found {
+        let c = fuzz::campaign(seed, 1, hang_guard(), None);
+        assert_eq!(c.ran, 1);
+        if let Some(f) = c.found {
             panic!("seed {}: {}", f.seed, f.violations.join("; "));
         }
     }
 }
 
+/// Runs `mutant`'s campaign from `seed`; `Some(cases)` when caught after that many cases.
+fn cases_to_catch(mutant: Mutant, seed: u64, budget: u64) -> (Option<u64>, Campaign) {
+    let c = fuzz::campaign(seed, budget, hang_guard(), Some(mutant));
+    (c.found.as_ref().map(|_| c.ran), c)
+}
+
 #[test]
-fn the_campaign_catches_started_written_after_the_body() {
-    quiet_panics();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let (cases, found) = fuzz::campaign(0, budget(), deadline, true);
-    let found = found.unwrap_or_else(|| panic!("{cases} cases did not catch the mutant"));
-    println!(
-        "caught the mutant after {cases} cases (seed {}): {:?}",
-        found.seed, found.violations
-    );
+fn the_campaign_catches_every_mutant_from_a_random_seed() {
+    fuzz::quiet_simulated_panics();
+    let seed = std::env::var("FUZZ_MUTANT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(random_seed);
+    println!("mutants from seed {seed} (replay: FUZZ_MUTANT_SEED={seed})");
+    let budget = mutant_budget();
+    let mut survivors = Vec::new();
+    for mutant in Mutant::ALL {
+        assert!(
+            mutant.compiled(),
+            "the mutant {:?} is not compiled in: fuzz's dev-dependencies must turn on the `mutant` features",
+            mutant.name()
+        );
+        match cases_to_catch(mutant, seed, budget) {
+            (Some(cases), c) => {
+                let found = c.found.expect("caught");
+                println!(
+                    "mutant {:?}: caught after {cases} cases from seed {seed} (case seed {}): {}",
+                    mutant.name(),
+                    found.seed,
+                    found.violations.join("; ")
+                );
+            }
+            (None, c) => {
+                println!(
+                    "mutant {:?}: survived {} cases from seed {seed}",
+                    mutant.name(),
+                    c.ran
+                );
+                survivors.push(mutant.name());
+            }
+        }
+    }
     assert!(
-        found
-            .violations
-            .iter()
-            .any(|v| v.starts_with("I1 write-ahead")),
-        "{:?}",
-        found.violations
+        survivors.is_empty(),
+        "mutants that survived {budget} cases from seed {seed} (replay: FUZZ_MUTANT_SEED={seed}): {survivors:?}"
     );
+}
+
+/// The campaign's power, measured: for each mutant, the cases needed to catch it in ten
+/// campaigns, and their median; once from first seeds 1..=10 (campaigns run consecutive seeds,
+/// so these overlap), once from first seeds k·2³² for k = 1..=10 (so that they share no case).
+/// `cargo test -p fuzz --test campaign -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check: run by hand"]
+fn cases_to_catch_each_mutant_over_ten_seeds() {
+    fuzz::quiet_simulated_panics();
+    let budget = 20_000;
+    for (label, first_seed) in [
+        ("1..=10", (|k| k) as fn(u64) -> u64),
+        ("k·2^32, k = 1..=10", |k| k << 32),
+    ] {
+        for mutant in Mutant::ALL {
+            let mut counts: Vec<u64> = (1..=10u64)
+                .map(|k| {
+                    cases_to_catch(mutant, first_seed(k), budget)
+                        .0
+                        .unwrap_or(u64::MAX)
+                })
+                .collect();
+            let shown: Vec<String> = counts
+                .iter()
+                .map(|&n| match n {
+                    u64::MAX => format!(">{budget}"),
+                    n => n.to_string(),
+                })
+                .collect();
+            counts.sort_unstable();
+            // The median of ten: the mean of the fifth and sixth.
+            let median = (counts[4].saturating_add(counts[5])) as f64 / 2.0;
+            println!(
+                "mutant {:?}: cases to catch from seeds {label}: [{}]; median {median}",
+                mutant.name(),
+                shown.join(", ")
+            );
+        }
+    }
 }
 
 #[test]
 fn the_same_seed_gives_the_same_bytes_and_verdict() {
-    quiet_panics();
+    fuzz::quiet_simulated_panics();
     use proptest::strategy::ValueTree;
     for seed in 0..20u64 {
         let case = fuzz::tree_for_seed(seed).current();
-        let a = fuzz::sim::run(&case, false);
-        let b = fuzz::sim::run(&case, false);
+        let a = fuzz::sim::run(&case, None);
+        let b = fuzz::sim::run(&case, None);
         assert_eq!(a.image.file_names(), b.image.file_names(), "seed {seed}");
         for name in a.image.file_names() {
             assert!(

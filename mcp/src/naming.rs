@@ -76,6 +76,22 @@ mod tests {
         );
     }
 
+    /// The expected names were computed outside this code: the first 55 characters by hand,
+    /// the hash with `printf '%s' "$raw" | sha256sum` over the unsanitised name.
+    #[test]
+    fn a_long_name_ends_with_the_sha256_of_the_unsanitised_name() {
+        let tool = format!("{}_one", "t".repeat(80));
+        assert_eq!(
+            final_name(None, "server", &tool),
+            format!("mcp__server__{}_770dc611", "t".repeat(42))
+        );
+        // Sanitising maps every `é` to `_`; the hash still tells the raw names apart.
+        assert_eq!(
+            final_name(None, "my.srv", &"é".repeat(60)),
+            format!("mcp__my_srv__{}_27f27418", "_".repeat(42))
+        );
+    }
+
     proptest::proptest! {
         #[test]
         fn every_final_name_is_valid(server in ".{0,40}", tool in ".{0,100}") {

@@ -85,6 +85,8 @@ fn events(storage: &SimStorage) -> Vec<Event> {
         .collect()
 }
 
+/// What the observers were told, in the order they were told it: `progress: MESSAGE` and
+/// `result: CALL_ID`.
 #[derive(Default)]
 struct Progress(Mutex<Vec<String>>);
 
@@ -92,11 +94,15 @@ impl Observer for Progress {
     fn name(&self) -> &str {
         "progress"
     }
-    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
+    fn on_result(&self, call: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("result: {}", call.call_id));
         Ok(())
     }
     fn on_progress(&self, _: &CallRef, _: &str, message: &str) -> Result<(), String> {
-        self.0.lock().unwrap().push(message.to_owned());
+        self.0.lock().unwrap().push(format!("progress: {message}"));
         Ok(())
     }
 }
@@ -200,8 +206,18 @@ async fn progress_notifications_reach_observers_before_the_result() {
     server.shutdown().await;
     assert!(!r[0].is_error, "{}", r[0].content);
     let seen = progress.0.lock().unwrap().clone();
-    assert!(!seen.is_empty(), "no progress was reported");
-    assert!(seen[0].starts_with("1/3"), "{seen:?}");
+    // Progress first (at least the first step's), then the one result, and nothing after it.
+    assert!(seen[0].starts_with("progress: 1/3"), "{seen:?}");
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("result: c1"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|e| e.starts_with("result: ")).count(),
+        1,
+        "{seen:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

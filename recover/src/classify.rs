@@ -160,6 +160,12 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
             None,
             settled_result(c.outcome.expect("settled calls have an outcome")),
         ),
+        // The mutant: a started call read as not started (I1 read backwards, broken on purpose).
+        #[cfg(feature = "mutant")]
+        CallState::Started if crate::mutant::on(crate::mutant::STARTED_AS_NOT_STARTED) => (
+            Some(Classification::ToolNotStarted),
+            error_result(ErrorCode::ToolNotStarted, not_started_text()),
+        ),
         CallState::Started => (
             Some(Classification::ToolOutcomeUnknown),
             error_result(

@@ -2,6 +2,7 @@
 pub mod classify;
 pub mod conversation;
 pub mod listing;
+pub mod mutant;
 pub mod providers;
 pub mod report;
 pub mod session;

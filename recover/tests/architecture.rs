@@ -1,33 +1,112 @@
 //! recover never runs a tool (DESIGN.md I5): it reads events through `runtime`'s event types
-//! and `replay`, and must not reach for the executor. This test reads the crate's source and
-//! fails if it names any part of the runtime that runs calls.
+//! and `replay`, and has nothing of its own to run a call with. This test reads the dependency
+//! graph as `cargo metadata` gives it (not the source's text, which a renamed import would
+//! fool): among the workspace's crates recover reaches only `journal` and `runtime`, never the
+//! crates that start tools or servers (`mcp`, the CLI, `fuzz`); its own dependencies hold no
+//! async executor and no process control; and it asks `runtime` for no optional feature.
+
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+
+/// The workspace's packages as `cargo metadata --no-deps` lists them.
+fn workspace_packages() -> Vec<Value> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let out = std::process::Command::new(&cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--manifest-path",
+            manifest,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{cargo} metadata: {e}"));
+    assert!(
+        out.status.success(),
+        "{cargo} metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    metadata["packages"]
+        .as_array()
+        .expect("cargo metadata lists packages")
+        .clone()
+}
+
+/// A package's normal (not dev, not build) dependencies.
+fn normal_dependencies(package: &Value) -> Vec<&Value> {
+    package["dependencies"]
+        .as_array()
+        .expect("every package lists its dependencies")
+        .iter()
+        .filter(|d| d["kind"].is_null())
+        .collect()
+}
 
 #[test]
-fn recover_uses_no_part_of_the_runtime_that_runs_calls() {
-    let forbidden = [
-        "runtime::session",
-        "runtime::Session",
-        "runtime::driver",
-        "runtime::tools",
-        "runtime::tool::",
-        "runtime::hooks",
-        "runtime::Config",
-        "run_batch",
-        ".execute(",
-    ];
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = vec![dir.clone()];
-    let mut checked = 0;
-    while let Some(path) = files.pop() {
-        if path.is_dir() {
-            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        for word in forbidden {
-            assert!(!text.contains(word), "{} mentions {word}", path.display());
-        }
-        checked += 1;
+fn recover_reaches_no_crate_that_runs_calls() {
+    let packages = workspace_packages();
+    let by_name: HashMap<&str, &Value> = packages
+        .iter()
+        .map(|p| (p["name"].as_str().expect("named"), p))
+        .collect();
+    for name in [
+        "recover",
+        "journal",
+        "runtime",
+        "mcp",
+        "fuzz",
+        "tooljournal",
+    ] {
+        assert!(
+            by_name.contains_key(name),
+            "the workspace has no package {name}"
+        );
     }
-    assert!(checked >= 8, "read the whole crate ({checked} files)");
+    // The workspace crates recover depends on, directly or through another workspace crate.
+    let mut reached = BTreeSet::new();
+    let mut todo = vec!["recover"];
+    while let Some(name) = todo.pop() {
+        for d in normal_dependencies(by_name[name]) {
+            let dep = d["name"].as_str().expect("named");
+            if by_name.contains_key(dep) && reached.insert(dep) {
+                todo.push(dep);
+            }
+        }
+    }
+    assert_eq!(
+        reached,
+        BTreeSet::from(["journal", "runtime"]),
+        "recover's workspace dependencies"
+    );
+
+    let recover = by_name["recover"];
+    let direct: Vec<&str> = normal_dependencies(recover)
+        .iter()
+        .map(|d| d["name"].as_str().expect("named"))
+        .collect();
+    for executor in [
+        "tokio",
+        "tokio-util",
+        "futures-util",
+        "futures",
+        "nix",
+        "mcp",
+    ] {
+        assert!(
+            !direct.contains(&executor),
+            "recover depends on {executor}: it would have the means to run a call ({direct:?})"
+        );
+    }
+    let runtime = normal_dependencies(recover)
+        .into_iter()
+        .find(|d| d["name"] == "runtime")
+        .expect("recover reads runtime's event types");
+    assert_eq!(
+        runtime["features"],
+        Value::Array(vec![]),
+        "recover asks runtime for no optional feature"
+    );
 }

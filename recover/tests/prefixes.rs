@@ -1,8 +1,13 @@
 //! Recovery over every crash point (DESIGN.md I4, I5, I6): a journal cut at every record
 //! boundary and at a sample of byte offsets inside records, and power loss at every I/O point,
 //! always recovers to a history that all four providers' validators accept; a call whose body
-//! ran is never `TOOL_NOT_STARTED`; a known result is never replaced; a second recovery appends
+//! ran is in the journal and never `TOOL_NOT_STARTED`, and its result is what the body returned
+//! (or `TOOL_OUTCOME_UNKNOWN`); a known result is never replaced; a second recovery appends
 //! nothing and reports the same.
+//!
+//! Which bodies ran comes from the tool itself (outside the journal): with power loss, every
+//! body that ran before the power went out; with a cut at byte N, every body that started when
+//! the journal file was at most N bytes long (a crash at N came after it).
 
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
@@ -14,14 +19,26 @@ use runtime::eventlog::ManualClock;
 use runtime::hooks::Hooks;
 use runtime::model::{parse_script, ScriptedModel};
 use runtime::registry::Registry;
+use runtime::state::CallState;
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use runtime::{Config, ErrorCode, Session, SessionOptions};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
-/// A tool that records, outside the journal, every body that ran.
+/// A body that ran, as the tool recorded it.
+#[derive(Debug, Clone)]
+struct Ran {
+    call_id: String,
+    /// The journal file's length (bytes written, synced or not) when the body started.
+    journal_bytes: u64,
+    /// The result the model gets from what the body returned (`None` until it returned).
+    content: Option<String>,
+}
+
+/// A tool that records, outside the journal, every body that ran and what it returned.
 struct Mark {
-    runs: Arc<Mutex<Vec<String>>>,
+    runs: Arc<Mutex<Vec<Ran>>>,
+    storage: SimStorage,
 }
 
 impl Tool for Mark {
@@ -47,13 +64,32 @@ impl Tool for Mark {
         }
     }
     fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
-        self.runs.lock().unwrap().push(ctx.call_id().to_owned());
+        let journal_bytes = self
+            .storage
+            .read_file(&journal::segment::file_name(0))
+            .map_or(0, |b| b.len() as u64);
+        let index = {
+            let mut runs = self.runs.lock().unwrap();
+            runs.push(Ran {
+                call_id: ctx.call_id().to_owned(),
+                journal_bytes,
+                content: None,
+            });
+            runs.len() - 1
+        };
+        let runs = self.runs.clone();
         Box::pin(async move {
-            if args.get("fail").and_then(Value::as_bool) == Some(true) {
-                Err(ToolError::new(ErrorCode::ToolFailed, "it failed, really"))
+            let (result, content) = if args.get("fail").and_then(Value::as_bool) == Some(true) {
+                (
+                    Err(ToolError::new(ErrorCode::ToolFailed, "it failed, really")),
+                    "TOOL_FAILED: it failed, really".to_owned(),
+                )
             } else {
-                Ok(ToolOutput::text(format!("marked {}", ctx.call_id())))
-            }
+                let text = format!("marked {}", ctx.call_id());
+                (Ok(ToolOutput::text(text.clone())), text)
+            };
+            runs.lock().unwrap()[index].content = Some(content);
+            result
         })
     }
 }
@@ -69,11 +105,17 @@ const SCRIPT: &str = r#"{"user": "first turn"}
 "#;
 
 /// Runs the script on `storage` until it ends or the storage fails. Returns the bodies that ran.
-fn run_session(storage: &SimStorage) -> Vec<String> {
+fn run_session(storage: &SimStorage) -> Vec<Ran> {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let mut registry = Registry::new();
     registry
-        .register(Arc::new(Mark { runs: runs.clone() }), ToolSource::BuiltIn)
+        .register(
+            Arc::new(Mark {
+                runs: runs.clone(),
+                storage: storage.clone(),
+            }),
+            ToolSource::BuiltIn,
+        )
         .unwrap();
     registry
         .register(Arc::new(runtime::tools::todo::Todo), ToolSource::BuiltIn)
@@ -165,8 +207,9 @@ fn check_streaming(storage: &SimStorage, at: &str) {
     }
 }
 
-/// Recovers `storage` and checks everything that must hold of the result.
-fn check(storage: &SimStorage, ran: &[String], at: &str) {
+/// Recovers `storage` and checks everything that must hold of the result, given the bodies
+/// that ran before the crash.
+fn check(storage: &SimStorage, ran: &[Ran], at: &str) {
     check_streaming(storage, at);
     let first =
         recover_storage(Arc::new(storage.clone()), true).unwrap_or_else(|e| panic!("{at}: {e}"));
@@ -181,15 +224,31 @@ fn check(storage: &SimStorage, ran: &[String], at: &str) {
             );
         }
     }
-    for c in &a.calls {
-        if ran.contains(&c.call.call_id) && c.state != runtime::state::CallState::Committed {
-            assert_ne!(
-                c.classification,
-                Some(Classification::ToolNotStarted),
-                "{at}: {} ran but is called not started",
-                c.call
+    // I1, from the bodies that ran: each one's call is in the journal, started, and its result
+    // is what the body returned, or says its outcome is unknown.
+    for body in ran {
+        let id = &body.call_id;
+        let Some(c) = a.calls.iter().find(|c| &c.call.call_id == id) else {
+            panic!("{at}: the body of {id} ran, but the journal has no record of the call");
+        };
+        assert!(
+            matches!(
+                c.state,
+                CallState::Started | CallState::Settled | CallState::Committed
+            ) && c.classification != Some(Classification::ToolNotStarted),
+            "{at}: the body of {id} ran, but the journal says {} ({:?})",
+            c.state,
+            c.classification
+        );
+        if c.classification != Some(Classification::ToolOutcomeUnknown) {
+            assert_eq!(
+                Some(&c.result.content),
+                body.content.as_ref(),
+                "{at}: {id}'s result is not what its body returned"
             );
         }
+    }
+    for c in &a.calls {
         // I4: a settled call keeps its real result (no listeners here, so what the model got
         // is the outcome itself): a success stays a success, an error stays that error.
         if let Some(outcome) = a.replay.call(&c.call).and_then(|r| r.outcome.as_ref()) {
@@ -232,7 +291,8 @@ fn check(storage: &SimStorage, ran: &[String], at: &str) {
 #[test]
 fn every_prefix_recovers_to_a_history_all_providers_accept() {
     let full = SimStorage::new();
-    run_session(&full);
+    let ran = run_session(&full);
+    assert!(ran.len() >= 5, "the script's bodies ran: {ran:?}");
     let name = journal::segment::file_name(0);
     let bytes = full.read_file(&name).unwrap();
     let boundaries: Vec<u64> = Reader::open(
@@ -257,7 +317,14 @@ fn every_prefix_recovers_to_a_history_all_providers_accept() {
     for cut in cuts {
         let storage = SimStorage::new();
         storage.put_file(&name, bytes[..cut as usize].to_vec());
-        check(&storage, &[], &format!("cut at byte {cut}"));
+        // A crash when the file held `cut` bytes came after every body that started when it
+        // held no more.
+        let ran_before: Vec<Ran> = ran
+            .iter()
+            .filter(|r| r.journal_bytes <= cut)
+            .cloned()
+            .collect();
+        check(&storage, &ran_before, &format!("cut at byte {cut}"));
     }
 }
 

@@ -7,6 +7,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Whether this build has the deliberately broken variants (`mutant.*` failpoints) at all: only
+/// with the test-only `mutant` feature.
+pub const MUTANTS_COMPILED: bool = cfg!(feature = "mutant");
+
 /// A set of armed failpoints. Cheap to clone; clones share the set.
 #[derive(Debug, Clone, Default)]
 pub struct Failpoints(Option<Arc<Mutex<HashMap<String, u32>>>>);
@@ -38,6 +42,20 @@ impl Failpoints {
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .is_some_and(|&n| n == 0)
+    }
+
+    /// Whether the deliberately broken variant `name` is on: only with the test-only `mutant`
+    /// feature, and then only when a test enabled it (the fuzz campaign must catch each one).
+    pub(crate) fn mutant(&self, name: &str) -> bool {
+        #[cfg(feature = "mutant")]
+        {
+            self.enabled(name)
+        }
+        #[cfg(not(feature = "mutant"))]
+        {
+            let _ = name;
+            false
+        }
     }
 
     /// Whether this pass through `name` should fail.

@@ -60,10 +60,8 @@ pub(crate) struct Starting<'a> {
 /// The write-ahead rule (I1): appends `started` for every call in `group`, then waits until
 /// all of them are durable, with one sync for the group. Nothing else makes `started` durable,
 /// and no body starts except after this returns.
-pub(crate) async fn write_ahead(
-    log: &EventLog,
-    group: Vec<Starting<'_>>,
-) -> Result<(), RuntimeError> {
+pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(), RuntimeError> {
+    let log = &ctx.log;
     let mut last = 0;
     for s in group {
         let (call, attempt, resources) = (s.track.call().clone(), s.attempt, s.resources.clone());
@@ -78,7 +76,8 @@ pub(crate) async fn write_ahead(
                 }
             })?;
     }
-    if last > 0 {
+    // The mutant: `started` appended but left to ride on a later sync (I1 broken on purpose).
+    if last > 0 && !ctx.config.failpoints.mutant("mutant.started_not_synced") {
         log.sync_through(last).await?;
     }
     Ok(())
@@ -116,7 +115,7 @@ pub(crate) async fn run_body(
                 attempt,
                 resources,
             }];
-            write_ahead(&ctx.log, group).await?;
+            write_ahead(ctx, group).await?;
         }
         if cancel.is_cancelled() {
             // `started` is durable but the body never ran: say exactly that.
@@ -192,6 +191,11 @@ pub(crate) async fn run_body(
                             token.cancel();
                         }
                         _ = token.cancelled(), if grace.is_none() => {
+                            if ctx.config.failpoints.mutant("mutant.settled_before_effect") {
+                                // The mutant: settled as stopped without waiting for the body
+                                // to stop (DESIGN.md §5 broken on purpose); the body is dropped.
+                                break Ok(Err(ToolError::new(ErrorCode::Aborted, "stopped")));
+                            }
                             grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
                         }
                         _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
@@ -210,7 +214,7 @@ pub(crate) async fn run_body(
                 attempt,
                 resources,
             }];
-            write_ahead(&ctx.log, group).await?;
+            write_ahead(ctx, group).await?;
         }
         // Progress that arrived before the result is delivered; anything later has no receiver.
         while let Some(message) = progress.try_recv() {

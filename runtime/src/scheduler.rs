@@ -300,6 +300,9 @@ pub(crate) async fn run(
     for track in slots.iter_mut().flatten() {
         if track.state() == CallState::Approved {
             cancel_before_start(ctx, track, "the batch was stopped before this call started")?;
+            if ctx.config.failpoints.mutant("mutant.cancelled_call_runs") {
+                run_anyway(track).await;
+            }
         }
     }
     commit_ready(ctx, &mut slots, &mut committed)?;
@@ -334,7 +337,7 @@ async fn start_group(
                 resources,
             })
             .collect();
-        pipeline::write_ahead(&ctx.log, starting).await
+        pipeline::write_ahead(ctx, starting).await
     };
     if let Err(e) = wrote {
         // No body starts after a journal failure (I10). The tracks go back unstarted; the
@@ -480,32 +483,68 @@ pub(crate) fn cancel_before_start(
     Ok(())
 }
 
+/// The mutant `mutant.cancelled_call_runs`: the body of a call just journaled
+/// `cancelled-before-start` runs anyway (I9 broken on purpose).
+async fn run_anyway(track: &Track) {
+    let (Some(entry), Some(info)) = (track.entry(), track.info()) else {
+        return;
+    };
+    let (sink, _progress) = crate::tool::ProgressSink::channel();
+    let tool_ctx =
+        crate::tool::ToolContext::new(CancellationToken::new(), sink, info.call.call_id.clone(), 1);
+    if let Ok(body) = catch_unwind(AssertUnwindSafe(|| {
+        entry.tool.execute(info.args.clone(), tool_ctx)
+    })) {
+        let _ = AssertUnwindSafe(body).catch_unwind().await;
+    }
+}
+
 /// Commits, in model order, every call whose result is ready and whose predecessors are
 /// committed; then shows each frozen result to the observers.
 fn commit_ready(ctx: &Ctx, slots: &mut [Slot], committed: &mut usize) -> Result<(), RuntimeError> {
+    if ctx.config.failpoints.mutant("mutant.commit_out_of_order") {
+        // The mutant: the ready calls committed last first (I3's order broken on purpose).
+        let mut end = *committed;
+        while matches!(slots.get(end), Some(Some(t)) if t.result().is_some()) {
+            end += 1;
+        }
+        for track in slots[*committed..end].iter_mut().rev().flatten() {
+            commit_one(ctx, track)?;
+        }
+        *committed = end;
+        return Ok(());
+    }
     while let Some(Some(track)) = slots.get_mut(*committed) {
-        let Some(result) = track.result().map(ToolResult::committed) else {
+        if !commit_one(ctx, track)? {
             break;
-        };
-        let call = track.call().clone();
-        track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {
-            Event::Committed {
-                call,
-                result,
-                source_seqs,
-            }
-        })?;
-        if let Some(result) = track.result() {
-            for observer in &ctx.hooks.observers {
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    observer.on_result(track.call(), track.tool(), result)
-                }));
-                ctx.stats.observer_outcome(observer.name(), outcome);
-            }
         }
         *committed += 1;
     }
     Ok(())
+}
+
+/// Commits one call if its result is ready (and says whether it was).
+fn commit_one(ctx: &Ctx, track: &mut Track) -> Result<bool, RuntimeError> {
+    let Some(result) = track.result().map(ToolResult::committed) else {
+        return Ok(false);
+    };
+    let call = track.call().clone();
+    track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {
+        Event::Committed {
+            call,
+            result,
+            source_seqs,
+        }
+    })?;
+    if let Some(result) = track.result() {
+        for observer in &ctx.hooks.observers {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                observer.on_result(track.call(), track.tool(), result)
+            }));
+            ctx.stats.observer_outcome(observer.name(), outcome);
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -384,11 +384,41 @@ fn a_rejected_event_is_laid_out_field_by_field_as_documented() {
     assert_eq!(encode(&Record { at_ms: 7, event }), expected);
 }
 
+/// FORMAT.md's `ErrorCode` list: (index, name) in the order the document gives them.
+fn documented_error_codes() -> Vec<(u32, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md");
+    let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let line = doc
+        .lines()
+        .find(|l| l.contains("`ErrorCode` ="))
+        .unwrap_or_else(|| panic!("{path}: no line defines `ErrorCode` = …"));
+    let list = &line[line.find("`ErrorCode` =").expect("found above") + "`ErrorCode` =".len()..];
+    let entry = regex::Regex::new(r"(\d+) `([A-Z_]+)`").expect("a valid pattern");
+    entry
+        .captures_iter(list)
+        .map(|c| (c[1].parse().expect("digits"), c[2].to_owned()))
+        .collect()
+}
+
 #[test]
 fn error_codes_have_the_indexes_format_md_gives_them() {
-    for (i, code) in ErrorCode::ALL.into_iter().enumerate() {
+    let documented = documented_error_codes();
+    assert_eq!(
+        documented.len(),
+        ErrorCode::ALL.len(),
+        "FORMAT.md lists {documented:?}; the code knows {:?}",
+        ErrorCode::ALL
+    );
+    for (index, name) in &documented {
+        let code: ErrorCode = name
+            .parse()
+            .unwrap_or_else(|e| panic!("FORMAT.md's {name} is no error code: {e}"));
         let mut out = Vec::new();
         journal::codec::encode_into(&code, &mut out, 16).unwrap();
-        assert_eq!(out, (i as u32).to_le_bytes(), "{code}");
+        assert_eq!(
+            out,
+            index.to_le_bytes(),
+            "{name}: FORMAT.md says index {index}"
+        );
     }
 }
