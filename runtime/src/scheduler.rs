@@ -301,7 +301,7 @@ pub(crate) async fn run(
         if track.state() == CallState::Approved {
             cancel_before_start(ctx, track, "the batch was stopped before this call started")?;
             if ctx.config.failpoints.mutant("mutant.cancelled_call_runs") {
-                run_anyway(track).await;
+                run_anyway(ctx, track).await;
             }
         }
     }
@@ -485,13 +485,16 @@ pub(crate) fn cancel_before_start(
 
 /// The mutant `mutant.cancelled_call_runs`: the body of a call just journaled
 /// `cancelled-before-start` runs anyway (I9 broken on purpose).
-async fn run_anyway(track: &Track) {
+async fn run_anyway(ctx: &Ctx, track: &Track) {
     let (Some(entry), Some(info)) = (track.entry(), track.info()) else {
         return;
     };
     let (sink, _progress) = crate::tool::ProgressSink::channel();
-    let tool_ctx =
-        crate::tool::ToolContext::new(CancellationToken::new(), sink, info.call.call_id.clone(), 1);
+    let processes = crate::tool::ProcessLog {
+        log: ctx.log.clone(),
+        call: info.call.clone(),
+    };
+    let tool_ctx = crate::tool::ToolContext::new(CancellationToken::new(), sink, 1, processes);
     if let Ok(body) = catch_unwind(AssertUnwindSafe(|| {
         entry.tool.execute(info.args.clone(), tool_ctx)
     })) {
