@@ -133,7 +133,8 @@ fn an_unknown_event_type_is_corruption_in_verify_as_in_recover() {
     let offset = offset_of(dir.path(), 4);
     assert!(
         stderr.contains(&format!(
-            "record seq 4 at segment 00000000000000000000.segment offset {offset}: unknown event type 25"
+            "record seq 4 at segment 00000000000000000000.segment offset {offset}: unknown event type {}",
+            Event::VARIANT_COUNT
         )),
         "{stderr}"
     );
