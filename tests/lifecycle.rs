@@ -112,11 +112,12 @@ impl Fixture {
         files
     }
 
-    /// Starts `run` on a script whose first call appends to `marker.txt` and sleeps, and
-    /// SIGKILLs it once the call has begun.
-    fn crash_mid_bash(&self, script: &Path) {
+    /// Starts `run` (with `extra` flags) on a script whose first call appends to `marker.txt`
+    /// and sleeps, and SIGKILLs it once the call has begun.
+    fn crash_mid_bash(&self, script: &Path, extra: &[&std::ffi::OsStr]) {
         let mut child = self
             .run(script)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -236,7 +237,7 @@ fn run_refuses_a_directory_that_already_holds_a_session_in_any_state() {
         ],
     );
 
-    f.crash_mid_bash(&first);
+    f.crash_mid_bash(&first, &[]);
     assert_run_refused(&f, &second, "interrupted");
 
     // Still recoverable: recovery balances it and classifies the call that was running.
@@ -278,7 +279,7 @@ fn resume_script(f: &Fixture) -> PathBuf {
 /// the first's pid, and the continued call runs once.
 fn two_resumes_at_once(f: &Fixture, config: Option<&Path>) {
     let script = resume_script(f);
-    f.crash_mid_bash(&script);
+    f.crash_mid_bash(&script, &[]);
 
     let spawn = || {
         f.resume(&script, config)
@@ -400,23 +401,16 @@ fn crashed_deny_session(f: &Fixture) -> PathBuf {
             bash("r1", "echo r1 >> unapproved.txt", "end_turn"),
         ],
     );
-    let mut child = f
-        .run(&script)
-        .args([
-            "--approve",
-            "deny",
-            "--max-parallel",
-            "3",
-            "--fsync",
-            "always",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&f.ws.join("marker.txt"), &mut child);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let flags = [
+        "--approve",
+        "deny",
+        "--max-parallel",
+        "3",
+        "--fsync",
+        "always",
+    ]
+    .map(std::ffi::OsStr::new);
+    f.crash_mid_bash(&script, &flags);
     script
 }
 
@@ -485,17 +479,7 @@ fn a_resume_refuses_a_configuration_file_that_changed_unless_it_is_named() {
             bash("r1", "echo r1 >> after.txt", "end_turn"),
         ],
     );
-    let mut child = f
-        .run(&script)
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&f.ws.join("marker.txt"), &mut child);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    f.crash_mid_bash(&script, &["--config".as_ref(), config.as_os_str()]);
     let journaled = policies(&f.journal);
     assert_eq!(
         journaled[0].exposure,
