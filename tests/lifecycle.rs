@@ -160,12 +160,14 @@ fn end() -> Value {
     json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}})
 }
 
-/// Waits until `file` exists (a tool call has begun), failing if `child` exits first.
+/// Waits until `file` holds a whole line (a tool call has begun and written its mark; the
+/// file alone may exist before its line, and the shell dies with a killed runtime), failing if
+/// `child` exits first.
 fn wait_for(file: &Path, child: &mut Child) {
     // A limit on the wait, not a timing assertion: a stuck child fails the test, it does not
     // hang it.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !file.exists() {
+    while !std::fs::read_to_string(file).is_ok_and(|t| t.ends_with('\n')) {
         if let Some(status) = child.try_wait().unwrap() {
             panic!(
                 "the session exited ({status}) before {} appeared",

@@ -90,7 +90,10 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until("the command started", || ws.join("started.txt").exists());
+    // Its line, not only the file: the shell dies with the runtime, maybe between the two.
+    wait_until("the command started", || {
+        std::fs::read_to_string(ws.join("started.txt")).is_ok_and(|t| t.ends_with('\n'))
+    });
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 
