@@ -1,11 +1,12 @@
 //! Processes that outlive a SIGKILLed runtime: `tooljournal run` is killed while a `bash` call's
 //! command runs; the shell dies with the runtime (parent-death signal), the command's other
-//! processes are found again from the journal (`call/process`), `recover classify` says they
-//! still run, and `resume` refuses to go on beside them unless `--kill-orphans` (journaled).
+//! processes are found again from the journal (`call/process`), recovery hands them to
+//! `recover classify`'s warning, and `resume` refuses to go on beside them unless
+//! `--kill-orphans` (journaled).
 
 use runtime::event::{Event, ProcessStarted, Record};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,17 +17,6 @@ fn describe(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// `recover`, built beside `tooljournal` by `cargo test --workspace` (its own tests need it).
-fn recover_bin() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_tooljournal")).with_file_name("recover");
-    assert!(
-        path.exists(),
-        "{} is missing: run the suite with `cargo test --workspace`, which builds it",
-        path.display()
-    );
-    path
 }
 
 fn events(journal: &Path) -> Vec<Event> {
@@ -111,19 +101,12 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
     let members = runtime::process::still_running(&group);
     assert_eq!(members, Some(1), "the sleep outlived the runtime");
 
-    // recover says so, on stderr (its stdout is the journal's alone).
-    let out = Command::new(recover_bin())
-        .args(["classify", "--dry-run"])
-        .arg(&journal)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("still running: process group {}", group.pgid)),
-        "{stderr}"
-    );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("still running"));
+    // What recovery hands `recover classify` for its warning (the warning itself is checked
+    // through the binary in recover/tests/cli.rs).
+    let dry = recover::session::recover(&journal, false).expect("recoverable");
+    let unsettled = dry.analysis.replay.unsettled_processes();
+    assert_eq!(unsettled.len(), 1, "{unsettled:?}");
+    assert_eq!(unsettled[0].1, group);
 
     // resume refuses to go on beside it…
     let resume = |extra: &[&str]| {
@@ -160,14 +143,9 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
         e,
         Event::ProcessKilled { call, pgid, signal: 9 } if call.call_id == "k1" && *pgid == group.pgid
     )));
-    let out = Command::new(recover_bin())
-        .args(["classify", "--dry-run"])
-        .arg(&journal)
-        .output()
-        .unwrap();
+    let after = recover::session::recover(&journal, false).expect("recoverable");
     assert!(
-        !String::from_utf8_lossy(&out.stderr).contains("still running"),
-        "{}",
-        describe(&out)
+        after.analysis.replay.unsettled_processes().is_empty(),
+        "the killed group is no longer a candidate"
     );
 }

@@ -516,3 +516,54 @@ fn rebuild_gives_every_format_one_result_per_call() {
     let out = recover(&["rebuild", dir.path().to_str().unwrap(), "--format", "cobol"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn classify_warns_on_stderr_about_a_process_group_a_call_left_running() {
+    use std::os::unix::process::CommandExt;
+    // A process group of our own, standing for a command a crashed run left behind.
+    let mut orphan = Command::new("sleep")
+        .arg("300")
+        .process_group(0)
+        .spawn()
+        .expect("sleep starts");
+    let pid = orphan.id();
+    let process = runtime::process::identify(pid, pid).expect("it has a stat");
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(dir.path());
+    b.batch(&["a"]);
+    b.approve("a");
+    b.start("a");
+    b.put(Event::CallProcess {
+        call: call("a"),
+        process,
+    });
+    b.journal.close().unwrap();
+    let path = dir.path().to_str().unwrap();
+
+    let out = recover(&["classify", "--dry-run", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let warning = format!("still running: process group {pid} (1 processes)");
+    assert!(
+        text(&out.stderr).contains(&warning),
+        "{}",
+        text(&out.stderr)
+    );
+    // Stdout is the journal's alone: the world's state stays out of it.
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("still running"), "{stdout}");
+
+    orphan.kill().unwrap();
+    orphan.wait().unwrap();
+    let again = recover(&["classify", "--dry-run", path]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(
+        !text(&again.stderr).contains("still running"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert_eq!(
+        text(&again.stdout),
+        stdout,
+        "the same journal, the same stdout"
+    );
+}
