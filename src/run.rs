@@ -255,8 +255,7 @@ fn prepare(
             Approve::Deny => AskAnswer::Denied,
         };
         let approver = Arc::new(ScriptedApprover::new(default));
-        let mut pre_execute: Vec<Arc<dyn PreExecute>> =
-            vec![Arc::new(runtime::tools::ask::AskPolicy)];
+        let mut pre_execute: Vec<Arc<dyn PreExecute>> = Vec::new();
         if approve == Approve::Deny {
             pre_execute.push(Arc::new(BashNeedsApproval));
         }

@@ -333,7 +333,7 @@ fn session_parts(
         observers.push(Arc::new(PanickyObserver));
     }
     let hooks = Hooks {
-        pre_execute: vec![Arc::new(runtime::tools::ask::AskPolicy)],
+        pre_execute: vec![],
         approver: Some(approver.clone()),
         observers,
         ..Hooks::default()

@@ -416,7 +416,7 @@ async fn plan_mode_lets_declared_read_only_mcp_tools_run_and_refuses_the_others(
     let server = start("fs", &config).await;
     let storage = SimStorage::new();
     let hooks = Hooks {
-        pre_execute: vec![Arc::new(runtime::tools::ask::AskPolicy)],
+        pre_execute: vec![],
         approver: Some(Arc::new(Allow)),
         ..Hooks::default()
     };

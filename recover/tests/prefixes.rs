@@ -125,7 +125,7 @@ fn run_session(storage: &SimStorage) -> Vec<Ran> {
         .unwrap();
     let approver = Arc::new(ScriptedApprover::new(AskAnswer::AllowedOnce));
     let hooks = Hooks {
-        pre_execute: vec![Arc::new(runtime::tools::ask::AskPolicy)],
+        pre_execute: vec![],
         approver: Some(approver.clone()),
         ..Hooks::default()
     };

@@ -265,6 +265,9 @@ pub struct Session {
 /// The listener name plan-mode denials carry.
 pub const PLAN_MODE_POLICY: &str = "plan-mode";
 
+/// The name the session's own routing of `ask` calls is recorded under (as a listener's would).
+pub const ASK_TOOL_POLICY: &str = "ask-tool";
+
 /// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
 /// any tool is deferred.
 fn with_tool_search(
@@ -825,6 +828,17 @@ impl Session {
                 info.tool
             );
             return (Decision::Deny { reason }, Some(PLAN_MODE_POLICY.to_owned()));
+        }
+        // The built-in `ask` is a question for the user: it goes to the approver whatever the
+        // listeners would say, so neither an allow-all listener nor a missing approver can
+        // turn it into a "yes" nobody gave.
+        if info.tool == "ask" && info.source == crate::event::ToolSource::BuiltIn {
+            let reason = info
+                .args
+                .str("question")
+                .unwrap_or("(no question)")
+                .to_owned();
+            return (Decision::Ask { reason }, Some(ASK_TOOL_POLICY.to_owned()));
         }
         for listener in &self.hooks.pre_execute {
             let decision = match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {

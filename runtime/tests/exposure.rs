@@ -11,7 +11,7 @@ use runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute}
 use runtime::registry::{Exposure, Registry, RegistryError};
 use runtime::replay::SessionReplay;
 use runtime::tool::ToolError;
-use runtime::tools::ask::{Ask, AskPolicy};
+use runtime::tools::ask::Ask;
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use std::sync::Arc;
 
@@ -273,7 +273,7 @@ impl PreExecute for AllowAll {
 
 fn plan_hooks(answer: AskAnswer) -> Hooks {
     Hooks {
-        pre_execute: vec![Arc::new(AllowAll), Arc::new(AskPolicy)],
+        pre_execute: vec![Arc::new(AllowAll)],
         approver: Some(Arc::new(Answer(answer))),
         ..Hooks::default()
     }

@@ -1,13 +1,13 @@
 //! `ask`: the model asks the user a yes/no question.
 //!
 //! The question goes through the same approval path as any `Ask` decision (journaled as
-//! `ask/pending` then `ask/answered`, `ask/expired` or `ask/cancelled`), via [`AskPolicy`],
-//! which must come first in the pre-execute chain. Only a "yes" lets the body run; a "no", an
-//! expiry or a disconnect comes back as `POLICY_DENIED` with the reason: silence is never
-//! consent.
+//! `ask/pending` then `ask/answered`, `ask/expired` or `ask/cancelled`): the session routes
+//! every call of this tool there itself, before any pre-execute listener, so no listener and no
+//! missing approver can answer for the user. Only a "yes" lets the body run; a "no", an expiry,
+//! a disconnect or no approver at all comes back as `POLICY_DENIED` with the reason: silence is
+//! never consent.
 
 use crate::args::Args;
-use crate::hooks::{CallInfo, Decision, PreExecute};
 use crate::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 use serde_json::{json, Value};
 
@@ -40,27 +40,5 @@ impl Tool for Ask {
                     .with_value(json!({"answer": "yes"})),
             )
         })
-    }
-}
-
-/// Turns every `ask` call into an `Ask` decision carrying its question.
-pub struct AskPolicy;
-
-impl PreExecute for AskPolicy {
-    fn name(&self) -> &str {
-        "ask-tool"
-    }
-    fn decide(&self, call: &CallInfo) -> Decision {
-        if call.tool == "ask" {
-            Decision::Ask {
-                reason: call
-                    .args
-                    .str("question")
-                    .unwrap_or("(no question)")
-                    .to_owned(),
-            }
-        } else {
-            Decision::Pass
-        }
     }
 }

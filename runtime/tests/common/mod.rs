@@ -268,3 +268,17 @@ pub fn replay(storage: &SimStorage) -> SessionReplay {
     assert!(!matches!(end, journal::ReadEnd::Corrupt(_)), "{end:?}");
     replay
 }
+
+/// Every event in `storage`'s journal, in order.
+pub fn journal_events(storage: &SimStorage) -> Vec<runtime::event::Event> {
+    journal::Reader::open(Arc::new(storage.clone()), journal::Limits::default())
+        .expect("reader")
+        .map(|r| {
+            let record = r.expect("record");
+            record
+                .decode::<runtime::event::Record>()
+                .expect("decodes")
+                .event
+        })
+        .collect()
+}
