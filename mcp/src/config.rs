@@ -10,8 +10,6 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Default time limit of one call, when neither the server nor the session sets one.
-pub const CALL_TIMEOUT_MS_DEFAULT: u64 = 120_000;
 /// Default time a server gets to start and list its tools.
 pub const STARTUP_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Most tools one server may bring.

@@ -88,68 +88,6 @@ pub fn classify_json(journal: &str, a: &Analysis) -> Value {
     })
 }
 
-/// `classify` for people.
-pub fn classify_text(journal: &str, a: &Analysis) -> String {
-    let mut out = String::new();
-    let end = if a.end.torn {
-        format!("torn tail, {} bytes dropped", a.end.dropped_bytes)
-    } else {
-        "clean".to_owned()
-    };
-    let id = a
-        .replay
-        .open
-        .as_ref()
-        .map(|o| o.session_id.as_str())
-        .unwrap_or("(empty)");
-    out.push_str(&format!(
-        "{journal}: session {id}, {end}{}\n",
-        if a.live { ", LIVE (read only)" } else { "" }
-    ));
-    out.push_str(&format!(
-        "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} resources\n",
-        "call", "tool", "turn", "step", "state", "classification"
-    ));
-    for c in &a.calls {
-        let k = match (c.in_flight, c.classification) {
-            (true, _) => "(running)".to_owned(),
-            (_, Some(k)) => {
-                classification(c).as_str().unwrap_or_default().to_owned()
-                    + if k == runtime::event::Classification::ToolOutcomeUnknown {
-                        " !"
-                    } else {
-                        ""
-                    }
-            }
-            (_, None) => "-".to_owned(),
-        };
-        out.push_str(&format!(
-            "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} {}\n",
-            c.call.call_id,
-            c.tool,
-            c.call.turn,
-            c.call.step,
-            c.state.as_str(),
-            k,
-            resource_list(c).join(", ")
-        ));
-    }
-    let unknown = a
-        .calls
-        .iter()
-        .filter(|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown))
-        .count();
-    if unknown > 0 {
-        out.push_str(&format!(
-            "{unknown} call(s) may have run (TOOL_OUTCOME_UNKNOWN): check their resources before retrying; they are never re-run automatically\n"
-        ));
-    }
-    if a.live {
-        out.push_str("the session is live: nothing was appended\n");
-    }
-    out
-}
-
 fn truncate(s: &str, max_chars: usize) -> String {
     if s.chars().count() <= max_chars {
         s.to_owned()

@@ -724,17 +724,6 @@ fn answer_ask(
     }
 }
 
-/// Replays records in order; stops at the first I/O or replay error.
-pub fn replay_records(
-    records: impl IntoIterator<Item = Result<journal::Record, JournalError>>,
-) -> Result<SessionReplay, ReplayError> {
-    let mut replayer = Replayer::new();
-    for record in records {
-        replayer.apply(&record?)?;
-    }
-    Ok(replayer.finish())
-}
-
 /// Reads and replays a whole journal. Returns how the bytes ended too: the caller decides what
 /// a torn tail or corruption means (the replay covers the records before either).
 pub fn replay_storage(

@@ -62,11 +62,6 @@ impl CallState {
                 | (Settled | Rejected | CancelledBeforeStart, Committed)
         )
     }
-
-    /// Whether the call's body may have run: it reached `started`.
-    pub fn body_may_have_run(self) -> bool {
-        matches!(self, CallState::Started | CallState::Settled)
-    }
 }
 
 impl std::fmt::Display for CallState {

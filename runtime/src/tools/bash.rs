@@ -92,14 +92,6 @@ impl Bash {
         Bash { ws, shell }
     }
 
-    /// Runs commands with `shell -c` instead (any POSIX shell).
-    pub fn with_shell(ws: Arc<Workspace>, shell: impl Into<PathBuf>) -> Bash {
-        Bash {
-            ws,
-            shell: shell.into(),
-        }
-    }
-
     /// The shell commands run with.
     pub fn shell(&self) -> &Path {
         &self.shell
