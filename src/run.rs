@@ -5,24 +5,18 @@ use crate::config::{self, FileConfig};
 use crate::policy;
 use crate::printer::Printer;
 use crate::CliError;
-use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
+use journal::{FsStorage, FsyncPolicy, Storage};
 use runtime::driver::{drive, DriveReport, ScriptedApprover};
 use runtime::event::{AskAnswer, CallRef, Record};
-use runtime::eventlog::SystemClock;
-use runtime::hooks::{CallInfo, Decision, Hooks, Observer, PreExecute};
+use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
 use runtime::model::{consumed_lines, read_script, ScriptedModel};
 use runtime::replay::{replay_storage, SessionReplay};
-use runtime::spill::SledSpill;
-use runtime::tools::{builtin_registry, Workspace};
-use runtime::{Config, Session, SessionOptions};
+use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Most concurrency-safe calls at once, unless the user or the journal says otherwise.
 pub const PARALLEL_MAX_DEFAULT: usize = 10;
-
-/// Cache for a session's spill store: small, it only holds what is being written.
-const SPILL_CACHE_BYTES: u64 = 8 << 20;
 
 /// How `ask` decisions not answered by the script are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -148,36 +142,63 @@ fn start_servers(
     Ok(servers)
 }
 
-/// A journal opened for appending: its writer lock is held until the session ends, so anything
-/// read from it after this point is the journal's real state.
-struct Locked {
-    dir: PathBuf,
-    journal: Journal,
-    storage: Arc<dyn Storage>,
+/// A session's builder with the CLI's listeners, and handles to the two it drives itself.
+struct Wired {
+    builder: SessionBuilder,
+    approver: Arc<ScriptedApprover>,
+    printer: Arc<Printer>,
+}
+
+/// Everything `run` and `resume` set on the library's builder: the approver the script
+/// answers through, `bash` behind an ask with `--approve deny`, the printer, the state root
+/// kept out of the tools' reach.
+fn wire(workspace: &Path, journal_dir: &Path, setup: &Setup<'_>, resuming: bool) -> Wired {
+    let default = match setup.approve {
+        Approve::Allow => AskAnswer::AllowedOnce,
+        Approve::Deny => AskAnswer::Denied,
+    };
+    let approver = Arc::new(ScriptedApprover::new(default));
+    let printer = Arc::new(Printer::new());
+    let mut builder = Session::builder(workspace, journal_dir)
+        .fsync(setup.fsync)
+        .parallel_max(setup.max_parallel)
+        // A resumed session keeps the journal's plan mode; `prepare` turns it on if asked.
+        .plan_mode(!resuming && (setup.plan_mode || setup.config.plan_mode))
+        .approver(approver.clone());
+    if let Ok(root) = state_root() {
+        builder = builder.forbid(root);
+    }
+    if setup.approve == Approve::Deny {
+        builder = builder.pre_execute(Arc::new(BashNeedsApproval));
+    }
+    if !setup.json {
+        builder = builder.observer(printer.clone() as Arc<dyn Observer>);
+    }
+    Wired {
+        builder,
+        approver,
+        printer,
+    }
+}
+
+/// The library's refusals, worded as the CLI always worded them.
+fn build_error(e: BuildError) -> CliError {
+    match e {
+        BuildError::Journal(e) => e.into(),
+        BuildError::Corrupt { .. } => CliError::Corrupt(e.to_string()),
+        BuildError::Replay { source, .. } => failed(source),
+        BuildError::Spill { message, .. } => failed(message),
+        e => failed(e),
+    }
 }
 
 /// Takes the journal's writer lock (creating the directory for a new session). This comes
 /// before the spill store, MCP servers or any replay: a second writer is refused here, naming
-/// the pid that holds the session.
-fn lock_journal(journal_dir: &Path, fsync: FsyncPolicy) -> Result<Locked, CliError> {
-    let storage = FsStorage::create(journal_dir).map_err(|e| {
-        failed(format!(
-            "{}: cannot create the journal directory: {e}",
-            journal_dir.display()
-        ))
-    })?;
-    let storage: Arc<dyn Storage> = Arc::new(storage);
-    let options = Options {
-        fsync,
-        ..Options::default()
-    };
-    let (journal, report) = match Journal::open(storage.clone(), options) {
-        Ok(opened) => opened,
-        Err(journal::JournalError::Locked { holder_pid, .. }) => {
-            return Err(session_is_live(journal_dir, holder_pid))
-        }
-        Err(e) => return Err(e.into()),
-    };
+/// the pid that holds the session. Anything read from the journal after this point is its real
+/// state.
+fn lock(builder: SessionBuilder) -> Result<LockedJournal, CliError> {
+    let locked = builder.lock().map_err(build_error)?;
+    let report = locked.open_report();
     if let Some(torn) = &report.torn {
         eprintln!(
             "note: dropped a torn tail of {} bytes at {} (kept in {})",
@@ -186,112 +207,63 @@ fn lock_journal(journal_dir: &Path, fsync: FsyncPolicy) -> Result<Locked, CliErr
             report.quarantine_file.as_deref().unwrap_or("?")
         );
     }
-    Ok(Locked {
-        dir: journal_dir.to_owned(),
-        journal,
-        storage,
-    })
+    Ok(locked)
 }
 
 /// The one message for "another process is this session's writer".
 fn session_is_live(journal_dir: &Path, holder_pid: Option<u32>) -> CliError {
-    let pid = holder_pid
-        .map(|p| p.to_string())
-        .unwrap_or_else(|| "unknown".into());
-    failed(format!(
-        "{}: session is live (writer pid {pid}); wait for it to end",
-        journal_dir.display()
-    ))
+    failed(BuildError::Live {
+        dir: journal_dir.to_owned(),
+        holder_pid,
+    })
 }
 
+/// Sets up the workspace, tools and servers on a locked journal, then opens or resumes its
+/// session and journals the CLI's policy and what the resume did before continuing.
 fn prepare(
-    session_id: Option<String>,
-    locked: Locked,
-    workspace: &Path,
+    locked: LockedJournal,
     setup: Setup<'_>,
-    resume_from: Option<&SessionReplay>,
+    approver: Arc<ScriptedApprover>,
+    printer: Arc<Printer>,
+    resuming: bool,
 ) -> Result<Prepared, CliError> {
     let Setup {
         approve,
         max_parallel,
         fsync,
-        json,
+        json: _,
         config: file_config,
         config_file,
         killed,
         plan_mode,
     } = setup;
-    let Locked {
-        dir: journal_dir,
-        journal,
-        storage: _,
-    } = locked;
-    let mut forbidden = vec![journal_dir.clone()];
-    forbidden.extend(state_root().ok());
-    let ws = Arc::new(Workspace::new(workspace, &forbidden).map_err(|e| {
-        failed(format!(
-            "{}: cannot use as the workspace: {e}",
-            workspace.display()
-        ))
-    })?);
-    let mut registry = builtin_registry(&ws).map_err(failed)?;
-    config::apply_builtin_exposure(file_config, &mut registry)?;
+    let journal_dir = locked.journal_dir().to_owned();
+    let mut prepared = locked.prepare().map_err(build_error)?;
+    config::apply_builtin_exposure(file_config, prepared.registry_mut())?;
     let rt = tokio_runtime()?;
-    let servers = start_servers(&rt, file_config, &journal_dir, &mut registry)?;
+    let servers = start_servers(&rt, file_config, &journal_dir, prepared.registry_mut())?;
     let mut policy = policy::record(
         approve,
         max_parallel,
         fsync,
         config_file,
-        &registry,
+        prepared.registry(),
         "session opened",
     );
+    let journaled_policy = prepared.replay().policy.clone();
     // Everything after the servers started: if it fails, they are stopped inside the runtime
     // (their transports' cleanup needs one).
     let opened = (|| {
-        let registry = Arc::new(registry);
-        let default = match approve {
-            Approve::Allow => AskAnswer::AllowedOnce,
-            Approve::Deny => AskAnswer::Denied,
-        };
-        let approver = Arc::new(ScriptedApprover::new(default));
-        let mut pre_execute: Vec<Arc<dyn PreExecute>> = Vec::new();
-        if approve == Approve::Deny {
-            pre_execute.push(Arc::new(BashNeedsApproval));
-        }
-        let printer = Arc::new(Printer::new());
-        let observers: Vec<Arc<dyn Observer>> = if json {
-            vec![]
+        let mut session = if resuming {
+            prepared.resume()
         } else {
-            vec![printer.clone() as Arc<dyn Observer>]
-        };
-        let hooks = Hooks {
-            pre_execute,
-            approver: Some(approver.clone()),
-            observers,
-            ..Hooks::default()
-        };
-        let spill =
-            SledSpill::open(&journal_dir.join("spill"), SPILL_CACHE_BYTES).map_err(failed)?;
-        let config = Config {
-            parallel_max: max_parallel.max(1),
-            spill: Some(Arc::new(spill)),
-            plan_mode: plan_mode || file_config.plan_mode,
-            ..Config::default()
-        };
-        let options = SessionOptions {
-            session_id,
-            workspace: ws.root().display().to_string(),
-            clock: Arc::new(SystemClock),
-        };
-        let mut session = match resume_from {
-            None => Session::open(journal, registry, hooks, config, options),
-            Some(replay) => Session::resume(journal, registry, hooks, config, options, replay),
+            prepared.open()
         }
-        .map_err(|e| failed(e.to_string()))?;
-        let changed = match resume_from {
-            None => Some(policy.reason.clone()),
-            Some(replay) => policy::changes(replay.policy.as_ref(), &policy),
+        .map_err(build_error)?;
+        let changed = if resuming {
+            policy::changes(journaled_policy.as_ref(), &policy)
+        } else {
+            Some(policy.reason.clone())
         };
         if let Some(reason) = changed {
             policy.reason = reason;
@@ -311,10 +283,10 @@ fn prepare(
                 .map_err(|e| failed(e.to_string()))?;
         }
         printer.watch(session.event_log().journal().clone());
-        Ok::<_, CliError>((session, approver, printer))
+        Ok::<_, CliError>(session)
     })();
-    let (session, approver, printer) = match opened {
-        Ok(opened) => opened,
+    let session = match opened {
+        Ok(session) => session,
         Err(e) => {
             rt.block_on(async {
                 for s in servers {
@@ -483,8 +455,13 @@ pub fn run_model(
         plan_mode: false,
     };
     refuse_existing_session(journal_dir)?;
-    let locked = lock_journal(journal_dir, fsync)?;
-    let prepared = prepare(None, locked, workspace, setup, None)?;
+    let Wired {
+        builder,
+        approver,
+        printer,
+    } = wire(workspace, journal_dir, &setup, false);
+    let locked = lock(builder)?;
+    let prepared = prepare(locked, setup, approver, printer, false)?;
     play(prepared, model, json)
 }
 
@@ -579,8 +556,13 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
-    let locked = lock_journal(&journal_dir, args.fsync)?;
-    let prepared = prepare(Some(session_id), locked, &workspace, setup, None)?;
+    let Wired {
+        builder,
+        approver,
+        printer,
+    } = wire(&workspace, &journal_dir, &setup, false);
+    let locked = lock(builder.session_id(session_id))?;
+    let prepared = prepare(locked, setup, approver, printer, false)?;
     if !args.json {
         outln!("session {}", prepared.session.session_id())?;
         outln!("journal: {}", journal_dir.display())?;
@@ -636,14 +618,34 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     for note in &resolved.notes {
         eprintln!("note: {note}");
     }
+    let mut setup = Setup {
+        approve: resolved.approve,
+        max_parallel: resolved.max_parallel,
+        fsync: resolved.fsync,
+        json: false,
+        config: &resolved.config.config,
+        config_file: resolved.config.file.clone(),
+        killed: Vec::new(),
+        // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
+        plan_mode,
+    };
+    // The workspace is the one the session was opened on (checked again under the lock).
+    let workspace = recovered
+        .analysis
+        .replay
+        .open
+        .as_ref()
+        .map(|open| PathBuf::from(&open.workspace))
+        .unwrap_or_default();
+    let Wired {
+        builder,
+        approver,
+        printer,
+    } = wire(&workspace, journal_dir, &setup, true);
     // From here the writer lock is held: the replay below is the journal as it really ends,
     // and no other process can append before this session does (or finish it meanwhile).
-    let locked = lock_journal(journal_dir, resolved.fsync)?;
-    let (replay, end) =
-        replay_storage(locked.storage.clone(), journal::Limits::default()).map_err(failed)?;
-    if let journal::ReadEnd::Corrupt(c) = end {
-        return Err(CliError::Corrupt(format!("{}: {c}", journal_dir.display())));
-    }
+    let locked = lock(builder)?;
+    let replay = locked.replay();
     if replay.policy != journaled {
         return Err(failed(format!(
             "{}: another process changed the session's policy while this resume started; \
@@ -683,25 +685,13 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         )?;
         return Ok(());
     };
-    let killed = stop_orphans(journal_dir, &replay, kill_orphans)?;
+    setup.killed = stop_orphans(journal_dir, replay, kill_orphans)?;
     let mut model = load_script(script)?;
-    let consumed = consumed_lines(model.lines(), &replay)
+    let consumed = consumed_lines(model.lines(), replay)
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
     model.skip(consumed);
-    let workspace = PathBuf::from(&open.workspace);
-    let setup = Setup {
-        approve: resolved.approve,
-        max_parallel: resolved.max_parallel,
-        fsync: resolved.fsync,
-        json: false,
-        config: &resolved.config.config,
-        config_file: resolved.config.file.clone(),
-        killed,
-        // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
-        plan_mode,
-    };
     let session_id = open.session_id.clone();
-    let prepared = prepare(None, locked, &workspace, setup, Some(&replay))?;
+    let prepared = prepare(locked, setup, approver, printer, true)?;
     outln!("resuming session {session_id} after {consumed} script lines")?;
     play(prepared, model, false)
 }

@@ -7,6 +7,7 @@
 //! [`replay`] folds a journal back into the same states: it is what `recover` uses.
 
 pub mod args;
+pub mod builder;
 pub mod code;
 pub mod driver;
 mod error;
@@ -27,6 +28,7 @@ pub mod state;
 pub mod tool;
 pub mod tools;
 
+pub use builder::{BuildError, LockedJournal, PreparedSession, SessionBuilder};
 pub use code::ErrorCode;
 pub use error::RuntimeError;
 pub use pipeline::inline_or_preview;

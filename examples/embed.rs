@@ -1,0 +1,251 @@
+//! Running your own agent on tooljournal: a tool of your own, a model of your own, a session
+//! built with `Session::builder`, a crash in the middle of a call, and what recovery then says.
+//!
+//! ```text
+//! cargo run --example embed
+//! ```
+//!
+//! The tool appends a line to `notes.txt`. The second time it is called it writes its line and
+//! then hangs, and the example drops the whole runtime while it hangs: a crash after the tool
+//! had started. Recovery reads the journal and classifies that call `TOOL_OUTCOME_UNKNOWN`
+//! ("may have run"). It never says the call did not run, because its `started` record was on
+//! disk before the body ran, and the file shows that the line was in fact written.
+//!
+//! `cargo test` runs this example too (see the test at the bottom).
+
+use recover::providers::{history, Format};
+use runtime::args::Args;
+use runtime::event::{
+    Classification, ModelCall, ModelResponse, Resources, StepOutcome, StopReason, TurnOutcome,
+};
+use runtime::model::{Model, ModelStep, Respond};
+use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::{ErrorCode, Session};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The note text that makes the tool hang after writing (standing in for a process that dies
+/// mid-call).
+const HANG: &str = "hang after writing";
+
+/// A tool of the embedding: appends its `text` argument as a line of `notes.txt`.
+struct AppendNote {
+    notes: PathBuf,
+}
+
+impl Tool for AppendNote {
+    fn name(&self) -> &str {
+        "append_note"
+    }
+    fn description(&self) -> &str {
+        "Appends one line to notes.txt."
+    }
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+            "additionalProperties": false
+        })
+    }
+    /// What recovery names if the outcome of a call is ever unknown.
+    fn resources(&self, _args: &Args) -> Resources {
+        Resources {
+            writes: vec!["notes.txt".into()],
+            ..Resources::default()
+        }
+    }
+    fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            // The schema was checked before the call started: `text` is a string.
+            let text = args.str("text").unwrap_or_default().to_owned();
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.notes)
+                .map_err(|e| ToolError::new(ErrorCode::ToolFailed, format!("notes.txt: {e}")))?;
+            writeln!(file, "{text}")
+                .map_err(|e| ToolError::new(ErrorCode::ToolFailed, format!("notes.txt: {e}")))?;
+            if text == HANG {
+                ctx.cancel().cancelled().await;
+                return Err(ToolError::new(ErrorCode::Aborted, "stopped"));
+            }
+            Ok(ToolOutput::text(format!("noted: {text}")))
+        })
+    }
+}
+
+/// A model of the embedding: a fixed conversation (a real one would call a provider).
+struct TwoTurns(VecDeque<ModelStep>);
+
+fn user(text: &str) -> ModelStep {
+    ModelStep::User { text: text.into() }
+}
+
+fn answer(text: &str, calls: &[(&str, &str)], stop_reason: StopReason) -> ModelStep {
+    ModelStep::Respond(Respond {
+        response: ModelResponse {
+            text: text.into(),
+            tool_calls: calls
+                .iter()
+                .map(|(id, note)| ModelCall {
+                    call_id: (*id).into(),
+                    name: "append_note".into(),
+                    arguments: json!({ "text": note }).to_string(),
+                })
+                .collect(),
+            stop_reason,
+        },
+        cancel_after_ms: None,
+        approvals: BTreeMap::new(),
+    })
+}
+
+impl TwoTurns {
+    fn new() -> TwoTurns {
+        TwoTurns(VecDeque::from([
+            user("note that the build is green"),
+            answer("", &[("call_1", "build is green")], StopReason::ToolUse),
+            answer("Noted.", &[], StopReason::EndTurn),
+            user("note one more thing"),
+            answer("", &[("call_2", HANG)], StopReason::ToolUse),
+        ]))
+    }
+}
+
+impl Model for TwoTurns {
+    fn next_step(&mut self) -> Option<ModelStep> {
+        self.0.pop_front()
+    }
+}
+
+/// The agent loop: every user line opens a turn, every model answer is one step.
+async fn play(session: &mut Session, model: &mut dyn Model) -> Result<(), runtime::RuntimeError> {
+    while let Some(step) = model.next_step() {
+        match step {
+            ModelStep::User { text } => {
+                if session.turn_open() {
+                    session.end_turn(TurnOutcome::Completed).await?;
+                }
+                session.begin_turn(&text)?;
+            }
+            ModelStep::Respond(respond) => {
+                let ends_turn = respond.response.stop_reason == StopReason::EndTurn;
+                session.begin_step()?;
+                for result in session.run_batch(respond.response).await? {
+                    println!("{}: {}", result.call_id, result.content);
+                }
+                session.end_step(StepOutcome::Completed)?;
+                if ends_turn {
+                    session.end_turn(TurnOutcome::Completed).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the example found, for `main` to print and the test to check.
+struct Found {
+    notes: String,
+    classifications: Vec<(String, Option<Classification>)>,
+    openai_history: Value,
+}
+
+/// Runs the session in `root/workspace` with its journal in `root/journal`, crashes it in the
+/// middle of its second call, then recovers the journal.
+fn run(root: &Path) -> Result<Found, Box<dyn std::error::Error>> {
+    let workspace = root.join("workspace");
+    let journal_dir = root.join("journal");
+    std::fs::create_dir_all(&workspace)?;
+    let notes = workspace.join("notes.txt");
+
+    let mut session = Session::builder(&workspace, &journal_dir)
+        .without_builtins()
+        .tool(Arc::new(AppendNote {
+            notes: notes.clone(),
+        }))
+        .open()?;
+    println!(
+        "session {} journaled in {}",
+        session.session_id(),
+        journal_dir.display()
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut model = TwoTurns::new();
+    let finished = rt.block_on(async {
+        tokio::time::timeout(Duration::from_millis(500), play(&mut session, &mut model)).await
+    });
+    assert!(finished.is_err(), "the second call hangs until the crash");
+    // The crash: the runtime and the session go away with call_2 in the middle of its body.
+    rt.shutdown_background();
+    drop(session);
+
+    let recovered = recover::session::recover(&journal_dir, true)?;
+    let classifications = recovered
+        .analysis
+        .calls
+        .iter()
+        .map(|c| (c.call.call_id.clone(), c.classification))
+        .collect::<Vec<_>>();
+    for c in &recovered.analysis.calls {
+        println!(
+            "{}: {:?}: {}",
+            c.call.call_id, c.classification, c.result.content
+        );
+    }
+    let openai_history = history(&recovered.analysis.conversation(), Format::OpenAiChat).value();
+    println!("{}", serde_json::to_string_pretty(&openai_history)?);
+    Ok(Found {
+        notes: std::fs::read_to_string(&notes)?,
+        classifications,
+        openai_history,
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = tempfile::tempdir()?;
+    let found = run(root.path())?;
+    println!("notes.txt:\n{}", found.notes);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_embedded_session_crashes_mid_call_and_recovery_says_it_may_have_run() {
+        let root = tempfile::tempdir().unwrap();
+        let found = run(root.path()).unwrap();
+        // Both calls wrote: the second one before it hung.
+        assert_eq!(found.notes, format!("build is green\n{HANG}\n"));
+        assert_eq!(
+            found.classifications,
+            vec![
+                ("call_1".to_owned(), None),
+                (
+                    "call_2".to_owned(),
+                    Some(Classification::ToolOutcomeUnknown)
+                ),
+            ]
+        );
+        // The rebuilt history answers both calls: call_1 with its real result, call_2 with the
+        // truth that it may have run.
+        let messages = found.openai_history["messages"].as_array().unwrap();
+        let tool_messages: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+        assert_eq!(tool_messages.len(), 2, "{messages:#?}");
+        assert_eq!(tool_messages[0]["content"], "noted: build is green");
+        let unknown = tool_messages[1]["content"].as_str().unwrap();
+        assert!(unknown.contains("TOOL_OUTCOME_UNKNOWN"), "{unknown}");
+        assert!(unknown.contains("notes.txt"), "{unknown}");
+    }
+}

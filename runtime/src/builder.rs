@@ -1,0 +1,495 @@
+//! The entry point: one chain of calls wires a session the way `tooljournal run` does, with the
+//! safe defaults, so an embedding does not have to know the order the pieces go together in.
+//!
+//! [`Session::builder`] takes the two places a session lives (the workspace its tools act on,
+//! the directory its journal is kept in) and gives back a [`SessionBuilder`]. Settings are
+//! optional; each default is the safe one:
+//!
+//! - the journal's writer lock is taken first, so a second process on the same journal is
+//!   refused before anything else happens ([`BuildError::Live`] names the holder's pid);
+//! - the journal directory (and whatever [`SessionBuilder::forbid`] adds) is out of the file
+//!   tools' reach, even when it lies inside the workspace;
+//! - every `ask` goes to the approver; with none set it is answered "no answer" (never yes);
+//! - large results are spilled to a store beside the journal (`spill/`), the model sees a
+//!   preview and a locator;
+//! - group commit: a tool body starts only once its `started` record is on disk.
+//!
+//! Building goes in three steps when the embedding needs to look before it writes:
+//! [`SessionBuilder::lock`] holds the journal and reads it to its end ([`LockedJournal`]: look
+//! at the replay); [`LockedJournal::prepare`] opens the workspace and registers the tools
+//! ([`PreparedSession`]: add tools that need a running server, e.g. an MCP server's); then
+//! [`PreparedSession::open`] a new session or [`PreparedSession::resume`] the one the journal
+//! holds. [`SessionBuilder::open`] and [`SessionBuilder::resume`] do all three at once.
+//!
+//! ```no_run
+//! use runtime::Session;
+//! # fn main() -> Result<(), runtime::builder::BuildError> {
+//! let session = Session::builder("/path/to/workspace", "/path/to/journal")
+//!     .parallel_max(4)
+//!     .open()?;
+//! # let _ = session; Ok(()) }
+//! ```
+//!
+//! A resume needs the session balanced first: run `recover` (the `recover` crate's
+//! `session::recover`) on the journal of a crashed session before resuming it.
+
+use crate::event::ToolSource;
+use crate::eventlog::{Clock, SystemClock};
+use crate::hooks::{Approver, Guard, Hooks, Observer, PostExecute, PreExecute};
+use crate::registry::{Registry, RegistryError};
+use crate::replay::{replay_storage, ReplayError, SessionReplay};
+use crate::spill::SledSpill;
+use crate::tool::Tool;
+use crate::tools::{builtin_registry, Workspace};
+use crate::{Config, RuntimeError, Session, SessionOptions};
+use journal::{
+    Corruption, FsStorage, FsyncPolicy, Journal, JournalError, OpenReport, Options, ReadEnd,
+    Storage,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Cache of a session's spill store: small, it only holds what is being written.
+pub const SPILL_CACHE_BYTES_DEFAULT: u64 = 8 << 20;
+
+/// Where the spill store lives, inside the journal directory.
+pub const SPILL_DIR_NAME: &str = "spill";
+
+/// Why a session could not be built. Nothing was appended to the journal in any of these cases
+/// except [`BuildError::Runtime`] from a failed `session/open` write.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// Another process holds the journal's writer lock: a live session, or a recovery.
+    #[error("{}: session is live (writer pid {}); wait for it to end", dir.display(), holder_pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()))]
+    Live {
+        /// The journal directory.
+        dir: PathBuf,
+        /// The holder's pid, when the lock table names it.
+        holder_pid: Option<u32>,
+    },
+    /// The journal directory cannot be created or opened.
+    #[error("{}: cannot create the journal directory: {source}", dir.display())]
+    JournalDir {
+        /// The journal directory.
+        dir: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// The journal could not be opened for appending (its message names the file).
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The journal could not be read back to its end under the lock.
+    #[error("{}: {source}", dir.display())]
+    Replay {
+        /// The journal directory.
+        dir: PathBuf,
+        /// What the replay refused.
+        source: ReplayError,
+    },
+    /// A record in the middle of the journal is damaged: nothing is appended after it.
+    #[error("{}: {corruption}", dir.display())]
+    Corrupt {
+        /// The journal directory.
+        dir: PathBuf,
+        /// Where and what.
+        corruption: Corruption,
+    },
+    /// The workspace does not exist or cannot be opened.
+    #[error("{}: cannot use as the workspace: {source}", path.display())]
+    Workspace {
+        /// The workspace given.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// A resume was asked for on another workspace than the one the session was opened on.
+    #[error("{}: the session was opened on workspace {journaled}, not {given}", dir.display())]
+    WorkspaceMismatch {
+        /// The journal directory.
+        dir: PathBuf,
+        /// The workspace `session/open` names.
+        journaled: String,
+        /// The workspace given to the builder.
+        given: String,
+    },
+    /// A tool could not be registered (bad name, duplicate, invalid schema).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The spill store could not be opened.
+    #[error("{}: cannot open the spill store: {message}", dir.display())]
+    Spill {
+        /// The spill store's directory.
+        dir: PathBuf,
+        /// What sled said.
+        message: String,
+    },
+    /// The session refused to open or resume (e.g. `open` on a journal that already holds a
+    /// session, `resume` of an interrupted session that was not recovered).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// The settings of a session about to be built; see the [module docs](self).
+pub struct SessionBuilder {
+    workspace: PathBuf,
+    journal_dir: PathBuf,
+    forbidden: Vec<PathBuf>,
+    fsync: FsyncPolicy,
+    config: Config,
+    hooks: Hooks,
+    tools: Vec<(Arc<dyn Tool>, ToolSource)>,
+    builtins: bool,
+    spill_cache_bytes: Option<u64>,
+    session_id: Option<String>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Session {
+    /// Starts building a session whose tools act in `workspace` and whose journal is kept in
+    /// `journal_dir` (created if missing). See [`crate::builder`].
+    pub fn builder(
+        workspace: impl Into<PathBuf>,
+        journal_dir: impl Into<PathBuf>,
+    ) -> SessionBuilder {
+        SessionBuilder {
+            workspace: workspace.into(),
+            journal_dir: journal_dir.into(),
+            forbidden: Vec::new(),
+            fsync: FsyncPolicy::Group,
+            config: Config::default(),
+            hooks: Hooks::default(),
+            tools: Vec::new(),
+            builtins: true,
+            spill_cache_bytes: Some(SPILL_CACHE_BYTES_DEFAULT),
+            session_id: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl SessionBuilder {
+    /// When appended records reach the disk (default: group commit).
+    pub fn fsync(mut self, fsync: FsyncPolicy) -> SessionBuilder {
+        self.fsync = fsync;
+        self
+    }
+
+    /// Most concurrency-safe calls running at once (at least 1).
+    pub fn parallel_max(mut self, parallel_max: usize) -> SessionBuilder {
+        self.config.parallel_max = parallel_max.max(1);
+        self
+    }
+
+    /// Starts a new session in plan mode (only read-only tools run until a plan is approved).
+    /// A resumed session keeps the plan mode its journal shows; `true` turns it on.
+    pub fn plan_mode(mut self, on: bool) -> SessionBuilder {
+        self.config.plan_mode = on;
+        self
+    }
+
+    /// Every limit at once. The spill store is still the builder's unless `config.spill` is
+    /// set or [`SessionBuilder::without_spill`] is called.
+    pub fn config(mut self, config: Config) -> SessionBuilder {
+        self.config = config;
+        self
+    }
+
+    /// The session's id (default: a random UUID). Ignored by a resume: the journal's id stays.
+    pub fn session_id(mut self, session_id: impl Into<String>) -> SessionBuilder {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// Where event timestamps come from (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> SessionBuilder {
+        self.clock = clock;
+        self
+    }
+
+    /// Who answers `ask` decisions. Without one every ask is answered "no answer".
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> SessionBuilder {
+        self.hooks.approver = Some(approver);
+        self
+    }
+
+    /// Adds a pre-execute listener (asked in the order added, after plan mode).
+    pub fn pre_execute(mut self, listener: Arc<dyn PreExecute>) -> SessionBuilder {
+        self.hooks.pre_execute.push(listener);
+        self
+    }
+
+    /// Adds a guard (a last check right before a call starts).
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> SessionBuilder {
+        self.hooks.guards.push(guard);
+        self
+    }
+
+    /// Adds a post-execute listener (may rewrite a draft result before it is frozen).
+    pub fn post_execute(mut self, listener: Arc<dyn PostExecute>) -> SessionBuilder {
+        self.hooks.post_execute.push(listener);
+        self
+    }
+
+    /// Adds an observer (told about every transition; its failures never stop a call).
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> SessionBuilder {
+        self.hooks.observers.push(observer);
+        self
+    }
+
+    /// Registers a tool compiled into the embedding, as trusted as the built-ins (recorded in
+    /// `session/open` with source `built-in`).
+    pub fn tool(self, tool: Arc<dyn Tool>) -> SessionBuilder {
+        self.tool_from(tool, ToolSource::BuiltIn)
+    }
+
+    /// Registers a tool with the source the journal records for it (e.g. an external server's).
+    pub fn tool_from(mut self, tool: Arc<dyn Tool>, source: ToolSource) -> SessionBuilder {
+        self.tools.push((tool, source));
+        self
+    }
+
+    /// Leaves out the built-in tools (read, write, edit, bash, …): only the tools added here.
+    pub fn without_builtins(mut self) -> SessionBuilder {
+        self.builtins = false;
+        self
+    }
+
+    /// Keeps `path` out of the file tools' reach too (the journal directory always is).
+    pub fn forbid(mut self, path: impl Into<PathBuf>) -> SessionBuilder {
+        self.forbidden.push(path.into());
+        self
+    }
+
+    /// No spill store: results over the inline limit are cut with a note instead.
+    pub fn without_spill(mut self) -> SessionBuilder {
+        self.spill_cache_bytes = None;
+        self
+    }
+
+    /// Takes the journal's writer lock (creating the directory if needed) and reads the
+    /// journal to its end under it. Nothing is appended.
+    pub fn lock(self) -> Result<LockedJournal, BuildError> {
+        let dir = self.journal_dir.clone();
+        let storage = FsStorage::create(&dir).map_err(|source| BuildError::JournalDir {
+            dir: dir.clone(),
+            source,
+        })?;
+        let storage: Arc<dyn Storage> = Arc::new(storage);
+        let options = Options {
+            fsync: self.fsync,
+            ..Options::default()
+        };
+        let (journal, report) = Journal::open(storage.clone(), options).map_err(|e| match e {
+            JournalError::Locked { holder_pid, .. } => BuildError::Live {
+                dir: dir.clone(),
+                holder_pid,
+            },
+            e => BuildError::Journal(e),
+        })?;
+        // Under the lock: this is the journal's real end, and nobody appends after it but us.
+        let (replay, end) =
+            replay_storage(storage, journal::Limits::default()).map_err(|source| {
+                BuildError::Replay {
+                    dir: dir.clone(),
+                    source,
+                }
+            })?;
+        if let ReadEnd::Corrupt(corruption) = end {
+            return Err(BuildError::Corrupt { dir, corruption });
+        }
+        Ok(LockedJournal {
+            settings: self,
+            journal,
+            report,
+            replay,
+        })
+    }
+
+    /// Builds a new session: [`SessionBuilder::lock`], then [`LockedJournal::open`].
+    pub fn open(self) -> Result<Session, BuildError> {
+        self.lock()?.open()
+    }
+
+    /// Continues the session the journal holds: [`SessionBuilder::lock`], then
+    /// [`LockedJournal::resume`].
+    pub fn resume(self) -> Result<Session, BuildError> {
+        self.lock()?.resume()
+    }
+}
+
+/// A journal held for writing and read to its end: the moment to look before anything is
+/// written or any tool is set up.
+pub struct LockedJournal {
+    settings: SessionBuilder,
+    journal: Journal,
+    report: OpenReport,
+    replay: SessionReplay,
+}
+
+impl LockedJournal {
+    /// What opening the journal found (e.g. a torn tail it quarantined and cut).
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// The journal as it ends, read under the writer lock.
+    pub fn replay(&self) -> &SessionReplay {
+        &self.replay
+    }
+
+    /// The journal directory.
+    pub fn journal_dir(&self) -> &Path {
+        &self.settings.journal_dir
+    }
+
+    /// Opens the workspace (with the journal directory out of reach) and registers the tools.
+    pub fn prepare(self) -> Result<PreparedSession, BuildError> {
+        let LockedJournal {
+            settings,
+            journal,
+            report: _,
+            replay,
+        } = self;
+        let mut forbidden = vec![settings.journal_dir.clone()];
+        forbidden.extend(settings.forbidden.iter().cloned());
+        let workspace = Workspace::new(&settings.workspace, &forbidden).map_err(|source| {
+            BuildError::Workspace {
+                path: settings.workspace.clone(),
+                source,
+            }
+        })?;
+        let workspace = Arc::new(workspace);
+        let mut registry = if settings.builtins {
+            builtin_registry(&workspace)?
+        } else {
+            Registry::new()
+        };
+        for (tool, source) in &settings.tools {
+            registry.register(tool.clone(), source.clone())?;
+        }
+        Ok(PreparedSession {
+            settings,
+            journal,
+            replay,
+            workspace,
+            registry,
+        })
+    }
+
+    /// A new session: [`LockedJournal::prepare`], then [`PreparedSession::open`].
+    pub fn open(self) -> Result<Session, BuildError> {
+        self.prepare()?.open()
+    }
+
+    /// The journal's session continued: [`LockedJournal::prepare`], then
+    /// [`PreparedSession::resume`].
+    pub fn resume(self) -> Result<Session, BuildError> {
+        self.prepare()?.resume()
+    }
+}
+
+/// A locked journal with its workspace and registry ready: the moment to add tools that need
+/// the workspace or a running server (an MCP server's), then open or resume.
+pub struct PreparedSession {
+    settings: SessionBuilder,
+    journal: Journal,
+    replay: SessionReplay,
+    workspace: Arc<Workspace>,
+    registry: Registry,
+}
+
+impl PreparedSession {
+    /// The journal as it ends, read under the writer lock.
+    pub fn replay(&self) -> &SessionReplay {
+        &self.replay
+    }
+
+    /// The workspace the tools act in (its root resolved).
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.workspace
+    }
+
+    /// The tools the session will have so far.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Where to add or configure tools before the session opens.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Opens a new session (writes `session/open`). Refused if the journal already holds one.
+    pub fn open(self) -> Result<Session, BuildError> {
+        let (journal, registry, hooks, config, options, _) = self.into_parts()?;
+        Ok(Session::open(journal, registry, hooks, config, options)?)
+    }
+
+    /// Continues the session the journal holds, on the same workspace. Refused if the journal
+    /// is empty, finished, or ends inside a turn (recover it first). Plan mode stays as the
+    /// journal shows it; [`SessionBuilder::plan_mode`]`(true)` turns it on.
+    pub fn resume(self) -> Result<Session, BuildError> {
+        if let Some(open) = &self.replay.open {
+            let given = self.workspace.root().display().to_string();
+            if open.workspace != given {
+                return Err(BuildError::WorkspaceMismatch {
+                    dir: self.settings.journal_dir.clone(),
+                    journaled: open.workspace.clone(),
+                    given,
+                });
+            }
+        }
+        let (journal, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        let plan_mode = std::mem::take(&mut config.plan_mode);
+        let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
+        if plan_mode && !session.plan_mode() {
+            session.set_plan_mode(true, "resumed in plan mode")?;
+        }
+        Ok(session)
+    }
+
+    #[allow(clippy::type_complexity)] // one destructuring, shared by open and resume
+    fn into_parts(
+        self,
+    ) -> Result<
+        (
+            Journal,
+            Arc<Registry>,
+            Hooks,
+            Config,
+            SessionOptions,
+            SessionReplay,
+        ),
+        BuildError,
+    > {
+        let PreparedSession {
+            settings,
+            journal,
+            replay,
+            workspace,
+            registry,
+        } = self;
+        let mut config = settings.config;
+        if config.spill.is_none() {
+            if let Some(cache_bytes) = settings.spill_cache_bytes {
+                let dir = settings.journal_dir.join(SPILL_DIR_NAME);
+                let spill = SledSpill::open(&dir, cache_bytes)
+                    .map_err(|message| BuildError::Spill { dir, message })?;
+                config.spill = Some(Arc::new(spill));
+            }
+        }
+        let options = SessionOptions {
+            session_id: settings.session_id,
+            workspace: workspace.root().display().to_string(),
+            clock: settings.clock,
+        };
+        Ok((
+            journal,
+            Arc::new(registry),
+            settings.hooks,
+            config,
+            options,
+            replay,
+        ))
+    }
+}
