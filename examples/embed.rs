@@ -214,6 +214,13 @@ fn run(root: &Path) -> Result<Found, Box<dyn std::error::Error>> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = tempfile::tempdir()?;
     let found = run(root.path())?;
+    for (call_id, classification) in &found.classifications {
+        println!("recovered {call_id}: {classification:?}");
+    }
+    println!(
+        "the history to send to OpenAI:\n{}",
+        serde_json::to_string_pretty(&found.openai_history)?
+    );
     println!("notes.txt:\n{}", found.notes);
     Ok(())
 }
