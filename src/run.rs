@@ -589,28 +589,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         plan_mode,
         kill_orphans,
     } = args;
-    // Recovery first: balance the journal (never re-running anything), then continue.
-    let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
-        recover::session::RecoverError::Failed(m) => CliError::Failed(m),
-        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
-        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
-    })?;
-    for note in recovered.notes() {
-        eprintln!("note: {}: {note}", journal_dir.display());
-    }
-    if recovered.analysis.live {
-        let storage = FsStorage::open(journal_dir).map_err(failed)?;
-        return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
-    }
-    if let Some(why) = &recovered.read_only_because {
-        return Err(failed(format!(
-            "{}: {why}; cannot resume",
-            journal_dir.display()
-        )));
-    }
-    if recovered.appended {
-        print_recovered(&recovered)?;
-    }
+    let recovered = recover_first(journal_dir)?;
     // The policy the journal holds decides how the journal is opened (its fsync), so it is
     // read before the lock, and checked again under it.
     let journaled = recovered.analysis.replay.policy.clone();
@@ -646,37 +625,9 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     // and no other process can append before this session does (or finish it meanwhile).
     let locked = lock(builder)?;
     let replay = locked.replay();
-    if replay.policy != journaled {
-        return Err(failed(format!(
-            "{}: another process changed the session's policy while this resume started; \
-             run `tooljournal resume` again",
-            journal_dir.display()
-        )));
-    }
-    let Some(open) = &replay.open else {
-        outln!(
-            "{}: empty journal: nothing to resume",
-            journal_dir.display()
-        )?;
+    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref())? else {
         return Ok(());
     };
-    if replay.closed {
-        outln!(
-            "{}: session {} already finished; nothing to resume",
-            journal_dir.display(),
-            open.session_id
-        )?;
-        return Ok(());
-    }
-    if let Some(turn) = replay.open_turn() {
-        // Another process was interrupted between our recovery and our lock.
-        return Err(failed(format!(
-            "{}: turn {} is open again: another process wrote to the session after its \
-             recovery; run `tooljournal resume` again",
-            journal_dir.display(),
-            turn.turn
-        )));
-    }
     let Some(script) = script else {
         outln!(
             "{}: session {} is balanced; give --script to continue it",
@@ -694,6 +645,74 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let prepared = prepare(locked, setup, approver, printer, true)?;
     outln!("resuming session {session_id} after {consumed} script lines")?;
     play(prepared, model, false)
+}
+
+/// Recovery first: balances the journal (never re-running anything) so a resume continues a
+/// balanced session; refuses a live session and one recovery could not write to.
+fn recover_first(journal_dir: &Path) -> Result<recover::session::Recovered, CliError> {
+    let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
+        recover::session::RecoverError::Failed(m) => CliError::Failed(m),
+        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+    })?;
+    for note in recovered.notes() {
+        eprintln!("note: {}: {note}", journal_dir.display());
+    }
+    if recovered.analysis.live {
+        let storage = FsStorage::open(journal_dir).map_err(failed)?;
+        return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
+    }
+    if let Some(why) = &recovered.read_only_because {
+        return Err(failed(format!(
+            "{}: {why}; cannot resume",
+            journal_dir.display()
+        )));
+    }
+    if recovered.appended {
+        print_recovered(&recovered)?;
+    }
+    Ok(recovered)
+}
+
+/// Checks, under the writer lock, that the journal is still the one recovery balanced and
+/// that there is a session to continue. `None`: nothing to resume (said on stdout).
+fn still_resumable<'r>(
+    journal_dir: &Path,
+    replay: &'r SessionReplay,
+    journaled: Option<&runtime::event::SessionPolicy>,
+) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
+    if replay.policy.as_ref() != journaled {
+        return Err(failed(format!(
+            "{}: another process changed the session's policy while this resume started; \
+             run `tooljournal resume` again",
+            journal_dir.display()
+        )));
+    }
+    let Some(open) = &replay.open else {
+        outln!(
+            "{}: empty journal: nothing to resume",
+            journal_dir.display()
+        )?;
+        return Ok(None);
+    };
+    if replay.closed {
+        outln!(
+            "{}: session {} already finished; nothing to resume",
+            journal_dir.display(),
+            open.session_id
+        )?;
+        return Ok(None);
+    }
+    if let Some(turn) = replay.open_turn() {
+        // Another process was interrupted between our recovery and our lock.
+        return Err(failed(format!(
+            "{}: turn {} is open again: another process wrote to the session after its \
+             recovery; run `tooljournal resume` again",
+            journal_dir.display(),
+            turn.turn
+        )));
+    }
+    Ok(Some(open))
 }
 
 /// How long a killed process group may take to disappear.
