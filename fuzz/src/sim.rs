@@ -12,10 +12,10 @@ use runtime::event::{
     AskAnswer, CallRef, ModelCall, ModelResponse, Resources, SideEffect, StepOutcome, StopReason,
     ToolSource, TurnOutcome,
 };
-use runtime::eventlog::ManualClock;
 use runtime::hooks::{Hooks, Observer};
 use runtime::registry::Registry;
 use runtime::spill::SpillStore;
+use runtime::testing::ManualClock;
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use serde_json::{json, Value};

@@ -7,7 +7,6 @@
 use crate::error::RuntimeError;
 use crate::event::{Event, RecordRef};
 use journal::Journal;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Where timestamps come from.
@@ -25,25 +24,6 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0)
-    }
-}
-
-/// A clock that only moves when told to: for deterministic tests and simulations.
-#[derive(Debug, Default)]
-pub struct ManualClock(AtomicU64);
-
-impl ManualClock {
-    pub fn new(start_ms: u64) -> ManualClock {
-        ManualClock(AtomicU64::new(start_ms))
-    }
-    pub fn advance(&self, ms: u64) {
-        self.0.fetch_add(ms, Ordering::AcqRel);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
     }
 }
 

@@ -17,11 +17,13 @@ pub struct Failpoints(Option<Arc<Mutex<HashMap<String, u32>>>>);
 
 impl Failpoints {
     /// A set a test can arm.
+    #[cfg(feature = "testing")]
     pub fn armable() -> Failpoints {
         Failpoints(Some(Arc::default()))
     }
 
     /// Makes the `nth` (1-based) pass through `name` fail, counted from now.
+    #[cfg(feature = "testing")]
     pub fn arm(&self, name: &str, nth: u32) {
         let set = self.0.as_ref().expect("arm needs Failpoints::armable()");
         set.lock()
@@ -30,11 +32,12 @@ impl Failpoints {
     }
 
     /// Turns `name` on for good (a mode, not a one-off fault).
+    #[cfg(feature = "testing")]
     pub fn enable(&self, name: &str) {
         self.arm(name, 0);
     }
 
-    /// Whether `name` was turned on with [`Failpoints::enable`].
+    /// Whether `name` was turned on (with `Failpoints::enable`, a `testing` build's).
     #[cfg_attr(not(feature = "mutant"), allow(dead_code))]
     pub(crate) fn enabled(&self, name: &str) -> bool {
         let Some(set) = &self.0 else { return false };

@@ -25,6 +25,8 @@ mod scheduler;
 pub mod session;
 pub mod spill;
 pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tool;
 pub mod tools;
 

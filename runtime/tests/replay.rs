@@ -324,7 +324,7 @@ fn session_options() -> runtime::SessionOptions {
     runtime::SessionOptions {
         session_id: Some("second".into()),
         workspace: "/ws".into(),
-        clock: Arc::new(runtime::eventlog::ManualClock::new(1_700_000_000_000)),
+        clock: Arc::new(runtime::testing::ManualClock::new(1_700_000_000_000)),
     }
 }
 

@@ -7,10 +7,10 @@ use common::*;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
 use runtime::event::{ModelCall, StepOutcome, TurnOutcome};
-use runtime::eventlog::ManualClock;
 use runtime::hooks::Hooks;
 use runtime::replay::replay_storage;
 use runtime::state::CallState;
+use runtime::testing::ManualClock;
 use runtime::{Config, RuntimeError, Session, SessionOptions};
 use std::sync::Arc;
 

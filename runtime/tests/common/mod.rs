@@ -3,10 +3,10 @@
 
 use journal::{Journal, Options, SimStorage};
 use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome};
-use runtime::eventlog::ManualClock;
 use runtime::hooks::Hooks;
 use runtime::registry::Registry;
 use runtime::replay::{replay_storage, SessionReplay};
+use runtime::testing::ManualClock;
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use serde_json::{json, Value};
