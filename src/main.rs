@@ -34,8 +34,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write a small journal through group commit, tear its tail as a crash would, and show
-    /// verify, quarantine and reopen at work. The newcomer's first command.
+    /// Run a bundled agent session on a fresh temporary workspace (reads, an edit, a spilled
+    /// result, refusals, a parallel batch, a stopped `bash` call), leave a copy of its journal
+    /// cut as a crash would have left it, and say what to try on both. The newcomer's first
+    /// command.
     Demo,
     /// Run a scripted session (JSON lines: user messages and model responses) on a workspace.
     Run {
