@@ -702,10 +702,9 @@ fn scenario_01_turn_2_cut_mid_record_is_dropped_and_its_turn_closed_as_interrupt
         first["end"],
         serde_json::json!({"kind": "torn_tail", "dropped_bytes": cut - last})
     );
-    let quarantine = dir.path().join(format!(
-        "{}.torn-at-{last}",
-        journal::segment::file_name(0)
-    ));
+    let quarantine = dir
+        .path()
+        .join(format!("{}.torn-at-{last}", journal::segment::file_name(0)));
     assert_eq!(std::fs::read(&quarantine).unwrap(), kept[last..].to_vec());
     assert_eq!(by_id(&first, "c1")["state"], "committed");
     assert_eq!(by_id(&first, "d1")["classification"], "TOOL_NOT_STARTED");
@@ -740,7 +739,11 @@ fn scenario_12_crash_after_turn_start_is_an_interrupted_turn_with_no_results() {
     });
     b.done();
     let v = classify_json(dir.path(), &[]);
-    assert_eq!(v["calls"].as_array().unwrap().len(), 1, "only turn 1's call");
+    assert_eq!(
+        v["calls"].as_array().unwrap().len(),
+        1,
+        "only turn 1's call"
+    );
     let replay = replay_dir(dir.path());
     assert_eq!(replay.turns.len(), 2);
     assert_eq!(replay.turns[1].outcome, Some(TurnOutcome::Interrupted));
