@@ -129,7 +129,7 @@ fn verify_corruption_exits_2_naming_segment_and_offset() {
 }
 
 #[test]
-fn verify_future_version_exits_2_and_says_so() {
+fn scenario_08_a_future_format_version_exits_2_and_says_so() {
     let dir = journal_with(1);
     let path = segment0(dir.path());
     let mut bytes = std::fs::read(&path).unwrap();

@@ -124,7 +124,7 @@ fn assert_verify_agrees_with_recover(dir: &Path, code: i32) -> String {
 }
 
 #[test]
-fn an_unknown_event_type_is_corruption_in_verify_as_in_recover() {
+fn scenario_07_an_unknown_event_type_is_corruption_naming_it_in_verify_as_in_recover() {
     let mut payloads = vec![encode(&open_record(EVENT_SCHEMA_VERSION, vec![]))];
     payloads.extend(turn(1));
     payloads.push(raw_event(Event::VARIANT_COUNT, &[]));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_sync_callers_share_fsyncs() {
+async fn scenario_10_many_concurrent_appends_share_fsyncs_and_keep_every_record_in_seq_order() {
     let storage = SimStorage::new();
     // A sync takes as long as a real disk's, so callers overlap as they would in production.
     storage.set_sync_latency(Duration::from_millis(2));

@@ -17,7 +17,7 @@ fn journal_of(sizes: &[usize]) -> (SimStorage, Vec<Vec<u8>>) {
 }
 
 #[test]
-fn zero_filled_last_sector_is_a_torn_tail_not_corruption() {
+fn scenario_06_zero_filled_last_sector_is_a_torn_tail_not_corruption() {
     for sector in [512usize, 4096] {
         // Zeros appended after valid records (the file grew, its data never reached the disk).
         let (storage, written) = journal_of(&[10, 200, 30]);
@@ -54,7 +54,7 @@ fn zero_filled_last_sector_is_a_torn_tail_not_corruption() {
 }
 
 #[test]
-fn garbage_tail_is_torn_and_reopen_truncates_it_after_quarantine() {
+fn scenario_35_a_torn_tail_is_quarantined_byte_for_byte_before_reopen_cuts_it() {
     let (storage, written) = journal_of(&[10, 20, 30]);
     let (name, mut bytes) = last_segment(&storage);
     let valid_len = bytes.len();
@@ -131,7 +131,7 @@ fn raw_frame(seq: u64, payload: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn seq_gap_or_repeat_is_corruption_even_with_good_checksums() {
+fn scenario_04_seq_gap_or_repeat_is_corruption_even_with_good_checksums() {
     for bad_seq in [5u64, 3, 2] {
         let (storage, _) = journal_of(&[10, 20, 30]);
         let (name, mut bytes) = last_segment(&storage);
@@ -190,7 +190,7 @@ fn a_hand_built_frame_with_the_right_seq_is_read() {
 }
 
 #[test]
-fn empty_and_header_only_segments_read_as_empty_journals() {
+fn scenario_05_empty_and_header_only_segments_read_as_empty_journals() {
     // A directory with no segment at all.
     let storage = SimStorage::new();
     let (got, end) = read_all(&storage, small_limits(1 << 20));

@@ -65,7 +65,7 @@ fn cut_at(segs: &[LaidOutSegment], cut: u64, keep_empty: bool) -> SimStorage {
 }
 
 #[test]
-fn every_cut_reads_the_prefix_and_reopen_appends_after_it() {
+fn scenario_11_a_writer_reopening_any_cut_quarantines_and_cuts_the_torn_tail_before_appending() {
     let options = small_limits(300);
     let original = SimStorage::new();
     let written = write_records(&original, options, SIZES);

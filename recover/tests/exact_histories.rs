@@ -189,7 +189,7 @@ fn ids(format: Format, body: &Value) -> (Vec<String>, Vec<String>) {
 }
 
 #[test]
-fn long_ids_with_odd_characters_fit_every_format_alike_for_call_and_result() {
+fn scenario_25_long_ids_with_odd_characters_fit_every_format_alike_for_call_and_result() {
     // Two 467-character ids that share everything but their last character.
     let (a, b) = (long_id("=="), long_id("=/"));
     assert_eq!((a.len(), b.len()), (467, 467));

@@ -786,7 +786,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn random_conversations_render_valid_with_consistent_ids(conv in conversation_strategy()) {
+    fn scenario_24_random_conversations_render_adjacent_results_every_validator_accepts(conv in conversation_strategy()) {
         let originals: Vec<&ConvCall> = conv
             .messages
             .iter()

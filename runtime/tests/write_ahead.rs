@@ -182,7 +182,7 @@ async fn rejected_calls_cost_no_fsync_of_their_own() {
 }
 
 #[tokio::test]
-async fn a_failed_fsync_stops_the_batch_before_any_body_runs() {
+async fn scenario_09_a_failed_fsync_stops_the_batch_before_any_body_runs() {
     let storage = SimStorage::new();
     let tool = TestTool::ok("touch");
     let probe = tool.probe();
