@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 /// Where timestamps come from.
 pub trait Clock: Send + Sync {
+    /// Now, in milliseconds since the Unix epoch (or whatever origin a test clock uses).
     fn now_ms(&self) -> u64;
 }
 
@@ -33,9 +34,11 @@ impl Clock for SystemClock {
 pub struct ManualClock(AtomicU64);
 
 impl ManualClock {
+    /// A clock that reads `start_ms` until advanced.
     pub fn new(start_ms: u64) -> ManualClock {
         ManualClock(AtomicU64::new(start_ms))
     }
+    /// Moves the clock forward by `ms` milliseconds.
     pub fn advance(&self, ms: u64) {
         self.0.fetch_add(ms, Ordering::AcqRel);
     }
@@ -55,6 +58,7 @@ pub struct EventLog {
 }
 
 impl EventLog {
+    /// A log that appends to `journal`, timestamping with `clock`.
     pub fn new(journal: Arc<Journal>, clock: Arc<dyn Clock>) -> EventLog {
         EventLog { journal, clock }
     }
@@ -82,6 +86,7 @@ impl EventLog {
         self.sync_through(last).await
     }
 
+    /// The journal underneath, e.g. to check whether it is poisoned.
     pub fn journal(&self) -> &Arc<Journal> {
         &self.journal
     }
