@@ -7,6 +7,7 @@ use runtime::event::AskAnswer;
 pub const PATHS: [&str; 3] = ["a", "b", "c"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a simulated call behaves, or how the model gets it wrong.
 pub enum Kind {
     /// Sleeps `duration_ms`, then succeeds (or stops when cancelled).
     Ok,
@@ -29,15 +30,22 @@ pub enum Kind {
 }
 
 #[derive(Debug, Clone)]
+/// One tool call the simulated model sends.
 pub struct CallSpec {
+    /// How the call behaves.
     pub kind: Kind,
+    /// Whether the tool declares the call concurrency-safe (it may overlap others).
     pub parallel: bool,
+    /// How long the body runs, in simulated ms (0..40).
     pub duration_ms: u64,
+    /// Paths (from [`PATHS`]) the call declares it reads; recorded in its `started`.
     pub reads: Vec<&'static str>,
+    /// Paths (from [`PATHS`]) the call declares it writes; recorded in its `started`.
     pub writes: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// When the user stops a step.
 pub enum Cancel {
     /// The user stops the step before the model answers: no request, no calls.
     AtStepStart,
@@ -46,9 +54,13 @@ pub enum Cancel {
 }
 
 #[derive(Debug, Clone)]
+/// One step of a turn: one model response and the batch of calls it asks for.
 pub struct StepSpec {
+    /// The calls, in model order (0 to 4; none ends the turn).
     pub calls: Vec<CallSpec>,
+    /// The response stops at its length limit (`StopReason::Length`) instead of asking for tools.
     pub truncated: bool,
+    /// When the user stops this step; `None`: never.
     pub cancel: Option<Cancel>,
 }
 
@@ -59,7 +71,10 @@ pub struct StepSpec {
 pub enum At {
     /// At this point of the session, in thousandths of its operations of the fault's kind:
     /// the fault fires.
-    Inside { per_mille: u64 },
+    Inside {
+        /// Where, in thousandths (0..1000) of the operations of that kind.
+        per_mille: u64,
+    },
     /// Just past the session's last operation of that kind: the fault never fires (the no-fault
     /// path, on a disk that would have failed).
     PastEnd,
@@ -78,25 +93,33 @@ impl At {
 /// What goes wrong with the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StorageFault {
+    /// Nothing: the disk works throughout.
     None,
     /// Power goes out at an I/O operation (any kind); the unsynced tail is torn or zero-filled
     /// at `granule_bytes` (512 or 4096), keeping `granules` of it.
     PowerLoss {
+        /// Which I/O operation the power goes out at.
         at: At,
+        /// Granule size of the unsynced tail in bytes: 512 or 4096.
         granule_bytes: u64,
+        /// How many granules of the unsynced tail survive (0..3).
         granules: u64,
+        /// Whether the surviving unsynced granules read back as zeros.
         zero: bool,
     },
     /// An fsync fails.
     SyncFails {
+        /// Which sync fails.
         at: At,
     },
     /// A write finds the disk full.
     NoSpace {
+        /// Which write fails.
         at: At,
     },
     /// A write is short (legal; must be completed, not lost).
     ShortWrite {
+        /// Which write is short.
         at: At,
     },
 }
@@ -113,6 +136,7 @@ impl StorageFault {
         }
     }
 
+    /// Where the fault lands; `None` for [`StorageFault::None`].
     pub fn at(self) -> Option<At> {
         match self {
             StorageFault::None => None,
@@ -125,11 +149,17 @@ impl StorageFault {
 }
 
 #[derive(Debug, Clone)]
+/// A whole simulated session and what goes wrong in it: what [`case()`] generates and a seed picks.
 pub struct Case {
+    /// The user's turns (1 to 3), each a list of steps (1 to 3).
     pub turns: Vec<Vec<StepSpec>>,
+    /// The session's `parallel_max`: most calls running at once (1 to 4).
     pub parallel_max: usize,
+    /// What goes wrong with the disk.
     pub fault: StorageFault,
+    /// Whether an observer that panics on every result it is shown is installed.
     pub observer_panics: bool,
+    /// Whether the spill store fails every write (large results cannot be spilled).
     pub spill_fails: bool,
     /// After the first recovery, resume and run one more turn, then recover again.
     pub resume: bool,

@@ -5,6 +5,8 @@
 //! Cases come from proptest strategies; a seed picks one, so a violation is replayed from its
 //! seed, and proptest shrinks it to a small case.
 
+#![warn(missing_docs)]
+
 pub mod case;
 pub mod check;
 pub mod counted;
@@ -64,6 +66,7 @@ pub enum Mutant {
 }
 
 impl Mutant {
+    /// Every mutant, in the order the campaign runs them.
     pub const ALL: [Mutant; 6] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
@@ -73,6 +76,7 @@ impl Mutant {
         Mutant::CancelledCallRuns,
     ];
 
+    /// A short description of the bug the mutant plants, for reports.
     pub fn name(self) -> &'static str {
         match self {
             Mutant::StartedAfterBody => "started written after the body",
@@ -108,7 +112,9 @@ impl Mutant {
 /// What one case gave.
 #[derive(Debug)]
 pub struct Verdict {
+    /// The invariants the run broke, one message each; empty: the case passed.
     pub violations: Vec<String>,
+    /// The fault the case drew and whether it fired; `None` when the case drew none.
     pub fault: Option<sim::FaultReport>,
 }
 
@@ -127,8 +133,11 @@ pub fn check_case(case: &case::Case, mutant: Option<Mutant>) -> Verdict {
 /// A violation, shrunk.
 #[derive(Debug)]
 pub struct Found {
+    /// The seed that generated the case.
     pub seed: u64,
+    /// The case, shrunk as far as it keeps failing.
     pub case: case::Case,
+    /// What the shrunk case violates.
     pub violations: Vec<String>,
 }
 
@@ -170,6 +179,7 @@ pub struct FaultStats {
 }
 
 impl FaultStats {
+    /// Counts one case's fault: drawn, and if it fired, fired and the events around it.
     pub fn add(&mut self, fault: &sim::FaultReport) {
         let entry = self.kinds.entry(fault.kind).or_default();
         entry.0 += 1;
@@ -226,6 +236,7 @@ pub struct Campaign {
     pub ran: u64,
     /// The first violation, shrunk.
     pub found: Option<Found>,
+    /// How the faults the cases drew fared.
     pub faults: FaultStats,
 }
 

@@ -28,7 +28,9 @@ use tokio_util::sync::CancellationToken;
 /// A body that ran, as the tool saw it (outside the journal).
 #[derive(Debug, Clone)]
 pub struct Body {
+    /// The id of the call the body ran for.
     pub call_id: String,
+    /// When the body started, in simulated ms since the run began.
     pub started_ms: u64,
     /// What the body returned; `None` if it never finished (it was dropped while running).
     pub end: Option<BodyEnd>,
@@ -37,15 +39,20 @@ pub struct Body {
 /// What a body returned, as the tool recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyEnd {
+    /// The body succeeded with this content.
     Ok(String),
+    /// The body failed with this code and message.
     Err(ErrorCode, String),
+    /// The body panicked.
     Panicked,
 }
 
 /// One step's model response as the model sent it: its calls, in model order.
 #[derive(Debug, Clone)]
 pub struct SentStep {
+    /// The turn number the session gave.
     pub turn: u32,
+    /// The step number within the turn the session gave.
     pub step: u32,
     /// The response stopped at its length limit.
     pub truncated: bool,
@@ -58,11 +65,13 @@ pub struct SentStep {
 /// The fault a run drew, and what became of it.
 #[derive(Debug, Clone)]
 pub struct FaultReport {
+    /// The fault's kind, as [`crate::case::StorageFault::kind`] names it.
     pub kind: &'static str,
     /// The operation of its kind it was set on (1-based).
     pub nth: u64,
     /// How many operations of that kind the session makes without the fault.
     pub count: u64,
+    /// Whether the fault fired (the session reached the `nth` operation).
     pub fired: bool,
     /// The last event the runtime had appended when the fault fired ("open" while the journal
     /// and session are being opened). The runtime touches the disk only to make records durable
@@ -79,6 +88,7 @@ pub struct FaultReport {
 pub struct Run {
     /// The disk as recovery will find it.
     pub image: SimStorage,
+    /// Every tool body that started, in the order they started.
     pub bodies: Vec<Body>,
     /// What the model sent, step by step, in order.
     pub steps: Vec<SentStep>,
@@ -86,6 +96,7 @@ pub struct Run {
     pub cancels: HashMap<(u32, u32), u64>,
     /// Violations seen while running (a body starting after the journal failed).
     pub live_violations: Vec<String>,
+    /// The fault the case drew and what became of it; `None` when the case drew none.
     pub fault: Option<FaultReport>,
 }
 
@@ -100,6 +111,7 @@ impl Run {
         })
     }
 
+    /// The body that ran for `call_id`; `None` if none started.
     pub fn body(&self, call_id: &str) -> Option<&Body> {
         self.bodies.iter().find(|b| b.call_id == call_id)
     }

@@ -18,6 +18,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct CodecError {
+    /// bincode's description of the failure.
     pub message: String,
     /// The encoding would have exceeded the size limit it was given.
     pub over_limit: bool,

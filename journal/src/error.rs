@@ -9,7 +9,9 @@ use std::sync::Arc;
 /// Where in a journal something is: a segment and a byte offset in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Position {
+    /// The segment's number (its file name is derived from it).
     pub segment: u64,
+    /// Byte offset from the start of the segment file, header included.
     pub offset: u64,
 }
 
@@ -33,15 +35,33 @@ pub enum CorruptionKind {
     /// a torn tail.
     BadRecord(BadFrame),
     /// A valid record whose seq is not the one expected (a gap or a repeat).
-    SeqGap { expected: u64, found: u64 },
+    SeqGap {
+        /// The seq that should have come next.
+        expected: u64,
+        /// The seq the record carries.
+        found: u64,
+    },
     /// A segment header whose first seq does not continue the previous segment.
-    FirstSeqMismatch { expected: u64, found: u64 },
+    FirstSeqMismatch {
+        /// The seq after the previous segment's last record.
+        expected: u64,
+        /// The first seq this segment's header claims.
+        found: u64,
+    },
     /// A segment from another journal.
     JournalIdMismatch,
     /// A segment header whose number does not match its file name.
-    SegmentNumberMismatch { expected: u64, found: u64 },
+    SegmentNumberMismatch {
+        /// The number in the file name.
+        expected: u64,
+        /// The number in the header.
+        found: u64,
+    },
     /// Segment numbers skip one: the named segment is missing.
-    MissingSegment { missing: u64 },
+    MissingSegment {
+        /// The number of the segment that should exist and does not.
+        missing: u64,
+    },
 }
 
 impl std::fmt::Display for CorruptionKind {
@@ -76,7 +96,9 @@ impl std::fmt::Display for CorruptionKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("corrupt journal at {position}: {kind}")]
 pub struct Corruption {
+    /// Where the corruption begins.
     pub position: Position,
+    /// What is wrong there.
     pub kind: CorruptionKind,
 }
 
@@ -93,33 +115,55 @@ pub fn full_disk_note(e: &io::Error) -> &'static str {
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error("{location}: {op} {file}: {source}{}", full_disk_note(source))]
+    /// A read, write, sync or directory operation failed.
     Io {
+        /// The journal's location (its directory), as `Storage::location` gives it.
         location: String,
+        /// The operation that failed, e.g. `"sync"`, `"lock"`, `"list"`.
         op: &'static str,
+        /// The file it failed on, relative to the journal's directory (`.` for the directory
+        /// itself).
         file: String,
         #[source]
+        /// The OS's error.
         source: io::Error,
     },
     #[error("{location}: journal is locked by another writer{} (a live session, or a recovery in progress)", holder_pid.map(|p| format!(", pid {p}")).unwrap_or_default())]
+    /// Another process holds the journal's writer lock.
     Locked {
+        /// The journal's location.
         location: String,
         /// The pid the holder recorded in the lock file, if it could be read.
         holder_pid: Option<u32>,
     },
     #[error("{location}: {corruption}")]
+    /// The journal's bytes are damaged somewhere other than a torn tail.
     Corrupt {
+        /// The journal's location.
         location: String,
+        /// What is damaged, and where.
         corruption: Corruption,
     },
     #[error("record of {size_bytes} bytes is over the limit of {size_bytes_max} bytes")]
+    /// An append whose encoded payload would exceed the record size limit; nothing was written.
     RecordTooLarge {
+        /// The payload's encoded size in bytes.
         size_bytes: u64,
+        /// The largest payload allowed: `Limits::record_size_bytes_max` less the 8 bytes of seq.
         size_bytes_max: u64,
     },
     #[error("cannot encode record: {0}")]
+    /// The value cannot be encoded (e.g. a type serde's bincode cannot represent); nothing was
+    /// written.
     Encode(crate::codec::CodecError),
     #[error("cannot sync through seq {seq}: the last appended seq is {last}")]
-    NotAppended { seq: u64, last: u64 },
+    /// `sync_through` was asked for a seq that has not been appended yet.
+    NotAppended {
+        /// The seq asked for.
+        seq: u64,
+        /// The last seq appended so far.
+        last: u64,
+    },
     /// Fail-stop (DESIGN.md I10): an earlier write or sync failed, so nothing more is written.
     #[error("journal stopped after an earlier failure: {0}")]
     Poisoned(Arc<JournalError>),
@@ -139,7 +183,10 @@ impl JournalError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("record seq {seq} at {position}: payload does not decode: {message}")]
 pub struct DecodeError {
+    /// The record's seq.
     pub seq: u64,
+    /// Where the record's frame starts.
     pub position: Position,
+    /// The decoder's description of the failure.
     pub message: String,
 }

@@ -24,7 +24,12 @@ pub const FRAME_BYTES_MIN: usize = FRAME_PREFIX_BYTES + SEQ_BYTES;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameCheck {
     /// A whole, checksummed frame: `frame_bytes` long in total.
-    Valid { seq: u64, frame_bytes: u64 },
+    Valid {
+        /// The seq stored in the frame.
+        seq: u64,
+        /// The frame's total size in bytes, prefix included.
+        frame_bytes: u64,
+    },
     /// Not a valid frame; the reason.
     Bad(BadFrame),
 }
@@ -34,15 +39,30 @@ pub enum FrameCheck {
 pub enum BadFrame {
     /// Fewer bytes remain than a frame prefix, or than the length field promises.
     Truncated {
+        /// Bytes the frame needs from its offset on.
         needed_bytes: u64,
+        /// Bytes left in the file from that offset.
         available_bytes: u64,
     },
     /// The length field is below the minimum (the seq alone needs 8 bytes).
-    LengthTooSmall { length: u32 },
+    LengthTooSmall {
+        /// The length field as stored.
+        length: u32,
+    },
     /// The length field is above the configured record size limit.
-    LengthOverLimit { length: u32, length_max: u32 },
+    LengthOverLimit {
+        /// The length field as stored.
+        length: u32,
+        /// The configured record size limit in bytes.
+        length_max: u32,
+    },
     /// The stored checksum does not match the bytes.
-    Checksum { stored: u32, computed: u32 },
+    Checksum {
+        /// The CRC-32 stored in the frame.
+        stored: u32,
+        /// The CRC-32 of the bytes as read.
+        computed: u32,
+    },
 }
 
 impl std::fmt::Display for BadFrame {

@@ -14,6 +14,8 @@
 //!
 //! The byte format is in `docs/FORMAT.md`.
 
+#![warn(missing_docs)]
+
 pub mod codec;
 mod error;
 pub mod framing;
@@ -91,7 +93,9 @@ impl std::fmt::Display for FsyncPolicy {
 /// How a [`Journal`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
+    /// Record and segment size limits.
     pub limits: Limits,
+    /// When appended records are fdatasynced; `Group` unless a benchmark says otherwise.
     pub fsync: FsyncPolicy,
     /// Appended bytes held in memory before they are written to the file (not synced) even
     /// without a sync request: bounds memory, and keeps unsynced data in the OS page cache,

@@ -26,10 +26,13 @@ const READ_WINDOW_BYTES: u64 = 1 << 20;
 /// One record as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The record's sequence number: 1 for the first record, one more for each after.
     pub seq: u64,
+    /// Where the record's frame starts.
     pub position: Position,
     /// The frame's total size on disk, prefix included.
     pub frame_bytes: u64,
+    /// The encoded value, as the writer appended it; decode with [`Record::decode`].
     pub payload: Vec<u8>,
 }
 
@@ -49,10 +52,13 @@ impl Record {
 /// record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef<'a> {
+    /// The record's sequence number: 1 for the first record, one more for each after.
     pub seq: u64,
+    /// Where the record's frame starts.
     pub position: Position,
     /// The frame's total size on disk, prefix included.
     pub frame_bytes: u64,
+    /// The encoded value, borrowed until the next read; decode with [`RecordRef::decode`].
     pub payload: &'a [u8],
 }
 
@@ -66,6 +72,7 @@ impl RecordRef<'_> {
         })
     }
 
+    /// Copies the payload out into an owned [`Record`].
     pub fn to_owned(&self) -> Record {
         Record {
             seq: self.seq,
@@ -214,8 +221,11 @@ pub struct Reader {
 /// What a salvaging reader passed over: where, how many bytes, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
+    /// Where the skipped bytes begin.
     pub position: Position,
+    /// How many bytes were skipped.
     pub bytes: u64,
+    /// Why they were skipped: the description of the bad frame or header found there.
     pub what: String,
 }
 

@@ -28,8 +28,11 @@ const TEMP_SUFFIX: &str = ".segment.tmp";
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The id of the journal the segment belongs to: random at creation, the same in every segment.
     pub journal_id: [u8; 16],
+    /// The segment's number; must match its file name.
     pub segment_number: u64,
+    /// The seq of the first record in this segment (the previous segment's last seq + 1).
     pub first_seq: u64,
 }
 
@@ -37,13 +40,29 @@ pub struct SegmentHeader {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BadHeader {
     /// Fewer bytes than a header.
-    Short { len_bytes: u64 },
+    Short {
+        /// The file's length in bytes.
+        len_bytes: u64,
+    },
     /// The first 8 bytes are not the magic.
-    Magic { found: [u8; 8] },
+    Magic {
+        /// The 8 bytes found instead.
+        found: [u8; 8],
+    },
     /// Written by a newer (or unknown) format version.
-    UnsupportedVersion { found: u32, supported: u32 },
+    UnsupportedVersion {
+        /// The version in the header.
+        found: u32,
+        /// The newest version this build reads ([`FORMAT_VERSION`]).
+        supported: u32,
+    },
     /// The header's own checksum does not match.
-    Checksum { stored: u32, computed: u32 },
+    Checksum {
+        /// The CRC-32 stored in the header.
+        stored: u32,
+        /// The CRC-32 of the header bytes as read.
+        computed: u32,
+    },
 }
 
 impl std::fmt::Display for BadHeader {
@@ -67,6 +86,8 @@ impl std::fmt::Display for BadHeader {
 }
 
 impl SegmentHeader {
+    /// The header's bytes as written at the start of a segment file: magic, version, fields and
+    /// checksum.
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut out = [0u8; HEADER_BYTES];
         out[0..8].copy_from_slice(&MAGIC);

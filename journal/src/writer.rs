@@ -370,6 +370,7 @@ impl Journal {
         Ok(self.stats().appended_seq)
     }
 
+    /// The last appended seq, the last durable seq, and the number of syncs so far.
     pub fn stats(&self) -> JournalStats {
         let shared = &self.shared;
         JournalStats {
@@ -384,6 +385,7 @@ impl Journal {
         self.shared.poison.get().cloned()
     }
 
+    /// The journal's id, written in every segment header.
     pub fn journal_id(&self) -> [u8; 16] {
         self.shared.journal_id
     }

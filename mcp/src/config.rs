@@ -17,10 +17,12 @@ pub const TOOLS_PER_SERVER_MAX: usize = 256;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+/// One `[mcp_servers.NAME]` table: how to start the server and how its tools are registered.
 pub struct ServerConfig {
     /// The program to start (looked up in `PATH` when it has no slash).
     pub command: String,
     #[serde(default)]
+    /// Arguments passed to `command`; default none.
     pub args: Vec<String>,
     /// Added to the environment the server inherits.
     #[serde(default)]
@@ -36,6 +38,8 @@ pub struct ServerConfig {
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     #[serde(default = "startup_timeout_ms_default")]
+    /// Milliseconds the server gets to start and list its tools before the session refuses to
+    /// start; default [`STARTUP_TIMEOUT_MS_DEFAULT`].
     pub startup_timeout_ms: u64,
     /// How this server's tools are shown, unless a `[…tools.NAME]` table says otherwise.
     #[serde(default)]
@@ -58,11 +62,14 @@ fn startup_timeout_ms_default() -> u64 {
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+/// One `[mcp_servers.NAME.tools.TOOL]` table: settings for one tool of a server, overriding the
+/// server's.
 pub struct ToolConfig {
     /// The final name the model calls it by, instead of `<prefix><tool>`.
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
+    /// How this tool is shown; `None`: the server's `exposure`.
     pub exposure: Option<Exposure>,
     /// Declares the tool read-only (or not), whatever the server's hints say.
     #[serde(default)]

@@ -10,6 +10,8 @@
 //! Data flows one way: this crate uses the runtime's `Tool` and `Registry`; the runtime knows
 //! nothing of MCP, and `recover` never starts a server.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod naming;
 mod server;
@@ -22,21 +24,45 @@ pub use tool::McpTool;
 use runtime::registry::{Registry, RegistryError};
 
 #[derive(Debug, thiserror::Error)]
+/// Why an MCP server's tools could not be made runtime tools. Each names the server.
 pub enum McpError {
     #[error("MCP server {server}: {message}")]
-    Startup { server: String, message: String },
-    #[error("MCP server {server}: the configuration sets up tool {tool:?}, which the server does not offer")]
-    NoSuchTool { server: String, tool: String },
-    #[error("MCP server {server}: tools {:?} and {:?} would both be named {name:?}; give one a `name` in its [mcp_servers.{server}.tools.NAME] table", tools.0, tools.1)]
-    NameCollision {
+    /// The server did not start, did not complete the MCP handshake, failed to list its tools, or
+    /// did not do so within `startup_timeout_ms`.
+    Startup {
+        /// The server's name in the configuration.
         server: String,
+        /// What went wrong.
+        message: String,
+    },
+    #[error("MCP server {server}: the configuration sets up tool {tool:?}, which the server does not offer")]
+    /// A `tools.NAME` table names a tool the server does not list (a typo, or a server that
+    /// changed).
+    NoSuchTool {
+        /// The server's name in the configuration.
+        server: String,
+        /// The tool name from the configuration.
+        tool: String,
+    },
+    #[error("MCP server {server}: tools {:?} and {:?} would both be named {name:?}; give one a `name` in its [mcp_servers.{server}.tools.NAME] table", tools.0, tools.1)]
+    /// Two of the server's tools map to one final name (after the prefix and sanitizing, or by a
+    /// configured `name`).
+    NameCollision {
+        /// The server's name in the configuration.
+        server: String,
+        /// The final name both would get.
         name: String,
+        /// The two tools' names on the server: the one that took the name first, then the other.
         tools: (String, String),
     },
     #[error("MCP server {server}: {source}")]
+    /// The registry refused one of the server's tools (a built-in's name, or a name already
+    /// registered).
     Registry {
+        /// The server's name in the configuration.
         server: String,
         #[source]
+        /// The registry's refusal.
         source: RegistryError,
     },
 }

@@ -236,6 +236,7 @@ impl McpServer {
         })
     }
 
+    /// The server's name, as in its `[mcp_servers.NAME]` table.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -250,6 +251,8 @@ impl McpServer {
         self.link.pid
     }
 
+    /// The server's tools as runtime tools, in the order the server listed them; register them with
+    /// [`crate::register`].
     pub fn tools(&self) -> &[Arc<McpTool>] {
         &self.tools
     }

@@ -25,6 +25,10 @@ use std::sync::Arc;
 /// Longest intent text a call declares (its arguments, for an outcome-unknown report).
 const INTENT_BYTES_MAX: usize = 512;
 
+/// One tool of an MCP server as a runtime [`Tool`]: a call is sent to the server as `tools/call`
+/// and the server's answer becomes the call's result. Its name, description and schemas are the
+/// server's (the name after prefixing); whether it is read-only and parallel-safe comes from the
+/// configuration.
 pub struct McpTool {
     link: Arc<Link>,
     name: String,
@@ -79,10 +83,12 @@ impl McpTool {
         &self.remote_name
     }
 
+    /// What the journal records as the tool's source (the server), as registered.
     pub fn source(&self) -> &ToolSource {
         &self.source
     }
 
+    /// How the tool is shown to the model, per the configuration.
     pub fn exposure(&self) -> Exposure {
         self.exposure
     }

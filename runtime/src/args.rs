@@ -34,10 +34,12 @@ impl Args {
         &self.0.canonical
     }
 
+    /// The top-level field `key`; `None` when absent or when the arguments are not an object.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.0.value.get(key)
     }
 
+    /// The top-level field `key` if it is a string.
     pub fn str(&self, key: &str) -> Option<&str> {
         self.get(key).and_then(Value::as_str)
     }
@@ -51,8 +53,11 @@ impl Args {
 /// Invalid JSON: where and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntaxError {
+    /// serde_json's description, without its position suffix.
     pub message: String,
+    /// Line of the error in the raw text, from 1.
     pub line: usize,
+    /// Column of the error in that line, from 1 (serde_json's count).
     pub column: usize,
 }
 
@@ -112,6 +117,7 @@ impl std::fmt::Debug for Schema {
 pub struct SchemaViolation {
     /// JSON Pointer to the failing value (`""` is the whole value).
     pub path: String,
+    /// Why it fails, as the validator says it.
     pub message: String,
 }
 
@@ -132,6 +138,7 @@ impl Schema {
         Ok(Schema { source, validator })
     }
 
+    /// The schema as given, before compiling.
     pub fn source(&self) -> &Value {
         &self.source
     }

@@ -9,19 +9,52 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
+    /// The call names no tool the model is shown this step (no such tool, a hidden one, or a
+    /// deferred one not yet loaded). Rejected before it runs: call a listed tool, or load a
+    /// deferred one with `tool_search` first.
     UnknownTool,
+    /// The arguments are not valid JSON; the message gives line and column. Rejected before it
+    /// runs: send the call again with well-formed arguments.
     SyntaxError,
+    /// The arguments are JSON but do not match the tool's input schema; the message says where.
+    /// Rejected before it runs: fix the arguments and retry.
     SchemaError,
+    /// A pre-execute listener, a guard, plan mode, a person's answer or an unanswered question
+    /// refused the call. Rejected before it runs: do not retry it as is; change the approach or
+    /// ask the user.
     PolicyDenied,
+    /// The model's message hit its length limit (`StopReason::Length`), so every call in it may be
+    /// cut short. Rejected before it runs: send the calls again, shorter.
     TruncatedCall,
+    /// The body ran past its time limit and was stopped; it may have done part of its work. Check
+    /// its effects before retrying, or retry with less work.
     Timeout,
+    /// The body was stopped by a cancel (the user stopped the batch) after it started, or it was
+    /// stopped between its durable `started` and its body; the message says which. Its effects, if
+    /// any, are in the result.
     Aborted,
+    /// The batch was stopped before this call's body started (`cancelled-before-start`): it did not
+    /// run and may be retried as is.
     AbortedBeforeDispatch,
+    /// A file tool refused to change a file that was never read in this session, or changed since
+    /// it was last read. Read the file again, then redo the edit.
     FsStaleVersion,
+    /// A file tool's path resolves outside the workspace (`..`, an absolute path elsewhere, a
+    /// symlink out). Nothing was done: use a path inside the workspace.
     FsOutsideWorkspace,
+    /// The tool's body (or its `finalize_content`) panicked; the runtime caught it. Its effects are
+    /// unknown to the model beyond what the message says; report it rather than retrying blindly.
     ToolPanicked,
+    /// The tool ran, but its structured value is missing or does not match its output schema (or a
+    /// post-execute listener replaced it with one that does not). The tool's effects happened; its
+    /// result is withheld.
     OutputSchemaViolation,
+    /// Set by `recover`: the process died before the call's `started` was durable, so its body
+    /// never ran. Safe to retry as is.
     ToolNotStarted,
+    /// Set by `recover` (or by a tool that lost track of work it handed off, like an MCP call): the
+    /// body started and no outcome was recorded, so it may have done none, some or all of its work.
+    /// Check its declared resources before retrying.
     ToolOutcomeUnknown,
     /// The tool ran and reported a failure of its own.
     ToolFailed,
@@ -30,6 +63,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in variant (journal index) order.
     pub const ALL: [ErrorCode; 16] = [
         ErrorCode::UnknownTool,
         ErrorCode::SyntaxError,
@@ -49,6 +83,7 @@ impl ErrorCode {
         ErrorCode::PostExecuteBlocked,
     ];
 
+    /// The code's stable name, e.g. `UNKNOWN_TOOL`: what the model reads and programs match on.
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::UnknownTool => "UNKNOWN_TOOL",

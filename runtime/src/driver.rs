@@ -25,6 +25,7 @@ pub struct ScriptedApprover {
 }
 
 impl ScriptedApprover {
+    /// An approver with no scripted answers yet: every question gets `default`.
     pub fn new(default: AskAnswer) -> ScriptedApprover {
         ScriptedApprover {
             answers: Mutex::new(BTreeMap::new()),
@@ -54,7 +55,9 @@ impl Approver for ScriptedApprover {
 /// What a drive did.
 #[derive(Debug, Default)]
 pub struct DriveReport {
+    /// Turns begun.
     pub turns: u32,
+    /// Steps begun (model responses played).
     pub steps: u32,
     /// Every committed result, in order.
     pub results: Vec<(CallRef, String, ToolResult)>,

@@ -5,13 +5,17 @@ use crate::state::IllegalTransition;
 use journal::JournalError;
 
 #[derive(Debug, thiserror::Error)]
+/// Why a session operation failed. After `Journal` or `Spill` the session is stopped for good.
 pub enum RuntimeError {
     /// The journal failed: the session has stopped (DESIGN.md I10). Nothing starts after this.
     #[error("session stopped: {0}")]
     Journal(#[from] JournalError),
     #[error(transparent)]
+    /// A tool could not be registered (e.g. the session's own `tool_search`).
     Registry(#[from] RegistryError),
     #[error(transparent)]
+    /// The runtime was about to journal a transition the call state machine does not have (a bug);
+    /// nothing was written.
     IllegalTransition(#[from] IllegalTransition),
     /// The model's message cannot be journaled as it is (e.g. two calls share an id).
     #[error("invalid model response: {0}")]

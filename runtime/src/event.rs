@@ -41,6 +41,7 @@ pub fn declared_schema(payload: &[u8]) -> Option<u32> {
 pub struct Record {
     /// Wall-clock time, milliseconds since the Unix epoch.
     pub at_ms: u64,
+    /// What happened.
     pub event: Event,
 }
 
@@ -54,8 +55,12 @@ pub(crate) struct RecordRef<'a> {
 /// Names one tool call: unique within a session.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CallRef {
+    /// The turn the call was sent in, from 1.
     pub turn: u32,
+    /// The step within that turn whose model response sent it, from 1.
     pub step: u32,
+    /// The model's id for the call, as the provider sent it; unique within one assistant message
+    /// (and expected to be within the session).
     pub call_id: String,
 }
 
@@ -71,8 +76,12 @@ impl std::fmt::Display for CallRef {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// Why the model stopped generating the assistant message, as its provider said.
 pub enum StopReason {
+    /// The model asks for the tool calls in the message.
     ToolUse,
+    /// The model considers its turn done: the driver closes the turn after this step. Calls in
+    /// the message still run; only `Length` rejects them.
     EndTurn,
     /// The model hit its output length limit: every call in the message is rejected.
     Length,
@@ -81,7 +90,10 @@ pub enum StopReason {
 /// One tool call as the model sent it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelCall {
+    /// The model's id for the call, as the provider sent it; unique within one assistant message.
     pub call_id: String,
+    /// The tool name the model asked for (it may name no tool: the call is then rejected
+    /// `UNKNOWN_TOOL`).
     pub name: String,
     /// Raw argument text, byte for byte (may be empty or invalid JSON).
     pub arguments: String,
@@ -90,23 +102,32 @@ pub struct ModelCall {
 /// The assistant message of one step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelResponse {
+    /// The message's text besides the tool calls; may be empty.
     pub text: String,
+    /// The tool calls, in the order the model wrote them.
     pub tool_calls: Vec<ModelCall>,
+    /// Why the model stopped.
     pub stop_reason: StopReason,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a tool comes from: built in, or from outside the process (whose tools are trusted less).
 pub enum ToolSource {
+    /// One of the runtime's own tools (bash, the file tools, `ask`, `todo`, `tool_search`).
     BuiltIn,
     /// From outside the process, e.g. an MCP server.
     External {
+        /// The name of what provides the tool, for messages.
         server: String,
     },
     /// A tool of an MCP server: `server` is the name the configuration gives it,
     /// `implementation` and `version` what the server said of itself when it started.
     Mcp {
+        /// The server's name in the configuration.
         server: String,
+        /// The server's own name for itself (`serverInfo.name` at `initialize`).
         implementation: String,
+        /// The server's version (`serverInfo.version` at `initialize`).
         version: String,
     },
 }
@@ -135,15 +156,20 @@ impl std::fmt::Display for ToolSource {
 /// A tool the model was shown in one step: its name and the hash of the schemas it saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VisibleTool {
+    /// The tool's final name, as the model calls it.
     pub name: String,
+    /// sha256 (hex) of the canonical JSON of the input and output schemas the model was shown.
     pub schema_hash: String,
 }
 
 /// What `session/open` records of each tool: not just its name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolDescriptor {
+    /// The tool's final name, as the model calls it.
     pub name: String,
+    /// Where the tool comes from.
     pub source: ToolSource,
+    /// The tool's own version string (`Tool::version`; `"1"` unless the tool says otherwise).
     pub version: String,
     /// sha256 (hex) of the canonical JSON of the input and output schemas.
     pub schema_hash: String,
@@ -164,8 +190,12 @@ pub enum ApprovalPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SyncPolicy {
+    /// Every record is fdatasynced before `append` returns.
     Always,
+    /// Records are synced when the runtime waits for them, callers sharing one fdatasync (the
+    /// default).
     Group,
+    /// Records are never fdatasynced (benchmarks and tests only; a power loss can lose them).
     Never,
 }
 
@@ -173,16 +203,23 @@ pub enum SyncPolicy {
 /// reused pid is not taken for it (its start time in clock ticks since boot, and the boot's id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStarted {
+    /// The leader's pid.
     pub pid: u32,
+    /// The process group id (the leader's pid: the call made its own group).
     pub pgid: u32,
+    /// The leader's start time in clock ticks since boot (`/proc/PID/stat` field 22).
     pub start_ticks: u64,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): a pid from another boot is never
+    /// this process.
     pub boot_id: String,
 }
 
 /// The configuration file a session was set up from: its path and the sha256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigFile {
+    /// The configuration file's absolute path.
     pub path: String,
+    /// sha256 (hex) of the file's bytes as read.
     pub sha256: String,
 }
 
@@ -190,8 +227,11 @@ pub struct ConfigFile {
 /// than falling back to defaults. Plan mode is not here: `plan/mode` events already say it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionPolicy {
+    /// How unanswered approval questions are answered, and whether every `bash` call asks.
     pub approval: ApprovalPolicy,
+    /// Most calls the session runs at once.
     pub parallel_max: u32,
+    /// When the journal makes records durable.
     pub fsync: SyncPolicy,
     /// Tools the model is not shown every step: (name, "deferred" | "hidden"), sorted by name.
     pub exposure: Vec<(String, String)>,
@@ -202,18 +242,31 @@ pub struct SessionPolicy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The first event of every journal: which session, where, with which tools.
 pub struct SessionOpen {
+    /// The event schema the journal is written with ([`EVENT_SCHEMA_VERSION`] when written by this
+    /// build); read from a fixed prefix by [`declared_schema`].
     pub schema_version: u32,
+    /// The session's id: a random UUID unless the embedding chose one.
     pub session_id: String,
+    /// The workspace directory the file tools are confined to, as the embedding gave it (`.` by
+    /// default).
     pub workspace: String,
+    /// Every registered tool, whether or not the model is shown it, sorted by name.
     pub tools: Vec<ToolDescriptor>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// How a step ended (`step/end`).
 pub enum StepOutcome {
+    /// The step ran its batch to the end.
     Completed,
+    /// The user stopped the step.
     Cancelled,
+    /// The step stopped on a runtime error (a `fault` event precedes it when the journal still
+    /// worked).
     Failed {
+        /// The error, as text.
         message: String,
     },
     /// Closed by recovery: the process died during the step.
@@ -221,10 +274,15 @@ pub enum StepOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// How a turn ended (`turn/end`).
 pub enum TurnOutcome {
+    /// The turn ended normally (the model stopped asking for tools, or the embedding ended it).
     Completed,
+    /// The user stopped the turn.
     Cancelled,
+    /// The turn stopped on a runtime error.
     Failed {
+        /// The error, as text.
         message: String,
     },
     /// Closed by recovery: the process died during the turn.
@@ -234,7 +292,9 @@ pub enum TurnOutcome {
 /// What a call declares it will touch: reported for calls whose outcome is unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
+    /// Paths (or other resources) the call reads, as the tool declares them.
     pub reads: Vec<String>,
+    /// Paths (or other resources) the call may change, as the tool declares them.
     pub writes: Vec<String>,
     /// Free-text intents, e.g. the command a shell call runs.
     pub intents: Vec<String>,
@@ -243,28 +303,40 @@ pub struct Resources {
 /// A side effect the tool confirms happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SideEffect {
+    /// A file was written.
     FsWrite {
+        /// The file's path as shown to the model (relative to the workspace).
         path: String,
         /// sha256 (hex) before the write; `None` when the file did not exist.
         before_sha256: Option<String>,
+        /// sha256 (hex) of the file's bytes after the write.
         after_sha256: String,
     },
+    /// A process the call started exited (or was killed).
     ProcExit {
+        /// The process's pid.
         pid: u32,
+        /// Its exit status; `None` when a signal ended it or it could not be waited for.
         status: Option<i32>,
+        /// The signal that ended it; `None` when it exited by itself or could not be waited for.
         signal: Option<i32>,
     },
+    /// Any other effect, e.g. `fs/mkdir` for a directory a write created.
     Other {
+        /// What kind of effect, as `area/verb` (e.g. `fs/mkdir`).
         kind: String,
+        /// What it was done to (e.g. the directory's path).
         detail: String,
     },
     /// The session's plan (todo table) was replaced whole; the runtime also journals
     /// `plan/replace` right after the call's `settled`.
     PlanReplaced {
+        /// The new plan, whole.
         items: Vec<PlanItem>,
     },
     /// `tool_search` loaded these deferred tools: they are visible from the next step on.
     ToolsLoaded {
+        /// The loaded tools' final names.
         names: Vec<String>,
     },
 }
@@ -273,11 +345,17 @@ pub enum SideEffect {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Approval {
     /// A pre-execute listener allowed it.
-    Listener { name: String },
+    Listener {
+        /// The listener's name.
+        name: String,
+    },
     /// No listener decided; the session's default is allow.
     Default,
     /// A person answered a question.
-    Asked { answer: AskAnswer },
+    Asked {
+        /// The answer, one of the two that allow.
+        answer: AskAnswer,
+    },
     /// A person had answered "always" for this tool earlier in the session.
     AlwaysAllowed,
 }
@@ -287,14 +365,21 @@ pub enum Approval {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AskAnswer {
+    /// Allowed, for this call only.
     AllowedOnce,
+    /// Allowed, and the same tool is allowed without asking for the rest of the session.
     AllowedAlways,
+    /// The person said no: the call is rejected `POLICY_DENIED`.
     Denied,
+    /// Nobody answered in time: the call is rejected (a timeout is never an approval).
     Expired,
+    /// The question was withdrawn (the approver went away, or the batch was stopped): the call is
+    /// rejected.
     Cancelled,
 }
 
 impl AskAnswer {
+    /// Whether the answer lets the call go on: only `AllowedOnce` and `AllowedAlways` do.
     pub fn allows(self) -> bool {
         matches!(self, AskAnswer::AllowedOnce | AskAnswer::AllowedAlways)
     }
@@ -303,11 +388,18 @@ impl AskAnswer {
 /// Text that may be too large to keep inline: then a head, a tail and the whole text's hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Text {
+    /// The whole text.
     Inline(String),
+    /// Only the ends of a text longer than the inline limit.
     Preview {
+        /// The text's start: up to 2 KiB (or half the inline limit if that is smaller), cut at a
+        /// char boundary.
         head: String,
+        /// The text's end, as long as the head, cut at a char boundary.
         tail: String,
+        /// The whole text's length in bytes.
         total_bytes: u64,
+        /// sha256 (hex) of the whole text.
         sha256: String,
         /// Where the whole text is kept, when a spill store took it.
         locator: Option<String>,
@@ -339,38 +431,58 @@ impl Text {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Whether the body succeeded.
 pub enum OutcomeStatus {
+    /// The body (and its contract check) succeeded.
     Success,
-    Error { code: ErrorCode, message: String },
+    /// The body failed, or its output broke its contract.
+    Error {
+        /// What kind of failure.
+        code: ErrorCode,
+        /// The failure's description, without the code.
+        message: String,
+    },
 }
 
 /// A call's real outcome, as the tool body (and its contract check) produced it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// Success, or the error code and message.
     pub status: OutcomeStatus,
+    /// The text the tool produced (for an error, its message), inline or as a preview (over
+    /// `content_inline_bytes_max`).
     pub content: Text,
     /// The structured value, as JSON text.
     pub value: Option<String>,
     /// Private details for people (diffs, timings), as JSON text; never sent to the model.
     pub details: Option<String>,
+    /// Effects the tool confirms happened, over all attempts, in order.
     pub side_effects: Vec<SideEffect>,
+    /// How many attempts were started (1 unless a retry-safe tool was retried).
     pub attempts: u32,
+    /// Wall time of all attempts together, backoff included, in ms.
     pub duration_ms: u64,
 }
 
 /// The result as given to the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommittedResult {
+    /// The text the model got; an error's begins with its code (`CODE: message`).
     pub content: String,
+    /// Whether the model was told the call failed.
     pub is_error: bool,
+    /// The error code; `None` for a success.
     pub code: Option<ErrorCode>,
     /// The structured value, as JSON text.
     pub value: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One row of the session's plan (the `todo` tool's table).
 pub struct PlanItem {
+    /// What is to be done.
     pub text: String,
+    /// `pending`, `in_progress` or `done`, as the `todo` tool's schema allows.
     pub status: String,
 }
 
@@ -378,155 +490,266 @@ pub struct PlanItem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Classification {
+    /// The journal shows the body never started (`started` was never durable): safe to retry.
     ToolNotStarted,
+    /// `started` is durable but no `settled`: the body may have run partly or fully; check its
+    /// declared resources before retrying.
     ToolOutcomeUnknown,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One call `recover` committed a result for: an orphan, or a settled call whose commit was lost.
 pub struct RecoveredCall {
+    /// The call recovery closed.
     pub call: CallRef,
     /// The last state the journal shows.
     pub state: CallState,
     /// `None` when the call had settled: its real result is committed as is.
     pub classification: Option<Classification>,
+    /// The result committed for it: its real result if it settled, else the classification's error.
     pub result: CommittedResult,
 }
 
 /// Appended by `recover` so that a second recovery, or a resume, starts from a balanced journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recovery {
+    /// Bytes of torn tail cut off the last segment (kept in a quarantine file) before this event
+    /// was appended; 0 when the journal ended clean.
     pub dropped_bytes: u64,
+    /// The unfinished calls recovery committed a result for, in journal order.
     pub calls: Vec<RecoveredCall>,
+    /// The (turn, step) that was open and recovery closed as `Interrupted`; `None` when no step was
+    /// open.
     pub interrupted_step: Option<(u32, u32)>,
+    /// The turn that was open and recovery closed as `Interrupted`; `None` when no turn was open.
     pub interrupted_turn: Option<u32>,
 }
 
 /// Every event. Variants are appended only (the journal stores the variant index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Event {
+    /// `session/open`: always the journal's first record.
     SessionOpen(SessionOpen),
+    /// `turn/start`: the user spoke; a turn runs steps until the model stops asking for tools.
     TurnStart {
+        /// The turn's number, from 1.
         turn: u32,
+        /// The user's message, byte for byte.
         user_text: String,
     },
+    /// `step/start`: one request to the model begins.
     StepStart {
+        /// The turn it belongs to.
         turn: u32,
+        /// The step's number within the turn, from 1.
         step: u32,
     },
+    /// `llm/response`: the model's assistant message for the step, as it sent it.
     LlmResponse {
+        /// The turn it belongs to.
         turn: u32,
+        /// The step it answers.
         step: u32,
+        /// The message, tool calls included.
         response: ModelResponse,
     },
+    /// `step/end`: the step's batch is over, every call committed.
     StepEnd {
+        /// The turn it belongs to.
         turn: u32,
+        /// The step that ended.
         step: u32,
+        /// How it ended.
         outcome: StepOutcome,
     },
+    /// `turn/end`: the turn is over; a durable point (the runtime syncs it).
     TurnEnd {
+        /// The turn that ended.
         turn: u32,
+        /// How it ended.
         outcome: TurnOutcome,
     },
+    /// `session/close`: the session ended cleanly; nothing may follow it.
     SessionClose,
+    /// `received`: the runtime took a tool call from the model's message (every call's first
+    /// event).
     Received {
+        /// The call this event belongs to.
         call: CallRef,
         /// Position in the assistant message (model order), from 0.
         index: u32,
+        /// The tool name as the model wrote it (it may name no tool).
         tool: String,
+        /// The argument text as the model sent it, byte for byte (may be empty or invalid JSON).
         raw_arguments: String,
+        /// The seq of the step's `llm/response`.
         source_seqs: Vec<u64>,
     },
+    /// `parsed`: the arguments are valid JSON and match the tool's input schema.
     Parsed {
+        /// The call this event belongs to.
         call: CallRef,
         /// The arguments as parsed (empty text becomes `{}`), as JSON text.
         arguments: String,
+        /// Seqs of the events this one follows: the seq of the call's previous event (`received`).
         source_seqs: Vec<u64>,
     },
+    /// `approved`: the pre-execute chain (and any question asked) let the call run.
     Approved {
+        /// The call this event belongs to.
         call: CallRef,
+        /// Who or what approved it.
         approval: Approval,
+        /// Seqs of the events this one follows: the seq of the call's previous event (`parsed`, or
+        /// the latest `ask/*`).
         source_seqs: Vec<u64>,
     },
     /// Durable before the tool body runs (DESIGN.md I1).
     Started {
+        /// The call this event belongs to.
         call: CallRef,
+        /// Which attempt this is: 1, then 2, 3, … for retries of a retry-safe tool.
         attempt: u32,
+        /// What the call declares it will touch: what recovery reports if its outcome is unknown.
         resources: Resources,
+        /// Seqs of the events this one follows: the seq of the call's previous event (`approved`,
+        /// or the previous `started` for a retry).
         source_seqs: Vec<u64>,
     },
+    /// `settled`: the body finished (or failed, panicked, timed out); its real outcome.
     Settled {
+        /// The call this event belongs to.
         call: CallRef,
+        /// What the body produced, before it is shaped for the model.
         outcome: Outcome,
+        /// Seqs of the events this one follows: the seq of the call's previous event (the last
+        /// `started`).
         source_seqs: Vec<u64>,
     },
+    /// `committed`: the result given to the model; every call ends here.
     Committed {
+        /// The call this event belongs to.
         call: CallRef,
+        /// The result, exactly as the model got it.
         result: CommittedResult,
+        /// Seqs of the events this one follows: the seq of the call's previous event (`settled`,
+        /// `rejected` or `cancelled-before-start`).
         source_seqs: Vec<u64>,
     },
+    /// `rejected`: the call is refused before it runs (unknown tool, bad arguments, denied,
+    /// truncated message).
     Rejected {
+        /// The call this event belongs to.
         call: CallRef,
+        /// Why, as the code the model gets.
         code: ErrorCode,
+        /// Why, in words; the model gets `CODE: reason`.
         reason: String,
+        /// Seqs of the events this one follows: the seq of the call's previous event (`received`,
+        /// `parsed` or the latest `ask/*`).
         source_seqs: Vec<u64>,
     },
+    /// `cancelled-before-start`: the batch was stopped before this call's body started; it did not
+    /// run.
     CancelledBeforeStart {
+        /// The call this event belongs to.
         call: CallRef,
+        /// Why it was cancelled (e.g. the user stopped the batch); the model gets it with
+        /// `ABORTED_BEFORE_DISPATCH`.
         reason: String,
+        /// Seqs of the events this one follows: the seq of the call's previous event (`received`,
+        /// `parsed`, `approved` or the latest `ask/*`).
         source_seqs: Vec<u64>,
     },
+    /// `ask/pending`: a question to a person about the call was asked (the call is `parsed`).
     AskPending {
+        /// The call this event belongs to.
         call: CallRef,
+        /// Why approval is needed, as the pre-execute listener or `ask` tool put it.
         question: String,
     },
+    /// `ask/answered`: a person answered the question.
     AskAnswered {
+        /// The call this event belongs to.
         call: CallRef,
+        /// The answer (`allowed_once`, `allowed_always` or `denied`).
         answer: AskAnswer,
     },
+    /// `ask/cancelled`: the question was withdrawn unanswered; the call is rejected.
     AskCancelled {
+        /// The call this event belongs to.
         call: CallRef,
+        /// Why (no approver configured, the batch was stopped, the approver withdrew it).
         reason: String,
     },
+    /// `ask/expired`: nobody answered in time; the call is rejected (a timeout never approves).
     AskExpired {
+        /// The call this event belongs to.
         call: CallRef,
     },
+    /// `plan/replace`: the session's plan was replaced whole (right after the `todo` call's
+    /// `settled`).
     PlanReplace {
+        /// The new plan, whole.
         items: Vec<PlanItem>,
     },
+    /// `spill/stored`: a result too large for the model was stored whole in the spill store, before
+    /// the `settled` that names its locator.
     SpillStored {
+        /// The spill store's opaque locator for the text, as the model is shown it.
         locator: String,
+        /// The text's length in bytes.
         bytes: u64,
+        /// sha256 (hex) of the text.
         sha256: String,
     },
+    /// `fault`: a runtime error stopped the step's batch (not written when the journal itself
+    /// failed); synced with the calls drained before it.
     Fault {
+        /// The turn it happened in.
         turn: u32,
+        /// The step it happened in.
         step: u32,
+        /// The error, as text.
         message: String,
     },
+    /// `recovery`: appended by `recover` to balance a crashed session's journal.
     Recovery(Recovery),
     /// The tools the model is shown in this step, right after `step/start`.
     StepTools {
+        /// The turn it belongs to.
         turn: u32,
+        /// The step it belongs to.
         step: u32,
+        /// The tools the model is shown in this step, deferred tools loaded so far included.
         tools: Vec<VisibleTool>,
     },
     /// Plan mode turned on or off; `call` is the `ask` whose approval ended it.
     PlanMode {
+        /// Whether plan mode is now on (read-only tools only).
         on: bool,
+        /// Why it changed, in words.
         reason: String,
+        /// The `ask` call whose approval turned plan mode off; `None` when the embedding switched
+        /// it.
         call: Option<CallRef>,
     },
     /// The session's policy: right after `session/open`, and again whenever a resume changes it.
     SessionPolicy(SessionPolicy),
     /// A running call started a process group (made durable before the call goes on).
     CallProcess {
+        /// The call that started it.
         call: CallRef,
+        /// The group's leader, named so a reused pid is not taken for it.
         process: ProcessStarted,
     },
     /// A resume killed a process group that a call of a crashed run left running.
     ProcessKilled {
+        /// The call of the crashed run that started the group.
         call: CallRef,
+        /// The process group killed.
         pgid: u32,
+        /// The signal number sent to the group (`tooljournal resume` sends SIGKILL, 9).
         signal: i32,
     },
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 /// Where timestamps come from.
 pub trait Clock: Send + Sync {
+    /// Now, in milliseconds since the Unix epoch (or whatever origin a test clock uses).
     fn now_ms(&self) -> u64;
 }
 
@@ -35,6 +36,7 @@ pub struct EventLog {
 }
 
 impl EventLog {
+    /// A log that appends to `journal`, timestamping with `clock`.
     pub fn new(journal: Arc<Journal>, clock: Arc<dyn Clock>) -> EventLog {
         EventLog { journal, clock }
     }
@@ -62,6 +64,7 @@ impl EventLog {
         self.sync_through(last).await
     }
 
+    /// The journal underneath, e.g. to check whether it is poisoned.
     pub fn journal(&self) -> &Arc<Journal> {
         &self.journal
     }

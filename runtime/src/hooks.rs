@@ -18,55 +18,85 @@ use std::pin::Pin;
 /// What listeners see of a call. Arguments are the frozen ones: there is no way to change them.
 #[derive(Debug, Clone)]
 pub struct CallInfo {
+    /// Which call.
     pub call: CallRef,
+    /// The tool's final name.
     pub tool: String,
+    /// Where the tool comes from: listeners may trust external tools less.
     pub source: ToolSource,
     /// The tool declares it only reads (plan mode lets only these run).
     pub read_only: bool,
+    /// The parsed arguments, frozen: exactly what the tool body will get.
     pub args: Args,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// What a pre-execute listener says about a call.
 pub enum Decision {
+    /// The call may run (guards still apply). Journaled as `Approval::Listener`.
     Allow,
+    /// The call is rejected `POLICY_DENIED`.
     Deny {
+        /// Why; the model reads it after `denied by NAME: `.
         reason: String,
     },
+    /// A person decides: the question goes to the [`Approver`], journaled as `ask/*` events; only
+    /// an "allowed" answer lets the call run.
     Ask {
+        /// Why approval is needed: the question the approver is shown.
         reason: String,
     },
     /// No opinion: the next listener decides.
     Pass,
 }
 
+/// A listener in the pre-execute chain: sees a parsed call before it runs and allows, denies, asks
+/// or passes. A listener that panics denies (fail closed).
 pub trait PreExecute: Send + Sync {
+    /// The listener's name, for the journal (`Approval::Listener`) and denial messages.
     fn name(&self) -> &str;
+    /// Decides about one call. Runs on the session's task: keep it quick and do not block.
     fn decide(&self, call: &CallInfo) -> Decision;
 }
 
+/// A last check after the pre-execute chain (and any question): it can only deny. A guard that
+/// panics denies.
 pub trait Guard: Send + Sync {
+    /// The guard's name, for denial messages (`guard NAME: reason`).
     fn name(&self) -> &str;
     /// `Some(reason)` denies the call. There is no allow.
     fn check(&self, call: &CallInfo) -> Option<String>;
 }
 
+/// What [`Approver::ask`] returns: resolves to the answer.
 pub type AskFuture<'a> = Pin<Box<dyn Future<Output = AskAnswer> + Send + 'a>>;
 
+/// Answers the questions of `Ask` decisions: a person at a terminal, a script, a UI.
 pub trait Approver: Send + Sync {
+    /// Asks about `call`; `question` says why approval is needed. Should resolve `Expired` when
+    /// nobody answers in time; it may also be dropped unanswered when the batch is stopped (the
+    /// question is then journaled as cancelled).
     fn ask(&self, call: CallInfo, question: String) -> AskFuture<'_>;
 }
 
 /// A settled result as post-execute listeners see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Draft {
+    /// The tool's content, before `finalize_content` and before any cut for the model.
     pub content: String,
+    /// The tool's structured value, if it returned one (already checked against the output schema).
     pub value: Option<Value>,
+    /// Whether the result is an error. Listeners only run on successful results, so they see
+    /// `false`.
     pub is_error: bool,
+    /// What the call declared it would touch.
     pub resources: Resources,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+/// What a post-execute listener does with a settled result.
 pub enum PostDecision {
+    /// Leave it as it is.
     Accept,
     /// Replace what the model sees; the canonical value is kept.
     ReplaceContent(String),
@@ -75,16 +105,25 @@ pub enum PostDecision {
     ReplaceValue(Value),
     /// Turn the result into an error with this feedback. Side effects stay recorded.
     Block {
+        /// Why, for the model: the result reads `POST_EXECUTE_BLOCKED: blocked by NAME: feedback`.
         feedback: String,
     },
 }
 
+/// A listener that inspects each successful settled result before it is frozen, in order; the first
+/// `Block` stops the chain. A listener that panics blocks the result (fail closed: it may have been
+/// the one to redact it).
 pub trait PostExecute: Send + Sync {
+    /// The listener's name, for messages.
     fn name(&self) -> &str;
+    /// Inspects one result; `draft` reflects the replacements of earlier listeners.
     fn inspect(&self, call: &CallInfo, draft: &Draft) -> PostDecision;
 }
 
+/// Watches calls without a say in them: starts, progress, frozen results. Its errors and panics are
+/// logged and change nothing.
 pub trait Observer: Send + Sync {
+    /// The observer's name, for the log.
     fn name(&self) -> &str;
     /// The frozen, committed result of every call (rejected ones too). An error (or a panic)
     /// is logged and changes nothing.
@@ -102,9 +141,14 @@ pub trait Observer: Send + Sync {
 /// The listeners of a session, in order.
 #[derive(Clone, Default)]
 pub struct Hooks {
+    /// The pre-execute chain, in order; the first decision wins.
     pub pre_execute: Vec<std::sync::Arc<dyn PreExecute>>,
+    /// Guards, all of which must let a call through.
     pub guards: Vec<std::sync::Arc<dyn Guard>>,
+    /// Who answers `Ask` decisions; `None`: every question is cancelled and the call rejected.
     pub approver: Option<std::sync::Arc<dyn Approver>>,
+    /// Post-execute listeners, in order.
     pub post_execute: Vec<std::sync::Arc<dyn PostExecute>>,
+    /// Observers, each shown every start, progress report and result.
     pub observers: Vec<std::sync::Arc<dyn Observer>>,
 }

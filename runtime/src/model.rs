@@ -19,7 +19,10 @@ pub const SCRIPT_LINE_BYTES_MAX: usize = 16 << 20;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelStep {
     /// The user says something: a new turn.
-    User { text: String },
+    User {
+        /// The user's message, journaled in `turn/start`.
+        text: String,
+    },
     /// The model answers in the open turn.
     Respond(Respond),
 }
@@ -27,6 +30,7 @@ pub enum ModelStep {
 /// A model response, with what the (scripted) user does meanwhile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Respond {
+    /// The assistant message, tool calls included.
     pub response: ModelResponse,
     /// The user presses stop this long after the batch starts.
     pub cancel_after_ms: Option<u64>,
@@ -34,6 +38,7 @@ pub struct Respond {
     pub approvals: BTreeMap<String, AskAnswer>,
 }
 
+/// A source of session steps: a transcript, or a real model behind a network.
 pub trait Model: Send {
     /// The next step, or `None` when the session is over.
     fn next_step(&mut self) -> Option<ModelStep>;
@@ -42,7 +47,9 @@ pub trait Model: Send {
 /// One transcript line, with its line number (from 1) for messages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScriptLine {
+    /// The line number in the transcript, from 1.
     pub line: usize,
+    /// What the line says happens.
     pub step: ModelStep,
 }
 
@@ -205,6 +212,7 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
+    /// A model that plays `lines` from the first.
     pub fn new(lines: Vec<ScriptLine>) -> ScriptedModel {
         ScriptedModel { lines, position: 0 }
     }
@@ -214,6 +222,7 @@ impl ScriptedModel {
         self.position = consumed.min(self.lines.len());
     }
 
+    /// Every line of the transcript, played or not.
     pub fn lines(&self) -> &[ScriptLine] {
         &self.lines
     }

@@ -19,28 +19,56 @@ pub const RESERVED_NAMES: [&str; 1] = ["tool_search"];
 pub const TOOLS_PER_SCOPE_MAX: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a tool was not registered. Nothing is registered when one is returned.
 pub enum RegistryError {
     #[error("tool name {name:?} is not allowed: names match ^[a-zA-Z0-9_-]{{1,64}}$")]
-    BadName { name: String },
+    /// The name does not match `^[a-zA-Z0-9_-]{1,64}$` (what providers accept).
+    BadName {
+        /// The name refused.
+        name: String,
+    },
     #[error("tool name {name:?} is reserved for the runtime")]
-    Reserved { name: String },
+    /// The name is one of [`RESERVED_NAMES`], kept for the runtime's own tools.
+    Reserved {
+        /// The name refused.
+        name: String,
+    },
     #[error("tool {name:?} is already registered in this scope")]
-    Duplicate { name: String },
+    /// This scope already has a tool of that name.
+    Duplicate {
+        /// The name refused.
+        name: String,
+    },
     #[error(
         "external tool {name:?} (from {server}) has the name of a built-in tool and is refused"
     )]
-    ExternalOverridesBuiltIn { name: String, server: String },
+    /// An external tool (MCP, …) has the name of a built-in, in this scope or a parent.
+    ExternalOverridesBuiltIn {
+        /// The name refused.
+        name: String,
+        /// Where the refused tool comes from.
+        server: String,
+    },
     #[error(
         "tool {name:?} exists in a parent scope; shadow it explicitly with register_shadowing"
     )]
-    ShadowsParent { name: String },
-    #[error("tool {name:?}: {which} schema is invalid: {message}")]
-    BadSchema {
+    /// A parent scope has a tool of that name and the registration did not ask to shadow it.
+    ShadowsParent {
+        /// The name refused.
         name: String,
+    },
+    #[error("tool {name:?}: {which} schema is invalid: {message}")]
+    /// The tool's input or output schema does not compile as JSON Schema.
+    BadSchema {
+        /// The tool's name.
+        name: String,
+        /// `"input"` or `"output"`.
         which: &'static str,
+        /// The schema compiler's complaint.
         message: String,
     },
     #[error("a scope holds at most {TOOLS_PER_SCOPE_MAX} tools")]
+    /// The scope already holds [`TOOLS_PER_SCOPE_MAX`] tools.
     Full,
 }
 
@@ -59,11 +87,19 @@ pub enum Exposure {
 
 /// A registered tool with its compiled schemas.
 pub struct Entry {
+    /// The tool itself.
     pub tool: Arc<dyn Tool>,
+    /// Where it comes from.
     pub source: ToolSource,
+    /// How the model is shown it.
     pub exposure: Exposure,
+    /// The compiled input schema, checked against every call's arguments.
     pub input: Schema,
+    /// The compiled output schema, checked against every structured value; `None` when the tool
+    /// declares none.
     pub output: Option<Schema>,
+    /// sha256 (hex) of the canonical JSON of the input and output schemas, as journaled in
+    /// `session/open` and `step/tools`.
     pub schema_hash: String,
 }
 
@@ -91,6 +127,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Registry {
+    /// An empty root scope.
     pub fn new() -> Registry {
         Registry::default()
     }

@@ -7,6 +7,7 @@ use serde_json::Value;
 /// A committed result. Built once by the pipeline and never changed after.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
+    /// The model's id for the call: what the provider needs to pair the result with the call.
     pub call_id: String,
     /// For the model. An error's content begins with its code: `CODE: message`.
     pub content: String,
@@ -14,7 +15,9 @@ pub struct ToolResult {
     pub value: Option<Value>,
     /// For people only (diffs, timings); never sent to the model.
     pub details: Option<Value>,
+    /// Whether the call failed (rejected, cancelled, or the tool or a listener reported an error).
     pub is_error: bool,
+    /// The error code; `None` exactly when `is_error` is false.
     pub code: Option<ErrorCode>,
 }
 

@@ -16,22 +16,32 @@ use crate::event::CallRef;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// Where a call is in its life: the state its latest journaled event put it in. Variants are in
+/// journal index order; new ones are appended.
 pub enum CallState {
     #[serde(rename = "received")]
+    /// Taken from the model's message; nothing checked yet.
     Received,
     #[serde(rename = "parsed")]
+    /// The tool exists and the arguments are valid JSON matching its input schema.
     Parsed,
     #[serde(rename = "approved")]
+    /// The pre-execute chain, any question and the guards let it run.
     Approved,
     #[serde(rename = "started")]
+    /// Its `started` is durable: the body may be running (or may have run, after a crash).
     Started,
     #[serde(rename = "settled")]
+    /// The body finished; its real outcome is journaled.
     Settled,
     #[serde(rename = "committed")]
+    /// The model was given its result. Final.
     Committed,
     #[serde(rename = "rejected")]
+    /// Refused before it ran; it never will.
     Rejected,
     #[serde(rename = "cancelled-before-start")]
+    /// Stopped before its body started; it never ran.
     CancelledBeforeStart,
 }
 
@@ -74,8 +84,11 @@ impl std::fmt::Display for CallState {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{call}: illegal transition {from} → {to}")]
 pub struct IllegalTransition {
+    /// The call.
     pub call: CallRef,
+    /// The state it is in.
     pub from: CallState,
+    /// The state it was asked to move to.
     pub to: CallState,
 }
 
@@ -98,14 +111,17 @@ impl CallMachine {
         }
     }
 
+    /// The current state.
     pub fn state(&self) -> CallState {
         self.state
     }
 
+    /// The call this machine tracks.
     pub fn call(&self) -> &CallRef {
         &self.call
     }
 
+    /// The attempt number of the last `started`; 0 before the first.
     pub fn attempt(&self) -> u32 {
         self.attempt
     }

@@ -24,7 +24,10 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolErr
 pub trait Tool: Send + Sync + 'static {
     /// The final name the model calls it by: `^[a-zA-Z0-9_-]{1,64}$`.
     fn name(&self) -> &str;
+    /// What the tool does, for the model: sent with its schema in every request that shows it.
     fn description(&self) -> &str;
+    /// The tool's version, journaled in `session/open` so a journal says which implementation ran.
+    /// Default `"1"`.
     fn version(&self) -> &str {
         "1"
     }
@@ -60,6 +63,9 @@ pub trait Tool: Send + Sync + 'static {
     fn finalize_content(&self, content: String) -> String {
         content
     }
+    /// Runs one attempt of the call. The pipeline has already journaled `started` durably, and
+    /// enforces the time limit by cancelling `ctx.cancel()`; a panic is caught and becomes
+    /// `TOOL_PANICKED`. Report every confirmed effect with the result, success or failure.
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_>;
 }
 
@@ -215,10 +221,12 @@ impl ToolContext {
         &self.cancel
     }
 
+    /// Where to report progress; observers see it before the result.
     pub fn progress(&self) -> &ProgressSink {
         &self.progress
     }
 
+    /// The model's id for this call.
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
@@ -238,10 +246,12 @@ pub struct ToolOutput {
     pub value: Option<Value>,
     /// Private details for people (diffs, timings); never sent to the model.
     pub details: Option<Value>,
+    /// Effects the tool confirms happened, in order; journaled in `settled`.
     pub side_effects: Vec<SideEffect>,
 }
 
 impl ToolOutput {
+    /// A result with this content and nothing else.
     pub fn text(content: impl Into<String>) -> ToolOutput {
         ToolOutput {
             content: content.into(),
@@ -249,11 +259,13 @@ impl ToolOutput {
         }
     }
 
+    /// Adds the structured value (checked against the output schema).
     pub fn with_value(mut self, value: Value) -> ToolOutput {
         self.value = Some(value);
         self
     }
 
+    /// Adds a confirmed effect.
     pub fn with_side_effect(mut self, effect: SideEffect) -> ToolOutput {
         self.side_effects.push(effect);
         self
@@ -263,14 +275,19 @@ impl ToolOutput {
 /// A tool's failure, with a stable code and whatever it did before failing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
+    /// What kind of failure; only codes for which [`ErrorCode::tool_may_report`] holds are kept,
+    /// others become `TOOL_FAILED`.
     pub code: ErrorCode,
+    /// What went wrong, for the model; its content is `CODE: message`.
     pub message: String,
     /// Worth another attempt, if the tool is retry-safe.
     pub retryable: bool,
+    /// Effects the tool confirms happened before it failed, in order.
     pub side_effects: Vec<SideEffect>,
 }
 
 impl ToolError {
+    /// A failure with this code and message, not retryable, no side effects.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ToolError {
         ToolError {
             code,
@@ -280,11 +297,13 @@ impl ToolError {
         }
     }
 
+    /// Marks the failure worth another attempt (honoured only for a retry-safe tool).
     pub fn retryable(mut self) -> ToolError {
         self.retryable = true;
         self
     }
 
+    /// Adds a confirmed effect that happened before the failure.
     pub fn with_side_effect(mut self, effect: SideEffect) -> ToolError {
         self.side_effects.push(effect);
         self

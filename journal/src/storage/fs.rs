@@ -42,6 +42,7 @@ impl FsStorage {
         Ok(FsStorage { dir })
     }
 
+    /// The journal directory this storage reads and writes.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

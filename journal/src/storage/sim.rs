@@ -20,12 +20,19 @@ use std::time::Duration;
 /// The operations a fault can be attached to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// A write to a file.
     Write,
+    /// An fdatasync of a file.
     Sync,
+    /// An fsync of the directory (makes creates, renames and removes durable).
     SyncDir,
+    /// Creating a file.
     Create,
+    /// Renaming a file.
     Rename,
+    /// Removing a file.
     Remove,
+    /// Truncating a file.
     Truncate,
     /// Any of the above: counts every operation.
     Any,
@@ -39,9 +46,15 @@ pub enum Fault {
     /// The operation fails with "no space left on device" (ENOSPC) and changes nothing.
     NoSpace,
     /// A write accepts only its first `bytes` bytes and reports success (a legal short write).
-    ShortWrite { bytes: usize },
+    ShortWrite {
+        /// How many bytes the write accepts.
+        bytes: usize,
+    },
     /// A write stores its first `bytes` bytes and then fails with EIO.
-    TornWrite { bytes: usize },
+    TornWrite {
+        /// How many bytes are stored before the error.
+        bytes: usize,
+    },
     /// The power goes out just before this operation: it and every later one fail, and
     /// [`SimStorage::power_loss`] shows what survived.
     PowerLoss,
@@ -54,19 +67,33 @@ pub enum TailLoss {
     /// Only synced bytes survive.
     DropUnsynced,
     /// Unsynced data survives up to the end of the `granules`-th granule that holds any of it.
-    Torn { granule_bytes: u64, granules: u64 },
+    Torn {
+        /// The granule size in bytes (e.g. 512 for a sector, 4096 for a page).
+        granule_bytes: u64,
+        /// How many granules of unsynced data survive, counted from the one holding the first
+        /// unsynced byte.
+        granules: u64,
+    },
     /// As `Torn`, but the surviving unsynced bytes read back as zeros (the file grew, its data
     /// never reached the disk).
-    ZeroFilled { granule_bytes: u64, granules: u64 },
+    ZeroFilled {
+        /// The granule size in bytes.
+        granule_bytes: u64,
+        /// How many granules survive, zero-filled.
+        granules: u64,
+    },
 }
 
 /// Counts of what reached the simulated disk.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimStats {
+    /// Write calls that stored at least part of their buffer.
     pub writes: u64,
+    /// Bytes those writes stored.
     pub bytes_written: u64,
     /// File syncs (fdatasync).
     pub syncs: u64,
+    /// Directory syncs.
     pub dir_syncs: u64,
 }
 
@@ -143,6 +170,7 @@ fn lock(sim: &Mutex<Sim>) -> MutexGuard<'_, Sim> {
 }
 
 impl SimStorage {
+    /// An empty simulated disk with no faults injected.
     pub fn new() -> SimStorage {
         SimStorage::default()
     }
@@ -160,6 +188,7 @@ impl SimStorage {
         lock(&self.sim).sync_latency = Some(latency);
     }
 
+    /// Counts of writes and syncs so far.
     pub fn stats(&self) -> SimStats {
         lock(&self.sim).stats
     }

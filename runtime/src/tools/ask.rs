@@ -11,6 +11,8 @@ use crate::args::Args;
 use crate::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 use serde_json::{json, Value};
 
+/// The `ask` tool: `ask {question}`. Its body only runs once the user said yes, so it always
+/// answers yes; every other answer is the session's rejection.
 pub struct Ask;
 
 impl Tool for Ask {

@@ -25,12 +25,16 @@ pub const RESULTS_MAX: u64 = 20;
 /// What the search can find: one deferred tool.
 #[derive(Debug, Clone)]
 pub struct CatalogEntry {
+    /// The tool's final name.
     pub name: String,
+    /// The tool's description, searched and shown in results.
     pub description: String,
+    /// The tool's input schema, shown in results so the model can call it next step.
     pub input_schema: Value,
 }
 
 impl CatalogEntry {
+    /// The catalog entry of a registered tool.
     pub fn of(entry: &Entry) -> CatalogEntry {
         CatalogEntry {
             name: entry.tool.name().to_owned(),
@@ -46,10 +50,12 @@ impl CatalogEntry {
 pub struct Loaded(Mutex<BTreeSet<String>>);
 
 impl Loaded {
+    /// A set holding `names` already (a resumed session's loaded tools, from replay).
     pub fn new(names: BTreeSet<String>) -> Loaded {
         Loaded(Mutex::new(names))
     }
 
+    /// A copy of the names loaded so far.
     pub fn snapshot(&self) -> BTreeSet<String> {
         // A poisoned lock only means a holder panicked mid-insert; the set is still a set.
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -60,6 +66,7 @@ impl Loaded {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Whether no tool has been loaded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -72,12 +79,16 @@ impl Loaded {
     }
 }
 
+/// The `tool_search` tool: finds deferred tools by words of their name and description and loads
+/// the ones it returns (shown from the next step on). The session registers it itself when any tool
+/// is deferred.
 pub struct ToolSearch {
     catalog: Vec<CatalogEntry>,
     loaded: Arc<Loaded>,
 }
 
 impl ToolSearch {
+    /// A search over `catalog` that adds what it finds to `loaded`.
     pub fn new(catalog: Vec<CatalogEntry>, loaded: Arc<Loaded>) -> ToolSearch {
         ToolSearch { catalog, loaded }
     }

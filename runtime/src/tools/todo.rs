@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 /// Most items a plan may have.
 pub const PLAN_ITEMS_MAX: usize = 200;
 
+/// The `todo` tool: `todo {items}` replaces the session's plan whole (at most [`PLAN_ITEMS_MAX`]
+/// items). Read-only, so it runs in plan mode.
 pub struct Todo;
 
 impl Tool for Todo {

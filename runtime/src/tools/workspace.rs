@@ -8,7 +8,7 @@
 //!
 //! A check by name is only a check: between it and the open another process may swap a
 //! directory for a symlink. So `resolve` returns the path with every symlink already replaced
-//! by its target, and [`Workspace::open`] opens that path relative to a handle on the root,
+//! by its target, and `Workspace::open` opens that path relative to a handle on the root,
 //! following no symlink at all (`beneath.rs`): a swap makes the open fail, never reach out.
 
 use crate::code::ErrorCode;
@@ -30,6 +30,10 @@ pub const NAME_BYTES_MAX: usize = 255;
 pub const PATH_BYTES_MAX: usize = 4095;
 
 #[derive(Debug)]
+/// The directory the file tools (and `bash`'s working directory) are confined to: paths are
+/// resolved and opened beneath its root's handle, never through a symlink out, never into a
+/// forbidden directory. Also remembers the version (sha256) of each file read, for `edit`'s stale
+/// check.
 pub struct Workspace {
     root: PathBuf,
     /// The handle every file tool opens through.
@@ -104,6 +108,7 @@ impl Workspace {
         })
     }
 
+    /// The workspace's root, canonicalized.
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -31,6 +31,7 @@ pub struct LsTool {
 }
 
 impl LsTool {
+    /// The `ls` tool, confined to `ws`.
     pub fn new(ws: Arc<Workspace>) -> LsTool {
         LsTool { ws }
     }
@@ -148,6 +149,7 @@ pub struct GlobTool {
 }
 
 impl GlobTool {
+    /// The `glob` tool, confined to `ws`.
     pub fn new(ws: Arc<Workspace>) -> GlobTool {
         GlobTool { ws }
     }
@@ -275,6 +277,7 @@ pub struct GrepTool {
 }
 
 impl GrepTool {
+    /// The `grep` tool, confined to `ws`.
     pub fn new(ws: Arc<Workspace>) -> GrepTool {
         GrepTool { ws }
     }

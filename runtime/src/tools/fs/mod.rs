@@ -3,7 +3,7 @@
 //! Every path a model gives goes through [`Workspace::resolve`], so `..`, absolute paths,
 //! symlinks that lead out, loops and the runtime's own state are refused with
 //! `FS_OUTSIDE_WORKSPACE` before anything is opened. Then every open, create, rename and
-//! directory listing goes through a handle on the workspace root ([`Workspace::open`]) or on a
+//! directory listing goes through a handle on the workspace root (`Workspace::open`) or on a
 //! directory opened through it, following no symlink: a directory swapped for a symlink after
 //! the check makes the call fail (`FS_OUTSIDE_WORKSPACE`), never read or write outside, and the
 //! path a result or side effect names is the one really opened. Walks (`glob`, `grep`) never

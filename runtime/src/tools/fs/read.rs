@@ -21,6 +21,7 @@ pub struct ReadTool {
 }
 
 impl ReadTool {
+    /// The `read` tool, confined to `ws`; it records each file's version for `edit`'s stale check.
     pub fn new(ws: Arc<Workspace>) -> ReadTool {
         ReadTool { ws }
     }

@@ -209,6 +209,7 @@ pub struct WriteTool {
 }
 
 impl WriteTool {
+    /// The `write` tool, confined to `ws`.
     pub fn new(ws: Arc<Workspace>) -> WriteTool {
         WriteTool { ws }
     }
@@ -319,6 +320,7 @@ pub struct EditTool {
 }
 
 impl EditTool {
+    /// The `edit` tool, confined to `ws`.
     pub fn new(ws: Arc<Workspace>) -> EditTool {
         EditTool { ws }
     }
