@@ -1,0 +1,86 @@
+//! What both benchmarks measure with: the disk's own limit (append and fdatasync, one at a
+//! time), the bytes of a journal's segment files, and the scratch directories every run writes
+//! in. Kept in one place so that `journal` and `runtime` measure the raw rate the same way.
+
+use crate::BoxError;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// The directory a benchmark runs in: a new temporary directory inside `dir` (made if missing)
+/// or in the system's temporary directory; removed when dropped.
+pub(crate) fn scratch_base(dir: Option<&Path>) -> Result<TempDir, BoxError> {
+    Ok(match dir {
+        Some(dir) => {
+            fs::create_dir_all(dir)?;
+            tempfile::tempdir_in(dir)?
+        }
+        None => tempfile::tempdir()?,
+    })
+}
+
+/// Runs `f` in a fresh directory `base/name`, removed afterwards.
+pub(crate) fn in_dir<T>(
+    base: &Path,
+    name: &str,
+    f: impl FnOnce(&Path) -> Result<T, BoxError>,
+) -> Result<T, BoxError> {
+    let dir = base.join(name);
+    fs::create_dir_all(&dir)?;
+    let out = f(&dir)?;
+    fs::remove_dir_all(&dir)?;
+    Ok(out)
+}
+
+/// The ceiling for any durable write path on this disk: appends `write_bytes` to a new file at
+/// `path` and fdatasyncs it, one at a time, nothing else, for `time`. Appending (not
+/// overwriting) matches what the journal does, so each sync also carries a file-size update, as
+/// the journal's do. Returns the syncs and the seconds they took; the file is left in place.
+pub(crate) fn append_fdatasync_loop(
+    path: &Path,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<(u64, f64), BoxError> {
+    let mut file = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(path)?;
+    let record = vec![0xA5u8; write_bytes];
+    let start = Instant::now();
+    let mut syncs = 0u64;
+    while start.elapsed() < time {
+        file.write_all(&record)?;
+        file.sync_data()?;
+        syncs += 1;
+    }
+    Ok((syncs, start.elapsed().as_secs_f64()))
+}
+
+fn is_segment(entry: &fs::DirEntry) -> bool {
+    entry
+        .file_name()
+        .to_str()
+        .is_some_and(|n| journal::segment::parse_file_name(n).is_some())
+}
+
+/// The bytes of the journal's segment files in `dir`: what MB/s figures are counted in.
+pub(crate) fn segment_bytes(dir: &Path) -> Result<u64, BoxError> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if is_segment(&entry) {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
+
+/// How many segment files the journal in `dir` has.
+pub(crate) fn segment_count(dir: &Path) -> Result<u64, BoxError> {
+    Ok(fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter(is_segment)
+        .count() as u64)
+}

@@ -1,0 +1,128 @@
+//! `bench`: measures tooljournal against the disk it runs on.
+//!
+//! Every durable figure is set against the raw fdatasync rate of the same disk, measured in the
+//! same run: absolute numbers vary by orders of magnitude between machines, the ratio does not.
+//! Missed targets are reported, never turned into a failing exit code: a slow CI disk or a noisy
+//! neighbour is not a bug, and the numbers are worth seeing either way.
+//!
+//! Usage: `cargo run --release -p tooljournal-bench --features sqlite -- journal|runtime [--quick]
+//! [--json] [--dir DIR]` (the binary requires the package's `sqlite` feature, which brings in the
+//! SQLite baseline, so that `cargo test --workspace` never compiles SQLite).
+//!
+//! - `journal`: the raw fdatasync rate, durable appends (always/group), unsynced appends, reader,
+//!   and the reader on a crafted torn tail (the tail scan's worst case, 1-8 MiB).
+//! - `runtime` (issue 8): durable tool calls/s through the whole runtime, side by side with what
+//!   a user would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
+//!   synchronous=FULL, sled with a flush per record), the pipeline's own cost with fsync off,
+//!   and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick).
+//!
+//! This file is the command line and its dispatch; `journal_bench` and `runtime_bench` are the
+//! two benchmarks, and `disk` what both measure with (the raw fdatasync loop, segment sizes,
+//! scratch directories).
+
+mod disk;
+mod journal_bench;
+mod runtime_bench;
+
+use clap::{Args, Parser, Subcommand};
+use journal::FsyncPolicy;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Megabytes as every table prints them: 10^6 bytes.
+const MB: f64 = 1e6;
+const MIB: u64 = 1 << 20;
+
+/// Progress goes to stderr so that `--json` output stays one clean object on stdout.
+fn say(msg: &str) {
+    eprintln!("bench: {msg}");
+}
+
+#[derive(Parser)]
+#[command(name = "bench", about = "Benchmarks for tooljournal")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Flags every benchmark takes (global, so they may come before or after the subcommand).
+#[derive(Args, Clone, Debug)]
+struct Common {
+    /// Short runs (well under a minute in total).
+    #[arg(long, global = true)]
+    quick: bool,
+    /// Print one JSON object with every figure instead of the table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Directory to benchmark in (a temporary directory is made inside it and removed after);
+    /// default: the system temporary directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Raw fdatasync limit, durable appends (always/group), unsynced appends, reader speed.
+    Journal,
+    /// Durable tool calls/s through the runtime against JSONL, SQLite and sled; the pipeline's
+    /// cost with fsync off; recovery MB/s and peak memory (issue 8).
+    Runtime,
+    /// Internal: recovers (read only) the journal in DIR and prints one JSON line with the time
+    /// taken and this process's peak RSS. Run by `runtime` as a child process so that the peak
+    /// is the recovery's alone.
+    #[command(hide = true)]
+    RecoverChild { dir: PathBuf },
+    /// Internal, for profiling: writes the `runtime` benchmark's recovery journal into DIR
+    /// (which must not hold one) and keeps it.
+    #[command(hide = true)]
+    GenerateJournal {
+        dir: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        mib: u64,
+    },
+    /// Internal, for profiling: one `runtime` session run (seq, par16 or nosync) alone.
+    #[command(hide = true)]
+    SessionLoop {
+        #[arg(long, default_value = "never")]
+        policy: FsyncPolicy,
+        #[arg(long, default_value_t = 1)]
+        calls: usize,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Tokio worker threads (0: a current-thread runtime).
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+    },
+}
+
+/// mimalloc: the pipeline allocates a few dozen small objects per call (each event owns its
+/// text), and glibc's malloc/free were about a third of its instructions.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Journal => journal_bench::run(&cli.common),
+        Command::Runtime => runtime_bench::run(&cli.common),
+        Command::RecoverChild { dir } => runtime_bench::recovery::recover_child(&dir),
+        Command::GenerateJournal { dir, mib } => runtime_bench::generate::generate_only(&dir, mib),
+        Command::SessionLoop {
+            policy,
+            calls,
+            seconds,
+            workers,
+        } => runtime_bench::session::session_loop(&cli.common, policy, calls, seconds, workers),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! What every durable run of `runtime` returns, whatever it measured (the runtime, a baseline,
+//! the raw disk), so that the rounds can total them and the table can print them alike.
+
+use crate::disk::append_fdatasync_loop;
+use crate::BoxError;
+use std::path::Path;
+use std::time::Duration;
+
+/// One timed run: `calls` tool calls (of `steps` steps) in `seconds`.
+pub(super) struct Measured {
+    pub(super) calls: u64,
+    pub(super) steps: u64,
+    pub(super) seconds: f64,
+    /// fdatasyncs the journal issued in the timed window (runtime runs only).
+    pub(super) syncs: Option<u64>,
+    /// Journal bytes per step (runtime runs only).
+    pub(super) bytes_per_step: Option<f64>,
+}
+
+impl Measured {
+    /// A baseline's run: one call per step, no journal figures.
+    pub(super) fn calls_only(calls: u64, seconds: f64) -> Measured {
+        Measured {
+            calls,
+            steps: calls,
+            seconds,
+            syncs: None,
+            bytes_per_step: None,
+        }
+    }
+    pub(super) fn calls_per_s(&self) -> f64 {
+        self.calls as f64 / self.seconds
+    }
+    pub(super) fn syncs_per_step(&self) -> Option<f64> {
+        self.syncs.map(|s| s as f64 / self.steps.max(1) as f64)
+    }
+    /// Adds another round's run: the totals make one measurement.
+    fn add(&mut self, other: Measured) {
+        self.calls += other.calls;
+        self.steps += other.steps;
+        self.seconds += other.seconds;
+        self.syncs = self.syncs.zip(other.syncs).map(|(a, b)| a + b);
+        // Per step: weighted by steps.
+        self.bytes_per_step = self.bytes_per_step.zip(other.bytes_per_step).map(|(a, b)| {
+            (a * (self.steps - other.steps) as f64 + b * other.steps as f64)
+                / self.steps.max(1) as f64
+        });
+    }
+}
+
+/// Sums a measurement over the rounds.
+pub(super) fn accumulate(slot: &mut Option<Measured>, m: Measured) {
+    match slot {
+        Some(total) => total.add(m),
+        None => *slot = Some(m),
+    }
+}
+
+/// The raw rate (as `journal`'s: append `write_bytes`, fdatasync, one at a time) as a
+/// [`Measured`]: one "call" per fdatasync.
+pub(super) fn raw_run(
+    dir: &Path,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let (syncs, seconds) = append_fdatasync_loop(&dir.join("raw"), write_bytes, time)?;
+    Ok(Measured {
+        calls: syncs,
+        steps: syncs,
+        seconds,
+        syncs: Some(syncs),
+        bytes_per_step: Some(write_bytes as f64),
+    })
+}
