@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod code;
+mod config;
 pub mod driver;
 mod error;
 pub mod event;
@@ -24,8 +25,10 @@ mod scheduler;
 pub mod session;
 pub mod spill;
 pub mod state;
+mod stats;
 pub mod tool;
 pub mod tools;
+mod track;
 
 pub use code::ErrorCode;
 pub use error::RuntimeError;
