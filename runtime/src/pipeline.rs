@@ -143,6 +143,7 @@ pub(crate) async fn run_body(
                 cause,
             )));
         }
+        assert_started_durable(ctx, track, late);
         let run = Attempt {
             ctx,
             entry,
@@ -174,6 +175,28 @@ pub(crate) async fn run_body(
             earlier_effects,
         });
     }
+}
+
+/// The write-ahead rule (I1), checked where it matters: right before a body is made and first
+/// polled, its `started` record is durable.
+fn assert_started_durable(ctx: &Ctx, track: &Track, late: bool) {
+    // Skipped under the two mutants that break I1 on purpose (`started` after the body, or
+    // never synced): the fuzz campaign must catch those from the journal alone, not from a
+    // panic here.
+    if late || ctx.config.failpoints.mutant("mutant.started_not_synced") {
+        return;
+    }
+    // assert: an uncontended lock and two loads per attempt, next to an fsync; a body running
+    // ahead of its `started` is the one thing recovery can never see, so every fuzz case that
+    // reaches a body checks it.
+    let durable = ctx.log.journal().stats().durable_seq;
+    assert!(
+        durable >= track.last_seq(),
+        "call {}: its body is about to run but its `started` (seq {}) is not durable (durable \
+         through seq {durable}) (I1)",
+        track.call(),
+        track.last_seq()
+    );
 }
 
 /// One attempt of a call's body.

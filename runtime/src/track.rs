@@ -60,6 +60,11 @@ impl Track {
         Ok(seq)
     }
 
+    /// The seq of the call's last event.
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
     pub(crate) fn call(&self) -> &CallRef {
         self.machine.call()
     }

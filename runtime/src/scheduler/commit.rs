@@ -92,6 +92,15 @@ fn commit_one(ctx: &Ctx, track: &mut Track) -> Result<bool, RuntimeError> {
     let Some(result) = track.result() else {
         return Ok(false);
     };
+    // assert: one string compare per commit; the `committed` record names its call and not
+    // the result's id, so a result built for another call would be committed under this one
+    // unseen: two answers to one call id and none to another (I3).
+    assert!(
+        result.call_id == track.call().call_id,
+        "the result of call {:?} committed as call {:?}",
+        result.call_id,
+        track.call().call_id
+    );
     let result = result.committed();
     let call = track.call().clone();
     track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {

@@ -147,6 +147,16 @@ pub(crate) async fn run(
             None => unreachable!("nothing runs after the loop"),
         })
         .collect();
+    // debug_assert: a set of every call id per batch (an allocation and n hashes, in every
+    // batch); one result per call id is what the model is owed (I3), and the fuzzer checks the
+    // journal, not this vector.
+    debug_assert!(
+        {
+            let mut ids = std::collections::HashSet::new();
+            results.iter().all(|r| ids.insert(r.call_id.as_str()))
+        },
+        "one result per call id (I3)"
+    );
     Ok(results)
 }
 
@@ -161,6 +171,16 @@ impl Batch {
         let queue = waiting(&self.slots, self.next, cancel);
         let parallel_max = ctx.config.parallel_max;
         let starting = start::starts_now(queue, &mut self.held, parallel_max, stopped);
+        // assert: a counter compare and a scan of the running calls (a handful) per decision;
+        // a pool over its limit or an exclusive call beside another would be invisible in the
+        // journal's per-call records, so the fuzzer gets it only from here.
+        assert!(
+            self.held.len() <= parallel_max.max(1)
+                && (self.held.len() <= 1 || !self.held.any_exclusive()),
+            "{} calls running with parallel_max {parallel_max} (an exclusive one among them: {})",
+            self.held.len(),
+            self.held.any_exclusive()
+        );
         // The queue only yields calls whose slot holds their track.
         let group = starting
             .into_iter()
