@@ -7,7 +7,7 @@
 //! latest the one at `turn/end`. A sequential agent loop costs one fsync per step.
 //!
 //! This module keeps the session's lifecycle (open, resume, turns, steps, close) and receives
-//! each batch; [`admit`](self) decides, call by call in model order, whether a call may run; the
+//! each batch; `admit` decides, call by call in model order, whether a call may run; the
 //! scheduler then runs the admitted calls of a batch in parallel up to `parallel_max` (exclusive
 //! calls alone, calls on one path in model order) and commits results in model order as soon as
 //! every earlier call is committed.
@@ -170,6 +170,7 @@ impl Session {
         self.switch_plan_mode(on, reason, None)
     }
 
+    /// Whether plan mode is on (only read-only tools run).
     pub fn plan_mode(&self) -> bool {
         self.plan_mode
     }
@@ -201,14 +202,17 @@ impl Session {
             .collect()
     }
 
+    /// The id recorded in `session/open`.
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
 
+    /// The session's counters of failures that changed no result.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
+    /// The log the session appends to (and its journal).
     pub fn event_log(&self) -> &EventLog {
         &self.log
     }
@@ -218,6 +222,7 @@ impl Session {
         self.turn
     }
 
+    /// Whether a turn is open (begun and not yet ended).
     pub fn turn_open(&self) -> bool {
         self.turn_open
     }
@@ -339,6 +344,7 @@ impl Session {
         Ok(self.step)
     }
 
+    /// Closes the open step with its outcome (`step/end`).
     pub fn end_step(&mut self, outcome: StepOutcome) -> Result<(), RuntimeError> {
         if !self.step_open {
             return Err(RuntimeError::Misuse("no step is open".into()));
