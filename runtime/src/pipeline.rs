@@ -181,8 +181,9 @@ pub(crate) async fn run_body(
 /// polled, its `started` record is durable.
 fn assert_started_durable(ctx: &Ctx, track: &Track, late: bool) {
     // Skipped under the two mutants that break I1 on purpose (`started` after the body, or
-    // never synced): the fuzz campaign must catch those from the journal alone, not from a
-    // panic here.
+    // never synced): the fuzz campaign must catch those from the journal alone. (Tried: without
+    // the skip this panic becomes a fault before the body runs, and `started_not_synced`
+    // survives the campaign.)
     if late || ctx.config.failpoints.mutant("mutant.started_not_synced") {
         return;
     }
@@ -192,7 +193,7 @@ fn assert_started_durable(ctx: &Ctx, track: &Track, late: bool) {
     let durable = ctx.log.journal().stats().durable_seq;
     assert!(
         durable >= track.last_seq(),
-        "call {}: its body is about to run but its `started` (seq {}) is not durable (durable \
+        "{}: its body is about to run but its `started` (seq {}) is not durable (durable \
          through seq {durable}) (I1)",
         track.call(),
         track.last_seq()
