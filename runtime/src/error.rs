@@ -37,3 +37,15 @@ pub enum RuntimeError {
     #[error("session misuse: {0}")]
     Misuse(String),
 }
+
+/// The message a caught panic carried, for a record or a log line (`(no message)` when it
+/// carried neither a `&str` nor a `String`). Here because every layer that catches panics
+/// (stats, pipeline, scheduler, session) needs it and none of them should depend on another
+/// for it.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}

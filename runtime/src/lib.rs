@@ -9,6 +9,7 @@
 pub mod args;
 pub mod builder;
 pub mod code;
+mod config;
 pub mod driver;
 mod error;
 pub mod event;
@@ -25,10 +26,12 @@ mod scheduler;
 pub mod session;
 pub mod spill;
 pub mod state;
+mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;
 pub mod tools;
+mod track;
 
 pub use builder::{BuildError, LockedJournal, PreparedSession, SessionBuilder};
 pub use code::ErrorCode;

@@ -6,14 +6,17 @@
 //! exactly once" are properties of the sequence, not of any one listener.
 
 use crate::code::ErrorCode;
+use crate::config::Config;
+use crate::error::panic_message;
 use crate::event::{CallRef, Event, Outcome, OutcomeStatus, Resources, SideEffect, Text};
 use crate::eventlog::EventLog;
 use crate::hooks::{CallInfo, Draft, Hooks, Observer, PostDecision, PostExecute};
 use crate::registry::Entry;
 use crate::result::{error_content, ToolResult};
-use crate::session::{Config, Stats, Track};
 use crate::state::CallState;
-use crate::tool::{ProgressSink, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::stats::Stats;
+use crate::tool::{ProgressReceiver, ProgressSink, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::track::Track;
 use crate::RuntimeError;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -97,7 +100,6 @@ pub(crate) async fn run_body(
 ) -> Result<BodyRun, RuntimeError> {
     let config = &ctx.config;
     let timeout_ms = entry.tool.timeout_ms().unwrap_or(config.timeout_ms);
-    let observers = &ctx.hooks.observers;
     let clock = tokio::time::Instant::now();
     let mut earlier_effects = Vec::new();
     let attempts_max = if entry.tool.is_retry_safe() {
@@ -109,7 +111,9 @@ pub(crate) async fn run_body(
     loop {
         attempt += 1;
         let late = started_after_body(ctx);
-        if (attempt > 1 || !first_started) && !late {
+        // This attempt's `started` is ours to write, unless the group start wrote it.
+        let own_start = attempt > 1 || !first_started;
+        if own_start && !late {
             let group = vec![Starting {
                 track: &mut *track,
                 attempt,
@@ -130,7 +134,6 @@ pub(crate) async fn run_body(
                 earlier_effects,
             });
         }
-
         if let Some(cause) = ctx.log.journal().poisoned() {
             // Another call's record failed to reach the journal after this one's `started` was
             // durable and before its body was first polled (bodies of a group start one by one
@@ -140,96 +143,17 @@ pub(crate) async fn run_body(
                 cause,
             )));
         }
-
-        let token = cancel.child_token();
-        // If this future is dropped (a caller gave up on the batch), the body is at least told
-        // to stop; it cannot be awaited from a drop. Callers should cancel, not drop.
-        let _stop_if_dropped = token.clone().drop_guard();
-        let (sink, mut progress) = ProgressSink::channel();
-        let processes = crate::tool::ProcessLog {
-            log: ctx.log.clone(),
-            call: info.call.clone(),
+        assert_started_durable(ctx, track, late);
+        let run = Attempt {
+            ctx,
+            entry,
+            info,
+            resources,
+            timeout_ms,
+            number: attempt,
         };
-        let ctx_for_tool = ToolContext::new(token.clone(), sink, attempt, processes);
-        // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
-        // panicking body is caught at each poll and becomes TOOL_PANICKED.
-        let made = catch_unwind(AssertUnwindSafe(|| {
-            entry.tool.execute(info.args.clone(), ctx_for_tool)
-        }));
-        let mut body = Body(None);
-        let mut timed_out = false;
-        let first = match made {
-            Err(panic) => Some(Err(panic)),
-            Ok(fut) => {
-                body.0 = Some(fut);
-                // Most bodies finish on their first poll: then no timer is ever set. (A zero
-                // timeout must cancel before the body runs, as a timer already due would.)
-                match timeout_ms {
-                    0 => None,
-                    _ => std::future::poll_fn(|cx| Poll::Ready(body.poll_once(cx))).await,
-                }
-            }
-        };
-        let joined = match first {
-            Some(joined) => joined,
-            None => {
-                let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
-                tokio::pin!(deadline);
-                // Armed once the token is cancelled: how long the tool may take to stop before
-                // we say it ignores cancellation (we keep waiting; it may be mid-write).
-                let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
-                loop {
-                    tokio::select! {
-                        biased;
-                        joined = std::future::poll_fn(|cx| match body.poll_once(cx) {
-                            Some(joined) => Poll::Ready(joined),
-                            None => Poll::Pending,
-                        }) => break joined,
-                        message = progress.recv() => notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats),
-                        _ = &mut deadline, if !timed_out => {
-                            timed_out = true;
-                            token.cancel();
-                        }
-                        _ = token.cancelled(), if grace.is_none() => {
-                            if ctx.config.failpoints.mutant("mutant.settled_before_effect") {
-                                // The mutant: settled as stopped without waiting for the body
-                                // to stop (DESIGN.md §5 broken on purpose); the body is dropped.
-                                break Ok(Err(ToolError::new(ErrorCode::Aborted, "stopped")));
-                            }
-                            grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
-                        }
-                        _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
-                            ctx.stats.ignored_cancellation();
-                            tracing::warn!(call = %info.call, tool = %info.tool, grace_ms = config.cancel_grace_ms,
-                                "the tool ignores cancellation; waiting for it to settle before releasing its resources");
-                        }
-                    }
-                }
-            }
-        };
-        if late && (attempt > 1 || !first_started) {
-            // The mutant: `started` only after the body ran (I1 broken on purpose).
-            let group = vec![Starting {
-                track: &mut *track,
-                attempt,
-                resources,
-            }];
-            write_ahead(ctx, group).await?;
-        }
-        // Progress that arrived before the result is delivered; anything later has no receiver.
-        while let Some(message) = progress.try_recv() {
-            notify_progress(observers, &info.call, &info.tool, &message, &ctx.stats);
-        }
-        drop(progress);
-
-        let result = match joined {
-            Ok(Ok(output)) => Ok(output),
-            Ok(Err(e)) => Err(honest_error(e, timed_out, timeout_ms)),
-            Err(panic) => Err(ToolError::new(
-                ErrorCode::ToolPanicked,
-                format!("the tool panicked: {}", panic_message(panic.as_ref())),
-            )),
-        };
+        let (joined, timed_out) = run.run(track, cancel, late && own_start).await?;
+        let result = body_result(joined, timed_out, timeout_ms);
         let retry = matches!(&result, Err(e) if e.retryable)
             && attempt < attempts_max
             && !timed_out
@@ -250,6 +174,163 @@ pub(crate) async fn run_body(
             duration_ms: clock.elapsed().as_millis() as u64,
             earlier_effects,
         });
+    }
+}
+
+/// The write-ahead rule (I1), checked where it matters: right before a body is made and first
+/// polled, its `started` record is durable.
+fn assert_started_durable(ctx: &Ctx, track: &Track, late: bool) {
+    // Skipped under the two mutants that break I1 on purpose (`started` after the body, or
+    // never synced): the fuzz campaign must catch those from the journal alone. (Tried: without
+    // the skip this panic becomes a fault before the body runs, and `started_not_synced`
+    // survives the campaign.)
+    if late || ctx.config.failpoints.mutant("mutant.started_not_synced") {
+        return;
+    }
+    // assert: an uncontended lock and two loads per attempt, next to an fsync; a body running
+    // ahead of its `started` is the one thing recovery can never see, so every fuzz case that
+    // reaches a body checks it.
+    let durable = ctx.log.journal().stats().durable_seq;
+    assert!(
+        durable >= track.last_seq(),
+        "{}: its body is about to run but its `started` (seq {}) is not durable (durable \
+         through seq {durable}) (I1)",
+        track.call(),
+        track.last_seq()
+    );
+}
+
+/// One attempt of a call's body.
+struct Attempt<'a> {
+    ctx: &'a Ctx,
+    entry: &'a Arc<Entry>,
+    info: &'a CallInfo,
+    resources: &'a Resources,
+    timeout_ms: u64,
+    /// 1 for the first attempt.
+    number: u32,
+}
+
+impl Attempt<'_> {
+    /// Makes the body and polls it to its end (see [`Attempt::join`]); with `late_start` (the
+    /// mutant), journals `started` only then. Returns how the body ended and whether the timeout
+    /// fired.
+    async fn run(
+        &self,
+        track: &mut Track,
+        cancel: &CancellationToken,
+        late_start: bool,
+    ) -> Result<(Joined, bool), RuntimeError> {
+        let (ctx, info) = (self.ctx, self.info);
+        let token = cancel.child_token();
+        // If this future is dropped (a caller gave up on the batch), the body is at least told
+        // to stop; it cannot be awaited from a drop. Callers should cancel, not drop.
+        let _stop_if_dropped = token.clone().drop_guard();
+        let (sink, mut progress) = ProgressSink::channel();
+        let processes = crate::tool::ProcessLog {
+            log: ctx.log.clone(),
+            call: info.call.clone(),
+        };
+        let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes);
+        // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
+        // panicking body is caught at each poll and becomes TOOL_PANICKED.
+        let made = catch_unwind(AssertUnwindSafe(|| {
+            self.entry.tool.execute(info.args.clone(), ctx_for_tool)
+        }));
+        let mut body = Body(None);
+        let (joined, timed_out) = match made {
+            Err(panic) => (Err(panic), false),
+            Ok(fut) => {
+                body.0 = Some(fut);
+                self.join(&mut body, &mut progress, &token).await
+            }
+        };
+        if late_start {
+            // The mutant: `started` only after the body ran (I1 broken on purpose).
+            let group = vec![Starting {
+                track: &mut *track,
+                attempt: self.number,
+                resources: self.resources,
+            }];
+            write_ahead(ctx, group).await?;
+        }
+        // Progress that arrived before the result is delivered; anything later has no receiver.
+        while let Some(message) = progress.try_recv() {
+            notify_progress(
+                &ctx.hooks.observers,
+                &info.call,
+                &info.tool,
+                &message,
+                &ctx.stats,
+            );
+        }
+        Ok((joined, timed_out))
+    }
+
+    /// Polls `body` until it finishes, delivering progress as it comes; cancels its token at
+    /// the timeout and keeps waiting (saying so when it outlives the grace). Returns how it
+    /// ended and whether the timeout fired.
+    async fn join(
+        &self,
+        body: &mut Body<'_>,
+        progress: &mut ProgressReceiver,
+        token: &CancellationToken,
+    ) -> (Joined, bool) {
+        // Most bodies finish on their first poll: then no timer is ever set. (A zero timeout
+        // must cancel before the body runs, as a timer already due would.)
+        if self.timeout_ms != 0 {
+            if let Some(joined) = std::future::poll_fn(|cx| Poll::Ready(body.poll_once(cx))).await {
+                return (joined, false);
+            }
+        }
+        let (ctx, info) = (self.ctx, self.info);
+        let config = &ctx.config;
+        let mut timed_out = false;
+        let deadline = tokio::time::sleep(Duration::from_millis(self.timeout_ms));
+        tokio::pin!(deadline);
+        // Armed once the token is cancelled: how long the tool may take to stop before we say
+        // it ignores cancellation (we keep waiting; it may be mid-write).
+        let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        loop {
+            tokio::select! {
+                biased;
+                joined = std::future::poll_fn(|cx| match body.poll_once(cx) {
+                    Some(joined) => Poll::Ready(joined),
+                    None => Poll::Pending,
+                }) => return (joined, timed_out),
+                message = progress.recv() => notify_progress(&ctx.hooks.observers, &info.call, &info.tool, &message, &ctx.stats),
+                _ = &mut deadline, if !timed_out => {
+                    timed_out = true;
+                    token.cancel();
+                }
+                _ = token.cancelled(), if grace.is_none() => {
+                    if config.failpoints.mutant("mutant.settled_before_effect") {
+                        // The mutant: settled as stopped without waiting for the body to stop
+                        // (DESIGN.md §5 broken on purpose); the body is dropped.
+                        return (Ok(Err(ToolError::new(ErrorCode::Aborted, "stopped"))), timed_out);
+                    }
+                    grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
+                }
+                _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
+                    ctx.stats.ignored_cancellation();
+                    tracing::warn!(call = %info.call, tool = %info.tool, grace_ms = config.cancel_grace_ms,
+                        "the tool ignores cancellation; waiting for it to settle before releasing its resources");
+                }
+            }
+        }
+    }
+}
+
+/// The body's end as a result: a tool's error made honest (see [`honest_error`]), a panic as
+/// TOOL_PANICKED.
+fn body_result(joined: Joined, timed_out: bool, timeout_ms: u64) -> Result<ToolOutput, ToolError> {
+    match joined {
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(e)) => Err(honest_error(e, timed_out, timeout_ms)),
+        Err(panic) => Err(ToolError::new(
+            ErrorCode::ToolPanicked,
+            format!("the tool panicked: {}", panic_message(panic.as_ref())),
+        )),
     }
 }
 
@@ -309,14 +390,6 @@ fn honest_error(mut e: ToolError, timed_out: bool, timeout_ms: u64) -> ToolError
         }
     }
     e
-}
-
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 /// The body's result after the contract check, in both forms: the journal's outcome and the
@@ -520,6 +593,24 @@ pub(crate) fn finish(
         is_error,
         code,
     }
+}
+
+/// Gives a call that did not run its result: the code first, and the tool's
+/// `finalize_content` applied once to the message when the tool is known.
+pub(crate) fn set_error_result(track: &mut Track, code: ErrorCode, message: String) {
+    let (content, is_error, code) = match track.entry() {
+        Some(entry) => finalize(entry, String::new(), Some((code, message))),
+        None => (error_content(code, &message), true, Some(code)),
+    };
+    let result = ToolResult {
+        call_id: track.call().call_id.clone(),
+        content,
+        value: None,
+        details: None,
+        is_error,
+        code,
+    };
+    track.set_result(result);
 }
 
 /// Calls the tool's `finalize_content` exactly once: on the content, or on an error's message

@@ -40,13 +40,12 @@
 use crate::args::Args;
 use crate::code::ErrorCode;
 use crate::event::{Resources, SideEffect};
-use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::Workspace;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -57,6 +56,10 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::Instant;
+
+mod output;
+
+use output::{Capture, Progress};
 
 /// Most bytes of output a call keeps: the first half and the last half of what it printed.
 pub const OUTPUT_BYTES_MAX: usize = 1 << 20;
@@ -171,6 +174,17 @@ enum Stop {
     TimedOut(u64),
 }
 
+/// How a command ended, for its result.
+struct Ended {
+    status: ExitStatus,
+    /// Why and when we stopped it, when we did.
+    stopped: Option<(Stop, Duration)>,
+    /// When the shell was reaped, from the command's start.
+    ended_after: Duration,
+    /// Lines said after the output.
+    notes: Vec<String>,
+}
+
 impl Bash {
     async fn run(
         &self,
@@ -185,6 +199,94 @@ impl Bash {
             ));
         }
         let began = Instant::now();
+        let (mut child, pid, reader) = self.spawn(command)?;
+        let mut group = Group::new(pid);
+        // Journaled before the command may do anything we wait for: if the runtime dies from
+        // here on, recovery can find the group and resume can refuse to go on beside it.
+        let recorded = match crate::process::identify(pid, pid) {
+            Some(process) => ctx.record_process(process).await,
+            // The shell is already gone (it exited at once): nothing can outlive us.
+            None => Ok(()),
+        };
+        if let Err(e) = recorded {
+            return Err(e.with_side_effect(kill_and_reap(&mut group, &mut child, pid).await));
+        }
+        let out = std::process::ChildStdout::from(std::os::fd::OwnedFd::from(reader));
+        let out = match ChildStdout::from_std(out) {
+            Ok(out) => out,
+            Err(e) => {
+                // Its output cannot be read: stop it at once. It did start, so say how it ended.
+                let effect = kill_and_reap(&mut group, &mut child, pid).await;
+                return Err(ToolError::new(
+                    ErrorCode::ToolFailed,
+                    format!("cannot read the command's output ({e}); it was killed"),
+                )
+                .with_side_effect(effect));
+            }
+        };
+        let mut streams = Streams {
+            out: Some(out),
+            buf: vec![0; READ_CHUNK],
+            capture: Capture::new(OUTPUT_BYTES_MAX),
+            progress: Progress::new(ctx.progress().clone()),
+        };
+        let mut status = None;
+
+        let own_deadline = timeout_ms.map(|ms| began + Duration::from_millis(ms));
+        let stop = async {
+            tokio::select! {
+                _ = ctx.cancel().cancelled() => Stop::Cancelled,
+                _ = sleep_until(own_deadline) => Stop::TimedOut(timeout_ms.unwrap_or_default()),
+            }
+        };
+        let stopped = match streams.pump(&mut child, &mut status, stop).await {
+            Pumped::Stopped(why) => Some((why, began.elapsed())),
+            Pumped::Exited | Pumped::Eof => None,
+        };
+
+        let mut notes = Vec::new();
+        if stopped.is_some() {
+            notes.extend(terminate(&group, &mut streams, &mut child, &mut status).await);
+        } else {
+            // The shell exited by itself: kill whatever it left running in its group, so
+            // nothing it started outlives the call.
+            group.signal(Signal::SIGKILL);
+        }
+        // Reap the shell (already done if it exited while we watched).
+        let status = match status {
+            Some(status) => status,
+            None => child.wait().await,
+        };
+        let ended_after = began.elapsed();
+        group.done();
+        notes.extend(streams.drain(&mut child).await);
+
+        let status = match status {
+            Ok(status) => status,
+            Err(e) => {
+                return Err(ToolError::new(
+                    ErrorCode::ToolFailed,
+                    format!("the command's exit status could not be read: {e}"),
+                )
+                .with_side_effect(SideEffect::ProcExit {
+                    pid,
+                    status: None,
+                    signal: None,
+                }));
+            }
+        };
+        let ended = Ended {
+            status,
+            stopped,
+            ended_after,
+            notes,
+        };
+        self.outcome(pid, ended, &streams, began)
+    }
+
+    /// Starts the shell on `command` as the leader of a new process group, its stdout and stderr
+    /// one pipe; returns it, its pid and the pipe's read end.
+    fn spawn(&self, command: &str) -> Result<(Child, u32, io::PipeReader), ToolError> {
         let cannot_start = |e: io::Error| {
             ToolError::new(
                 ErrorCode::ToolFailed,
@@ -213,7 +315,7 @@ impl Bash {
         // The command holds our copies of the pipe's write end: drop them, or the pipe never
         // reaches its end.
         drop(shell);
-        let mut child = spawned.map_err(cannot_start)?;
+        let child = spawned.map_err(cannot_start)?;
         let Some(pid) = child.id() else {
             // Only a child that was already waited for has no id.
             return Err(ToolError::new(
@@ -221,127 +323,23 @@ impl Bash {
                 "the shell was started but has no process id",
             ));
         };
-        let mut group = Group::new(pid);
-        // Journaled before the command may do anything we wait for: if the runtime dies from
-        // here on, recovery can find the group and resume can refuse to go on beside it.
-        let recorded = match crate::process::identify(pid, pid) {
-            Some(process) => ctx.record_process(process).await,
-            // The shell is already gone (it exited at once): nothing can outlive us.
-            None => Ok(()),
-        };
-        if let Err(e) = recorded {
-            group.signal(Signal::SIGKILL);
-            let status = child.wait().await.ok();
-            group.done();
-            return Err(e.with_side_effect(SideEffect::ProcExit {
-                pid,
-                status: status.and_then(|s| s.code()),
-                signal: status.and_then(|s| s.signal()),
-            }));
-        }
-        let out = std::process::ChildStdout::from(std::os::fd::OwnedFd::from(reader));
-        let out = match ChildStdout::from_std(out) {
-            Ok(out) => out,
-            Err(e) => {
-                // Its output cannot be read: stop it at once. It did start, so say how it ended.
-                group.signal(Signal::SIGKILL);
-                let status = child.wait().await.ok();
-                group.done();
-                return Err(ToolError::new(
-                    ErrorCode::ToolFailed,
-                    format!("cannot read the command's output ({e}); it was killed"),
-                )
-                .with_side_effect(SideEffect::ProcExit {
-                    pid,
-                    status: status.and_then(|s| s.code()),
-                    signal: status.and_then(|s| s.signal()),
-                }));
-            }
-        };
-        let mut streams = Streams {
-            out: Some(out),
-            buf: vec![0; READ_CHUNK],
-            capture: Capture::new(OUTPUT_BYTES_MAX),
-            progress: Progress::new(ctx.progress().clone()),
-        };
-        let mut status = None;
+        Ok((child, pid, reader))
+    }
 
-        let own_deadline = timeout_ms.map(|ms| began + Duration::from_millis(ms));
-        let stop = async {
-            tokio::select! {
-                _ = ctx.cancel().cancelled() => Stop::Cancelled,
-                _ = sleep_until(own_deadline) => Stop::TimedOut(timeout_ms.unwrap_or_default()),
-            }
-        };
-        let stopped = match streams.pump(&mut child, &mut status, stop).await {
-            Pumped::Stopped(why) => Some((why, began.elapsed())),
-            Pumped::Exited | Pumped::Eof => None,
-        };
-
-        let mut notes = Vec::new();
-        if stopped.is_some() {
-            group.signal(Signal::SIGTERM);
-            let grace_end = Instant::now() + Duration::from_millis(KILL_GRACE_MS);
-            loop {
-                if status.is_some() && group.is_empty() {
-                    break;
-                }
-                let now = Instant::now();
-                if now >= grace_end {
-                    break;
-                }
-                let poll = sleep_until(Some(grace_end.min(now + ms(GROUP_POLL_MS))));
-                if let Pumped::Eof = streams.pump(&mut child, &mut status, poll).await {
-                    // Nothing left to read; the group is still there: just wait a little.
-                    tokio::time::sleep(ms(GROUP_POLL_MS)).await;
-                }
-            }
-            if !(status.is_some() && group.is_empty()) {
-                group.signal(Signal::SIGKILL);
-                notes.push(format!(
-                    "[it did not stop within {KILL_GRACE_MS} ms of SIGTERM: its process group \
-                     was killed with SIGKILL]"
-                ));
-            }
-        } else {
-            // The shell exited by itself: kill whatever it left running in its group, so
-            // nothing it started outlives the call.
-            group.signal(Signal::SIGKILL);
-        }
-        // Reap the shell (already done if it exited while we watched).
-        let status = match status {
-            Some(status) => status,
-            None => child.wait().await,
-        };
-        let ended_after = began.elapsed();
-        group.done();
-        let drain_end = Instant::now() + ms(DRAIN_MS);
-        // The shell is reaped: with its status "known", `pump` only reads.
-        let mut reaped = Some(Ok(ExitStatus::from_raw(0)));
-        if let Pumped::Stopped(()) = streams
-            .pump(&mut child, &mut reaped, sleep_until(Some(drain_end)))
-            .await
-        {
-            notes.push(format!(
-                "[stopped reading output {DRAIN_MS} ms after the command ended: a process \
-                 outside its process group still holds the output open]"
-            ));
-        }
-
-        let status = match status {
-            Ok(status) => status,
-            Err(e) => {
-                return Err(ToolError::new(
-                    ErrorCode::ToolFailed,
-                    format!("the command's exit status could not be read: {e}"),
-                )
-                .with_side_effect(SideEffect::ProcExit {
-                    pid,
-                    status: None,
-                    signal: None,
-                }));
-            }
-        };
+    /// The call's result: the transcript, and an error when our signal ended the command.
+    fn outcome(
+        &self,
+        pid: u32,
+        ended: Ended,
+        streams: &Streams,
+        began: Instant,
+    ) -> Result<ToolOutput, ToolError> {
+        let Ended {
+            status,
+            stopped,
+            ended_after,
+            mut notes,
+        } = ended;
         let effect = SideEffect::ProcExit {
             pid,
             status: status.code(),
@@ -395,6 +393,54 @@ impl Bash {
             }),
         }
     }
+}
+
+/// Kills the group at once and reaps the shell: for a command that started but cannot go on.
+/// Returns how the shell ended.
+async fn kill_and_reap(group: &mut Group, child: &mut Child, pid: u32) -> SideEffect {
+    group.signal(Signal::SIGKILL);
+    let status = child.wait().await.ok();
+    group.done();
+    SideEffect::ProcExit {
+        pid,
+        status: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+    }
+}
+
+/// After a stop: SIGTERM to the group, then up to [`KILL_GRACE_MS`] for the shell to exit and
+/// the group to empty (reading output all the while, so nobody blocks on a full pipe), then
+/// SIGKILL to whatever is left. Returns the note to add when SIGKILL was needed.
+async fn terminate(
+    group: &Group,
+    streams: &mut Streams,
+    child: &mut Child,
+    status: &mut Option<io::Result<ExitStatus>>,
+) -> Option<String> {
+    group.signal(Signal::SIGTERM);
+    let grace_end = Instant::now() + Duration::from_millis(KILL_GRACE_MS);
+    loop {
+        if status.is_some() && group.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        if now >= grace_end {
+            break;
+        }
+        let poll = sleep_until(Some(grace_end.min(now + ms(GROUP_POLL_MS))));
+        if let Pumped::Eof = streams.pump(child, status, poll).await {
+            // Nothing left to read; the group is still there: just wait a little.
+            tokio::time::sleep(ms(GROUP_POLL_MS)).await;
+        }
+    }
+    if status.is_some() && group.is_empty() {
+        return None;
+    }
+    group.signal(Signal::SIGKILL);
+    Some(format!(
+        "[it did not stop within {KILL_GRACE_MS} ms of SIGTERM: its process group was killed \
+         with SIGKILL]"
+    ))
 }
 
 fn ms(n: u64) -> Duration {
@@ -540,6 +586,24 @@ struct Streams {
 }
 
 impl Streams {
+    /// After the shell is reaped: reads what is left in the pipe, for at most [`DRAIN_MS`].
+    /// Returns the note to add when a process outside the group still held it open.
+    async fn drain(&mut self, child: &mut Child) -> Option<String> {
+        let drain_end = Instant::now() + ms(DRAIN_MS);
+        // The shell is reaped: with its status "known", `pump` only reads.
+        let mut reaped = Some(Ok(ExitStatus::from_raw(0)));
+        match self
+            .pump(child, &mut reaped, sleep_until(Some(drain_end)))
+            .await
+        {
+            Pumped::Stopped(()) => Some(format!(
+                "[stopped reading output {DRAIN_MS} ms after the command ended: a process \
+                 outside its process group still holds the output open]"
+            )),
+            Pumped::Exited | Pumped::Eof => None,
+        }
+    }
+
     /// Reads output until `stop` completes, the shell exits (when `status` is still unknown), or
     /// there is nothing left to wait for (status known, the pipe at its end).
     async fn pump<F: Future>(
@@ -601,162 +665,9 @@ fn took<R>(
     }
 }
 
-/// Head and tail of the output, with the count of everything.
-#[derive(Debug)]
-struct Capture {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    head_max: usize,
-    tail_max: usize,
-    total: u64,
-}
-
-impl Capture {
-    fn new(max: usize) -> Capture {
-        let head_max = max / 2;
-        Capture {
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            head_max,
-            tail_max: max - head_max,
-            total: 0,
-        }
-    }
-
-    fn push(&mut self, bytes: &[u8]) {
-        self.total += bytes.len() as u64;
-        let to_head = self
-            .head_max
-            .saturating_sub(self.head.len())
-            .min(bytes.len());
-        self.head.extend_from_slice(&bytes[..to_head]);
-        let rest = &bytes[to_head..];
-        if rest.len() >= self.tail_max {
-            self.tail.clear();
-            self.tail.extend(&rest[rest.len() - self.tail_max..]);
-        } else {
-            let overflow = (self.tail.len() + rest.len()).saturating_sub(self.tail_max);
-            self.tail.drain(..overflow);
-            self.tail.extend(rest);
-        }
-    }
-
-    /// Bytes printed but not kept.
-    fn omitted(&self) -> u64 {
-        self.total - (self.head.len() + self.tail.len()) as u64
-    }
-
-    fn render(&self) -> String {
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        let omitted = self.omitted();
-        if omitted == 0 {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&tail);
-            return String::from_utf8_lossy(&all).into_owned();
-        }
-        // Cut at character boundaries where the cut split one.
-        let head = match std::str::from_utf8(&self.head) {
-            Ok(_) => &self.head[..],
-            Err(e) if e.error_len().is_none() => &self.head[..e.valid_up_to()],
-            Err(_) => &self.head[..],
-        };
-        let skip = tail
-            .iter()
-            .take(3)
-            .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
-            .count();
-        let tail = &tail[skip..];
-        let mut text = String::from_utf8_lossy(head).into_owned();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&format!(
-            "[... {omitted} bytes of output cut here: {} in all, the first {} and the last {} \
-             are shown ...]\n",
-            self.total,
-            head.len(),
-            tail.len()
-        ));
-        text.push_str(&String::from_utf8_lossy(tail));
-        text
-    }
-}
-
-/// Rate-limited progress: the latest line of output, at most every [`PROGRESS_INTERVAL_MS`].
-struct Progress {
-    sink: ProgressSink,
-    last_report: Option<Instant>,
-    line: Option<String>,
-}
-
-impl Progress {
-    fn new(sink: ProgressSink) -> Progress {
-        Progress {
-            sink,
-            last_report: None,
-            line: None,
-        }
-    }
-
-    fn saw(&mut self, chunk: &[u8]) {
-        if let Some(line) = chunk
-            .split(|b| *b == b'\n')
-            .rev()
-            .map(|l| String::from_utf8_lossy(l).trim().to_owned())
-            .find(|l| !l.is_empty())
-        {
-            self.line = Some(line.chars().take(PROGRESS_LINE_CHARS_MAX).collect());
-        }
-        let due = self
-            .last_report
-            .is_none_or(|at| at.elapsed() >= ms(PROGRESS_INTERVAL_MS));
-        if due {
-            if let Some(line) = self.line.take() {
-                // Progress is advisory: a full queue or a finished call just drops it.
-                let _ = self.sink.report(line);
-                self.last_report = Some(Instant::now());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn small_output_is_kept_whole() {
-        let mut c = Capture::new(16);
-        c.push(b"hello ");
-        c.push(b"world");
-        assert_eq!(c.omitted(), 0);
-        assert_eq!(c.render(), "hello world");
-    }
-
-    #[test]
-    fn large_output_keeps_head_and_tail_and_marks_the_cut() {
-        let mut c = Capture::new(10);
-        for chunk in [&b"abc"[..], b"defgh", b"ijklmnop", b"qrstuvwxyz"] {
-            c.push(chunk);
-        }
-        assert_eq!(c.total, 26);
-        assert_eq!(c.omitted(), 16);
-        let text = c.render();
-        assert!(text.starts_with("abcde\n[... 16 bytes"), "{text}");
-        assert!(text.ends_with("...]\nvwxyz"), "{text}");
-    }
-
-    #[test]
-    fn a_cut_inside_a_character_drops_the_broken_pieces() {
-        // a (1 byte), é (2), € (3), € (3): the head's 4 bytes end inside the first €, the
-        // tail's 4 start inside it.
-        let mut c = Capture::new(8);
-        c.push("aé€€".as_bytes());
-        let text = c.render();
-        assert!(!text.contains('\u{fffd}'), "{text:?}");
-        assert!(text.starts_with("aé\n[... 1 bytes"), "{text:?}");
-        assert!(text.ends_with("...]\n€"), "{text:?}");
-    }
 
     #[test]
     fn status_lines() {

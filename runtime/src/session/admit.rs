@@ -1,0 +1,323 @@
+//! Admission: everything between a call's `received` and the decision to run it (`approved`)
+//! or not (`rejected`, `cancelled-before-start`): tool lookup, argument parsing and schema
+//! check, plan mode, the pre-execute chain, asks, and guards.
+//!
+//! Why apart from the session's lifecycle: this is where policy lives, and it is read far more
+//! often than it changes; the lifecycle code (turns, steps, batches) is about journal shape.
+
+use super::Session;
+use crate::args::{self, Args};
+use crate::code::ErrorCode;
+use crate::error::panic_message;
+use crate::event::{Approval, AskAnswer, Event, StopReason, ToolSource};
+use crate::hooks::{CallInfo, Decision};
+use crate::pipeline;
+use crate::registry::{Entry, Exposure};
+use crate::scheduler;
+use crate::state::CallState;
+use crate::tools::search;
+use crate::track::Track;
+use crate::RuntimeError;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The listener name plan-mode denials carry.
+pub const PLAN_MODE_POLICY: &str = "plan-mode";
+
+/// The name the session's own routing of `ask` calls is recorded under (as a listener's would).
+pub const ASK_TOOL_POLICY: &str = "ask-tool";
+
+impl Session {
+    /// received → parsed → approved, or → rejected: everything up to the decision to run.
+    pub(super) async fn plan(
+        &mut self,
+        track: &mut Track,
+        raw: &str,
+        stop_reason: StopReason,
+        cancel: &CancellationToken,
+    ) -> Result<(), RuntimeError> {
+        if stop_reason == StopReason::Length {
+            return self.reject(
+                track,
+                ErrorCode::TruncatedCall,
+                "the assistant message was cut off at the model's length limit; no call in it \
+                 runs, because its arguments may be incomplete even where they parse"
+                    .into(),
+            );
+        }
+        let entry = match self.resolve(track.tool()) {
+            Ok(entry) => entry,
+            Err((code, reason)) => return self.reject(track, code, reason),
+        };
+        track.set_entry(entry.clone());
+        let args = match parse_checked(&entry, track.tool(), raw) {
+            Ok(args) => args,
+            Err((code, reason)) => return self.reject(track, code, reason),
+        };
+        let call = track.call().clone();
+        track.transition(&self.log, CallState::Parsed, 0, |source_seqs| {
+            Event::Parsed {
+                call: call.clone(),
+                arguments: args.canonical().to_owned(),
+                source_seqs,
+            }
+        })?;
+        // Frozen from here on: every listener gets a clone of the same immutable arguments.
+        let info = CallInfo {
+            call: call.clone(),
+            tool: track.tool().to_owned(),
+            source: entry.source.clone(),
+            read_only: entry.tool.is_read_only(),
+            args,
+        };
+        track.set_info(info.clone());
+
+        let Some(approval) = self.approval(track, &info, cancel).await? else {
+            return Ok(());
+        };
+        if let Some(reason) = self.guard_denial(&info) {
+            return self.reject(track, ErrorCode::PolicyDenied, reason);
+        }
+        track.transition(&self.log, CallState::Approved, 0, |source_seqs| {
+            Event::Approved {
+                call,
+                approval,
+                source_seqs,
+            }
+        })?;
+        Ok(())
+    }
+
+    /// The tool a call names, if the model may call it in this step; else the code and reason
+    /// to reject it with.
+    fn resolve(&self, tool: &str) -> Result<Arc<Entry>, (ErrorCode, String)> {
+        match self.registry.lookup(tool) {
+            Some(entry) if self.step_visible.contains(tool) => Ok(entry),
+            Some(entry) if entry.exposure == Exposure::Deferred => Err((
+                ErrorCode::UnknownTool,
+                format!(
+                    "tool {tool:?} is not loaded in this step: find it with {} first; it can be \
+                     called from the step after",
+                    search::NAME
+                ),
+            )),
+            _ => Err((
+                ErrorCode::UnknownTool,
+                format!("no tool named {tool:?} is available"),
+            )),
+        }
+    }
+
+    /// What the pre-execute chain (and the user, when it asks) says: `Some` approval, or `None`
+    /// when the call was refused or the batch stopped (the call's end is then journaled).
+    async fn approval(
+        &mut self,
+        track: &mut Track,
+        info: &CallInfo,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Approval>, RuntimeError> {
+        let approval = match self.pre_execute(info) {
+            (Decision::Deny { reason }, by) => {
+                let by = by.unwrap_or_else(|| "the session's default".to_owned());
+                let reason = format!("denied by {by}: {reason}");
+                self.reject(track, ErrorCode::PolicyDenied, reason)?;
+                return Ok(None);
+            }
+            (Decision::Ask { reason }, _) => match self.ask(track, info, &reason, cancel).await? {
+                Asked::Approved(approval) => approval,
+                Asked::Refused(denial) => {
+                    self.reject(track, ErrorCode::PolicyDenied, denial)?;
+                    return Ok(None);
+                }
+                Asked::Stopped => {
+                    scheduler::cancel_before_start(
+                        &self.ctx(),
+                        track,
+                        "the batch was stopped while this call waited for approval",
+                    )?;
+                    return Ok(None);
+                }
+            },
+            (_, None) => Approval::Default,
+            (_, Some(name)) => Approval::Listener { name },
+        };
+        Ok(Some(approval))
+    }
+
+    /// The first guard that refuses the call, as the reason to reject it with. A guard that
+    /// panics refuses (fail closed).
+    fn guard_denial(&self, info: &CallInfo) -> Option<String> {
+        for guard in &self.hooks.guards {
+            let verdict = catch_unwind(AssertUnwindSafe(|| guard.check(info)));
+            let denial = match verdict {
+                Ok(None) => continue,
+                Ok(Some(reason)) => reason,
+                Err(panic) => format!("the guard failed ({})", panic_message(panic.as_ref())),
+            };
+            return Some(format!("guard {}: {denial}", guard.name()));
+        }
+        None
+    }
+
+    /// The pre-execute chain: the first listener that decides wins. Returns the decision and
+    /// the listener that made it (`None`: no listener decided, the session's default applies).
+    /// A listener that panics denies (fail closed).
+    fn pre_execute(&self, info: &CallInfo) -> (Decision, Option<String>) {
+        // Plan mode comes before every listener: no listener's allow can let a write through
+        // while the plan is unapproved.
+        if self.plan_mode && !info.read_only {
+            let reason = format!(
+                "plan mode is on: only read-only tools run until the plan is approved (an ask \
+                 answered allow); {} changes the world",
+                info.tool
+            );
+            return (Decision::Deny { reason }, Some(PLAN_MODE_POLICY.to_owned()));
+        }
+        // The built-in `ask` is a question for the user: it goes to the approver whatever the
+        // listeners would say, so neither an allow-all listener nor a missing approver can
+        // turn it into a "yes" nobody gave.
+        if info.tool == "ask" && info.source == ToolSource::BuiltIn {
+            let reason = info
+                .args
+                .str("question")
+                .unwrap_or("(no question)")
+                .to_owned();
+            return (Decision::Ask { reason }, Some(ASK_TOOL_POLICY.to_owned()));
+        }
+        for listener in &self.hooks.pre_execute {
+            let decision = match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {
+                Ok(Decision::Pass) => continue,
+                Ok(decision) => decision,
+                Err(panic) => Decision::Deny {
+                    reason: format!("the listener failed ({})", panic_message(panic.as_ref())),
+                },
+            };
+            return (decision, Some(listener.name().to_owned()));
+        }
+        let decision = if self.config.default_allow {
+            Decision::Allow
+        } else {
+            Decision::Deny {
+                reason: "no policy allowed this call".into(),
+            }
+        };
+        (decision, None)
+    }
+
+    /// An `Ask`: journaled as a question and its answer. Only an "allowed" answer approves.
+    async fn ask(
+        &mut self,
+        track: &mut Track,
+        info: &CallInfo,
+        reason: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Asked, RuntimeError> {
+        if self.always_allowed.contains(&info.tool) {
+            return Ok(Asked::Approved(Approval::AlwaysAllowed));
+        }
+        let call = info.call.clone();
+        // Ask events are the call's events too: what follows points back at the answer.
+        track.note(
+            &self.log,
+            &Event::AskPending {
+                call: call.clone(),
+                question: reason.to_owned(),
+            },
+        )?;
+        let Some(approver) = self.hooks.approver.clone() else {
+            track.note(
+                &self.log,
+                &Event::AskCancelled {
+                    call,
+                    reason: "no approver is configured".into(),
+                },
+            )?;
+            return Ok(Asked::Refused(format!(
+                "approval needed ({reason}) but no one is there to answer"
+            )));
+        };
+        let answer = tokio::select! {
+            answer = approver.ask(info.clone(), reason.to_owned()) => answer,
+            _ = cancel.cancelled() => {
+                // Withdrawn, never taken as answered.
+                track.note(
+                    &self.log,
+                    &Event::AskCancelled {
+                        call,
+                        reason: "the batch was stopped".into(),
+                    },
+                )?;
+                return Ok(Asked::Stopped);
+            }
+        };
+        track.note(
+            &self.log,
+            &match answer {
+                AskAnswer::Expired => Event::AskExpired { call },
+                AskAnswer::Cancelled => Event::AskCancelled {
+                    call,
+                    reason: "the approver withdrew the question".into(),
+                },
+                answer => Event::AskAnswered { call, answer },
+            },
+        )?;
+        if answer.allows() && info.tool == "ask" && self.plan_mode {
+            let reason = format!("the user approved the plan: {reason}");
+            self.switch_plan_mode(false, &reason, Some(info.call.clone()))?;
+        }
+        Ok(match answer {
+            AskAnswer::AllowedOnce => Asked::Approved(Approval::Asked { answer }),
+            AskAnswer::AllowedAlways => {
+                self.always_allowed.insert(info.tool.clone());
+                Asked::Approved(Approval::Asked { answer })
+            }
+            AskAnswer::Denied => Asked::Refused(format!("the user denied it ({reason})")),
+            AskAnswer::Expired => Asked::Refused(format!(
+                "the question expired unanswered ({reason}); a timeout is never an approval"
+            )),
+            AskAnswer::Cancelled => {
+                Asked::Refused(format!("the question was withdrawn ({reason})"))
+            }
+        })
+    }
+
+    /// → rejected, with the error result ready to commit.
+    fn reject(
+        &mut self,
+        track: &mut Track,
+        code: ErrorCode,
+        reason: String,
+    ) -> Result<(), RuntimeError> {
+        let call = track.call().clone();
+        track.transition(&self.log, CallState::Rejected, 0, |source_seqs| {
+            Event::Rejected {
+                call: call.clone(),
+                code,
+                reason: reason.clone(),
+                source_seqs,
+            }
+        })?;
+        pipeline::set_error_result(track, code, reason);
+        Ok(())
+    }
+}
+
+/// A call's arguments, parsed and checked against its tool's input schema; else the code and
+/// reason to reject it with.
+fn parse_checked(entry: &Entry, tool: &str, raw: &str) -> Result<Args, (ErrorCode, String)> {
+    let args = args::parse(raw).map_err(|e| (ErrorCode::SyntaxError, e.to_string()))?;
+    if let Err(v) = entry.input.check(args.value()) {
+        let reason = format!("arguments do not match the input schema of {tool}: {v}");
+        return Err((ErrorCode::SchemaError, reason));
+    }
+    Ok(args)
+}
+
+/// What became of a question.
+enum Asked {
+    Approved(Approval),
+    Refused(String),
+    /// The batch was stopped while waiting.
+    Stopped,
+}

@@ -1,0 +1,501 @@
+//! A session: turns, steps, and the batch of calls in each step, every transition journaled.
+//!
+//! The durability plan (DESIGN.md §8): nothing waits for the disk except a tool start. The
+//! `llm/response` of a step and the `received`, `parsed`, `approved` records of its calls ride
+//! on the sync of the first `started`; each later `started` syncs whatever came before it
+//! (earlier calls' `settled` included); `committed` records ride on the next sync, at the
+//! latest the one at `turn/end`. A sequential agent loop costs one fsync per step.
+//!
+//! This module keeps the session's lifecycle (open, resume, turns, steps, close) and receives
+//! each batch; `admit` decides, call by call in model order, whether a call may run; the
+//! scheduler then runs the admitted calls of a batch in parallel up to `parallel_max` (exclusive
+//! calls alone, calls on one path in model order) and commits results in model order as soon as
+//! every earlier call is committed.
+//!
+//! Dependencies go one way: session → scheduler → pipeline → track, config, stats.
+
+mod admit;
+
+pub use crate::config::{Config, SessionOptions};
+pub use crate::stats::Stats;
+pub use admit::{ASK_TOOL_POLICY, PLAN_MODE_POLICY};
+
+use crate::event::{
+    CallRef, Event, ModelResponse, SessionOpen, StepOutcome, TurnOutcome, EVENT_SCHEMA_VERSION,
+};
+use crate::eventlog::EventLog;
+use crate::hooks::Hooks;
+use crate::pipeline::Ctx;
+use crate::registry::{Entry, Exposure, Registry};
+use crate::result::ToolResult;
+use crate::scheduler;
+use crate::tools::search::{CatalogEntry, Loaded, ToolSearch};
+use crate::track::Track;
+use crate::RuntimeError;
+use journal::Journal;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A live session over one journal.
+pub struct Session {
+    log: EventLog,
+    registry: Arc<Registry>,
+    hooks: Arc<Hooks>,
+    config: Arc<Config>,
+    session_id: String,
+    turn: u32,
+    step: u32,
+    turn_open: bool,
+    step_open: bool,
+    step_answered: bool,
+    always_allowed: HashSet<String>,
+    stats: Arc<Stats>,
+    /// Deferred tools `tool_search` found so far.
+    loaded: Arc<Loaded>,
+    /// The tools the model was shown in the current step (`step/tools`).
+    step_visible: BTreeSet<String>,
+    /// The last `step/tools` event and how many tools were loaded when it was built: the set
+    /// only changes when a search loads a tool, so most steps reuse it (turn and step updated).
+    step_tools: Option<(usize, Event)>,
+    plan_mode: bool,
+}
+
+/// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
+/// any tool is deferred.
+fn with_tool_search(
+    registry: Arc<Registry>,
+    loaded: &Arc<Loaded>,
+) -> Result<Arc<Registry>, RuntimeError> {
+    let catalog: Vec<CatalogEntry> = registry
+        .entries()
+        .iter()
+        .filter(|e| e.exposure == Exposure::Deferred)
+        .map(|e| CatalogEntry::of(e))
+        .collect();
+    if catalog.is_empty() {
+        return Ok(registry);
+    }
+    let mut scope = Registry::child(registry);
+    scope.register_reserved(Arc::new(ToolSearch::new(catalog, loaded.clone())))?;
+    Ok(Arc::new(scope))
+}
+
+impl Session {
+    /// Starts a session: records `session/open` with every visible tool's name, source, version
+    /// and schema hash.
+    pub fn open(
+        journal: Journal,
+        registry: Arc<Registry>,
+        hooks: Hooks,
+        config: Config,
+        options: SessionOptions,
+    ) -> Result<Session, RuntimeError> {
+        // A second `session/open` would make the journal unreadable for recovery: a journal
+        // holds one session, from its first record.
+        let appended_seq = journal.stats().appended_seq;
+        if appended_seq != 0 {
+            return Err(RuntimeError::JournalMoved(format!(
+                "{}: the journal already holds {appended_seq} records of a session: resume it instead",
+                journal.location()
+            )));
+        }
+        let log = EventLog::new(Arc::new(journal), options.clock);
+        let session_id = options
+            .session_id
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let loaded = Arc::new(Loaded::default());
+        let registry = with_tool_search(registry, &loaded)?;
+        log.append(&Event::SessionOpen(SessionOpen {
+            schema_version: EVENT_SCHEMA_VERSION,
+            session_id: session_id.clone(),
+            workspace: options.workspace,
+            tools: registry.descriptors(),
+        }))?;
+        let plan_mode = config.plan_mode;
+        let mut session = Session {
+            log,
+            registry,
+            hooks: Arc::new(hooks),
+            config: Arc::new(config),
+            session_id,
+            turn: 0,
+            step: 0,
+            turn_open: false,
+            step_open: false,
+            step_answered: false,
+            always_allowed: HashSet::new(),
+            stats: Arc::new(Stats::default()),
+            loaded,
+            step_visible: BTreeSet::new(),
+            step_tools: None,
+            plan_mode: false,
+        };
+        if plan_mode {
+            session.set_plan_mode(true, "the session starts in plan mode")?;
+        }
+        Ok(session)
+    }
+
+    /// Journals the session's policy (`session/policy`): once after `open`, and from a resume
+    /// whenever it changes. The runtime does not interpret it (approval and fsync are the
+    /// embedding's); it is kept so that a resume reapplies what the session was started with.
+    pub fn record_policy(
+        &mut self,
+        policy: &crate::event::SessionPolicy,
+    ) -> Result<(), RuntimeError> {
+        self.log.append(&Event::SessionPolicy(policy.clone()))?;
+        Ok(())
+    }
+
+    /// Journals that a resume killed a process group a call of the crashed run left running
+    /// (`process/killed`).
+    pub fn record_process_killed(
+        &mut self,
+        call: &CallRef,
+        pgid: u32,
+        signal: i32,
+    ) -> Result<(), RuntimeError> {
+        self.log.append(&Event::ProcessKilled {
+            call: call.clone(),
+            pgid,
+            signal,
+        })?;
+        Ok(())
+    }
+
+    /// Turns plan mode on or off, journaled (`plan/mode`). While it is on, only tools declared
+    /// read-only run; the others are refused with `POLICY_DENIED`. A no-op when already so.
+    pub fn set_plan_mode(&mut self, on: bool, reason: &str) -> Result<(), RuntimeError> {
+        self.switch_plan_mode(on, reason, None)
+    }
+
+    /// Whether plan mode is on (only read-only tools run).
+    pub fn plan_mode(&self) -> bool {
+        self.plan_mode
+    }
+
+    fn switch_plan_mode(
+        &mut self,
+        on: bool,
+        reason: &str,
+        call: Option<CallRef>,
+    ) -> Result<(), RuntimeError> {
+        if self.plan_mode == on {
+            return Ok(());
+        }
+        self.log.append(&Event::PlanMode {
+            on,
+            reason: reason.to_owned(),
+            call,
+        })?;
+        self.plan_mode = on;
+        Ok(())
+    }
+
+    /// The tools the model is shown in the current step (after [`Session::begin_step`]): what a
+    /// model adapter sends as the request's tool list.
+    pub fn step_tools(&self) -> Vec<Arc<Entry>> {
+        self.step_visible
+            .iter()
+            .filter_map(|name| self.registry.lookup(name))
+            .collect()
+    }
+
+    /// The id recorded in `session/open`.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The session's counters of failures that changed no result.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The log the session appends to (and its journal).
+    pub fn event_log(&self) -> &EventLog {
+        &self.log
+    }
+
+    /// The current (or last) turn number; 0 before the first.
+    pub fn turn(&self) -> u32 {
+        self.turn
+    }
+
+    /// Whether a turn is open (begun and not yet ended).
+    pub fn turn_open(&self) -> bool {
+        self.turn_open
+    }
+
+    /// Continues a session whose journal was replayed as `replay`, after the last turn. The
+    /// journal must be balanced (no open turn: `recover` closes one); a closed session cannot be
+    /// continued.
+    pub fn resume(
+        journal: Journal,
+        registry: Arc<Registry>,
+        hooks: Hooks,
+        config: Config,
+        options: SessionOptions,
+        replay: &crate::replay::SessionReplay,
+    ) -> Result<Session, RuntimeError> {
+        let Some(open) = &replay.open else {
+            return Err(RuntimeError::Misuse("the journal holds no session".into()));
+        };
+        if replay.closed {
+            return Err(RuntimeError::Misuse("the session is closed".into()));
+        }
+        if let Some(turn) = replay.open_turn() {
+            return Err(RuntimeError::Misuse(format!(
+                "turn {} is still open: the session was interrupted; recover it first",
+                turn.turn
+            )));
+        }
+        // The writer lock is held from here on; the replay must be of the journal as it is
+        // under that lock, or we would continue a story another process has moved on.
+        let appended_seq = journal.stats().appended_seq;
+        if appended_seq != replay.last_seq {
+            return Err(RuntimeError::JournalMoved(format!(
+                "{}: the journal ends at seq {appended_seq} but was replayed up to seq {}: \
+                 another process wrote to it; replay it again under the lock",
+                journal.location(),
+                replay.last_seq
+            )));
+        }
+        let log = EventLog::new(Arc::new(journal), options.clock);
+        // What the journal says: tools loaded by earlier searches stay loaded, plan mode stays
+        // as it was.
+        let loaded = Arc::new(Loaded::new(replay.loaded_tools.clone()));
+        let registry = with_tool_search(registry, &loaded)?;
+        Ok(Session {
+            log,
+            registry,
+            hooks: Arc::new(hooks),
+            config: Arc::new(config),
+            session_id: open.session_id.clone(),
+            turn: replay.turns.len() as u32,
+            step: 0,
+            turn_open: false,
+            step_open: false,
+            step_answered: false,
+            always_allowed: HashSet::new(),
+            stats: Arc::new(Stats::default()),
+            loaded,
+            step_visible: BTreeSet::new(),
+            step_tools: None,
+            plan_mode: replay.plan_mode,
+        })
+    }
+
+    /// Opens a turn with the user's message.
+    pub fn begin_turn(&mut self, user_text: &str) -> Result<u32, RuntimeError> {
+        if self.turn_open {
+            return Err(RuntimeError::Misuse(format!(
+                "turn {} is still open",
+                self.turn
+            )));
+        }
+        self.turn += 1;
+        self.step = 0;
+        self.turn_open = true;
+        self.log.append(&Event::TurnStart {
+            turn: self.turn,
+            user_text: user_text.to_owned(),
+        })?;
+        Ok(self.turn)
+    }
+
+    /// Opens a step: one model request and the calls it asks for.
+    pub fn begin_step(&mut self) -> Result<u32, RuntimeError> {
+        if !self.turn_open || self.step_open {
+            return Err(RuntimeError::Misuse(
+                "a step begins inside an open turn, after the previous step ended".into(),
+            ));
+        }
+        self.step += 1;
+        self.step_open = true;
+        self.step_answered = false;
+        self.log.append(&Event::StepStart {
+            turn: self.turn,
+            step: self.step,
+        })?;
+        // The step's tool set is fixed here, before the model answers: a tool loaded during
+        // the step is shown from the next one. The loaded set only grows, so its size says
+        // whether the cached set is still the one.
+        let loaded = self.loaded.len();
+        let (turn, step) = (self.turn, self.step);
+        let event = match self.step_tools.take() {
+            Some((n, mut event)) if n == loaded => {
+                if let Event::StepTools {
+                    turn: t, step: s, ..
+                } = &mut event
+                {
+                    (*t, *s) = (turn, step);
+                }
+                event
+            }
+            _ => {
+                let tools = self.registry.visible(&self.loaded.snapshot());
+                self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
+                Event::StepTools { turn, step, tools }
+            }
+        };
+        self.log.append(&event)?;
+        self.step_tools = Some((loaded, event));
+        Ok(self.step)
+    }
+
+    /// Closes the open step with its outcome (`step/end`).
+    pub fn end_step(&mut self, outcome: StepOutcome) -> Result<(), RuntimeError> {
+        if !self.step_open {
+            return Err(RuntimeError::Misuse("no step is open".into()));
+        }
+        self.step_open = false;
+        self.log.append(&Event::StepEnd {
+            turn: self.turn,
+            step: self.step,
+            outcome,
+        })?;
+        Ok(())
+    }
+
+    /// Closes the turn and makes everything before it durable.
+    pub async fn end_turn(&mut self, outcome: TurnOutcome) -> Result<(), RuntimeError> {
+        if !self.turn_open || self.step_open {
+            return Err(RuntimeError::Misuse(
+                "a turn ends after its last step ended".into(),
+            ));
+        }
+        self.turn_open = false;
+        let seq = self.log.append(&Event::TurnEnd {
+            turn: self.turn,
+            outcome,
+        })?;
+        self.log.sync_through(seq).await
+    }
+
+    /// Records `session/close`, makes the journal durable and closes it.
+    pub async fn close(self) -> Result<(), RuntimeError> {
+        if self.turn_open {
+            return Err(RuntimeError::Misuse(format!(
+                "turn {} is still open",
+                self.turn
+            )));
+        }
+        let seq = self.log.append(&Event::SessionClose)?;
+        self.log.sync_through(seq).await?;
+        let Session { log, .. } = self;
+        if let Ok(journal) = Arc::try_unwrap(log.journal().clone()) {
+            drop(log);
+            journal.close()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the calls of one assistant message and returns exactly one result per call id, in
+    /// model order (I3). See [`Session::run_batch_cancellable`].
+    pub async fn run_batch(
+        &mut self,
+        response: ModelResponse,
+    ) -> Result<Vec<ToolResult>, RuntimeError> {
+        self.run_batch_cancellable(response, CancellationToken::new())
+            .await
+    }
+
+    /// Runs a batch that `cancel` can stop (the user pressed stop): nothing starts after it,
+    /// running calls are signalled and awaited, calls that never started get
+    /// `ABORTED_BEFORE_DISPATCH`. Each call's `started` is durable before its body runs (I1);
+    /// a journal failure stops the batch and nothing starts after it (I10).
+    pub async fn run_batch_cancellable(
+        &mut self,
+        response: ModelResponse,
+        cancel: CancellationToken,
+    ) -> Result<Vec<ToolResult>, RuntimeError> {
+        self.check_response(&response)?;
+        self.step_answered = true;
+        let (turn, step) = (self.turn, self.step);
+        // Events own their text; the response is moved into its event and back out rather
+        // than copied (this is the per-call hot path).
+        let event = Event::LlmResponse {
+            turn,
+            step,
+            response,
+        };
+        let response_seq = self.log.append(&event)?;
+        let Event::LlmResponse { response, .. } = event else {
+            unreachable!("built as llm/response just above")
+        };
+        let stop_reason = response.stop_reason;
+
+        let mut tracks = Vec::with_capacity(response.tool_calls.len());
+        for (index, model_call) in response.tool_calls.iter().enumerate() {
+            let event = Event::Received {
+                call: CallRef {
+                    turn,
+                    step,
+                    call_id: model_call.call_id.clone(),
+                },
+                index: index as u32,
+                tool: model_call.name.clone(),
+                raw_arguments: model_call.arguments.clone(),
+                source_seqs: vec![response_seq],
+            };
+            let seq = self.log.append(&event)?;
+            let Event::Received { call, tool, .. } = event else {
+                unreachable!("built as received just above")
+            };
+            let mut track = Track::received(call, seq, tool);
+            if cancel.is_cancelled() {
+                scheduler::cancel_before_start(
+                    &self.ctx(),
+                    &mut track,
+                    "the batch was stopped before this call started",
+                )?;
+            } else {
+                self.plan(&mut track, &model_call.arguments, stop_reason, &cancel)
+                    .await?;
+            }
+            tracks.push(track);
+        }
+        scheduler::run(&self.ctx(), tracks, &cancel).await
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            config: self.config.clone(),
+            hooks: self.hooks.clone(),
+            log: self.log.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    fn check_response(&self, response: &ModelResponse) -> Result<(), RuntimeError> {
+        if !self.step_open || self.step_answered {
+            return Err(RuntimeError::Misuse(
+                "a batch runs inside an open step, once per step".into(),
+            ));
+        }
+        if response.tool_calls.len() > self.config.calls_per_batch_max {
+            return Err(RuntimeError::InvalidResponse(format!(
+                "{} tool calls in one message; the limit is {}",
+                response.tool_calls.len(),
+                self.config.calls_per_batch_max
+            )));
+        }
+        let mut seen = HashSet::new();
+        for call in &response.tool_calls {
+            if call.call_id.is_empty() {
+                return Err(RuntimeError::InvalidResponse(format!(
+                    "a call to {:?} has an empty call id",
+                    call.name
+                )));
+            }
+            if !seen.insert(call.call_id.as_str()) {
+                return Err(RuntimeError::InvalidResponse(format!(
+                    "call id {:?} appears twice in one message",
+                    call.call_id
+                )));
+            }
+        }
+        Ok(())
+    }
+}
