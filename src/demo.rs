@@ -8,7 +8,7 @@
 use crate::run::{self, Approve};
 use crate::CliError;
 use journal::FsyncPolicy;
-use runtime::model::{parse_script, ScriptedModel};
+use runtime::transcript::{parse_script, ScriptedModel};
 
 const TRANSCRIPT: &str = include_str!("demo.jsonl");
 

@@ -6,11 +6,12 @@ use crate::policy;
 use crate::printer::Printer;
 use crate::CliError;
 use journal::{FsStorage, FsyncPolicy, Storage};
-use runtime::driver::{drive, DriveReport, ScriptedApprover};
 use runtime::event::{AskAnswer, CallRef, Record};
 use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
-use runtime::model::{consumed_lines, read_script, ScriptedModel};
 use runtime::replay::{replay_storage, SessionReplay};
+use runtime::transcript::{
+    consumed_lines, drive, read_script, DriveReport, ScriptedApprover, ScriptedModel,
+};
 use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -7,7 +7,6 @@ use crate::counted::{Counted, Ops};
 use crate::Mutant;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
-use runtime::driver::ScriptedApprover;
 use runtime::event::{
     AskAnswer, CallRef, ModelCall, ModelResponse, Resources, SideEffect, StepOutcome, StopReason,
     ToolSource, TurnOutcome,
@@ -17,6 +16,7 @@ use runtime::registry::Registry;
 use runtime::spill::SpillStore;
 use runtime::testing::ManualClock;
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::transcript::ScriptedApprover;
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use serde_json::{json, Value};
 use std::collections::HashMap;

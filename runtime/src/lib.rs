@@ -10,7 +10,6 @@ pub mod args;
 pub mod builder;
 pub mod code;
 mod config;
-pub mod driver;
 mod error;
 pub mod event;
 pub mod eventlog;
@@ -32,6 +31,7 @@ pub mod testing;
 pub mod tool;
 pub mod tools;
 mod track;
+pub mod transcript;
 
 pub use builder::{BuildError, LockedJournal, PreparedSession, SessionBuilder};
 pub use code::ErrorCode;

@@ -11,6 +11,7 @@ use crate::hooks::{Approver, AskFuture, CallInfo};
 use crate::model::{Model, ModelStep};
 use crate::result::ToolResult;
 use crate::session::Session;
+use crate::transcript::ScriptedModel;
 use crate::RuntimeError;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -71,7 +72,7 @@ pub trait SkipTurn {
     fn skip_rest_of_turn(&mut self) -> usize;
 }
 
-impl SkipTurn for crate::model::ScriptedModel {
+impl SkipTurn for ScriptedModel {
     fn skip_rest_of_turn(&mut self) -> usize {
         self.skip_to_next_user()
     }

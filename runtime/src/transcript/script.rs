@@ -1,0 +1,335 @@
+//! The transcript format (DESIGN.md §10): JSON lines, a user line opening each turn and an
+//! assistant line per step, with the scripted user's stop and answers. Read line by line, each
+//! line bounded while it is read.
+
+use crate::event::{AskAnswer, ModelCall, ModelResponse, StopReason};
+use crate::model::{Model, ModelStep, Respond};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
+
+/// Most lines a transcript may have.
+pub const SCRIPT_LINES_MAX: usize = 100_000;
+/// Longest transcript line, in bytes (its newline not counted). [`read_script`] refuses a longer
+/// one while reading it: it never holds more than this (plus one byte) of a line.
+pub const SCRIPT_LINE_BYTES_MAX: usize = 16 << 20;
+
+/// One transcript line, with its line number (from 1) for messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptLine {
+    /// The line number in the transcript, from 1.
+    pub line: usize,
+    /// What the line says happens.
+    pub step: ModelStep,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLine {
+    user: Option<String>,
+    assistant: Option<RawAssistant>,
+    cancel_after_ms: Option<u64>,
+    approvals: Option<BTreeMap<String, RawApproval>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAssistant {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    tool_calls: Vec<RawCall>,
+    stop_reason: Option<StopReason>,
+    cancel_after_ms: Option<u64>,
+    approvals: Option<BTreeMap<String, RawApproval>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCall {
+    id: String,
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawApproval {
+    Allow,
+    Deny,
+    Expire,
+}
+
+impl From<RawApproval> for AskAnswer {
+    fn from(a: RawApproval) -> AskAnswer {
+        match a {
+            RawApproval::Allow => AskAnswer::AllowedOnce,
+            RawApproval::Deny => AskAnswer::Denied,
+            RawApproval::Expire => AskAnswer::Expired,
+        }
+    }
+}
+
+/// Parses a transcript already in memory. Errors name the source, the line and what is wrong.
+pub fn parse_script(text: &str, source: &str) -> Result<Vec<ScriptLine>, String> {
+    read_script(text.as_bytes(), source)
+}
+
+/// Reads and parses a transcript line by line, holding one line at a time: a line longer than
+/// [`SCRIPT_LINE_BYTES_MAX`] is refused as soon as that many bytes of it are read, so a huge
+/// line costs no more memory than the limit. Errors name the source, the line and what is
+/// wrong.
+pub fn read_script(mut reader: impl BufRead, source: &str) -> Result<Vec<ScriptLine>, String> {
+    let mut out = Vec::new();
+    let mut raw = Vec::new();
+    let mut line = 0;
+    loop {
+        line += 1;
+        raw.clear();
+        let limit = SCRIPT_LINE_BYTES_MAX as u64 + 1;
+        (&mut reader)
+            .take(limit)
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| format!("{source}:{line}: cannot read the script: {e}"))?;
+        if raw.is_empty() {
+            break;
+        }
+        if raw.last() == Some(&b'\n') {
+            raw.pop();
+            if raw.last() == Some(&b'\r') {
+                raw.pop();
+            }
+        } else if raw.len() as u64 == limit {
+            return Err(format!(
+                "{source}:{line}: the line is longer than {SCRIPT_LINE_BYTES_MAX} bytes \
+                 (the limit of a transcript line); refused"
+            ));
+        }
+        let text = std::str::from_utf8(&raw)
+            .map_err(|e| format!("{source}:{line}: not UTF-8 text: {e}"))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        if out.len() >= SCRIPT_LINES_MAX {
+            return Err(format!(
+                "{source}:{line}: more than {SCRIPT_LINES_MAX} lines"
+            ));
+        }
+        let step = parse_line(text, line, source)?;
+        out.push(ScriptLine { line, step });
+    }
+    Ok(out)
+}
+
+/// One non-blank transcript line.
+fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String> {
+    let parsed: RawLine = serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
+    let step = match (parsed.user, parsed.assistant) {
+        (Some(text), None) => {
+            if parsed.cancel_after_ms.is_some() || parsed.approvals.is_some() {
+                return Err(format!(
+                    "{source}:{line}: cancel_after_ms and approvals belong on an assistant line"
+                ));
+            }
+            ModelStep::User { text }
+        }
+        (None, Some(a)) => {
+            let stop_reason = a.stop_reason.unwrap_or(if a.tool_calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            });
+            let approvals = a
+                .approvals
+                .or(parsed.approvals)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into()))
+                .collect();
+            ModelStep::Respond(Respond {
+                response: ModelResponse {
+                    text: a.text,
+                    tool_calls: a
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| ModelCall {
+                            call_id: c.id,
+                            name: c.name,
+                            arguments: c.arguments,
+                        })
+                        .collect(),
+                    stop_reason,
+                },
+                cancel_after_ms: a.cancel_after_ms.or(parsed.cancel_after_ms),
+                approvals,
+            })
+        }
+        _ => {
+            return Err(format!(
+                "{source}:{line}: a line has exactly one of \"user\" or \"assistant\""
+            ))
+        }
+    };
+    Ok(step)
+}
+
+/// Plays a transcript.
+#[derive(Debug, Clone)]
+pub struct ScriptedModel {
+    lines: Vec<ScriptLine>,
+    position: usize,
+}
+
+impl ScriptedModel {
+    /// A model that plays `lines` from the first.
+    pub fn new(lines: Vec<ScriptLine>) -> ScriptedModel {
+        ScriptedModel { lines, position: 0 }
+    }
+
+    /// Starts after the first `consumed` lines (a resumed session).
+    pub fn skip(&mut self, consumed: usize) {
+        self.position = consumed.min(self.lines.len());
+    }
+
+    /// Every line of the transcript, played or not.
+    pub fn lines(&self) -> &[ScriptLine] {
+        &self.lines
+    }
+
+    /// Lines played so far.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// Skips assistant lines up to the next user line (the rest of a stopped turn). Returns how
+    /// many were skipped.
+    pub fn skip_to_next_user(&mut self) -> usize {
+        let start = self.position;
+        while matches!(self.lines.get(self.position), Some(l) if matches!(l.step, ModelStep::Respond(_)))
+        {
+            self.position += 1;
+        }
+        self.position - start
+    }
+}
+
+impl Model for ScriptedModel {
+    fn next_step(&mut self) -> Option<ModelStep> {
+        let line = self.lines.get(self.position)?;
+        self.position += 1;
+        Some(line.step.clone())
+    }
+}
+
+/// How many transcript lines a journal has already consumed: each turn a user line, each step
+/// with a model response an assistant line, and a stopped turn the rest of its responses. Errs
+/// if the journal and the transcript disagree (a resume with the wrong script).
+pub fn consumed_lines(
+    lines: &[ScriptLine],
+    replay: &crate::replay::SessionReplay,
+) -> Result<usize, String> {
+    let mut pos = 0;
+    let at = |pos: usize| {
+        lines
+            .get(pos)
+            .map(|l| format!("line {}", l.line))
+            .unwrap_or_else(|| "the end of the script".to_owned())
+    };
+    for turn in &replay.turns {
+        match lines.get(pos).map(|l| &l.step) {
+            Some(ModelStep::User { text }) if *text == turn.user_text => pos += 1,
+            _ => {
+                return Err(format!(
+                    "the journal's turn {} ({:?}) does not match the script at {}",
+                    turn.turn,
+                    turn.user_text,
+                    at(pos)
+                ))
+            }
+        }
+        for step in &turn.steps {
+            let Some(response) = &step.response else {
+                continue;
+            };
+            match lines.get(pos).map(|l| &l.step) {
+                Some(ModelStep::Respond(r)) if r.response == *response => pos += 1,
+                _ => {
+                    return Err(format!(
+                        "the journal's turn {} step {} does not match the script at {}",
+                        turn.turn,
+                        step.step,
+                        at(pos)
+                    ))
+                }
+            }
+        }
+        // A stopped or interrupted turn's remaining responses were never played: skip them.
+        if matches!(
+            turn.outcome,
+            Some(crate::event::TurnOutcome::Cancelled | crate::event::TurnOutcome::Interrupted)
+        ) {
+            while matches!(lines.get(pos).map(|l| &l.step), Some(ModelStep::Respond(_))) {
+                pos += 1;
+            }
+        }
+    }
+    Ok(pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_design_format_and_names_bad_lines() {
+        let text = concat!(
+            "{\"user\": \"hi\"}\n",
+            "\n",
+            "{\"assistant\": {\"text\": \"t\", \"tool_calls\": [{\"id\": \"call_1\", \"name\": \"read\", \"arguments\": \"{\\\"path\\\":\\\"a\\\"}\"}], \"stop_reason\": \"tool_use\", \"cancel_after_ms\": 5, \"approvals\": {\"call_1\": \"expire\"}}}\n",
+            "{\"assistant\": {\"text\": \"done\"}}\n",
+        );
+        let lines = parse_script(text, "t.jsonl").unwrap();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1].line, 3);
+        let ModelStep::Respond(r) = &lines[1].step else {
+            panic!()
+        };
+        assert_eq!(r.response.tool_calls[0].arguments, "{\"path\":\"a\"}");
+        assert_eq!(r.cancel_after_ms, Some(5));
+        assert_eq!(r.approvals["call_1"], AskAnswer::Expired);
+        let ModelStep::Respond(r) = &lines[2].step else {
+            panic!()
+        };
+        assert_eq!(r.response.stop_reason, StopReason::EndTurn);
+
+        let err = parse_script("{\"user\": \"a\"}\n{\"asistant\": {}}\n", "t.jsonl").unwrap_err();
+        assert!(
+            err.starts_with("t.jsonl:2: unknown field `asistant`"),
+            "{err}"
+        );
+        let err = parse_script("{\"assistant\": {\"stop_reason\": \"maybe\"}}", "s").unwrap_err();
+        assert!(err.starts_with("s:1:") && err.contains("maybe"), "{err}");
+    }
+
+    #[test]
+    fn a_line_of_the_limit_is_read_and_one_byte_more_is_refused_with_its_number() {
+        let frame = "{\"user\": \"\"}".len();
+        let line = |bytes: usize| format!("{{\"user\": \"{}\"}}", "a".repeat(bytes - frame));
+        let at_limit = format!("{{\"user\": \"hi\"}}\r\n{}\n", line(SCRIPT_LINE_BYTES_MAX));
+        let lines = read_script(at_limit.as_bytes(), "s").unwrap();
+        assert_eq!(lines.len(), 2);
+        // The last line without its newline: the limit counts what is there.
+        let over = format!("\n{}", line(SCRIPT_LINE_BYTES_MAX + 1));
+        let err = read_script(over.as_bytes(), "s").unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "s:2: the line is longer than {SCRIPT_LINE_BYTES_MAX} bytes (the limit of a \
+                 transcript line); refused"
+            )
+        );
+        let err = read_script(&b"{\"user\": \"\xff\"}\n"[..], "s").unwrap_err();
+        assert!(err.starts_with("s:1: not UTF-8 text"), "{err}");
+    }
+}
