@@ -16,7 +16,9 @@ use std::sync::Arc;
 /// after `records` good records).
 #[derive(Debug)]
 pub struct Verified {
+    /// How the bytes end.
     pub end: ReadEnd,
+    /// Records read and found to fit.
     pub records: u64,
 }
 

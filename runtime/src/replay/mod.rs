@@ -23,44 +23,69 @@ use crate::state::IllegalTransition;
 use journal::{JournalError, Limits, Position, ReadEnd, Reader, Storage};
 use std::sync::Arc;
 
-/// Why a journal could not be replayed.
+/// Why a journal could not be replayed. Every variant but `Journal` names the record (its seq,
+/// and its segment and offset) that does not decode or does not fit.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The journal could not be read (I/O).
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// A payload whose event type this build does not know, in a journal of a schema it does.
     #[error("record seq {seq} at {position}: unknown event type {index}")]
     UnknownEventType {
+        /// The record's seq.
         seq: u64,
+        /// Where the record is.
         position: Position,
+        /// The event type read.
         index: u32,
     },
+    /// A payload that does not decode as an event, in a journal of a schema this build knows.
     #[error("record seq {seq} at {position}: payload does not decode as an event: {message}")]
     Undecodable {
+        /// The record's seq.
         seq: u64,
+        /// Where the record is.
         position: Position,
+        /// What the decoder said.
         message: String,
     },
     /// A payload that does not decode, in a journal whose `session/open` declares a newer event
     /// schema than this build's: not corruption, an event or variant this build does not know.
     #[error("record seq {seq} at {position}: written by a newer tooljournal (schema {schema} > {known}): {message}")]
     NewerSchema {
+        /// The record's seq.
         seq: u64,
+        /// Where the record is.
         position: Position,
+        /// The schema the journal declares.
         schema: u32,
+        /// The schema this build writes.
         known: u32,
+        /// What the decoder said.
         message: String,
     },
+    /// An event that decodes but does not fit where it lands (a step out of order, a call
+    /// event that does not point back at the call's previous event, ...).
     #[error("record seq {seq} at {position} ({kind}): {message}")]
     Inconsistent {
+        /// The record's seq.
         seq: u64,
+        /// Where the record is.
         position: Position,
+        /// The event's kind (`call event` for a call's transition).
         kind: &'static str,
+        /// What does not fit.
         message: String,
     },
+    /// A call event its state machine refuses.
     #[error("record seq {seq} at {position}: {source}")]
     IllegalTransition {
+        /// The record's seq.
         seq: u64,
+        /// Where the record is.
         position: Position,
+        /// The transition refused.
         source: IllegalTransition,
     },
 }
@@ -85,6 +110,7 @@ pub struct EventDecoder {
 }
 
 impl EventDecoder {
+    /// A decoder for a journal's first record on.
     pub fn new() -> EventDecoder {
         EventDecoder::default()
     }
