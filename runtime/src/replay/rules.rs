@@ -15,6 +15,8 @@ struct At {
     seq: u64,
     position: Position,
     kind: &'static str,
+    /// The record's time.
+    at_ms: u64,
 }
 
 impl At {
@@ -42,6 +44,7 @@ impl<R: Retain> Replayer<R> {
             seq,
             position,
             kind: event.kind(),
+            at_ms,
         };
         let bad = |message: String| at.bad(message);
         let r = &mut self.retain;
@@ -111,20 +114,15 @@ impl<R: Retain> Replayer<R> {
                 }
                 r.session_closed();
             }
-            Event::Recovery(recovery) => apply_recovery(r, at, at_ms, recovery)?,
-            other => apply_call_event(r, at, at_ms, other)?,
+            Event::Recovery(recovery) => apply_recovery(r, at, recovery)?,
+            other => apply_call_event(r, at, other)?,
         }
         Ok(())
     }
 }
 
 /// The events about one call, and the session-wide facts that need no shape checked.
-fn apply_call_event<R: Retain>(
-    r: &mut R,
-    at: At,
-    at_ms: u64,
-    event: Event,
-) -> Result<(), ReplayError> {
+fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayError> {
     let bad = |message: String| at.bad(message);
     match event {
         Event::Received {
@@ -133,29 +131,7 @@ fn apply_call_event<R: Retain>(
             tool,
             raw_arguments,
             source_seqs,
-        } => {
-            let s = open_step(r, call.turn, call.step).map_err(bad)?;
-            let Some(response) = &s.response else {
-                return Err(bad("a call received before the step's llm/response".into()));
-            };
-            let expected = response.tool_calls.get(index as usize);
-            if expected.is_none_or(|m| {
-                m.call_id != call.call_id || m.name != tool || m.arguments != raw_arguments
-            }) || index as usize != s.calls.len()
-            {
-                return Err(bad(format!(
-                    "{call} does not match call {index} of the step's llm/response"
-                )));
-            }
-            if source_seqs.is_empty() || source_seqs.iter().any(|&s| s >= at.seq) {
-                return Err(bad(format!(
-                    "{call}: source seqs {source_seqs:?} do not point back"
-                )));
-            }
-            let mut received = CallReplay::received(call, index, tool, raw_arguments, at_ms);
-            received.seqs.push(at.seq);
-            s.calls.push(received);
-        }
+        } => receive(r, at, call, index, tool, raw_arguments, &source_seqs)?,
         Event::Parsed {
             call,
             arguments,
@@ -175,7 +151,7 @@ fn apply_call_event<R: Retain>(
             let c = advance(r, &call, CallState::Started, attempt, &source_seqs, at)?;
             c.attempts = attempt;
             c.resources = Some(resources);
-            c.started_at_ms.get_or_insert(at_ms);
+            c.started_at_ms.get_or_insert(at.at_ms);
         }
         Event::Settled {
             call,
@@ -184,7 +160,7 @@ fn apply_call_event<R: Retain>(
         } => {
             let c = advance(r, &call, CallState::Settled, 0, &source_seqs, at)?;
             c.outcome = Some(outcome);
-            c.settled_at_ms = Some(at_ms);
+            c.settled_at_ms = Some(at.at_ms);
             r.call_settled(&call);
         }
         Event::Committed {
@@ -229,6 +205,42 @@ fn apply_call_event<R: Retain>(
         }
         other => apply_fact(r, at, other)?,
     }
+    Ok(())
+}
+
+/// `received`: the call the step's `llm/response` names at `index`, next in the step, pointing
+/// back at earlier records.
+fn receive<R: Retain>(
+    r: &mut R,
+    at: At,
+    call: CallRef,
+    index: u32,
+    tool: String,
+    raw_arguments: String,
+    source_seqs: &[u64],
+) -> Result<(), ReplayError> {
+    let bad = |message: String| at.bad(message);
+    let s = open_step(r, call.turn, call.step).map_err(bad)?;
+    let Some(response) = &s.response else {
+        return Err(bad("a call received before the step's llm/response".into()));
+    };
+    let expected = response.tool_calls.get(index as usize);
+    if expected
+        .is_none_or(|m| m.call_id != call.call_id || m.name != tool || m.arguments != raw_arguments)
+        || index as usize != s.calls.len()
+    {
+        return Err(bad(format!(
+            "{call} does not match call {index} of the step's llm/response"
+        )));
+    }
+    if source_seqs.is_empty() || source_seqs.iter().any(|&s| s >= at.seq) {
+        return Err(bad(format!(
+            "{call}: source seqs {source_seqs:?} do not point back"
+        )));
+    }
+    let mut received = CallReplay::received(call, index, tool, raw_arguments, at.at_ms);
+    received.seqs.push(at.seq);
+    s.calls.push(received);
     Ok(())
 }
 
@@ -301,18 +313,13 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
 
 /// A `recovery`: commits the calls it names (adopting those only the step's `llm/response`
 /// names), then interrupts the step and turn it says.
-fn apply_recovery<R: Retain>(
-    r: &mut R,
-    at: At,
-    at_ms: u64,
-    recovery: Recovery,
-) -> Result<(), ReplayError> {
+fn apply_recovery<R: Retain>(r: &mut R, at: At, recovery: Recovery) -> Result<(), ReplayError> {
     let bad = |message: String| at.bad(message);
     for rc in &recovery.calls {
         // A call the model sent whose `received` never reached the journal (the process died
         // while journaling the batch) is known from `llm/response`.
         if r.call_mut(&rc.call).is_err() {
-            adopt_unreceived(r, &rc.call, at_ms).map_err(bad)?;
+            adopt_unreceived(r, &rc.call, at.at_ms).map_err(bad)?;
         }
         let c = r.call_mut(&rc.call).map_err(bad)?;
         if c.state == CallState::Committed {
