@@ -45,9 +45,10 @@ fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
 /// decode or fit is the error recover gives, with the same seq, segment and offset.
 pub fn verify(dir: &Path) -> Result<(), CliError> {
     let verified = recover::verify::verify(dir).map_err(|e| match e {
-        recover::session::RecoverError::Failed(m) => CliError::Failed(m),
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
         recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+        // The rest are I/O failures: exit 1.
+        other => CliError::Failed(other.to_string()),
     })?;
     report_end(dir, &verified.end, verified.records)
 }

@@ -652,9 +652,10 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
 /// balanced session; refuses a live session and one recovery could not write to.
 fn recover_first(journal_dir: &Path) -> Result<recover::session::Recovered, CliError> {
     let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
-        recover::session::RecoverError::Failed(m) => CliError::Failed(m),
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
         recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+        // The rest are I/O failures: exit 1.
+        other => CliError::Failed(other.to_string()),
     })?;
     for note in recovered.notes() {
         eprintln!("note: {}: {note}", journal_dir.display());

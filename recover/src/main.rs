@@ -75,7 +75,10 @@ enum Failure {
 impl From<RecoverError> for Failure {
     fn from(e: RecoverError) -> Failure {
         match e {
-            RecoverError::Failed(m) => Failure::Failed(m),
+            e @ (RecoverError::OpenDir { .. }
+            | RecoverError::Journal { .. }
+            | RecoverError::Io { .. }
+            | RecoverError::NoVerdict { .. }) => Failure::Failed(e.to_string()),
             RecoverError::Corrupt(m) => Failure::Corrupt(m),
             RecoverError::Newer(m) => Failure::Newer(m),
         }

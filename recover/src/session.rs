@@ -14,15 +14,51 @@ use journal::{FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Storag
 use runtime::event::{CallRef, Classification, Event, Record, Recovery};
 use runtime::eventlog::{Clock, SystemClock};
 use runtime::replay::ReplayError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Why recovery could not be done, by exit code.
+/// Why recovery could not be done. `recover`'s `main` turns each into its exit code: 1 for the
+/// I/O failures, 2 for [`RecoverError::Corrupt`], 3 for [`RecoverError::Newer`]. Every message
+/// starts with the journal's directory.
 #[derive(Debug, thiserror::Error)]
 pub enum RecoverError {
-    /// I/O or usage: exit 1.
-    #[error("{0}")]
-    Failed(String),
+    /// The journal directory could not be opened: exit 1.
+    #[error("{}: cannot open the journal directory: {source}", dir.display())]
+    OpenDir {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// Why it could not be opened.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading, locking or appending to the journal failed (I/O, a record refused, a writer
+    /// stopped by an earlier failure): exit 1. A lock held by a live writer is not this: a
+    /// live session is read, not refused.
+    #[error("{}", placed(dir, source))]
+    Journal {
+        /// The journal's directory.
+        dir: PathBuf,
+        /// What the journal said.
+        #[source]
+        source: JournalError,
+    },
+    /// A file of the journal directory could not be listed or measured outside the journal's
+    /// reader (looking for the quarantine file of an earlier cut, say): exit 1.
+    #[error("{}", placed(dir, source))]
+    Io {
+        /// The journal's directory.
+        dir: PathBuf,
+        /// What the storage said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The reader stopped without saying how the journal ends (it always does after its last
+    /// record; this guards a reader that would not): exit 1.
+    #[error("{}: reading ended without a verdict", dir.display())]
+    NoVerdict {
+        /// The journal's directory.
+        dir: PathBuf,
+    },
     /// The journal is corrupt (not merely torn), or does not make sense: exit 2.
     #[error("{0}")]
     Corrupt(String),
@@ -36,12 +72,48 @@ impl RecoverError {
     /// A replay error as the exit-code class it belongs to, named with the journal directory.
     pub fn from_replay(dir: &Path, e: ReplayError) -> RecoverError {
         match e {
-            ReplayError::Journal(e) => failed(dir, e),
+            ReplayError::Journal(e) => journal_failed(dir, e),
             e @ ReplayError::NewerSchema { .. } => {
                 RecoverError::Newer(format!("{}: {e}", dir.display()))
             }
             other => RecoverError::Corrupt(format!("{}: {other}", dir.display())),
         }
+    }
+}
+
+/// The error said once with the journal's path in front: a journal error usually starts with
+/// it already (its location), and then it is not said twice.
+fn placed(dir: &Path, what: &dyn std::fmt::Display) -> String {
+    let what = what.to_string();
+    let place = format!("{}: ", dir.display());
+    if what.starts_with(&place) {
+        what
+    } else {
+        format!("{place}{what}")
+    }
+}
+
+/// A journal failure in `dir` ([`RecoverError::Journal`]).
+fn journal_failed(dir: &Path, source: JournalError) -> RecoverError {
+    RecoverError::Journal {
+        dir: dir.to_path_buf(),
+        source,
+    }
+}
+
+/// A storage failure in `dir` ([`RecoverError::Io`]).
+fn io_failed(dir: &Path, source: std::io::Error) -> RecoverError {
+    RecoverError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    }
+}
+
+/// The journal directory could not be opened ([`RecoverError::OpenDir`]).
+fn open_failed(dir: &Path, source: std::io::Error) -> RecoverError {
+    RecoverError::OpenDir {
+        dir: dir.to_path_buf(),
+        source,
     }
 }
 
@@ -190,18 +262,6 @@ fn notes(c: &Changes<'_>) -> Vec<String> {
     notes
 }
 
-/// An I/O or usage failure, said once with the journal's path in front: a journal error
-/// already starts with it (its location), so it is not said twice.
-fn failed(dir: &Path, what: impl std::fmt::Display) -> RecoverError {
-    let what = what.to_string();
-    let place = format!("{}: ", dir.display());
-    if what.starts_with(&place) {
-        RecoverError::Failed(what)
-    } else {
-        RecoverError::Failed(format!("{place}{what}"))
-    }
-}
-
 /// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
 /// live or already balanced); without, only reads. Never runs a tool.
 pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
@@ -215,8 +275,7 @@ pub fn recover_reporting(
     write: bool,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Recovered, RecoverError> {
-    let storage = FsStorage::open(dir)
-        .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
+    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
     recover_storage_reporting(Arc::new(storage), write, progress)
 }
 
@@ -233,6 +292,7 @@ fn replay_with_progress(
         replayer.apply(&record)?;
         progress.record(record.position, record.frame_bytes);
     }
+    // Cannot fail: iteration ran to its end (an I/O error returned above), which sets it.
     let end = reader
         .end()
         .cloned()
@@ -244,17 +304,15 @@ fn replay_with_progress(
 /// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
 /// recovery appended behind it would hide that.
 pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
-    let storage: Arc<dyn Storage> = Arc::new(
-        FsStorage::open(dir)
-            .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?,
-    );
+    let storage: Arc<dyn Storage> =
+        Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
     let (live, read_only_because) = liveness(storage.as_ref());
     let mut reader = journal::Reader::open_salvaging(storage.clone(), Limits::default())
-        .map_err(|e| failed(dir, e))?;
+        .map_err(|e| journal_failed(dir, e))?;
     let mut replayer = runtime::replay::Replayer::new();
     let mut salvage = Salvage::default();
     for record in reader.by_ref() {
-        let record = record.map_err(|e| failed(dir, e))?;
+        let record = record.map_err(|e| journal_failed(dir, e))?;
         if let Err(e) = replayer.apply(&record) {
             if let Ok(Record { event, .. }) = record.decode::<Record>() {
                 if let Some(call) = event.call() {
@@ -270,10 +328,14 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
     let end = reader
         .end()
         .cloned()
-        .expect("a salvaging reader ends without corruption");
+        .ok_or_else(|| RecoverError::NoVerdict {
+            dir: dir.to_path_buf(),
+        })?;
     // The same end as a dry run reports, a cut no event records included.
     let earlier_cut = match end {
-        ReadEnd::Clean if !live => unrecorded_cut(storage.as_ref()).map_err(|e| failed(dir, e))?,
+        ReadEnd::Clean if !live => {
+            unrecorded_cut(storage.as_ref()).map_err(|e| io_failed(dir, e))?
+        }
         _ => None,
     };
     let dropped_bytes = earlier_cut.as_ref().map_or(0, |c| c.dropped_bytes);
@@ -323,7 +385,7 @@ fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverE
     let dir = Path::new(&location);
     let has_segments = storage
         .list()
-        .map_err(|e| failed(dir, e))?
+        .map_err(|e| io_failed(dir, e))?
         .iter()
         .any(|n| journal::segment::parse_file_name(n).is_some());
     // With no segment there is nothing to protect, and no writer to ask about.
@@ -336,7 +398,7 @@ fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverE
     // record) holds no session: nothing to balance, so nothing is written or cut.
     let session_id = if has_segments {
         let mut reader = journal::Reader::open(storage.clone(), Limits::default())
-            .map_err(|e| failed(dir, e))?;
+            .map_err(|e| journal_failed(dir, e))?;
         match reader.next() {
             Some(Ok(record)) => match record.decode::<Record>() {
                 Ok(Record {
@@ -358,7 +420,7 @@ fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverE
             Err(JournalError::Io { source, .. }) if is_not_writable(&source) => {
                 read_only_because = Some(format!("cannot take the writer lock ({source})"));
             }
-            Err(e) => return Err(failed(dir, e)),
+            Err(e) => return Err(journal_failed(dir, e)),
         }
     }
     Ok(Prepared {
@@ -392,7 +454,7 @@ fn repair(
     // A live writer may be between a cut and its next record: what it dropped is its to say.
     let earlier_cut = match end {
         ReadEnd::Clean if !prepared.live => {
-            unrecorded_cut(storage.as_ref()).map_err(|e| failed(dir, e))?
+            unrecorded_cut(storage.as_ref()).map_err(|e| io_failed(dir, e))?
         }
         _ => None,
     };
@@ -414,7 +476,7 @@ fn repair(
             Err(e @ JournalError::Corrupt { .. }) => {
                 return Err(RecoverError::Corrupt(e.to_string()))
             }
-            Err(e) => return Err(failed(dir, e)),
+            Err(e) => return Err(journal_failed(dir, e)),
         }
     }
     Ok(repaired)
@@ -440,18 +502,18 @@ fn append_recovery(
                         reason: "session interrupted".into(),
                     },
                 })
-                .map_err(|e| failed(dir, e))?;
+                .map_err(|e| journal_failed(dir, e))?;
         }
         journal
             .append(&Record {
                 at_ms: clock.now_ms(),
                 event: Event::Recovery(recovery.clone()),
             })
-            .map_err(|e| failed(dir, e))?;
+            .map_err(|e| journal_failed(dir, e))?;
         appended = true;
     }
     if let Some(journal) = journal {
-        journal.close().map_err(|e| failed(dir, e))?;
+        journal.close().map_err(|e| journal_failed(dir, e))?;
     }
     Ok(appended)
 }
@@ -565,8 +627,7 @@ pub fn recover_streaming(
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
 ) -> Result<Streamed, RecoverError> {
-    let storage = FsStorage::open(dir)
-        .map_err(|e| failed(dir, format!("cannot open the journal directory: {e}")))?;
+    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
     recover_storage_streaming(Arc::new(storage), write, progress, sink)
 }
 
@@ -607,7 +668,9 @@ pub fn recover_storage_streaming(
     let end = reader
         .end()
         .cloned()
-        .expect("the reader finished without an I/O error");
+        .ok_or_else(|| RecoverError::NoVerdict {
+            dir: dir.to_path_buf(),
+        })?;
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }

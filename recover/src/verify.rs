@@ -16,7 +16,9 @@ use std::sync::Arc;
 /// after `records` good records).
 #[derive(Debug)]
 pub struct Verified {
+    /// How the bytes end.
     pub end: ReadEnd,
+    /// Records read and found to fit.
     pub records: u64,
 }
 
@@ -25,11 +27,9 @@ pub struct Verified {
 /// error (`Corrupt`, or `Newer` for a newer schema) naming its seq, segment and offset exactly as
 /// `recover` does; corrupt frames are in [`Verified::end`]. Never writes, takes no lock.
 pub fn verify(dir: &Path) -> Result<Verified, RecoverError> {
-    let storage = FsStorage::open(dir).map_err(|e| {
-        RecoverError::Failed(format!(
-            "{}: cannot open the journal directory: {e}",
-            dir.display()
-        ))
+    let storage = FsStorage::open(dir).map_err(|source| RecoverError::OpenDir {
+        dir: dir.to_path_buf(),
+        source,
     })?;
     let storage: Arc<dyn Storage> = Arc::new(storage);
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
@@ -43,11 +43,11 @@ pub fn verify(dir: &Path) -> Result<Verified, RecoverError> {
         classifier.take_ready().for_each(drop);
     }
     let records = reader.records_read();
-    let end = reader.end().cloned().ok_or_else(|| {
-        RecoverError::Failed(format!(
-            "{}: reading ended without a verdict",
-            dir.display()
-        ))
-    })?;
+    let end = reader
+        .end()
+        .cloned()
+        .ok_or_else(|| RecoverError::NoVerdict {
+            dir: dir.to_path_buf(),
+        })?;
     Ok(Verified { end, records })
 }

@@ -1,0 +1,470 @@
+//! The replay rules, written once for every [`Retain`] policy: whether each event fits where it
+//! lands, and what it does to its call. Anything that does not fit is an error naming the
+//! record's seq and position.
+
+use super::retain::{Retain, TurnCursor};
+use super::tree::{AskRecord, CallReplay, StepReplay};
+use super::{ReplayError, Replayer};
+use crate::event::{AskAnswer, CallRef, Event, Recovery, StepOutcome, TurnOutcome};
+use crate::state::CallState;
+use journal::Position;
+
+/// The record being applied, for its errors.
+#[derive(Clone, Copy)]
+struct At {
+    seq: u64,
+    position: Position,
+    kind: &'static str,
+    /// The record's time.
+    at_ms: u64,
+}
+
+impl At {
+    /// An event that does not fit, named by its own kind.
+    fn bad(self, message: String) -> ReplayError {
+        ReplayError::Inconsistent {
+            seq: self.seq,
+            position: self.position,
+            kind: self.kind,
+            message,
+        }
+    }
+}
+
+impl<R: Retain> Replayer<R> {
+    /// Checks one event against what was read before it and applies it.
+    pub(super) fn apply_event(
+        &mut self,
+        seq: u64,
+        position: Position,
+        at_ms: u64,
+        event: Event,
+    ) -> Result<(), ReplayError> {
+        let at = At {
+            seq,
+            position,
+            kind: event.kind(),
+            at_ms,
+        };
+        let bad = |message: String| at.bad(message);
+        let r = &mut self.retain;
+        r.record_seq(seq);
+        if !r.opened() && !matches!(event, Event::SessionOpen(_)) {
+            return Err(bad("the journal does not begin with session/open".into()));
+        }
+        if r.closed() {
+            return Err(bad("event after session/close".into()));
+        }
+        match event {
+            Event::SessionOpen(open) => {
+                if r.opened() {
+                    return Err(bad("a second session/open".into()));
+                }
+                r.session_opened(open);
+            }
+            Event::TurnStart { turn, user_text } => {
+                if r.open_turn().is_some() {
+                    return Err(bad("turn/start while a turn is open".into()));
+                }
+                let begun = r.turns_begun();
+                if u64::from(turn) != u64::from(begun) + 1 {
+                    return Err(bad(format!("turn {turn} after turn {begun}")));
+                }
+                r.turn_begun(turn, user_text);
+            }
+            Event::StepStart { turn, step } => step_start(r, turn, step).map_err(bad)?,
+            Event::StepTools { turn, step, tools } => {
+                let s = open_step(r, turn, step).map_err(bad)?;
+                if s.tools.is_some() || s.response.is_some() {
+                    return Err(bad(
+                        "step/tools comes once per step, before its llm/response".into(),
+                    ));
+                }
+                s.tools = Some(tools);
+            }
+            Event::LlmResponse {
+                turn,
+                step,
+                response,
+            } => {
+                let s = open_step(r, turn, step).map_err(bad)?;
+                if s.response.is_some() {
+                    return Err(bad("a second llm/response in one step".into()));
+                }
+                s.response = Some(response);
+            }
+            Event::StepEnd {
+                turn,
+                step,
+                outcome,
+            } => {
+                open_step(r, turn, step).map_err(bad)?;
+                r.step_ended(outcome);
+            }
+            Event::TurnEnd { turn, outcome } => {
+                open_turn(r, turn).map_err(bad)?;
+                if r.open_step().is_some() {
+                    return Err(bad("turn/end while a step is open".into()));
+                }
+                r.turn_ended(outcome);
+            }
+            Event::SessionClose => {
+                if r.open_turn().is_some() {
+                    return Err(bad("session/close while a turn is open".into()));
+                }
+                r.session_closed();
+            }
+            Event::Recovery(recovery) => apply_recovery(r, at, recovery)?,
+            other => apply_call_event(r, at, other)?,
+        }
+        Ok(())
+    }
+}
+
+/// The events about one call, and the session-wide facts that need no shape checked.
+fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayError> {
+    let bad = |message: String| at.bad(message);
+    match event {
+        Event::Received {
+            call,
+            index,
+            tool,
+            raw_arguments,
+            source_seqs,
+        } => receive(r, at, call, index, tool, raw_arguments, &source_seqs)?,
+        Event::Parsed {
+            call,
+            arguments,
+            source_seqs,
+        } => advance(r, &call, CallState::Parsed, 0, &source_seqs, at)?.arguments = Some(arguments),
+        Event::Approved {
+            call,
+            approval,
+            source_seqs,
+        } => advance(r, &call, CallState::Approved, 0, &source_seqs, at)?.approval = Some(approval),
+        Event::Started {
+            call,
+            attempt,
+            resources,
+            source_seqs,
+        } => {
+            let c = advance(r, &call, CallState::Started, attempt, &source_seqs, at)?;
+            c.attempts = attempt;
+            c.resources = Some(resources);
+            c.started_at_ms.get_or_insert(at.at_ms);
+        }
+        Event::Settled {
+            call,
+            outcome,
+            source_seqs,
+        } => {
+            let c = advance(r, &call, CallState::Settled, 0, &source_seqs, at)?;
+            c.outcome = Some(outcome);
+            c.settled_at_ms = Some(at.at_ms);
+            r.call_settled(&call);
+        }
+        Event::Committed {
+            call,
+            result,
+            source_seqs,
+        } => advance(r, &call, CallState::Committed, 0, &source_seqs, at)?.committed = Some(result),
+        Event::Rejected {
+            call,
+            code,
+            reason,
+            source_seqs,
+        } => {
+            advance(r, &call, CallState::Rejected, 0, &source_seqs, at)?.rejection =
+                Some((code, reason))
+        }
+        Event::CancelledBeforeStart {
+            call,
+            reason,
+            source_seqs,
+        } => {
+            advance(
+                r,
+                &call,
+                CallState::CancelledBeforeStart,
+                0,
+                &source_seqs,
+                at,
+            )?
+            .cancel_reason = Some(reason)
+        }
+        Event::CallProcess { call, process } => {
+            let c = r.call_mut(&call).map_err(bad)?;
+            if c.state != CallState::Started {
+                return Err(bad(format!(
+                    "call/process for {call}, which is {} (a process is started by a running call)",
+                    c.state.as_str()
+                )));
+            }
+            r.process_started(&call, &process);
+            r.call_mut(&call).map_err(bad)?.processes.push(process);
+        }
+        other => apply_fact(r, at, other)?,
+    }
+    Ok(())
+}
+
+/// `received`: the call the step's `llm/response` names at `index`, next in the step, pointing
+/// back at earlier records.
+fn receive<R: Retain>(
+    r: &mut R,
+    at: At,
+    call: CallRef,
+    index: u32,
+    tool: String,
+    raw_arguments: String,
+    source_seqs: &[u64],
+) -> Result<(), ReplayError> {
+    let bad = |message: String| at.bad(message);
+    let s = open_step(r, call.turn, call.step).map_err(bad)?;
+    let Some(response) = &s.response else {
+        return Err(bad("a call received before the step's llm/response".into()));
+    };
+    let expected = response.tool_calls.get(index as usize);
+    if expected
+        .is_none_or(|m| m.call_id != call.call_id || m.name != tool || m.arguments != raw_arguments)
+        || index as usize != s.calls.len()
+    {
+        return Err(bad(format!(
+            "{call} does not match call {index} of the step's llm/response"
+        )));
+    }
+    if source_seqs.is_empty() || source_seqs.iter().any(|&s| s >= at.seq) {
+        return Err(bad(format!(
+            "{call}: source seqs {source_seqs:?} do not point back"
+        )));
+    }
+    let mut received = CallReplay::received(call, index, tool, raw_arguments, at.at_ms);
+    received.seqs.push(at.seq);
+    s.calls.push(received);
+    Ok(())
+}
+
+/// Questions, and the facts about the session that only need a call, if named, to exist.
+fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayError> {
+    let bad = |message: String| at.bad(message);
+    match event {
+        Event::AskPending { call, question } => {
+            let c = r.call_mut(&call).map_err(bad)?;
+            if c.state != CallState::Parsed || c.ask_pending() {
+                return Err(bad(format!("{call}: a question while {}", c.state)));
+            }
+            c.seqs.push(at.seq);
+            c.asks.push(AskRecord {
+                question,
+                answer: None,
+                cancel_reason: None,
+            });
+        }
+        Event::AskAnswered { call, answer } => {
+            answer_ask(r, &call, answer, None, at.seq).map_err(bad)?
+        }
+        Event::AskExpired { call } => {
+            answer_ask(r, &call, AskAnswer::Expired, None, at.seq).map_err(bad)?
+        }
+        Event::AskCancelled { call, reason } => {
+            answer_ask(r, &call, AskAnswer::Cancelled, Some(reason), at.seq).map_err(bad)?
+        }
+        Event::PlanReplace { items } => r.plan_replaced(items),
+        Event::PlanMode { on, call, .. } => {
+            if let Some(call) = &call {
+                r.call_mut(call).map_err(bad)?;
+            }
+            r.plan_mode(on);
+        }
+        Event::SessionPolicy(policy) => r.policy(policy),
+        // Not checked against the call: it comes after the recovery that finished the call,
+        // when a policy that forgets finished calls no longer holds it.
+        Event::ProcessKilled { pgid, .. } => r.process_killed(pgid),
+        Event::Fault {
+            turn,
+            step,
+            message,
+        } => r.fault(turn, step, message),
+        Event::SpillStored { .. } => {}
+        // Shape events and recoveries are applied by `apply_event`; none reaches here.
+        Event::SessionOpen(_)
+        | Event::TurnStart { .. }
+        | Event::StepStart { .. }
+        | Event::StepTools { .. }
+        | Event::LlmResponse { .. }
+        | Event::StepEnd { .. }
+        | Event::TurnEnd { .. }
+        | Event::SessionClose
+        | Event::Recovery(_)
+        | Event::Received { .. }
+        | Event::Parsed { .. }
+        | Event::Approved { .. }
+        | Event::Started { .. }
+        | Event::Settled { .. }
+        | Event::Committed { .. }
+        | Event::Rejected { .. }
+        | Event::CancelledBeforeStart { .. }
+        | Event::CallProcess { .. } => {
+            return Err(bad("an event applied out of its place (a bug)".into()))
+        }
+    }
+    Ok(())
+}
+
+/// A `recovery`: commits the calls it names (adopting those only the step's `llm/response`
+/// names), then interrupts the step and turn it says.
+fn apply_recovery<R: Retain>(r: &mut R, at: At, recovery: Recovery) -> Result<(), ReplayError> {
+    let bad = |message: String| at.bad(message);
+    for rc in &recovery.calls {
+        // A call the model sent whose `received` never reached the journal (the process died
+        // while journaling the batch) is known from `llm/response`.
+        if r.call_mut(&rc.call).is_err() {
+            adopt_unreceived(r, &rc.call, at.at_ms).map_err(bad)?;
+        }
+        let c = r.call_mut(&rc.call).map_err(bad)?;
+        if c.state == CallState::Committed {
+            return Err(bad(format!("{}: recovery of a committed call", rc.call)));
+        }
+        c.seqs.push(at.seq);
+        c.committed = Some(rc.result.clone());
+        c.state = CallState::Committed;
+        c.recovered = true;
+        r.call_recovered(rc);
+    }
+    if let Some((turn, step)) = recovery.interrupted_step {
+        open_step(r, turn, step).map_err(bad)?;
+        r.step_ended(StepOutcome::Interrupted);
+    }
+    if let Some(turn) = recovery.interrupted_turn {
+        open_turn(r, turn).map_err(bad)?;
+        r.turn_ended(TurnOutcome::Interrupted);
+    }
+    r.recovery_applied(recovery);
+    Ok(())
+}
+
+/// `step/start`: in the open turn, none open, numbered next.
+fn step_start<R: Retain>(r: &mut R, turn: u32, step: u32) -> Result<(), String> {
+    let t = open_turn(r, turn)?;
+    if r.open_step().is_some() {
+        return Err("step/start while a step is open".into());
+    }
+    if u64::from(step) != u64::from(t.steps) + 1 {
+        return Err(format!("step {step} after step {}", t.steps));
+    }
+    r.step_begun(step);
+    Ok(())
+}
+
+/// Adds a call that is in its step's `llm/response` but was never `received`.
+fn adopt_unreceived<R: Retain>(r: &mut R, call: &CallRef, at_ms: u64) -> Result<(), String> {
+    let step = open_step(r, call.turn, call.step)?;
+    let response = step
+        .response
+        .as_ref()
+        .ok_or_else(|| format!("{call}: recovered, but its step has no llm/response"))?;
+    let (index, model_call) = response
+        .tool_calls
+        .iter()
+        .enumerate()
+        .find(|(_, m)| m.call_id == call.call_id)
+        .ok_or_else(|| {
+            format!("{call}: recovered, but the step's llm/response has no such call")
+        })?;
+    let index = index as u32;
+    let adopted = CallReplay::received(
+        call.clone(),
+        index,
+        model_call.name.clone(),
+        model_call.arguments.clone(),
+        at_ms,
+    );
+    let at = step
+        .calls
+        .iter()
+        .position(|c| c.index > index)
+        .unwrap_or(step.calls.len());
+    step.calls.insert(at, adopted);
+    Ok(())
+}
+
+/// The open turn, when it is `turn`.
+fn open_turn<R: Retain>(r: &R, turn: u32) -> Result<TurnCursor, String> {
+    match r.open_turn() {
+        Some(t) if t.turn == turn => Ok(t),
+        _ => Err(format!("turn {turn} is not the open turn")),
+    }
+}
+
+/// The open step, when it is `step` of the open turn `turn`.
+fn open_step<R: Retain>(r: &mut R, turn: u32, step: u32) -> Result<&mut StepReplay, String> {
+    open_turn(r, turn)?;
+    match r.open_step() {
+        Some(s) if s.step == step => Ok(s),
+        _ => Err(format!("step {step} of turn {turn} is not the open step")),
+    }
+}
+
+/// Moves a call to `to`: it must point back at the call's previous event, and the move must
+/// be legal for its state machine.
+fn advance<'a, R: Retain>(
+    r: &'a mut R,
+    call: &CallRef,
+    to: CallState,
+    attempt: u32,
+    source_seqs: &[u64],
+    at: At,
+) -> Result<&'a mut CallReplay, ReplayError> {
+    let inconsistent = |message: String| {
+        At {
+            kind: "call event",
+            ..at
+        }
+        .bad(message)
+    };
+    let c = r.call_mut(call).map_err(inconsistent)?;
+    // Every call kept has its first event (`received`, or the recovery that adopted it), and
+    // a call event is only applied to a call kept.
+    let previous = c.seqs.last().copied().unwrap_or(0);
+    if !source_seqs.contains(&previous) || source_seqs.iter().any(|&s| s >= at.seq) {
+        return Err(inconsistent(format!(
+            "{call}: {to} points back at {source_seqs:?}, not at the call's previous event {previous}"
+        )));
+    }
+    let attempt = if to == CallState::Started {
+        attempt
+    } else {
+        c.machine.attempt() + 1
+    };
+    c.machine
+        .advance_attempt(to, attempt)
+        .map_err(|source| ReplayError::IllegalTransition {
+            seq: at.seq,
+            position: at.position,
+            source,
+        })?;
+    c.state = to;
+    c.seqs.push(at.seq);
+    Ok(c)
+}
+
+/// Answers (or withdraws) the call's pending question.
+fn answer_ask<R: Retain>(
+    r: &mut R,
+    call: &CallRef,
+    answer: AskAnswer,
+    cancel_reason: Option<String>,
+    seq: u64,
+) -> Result<(), String> {
+    let c = r.call_mut(call)?;
+    match c.asks.last_mut() {
+        Some(a) if a.answer.is_none() => {
+            a.answer = Some(answer);
+            a.cancel_reason = cancel_reason;
+            c.seqs.push(seq);
+        }
+        _ => return Err(format!("{call}: an answer with no pending question")),
+    }
+    r.question_closed(call);
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! The session as a full replay keeps it: turns, their steps, the steps' calls, and the
+//! session-wide facts. [`CallReplay`] is also what every replay keeps of a call it retains,
+//! whatever it retains of the rest (see [`super::Retain`]).
+
+use crate::code::ErrorCode;
+use crate::event::{
+    Approval, AskAnswer, CallRef, CommittedResult, ModelResponse, Outcome, PlanItem,
+    ProcessStarted, Recovery, Resources, SessionOpen, SessionPolicy, StepOutcome, TurnOutcome,
+    VisibleTool,
+};
+use crate::state::{CallMachine, CallState};
+
+/// A question asked about a call, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskRecord {
+    /// What the user was asked (`ask/pending`).
+    pub question: String,
+    /// `None` while pending.
+    pub answer: Option<AskAnswer>,
+    /// Why the question was withdrawn (`ask/cancelled`).
+    pub cancel_reason: Option<String>,
+}
+
+/// Everything the journal says about one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReplay {
+    /// Which call: its turn, step and id.
+    pub call: CallRef,
+    /// Its position in the step's `llm/response`.
+    pub index: u32,
+    /// The tool the model named.
+    pub tool: String,
+    /// The arguments as the model sent them.
+    pub raw_arguments: String,
+    /// Its state as the journal leaves it (`Committed` once a recovery gave it a result).
+    pub state: CallState,
+    /// The attempt of its last `started`.
+    pub attempts: u32,
+    /// The arguments as parsed (`parsed`).
+    pub arguments: Option<String>,
+    /// Who allowed it (`approved`).
+    pub approval: Option<Approval>,
+    /// Why it was refused (`rejected`).
+    pub rejection: Option<(ErrorCode, String)>,
+    /// Why it was cancelled before it started.
+    pub cancel_reason: Option<String>,
+    /// What it declared it would touch (`started`).
+    pub resources: Option<Resources>,
+    /// What its body returned (`settled`).
+    pub outcome: Option<Outcome>,
+    /// Its one result (`committed`, or a `recovery`).
+    pub committed: Option<CommittedResult>,
+    /// The questions asked about it, in order.
+    pub asks: Vec<AskRecord>,
+    /// Process groups the call started (`call/process`).
+    pub processes: Vec<ProcessStarted>,
+    /// Every event of the call, in order.
+    pub seqs: Vec<u64>,
+    /// When it was received (or adopted by a recovery).
+    pub received_at_ms: u64,
+    /// When its first attempt started.
+    pub started_at_ms: Option<u64>,
+    /// When it settled.
+    pub settled_at_ms: Option<u64>,
+    /// Committed by a `recovery` event rather than by the runtime.
+    pub recovered: bool,
+    /// The state machine its events are checked against: a recovery commits the call without
+    /// moving it, so later events are checked as the runtime would have checked them.
+    pub(super) machine: CallMachine,
+}
+
+impl CallReplay {
+    /// A call as `received` makes it, its event seqs still to be added: also how a call that
+    /// only its step's `llm/response` names is stood for (adopted by a recovery, or classified
+    /// as not started at the end of a journal).
+    pub fn received(
+        call: CallRef,
+        index: u32,
+        tool: String,
+        raw_arguments: String,
+        at_ms: u64,
+    ) -> CallReplay {
+        CallReplay {
+            machine: CallMachine::received(call.clone()),
+            call,
+            index,
+            tool,
+            raw_arguments,
+            state: CallState::Received,
+            attempts: 0,
+            arguments: None,
+            approval: None,
+            rejection: None,
+            cancel_reason: None,
+            resources: None,
+            outcome: None,
+            committed: None,
+            asks: Vec::new(),
+            processes: Vec::new(),
+            seqs: Vec::new(),
+            received_at_ms: at_ms,
+            started_at_ms: None,
+            settled_at_ms: None,
+            recovered: false,
+        }
+    }
+
+    /// Whether a later event may still apply to this call: its state machine has not reached
+    /// `committed` (a recovery commits a call without moving it), or a question about it is
+    /// still pending. A replay that forgets finished calls must keep these.
+    pub fn may_still_move(&self) -> bool {
+        self.machine.state() != CallState::Committed || self.ask_pending()
+    }
+
+    /// The last question asked about the call is still unanswered.
+    pub fn ask_pending(&self) -> bool {
+        self.asks.last().is_some_and(|a| a.answer.is_none())
+    }
+}
+
+/// One step of a turn: a model request and the calls it asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReplay {
+    /// Its number in the turn, from 1.
+    pub step: u32,
+    /// The tools the model was shown (`step/tools`), when the journal says.
+    pub tools: Option<Vec<VisibleTool>>,
+    /// What the model answered (`llm/response`).
+    pub response: Option<ModelResponse>,
+    /// How it ended; `None` while open.
+    pub outcome: Option<StepOutcome>,
+    /// Its calls in journal order (calls a recovery adopted inserted by their index).
+    pub calls: Vec<CallReplay>,
+}
+
+impl StepReplay {
+    /// A step as `step/start` opens it.
+    pub fn new(step: u32) -> StepReplay {
+        StepReplay {
+            step,
+            tools: None,
+            response: None,
+            outcome: None,
+            calls: Vec::new(),
+        }
+    }
+}
+
+/// One turn: a user message and the steps that answered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReplay {
+    /// Its number in the session, from 1.
+    pub turn: u32,
+    /// What the user said.
+    pub user_text: String,
+    /// How it ended; `None` while open.
+    pub outcome: Option<TurnOutcome>,
+    /// Its steps, in order.
+    pub steps: Vec<StepReplay>,
+}
+
+/// A session as its journal tells it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionReplay {
+    /// The `session/open` the journal begins with.
+    pub open: Option<SessionOpen>,
+    /// `session/close` was read.
+    pub closed: bool,
+    /// Every turn, in order.
+    pub turns: Vec<TurnReplay>,
+    /// The latest `plan/replace`.
+    pub plan: Option<Vec<PlanItem>>,
+    /// Whether plan mode was on at the end of the journal.
+    pub plan_mode: bool,
+    /// Process groups a resume killed (`process/killed`).
+    pub killed_groups: Vec<u32>,
+    /// The latest `session/policy`; None for a journal written before it existed (schema 1).
+    pub policy: Option<SessionPolicy>,
+    /// Deferred tools `tool_search` loaded: visible in every later step.
+    pub loaded_tools: std::collections::BTreeSet<String>,
+    /// Faults the runtime journaled: turn, step, message.
+    pub faults: Vec<(u32, u32, String)>,
+    /// Every `recovery` event, in order.
+    pub recoveries: Vec<Recovery>,
+    /// The seq of the last record applied.
+    pub last_seq: u64,
+}
+
+impl SessionReplay {
+    /// Every call, in journal order.
+    pub fn calls(&self) -> impl Iterator<Item = &CallReplay> {
+        self.turns
+            .iter()
+            .flat_map(|t| t.steps.iter())
+            .flat_map(|s| s.calls.iter())
+    }
+
+    /// The call named, if it was received (the first with its id in its step).
+    pub fn call(&self, call: &CallRef) -> Option<&CallReplay> {
+        self.turns
+            .get(call.turn.checked_sub(1)? as usize)?
+            .steps
+            .get(call.step.checked_sub(1)? as usize)?
+            .calls
+            .iter()
+            .find(|c| c.call.call_id == call.call_id)
+    }
+
+    /// The turn left open (no `turn/end`), if any.
+    pub fn open_turn(&self) -> Option<&TurnReplay> {
+        self.turns.last().filter(|t| t.outcome.is_none())
+    }
+
+    /// Process groups started by calls that never settled and that no resume killed: they may
+    /// still run ([`crate::process::still_running`] says whether they do).
+    pub fn unsettled_processes(&self) -> Vec<(CallRef, ProcessStarted)> {
+        self.calls()
+            .filter(|c| c.outcome.is_none())
+            .flat_map(|c| c.processes.iter().map(|p| (c.call.clone(), p.clone())))
+            .filter(|(_, p)| !self.killed_groups.contains(&p.pgid))
+            .collect()
+    }
+}
