@@ -21,19 +21,26 @@ use runtime::ErrorCode;
 /// How the journal's bytes ended, as `classify --json` prints it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct End {
+    /// The last segment ended in a torn record (a crash mid-write), not at a record boundary.
     pub torn: bool,
+    /// Bytes of that torn tail (0 when not torn).
     pub dropped_bytes: u64,
 }
 
 /// One call, as recovery sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallReport {
+    /// Which call: turn, step and the model's id.
     pub call: CallRef,
+    /// The tool the model named.
     pub tool: String,
+    /// The arguments as the model sent them, byte for byte.
     pub raw_arguments: String,
     /// The last state the journal shows (before any recovery).
     pub state: CallState,
+    /// `None` for a call that finished; for an orphan, whether it provably did not start.
     pub classification: Option<Classification>,
+    /// What the call said it would touch (named when its outcome is unknown).
     pub resources: Resources,
     /// The one result this call has in the rebuilt history.
     pub result: CommittedResult,
@@ -75,8 +82,11 @@ impl CallReport {
 /// Everything `recover` knows about a session.
 #[derive(Debug, Clone)]
 pub struct Analysis {
+    /// The journal folded into turns, steps and calls.
     pub replay: SessionReplay,
+    /// How the bytes ended.
     pub end: End,
+    /// Every call the model made, in journal order, each with its one result.
     pub calls: Vec<CallReport>,
     /// Questions still pending, to withdraw (`ask/cancelled`) before the recovery event.
     pub pending_asks: Vec<CallRef>,

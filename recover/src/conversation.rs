@@ -7,7 +7,9 @@
 /// A call as the model made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConvCall {
+    /// The model's id for the call (mapped to each provider's allowed form when rendered).
     pub id: String,
+    /// The tool it calls.
     pub name: String,
     /// Raw argument text, byte for byte (may be invalid JSON).
     pub arguments: String,
@@ -22,21 +24,28 @@ pub struct ConvResult {
     pub name: String,
     /// Never empty: an error's content begins with its code.
     pub content: String,
+    /// The result is an error (a code begins the content).
     pub is_error: bool,
 }
 
+/// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
+    /// What the user said to open a turn.
     User {
+        /// The user's text.
         text: String,
     },
     /// An assistant message: its text (may be empty) and its calls in model order.
     Assistant {
+        /// The assistant's text.
         text: String,
+        /// Its tool calls, in model order.
         calls: Vec<ConvCall>,
     },
     /// Exactly one result per call of the preceding assistant message, in model order.
     Results {
+        /// The results, in the order of the calls.
         results: Vec<ConvResult>,
     },
 }
@@ -44,6 +53,8 @@ pub enum Message {
 /// A whole conversation, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Conversation {
+    /// The system prompt, when the journal has one.
     pub system: Option<String>,
+    /// The messages, oldest first.
     pub messages: Vec<Message>,
 }

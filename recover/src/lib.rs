@@ -1,4 +1,28 @@
 //! `recover`: what happened, after any crash, told truthfully.
+//!
+//! `recover` reads a journal (live, finished or crashed, torn tail and all) and never runs a
+//! tool. [`session::recover`] classifies every orphaned call as `TOOL_NOT_STARTED` (provably
+//! never started) or `TOOL_OUTCOME_UNKNOWN` (may have run) and, when asked to write, balances
+//! the journal with one `recovery` event; [`classify::Analysis::conversation`] then gives the
+//! conversation, which [`providers::history`] lays out for OpenAI, Anthropic or Gemini.
+//!
+//! ```no_run
+//! use tooljournal_recover as recover;
+//! # fn main() -> Result<(), recover::session::RecoverError> {
+//! let recovered = recover::session::recover(std::path::Path::new("/path/to/journal"), false)?;
+//! for call in &recovered.analysis.calls {
+//!     println!("{}: {:?}", call.call, call.classification);
+//! }
+//! let body = recover::providers::history(
+//!     &recovered.analysis.conversation(),
+//!     recover::providers::Format::Anthropic,
+//! );
+//! println!("{}", body.to_json());
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
 pub mod classify;
 pub mod conversation;
 pub mod listing;

@@ -93,6 +93,7 @@ pub struct JsonListing<W: Write> {
 }
 
 impl<W: Write> JsonListing<W> {
+    /// A listing of `journal`'s calls written to `out` as JSON.
     pub fn new(out: W, journal: &str) -> JsonListing<W> {
         JsonListing {
             out,
@@ -169,6 +170,7 @@ pub struct TextListing<W: Write> {
 }
 
 impl<W: Write> TextListing<W> {
+    /// A listing of `journal`'s calls written to `out` as a table.
     pub fn new(out: W, journal: &str) -> TextListing<W> {
         TextListing {
             out,

@@ -154,7 +154,9 @@ fn liveness(storage: &dyn Storage) -> (bool, Option<String>) {
 /// A cut that no event records, found again by its quarantine file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EarlierCut {
+    /// The file the torn bytes were kept in.
     pub quarantine_file: String,
+    /// How many bytes were cut.
     pub dropped_bytes: u64,
 }
 
@@ -199,6 +201,7 @@ pub struct Salvage {
 /// What a recovery found and did.
 #[derive(Debug)]
 pub struct Recovered {
+    /// What the journal says, call by call, with the recovery it needs (if any).
     pub analysis: Analysis,
     /// Present when the journal was read with `--salvage`.
     pub salvage: Option<Salvage>,
@@ -576,12 +579,17 @@ pub struct Streamed {
     /// reading went on and the recovery was appended all the same, as a run that prints at the
     /// end would have done.
     pub output_error: Option<std::io::Error>,
+    /// How the bytes ended.
     pub end: End,
+    /// A live writer holds the journal: read only, nothing classified.
     pub live: bool,
+    /// The session's id, when the journal opens one.
     pub session_id: Option<String>,
     /// Calls reported, and how many were classified each way.
     pub calls: u64,
+    /// Calls classified `TOOL_OUTCOME_UNKNOWN`.
     pub outcome_unknown: u64,
+    /// Calls classified `TOOL_NOT_STARTED`.
     pub not_started: u64,
     /// A `recovery` event was appended by this run.
     pub appended: bool,
@@ -598,6 +606,7 @@ pub struct Streamed {
     /// Questions withdrawn, and the recovery event (appended with `write` when not live), as
     /// [`Analysis`] has them.
     pub pending_asks: Vec<CallRef>,
+    /// The event that balances the journal; `None` when it is balanced already (or live).
     pub recovery: Option<Recovery>,
     /// Process groups of calls that never settled (none killed by a resume): they may still
     /// run. Not part of stdout: whether they run is the world's state, not the journal's.

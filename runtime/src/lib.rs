@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! `runtime`: runs an agent's tool calls and journals every transition of every call.
 //!
 //! A call travels a fixed pipeline (DESIGN.md §3): frozen arguments → pre-execute chain →

@@ -42,13 +42,18 @@ pub use anthropic::anthropic_name;
 /// A provider's request format, named on the command line as [`Format::as_str`] spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// OpenAI Chat Completions (`messages` with `tool_calls` and `tool` messages).
     OpenAiChat,
+    /// OpenAI Responses (`input` items: `function_call` and `function_call_output`).
     OpenAiResponses,
+    /// Anthropic Messages (`tool_use` and `tool_result` blocks).
     Anthropic,
+    /// Gemini `generateContent` (`functionCall` and `functionResponse` parts).
     Gemini,
 }
 
 impl Format {
+    /// Every format, in the order the CLI lists them.
     pub const ALL: [Format; 4] = [
         Format::OpenAiChat,
         Format::OpenAiResponses,
@@ -115,8 +120,11 @@ impl FromStr for Format {
 /// body itself), which rule (a stable name such as `anthropic.tool_result_not_first`), and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
+    /// Index into `messages`, `input` or `contents`; 0 for the body itself.
     pub index: usize,
+    /// The rule's stable name.
     pub rule: &'static str,
+    /// What is wrong, for people.
     pub message: String,
 }
 
