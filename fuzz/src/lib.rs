@@ -4,6 +4,13 @@
 //!
 //! Cases come from proptest strategies; a seed picks one, so a violation is replayed from its
 //! seed, and proptest shrinks it to a small case.
+//!
+//! ```
+//! let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+//! let campaign = tooljournal_fuzz::campaign(1234, 5, deadline, None);
+//! assert_eq!(campaign.ran, 5);
+//! assert!(campaign.found.is_none(), "{:?}", campaign.found);
+//! ```
 
 #![warn(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! `fuzz`: run a campaign of simulated sessions and check every invariant.
 //!
-//! `cargo run --release -p fuzz -- --seconds 600` runs for ten minutes from a random seed;
+//! `cargo run --release -p tooljournal-fuzz -- --seconds 600` runs for ten minutes from a random seed;
 //! `--seed S` starts (or replays) at seed S; `--cases N` bounds the count. Before the verdict it
 //! prints, per fault kind, how many cases drew it and how many it fired in, and how many distinct
 //! (fault kind, event before it) pairs the campaign met. The last line is always
@@ -8,8 +8,10 @@
 //! shrunk case printed before it).
 
 use clap::Parser;
+// The library of this package, by the short name the workspace uses.
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use tooljournal_fuzz as fuzz;
 
 #[derive(Parser)]
 #[command(

@@ -1,10 +1,10 @@
 //! The campaign in CI: bounded, seeded (a fixed seed and a random one, printed), and checked
 //! for its own power: every fault kind must fire in nearly every case that draws it, and every
-//! deliberately broken build (`fuzz::Mutant`) must be caught within its budget from a random
+//! deliberately broken build (`tooljournal_fuzz::Mutant`) must be caught within its budget from a random
 //! seed.
 
-use fuzz::{Campaign, FaultStats, Mutant};
 use std::time::{Duration, Instant};
+use tooljournal_fuzz::{Campaign, FaultStats, Mutant};
 
 /// Cases per campaign (`FUZZ_CASES` changes it).
 fn budget() -> u64 {
@@ -38,7 +38,7 @@ fn random_seed() -> u64 {
 fn fail_on_violation(c: &Campaign) {
     if let Some(f) = &c.found {
         panic!(
-            "violation at seed {} (replay: cargo run --release -p fuzz -- --seed {} --cases 1):\n  {}\nshrunk case: {:#?}",
+            "violation at seed {} (replay: cargo run --release -p tooljournal-fuzz -- --seed {} --cases 1):\n  {}\nshrunk case: {:#?}",
             f.seed,
             f.seed,
             f.violations.join("\n  "),
@@ -49,13 +49,13 @@ fn fail_on_violation(c: &Campaign) {
 
 #[test]
 fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
-    fuzz::quiet_simulated_panics();
+    tooljournal_fuzz::quiet_simulated_panics();
     let mut faults = FaultStats::default();
     for seed in [0u64, random_seed()] {
         println!(
-            "fuzz campaign from seed {seed} (replay: cargo run --release -p fuzz -- --seed {seed})"
+            "fuzz campaign from seed {seed} (replay: cargo run --release -p tooljournal-fuzz -- --seed {seed})"
         );
-        let c = fuzz::campaign(seed, budget(), hang_guard(), None);
+        let c = tooljournal_fuzz::campaign(seed, budget(), hang_guard(), None);
         fail_on_violation(&c);
         println!("cases: {}, violations: 0\n{}", c.ran, c.faults);
         assert_eq!(c.ran, budget(), "the campaign stopped before its budget");
@@ -88,9 +88,9 @@ const REGRESSION_SEEDS: &[u64] = &[1795996981457750854];
 
 #[test]
 fn seeds_that_once_found_a_violation_stay_clean() {
-    fuzz::quiet_simulated_panics();
+    tooljournal_fuzz::quiet_simulated_panics();
     for &seed in REGRESSION_SEEDS {
-        let c = fuzz::campaign(seed, 1, hang_guard(), None);
+        let c = tooljournal_fuzz::campaign(seed, 1, hang_guard(), None);
         assert_eq!(c.ran, 1);
         if let Some(f) = c.found {
             panic!("seed {}: {}", f.seed, f.violations.join("; "));
@@ -100,13 +100,13 @@ fn seeds_that_once_found_a_violation_stay_clean() {
 
 /// Runs `mutant`'s campaign from `seed`; `Some(cases)` when caught after that many cases.
 fn cases_to_catch(mutant: Mutant, seed: u64, budget: u64) -> (Option<u64>, Campaign) {
-    let c = fuzz::campaign(seed, budget, hang_guard(), Some(mutant));
+    let c = tooljournal_fuzz::campaign(seed, budget, hang_guard(), Some(mutant));
     (c.found.as_ref().map(|_| c.ran), c)
 }
 
 #[test]
 fn the_campaign_catches_every_mutant_from_a_random_seed() {
-    fuzz::quiet_simulated_panics();
+    tooljournal_fuzz::quiet_simulated_panics();
     let seed = std::env::var("FUZZ_MUTANT_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -149,11 +149,11 @@ fn the_campaign_catches_every_mutant_from_a_random_seed() {
 /// The campaign's power, measured: for each mutant, the cases needed to catch it in ten
 /// campaigns, and their median; once from first seeds 1..=10 (campaigns run consecutive seeds,
 /// so these overlap), once from first seeds k·2³² for k = 1..=10 (so that they share no case).
-/// `cargo test -p fuzz --test campaign -- --ignored --nocapture`.
+/// `cargo test -p tooljournal-fuzz --test campaign -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check: run by hand"]
 fn cases_to_catch_each_mutant_over_ten_seeds() {
-    fuzz::quiet_simulated_panics();
+    tooljournal_fuzz::quiet_simulated_panics();
     let budget = 20_000;
     for (label, first_seed) in [
         ("1..=10", (|k| k) as fn(u64) -> u64),
@@ -188,12 +188,12 @@ fn cases_to_catch_each_mutant_over_ten_seeds() {
 
 #[test]
 fn the_same_seed_gives_the_same_bytes_and_verdict() {
-    fuzz::quiet_simulated_panics();
+    tooljournal_fuzz::quiet_simulated_panics();
     use proptest::strategy::ValueTree;
     for seed in 0..20u64 {
-        let case = fuzz::tree_for_seed(seed).current();
-        let a = fuzz::sim::run(&case, None);
-        let b = fuzz::sim::run(&case, None);
+        let case = tooljournal_fuzz::tree_for_seed(seed).current();
+        let a = tooljournal_fuzz::sim::run(&case, None);
+        let b = tooljournal_fuzz::sim::run(&case, None);
         assert_eq!(a.image.file_names(), b.image.file_names(), "seed {seed}");
         for name in a.image.file_names() {
             assert!(
@@ -202,8 +202,8 @@ fn the_same_seed_gives_the_same_bytes_and_verdict() {
             );
         }
         assert_eq!(
-            fuzz::check::check(&case, &a),
-            fuzz::check::check(&case, &b),
+            tooljournal_fuzz::check::check(&case, &a),
+            tooljournal_fuzz::check::check(&case, &b),
             "seed {seed}"
         );
     }

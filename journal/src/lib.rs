@@ -13,6 +13,26 @@
 //!   loss for tests.
 //!
 //! The byte format is in `docs/FORMAT.md`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tooljournal_journal::{FsStorage, Journal, Limits, Options, ReadEnd, Reader, Storage};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! let storage: Arc<dyn Storage> = Arc::new(FsStorage::create(dir.path())?);
+//! // Opening takes the writer lock: a second writer is refused until this one closes.
+//! let (journal, _report) = Journal::open(storage.clone(), Options::default())?;
+//! let seq = journal.append(&"hello")?;
+//! tokio::runtime::Runtime::new()?.block_on(journal.sync_through(seq))?; // on disk now
+//! journal.close()?;
+//!
+//! let mut reader = Reader::open(storage, Limits::default())?;
+//! let record = reader.next().expect("one record")?;
+//! assert_eq!((record.seq, record.decode::<String>()?), (1, "hello".to_owned()));
+//! assert!(reader.next().is_none());
+//! assert!(matches!(reader.end(), Some(ReadEnd::Clean)));
+//! # Ok(()) }
+//! ```
 
 #![warn(missing_docs)]
 

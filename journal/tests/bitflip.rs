@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use journal::{CorruptionKind, Position, ReadEnd, SimStorage};
+use tooljournal_journal::{CorruptionKind, Position, ReadEnd, SimStorage};
 
 #[test]
 fn every_bit_flip_is_caught_where_it_is() {
@@ -34,7 +34,7 @@ fn every_bit_flip_is_caught_where_it_is() {
                 }
 
                 let offset = byte as u64;
-                let in_header = offset < journal::segment::HEADER_BYTES as u64;
+                let in_header = offset < tooljournal_journal::segment::HEADER_BYTES as u64;
                 let hit = records
                     .iter()
                     .find(|r| {

@@ -4,10 +4,10 @@
 mod common;
 
 use common::*;
-use journal::storage::{Fault, Op, TailLoss};
-use journal::{Journal, JournalError, ReadEnd, SimStorage};
 use std::io::ErrorKind;
 use std::sync::Arc;
+use tooljournal_journal::storage::{Fault, Op, TailLoss};
+use tooljournal_journal::{Journal, JournalError, ReadEnd, SimStorage};
 
 fn open(storage: &SimStorage) -> Journal {
     Journal::open(Arc::new(storage.clone()), small_limits(1 << 20))

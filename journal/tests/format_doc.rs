@@ -1,13 +1,13 @@
 //! `docs/FORMAT.md` against the bytes: an independent reader written from that document alone
-//! (std and `crc32fast` only, no `journal::{framing, segment, codec, Reader}`), run over journals
+//! (std and `crc32fast` only, no `tooljournal_journal::{framing, segment, codec, Reader}`), run over journals
 //! made by the public writer API.
 
-use journal::{
-    FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Reader, SimStorage, Storage,
-};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tooljournal_journal::{
+    FsStorage, Journal, JournalError, Limits, Options, ReadEnd, Reader, SimStorage, Storage,
+};
 
 // ---- The independent reader (FORMAT.md only) ----
 
@@ -539,9 +539,9 @@ fn every_event_and_every_variant_decodes_by_the_document() {
 fn runtime_verdict(payloads: &[Vec<u8>]) -> events::Verdict {
     let mut decoder = runtime::replay::EventDecoder::new();
     for (index, payload) in payloads.iter().enumerate() {
-        let record = journal::RecordRef {
+        let record = tooljournal_journal::RecordRef {
             seq: index as u64 + 1,
-            position: journal::Position {
+            position: tooljournal_journal::Position {
                 segment: 0,
                 offset: 0,
             },

@@ -3,9 +3,9 @@
 mod common;
 
 use common::*;
-use journal::{FsyncPolicy, Journal, ReadEnd, SimStorage};
 use std::sync::Arc;
 use std::time::Duration;
+use tooljournal_journal::{FsyncPolicy, Journal, ReadEnd, SimStorage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scenario_10_many_concurrent_appends_share_fsyncs_and_keep_every_record_in_seq_order() {

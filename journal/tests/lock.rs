@@ -1,7 +1,7 @@
 //! One writer per journal directory, enforced by an OS lock on a real directory.
 
-use journal::{FsStorage, Journal, JournalError, Options};
 use std::sync::Arc;
+use tooljournal_journal::{FsStorage, Journal, JournalError, Options};
 
 #[test]
 fn a_second_writer_is_refused_while_the_first_holds_the_journal() {
@@ -64,7 +64,7 @@ fn files_are_private_to_their_owner() {
 
 #[test]
 fn asking_whether_a_writer_holds_the_lock_creates_and_writes_nothing() {
-    use journal::Storage;
+    use tooljournal_journal::Storage;
     let dir = tempfile::tempdir().unwrap();
     let storage = Arc::new(FsStorage::create(dir.path()).unwrap());
     assert!(

@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
-use journal::storage::{Fault, Op, TailLoss};
-use journal::{Journal, ReadEnd, SimStorage};
 use proptest::prelude::*;
 use std::sync::Arc;
+use tooljournal_journal::storage::{Fault, Op, TailLoss};
+use tooljournal_journal::{Journal, ReadEnd, SimStorage};
 
 const TAILS: [TailLoss; 5] = [
     TailLoss::DropUnsynced,

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use journal::{
+use std::sync::Arc;
+use tooljournal_journal::{
     CorruptionKind, Journal, Limits, Options, ReadEnd, Reader, ScanWork, SimStorage, Storage,
 };
-use std::sync::Arc;
 
 const MIB: usize = 1 << 20;
 
@@ -96,9 +96,9 @@ fn a_crafted_tail_is_scanned_in_work_linear_in_its_size() {
 fn a_valid_frame_after_a_crafted_tail_still_makes_it_corruption() {
     // The same crafted garbage, then one valid frame (whatever its seq) at the very end.
     let mut frame = Vec::new();
-    let start = journal::framing::begin(&mut frame, 99);
+    let start = tooljournal_journal::framing::begin(&mut frame, 99);
     frame.extend_from_slice(b"a stray but valid frame");
-    journal::framing::seal(&mut frame, start);
+    tooljournal_journal::framing::seal(&mut frame, start);
     let mut tail = crafted_tail(MIB);
     let frame_at = tail.len();
     tail.extend_from_slice(&frame);

@@ -3,8 +3,10 @@
 mod common;
 
 use common::*;
-use journal::{segment, CorruptionKind, Journal, JournalError, ReadEnd, SimStorage, TornReason};
 use std::sync::Arc;
+use tooljournal_journal::{
+    segment, CorruptionKind, Journal, JournalError, ReadEnd, SimStorage, TornReason,
+};
 
 fn last_segment(storage: &SimStorage) -> (String, Vec<u8>) {
     segments(storage).pop().expect("a segment")
@@ -294,7 +296,7 @@ fn oversized_records_are_refused_on_write_and_on_read() {
     assert!(got.is_empty());
     assert!(
         matches!(end, ReadEnd::Corrupt(ref c) if matches!(c.kind,
-        CorruptionKind::BadRecord(journal::framing::BadFrame::LengthOverLimit { .. }))),
+        CorruptionKind::BadRecord(tooljournal_journal::framing::BadFrame::LengthOverLimit { .. }))),
         "{end:?}"
     );
 }
@@ -307,10 +309,12 @@ fn a_salvaging_reader_passes_over_a_bad_record_and_says_so() {
     let (name, mut bytes) = last_segment(&storage);
     bytes[second.position.offset as usize + 18] ^= 0x08;
     storage.put_file(&name, bytes.clone());
-    let mut reader =
-        journal::Reader::open_salvaging(Arc::new(storage.clone()), small_limits(1 << 20).limits)
-            .unwrap();
-    let got: Vec<journal::Record> = reader.by_ref().map(|r| r.unwrap()).collect();
+    let mut reader = tooljournal_journal::Reader::open_salvaging(
+        Arc::new(storage.clone()),
+        small_limits(1 << 20).limits,
+    )
+    .unwrap();
+    let got: Vec<tooljournal_journal::Record> = reader.by_ref().map(|r| r.unwrap()).collect();
     let mut expected = written.clone();
     expected.remove(1);
     assert_eq!(payloads(&got), expected, "every record but the damaged one");

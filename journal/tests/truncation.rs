@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use journal::{Journal, ReadEnd, SimStorage, TornReason};
 use std::sync::Arc;
+use tooljournal_journal::{Journal, ReadEnd, SimStorage, TornReason};
 
-const HEADER_BYTES: u64 = journal::segment::HEADER_BYTES as u64;
+const HEADER_BYTES: u64 = tooljournal_journal::segment::HEADER_BYTES as u64;
 
 /// Record sizes chosen to vary frame sizes and to land records on both sides of segment cuts.
 const SIZES: &[usize] = &[0, 1, 17, 90, 3, 120, 44, 0, 64, 250, 5, 77, 8, 101, 33, 2];
@@ -23,7 +23,10 @@ struct Frame {
 type LaidOutSegment = (String, Vec<u8>, u64);
 
 /// Global byte layout: where each segment and each record starts, concatenating segments.
-fn layout(storage: &SimStorage, options: journal::Options) -> (Vec<LaidOutSegment>, Vec<Frame>) {
+fn layout(
+    storage: &SimStorage,
+    options: tooljournal_journal::Options,
+) -> (Vec<LaidOutSegment>, Vec<Frame>) {
     let segs = segments(storage);
     let mut starts = Vec::new();
     let mut at = 0;

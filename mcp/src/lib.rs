@@ -9,6 +9,25 @@
 //!
 //! Data flows one way: this crate uses the runtime's `Tool` and `Registry`; the runtime knows
 //! nothing of MCP, and `recover` never starts a server.
+//!
+//! ```no_run
+//! # extern crate runtime as tooljournal_runtime; // the workspace's short name for it
+//! use tooljournal_mcp::{McpServer, ServerConfig};
+//! use tooljournal_runtime::Session;
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let config: ServerConfig = serde_json::from_value(serde_json::json!({
+//!     "command": "npx",
+//!     "args": ["@modelcontextprotocol/server-filesystem", "/srv/data"],
+//! }))?;
+//! let server = McpServer::start("fs", &config, std::process::Stdio::inherit()).await?;
+//! let mut prepared = Session::builder("/srv/data", "/var/lib/agent/journal").lock()?.prepare()?;
+//! tooljournal_mcp::register(&server, prepared.registry_mut())?; // mcp__fs__read_file, ...
+//! let session = prepared.open()?;
+//! // ... run the session; then:
+//! session.close().await?;
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
 
 #![warn(missing_docs)]
 

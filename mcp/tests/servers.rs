@@ -5,7 +5,6 @@
 mod support;
 
 use journal::{Journal, Limits, Options, SimStorage};
-use mcp::{McpError, McpServer, ServerConfig, ToolConfig};
 use runtime::event::{
     AskAnswer, CallRef, Event, ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource,
     TurnOutcome,
@@ -17,6 +16,7 @@ use runtime::tools::{builtin_registry, Workspace};
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use tooljournal_mcp::{McpError, McpServer, ServerConfig, ToolConfig};
 
 fn filesystem(root: &std::path::Path) -> ServerConfig {
     ServerConfig::new(
@@ -43,7 +43,7 @@ fn registry_with(server: &McpServer, ws: Option<&std::path::Path>) -> Arc<Regist
         Some(ws) => builtin_registry(&Arc::new(Workspace::new(ws, &[]).unwrap())).unwrap(),
         None => Registry::new(),
     };
-    mcp::register(server, &mut r).unwrap();
+    tooljournal_mcp::register(server, &mut r).unwrap();
     Arc::new(r)
 }
 
@@ -284,7 +284,7 @@ async fn an_mcp_tool_named_like_a_built_in_is_refused() {
     let server = start("fs", &config).await;
     let mut registry =
         builtin_registry(&Arc::new(Workspace::new(ws.path(), &[]).unwrap())).unwrap();
-    let refused = mcp::register(&server, &mut registry);
+    let refused = tooljournal_mcp::register(&server, &mut registry);
     server.shutdown().await;
     match refused {
         Err(McpError::Registry {

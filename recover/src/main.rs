@@ -6,10 +6,12 @@
 
 use clap::{Parser, Subcommand};
 use journal::ReadEnd;
+// The library of this package, by the short name the workspace uses.
 use recover::session::{RecoverError, ReportSink};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tooljournal_recover as recover;
 
 #[derive(Parser)]
 #[command(

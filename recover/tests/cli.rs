@@ -499,8 +499,8 @@ fn scenario_23_every_format_gets_exactly_one_result_per_call_id() {
             text(&out.stderr)
         );
         let body: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let f: recover::providers::Format = format.parse().unwrap();
-        recover::providers::validate(f, &body).unwrap();
+        let f: tooljournal_recover::providers::Format = format.parse().unwrap();
+        tooljournal_recover::providers::validate(f, &body).unwrap();
         let s = body.to_string();
         assert_eq!(
             s.matches("TOOL_OUTCOME_UNKNOWN").count(),

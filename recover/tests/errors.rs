@@ -4,9 +4,9 @@
 
 use journal::storage::{Fault, Op};
 use journal::{Journal, Options, SimStorage};
-use recover::session::{recover_storage, RecoverError};
 use runtime::event::{Event, Record, SessionOpen};
 use std::sync::Arc;
+use tooljournal_recover::session::{recover_storage, RecoverError};
 
 #[test]
 fn a_missing_directory_is_open_dir_everywhere_with_the_old_message() {
@@ -16,10 +16,11 @@ fn a_missing_directory_is_open_dir_everywhere_with_the_old_message() {
     let expected = format!("{}: cannot open the journal directory: {io}", dir.display());
     let mut reports = Vec::new();
     let errors = [
-        recover::session::recover(&dir, false).err(),
-        recover::session::salvage(&dir).err(),
-        recover::session::recover_streaming(&dir, false, &|_, _| {}, &mut reports).err(),
-        recover::verify::verify(&dir).err(),
+        tooljournal_recover::session::recover(&dir, false).err(),
+        tooljournal_recover::session::salvage(&dir).err(),
+        tooljournal_recover::session::recover_streaming(&dir, false, &|_, _| {}, &mut reports)
+            .err(),
+        tooljournal_recover::verify::verify(&dir).err(),
     ];
     for e in errors {
         let e = e.expect("a missing directory is an error");

@@ -8,11 +8,11 @@ use std::process::Command;
 use std::sync::Arc;
 
 use journal::{FsStorage, Journal, Options};
-use recover::conversation::{ConvCall, ConvResult, Conversation, Message};
-use recover::providers::{history, provider_id, render, validate, Format};
 use runtime::event::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use tooljournal_recover::conversation::{ConvCall, ConvResult, Conversation, Message};
+use tooljournal_recover::providers::{history, provider_id, render, validate, Format};
 
 fn hash8(s: &str) -> String {
     hex::encode(&Sha256::digest(s.as_bytes())[..4])

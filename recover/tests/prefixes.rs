@@ -11,8 +11,6 @@
 
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
-use recover::providers::{render, validate, Format};
-use recover::session::{recover_storage, recover_storage_streaming};
 use runtime::event::{AskAnswer, Classification, ToolSource};
 use runtime::hooks::Hooks;
 use runtime::registry::Registry;
@@ -24,6 +22,8 @@ use runtime::transcript::{parse_script, ScriptedModel};
 use runtime::{Config, ErrorCode, Session, SessionOptions};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
+use tooljournal_recover::providers::{render, validate, Format};
+use tooljournal_recover::session::{recover_storage, recover_storage_streaming};
 
 /// A body that ran, as the tool recorded it.
 #[derive(Debug, Clone)]
@@ -184,7 +184,7 @@ fn check_streaming(storage: &SimStorage, at: &str) {
         let (full_disk, stream_disk) = (copy_of(storage), copy_of(storage));
         let full = recover_storage(Arc::new(full_disk.clone()), write)
             .unwrap_or_else(|e| panic!("{at}: {e}"));
-        let mut reports: Vec<recover::classify::CallReport> = Vec::new();
+        let mut reports: Vec<tooljournal_recover::classify::CallReport> = Vec::new();
         let s = recover_storage_streaming(
             Arc::new(stream_disk.clone()),
             write,
@@ -275,8 +275,8 @@ fn check(storage: &SimStorage, ran: &[Ran], at: &str) {
     let second = recover_storage(Arc::new(storage.clone()), true).unwrap();
     assert!(!second.appended, "{at}: the second recovery appended");
     assert_eq!(
-        recover::report::classify_json("j", &second.analysis),
-        recover::report::classify_json("j", a),
+        tooljournal_recover::report::classify_json("j", &second.analysis),
+        tooljournal_recover::report::classify_json("j", a),
         "{at}: the second recovery reports differently"
     );
     for format in Format::ALL {

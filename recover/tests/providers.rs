@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 
 use proptest::prelude::*;
-use recover::conversation::{ConvCall, ConvResult, Conversation, Message};
-use recover::providers::{anthropic_name, provider_id, render, validate, Format};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use tooljournal_recover::conversation::{ConvCall, ConvResult, Conversation, Message};
+use tooljournal_recover::providers::{anthropic_name, provider_id, render, validate, Format};
 
 fn hash8(s: &str) -> String {
     hex::encode(&Sha256::digest(s.as_bytes())[..4])

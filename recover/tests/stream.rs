@@ -3,13 +3,13 @@
 //! same order, the same recovery event, the same errors for a journal that does not make sense.
 
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
-use recover::classify::CallReport;
-use recover::listing::JsonListing;
-use recover::session::{recover_storage, recover_storage_streaming};
-use recover::stream::Classifier;
 use runtime::event::*;
 use runtime::ErrorCode;
 use std::sync::Arc;
+use tooljournal_recover::classify::CallReport;
+use tooljournal_recover::listing::JsonListing;
+use tooljournal_recover::session::{recover_storage, recover_storage_streaming};
+use tooljournal_recover::stream::Classifier;
 
 /// Appends events, remembering each call's last seq so the next can point back at it.
 struct Builder {
@@ -260,7 +260,7 @@ fn assert_streaming_agrees(storage: &SimStorage) {
         String::from_utf8(out).unwrap(),
         format!(
             "{}\n",
-            recover::report::classify_json("the \"journal\"", &full.analysis)
+            tooljournal_recover::report::classify_json("the \"journal\"", &full.analysis)
         )
     );
 }
@@ -492,7 +492,10 @@ fn nonsense_is_refused_with_the_same_error() {
                 .unwrap_or_else(|| panic!("{what}: the streaming classifier accepts it"));
         assert_eq!(streamed.to_string(), full.to_string(), "{what}");
         assert!(
-            matches!(streamed, recover::session::RecoverError::Corrupt(_)),
+            matches!(
+                streamed,
+                tooljournal_recover::session::RecoverError::Corrupt(_)
+            ),
             "{what}: exit 2"
         );
     }

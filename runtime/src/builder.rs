@@ -22,8 +22,8 @@
 //! holds. [`SessionBuilder::open`] and [`SessionBuilder::resume`] do all three at once.
 //!
 //! ```no_run
-//! use runtime::Session;
-//! # fn main() -> Result<(), runtime::builder::BuildError> {
+//! use tooljournal_runtime::Session;
+//! # fn main() -> Result<(), tooljournal_runtime::builder::BuildError> {
 //! let session = Session::builder("/path/to/workspace", "/path/to/journal")
 //!     .parallel_max(4)
 //!     .open()?;

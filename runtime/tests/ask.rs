@@ -6,12 +6,12 @@ mod common;
 
 use common::*;
 use journal::SimStorage;
-use runtime::event::{AskAnswer, Event, ToolSource};
-use runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
-use runtime::registry::Registry;
-use runtime::tools::ask::Ask;
-use runtime::{Config, ErrorCode};
 use std::sync::Arc;
+use tooljournal_runtime::event::{AskAnswer, Event, ToolSource};
+use tooljournal_runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
+use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::tools::ask::Ask;
+use tooljournal_runtime::{Config, ErrorCode};
 
 fn registry_with_ask() -> Arc<Registry> {
     let mut r = Registry::new();
@@ -19,7 +19,7 @@ fn registry_with_ask() -> Arc<Registry> {
     Arc::new(r)
 }
 
-fn ask_call() -> runtime::event::ModelCall {
+fn ask_call() -> tooljournal_runtime::event::ModelCall {
     call("q", "ask", r#"{"question":"delete prod?"}"#)
 }
 

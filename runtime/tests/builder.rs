@@ -1,9 +1,9 @@
 //! `Session::builder`: the wiring an embedding gets, and the safe defaults it promises, checked
 //! on real directories (the builder works on segment files, as the CLI does).
 
-use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason};
-use runtime::{BuildError, ErrorCode, RuntimeError, Session, ToolResult};
 use std::path::Path;
+use tooljournal_runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason};
+use tooljournal_runtime::{BuildError, ErrorCode, RuntimeError, Session, ToolResult};
 
 fn call(id: &str, tool: &str, args: &str) -> ModelCall {
     ModelCall {
@@ -27,7 +27,7 @@ async fn one_step(session: &mut Session, calls: Vec<ModelCall>) -> Vec<ToolResul
         .unwrap();
     session.end_step(StepOutcome::Completed).unwrap();
     session
-        .end_turn(runtime::event::TurnOutcome::Completed)
+        .end_turn(tooljournal_runtime::event::TurnOutcome::Completed)
         .await
         .unwrap();
     results

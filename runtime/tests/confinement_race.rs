@@ -8,18 +8,18 @@ mod common;
 
 use common::*;
 use journal::SimStorage;
-use runtime::event::{SideEffect, ToolSource};
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
-use runtime::tools::fs::file_tools;
-use runtime::tools::{sha256_hex, Workspace};
-use runtime::{Config, ToolResult};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use tooljournal_runtime::event::{SideEffect, ToolSource};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::tools::fs::file_tools;
+use tooljournal_runtime::tools::{sha256_hex, Workspace};
+use tooljournal_runtime::{Config, ToolResult};
 
 const MARKER: &str = "OUTSIDE-7f3a9c-MARKER";
 /// Batches of calls made while the swapper runs.

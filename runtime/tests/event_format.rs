@@ -1,8 +1,8 @@
 //! docs/FORMAT.md's event table against the bytes the codec writes.
 
-use runtime::event::*;
-use runtime::state::CallState;
-use runtime::ErrorCode;
+use tooljournal_runtime::event::*;
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::ErrorCode;
 
 fn encode(record: &Record) -> Vec<u8> {
     let mut out = Vec::new();

@@ -5,15 +5,17 @@ mod common;
 
 use common::*;
 use journal::{Journal, Options, SimStorage};
-use runtime::event::{AskAnswer, Event, SideEffect, StepOutcome, ToolSource, TurnOutcome};
-use runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
-use runtime::registry::{Exposure, Registry, RegistryError};
-use runtime::replay::SessionReplay;
-use runtime::testing::ManualClock;
-use runtime::tool::ToolError;
-use runtime::tools::ask::Ask;
-use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use std::sync::Arc;
+use tooljournal_runtime::event::{
+    AskAnswer, Event, SideEffect, StepOutcome, ToolSource, TurnOutcome,
+};
+use tooljournal_runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
+use tooljournal_runtime::registry::{Exposure, Registry, RegistryError};
+use tooljournal_runtime::replay::SessionReplay;
+use tooljournal_runtime::testing::ManualClock;
+use tooljournal_runtime::tool::ToolError;
+use tooljournal_runtime::tools::ask::Ask;
+use tooljournal_runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 
 fn events(storage: &SimStorage) -> Vec<Event> {
     let reader = journal::Reader::open(Arc::new(storage.clone()), journal::Limits::default())
@@ -21,7 +23,7 @@ fn events(storage: &SimStorage) -> Vec<Event> {
     reader
         .map(|r| {
             let r = r.expect("record");
-            journal::codec::decode::<runtime::event::Record>(&r.payload)
+            journal::codec::decode::<tooljournal_runtime::event::Record>(&r.payload)
                 .expect("event")
                 .event
         })
@@ -58,7 +60,10 @@ fn registry_with(tools: Vec<(TestTool, Exposure)>) -> Arc<Registry> {
     Arc::new(r)
 }
 
-async fn step(s: &mut Session, calls: Vec<runtime::event::ModelCall>) -> Vec<ToolResult> {
+async fn step(
+    s: &mut Session,
+    calls: Vec<tooljournal_runtime::event::ModelCall>,
+) -> Vec<ToolResult> {
     s.begin_step().unwrap();
     let r = s.run_batch(response(calls)).await.unwrap();
     s.end_step(StepOutcome::Completed).unwrap();
@@ -347,7 +352,7 @@ async fn plan_mode_refuses_writes_until_an_ask_is_answered_allow_and_the_journal
     assert!(modes[1].1.contains("Approve the plan"), "{}", modes[1].1);
     let replayed = replay(&storage);
     assert!(!replayed.plan_mode);
-    let denied = replayed.call(&runtime::event::CallRef {
+    let denied = replayed.call(&tooljournal_runtime::event::CallRef {
         turn: 1,
         step: 1,
         call_id: "c1".into(),

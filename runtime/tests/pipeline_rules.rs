@@ -5,24 +5,24 @@ mod common;
 
 use common::*;
 use journal::SimStorage;
-use runtime::args::Args;
-use runtime::event::{
-    Approval, AskAnswer, CallRef, Event, ModelCall, ModelResponse, OutcomeStatus, Record,
-    SideEffect, StepOutcome, StopReason, Text, ToolSource, TurnOutcome, EVENT_SCHEMA_VERSION,
-};
-use runtime::hooks::{
-    Approver, AskFuture, CallInfo, Decision, Draft, Guard, Hooks, Observer, PostDecision,
-    PostExecute, PreExecute,
-};
-use runtime::registry::Registry;
-use runtime::replay::CallReplay;
-use runtime::state::CallState;
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::{Config, ErrorCode, RuntimeError, ToolResult};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tooljournal_runtime::args::Args;
+use tooljournal_runtime::event::{
+    Approval, AskAnswer, CallRef, Event, ModelCall, ModelResponse, OutcomeStatus, Record,
+    SideEffect, StepOutcome, StopReason, Text, ToolSource, TurnOutcome, EVENT_SCHEMA_VERSION,
+};
+use tooljournal_runtime::hooks::{
+    Approver, AskFuture, CallInfo, Decision, Draft, Guard, Hooks, Observer, PostDecision,
+    PostExecute, PreExecute,
+};
+use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::replay::CallReplay;
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use tooljournal_runtime::{Config, ErrorCode, RuntimeError, ToolResult};
 
 // ---------------------------------------------------------------------------------------------
 // Listeners built from closures, and helpers over the journal.

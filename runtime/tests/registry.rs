@@ -4,10 +4,10 @@
 mod common;
 
 use common::*;
-use runtime::event::ToolSource;
-use runtime::registry::{Registry, RegistryError, RESERVED_NAMES};
 use serde_json::json;
 use std::sync::Arc;
+use tooljournal_runtime::event::ToolSource;
+use tooljournal_runtime::registry::{Registry, RegistryError, RESERVED_NAMES};
 
 fn ext(server: &str) -> ToolSource {
     ToolSource::External {

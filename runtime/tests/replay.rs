@@ -6,13 +6,15 @@ mod common;
 use common::*;
 use journal::{Journal, Options, SimStorage};
 use proptest::prelude::*;
-use runtime::event::{Event, ModelResponse, Record, StepOutcome, StopReason, TurnOutcome};
-use runtime::hooks::{CallInfo, Decision, Hooks, PreExecute};
-use runtime::replay::{replay_storage, ReplayError};
-use runtime::state::CallState;
-use runtime::tool::ToolError;
-use runtime::{Config, ErrorCode};
 use std::sync::Arc;
+use tooljournal_runtime::event::{
+    Event, ModelResponse, Record, StepOutcome, StopReason, TurnOutcome,
+};
+use tooljournal_runtime::hooks::{CallInfo, Decision, Hooks, PreExecute};
+use tooljournal_runtime::replay::{replay_storage, ReplayError};
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::tool::ToolError;
+use tooljournal_runtime::{Config, ErrorCode};
 
 /// Denies every call to the tool named "denied".
 struct DenyNamed;
@@ -79,7 +81,7 @@ fn tools() -> Vec<TestTool> {
     ]
 }
 
-fn model_call(id: String, kind: Kind) -> runtime::event::ModelCall {
+fn model_call(id: String, kind: Kind) -> tooljournal_runtime::event::ModelCall {
     match kind {
         Kind::Ok => call(&id, "ok", r#"{"n": 1}"#),
         Kind::Unknown => call(&id, "missing", "{}"),
@@ -287,7 +289,7 @@ fn an_empty_journal_replays_as_an_empty_session() {
 
 #[test]
 fn a_tool_error_keeps_its_side_effects_in_settled() {
-    let effect = runtime::event::SideEffect::FsWrite {
+    let effect = tooljournal_runtime::event::SideEffect::FsWrite {
         path: "a.txt".into(),
         before_sha256: None,
         after_sha256: "ab".into(),
@@ -320,11 +322,13 @@ fn a_tool_error_keeps_its_side_effects_in_settled() {
     assert_eq!(c.outcome.as_ref().unwrap().side_effects, vec![effect]);
 }
 
-fn session_options() -> runtime::SessionOptions {
-    runtime::SessionOptions {
+fn session_options() -> tooljournal_runtime::SessionOptions {
+    tooljournal_runtime::SessionOptions {
         session_id: Some("second".into()),
         workspace: "/ws".into(),
-        clock: Arc::new(runtime::testing::ManualClock::new(1_700_000_000_000)),
+        clock: Arc::new(tooljournal_runtime::testing::ManualClock::new(
+            1_700_000_000_000,
+        )),
     }
 }
 
@@ -341,7 +345,7 @@ async fn open_refuses_a_journal_that_already_holds_a_session() {
     drop(session); // crashed mid-turn
     let before = replay(&storage).last_seq;
     let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
-    let opened = runtime::Session::open(
+    let opened = tooljournal_runtime::Session::open(
         journal,
         registry(vec![]),
         Hooks::default(),
@@ -349,7 +353,7 @@ async fn open_refuses_a_journal_that_already_holds_a_session() {
         session_options(),
     );
     match opened {
-        Err(runtime::RuntimeError::JournalMoved(m)) => {
+        Err(tooljournal_runtime::RuntimeError::JournalMoved(m)) => {
             assert!(m.contains("already holds"), "{m}")
         }
         Err(e) => panic!("unexpected error: {e}"),
@@ -375,7 +379,7 @@ async fn resume_refuses_a_replay_that_is_not_the_journal_s_end() {
     let stale = replay(&storage);
     // Another process resumed and went on after `stale` was read.
     let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
-    let mut other = runtime::Session::resume(
+    let mut other = tooljournal_runtime::Session::resume(
         journal,
         registry(vec![]),
         Hooks::default(),
@@ -389,7 +393,7 @@ async fn resume_refuses_a_replay_that_is_not_the_journal_s_end() {
     drop(other);
     let before = replay(&storage).last_seq;
     let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
-    let resumed = runtime::Session::resume(
+    let resumed = tooljournal_runtime::Session::resume(
         journal,
         registry(vec![]),
         Hooks::default(),
@@ -398,7 +402,7 @@ async fn resume_refuses_a_replay_that_is_not_the_journal_s_end() {
         &stale,
     );
     match resumed {
-        Err(runtime::RuntimeError::JournalMoved(m)) => {
+        Err(tooljournal_runtime::RuntimeError::JournalMoved(m)) => {
             assert!(m.contains(&format!("seq {before}")), "{m}")
         }
         Err(e) => panic!("unexpected error: {e}"),

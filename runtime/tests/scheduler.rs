@@ -7,15 +7,6 @@ mod common;
 use common::*;
 use journal::storage::{Fault, Op, ReadAt, Storage, TailLoss, WriteFile};
 use journal::{Journal, Options, SimStorage};
-use runtime::event::{
-    AskAnswer, Event, ModelCall, OutcomeStatus, Record, StepOutcome, TurnOutcome,
-};
-use runtime::failpoint::Failpoints;
-use runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
-use runtime::replay::CallReplay;
-use runtime::state::CallState;
-use runtime::tool::{ToolError, ToolOutput};
-use runtime::{Config, ErrorCode, RuntimeError, Session, SessionOptions, ToolResult};
 use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -23,6 +14,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tooljournal_runtime::event::{
+    AskAnswer, Event, ModelCall, OutcomeStatus, Record, StepOutcome, TurnOutcome,
+};
+use tooljournal_runtime::failpoint::Failpoints;
+use tooljournal_runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
+use tooljournal_runtime::replay::CallReplay;
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::tool::{ToolError, ToolOutput};
+use tooljournal_runtime::{Config, ErrorCode, RuntimeError, Session, SessionOptions, ToolResult};
 
 // ---------------------------------------------------------------------------------------------
 // What the bodies did, and what the journal says.

@@ -7,15 +7,15 @@ mod common;
 use common::*;
 use journal::SimStorage;
 use proptest::prelude::*;
-use runtime::hooks::Hooks;
-use runtime::state::CallState;
-use runtime::tool::{ToolError, ToolOutput};
-use runtime::{Config, ErrorCode};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::tool::{ToolError, ToolOutput};
+use tooljournal_runtime::{Config, ErrorCode};
 
 #[derive(Debug, Clone)]
 struct Spec {

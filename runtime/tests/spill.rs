@@ -6,12 +6,12 @@ mod common;
 
 use common::*;
 use journal::SimStorage;
-use runtime::event::{Event, Text};
-use runtime::hooks::Hooks;
-use runtime::spill::{SledSpill, SpillStore};
-use runtime::tool::ToolOutput;
-use runtime::Config;
 use std::sync::Arc;
+use tooljournal_runtime::event::{Event, Text};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::spill::{SledSpill, SpillStore};
+use tooljournal_runtime::tool::ToolOutput;
+use tooljournal_runtime::Config;
 
 fn big_tool(bytes: usize) -> TestTool {
     TestTool::with("big", move |_, _| {
@@ -29,7 +29,12 @@ fn events(storage: &SimStorage) -> Vec<(u64, Event)> {
         .unwrap()
         .map(|r| {
             let r = r.unwrap();
-            (r.seq, r.decode::<runtime::event::Record>().unwrap().event)
+            (
+                r.seq,
+                r.decode::<tooljournal_runtime::event::Record>()
+                    .unwrap()
+                    .event,
+            )
         })
         .collect()
 }
@@ -80,7 +85,7 @@ async fn a_5_mib_result_becomes_head_tail_and_locator_and_the_blob_matches() {
         .expect("the blob is in the store");
     assert_eq!(blob.len(), size);
     assert_eq!(
-        runtime::tools::sha256_hex(blob.as_bytes()),
+        tooljournal_runtime::tools::sha256_hex(blob.as_bytes()),
         sha,
         "the blob's hash matches the journal's"
     );
@@ -142,7 +147,7 @@ async fn a_failing_spill_store_settles_the_call_truthfully_then_stops_the_sessio
         ]))
         .await;
     match stopped {
-        Err(runtime::RuntimeError::Spill(m)) => assert!(m.contains("disk full"), "{m}"),
+        Err(tooljournal_runtime::RuntimeError::Spill(m)) => assert!(m.contains("disk full"), "{m}"),
         Err(e) => panic!("unexpected error: {e}"),
         Ok(_) => panic!("the session went on past a failed spill store"),
     }
@@ -158,7 +163,10 @@ async fn a_failing_spill_store_settles_the_call_truthfully_then_stops_the_sessio
         _ => None,
     });
     let outcome = settled.expect("b was settled before the session stopped");
-    assert_eq!(outcome.status, runtime::event::OutcomeStatus::Success);
+    assert_eq!(
+        outcome.status,
+        tooljournal_runtime::event::OutcomeStatus::Success
+    );
     assert!(
         matches!(&outcome.content, Text::Inline(text) if text.len() == size),
         "{:?}",

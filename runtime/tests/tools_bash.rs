@@ -10,19 +10,23 @@ use journal::SimStorage;
 use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use runtime::event::{CallRef, OutcomeStatus, SideEffect, StepOutcome, ToolSource, TurnOutcome};
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
-use runtime::replay::CallReplay;
-use runtime::tool::Tool;
-use runtime::tools::bash::{Bash, KILL_GRACE_MS, OUTPUT_BYTES_MAX, PROGRESS_INTERVAL_MS};
-use runtime::tools::Workspace;
-use runtime::{Config, ErrorCode, Session, ToolResult};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use tooljournal_runtime::event::{
+    CallRef, OutcomeStatus, SideEffect, StepOutcome, ToolSource, TurnOutcome,
+};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::replay::CallReplay;
+use tooljournal_runtime::tool::Tool;
+use tooljournal_runtime::tools::bash::{
+    Bash, KILL_GRACE_MS, OUTPUT_BYTES_MAX, PROGRESS_INTERVAL_MS,
+};
+use tooljournal_runtime::tools::Workspace;
+use tooljournal_runtime::{Config, ErrorCode, Session, ToolResult};
 
 /// The longest any one batch may take here before the test fails instead of hanging.
 const BATCH_DEADLINE: Duration = Duration::from_secs(60);
@@ -56,7 +60,7 @@ fn setup(config: Config) -> Setup {
     }
 }
 
-fn bash_call(id: &str, args: serde_json::Value) -> runtime::event::ModelCall {
+fn bash_call(id: &str, args: serde_json::Value) -> tooljournal_runtime::event::ModelCall {
     call(id, "bash", &args.to_string())
 }
 
@@ -64,7 +68,7 @@ fn bash_call(id: &str, args: serde_json::Value) -> runtime::event::ModelCall {
 /// returns true (polled every 10 ms).
 async fn run_one(
     s: &mut Session,
-    c: runtime::event::ModelCall,
+    c: tooljournal_runtime::event::ModelCall,
     cancel_when: Option<&(dyn Fn() -> bool + Sync)>,
 ) -> ToolResult {
     s.begin_turn("go").unwrap();
@@ -525,7 +529,7 @@ async fn bash_output_is_capped_head_and_tail() {
 #[derive(Default)]
 struct Recorder(std::sync::Mutex<Vec<String>>);
 
-impl runtime::hooks::Observer for Recorder {
+impl tooljournal_runtime::hooks::Observer for Recorder {
     fn name(&self) -> &str {
         "recorder"
     }
@@ -573,7 +577,7 @@ async fn bash_reports_its_latest_output_line_as_progress_rate_limited() {
 async fn bash_is_exclusive() {
     let dir = tempfile::tempdir().unwrap();
     let bash = Bash::new(Arc::new(Workspace::new(dir.path(), &[]).unwrap()));
-    let args = runtime::args::parse(r#"{"command":"true"}"#).unwrap();
+    let args = tooljournal_runtime::args::parse(r#"{"command":"true"}"#).unwrap();
     assert!(!bash.is_concurrency_safe(&args));
     assert_eq!(bash.name(), "bash");
     assert_eq!(bash.resources(&args).intents, vec!["true".to_owned()]);

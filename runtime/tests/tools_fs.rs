@@ -6,23 +6,23 @@ mod common;
 
 use common::*;
 use journal::SimStorage;
-use runtime::args;
-use runtime::event::{OutcomeStatus, SideEffect, ToolSource};
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
-use runtime::replay::CallReplay;
-use runtime::tool::Tool;
-use runtime::tools::fs::{
-    file_tools, EditTool, GlobTool, GrepTool, LsTool, ReadTool, WriteTool, GLOB_RESULTS_MAX,
-    GREP_MATCHES_MAX, GREP_OUTPUT_BYTES_MAX,
-};
-use runtime::tools::{sha256_hex, Workspace};
-use runtime::{Config, ErrorCode, Session, ToolResult};
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tooljournal_runtime::args;
+use tooljournal_runtime::event::{OutcomeStatus, SideEffect, ToolSource};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::replay::CallReplay;
+use tooljournal_runtime::tool::Tool;
+use tooljournal_runtime::tools::fs::{
+    file_tools, EditTool, GlobTool, GrepTool, LsTool, ReadTool, WriteTool, GLOB_RESULTS_MAX,
+    GREP_MATCHES_MAX, GREP_OUTPUT_BYTES_MAX,
+};
+use tooljournal_runtime::tools::{sha256_hex, Workspace};
+use tooljournal_runtime::{Config, ErrorCode, Session, ToolResult};
 
 /// A session whose file tools are confined to `<tmp>/ws`, with the runtime's state directory
 /// at `<tmp>/ws/.tooljournal` and a directory outside the workspace at `<tmp>/outside`.

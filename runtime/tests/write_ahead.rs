@@ -6,18 +6,18 @@ mod common;
 use common::*;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
-use runtime::event::{ModelCall, StepOutcome, TurnOutcome};
-use runtime::hooks::Hooks;
-use runtime::replay::replay_storage;
-use runtime::state::CallState;
-use runtime::testing::ManualClock;
-use runtime::{Config, RuntimeError, Session, SessionOptions};
 use std::sync::Arc;
+use tooljournal_runtime::event::{ModelCall, StepOutcome, TurnOutcome};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::replay::replay_storage;
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::testing::ManualClock;
+use tooljournal_runtime::{Config, RuntimeError, Session, SessionOptions};
 
 /// The session every power-loss case runs: two turns, mixed calls. Stops at the first error.
 async fn drive(
     storage: &SimStorage,
-    registry: Arc<runtime::registry::Registry>,
+    registry: Arc<tooljournal_runtime::registry::Registry>,
 ) -> Result<(), RuntimeError> {
     let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default())?;
     let mut session = Session::open(

@@ -1,8 +1,8 @@
 //! Helpers shared by the journal's integration tests.
 #![allow(dead_code)]
 
-use journal::{Journal, Limits, Options, ReadEnd, Reader, Record, SimStorage, Storage};
 use std::sync::Arc;
+use tooljournal_journal::{Journal, Limits, Options, ReadEnd, Reader, Record, SimStorage, Storage};
 
 /// A payload of `len` bytes that differs per seq, so misplaced records are caught.
 pub fn payload(seq: u64, len: usize) -> Vec<u8> {
@@ -65,7 +65,7 @@ pub fn segments(storage: &SimStorage) -> Vec<(String, Vec<u8>)> {
     storage
         .file_names()
         .into_iter()
-        .filter(|n| journal::segment::parse_file_name(n).is_some())
+        .filter(|n| tooljournal_journal::segment::parse_file_name(n).is_some())
         .map(|n| {
             let bytes = storage.read_file(&n).expect("listed");
             (n, bytes)

@@ -2,7 +2,7 @@
 //! ([`render`]), and that provider's pairing and ordering rules checked on the JSON itself
 //! ([`validate`], DESIGN.md §6), so that a bug in `render` is caught too.
 //!
-//! What every format shares is decided once, in [`prepare`]:
+//! What every format shares is decided once, in `prepare`:
 //! - an assistant message with empty text and no calls carries nothing and is dropped;
 //! - each result is paired with the call it answers in the assistant message right before it
 //!   (by the call's original id, the first call not yet answered wins);
@@ -427,7 +427,7 @@ pub(crate) fn fit(original: &str, len_max: usize) -> String {
 }
 
 /// A call id in the form `format` takes: 1 to [`Format::id_len_max`] characters of
-/// `[a-zA-Z0-9_-]`, mapped as [`fit`] describes when it is not already. Before `prepare` makes
+/// `[a-zA-Z0-9_-]`, mapped as `fit` describes when it is not already. Before `prepare` makes
 /// repeats unique: the id a rendered call has is this, or this with a `_{n}` suffix.
 pub fn provider_id(format: Format, original: &str) -> String {
     fit(original, format.id_len_max())

@@ -6,8 +6,8 @@
 //! record's seq and position, never a silent skip: a journal that checksums fine but does not
 //! make sense is corrupt too.
 //!
-//! The rules are written once ([`rules`]) and run over a [`Retain`] policy that decides what is
-//! kept ([`retain`]): everything ([`SessionReplay`], for audit, resume and rebuild), or only
+//! The rules are written once (`rules.rs`) and run over a [`Retain`] policy that decides what is
+//! kept (`retain.rs`): everything ([`SessionReplay`], for audit, resume and rebuild), or only
 //! the calls still open (`recover`'s streaming classifier). Both check a journal alike and
 //! refuse it with the same errors.
 

@@ -2,20 +2,22 @@
 #![allow(dead_code)]
 
 use journal::{Journal, Options, SimStorage};
-use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome};
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
-use runtime::replay::{replay_storage, SessionReplay};
-use runtime::testing::ManualClock;
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use tooljournal_runtime::event::{
+    ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome,
+};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::replay::{replay_storage, SessionReplay};
+use tooljournal_runtime::testing::ManualClock;
+use tooljournal_runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use tooljournal_runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 
 /// What a test tool's body does.
 pub type Behavior =
-    Arc<dyn Fn(runtime::args::Args, ToolContext) -> ToolFuture<'static> + Send + Sync>;
+    Arc<dyn Fn(tooljournal_runtime::args::Args, ToolContext) -> ToolFuture<'static> + Send + Sync>;
 
 /// A tool whose body, schemas and flags a test chooses. It records every body run (outside the
 /// journal) and counts `finalize_content` calls.
@@ -29,7 +31,7 @@ pub struct TestTool {
     pub finalized: Arc<AtomicU64>,
     pub finalize_suffix: Option<String>,
     /// Whether a call may overlap others; asked right before it starts. Default: never.
-    pub safe: Arc<dyn Fn(&runtime::args::Args) -> bool + Send + Sync>,
+    pub safe: Arc<dyn Fn(&tooljournal_runtime::args::Args) -> bool + Send + Sync>,
     pub read_only: bool,
     pub timeout_ms: Option<u64>,
 }
@@ -44,7 +46,10 @@ impl TestTool {
 
     pub fn with(
         name: &str,
-        f: impl Fn(runtime::args::Args, ToolContext) -> ToolFuture<'static> + Send + Sync + 'static,
+        f: impl Fn(tooljournal_runtime::args::Args, ToolContext) -> ToolFuture<'static>
+            + Send
+            + Sync
+            + 'static,
     ) -> TestTool {
         TestTool {
             name: name.to_owned(),
@@ -70,7 +75,7 @@ impl TestTool {
     /// Whether a call may overlap others, decided by `f` right before it starts.
     pub fn safe_when(
         mut self,
-        f: impl Fn(&runtime::args::Args) -> bool + Send + Sync + 'static,
+        f: impl Fn(&tooljournal_runtime::args::Args) -> bool + Send + Sync + 'static,
     ) -> TestTool {
         self.safe = Arc::new(f);
         self
@@ -165,11 +170,14 @@ impl Tool for TestTool {
     fn timeout_ms(&self) -> Option<u64> {
         self.timeout_ms
     }
-    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
+    fn is_concurrency_safe(&self, args: &tooljournal_runtime::args::Args) -> bool {
         (self.safe)(args)
     }
     /// `path` (a string) and `writes` (an array) are written, `reads` (an array) is read.
-    fn resources(&self, args: &runtime::args::Args) -> runtime::event::Resources {
+    fn resources(
+        &self,
+        args: &tooljournal_runtime::args::Args,
+    ) -> tooljournal_runtime::event::Resources {
         let list = |key: &str| -> Vec<String> {
             args.get(key)
                 .and_then(Value::as_array)
@@ -185,7 +193,7 @@ impl Tool for TestTool {
             .map(|p| vec![p.to_owned()])
             .unwrap_or_default();
         writes.extend(list("writes"));
-        runtime::event::Resources {
+        tooljournal_runtime::event::Resources {
             reads: list("reads"),
             writes,
             ..Default::default()
@@ -198,7 +206,7 @@ impl Tool for TestTool {
             None => content,
         }
     }
-    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, args: tooljournal_runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
         self.runs.lock().unwrap().push(ctx.call_id().to_owned());
         (self.behavior)(args, ctx)
     }
@@ -270,13 +278,13 @@ pub fn replay(storage: &SimStorage) -> SessionReplay {
 }
 
 /// Every event in `storage`'s journal, in order.
-pub fn journal_events(storage: &SimStorage) -> Vec<runtime::event::Event> {
+pub fn journal_events(storage: &SimStorage) -> Vec<tooljournal_runtime::event::Event> {
     journal::Reader::open(Arc::new(storage.clone()), journal::Limits::default())
         .expect("reader")
         .map(|r| {
             let record = r.expect("record");
             record
-                .decode::<runtime::event::Record>()
+                .decode::<tooljournal_runtime::event::Record>()
                 .expect("decodes")
                 .event
         })
