@@ -198,6 +198,14 @@ impl Cursor {
     }
 }
 
+/// A segment file just opened, before its header is judged.
+struct OpenedSegment {
+    file: Box<dyn ReadAt>,
+    len_bytes: u64,
+    /// The header as decoded, or what is wrong with it.
+    header: Result<SegmentHeader, BadHeader>,
+}
+
 /// Reads a journal's records in order. Iterate it; when it returns `None`, [`Reader::end`] says
 /// whether the journal was clean, torn or corrupt. An `Err` item is an I/O error; iteration stops
 /// after it and `end` stays `None`.
@@ -369,16 +377,16 @@ impl Reader {
         if !self.check_segment_follows(number) {
             return Ok(false);
         }
-        let (file, len_bytes, decoded) = self.read_header(number)?;
+        let opened = self.read_header(number)?;
         let first_opened = self.journal_id.is_none();
-        let header = match self.check_header(number, len_bytes, decoded) {
+        let header = match self.check_header(number, opened.len_bytes, opened.header) {
             ControlFlow::Continue(header) => header,
             ControlFlow::Break(go_on) => return Ok(go_on),
         };
         if !self.check_first_seq(number, &header, first_opened) {
             return Ok(false);
         }
-        self.start_segment(number, file, len_bytes, &header);
+        self.start_segment(number, opened.file, opened.len_bytes, &header);
         Ok(true)
     }
 
@@ -401,12 +409,8 @@ impl Reader {
             )
     }
 
-    /// Opens segment `number` and decodes its header: the file, its length, and the header or
-    /// what is wrong with it (judged by [`Reader::check_header`]).
-    fn read_header(
-        &self,
-        number: u64,
-    ) -> Result<(Box<dyn ReadAt>, u64, Result<SegmentHeader, BadHeader>), JournalError> {
+    /// Opens segment `number` and decodes its header (judged by [`Reader::check_header`]).
+    fn read_header(&self, number: u64) -> Result<OpenedSegment, JournalError> {
         let name = segment::file_name(number);
         let file = self
             .storage
@@ -418,7 +422,11 @@ impl Reader {
         let mut header = [0u8; HEADER_BYTES];
         let got = read_full_at(file.as_ref(), 0, &mut header)
             .map_err(|e| self.io_error("read", number, e))?;
-        Ok((file, len_bytes, SegmentHeader::decode(&header[..got])))
+        Ok(OpenedSegment {
+            header: SegmentHeader::decode(&header[..got]),
+            file,
+            len_bytes,
+        })
     }
 
     /// Checks a segment's header: whole, numbered as its file is named, and of this journal
