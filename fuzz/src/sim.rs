@@ -525,9 +525,8 @@ fn open_session(
     Some(session)
 }
 
-/// What the disk holds after the run: a power loss (if the fault cut the power) loses the
-/// unsynced tail as the case says; otherwise the process dies now and what it wrote survives,
-/// synced or not.
+/// What the disk holds after the run: if the fault cut the power, the unsynced tail is lost
+/// as the case says.
 fn surviving_image(storage: &SimStorage, fault: StorageFault) -> SimStorage {
     match fault {
         StorageFault::PowerLoss {
