@@ -7,10 +7,10 @@
 //! not a call the check never sees.
 
 use crate::case::{CallSpec, Case, Kind};
-use crate::sim::{BodyEnd, Run};
+use crate::sim::{BodyEnd, Run, SentStep};
 use journal::{Limits, Reader, SimStorage, Storage};
-use recover::classify::{not_started_text, outcome_unknown_text, CallReport};
-use recover::conversation::Message;
+use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
+use recover::conversation::{Conversation, Message};
 use recover::providers::{render, validate, Format};
 use recover::session::{recover_storage, recover_storage_streaming};
 use runtime::event::{Classification, Event, OutcomeStatus, Record};
@@ -39,13 +39,10 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
     };
     let a = &first.analysis;
     let conv = a.conversation();
-    for format in Format::ALL {
-        if let Err(e) = validate(format, &render(&conv, format)) {
-            v.push(format!(
-                "I6 provider validity: {} rejects the rebuilt history: {e}",
-                format.as_str()
-            ));
-        }
+    for (format, e) in provider_rejections(&conv) {
+        v.push(format!(
+            "I6 provider validity: {format} rejects the rebuilt history: {e}"
+        ));
     }
     let reports: HashMap<&str, &CallReport> = a
         .calls
@@ -53,7 +50,38 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
         .map(|c| (c.call.call_id.as_str(), c))
         .collect();
     presence(run, &reports, &mut v);
-    // I1: a body that ran had a durable `started` first, so its call is in the journal, started.
+    write_ahead(run, &reports, &mut v);
+    for step in &run.steps {
+        for call in &step.calls {
+            let Some(c) = reports.get(call.0.as_str()) else {
+                continue;
+            };
+            recovered_call(run, a, step, call, c, &mut v);
+        }
+    }
+    conversation(run, &reports, &conv.messages, &mut v);
+    commit_order(run, &run.image, &mut v);
+    idempotence(run, a, &mut v);
+    if case.resume {
+        resume(case, run, &mut v);
+    }
+    v
+}
+
+/// Each provider format whose validator rejects the rendered `conv`, with why.
+fn provider_rejections(conv: &Conversation) -> Vec<(&'static str, String)> {
+    Format::ALL
+        .into_iter()
+        .filter_map(|format| {
+            validate(format, &render(conv, format))
+                .err()
+                .map(|e| (format.as_str(), e.to_string()))
+        })
+        .collect()
+}
+
+/// I1: a body that ran had a durable `started` first, so its call is in the journal, started.
+fn write_ahead(run: &Run, reports: &HashMap<&str, &CallReport>, v: &mut Vec<String>) {
     for b in &run.bodies {
         let id = &b.call_id;
         match reports.get(id.as_str()) {
@@ -72,77 +100,94 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
             }
         }
     }
-    for step in &run.steps {
-        for (id, raw, spec) in &step.calls {
-            let Some(c) = reports.get(id.as_str()) else {
-                continue;
-            };
-            // I4: a settled result is what recovery gives back; no success is made up.
-            let outcome = a.replay.call(&c.call).and_then(|r| r.outcome.as_ref());
-            match outcome {
-                Some(o) => {
-                    let real_error = matches!(o.status, OutcomeStatus::Error { .. });
-                    if c.recovered && c.result.is_error != real_error {
-                        v.push(format!(
-                            "I4 no fabrication: {id} settled {:?} but recovery says {:?}",
-                            o.status, c.result.code
-                        ));
-                    }
-                }
-                None => {
-                    if !c.result.is_error && c.state != CallState::Committed {
-                        v.push(format!(
-                            "I4 no fabrication: {id} never settled but is reported a success"
-                        ));
-                    }
-                }
-            }
-            // What the model was given is what recovery gives back.
-            let live = step.results.iter().flatten().find(|r| &r.call_id == id);
-            if let Some(live) = live.filter(|_| c.state == CallState::Committed) {
-                if (live.content.as_str(), live.is_error)
-                    != (c.result.content.as_str(), c.result.is_error)
-                {
-                    v.push(format!(
-                        "I4 no fabrication: {id} was committed as {:?} but recovery says {:?}",
-                        live.content, c.result.content
-                    ));
-                }
-            }
-            if let Err(e) = truthful(
-                run,
-                id,
-                spec,
-                step.truncated,
-                &c.result.content,
-                c.result.is_error,
-            ) {
-                v.push(format!("I4 no fabrication: recovery's result for {e}"));
-            }
-            // I8: what was journaled as received is what the model sent, byte for byte.
-            if &c.raw_arguments != raw {
+}
+
+/// I4, I8 and I2 on one call the model sent in `step` (id, raw arguments, spec) that the
+/// recovered journal holds as `c`.
+fn recovered_call(
+    run: &Run,
+    a: &Analysis,
+    step: &SentStep,
+    (id, raw, spec): &(String, String, CallSpec),
+    c: &CallReport,
+    v: &mut Vec<String>,
+) {
+    no_fabrication(run, a, step, (id, spec), c, v);
+    // I8: what was journaled as received is what the model sent, byte for byte.
+    if &c.raw_arguments != raw {
+        v.push(format!(
+            "I8 frozen arguments: {id} was received as {:?}, sent as {raw:?}",
+            c.raw_arguments
+        ));
+    }
+    // I2: a call whose `settled` was lost has nothing after it that depends on it.
+    if c.classification == Some(Classification::ToolOutcomeUnknown) {
+        let later_response = a
+            .replay
+            .turns
+            .iter()
+            .flat_map(|t| t.steps.iter().map(move |s| (t.turn, s)))
+            .any(|(t, s)| (t, s.step) > (c.call.turn, c.call.step) && s.response.is_some());
+        if later_response || a.replay.closed {
+            v.push(format!("I2 settled before dependents: {id}'s settled is lost but later work was made durable"));
+        }
+    }
+}
+
+/// I4 on one recovered call: a settled result is what recovery gives back, a committed one is
+/// what the model was given, and no success is made up.
+fn no_fabrication(
+    run: &Run,
+    a: &Analysis,
+    step: &SentStep,
+    (id, spec): (&str, &CallSpec),
+    c: &CallReport,
+    v: &mut Vec<String>,
+) {
+    let outcome = a.replay.call(&c.call).and_then(|r| r.outcome.as_ref());
+    match outcome {
+        Some(o) => {
+            let real_error = matches!(o.status, OutcomeStatus::Error { .. });
+            if c.recovered && c.result.is_error != real_error {
                 v.push(format!(
-                    "I8 frozen arguments: {id} was received as {:?}, sent as {raw:?}",
-                    c.raw_arguments
+                    "I4 no fabrication: {id} settled {:?} but recovery says {:?}",
+                    o.status, c.result.code
                 ));
             }
-            // I2: a call whose `settled` was lost has nothing after it that depends on it.
-            if c.classification == Some(Classification::ToolOutcomeUnknown) {
-                let later_response = a
-                    .replay
-                    .turns
-                    .iter()
-                    .flat_map(|t| t.steps.iter().map(move |s| (t.turn, s)))
-                    .any(|(t, s)| (t, s.step) > (c.call.turn, c.call.step) && s.response.is_some());
-                if later_response || a.replay.closed {
-                    v.push(format!("I2 settled before dependents: {id}'s settled is lost but later work was made durable"));
-                }
+        }
+        None => {
+            if !c.result.is_error && c.state != CallState::Committed {
+                v.push(format!(
+                    "I4 no fabrication: {id} never settled but is reported a success"
+                ));
             }
         }
     }
-    conversation(run, &reports, &conv.messages, &mut v);
-    commit_order(run, &run.image, &mut v);
-    // I5: a second recovery appends nothing and says the same.
+    // What the model was given is what recovery gives back.
+    let live = step.results.iter().flatten().find(|r| r.call_id == id);
+    if let Some(live) = live.filter(|_| c.state == CallState::Committed) {
+        if (live.content.as_str(), live.is_error) != (c.result.content.as_str(), c.result.is_error)
+        {
+            v.push(format!(
+                "I4 no fabrication: {id} was committed as {:?} but recovery says {:?}",
+                live.content, c.result.content
+            ));
+        }
+    }
+    if let Err(e) = truthful(
+        run,
+        id,
+        spec,
+        step.truncated,
+        &c.result.content,
+        c.result.is_error,
+    ) {
+        v.push(format!("I4 no fabrication: recovery's result for {e}"));
+    }
+}
+
+/// I5: a second recovery appends nothing and says the same as the first (`a`).
+fn idempotence(run: &Run, a: &Analysis, v: &mut Vec<String>) {
     match recover_storage(Arc::new(run.image.clone()), true) {
         Ok(second) => {
             if second.appended {
@@ -156,39 +201,35 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
         }
         Err(e) => v.push(format!("I5 idempotence: the second recovery failed: {e}")),
     }
-    // Resume after recovery: the session goes on, runs only the new call, and ends balanced.
-    if case.resume {
-        match crate::sim::resume_one_turn(&run.image, case) {
-            Ok(ran) => {
-                if ran.iter().any(|id| id != "resumed") {
-                    v.push(format!(
-                        "I5 resume: calls ran again after recovery: {ran:?}"
-                    ));
-                }
-                match recover_storage(Arc::new(run.image.clone()), true) {
-                    Ok(after) => {
-                        if after.appended {
-                            v.push("I5 resume: the resumed session ended unbalanced".into());
-                        }
-                        let conv = after.analysis.conversation();
-                        for format in Format::ALL {
-                            if let Err(e) = validate(format, &render(&conv, format)) {
-                                v.push(format!(
-                                    "I6 after resume: {} rejects the history: {e}",
-                                    format.as_str()
-                                ));
-                            }
-                        }
-                    }
-                    Err(e) => v.push(format!(
-                        "I5 resume: the resumed journal does not recover: {e}"
-                    )),
-                }
-            }
-            Err(e) => v.push(format!("I5 resume: {e}")),
-        }
+}
+
+/// Resume after recovery: the session goes on, runs only the new call, and ends balanced,
+/// with a history every provider accepts.
+fn resume(case: &Case, run: &Run, v: &mut Vec<String>) {
+    let ran = match crate::sim::resume_one_turn(&run.image, case) {
+        Ok(ran) => ran,
+        Err(e) => return v.push(format!("I5 resume: {e}")),
+    };
+    if ran.iter().any(|id| id != "resumed") {
+        v.push(format!(
+            "I5 resume: calls ran again after recovery: {ran:?}"
+        ));
     }
-    v
+    match recover_storage(Arc::new(run.image.clone()), true) {
+        Ok(after) => {
+            if after.appended {
+                v.push("I5 resume: the resumed session ended unbalanced".into());
+            }
+            for (format, e) in provider_rejections(&after.analysis.conversation()) {
+                v.push(format!(
+                    "I6 after resume: {format} rejects the history: {e}"
+                ));
+            }
+        }
+        Err(e) => v.push(format!(
+            "I5 resume: the resumed journal does not recover: {e}"
+        )),
+    }
 }
 
 /// I3 and I9 on the results the model got from batches that finished: one per call it sent, in

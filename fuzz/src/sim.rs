@@ -2,7 +2,7 @@
 //! faults the case asks for. Everything that happens is a function of the case: the same case
 //! gives the same bytes.
 
-use crate::case::{CallSpec, Cancel, Case, Kind, StorageFault};
+use crate::case::{CallSpec, Cancel, Case, Kind, StepSpec, StorageFault};
 use crate::counted::{Counted, Ops};
 use crate::Mutant;
 use journal::storage::{Fault, Op, TailLoss};
@@ -456,127 +456,18 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         violations: Mutex::default(),
     });
     let (registry, hooks, config, approver) = session_parts(case, &shared, mutant);
-    let mut sent_steps: Vec<SentStep> = Vec::new();
-    let cancels = Arc::new(Mutex::new(HashMap::new()));
+    let mut play = Play {
+        shared: &shared,
+        approver: &approver,
+        sent_steps: Vec::new(),
+        cancels: Arc::new(Mutex::new(HashMap::new())),
+    };
     rt.block_on(async {
-        let options = Options {
-            journal_id: Some([7; 16]),
-            ..Options::default()
-        };
-        let Ok((journal, _)) = Journal::open(Arc::new(counted.clone()), options) else {
+        let Some(mut session) = open_session(&counted, &shared, registry, hooks, config) else {
             return;
         };
-        let Ok(mut session) = Session::open(
-            journal,
-            registry,
-            hooks,
-            config,
-            SessionOptions {
-                session_id: Some("fuzz".into()),
-                workspace: "/sim".into(),
-                clock: Arc::new(ManualClock::new(1)),
-            },
-        ) else {
-            return;
-        };
-        let _ = shared.journal.set(session.event_log().journal().clone());
-        let _ = counted
-            .journal
-            .set(Arc::downgrade(session.event_log().journal()));
-        'turns: for (t, steps) in case.turns.iter().enumerate() {
-            let Ok(turn) = session.begin_turn(&format!("turn {t}")) else {
-                break;
-            };
-            for (s, step) in steps.iter().enumerate() {
-                let Ok(step_no) = session.begin_step() else {
-                    break 'turns;
-                };
-                if step.cancel == Some(Cancel::AtStepStart) {
-                    if session.end_step(StepOutcome::Cancelled).is_err()
-                        || session.end_turn(TurnOutcome::Cancelled).await.is_err()
-                    {
-                        break 'turns;
-                    }
-                    continue 'turns;
-                }
-                let calls: Vec<ModelCall> = step
-                    .calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| model_call(&call_id(t, s, i), c))
-                    .collect();
-                let mut answers = std::collections::BTreeMap::new();
-                for (i, c) in step.calls.iter().enumerate() {
-                    if let Kind::Ask(a) = c.kind {
-                        answers.insert(call_id(t, s, i), a);
-                    }
-                }
-                approver_set(&approver, answers);
-                sent_steps.push(SentStep {
-                    turn,
-                    step: step_no,
-                    truncated: step.truncated,
-                    calls: calls
-                        .iter()
-                        .zip(&step.calls)
-                        .map(|(m, c)| (m.call_id.clone(), m.arguments.clone(), c.clone()))
-                        .collect(),
-                    results: None,
-                });
-                let token = CancellationToken::new();
-                let timer = match step.cancel {
-                    Some(Cancel::AfterMs(0)) => {
-                        cancels
-                            .lock()
-                            .unwrap()
-                            .insert((turn, step_no), shared.epoch.elapsed().as_millis() as u64);
-                        token.cancel();
-                        None
-                    }
-                    Some(Cancel::AfterMs(ms)) => {
-                        let (token, cancels, epoch) =
-                            (token.clone(), cancels.clone(), shared.epoch);
-                        Some(tokio::spawn(async move {
-                            tokio::time::sleep(Duration::from_millis(ms)).await;
-                            cancels
-                                .lock()
-                                .unwrap()
-                                .insert((turn, step_no), epoch.elapsed().as_millis() as u64);
-                            token.cancel();
-                        }))
-                    }
-                    _ => None,
-                };
-                let response = ModelResponse {
-                    text: format!("step {s}"),
-                    tool_calls: calls,
-                    stop_reason: if step.truncated {
-                        StopReason::Length
-                    } else {
-                        StopReason::ToolUse
-                    },
-                };
-                let outcome = session.run_batch_cancellable(response, token.clone()).await;
-                if let Some(timer) = timer {
-                    timer.abort();
-                }
-                let Ok(batch) = outcome else { break 'turns };
-                if let Some(sent) = sent_steps.last_mut() {
-                    sent.results = Some(batch);
-                }
-                if token.is_cancelled() {
-                    if session.end_step(StepOutcome::Cancelled).is_err()
-                        || session.end_turn(TurnOutcome::Cancelled).await.is_err()
-                    {
-                        break 'turns;
-                    }
-                    continue 'turns;
-                }
-                if session.end_step(StepOutcome::Completed).is_err() {
-                    break 'turns;
-                }
-            }
-            if session.turn_open() && session.end_turn(TurnOutcome::Completed).await.is_err() {
+        for (t, steps) in case.turns.iter().enumerate() {
+            if !play.turn(&mut session, t, steps).await {
                 break;
             }
         }
@@ -584,7 +475,60 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
             let _ = session.close().await;
         }
     });
-    let image = match case.fault {
+    let image = surviving_image(&storage, case.fault);
+    let bodies = shared.bodies.lock().unwrap().clone();
+    let live_violations = shared.violations.lock().unwrap().clone();
+    let cancels = play.cancels.lock().unwrap().clone();
+    let ops = counted.ops.lock().unwrap().clone();
+    let run = Run {
+        image,
+        bodies,
+        steps: play.sent_steps,
+        cancels,
+        live_violations,
+        fault: None,
+    };
+    (run, Ops(ops))
+}
+
+/// Opens the journal (id fixed, so the bytes are a function of the case) and a session on it,
+/// and lets the simulated tool and the operation counter see the journal. `None` when either
+/// fails to open (a fault can fire this early): the session then never starts.
+fn open_session(
+    counted: &Counted,
+    shared: &Shared,
+    registry: Arc<Registry>,
+    hooks: Hooks,
+    config: Config,
+) -> Option<Session> {
+    let options = Options {
+        journal_id: Some([7; 16]),
+        ..Options::default()
+    };
+    let (journal, _) = Journal::open(Arc::new(counted.clone()), options).ok()?;
+    let session = Session::open(
+        journal,
+        registry,
+        hooks,
+        config,
+        SessionOptions {
+            session_id: Some("fuzz".into()),
+            workspace: "/sim".into(),
+            clock: Arc::new(ManualClock::new(1)),
+        },
+    )
+    .ok()?;
+    let _ = shared.journal.set(session.event_log().journal().clone());
+    let _ = counted
+        .journal
+        .set(Arc::downgrade(session.event_log().journal()));
+    Some(session)
+}
+
+/// What the disk holds after the run: if the fault cut the power, the unsynced tail is lost
+/// as the case says.
+fn surviving_image(storage: &SimStorage, fault: StorageFault) -> SimStorage {
+    match fault {
         StorageFault::PowerLoss {
             granule_bytes,
             granules,
@@ -603,20 +547,170 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         }),
         // Otherwise the process dies now: what it wrote survives, synced or not.
         _ => storage.process_crash(),
-    };
-    let bodies = shared.bodies.lock().unwrap().clone();
-    let live_violations = shared.violations.lock().unwrap().clone();
-    let cancels = cancels.lock().unwrap().clone();
-    let ops = counted.ops.lock().unwrap().clone();
-    let run = Run {
-        image,
-        bodies,
-        steps: sent_steps,
-        cancels,
-        live_violations,
-        fault: None,
-    };
-    (run, Ops(ops))
+    }
+}
+
+/// The model's side of a session: plays the case's turns and steps, and notes what it sent
+/// and when it cancelled, for the checks.
+struct Play<'a> {
+    shared: &'a Shared,
+    approver: &'a ScriptedApprover,
+    sent_steps: Vec<SentStep>,
+    cancels: Arc<Mutex<HashMap<(u32, u32), u64>>>,
+}
+
+/// How a step left its turn.
+enum StepEnd {
+    /// The step completed; the turn goes on to its next step.
+    Completed,
+    /// The step was cancelled and so was its turn; the next turn comes.
+    TurnCancelled,
+    /// The session refused to go on (the journal failed): no more turns.
+    Stop,
+}
+
+impl Play<'_> {
+    /// Plays turn `t`. False when the session refused to go on: no more turns.
+    async fn turn(&mut self, session: &mut Session, t: usize, steps: &[StepSpec]) -> bool {
+        let Ok(turn) = session.begin_turn(&format!("turn {t}")) else {
+            return false;
+        };
+        for (s, step) in steps.iter().enumerate() {
+            match self.step(session, turn, (t, s), step).await {
+                StepEnd::Completed => {}
+                StepEnd::TurnCancelled => return true,
+                StepEnd::Stop => return false,
+            }
+        }
+        !(session.turn_open() && session.end_turn(TurnOutcome::Completed).await.is_err())
+    }
+
+    /// Plays step `s` of turn `t` (the case's indices; `turn` is the session's number): sends
+    /// its calls as one model response, cancelling it as the case says, and ends it.
+    async fn step(
+        &mut self,
+        session: &mut Session,
+        turn: u32,
+        (t, s): (usize, usize),
+        step: &StepSpec,
+    ) -> StepEnd {
+        let Ok(step_no) = session.begin_step() else {
+            return StepEnd::Stop;
+        };
+        if step.cancel == Some(Cancel::AtStepStart) {
+            return cancel_turn(session).await;
+        }
+        let calls: Vec<ModelCall> = step
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| model_call(&call_id(t, s, i), c))
+            .collect();
+        approver_set(self.approver, ask_answers(t, s, step));
+        self.sent_steps.push(sent_step(turn, step_no, step, &calls));
+        let token = CancellationToken::new();
+        let timer = self.arm_cancel(step.cancel, (turn, step_no), &token);
+        let response = ModelResponse {
+            text: format!("step {s}"),
+            tool_calls: calls,
+            stop_reason: if step.truncated {
+                StopReason::Length
+            } else {
+                StopReason::ToolUse
+            },
+        };
+        let outcome = session.run_batch_cancellable(response, token.clone()).await;
+        if let Some(timer) = timer {
+            timer.abort();
+        }
+        let Ok(batch) = outcome else {
+            return StepEnd::Stop;
+        };
+        if let Some(sent) = self.sent_steps.last_mut() {
+            sent.results = Some(batch);
+        }
+        if token.is_cancelled() {
+            return cancel_turn(session).await;
+        }
+        if session.end_step(StepOutcome::Completed).is_err() {
+            return StepEnd::Stop;
+        }
+        StepEnd::Completed
+    }
+
+    /// Arranges the step's cancel: now (after 0 ms), or by a timer task after its ms, noting
+    /// in `cancels` when it fired. Returns the timer, to stop once the batch is done.
+    fn arm_cancel(
+        &self,
+        cancel: Option<Cancel>,
+        at: (u32, u32),
+        token: &CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        match cancel {
+            Some(Cancel::AfterMs(0)) => {
+                self.cancels
+                    .lock()
+                    .unwrap()
+                    .insert(at, self.shared.epoch.elapsed().as_millis() as u64);
+                token.cancel();
+                None
+            }
+            Some(Cancel::AfterMs(ms)) => {
+                let (token, cancels, epoch) =
+                    (token.clone(), self.cancels.clone(), self.shared.epoch);
+                Some(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    cancels
+                        .lock()
+                        .unwrap()
+                        .insert(at, epoch.elapsed().as_millis() as u64);
+                    token.cancel();
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Ends the current step and its turn as cancelled. `Stop` when the session refuses.
+async fn cancel_turn(session: &mut Session) -> StepEnd {
+    if session.end_step(StepOutcome::Cancelled).is_err()
+        || session.end_turn(TurnOutcome::Cancelled).await.is_err()
+    {
+        return StepEnd::Stop;
+    }
+    StepEnd::TurnCancelled
+}
+
+/// What the approver answers to the step's `ask` calls, by call id.
+fn ask_answers(
+    t: usize,
+    s: usize,
+    step: &StepSpec,
+) -> std::collections::BTreeMap<String, AskAnswer> {
+    let mut answers = std::collections::BTreeMap::new();
+    for (i, c) in step.calls.iter().enumerate() {
+        if let Kind::Ask(a) = c.kind {
+            answers.insert(call_id(t, s, i), a);
+        }
+    }
+    answers
+}
+
+/// The record of a step as sent: the session's numbers, and each call with what the case
+/// made it; its results come later.
+fn sent_step(turn: u32, step_no: u32, step: &StepSpec, calls: &[ModelCall]) -> SentStep {
+    SentStep {
+        turn,
+        step: step_no,
+        truncated: step.truncated,
+        calls: calls
+            .iter()
+            .zip(&step.calls)
+            .map(|(m, c)| (m.call_id.clone(), m.arguments.clone(), c.clone()))
+            .collect(),
+        results: None,
+    }
 }
 
 fn approver_set(

@@ -19,6 +19,7 @@ use crate::segment::{self, BadHeader, SegmentHeader, HEADER_BYTES};
 use crate::storage::{read_full_at, ReadAt, Storage};
 use crate::Limits;
 use serde::de::DeserializeOwned;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 const READ_WINDOW_BYTES: u64 = 1 << 20;
@@ -197,6 +198,14 @@ impl Cursor {
     }
 }
 
+/// A segment file just opened, before its header is judged.
+struct OpenedSegment {
+    file: Box<dyn ReadAt>,
+    len_bytes: u64,
+    /// The header as decoded, or what is wrong with it.
+    header: Result<SegmentHeader, BadHeader>,
+}
+
 /// Reads a journal's records in order. Iterate it; when it returns `None`, [`Reader::end`] says
 /// whether the journal was clean, torn or corrupt. An `Err` item is an I/O error; iteration stops
 /// after it and `end` stays `None`.
@@ -365,14 +374,32 @@ impl Reader {
             self.end = Some(ReadEnd::Clean);
             return Ok(false);
         };
-        let is_last = self.next_index + 1 == self.segments.len();
+        if !self.check_segment_follows(number) {
+            return Ok(false);
+        }
+        let opened = self.read_header(number)?;
+        let first_opened = self.journal_id.is_none();
+        let header = match self.check_header(number, opened.len_bytes, opened.header) {
+            ControlFlow::Continue(header) => header,
+            ControlFlow::Break(go_on) => return Ok(go_on),
+        };
+        if !self.check_first_seq(number, &header, first_opened) {
+            return Ok(false);
+        }
+        self.start_segment(number, opened.file, opened.len_bytes, &header);
+        Ok(true)
+    }
+
+    /// Whether segment `number` is the one expected next: a gap in the numbers is a missing
+    /// segment, which is corruption. True when reading goes on (no gap, or salvaging past it).
+    fn check_segment_follows(&mut self, number: u64) -> bool {
         let expected_number = match (self.next_index, self.tail_only) {
             (0, true) => number,
             (0, false) => 0,
             (i, _) => self.segments[i - 1] + 1,
         };
-        if number != expected_number
-            && !self.corrupt(
+        number == expected_number
+            || self.corrupt(
                 expected_number,
                 0,
                 CorruptionKind::MissingSegment {
@@ -380,9 +407,10 @@ impl Reader {
                 },
                 0,
             )
-        {
-            return Ok(false);
-        }
+    }
+
+    /// Opens segment `number` and decodes its header (judged by [`Reader::check_header`]).
+    fn read_header(&self, number: u64) -> Result<OpenedSegment, JournalError> {
         let name = segment::file_name(number);
         let file = self
             .storage
@@ -394,7 +422,25 @@ impl Reader {
         let mut header = [0u8; HEADER_BYTES];
         let got = read_full_at(file.as_ref(), 0, &mut header)
             .map_err(|e| self.io_error("read", number, e))?;
-        let header = match SegmentHeader::decode(&header[..got]) {
+        Ok(OpenedSegment {
+            header: SegmentHeader::decode(&header[..got]),
+            file,
+            len_bytes,
+        })
+    }
+
+    /// Checks a segment's header: whole, numbered as its file is named, and of this journal
+    /// (the first header read decides which journal that is). `Break(go_on)` when the segment
+    /// is not to be read: a short header on the last segment is a torn tail, so reading ends;
+    /// any other bad header is corruption (see [`Reader::skip_segment`]).
+    fn check_header(
+        &mut self,
+        number: u64,
+        len_bytes: u64,
+        decoded: Result<SegmentHeader, BadHeader>,
+    ) -> ControlFlow<bool, SegmentHeader> {
+        let is_last = self.next_index + 1 == self.segments.len();
+        let header = match decoded {
             Ok(h) => h,
             Err(BadHeader::Short { .. }) if is_last => {
                 self.end = Some(ReadEnd::TornTail(TornTail {
@@ -405,41 +451,49 @@ impl Reader {
                     dropped_bytes: len_bytes,
                     reason: TornReason::ShortHeader,
                 }));
-                return Ok(false);
+                return ControlFlow::Break(false);
             }
             Err(bad) => {
-                let go_on = self.corrupt(number, 0, CorruptionKind::BadHeader(bad), len_bytes);
-                self.next_index += 1;
-                return Ok(go_on);
+                return self.skip_segment(number, CorruptionKind::BadHeader(bad), len_bytes)
             }
         };
         if header.segment_number != number {
-            let go_on = self.corrupt(
-                number,
-                0,
-                CorruptionKind::SegmentNumberMismatch {
-                    expected: number,
-                    found: header.segment_number,
-                },
-                len_bytes,
-            );
-            self.next_index += 1;
-            return Ok(go_on);
+            let kind = CorruptionKind::SegmentNumberMismatch {
+                expected: number,
+                found: header.segment_number,
+            };
+            return self.skip_segment(number, kind, len_bytes);
         }
-        let first_opened = self.journal_id.is_none();
         match self.journal_id {
             Some(id) if id != header.journal_id => {
-                let go_on = self.corrupt(number, 0, CorruptionKind::JournalIdMismatch, len_bytes);
-                self.next_index += 1;
-                return Ok(go_on);
+                return self.skip_segment(number, CorruptionKind::JournalIdMismatch, len_bytes)
             }
             _ => self.journal_id = Some(header.journal_id),
         }
+        ControlFlow::Continue(header)
+    }
+
+    /// Records a whole segment as corrupt and moves past it. `Break(go_on)`: whether reading
+    /// goes on is [`Reader::corrupt`]'s answer (only when salvaging).
+    fn skip_segment(
+        &mut self,
+        number: u64,
+        kind: CorruptionKind,
+        len_bytes: u64,
+    ) -> ControlFlow<bool, SegmentHeader> {
+        let go_on = self.corrupt(number, 0, kind, len_bytes);
+        self.next_index += 1;
+        ControlFlow::Break(go_on)
+    }
+
+    /// Whether the segment's first seq follows the records before it; a jump is corruption.
+    /// True when reading goes on (it follows, it cannot be checked, or salvaging past it).
+    fn check_first_seq(&mut self, number: u64, header: &SegmentHeader, first_opened: bool) -> bool {
         // Reading only the tail, the first segment's first seq cannot be checked: trust it.
         let first_seq_known = !(self.tail_only && first_opened);
-        if first_seq_known
-            && header.first_seq != self.expected_seq
-            && !self.corrupt(
+        !first_seq_known
+            || header.first_seq == self.expected_seq
+            || self.corrupt(
                 number,
                 0,
                 CorruptionKind::FirstSeqMismatch {
@@ -448,9 +502,17 @@ impl Reader {
                 },
                 0,
             )
-        {
-            return Ok(false);
-        }
+    }
+
+    /// Makes segment `number`, whose header checked, the one being read: records start after
+    /// its header, and a writer reopening now would continue there.
+    fn start_segment(
+        &mut self,
+        number: u64,
+        file: Box<dyn ReadAt>,
+        len_bytes: u64,
+        header: &SegmentHeader,
+    ) {
         self.expected_seq = header.first_seq;
         self.next_index += 1;
         self.tail = Some(Tail {
@@ -472,7 +534,6 @@ impl Reader {
             records: 0,
             scan: None,
         });
-        Ok(true)
     }
 
     /// The next record, as where its payload sits in the cursor's window.

@@ -11,17 +11,22 @@
 //! may drop the dirty pages and report success on a retry), so the first failure poisons the
 //! journal and every later call returns it. Nothing is retried.
 
-use crate::error::{JournalError, Position};
+use crate::error::JournalError;
 use crate::framing::{self, SEQ_BYTES};
-use crate::reader::{ReadEnd, Reader, TornReason, TornTail};
+use crate::reader::{ReadEnd, TornTail};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
-use crate::storage::{read_full_at, write_all, Storage, WriteFile};
+use crate::storage::{write_all, Storage, WriteFile};
 use crate::{codec, FsyncPolicy, Options};
 use serde::Serialize;
 use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+mod reopen;
+use reopen::{
+    continue_segment, create_first_segment, quarantine_and_cut, read_tail, remove_temp_segments,
+};
 
 /// Largest write buffer kept for reuse after a flush.
 const SPARE_BYTES_MAX: usize = 1 << 20;
@@ -158,36 +163,8 @@ impl WriterLock {
             options.limits.record_size_bytes_max as usize >= SEQ_BYTES,
             "record size limit below the size of a seq"
         );
-        let location = storage.location();
-        let io_err = |op: &'static str, file: &str, source: io::Error| JournalError::Io {
-            location: location.clone(),
-            op,
-            file: file.to_owned(),
-            source,
-        };
-
-        let mut removed_temp = false;
-        for name in storage.list().map_err(|e| io_err("list", ".", e))? {
-            if segment::is_temp_name(&name) {
-                storage
-                    .remove(&name)
-                    .map_err(|e| io_err("remove", &name, e))?;
-                removed_temp = true;
-            }
-        }
-        if removed_temp {
-            storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
-        }
-
-        let mut reader = Reader::open_tail(storage.clone(), options.limits)?;
-        for item in reader.by_ref() {
-            item?;
-        }
-        let end = reader
-            .end()
-            .cloned()
-            .expect("reader finished without an I/O error");
-        let tail = reader.into_tail();
+        remove_temp_segments(storage.as_ref())?;
+        let (end, tail) = read_tail(&storage, &options)?;
 
         let mut report = OpenReport {
             created: false,
@@ -199,69 +176,42 @@ impl WriterLock {
             ReadEnd::Clean => {}
             ReadEnd::Corrupt(corruption) => {
                 return Err(JournalError::Corrupt {
-                    location,
+                    location: storage.location(),
                     corruption,
                 })
             }
             ReadEnd::TornTail(torn) => {
-                report.quarantine_file = Some(quarantine(storage.as_ref(), &torn)?);
-                let name = segment::file_name(torn.position.segment);
-                if torn.reason == TornReason::ShortHeader {
-                    storage
-                        .remove(&name)
-                        .map_err(|e| io_err("remove", &name, e))?;
-                    storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
-                } else {
-                    let mut file = storage
-                        .open_append(&name)
-                        .map_err(|e| io_err("open", &name, e))?;
-                    file.truncate(torn.position.offset)
-                        .map_err(|e| io_err("truncate", &name, e))?;
-                    file.sync_data().map_err(|e| io_err("sync", &name, e))?;
-                }
+                report.quarantine_file = Some(quarantine_and_cut(storage.as_ref(), &torn)?);
                 report.torn = Some(torn);
             }
         }
 
         let (journal_id, io, state) = match tail {
-            Some(tail) => {
-                let name = segment::file_name(tail.valid_end.segment);
-                let mut file = storage
-                    .open_append(&name)
-                    .map_err(|e| io_err("open", &name, e))?;
-                // What we just read may still be only in the page cache (the last writer was
-                // killed before syncing); make it durable before building on it.
-                file.sync_data().map_err(|e| io_err("sync", &name, e))?;
-                let state = State::new(
-                    tail.next_seq,
-                    tail.valid_end.segment,
-                    tail.valid_end.offset,
-                    tail.records_in_segment,
-                );
-                let io = Io {
-                    file,
-                    segment: tail.valid_end.segment,
-                };
-                (tail.journal_id, io, state)
-            }
+            Some(tail) => continue_segment(storage.as_ref(), &tail)?,
             None => {
                 report.created = true;
-                let journal_id = options
-                    .journal_id
-                    .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes());
-                let header = SegmentHeader {
-                    journal_id,
-                    segment_number: 0,
-                    first_seq: 1,
-                };
-                let file = create_segment(storage.as_ref(), &header)?;
-                let io = Io { file, segment: 0 };
-                (journal_id, io, State::new(1, 0, HEADER_BYTES as u64, 0))
+                create_first_segment(storage.as_ref(), &options)?
             }
         };
         report.next_seq = state.next_seq;
+        let journal = Journal::assemble(storage, options, journal_id, io, state, guard);
+        Ok((journal, report))
+    }
+}
+
+impl Journal {
+    /// Puts an opened journal together: everything before `state.next_seq` is already durable
+    /// (it was read back from, or never written to, the disk), and no sync has run yet.
+    fn assemble(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        journal_id: [u8; 16],
+        io: Io,
+        state: State,
+        guard: Box<dyn Any + Send + Sync>,
+    ) -> Journal {
         let durable = state.next_seq - 1;
-        let journal = Journal {
+        Journal {
             shared: Arc::new(Shared {
                 storage,
                 options,
@@ -276,8 +226,7 @@ impl WriterLock {
                 leader_released: tokio::sync::Notify::new(),
                 _lock: guard,
             }),
-        };
-        Ok((journal, report))
+        }
     }
 }
 
@@ -691,55 +640,4 @@ fn create_segment(
         .map_err(|e| io_err("rename", &temp, e))?;
     storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
     Ok(file)
-}
-
-/// Copies a torn tail's bytes to a new file beside its segment, durably. Returns its name.
-fn quarantine(storage: &dyn Storage, torn: &TornTail) -> Result<String, JournalError> {
-    let Position { segment, offset } = torn.position;
-    let source_name = segment::file_name(segment);
-    let io_err = |op: &'static str, file: &str, source: io::Error| JournalError::Io {
-        location: storage.location(),
-        op,
-        file: file.to_owned(),
-        source,
-    };
-    let source = storage
-        .open_read(&source_name)
-        .map_err(|e| io_err("open", &source_name, e))?;
-    let (name, mut out) = (0..1000)
-        .find_map(|attempt| {
-            let name = segment::quarantine_name(segment, offset, attempt);
-            match storage.create_new(&name) {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
-                other => Some((name, other)),
-            }
-        })
-        .map(|(name, file)| {
-            file.map(|f| (name.clone(), f))
-                .map_err(|e| io_err("create", &name, e))
-        })
-        .unwrap_or_else(|| {
-            Err(io_err(
-                "create",
-                &segment::quarantine_name(segment, offset, 0),
-                io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    "1000 quarantine files already",
-                ),
-            ))
-        })?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = offset;
-    loop {
-        let n = read_full_at(source.as_ref(), at, &mut buf)
-            .map_err(|e| io_err("read", &source_name, e))?;
-        if n == 0 {
-            break;
-        }
-        write_all(out.as_mut(), &buf[..n]).map_err(|e| io_err("write", &name, e))?;
-        at += n as u64;
-    }
-    out.sync_data().map_err(|e| io_err("sync", &name, e))?;
-    storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
-    Ok(name)
 }

@@ -10,7 +10,7 @@ use crate::config::{ServerConfig, TOOLS_PER_SERVER_MAX};
 use crate::naming;
 use crate::tool::McpTool;
 use crate::McpError;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{ProgressNotificationParam, ProgressToken, Tool};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
 use rmcp::ClientHandler;
@@ -122,32 +122,13 @@ impl McpServer {
         }
     }
 
+    /// [`McpServer::start`] without its time limit: spawn, `initialize`, list, wrap the tools.
     async fn start_inner(
         name: &str,
         config: &ServerConfig,
         stderr: Stdio,
     ) -> Result<McpServer, McpError> {
-        let startup = |message: String| McpError::Startup {
-            server: name.to_owned(),
-            message,
-        };
-        let mut command = tokio::process::Command::new(&config.command);
-        command.args(&config.args).envs(&config.env);
-        if let Some(cwd) = &config.cwd {
-            // Checked here: a spawn into a missing directory fails with ENOENT, which reads as
-            // if the command were missing.
-            if !cwd.is_dir() {
-                return Err(startup(format!(
-                    "its cwd {} is not a directory",
-                    cwd.display()
-                )));
-            }
-            command.current_dir(cwd);
-        }
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| startup(format!("cannot start {:?}: {e}", config.command)))?;
+        let transport = spawn(name, config, stderr)?;
         let pid = transport.id();
         let routes = Arc::new(ProgressRoutes::default());
         let handler = Handler {
@@ -156,77 +137,16 @@ impl McpServer {
         let service = handler
             .serve(transport)
             .await
-            .map_err(|e| startup(format!("initialize failed: {e}")))?;
-        let info = service.peer().peer_info();
-        let implementation = info.as_ref().and_then(|i| i.server_info.clone());
-        let source = ToolSource::Mcp {
-            server: name.to_owned(),
-            implementation: implementation
-                .as_ref()
-                .map_or_else(|| "unknown".to_owned(), |i| i.name.clone()),
-            version: implementation
-                .as_ref()
-                .map_or_else(|| "unknown".to_owned(), |i| i.version.clone()),
-        };
-        let listed = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| startup(format!("tools/list failed: {e}")))?;
-        if listed.len() > TOOLS_PER_SERVER_MAX {
-            return Err(startup(format!(
-                "offers {} tools; the limit is {TOOLS_PER_SERVER_MAX}",
-                listed.len()
-            )));
-        }
-        let offered: BTreeSet<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
-        if let Some(missing) = config.tools.keys().find(|t| !offered.contains(t.as_str())) {
-            return Err(McpError::NoSuchTool {
-                server: name.to_owned(),
-                tool: missing.clone(),
-            });
-        }
+            .map_err(|e| startup(name, format!("initialize failed: {e}")))?;
+        let source = source_of(name, service.peer());
+        let listed = list_tools(name, config, service.peer()).await?;
         let link = Arc::new(Link {
             server: name.to_owned(),
             pid,
             peer: service.peer().clone(),
             routes,
         });
-        let mut tools: Vec<Arc<McpTool>> = Vec::with_capacity(listed.len());
-        let mut taken: HashMap<String, String> = HashMap::new();
-        for remote in listed {
-            let settings = config.tools.get(remote.name.as_ref());
-            let final_name = match settings.and_then(|s| s.name.as_deref()) {
-                Some(explicit) => naming::sanitize(explicit),
-                None => naming::final_name(config.name_prefix.as_deref(), name, &remote.name),
-            };
-            if let Some(other) = taken.insert(final_name.clone(), remote.name.to_string()) {
-                return Err(McpError::NameCollision {
-                    server: name.to_owned(),
-                    name: final_name,
-                    tools: (other, remote.name.to_string()),
-                });
-            }
-            let hinted = remote
-                .annotations
-                .as_ref()
-                .and_then(|a| a.read_only_hint)
-                .unwrap_or(false);
-            let read_only = settings
-                .and_then(|s| s.read_only)
-                .unwrap_or(config.trust_read_only_hints && hinted);
-            let exposure = settings.and_then(|s| s.exposure).unwrap_or(config.exposure);
-            tools.push(Arc::new(McpTool::new(
-                link.clone(),
-                &remote,
-                final_name,
-                source.clone(),
-                read_only,
-                config.parallel_safe,
-                config.timeout_ms,
-                exposure,
-            )));
-        }
+        let tools = wrap_tools(name, config, &link, &source, listed)?;
         Ok(McpServer {
             name: name.to_owned(),
             source,
@@ -265,4 +185,128 @@ impl McpServer {
             }
         }
     }
+}
+
+/// A startup failure of the server `name`.
+fn startup(name: &str, message: String) -> McpError {
+    McpError::Startup {
+        server: name.to_owned(),
+        message,
+    }
+}
+
+/// Spawns the server's process with its command, arguments, environment and working directory.
+fn spawn(name: &str, config: &ServerConfig, stderr: Stdio) -> Result<TokioChildProcess, McpError> {
+    let mut command = tokio::process::Command::new(&config.command);
+    command.args(&config.args).envs(&config.env);
+    if let Some(cwd) = &config.cwd {
+        // Checked here: a spawn into a missing directory fails with ENOENT, which reads as
+        // if the command were missing.
+        if !cwd.is_dir() {
+            return Err(startup(
+                name,
+                format!("its cwd {} is not a directory", cwd.display()),
+            ));
+        }
+        command.current_dir(cwd);
+    }
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| startup(name, format!("cannot start {:?}: {e}", config.command)))?;
+    Ok(transport)
+}
+
+/// The journal's source for the tools of server `name`: the implementation and version it
+/// reported at `initialize` ("unknown" when it reported none).
+fn source_of(name: &str, peer: &Peer<RoleClient>) -> ToolSource {
+    let info = peer.peer_info();
+    let implementation = info.as_ref().and_then(|i| i.server_info.clone());
+    ToolSource::Mcp {
+        server: name.to_owned(),
+        implementation: implementation
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |i| i.name.clone()),
+        version: implementation
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |i| i.version.clone()),
+    }
+}
+
+/// The server's tools, once (see the module doc): refused when there are more than
+/// [`TOOLS_PER_SERVER_MAX`] or a per-tool setting names a tool the server does not offer.
+async fn list_tools(
+    name: &str,
+    config: &ServerConfig,
+    peer: &Peer<RoleClient>,
+) -> Result<Vec<Tool>, McpError> {
+    let listed = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| startup(name, format!("tools/list failed: {e}")))?;
+    if listed.len() > TOOLS_PER_SERVER_MAX {
+        return Err(startup(
+            name,
+            format!(
+                "offers {} tools; the limit is {TOOLS_PER_SERVER_MAX}",
+                listed.len()
+            ),
+        ));
+    }
+    let offered: BTreeSet<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    if let Some(missing) = config.tools.keys().find(|t| !offered.contains(t.as_str())) {
+        return Err(McpError::NoSuchTool {
+            server: name.to_owned(),
+            tool: missing.clone(),
+        });
+    }
+    Ok(listed)
+}
+
+/// Makes the listed tools runtime tools, in the server's order: each gets its final name (set,
+/// or prefixed and sanitized; two tools with one name are refused) and its read-only flag and
+/// exposure (a per-tool setting, else the server's).
+fn wrap_tools(
+    name: &str,
+    config: &ServerConfig,
+    link: &Arc<Link>,
+    source: &ToolSource,
+    listed: Vec<Tool>,
+) -> Result<Vec<Arc<McpTool>>, McpError> {
+    let mut tools: Vec<Arc<McpTool>> = Vec::with_capacity(listed.len());
+    let mut taken: HashMap<String, String> = HashMap::new();
+    for remote in listed {
+        let settings = config.tools.get(remote.name.as_ref());
+        let final_name = match settings.and_then(|s| s.name.as_deref()) {
+            Some(explicit) => naming::sanitize(explicit),
+            None => naming::final_name(config.name_prefix.as_deref(), name, &remote.name),
+        };
+        if let Some(other) = taken.insert(final_name.clone(), remote.name.to_string()) {
+            return Err(McpError::NameCollision {
+                server: name.to_owned(),
+                name: final_name,
+                tools: (other, remote.name.to_string()),
+            });
+        }
+        let hinted = remote
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false);
+        let read_only = settings
+            .and_then(|s| s.read_only)
+            .unwrap_or(config.trust_read_only_hints && hinted);
+        let exposure = settings.and_then(|s| s.exposure).unwrap_or(config.exposure);
+        tools.push(Arc::new(McpTool::new(
+            link.clone(),
+            &remote,
+            final_name,
+            source.clone(),
+            read_only,
+            config.parallel_safe,
+            config.timeout_ms,
+            exposure,
+        )));
+    }
+    Ok(tools)
 }
