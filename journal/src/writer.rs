@@ -102,6 +102,9 @@ struct Chunk {
 struct Io {
     file: Box<dyn WriteFile>,
     segment: u64,
+    /// The last seq handed to the file (0 before the first): the next write must start at the
+    /// seq after it (`assert_seqs_follow`).
+    written_seq: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -594,6 +597,12 @@ impl Shared {
             source,
         };
         for chunk in chunks {
+            // Seq continuity on append: every byte the file gets continues the seqs before it.
+            // Re-reading each frame costs a CRC pass over the batch, so debug builds only (the
+            // tests and the fuzz campaign); a release build relies on `push` numbering in order.
+            if cfg!(debug_assertions) {
+                io.written_seq = assert_seqs_follow(&chunk.bytes, io.written_seq, &self.options);
+            }
             if let Some(header) = &chunk.starts_segment {
                 // Seal the current segment before the next one exists: only the last segment
                 // may ever have a torn tail (the reader relies on it).
@@ -615,6 +624,31 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// Checks that `bytes` are whole frames whose seqs run on from `written_seq` without a gap or a
+/// repeat, and returns the last one: a chunk lost, doubled or reordered between `push` and the
+/// file would otherwise surface only when a reader calls the journal corrupt.
+fn assert_seqs_follow(bytes: &[u8], written_seq: u64, options: &Options) -> u64 {
+    let mut last = written_seq;
+    let mut offset = 0;
+    while offset < bytes.len() {
+        match framing::check(&bytes[offset..], options.limits.record_size_bytes_max) {
+            framing::FrameCheck::Valid { seq, frame_bytes } => {
+                assert_eq!(
+                    seq,
+                    last + 1,
+                    "seq continuity: frame at byte {offset} of a write"
+                );
+                last = seq;
+                offset += frame_bytes as usize;
+            }
+            framing::FrameCheck::Bad(bad) => {
+                panic!("the writer built a bad frame at byte {offset} of a write: {bad:?}")
+            }
+        }
+    }
+    last
 }
 
 /// Creates a segment atomically: temp file, header, sync, rename, directory sync.
@@ -640,4 +674,38 @@ fn create_segment(
         .map_err(|e| io_err("rename", &temp, e))?;
     storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(seqs: &[u64]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for &seq in seqs {
+            let start = framing::begin(&mut bytes, seq);
+            bytes.extend_from_slice(b"payload");
+            framing::seal(&mut bytes, start);
+        }
+        bytes
+    }
+
+    #[test]
+    fn seqs_that_run_on_pass_and_return_the_last() {
+        let options = Options::default();
+        assert_eq!(assert_seqs_follow(&frames(&[5, 6, 7]), 4, &options), 7);
+        assert_eq!(assert_seqs_follow(&[], 4, &options), 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "seq continuity")]
+    fn a_gap_in_a_write_is_caught() {
+        assert_seqs_follow(&frames(&[5, 7]), 4, &Options::default());
+    }
+
+    #[test]
+    #[should_panic(expected = "seq continuity")]
+    fn a_write_that_repeats_the_last_seq_is_caught() {
+        assert_seqs_follow(&frames(&[4]), 4, &Options::default());
+    }
 }

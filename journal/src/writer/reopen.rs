@@ -108,6 +108,7 @@ pub(super) fn continue_segment(
     let io = Io {
         file,
         segment: tail.valid_end.segment,
+        written_seq: tail.next_seq - 1,
     };
     Ok((tail.journal_id, io, state))
 }
@@ -127,7 +128,11 @@ pub(super) fn create_first_segment(
         first_seq: 1,
     };
     let file = create_segment(storage, &header)?;
-    let io = Io { file, segment: 0 };
+    let io = Io {
+        file,
+        segment: 0,
+        written_seq: 0,
+    };
     Ok((journal_id, io, State::new(1, 0, HEADER_BYTES as u64, 0)))
 }
 
