@@ -256,17 +256,51 @@ pub fn analyze(
     dropped_now: u64,
     live: bool,
 ) -> Analysis {
-    let mut calls = Vec::new();
-    let mut recovered_calls = Vec::new();
-    let mut pending_asks = Vec::new();
+    let mut orphans = Orphans::default();
     let earlier: Vec<&RecoveredCall> = replay
         .recoveries
         .iter()
         .flat_map(|r| r.calls.iter())
         .collect();
+    let unreceived = unreceived_calls(&replay);
+    let mut calls: Vec<CallReport> = replay
+        .calls()
+        .map(|c| report_call(c, &earlier, live, &mut orphans))
+        .collect();
+    if !live {
+        adopt_unreceived(&mut calls, &mut orphans, unreceived);
+        // Model order within each step (adopted calls were appended at the step's end).
+        calls.sort_by_key(|c| (c.call.turn, c.call.step, model_index(&replay, &c.call)));
+    }
+    let recovery = recovery_event(&replay, live, dropped_now, orphans.recovered_calls);
+    // The bytes' end as first found: a later run (after truncation) reports what was dropped.
+    let end = end_of(
+        read_end,
+        dropped_now,
+        replay.recoveries.last().map(|r| r.dropped_bytes),
+    );
+    Analysis {
+        replay,
+        end,
+        calls,
+        pending_asks: orphans.pending_asks,
+        recovery,
+        live,
+    }
+}
 
-    // Calls the model sent whose `received` never made it: they did not start either.
-    let mut unreceived: Vec<(CallRef, String, String)> = Vec::new();
+/// What this run's recovery must say about the calls it found orphaned.
+#[derive(Default)]
+struct Orphans {
+    /// Each orphan with the result recovery gives it, in the order found.
+    recovered_calls: Vec<RecoveredCall>,
+    /// Orphans with a question still pending, to withdraw before the recovery event.
+    pending_asks: Vec<CallRef>,
+}
+
+/// Calls the model sent whose `received` never made it: they did not start either.
+fn unreceived_calls(replay: &SessionReplay) -> Vec<(CallRef, String, String)> {
+    let mut unreceived = Vec::new();
     if let Some(turn) = replay.open_turn() {
         if let Some(step) = turn.steps.last().filter(|s| s.outcome.is_none()) {
             if let Some(response) = &step.response {
@@ -283,99 +317,124 @@ pub fn analyze(
             }
         }
     }
+    unreceived
+}
 
-    for c in replay.calls() {
-        let report = if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
+/// One journaled call's report: as an earlier recovery left it, as committed, in flight (a
+/// live session), or else an orphan classified now.
+fn report_call(
+    c: &CallReplay,
+    earlier: &[&RecoveredCall],
+    live: bool,
+    orphans: &mut Orphans,
+) -> CallReport {
+    if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
+        CallReport {
+            call: c.call.clone(),
+            tool: c.tool.clone(),
+            raw_arguments: c.raw_arguments.clone(),
+            state: rc.state,
+            classification: rc.classification,
+            resources: c.resources.clone().unwrap_or_default(),
+            result: rc.result.clone(),
+            recovered: true,
+            in_flight: false,
+        }
+    } else if c.state == CallState::Committed {
+        CallReport {
+            call: c.call.clone(),
+            tool: c.tool.clone(),
+            raw_arguments: c.raw_arguments.clone(),
+            state: c.state,
+            classification: None,
+            resources: c.resources.clone().unwrap_or_default(),
+            result: c.committed.clone().expect("committed calls have a result"),
+            recovered: false,
+            in_flight: false,
+        }
+    } else if live {
+        // A running session's unfinished call is running, not orphaned.
+        CallReport::in_flight(
+            c.call.clone(),
+            c.tool.clone(),
+            c.raw_arguments.clone(),
+            c.state,
+            c.resources.clone().unwrap_or_default(),
+        )
+    } else {
+        report_orphan(c, orphans)
+    }
+}
+
+/// An orphan's report, its result recorded for the recovery event (and its pending question
+/// for withdrawal).
+fn report_orphan(c: &CallReplay, orphans: &mut Orphans) -> CallReport {
+    if c.asks.last().is_some_and(|a| a.answer.is_none()) {
+        orphans.pending_asks.push(c.call.clone());
+    }
+    let (classification, result) = classify_orphan(c);
+    orphans.recovered_calls.push(RecoveredCall {
+        call: c.call.clone(),
+        state: c.state,
+        classification,
+        result: result.clone(),
+    });
+    CallReport {
+        call: c.call.clone(),
+        tool: c.tool.clone(),
+        raw_arguments: c.raw_arguments.clone(),
+        state: c.state,
+        classification,
+        resources: c.resources.clone().unwrap_or_default(),
+        result,
+        recovered: true,
+        in_flight: false,
+    }
+}
+
+/// Unreceived calls become `TOOL_NOT_STARTED` orphans, each reported after its step's calls.
+fn adopt_unreceived(
+    calls: &mut Vec<CallReport>,
+    orphans: &mut Orphans,
+    unreceived: Vec<(CallRef, String, String)>,
+) {
+    for (call, tool, raw_arguments) in unreceived {
+        let result = error_result(ErrorCode::ToolNotStarted, not_started_text());
+        orphans.recovered_calls.push(RecoveredCall {
+            call: call.clone(),
+            state: CallState::Received,
+            classification: Some(Classification::ToolNotStarted),
+            result: result.clone(),
+        });
+        let at = calls
+            .iter()
+            .rposition(|c| c.call.turn == call.turn && c.call.step == call.step)
+            .map(|i| i + 1)
+            .unwrap_or(calls.len());
+        calls.insert(
+            at,
             CallReport {
-                call: c.call.clone(),
-                tool: c.tool.clone(),
-                raw_arguments: c.raw_arguments.clone(),
-                state: rc.state,
-                classification: rc.classification,
-                resources: c.resources.clone().unwrap_or_default(),
-                result: rc.result.clone(),
-                recovered: true,
-                in_flight: false,
-            }
-        } else if c.state == CallState::Committed {
-            CallReport {
-                call: c.call.clone(),
-                tool: c.tool.clone(),
-                raw_arguments: c.raw_arguments.clone(),
-                state: c.state,
-                classification: None,
-                resources: c.resources.clone().unwrap_or_default(),
-                result: c.committed.clone().expect("committed calls have a result"),
-                recovered: false,
-                in_flight: false,
-            }
-        } else if live {
-            // A running session's unfinished call is running, not orphaned.
-            CallReport::in_flight(
-                c.call.clone(),
-                c.tool.clone(),
-                c.raw_arguments.clone(),
-                c.state,
-                c.resources.clone().unwrap_or_default(),
-            )
-        } else {
-            if c.asks.last().is_some_and(|a| a.answer.is_none()) {
-                pending_asks.push(c.call.clone());
-            }
-            let (classification, result) = classify_orphan(c);
-            recovered_calls.push(RecoveredCall {
-                call: c.call.clone(),
-                state: c.state,
-                classification,
-                result: result.clone(),
-            });
-            CallReport {
-                call: c.call.clone(),
-                tool: c.tool.clone(),
-                raw_arguments: c.raw_arguments.clone(),
-                state: c.state,
-                classification,
-                resources: c.resources.clone().unwrap_or_default(),
+                call,
+                tool,
+                raw_arguments,
+                state: CallState::Received,
+                classification: Some(Classification::ToolNotStarted),
+                resources: Resources::default(),
                 result,
                 recovered: true,
                 in_flight: false,
-            }
-        };
-        calls.push(report);
+            },
+        );
     }
-    if !live {
-        for (call, tool, raw_arguments) in unreceived {
-            let result = error_result(ErrorCode::ToolNotStarted, not_started_text());
-            recovered_calls.push(RecoveredCall {
-                call: call.clone(),
-                state: CallState::Received,
-                classification: Some(Classification::ToolNotStarted),
-                result: result.clone(),
-            });
-            let at = calls
-                .iter()
-                .rposition(|c| c.call.turn == call.turn && c.call.step == call.step)
-                .map(|i| i + 1)
-                .unwrap_or(calls.len());
-            calls.insert(
-                at,
-                CallReport {
-                    call,
-                    tool,
-                    raw_arguments,
-                    state: CallState::Received,
-                    classification: Some(Classification::ToolNotStarted),
-                    resources: Resources::default(),
-                    result,
-                    recovered: true,
-                    in_flight: false,
-                },
-            );
-        }
-        // Model order within each step (adopted calls were appended at the step's end).
-        calls.sort_by_key(|c| (c.call.turn, c.call.step, model_index(&replay, &c.call)));
-    }
+}
 
+/// The recovery event, when the journal needs one: orphans, an open turn, or bytes cut now.
+fn recovery_event(
+    replay: &SessionReplay,
+    live: bool,
+    dropped_now: u64,
+    recovered_calls: Vec<RecoveredCall>,
+) -> Option<Recovery> {
     let open_turn = replay.open_turn().map(|t| t.turn);
     let open_step = replay.open_turn().and_then(|t| {
         t.steps
@@ -388,27 +447,12 @@ pub fn analyze(
     let needs_recovery = !live
         && !replay.closed
         && (!recovered_calls.is_empty() || open_turn.is_some() || dropped_now > 0);
-    let recovery = needs_recovery.then_some(Recovery {
+    needs_recovery.then_some(Recovery {
         dropped_bytes: dropped_now,
         calls: recovered_calls,
         interrupted_step: open_step,
         interrupted_turn: open_turn,
-    });
-
-    // The bytes' end as first found: a later run (after truncation) reports what was dropped.
-    let end = end_of(
-        read_end,
-        dropped_now,
-        replay.recoveries.last().map(|r| r.dropped_bytes),
-    );
-    Analysis {
-        replay,
-        end,
-        calls,
-        pending_asks,
-        recovery,
-        live,
-    }
+    })
 }
 
 fn model_index(replay: &SessionReplay, call: &CallRef) -> usize {

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{
     arguments_object, body_array, check_id, first_duplicate, fit, fits, is_blank, object,
@@ -157,207 +157,280 @@ fn tool_use_ids(message: &Value) -> Vec<&str> {
     }
 }
 
+/// Checks a body against Anthropic's rules (DESIGN.md §6); returns the first violation.
 pub(super) fn validate(body: &Value) -> Result<(), Violation> {
     let messages = body_array(body, "messages", SHAPE)?;
-    match body.get("system") {
-        None | Some(Value::String(_) | Value::Array(_)) => {}
-        Some(_) => {
-            return Err(Violation::new(
-                0,
-                SHAPE,
-                "`system` is neither a string nor an array",
-            ))
-        }
-    }
+    check_system(body)?;
     let mut prev_role = None;
     for (i, m) in messages.iter().enumerate() {
-        let obj = object(m, i, SHAPE, "the message")?;
-        let role = string_field(obj, "role", i, SHAPE, "the message")?;
-        if !matches!(role, "user" | "assistant") {
-            return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
-        }
-        if i == 0 && role != "user" {
-            return Err(Violation::new(
-                i,
-                FIRST_NOT_USER,
-                "the first message must use the user role",
-            ));
-        }
-        if prev_role == Some(role) {
-            return Err(Violation::new(
-                i,
-                ROLES_ALTERNATE,
-                format!("two {role} messages in a row; roles must alternate"),
-            ));
-        }
+        let (obj, role) = message_role(m, i, prev_role)?;
         prev_role = Some(role);
-        let blocks = obj.get("content").and_then(blocks).ok_or_else(|| {
-            Violation::new(i, SHAPE, "`content` is neither a string nor an array")
-        })?;
-        let final_assistant = role == "assistant" && i + 1 == messages.len();
-        if blocks.is_empty() && !final_assistant {
-            return Err(Violation::new(
-                i,
-                EMPTY_CONTENT,
-                format!("the {role} message has empty content"),
-            ));
-        }
-        let mut seen_other = false;
-        let mut result_ids: HashSet<&str> = HashSet::new();
-        let prev_uses = if i > 0 {
-            tool_use_ids(&messages[i - 1])
-        } else {
-            Vec::new()
+        let blocks = content_blocks(obj, i, role, i + 1 == messages.len())?;
+        let mut seen = Seen {
+            other: false,
+            result_ids: HashSet::new(),
+            prev_uses: if i > 0 {
+                tool_use_ids(&messages[i - 1])
+            } else {
+                Vec::new()
+            },
         };
         for block in &blocks {
-            let block = object(block, i, SHAPE, "a content block")?;
-            let kind = string_field(block, "type", i, SHAPE, "a content block")?;
-            match (kind, role) {
-                ("text", _) => {
-                    seen_other = true;
-                    if is_blank(string_field(block, "text", i, SHAPE, "a text block")?) {
-                        return Err(Violation::new(
-                            i,
-                            EMPTY_TEXT,
-                            "text content blocks must contain non-whitespace text",
-                        ));
-                    }
-                }
-                ("tool_use", "assistant") => {
-                    let id = string_field(block, "id", i, SHAPE, "a tool_use block")?;
-                    let name = string_field(block, "name", i, SHAPE, "a tool_use block")?;
-                    check_id(Format::Anthropic, id, i, BAD_ID, "tool_use id")?;
-                    if !valid_name(name) {
-                        return Err(Violation::new(
-                            i,
-                            BAD_NAME,
-                            format!("tool name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"),
-                        ));
-                    }
-                    if !block.get("input").is_some_and(Value::is_object) {
-                        return Err(Violation::new(
-                            i,
-                            SHAPE,
-                            format!("tool_use `{id}` has no object `input`"),
-                        ));
-                    }
-                }
-                ("tool_result", "user") => {
-                    let id = string_field(block, "tool_use_id", i, SHAPE, "a tool_result block")?;
-                    if seen_other {
-                        return Err(Violation::new(
-                            i,
-                            TOOL_RESULT_NOT_FIRST,
-                            format!(
-                                "tool_result `{id}` follows other content; tool_result blocks \
-                                 must come first"
-                            ),
-                        ));
-                    }
-                    check_id(Format::Anthropic, id, i, BAD_ID, "tool_use_id")?;
-                    if !prev_uses.contains(&id) {
-                        return Err(Violation::new(
-                            i,
-                            UNKNOWN_TOOL_RESULT,
-                            format!(
-                                "unexpected tool_use_id `{id}`: no tool_use block with it in \
-                                 the previous message"
-                            ),
-                        ));
-                    }
-                    if !result_ids.insert(id) {
-                        return Err(Violation::new(
-                            i,
-                            DUPLICATE_TOOL_RESULT,
-                            format!("a second tool_result for `{id}`"),
-                        ));
-                    }
-                    let content = block.get("content");
-                    if let Some(Value::Array(inner)) = content {
-                        for b in inner {
-                            let text = b.get("text").and_then(Value::as_str);
-                            if b.get("type").and_then(Value::as_str) == Some("text")
-                                && text.is_none_or(is_blank)
-                            {
-                                return Err(Violation::new(
-                                    i,
-                                    EMPTY_TEXT,
-                                    format!("tool_result `{id}` has an empty text block"),
-                                ));
-                            }
-                        }
-                    } else if !matches!(content, None | Some(Value::String(_))) {
-                        return Err(Violation::new(
-                            i,
-                            SHAPE,
-                            format!("tool_result `{id}` content is neither a string nor an array"),
-                        ));
-                    }
-                    let is_error = match block.get("is_error") {
-                        None => false,
-                        Some(Value::Bool(b)) => *b,
-                        Some(_) => {
-                            return Err(Violation::new(
-                                i,
-                                SHAPE,
-                                format!("tool_result `{id}` has a non-boolean `is_error`"),
-                            ))
-                        }
-                    };
-                    if is_error && !result_has_text(content) {
-                        return Err(Violation::new(
-                            i,
-                            EMPTY_ERROR_RESULT,
-                            format!("tool_result `{id}` has is_error but no text content"),
-                        ));
-                    }
-                }
-                (kind, role) => {
-                    return Err(Violation::new(
-                        i,
-                        SHAPE,
-                        format!("unsupported `{kind}` block in a {role} message"),
-                    ));
-                }
-            }
+            check_block(block, i, role, &mut seen)?;
         }
-        let uses = tool_use_ids(m);
-        if let Some(id) = first_duplicate(uses.iter().copied()) {
-            // Not one of §6's rules by name, but two tool_use blocks with one id cannot each
-            // get their one result (SCENARIOS 23).
-            return Err(Violation::new(
-                i,
-                DUPLICATE_TOOL_USE_ID,
-                format!("two tool_use blocks share the id `{id}`"),
-            ));
-        }
-        if !uses.is_empty() {
-            let next_results: Vec<&str> = match messages.get(i + 1) {
-                Some(next) if next.get("role").and_then(Value::as_str) == Some("user") => {
-                    match next.get("content") {
-                        Some(Value::Array(blocks)) => blocks
-                            .iter()
-                            .filter(|b| {
-                                b.get("type").and_then(Value::as_str) == Some("tool_result")
-                            })
-                            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
-                            .collect(),
-                        _ => Vec::new(),
-                    }
-                }
-                _ => Vec::new(),
-            };
-            if let Some(id) = uses.iter().find(|id| !next_results.contains(id)) {
+        check_uses_answered(messages, i)?;
+    }
+    Ok(())
+}
+
+/// A top-level `system` is a string or an array of blocks, when there is one.
+fn check_system(body: &Value) -> Result<(), Violation> {
+    match body.get("system") {
+        None | Some(Value::String(_) | Value::Array(_)) => Ok(()),
+        Some(_) => Err(Violation::new(
+            0,
+            SHAPE,
+            "`system` is neither a string nor an array",
+        )),
+    }
+}
+
+/// Message `i` and its role: a known one, the user's first, never the previous message's.
+fn message_role<'a>(
+    m: &'a Value,
+    i: usize,
+    prev_role: Option<&str>,
+) -> Result<(&'a Map<String, Value>, &'a str), Violation> {
+    let obj = object(m, i, SHAPE, "the message")?;
+    let role = string_field(obj, "role", i, SHAPE, "the message")?;
+    if !matches!(role, "user" | "assistant") {
+        return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
+    }
+    if i == 0 && role != "user" {
+        return Err(Violation::new(
+            i,
+            FIRST_NOT_USER,
+            "the first message must use the user role",
+        ));
+    }
+    if prev_role == Some(role) {
+        return Err(Violation::new(
+            i,
+            ROLES_ALTERNATE,
+            format!("two {role} messages in a row; roles must alternate"),
+        ));
+    }
+    Ok((obj, role))
+}
+
+/// The message's content as blocks; only a final assistant message may have none (a prefill).
+fn content_blocks(
+    obj: &Map<String, Value>,
+    i: usize,
+    role: &str,
+    last: bool,
+) -> Result<Vec<Value>, Violation> {
+    let blocks = obj
+        .get("content")
+        .and_then(blocks)
+        .ok_or_else(|| Violation::new(i, SHAPE, "`content` is neither a string nor an array"))?;
+    let final_assistant = role == "assistant" && last;
+    if blocks.is_empty() && !final_assistant {
+        return Err(Violation::new(
+            i,
+            EMPTY_CONTENT,
+            format!("the {role} message has empty content"),
+        ));
+    }
+    Ok(blocks)
+}
+
+/// What the blocks of one message have shown so far, for the rules that look back.
+struct Seen<'a> {
+    /// A block other than a tool_result came first: a tool_result now is out of place.
+    other: bool,
+    /// The tool_use ids answered in this message so far.
+    result_ids: HashSet<&'a str>,
+    /// The tool_use ids of the message before, which this one's results must answer.
+    prev_uses: Vec<&'a str>,
+}
+
+/// One content block: a kind the role may hold, checked by that kind's rules.
+fn check_block<'a>(
+    block: &'a Value,
+    i: usize,
+    role: &str,
+    seen: &mut Seen<'a>,
+) -> Result<(), Violation> {
+    let block = object(block, i, SHAPE, "a content block")?;
+    let kind = string_field(block, "type", i, SHAPE, "a content block")?;
+    match (kind, role) {
+        ("text", _) => {
+            seen.other = true;
+            if is_blank(string_field(block, "text", i, SHAPE, "a text block")?) {
                 return Err(Violation::new(
                     i,
-                    MISSING_TOOL_RESULT,
-                    format!(
-                        "tool_use ids were found without tool_result blocks immediately after: \
-                         `{id}`"
-                    ),
+                    EMPTY_TEXT,
+                    "text content blocks must contain non-whitespace text",
+                ));
+            }
+            Ok(())
+        }
+        ("tool_use", "assistant") => check_tool_use(block, i),
+        ("tool_result", "user") => check_tool_result(block, i, seen),
+        (kind, role) => Err(Violation::new(
+            i,
+            SHAPE,
+            format!("unsupported `{kind}` block in a {role} message"),
+        )),
+    }
+}
+
+/// A tool_use block: an id and a name in Anthropic's forms, and an object `input`.
+fn check_tool_use(block: &Map<String, Value>, i: usize) -> Result<(), Violation> {
+    let id = string_field(block, "id", i, SHAPE, "a tool_use block")?;
+    let name = string_field(block, "name", i, SHAPE, "a tool_use block")?;
+    check_id(Format::Anthropic, id, i, BAD_ID, "tool_use id")?;
+    if !valid_name(name) {
+        return Err(Violation::new(
+            i,
+            BAD_NAME,
+            format!("tool name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"),
+        ));
+    }
+    if !block.get("input").is_some_and(Value::is_object) {
+        return Err(Violation::new(
+            i,
+            SHAPE,
+            format!("tool_use `{id}` has no object `input`"),
+        ));
+    }
+    Ok(())
+}
+
+/// A tool_result block: before any other block, answering a tool_use of the message before,
+/// once.
+fn check_tool_result<'a>(
+    block: &'a Map<String, Value>,
+    i: usize,
+    seen: &mut Seen<'a>,
+) -> Result<(), Violation> {
+    let id = string_field(block, "tool_use_id", i, SHAPE, "a tool_result block")?;
+    if seen.other {
+        return Err(Violation::new(
+            i,
+            TOOL_RESULT_NOT_FIRST,
+            format!(
+                "tool_result `{id}` follows other content; tool_result blocks \
+                 must come first"
+            ),
+        ));
+    }
+    check_id(Format::Anthropic, id, i, BAD_ID, "tool_use_id")?;
+    if !seen.prev_uses.contains(&id) {
+        return Err(Violation::new(
+            i,
+            UNKNOWN_TOOL_RESULT,
+            format!(
+                "unexpected tool_use_id `{id}`: no tool_use block with it in \
+                 the previous message"
+            ),
+        ));
+    }
+    if !seen.result_ids.insert(id) {
+        return Err(Violation::new(
+            i,
+            DUPLICATE_TOOL_RESULT,
+            format!("a second tool_result for `{id}`"),
+        ));
+    }
+    check_result_content(block, id, i)
+}
+
+/// A tool_result's content: a string or non-blank text blocks, and some text if it is an error.
+fn check_result_content(block: &Map<String, Value>, id: &str, i: usize) -> Result<(), Violation> {
+    let content = block.get("content");
+    if let Some(Value::Array(inner)) = content {
+        for b in inner {
+            let text = b.get("text").and_then(Value::as_str);
+            if b.get("type").and_then(Value::as_str) == Some("text") && text.is_none_or(is_blank) {
+                return Err(Violation::new(
+                    i,
+                    EMPTY_TEXT,
+                    format!("tool_result `{id}` has an empty text block"),
                 ));
             }
         }
+    } else if !matches!(content, None | Some(Value::String(_))) {
+        return Err(Violation::new(
+            i,
+            SHAPE,
+            format!("tool_result `{id}` content is neither a string nor an array"),
+        ));
+    }
+    let is_error = match block.get("is_error") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(Violation::new(
+                i,
+                SHAPE,
+                format!("tool_result `{id}` has a non-boolean `is_error`"),
+            ))
+        }
+    };
+    if is_error && !result_has_text(content) {
+        return Err(Violation::new(
+            i,
+            EMPTY_ERROR_RESULT,
+            format!("tool_result `{id}` has is_error but no text content"),
+        ));
     }
     Ok(())
+}
+
+/// Message `i`'s tool_use ids: distinct, and each answered by the message right after it.
+fn check_uses_answered(messages: &[Value], i: usize) -> Result<(), Violation> {
+    let uses = tool_use_ids(&messages[i]);
+    if let Some(id) = first_duplicate(uses.iter().copied()) {
+        // Not one of §6's rules by name, but two tool_use blocks with one id cannot each
+        // get their one result (SCENARIOS 23).
+        return Err(Violation::new(
+            i,
+            DUPLICATE_TOOL_USE_ID,
+            format!("two tool_use blocks share the id `{id}`"),
+        ));
+    }
+    if uses.is_empty() {
+        return Ok(());
+    }
+    let next_results = tool_result_ids(messages.get(i + 1));
+    if let Some(id) = uses.iter().find(|id| !next_results.contains(id)) {
+        return Err(Violation::new(
+            i,
+            MISSING_TOOL_RESULT,
+            format!(
+                "tool_use ids were found without tool_result blocks immediately after: \
+                 `{id}`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The ids the `tool_result` blocks of a user message answer (empty for anything else).
+fn tool_result_ids(message: Option<&Value>) -> Vec<&str> {
+    match message {
+        Some(next) if next.get("role").and_then(Value::as_str) == Some("user") => {
+            match next.get("content") {
+                Some(Value::Array(blocks)) => blocks
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                    .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{body_array, check_id, object, string_field, Format, Msg, Violation};
 
@@ -50,91 +50,21 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
     json!({ "input": input })
 }
 
+/// Each `function_call`'s `call_id` -> (index of its item, answered yet).
+type Calls<'a> = HashMap<&'a str, (usize, bool)>;
+
+/// Checks a body against OpenAI Responses' rules (DESIGN.md §6); returns the first violation.
 pub(super) fn validate(body: &Value) -> Result<(), Violation> {
     let input = body_array(body, "input", SHAPE)?;
-    // call_id -> (index of its function_call, answered)
-    let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
+    let mut calls: Calls<'_> = HashMap::new();
     let mut item_ids: HashSet<&str> = HashSet::new();
     for (i, item) in input.iter().enumerate() {
         let item = object(item, i, SHAPE, "the item")?;
-        if let Some(id) = item.get("id") {
-            let id = id
-                .as_str()
-                .ok_or_else(|| Violation::new(i, SHAPE, "the item's `id` is not a string"))?;
-            if !item_ids.insert(id) {
-                return Err(Violation::new(
-                    i,
-                    DUPLICATE_ID,
-                    format!("duplicate item id `{id}`"),
-                ));
-            }
-        }
-        // A message may leave out `"type": "message"`.
-        let kind = match item.get("type") {
-            Some(t) => t
-                .as_str()
-                .ok_or_else(|| Violation::new(i, SHAPE, "the item's `type` is not a string"))?,
-            None if item.contains_key("role") => "message",
-            None => return Err(Violation::new(i, SHAPE, "the item has no `type`")),
-        };
-        match kind {
-            "message" => {
-                let role = string_field(item, "role", i, SHAPE, "the message")?;
-                if !matches!(role, "user" | "assistant" | "system" | "developer") {
-                    return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
-                }
-                if !matches!(
-                    item.get("content"),
-                    Some(Value::String(_) | Value::Array(_))
-                ) {
-                    return Err(Violation::new(
-                        i,
-                        SHAPE,
-                        "the message's `content` is neither a string nor an array",
-                    ));
-                }
-            }
-            "function_call" => {
-                let call_id = string_field(item, "call_id", i, SHAPE, "the function_call")?;
-                check_id(Format::OpenAiResponses, call_id, i, BAD_ID, "call_id")?;
-                string_field(item, "name", i, SHAPE, "the function_call")?;
-                string_field(item, "arguments", i, SHAPE, "the function_call")?;
-                if let Some((first, _)) = calls.insert(call_id, (i, false)) {
-                    return Err(Violation::new(
-                        i,
-                        DUPLICATE_ID,
-                        format!("duplicate call_id `{call_id}` (first at index {first})"),
-                    ));
-                }
-            }
-            "function_call_output" => {
-                let call_id = string_field(item, "call_id", i, SHAPE, "the function_call_output")?;
-                check_id(Format::OpenAiResponses, call_id, i, BAD_ID, "call_id")?;
-                if !matches!(item.get("output"), Some(Value::String(_) | Value::Array(_))) {
-                    return Err(Violation::new(
-                        i,
-                        SHAPE,
-                        "the function_call_output's `output` is neither a string nor an array",
-                    ));
-                }
-                match calls.get_mut(call_id) {
-                    None => {
-                        return Err(Violation::new(
-                            i,
-                            ORPHAN_OUTPUT,
-                            format!("no tool call found for function call output with call_id `{call_id}`"),
-                        ));
-                    }
-                    Some((_, answered)) if *answered => {
-                        return Err(Violation::new(
-                            i,
-                            DUPLICATE_OUTPUT,
-                            format!("a second function_call_output for call_id `{call_id}`"),
-                        ));
-                    }
-                    Some((_, answered)) => *answered = true,
-                }
-            }
+        check_item_id(item, i, &mut item_ids)?;
+        match item_kind(item, i)? {
+            "message" => check_message(item, i)?,
+            "function_call" => check_function_call(item, i, &mut calls)?,
+            "function_call_output" => check_function_call_output(item, i, &mut calls)?,
             other => {
                 return Err(Violation::new(
                     i,
@@ -156,4 +86,109 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
         ));
     }
     Ok(())
+}
+
+/// An item's own `id`, when it has one: a string no earlier item has.
+fn check_item_id<'a>(
+    item: &'a Map<String, Value>,
+    i: usize,
+    item_ids: &mut HashSet<&'a str>,
+) -> Result<(), Violation> {
+    let Some(id) = item.get("id") else {
+        return Ok(());
+    };
+    let id = id
+        .as_str()
+        .ok_or_else(|| Violation::new(i, SHAPE, "the item's `id` is not a string"))?;
+    if !item_ids.insert(id) {
+        return Err(Violation::new(
+            i,
+            DUPLICATE_ID,
+            format!("duplicate item id `{id}`"),
+        ));
+    }
+    Ok(())
+}
+
+/// The item's `type`; a message may leave out `"type": "message"`.
+fn item_kind(item: &Map<String, Value>, i: usize) -> Result<&str, Violation> {
+    match item.get("type") {
+        Some(t) => t
+            .as_str()
+            .ok_or_else(|| Violation::new(i, SHAPE, "the item's `type` is not a string")),
+        None if item.contains_key("role") => Ok("message"),
+        None => Err(Violation::new(i, SHAPE, "the item has no `type`")),
+    }
+}
+
+/// A message item: a known role, and content that is a string or an array of parts.
+fn check_message(item: &Map<String, Value>, i: usize) -> Result<(), Violation> {
+    let role = string_field(item, "role", i, SHAPE, "the message")?;
+    if !matches!(role, "user" | "assistant" | "system" | "developer") {
+        return Err(Violation::new(i, SHAPE, format!("unknown role `{role}`")));
+    }
+    if !matches!(
+        item.get("content"),
+        Some(Value::String(_) | Value::Array(_))
+    ) {
+        return Err(Violation::new(
+            i,
+            SHAPE,
+            "the message's `content` is neither a string nor an array",
+        ));
+    }
+    Ok(())
+}
+
+/// A function_call: a `call_id` in Responses' form that no earlier call has, a name, arguments.
+fn check_function_call<'a>(
+    item: &'a Map<String, Value>,
+    i: usize,
+    calls: &mut Calls<'a>,
+) -> Result<(), Violation> {
+    let call_id = string_field(item, "call_id", i, SHAPE, "the function_call")?;
+    check_id(Format::OpenAiResponses, call_id, i, BAD_ID, "call_id")?;
+    string_field(item, "name", i, SHAPE, "the function_call")?;
+    string_field(item, "arguments", i, SHAPE, "the function_call")?;
+    if let Some((first, _)) = calls.insert(call_id, (i, false)) {
+        return Err(Violation::new(
+            i,
+            DUPLICATE_ID,
+            format!("duplicate call_id `{call_id}` (first at index {first})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A function_call_output: it answers, once, a function_call that came before it.
+fn check_function_call_output(
+    item: &Map<String, Value>,
+    i: usize,
+    calls: &mut Calls<'_>,
+) -> Result<(), Violation> {
+    let call_id = string_field(item, "call_id", i, SHAPE, "the function_call_output")?;
+    check_id(Format::OpenAiResponses, call_id, i, BAD_ID, "call_id")?;
+    if !matches!(item.get("output"), Some(Value::String(_) | Value::Array(_))) {
+        return Err(Violation::new(
+            i,
+            SHAPE,
+            "the function_call_output's `output` is neither a string nor an array",
+        ));
+    }
+    match calls.get_mut(call_id) {
+        None => Err(Violation::new(
+            i,
+            ORPHAN_OUTPUT,
+            format!("no tool call found for function call output with call_id `{call_id}`"),
+        )),
+        Some((_, answered)) if *answered => Err(Violation::new(
+            i,
+            DUPLICATE_OUTPUT,
+            format!("a second function_call_output for call_id `{call_id}`"),
+        )),
+        Some((_, answered)) => {
+            *answered = true;
+            Ok(())
+        }
+    }
 }

@@ -1,0 +1,145 @@
+//! Opening a crashed session's journal, classifying it, and appending the recovery event.
+//!
+//! Order matters (SCENARIOS 2, 11, 35): liveness is asked without writing anything (a live
+//! session is never repaired, and a read-only journal can be read); the writer lock is taken
+//! before the journal is read (when this run may write); the whole journal is read and replayed
+//! before anything is changed, so a corrupt journal is left as it was; only then is a torn
+//! tail quarantined and cut, and the recovery appended, in one process holding the lock
+//! throughout. A closed session takes no event: its cut is recorded by its quarantine file,
+//! which a later run finds again, as it finds the cut of a repair stopped before its event.
+//!
+//! Each room of this module has one job: `error` says why recovery failed ([`RecoverError`]);
+//! `prepare` asks about liveness and takes the lock; `repair` cuts and appends; `changes`
+//! finds cuts no event records and words the notes; `salvage` reads a corrupt journal
+//! ([`salvage()`]); `streaming` reports call by call ([`recover_streaming`]); `progress`
+//! counts bytes read. This file holds the whole-session entry points, [`recover`] and
+//! [`recover_reporting`], and what they return, [`Recovered`].
+
+mod changes;
+mod error;
+mod prepare;
+mod progress;
+mod repair;
+mod salvage;
+mod streaming;
+
+pub use changes::EarlierCut;
+pub use error::RecoverError;
+pub use salvage::{salvage, Salvage};
+pub use streaming::{recover_storage_streaming, recover_streaming, ReportSink, Streamed};
+
+use crate::classify::{analyze, Analysis};
+use changes::{notes, Changes};
+use error::open_failed;
+use journal::{FsStorage, Limits, ReadEnd, Storage};
+use prepare::prepare;
+use progress::Progress;
+use repair::{append_recovery, repair};
+use runtime::replay::ReplayError;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a recovery found and did.
+#[derive(Debug)]
+pub struct Recovered {
+    /// What the journal says, call by call, with the recovery it needs (if any).
+    pub analysis: Analysis,
+    /// Present when the journal was read with `--salvage`.
+    pub salvage: Option<Salvage>,
+    /// A `recovery` event was appended by this run.
+    pub appended: bool,
+    /// Torn bytes were copied here before the tail was cut.
+    pub quarantine_file: Option<String>,
+    /// A cut an earlier run made that no event recorded (this run records it when it writes).
+    pub earlier_cut: Option<EarlierCut>,
+    /// Why this run wrote nothing although it may have had to.
+    pub read_only_because: Option<String>,
+}
+
+impl Recovered {
+    /// What this run changed, found changed, or could not do: for stderr.
+    pub fn notes(&self) -> Vec<String> {
+        notes(&Changes {
+            quarantine_file: self.quarantine_file.as_deref(),
+            earlier_cut: self.earlier_cut.as_ref(),
+            appended: self.appended,
+            closed: self.analysis.replay.closed,
+            read_only_because: self.read_only_because.as_deref(),
+        })
+    }
+}
+
+/// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
+/// live or already balanced); without, only reads. Never runs a tool.
+pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
+    recover_reporting(dir, write, &|_, _| {})
+}
+
+/// [`recover`], telling `progress` (bytes read, bytes in all) as it reads: for people watching
+/// a long journal.
+pub fn recover_reporting(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Recovered, RecoverError> {
+    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
+    recover_storage_reporting(Arc::new(storage), write, progress)
+}
+
+/// Replays a journal, reporting bytes read (segments laid end to end) after each record.
+fn replay_with_progress(
+    storage: Arc<dyn Storage>,
+    progress: &dyn Fn(u64, u64),
+) -> Result<(runtime::replay::SessionReplay, ReadEnd), ReplayError> {
+    let mut progress = Progress::new(storage.as_ref(), progress)?;
+    let mut reader = journal::Reader::open(storage, Limits::default())?;
+    let mut replayer = runtime::replay::Replayer::new();
+    for record in reader.by_ref() {
+        let record = record?;
+        replayer.apply(&record)?;
+        progress.record(record.position, record.frame_bytes);
+    }
+    // Cannot fail: iteration ran to its end (an I/O error returned above), which sets it.
+    let end = reader
+        .end()
+        .cloned()
+        .expect("the reader finished without an I/O error");
+    Ok((replayer.finish(), end))
+}
+
+/// [`recover`] on any storage (the simulation included).
+pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recovered, RecoverError> {
+    recover_storage_reporting(storage, write, &|_, _| {})
+}
+
+/// [`recover_reporting`] on any storage: prepare, read through, repair, classify, append.
+fn recover_storage_reporting(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Recovered, RecoverError> {
+    let location = storage.location();
+    let dir = Path::new(&location);
+    let mut prepared = prepare(&storage, write)?;
+    let (replay, end) = replay_with_progress(storage.clone(), progress)
+        .map_err(|e| RecoverError::from_replay(dir, e))?;
+    if let ReadEnd::Corrupt(c) = &end {
+        return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
+    }
+    let repaired = repair(&storage, &mut prepared, &end)?;
+    let analysis = analyze(replay, &end, repaired.dropped_bytes, prepared.live);
+    let appended = append_recovery(
+        dir,
+        repaired.journal,
+        &analysis.pending_asks,
+        analysis.recovery.as_ref(),
+    )?;
+    Ok(Recovered {
+        analysis,
+        salvage: None,
+        appended,
+        quarantine_file: repaired.quarantine_file,
+        earlier_cut: repaired.earlier_cut,
+        read_only_because: prepared.read_only_because,
+    })
+}

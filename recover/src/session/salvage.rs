@@ -1,0 +1,79 @@
+//! Reading a corrupt journal anyway (`--salvage`): the damage is passed over and named exactly,
+//! and nothing is written, so that the evidence stays as it was.
+
+use super::changes::unrecorded_cut;
+use super::error::{io_failed, journal_failed, open_failed};
+use super::prepare::liveness;
+use super::{RecoverError, Recovered};
+use crate::classify::analyze;
+use journal::{FsStorage, Limits, ReadEnd, Storage};
+use runtime::event::{CallRef, Record};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What `--salvage` passed over to read a corrupt journal.
+#[derive(Debug, Default)]
+pub struct Salvage {
+    /// Byte ranges the reader skipped.
+    pub skipped: Vec<journal::Skipped>,
+    /// Records that were intact but did not fit the session (their neighbours were lost).
+    pub skipped_events: Vec<(u64, journal::Position, String)>,
+    /// Calls whose story is incomplete because of what was skipped: calls named by a skipped
+    /// event, and every call left unfinished.
+    pub affected_calls: Vec<CallRef>,
+}
+
+/// Reads what can be read of a corrupt journal, passing over the damage and saying exactly what
+/// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
+/// recovery appended behind it would hide that.
+pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
+    let storage: Arc<dyn Storage> =
+        Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
+    let (live, read_only_because) = liveness(storage.as_ref());
+    let mut reader = journal::Reader::open_salvaging(storage.clone(), Limits::default())
+        .map_err(|e| journal_failed(dir, e))?;
+    let mut replayer = runtime::replay::Replayer::new();
+    let mut salvage = Salvage::default();
+    for record in reader.by_ref() {
+        let record = record.map_err(|e| journal_failed(dir, e))?;
+        if let Err(e) = replayer.apply(&record) {
+            if let Ok(Record { event, .. }) = record.decode::<Record>() {
+                if let Some(call) = event.call() {
+                    salvage.affected_calls.push(call.clone());
+                }
+            }
+            salvage
+                .skipped_events
+                .push((record.seq, record.position, e.to_string()));
+        }
+    }
+    salvage.skipped = reader.skipped().to_vec();
+    let end = reader
+        .end()
+        .cloned()
+        .ok_or_else(|| RecoverError::NoVerdict {
+            dir: dir.to_path_buf(),
+        })?;
+    // The same end as a dry run reports, a cut no event records included.
+    let earlier_cut = match end {
+        ReadEnd::Clean if !live => {
+            unrecorded_cut(storage.as_ref()).map_err(|e| io_failed(dir, e))?
+        }
+        _ => None,
+    };
+    let dropped_bytes = earlier_cut.as_ref().map_or(0, |c| c.dropped_bytes);
+    let analysis = analyze(replayer.finish(), &end, dropped_bytes, live);
+    for c in &analysis.calls {
+        if c.recovered && !salvage.affected_calls.contains(&c.call) {
+            salvage.affected_calls.push(c.call.clone());
+        }
+    }
+    Ok(Recovered {
+        analysis,
+        salvage: Some(salvage),
+        appended: false,
+        quarantine_file: None,
+        earlier_cut,
+        read_only_because,
+    })
+}

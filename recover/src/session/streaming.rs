@@ -1,0 +1,203 @@
+//! Recovery without keeping the session ([`recover_streaming`]): each call's report goes to a
+//! [`ReportSink`] as soon as it is final, so memory grows with the calls open at a time rather
+//! than with the journal, and the recovery appended is the one [`super::recover`] appends.
+
+use super::changes::{notes, Changes, EarlierCut};
+use super::error::open_failed;
+use super::prepare::prepare;
+use super::progress::Progress;
+use super::repair::{append_recovery, repair};
+use super::RecoverError;
+use crate::classify::{CallReport, End};
+use crate::stream::Classifier;
+use journal::{FsStorage, Limits, ReadEnd, Storage};
+use runtime::event::{CallRef, Classification, Recovery};
+use runtime::replay::ReplayError;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Where the calls of a streamed recovery go, one report at a time.
+pub trait ReportSink {
+    /// Before the first call: the session's id (`None` for a journal with no session) and
+    /// whether a writer holds it.
+    fn start(&mut self, session_id: Option<&str>, live: bool) -> std::io::Result<()>;
+    /// One call's report, in the order [`analyze`](crate::classify::analyze) lists them.
+    fn call(&mut self, report: CallReport) -> std::io::Result<()>;
+}
+
+/// Collects the reports (for tests, and callers that want them all after all).
+impl ReportSink for Vec<CallReport> {
+    fn start(&mut self, _session_id: Option<&str>, _live: bool) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn call(&mut self, report: CallReport) -> std::io::Result<()> {
+        self.push(report);
+        Ok(())
+    }
+}
+
+/// What a streamed recovery found and did (its calls went to the sink).
+#[derive(Debug)]
+pub struct Streamed {
+    /// The sink could not take a report (stdout closed, say): it was given nothing more, but
+    /// reading went on and the recovery was appended all the same, as a run that prints at the
+    /// end would have done.
+    pub output_error: Option<std::io::Error>,
+    /// How the bytes ended.
+    pub end: End,
+    /// A live writer holds the journal: read only, nothing classified.
+    pub live: bool,
+    /// The session's id, when the journal opens one.
+    pub session_id: Option<String>,
+    /// Calls reported, and how many were classified each way.
+    pub calls: u64,
+    /// Calls classified `TOOL_OUTCOME_UNKNOWN`.
+    pub outcome_unknown: u64,
+    /// Calls classified `TOOL_NOT_STARTED`.
+    pub not_started: u64,
+    /// A `recovery` event was appended by this run.
+    pub appended: bool,
+    /// Torn bytes were copied here before the tail was cut.
+    pub quarantine_file: Option<String>,
+    /// As [`Recovered::earlier_cut`](super::Recovered::earlier_cut).
+    pub earlier_cut: Option<EarlierCut>,
+    /// As [`Recovered::read_only_because`](super::Recovered::read_only_because).
+    pub read_only_because: Option<String>,
+    /// The journal holds `session/close`.
+    pub closed: bool,
+    /// The most calls the classifier held at once.
+    pub retained_calls_max: usize,
+    /// Questions withdrawn, and the recovery event (appended with `write` when not live), as
+    /// [`Analysis`](crate::classify::Analysis) has them.
+    pub pending_asks: Vec<CallRef>,
+    /// The event that balances the journal; `None` when it is balanced already (or live).
+    pub recovery: Option<Recovery>,
+    /// Process groups of calls that never settled (none killed by a resume): they may still
+    /// run. Not part of stdout: whether they run is the world's state, not the journal's.
+    pub processes: Vec<(CallRef, runtime::event::ProcessStarted)>,
+}
+
+impl Streamed {
+    /// As [`Recovered::notes`](super::Recovered::notes).
+    pub fn notes(&self) -> Vec<String> {
+        notes(&Changes {
+            quarantine_file: self.quarantine_file.as_deref(),
+            earlier_cut: self.earlier_cut.as_ref(),
+            appended: self.appended,
+            closed: self.closed,
+            read_only_because: self.read_only_because.as_deref(),
+        })
+    }
+}
+
+/// [`recover_reporting`](super::recover_reporting) without keeping the session: every call's
+/// report goes to `sink` as soon as it is final, in the same order and with the same content,
+/// and the recovery event appended (with `write`) is the same. Memory grows with the calls
+/// open at a time, not with the journal. Corruption found on the way is an error after some
+/// reports were given.
+pub fn recover_streaming(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+) -> Result<Streamed, RecoverError> {
+    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
+    recover_storage_streaming(Arc::new(storage), write, progress, sink)
+}
+
+/// [`recover_streaming`] on any storage (the simulation included).
+pub fn recover_storage_streaming(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+) -> Result<Streamed, RecoverError> {
+    let location = storage.location();
+    let dir = Path::new(&location);
+    let mut prepared = prepare(&storage, write)?;
+    let mut out = Output {
+        sink,
+        error: None,
+        calls: 0,
+        outcome_unknown: 0,
+        not_started: 0,
+    };
+    out.error = out
+        .sink
+        .start(prepared.session_id.as_deref(), prepared.live)
+        .err();
+    let mut classifier = Classifier::new(prepared.live);
+    let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
+    let mut reader = journal::Reader::open(storage.clone(), Limits::default())
+        .map_err(|e| replay_error(e.into()))?;
+    let mut progress = Progress::new(storage.as_ref(), progress).map_err(replay_error)?;
+    while let Some(record) = reader.next_ref() {
+        let record = record.map_err(|e| replay_error(e.into()))?;
+        classifier.apply(record).map_err(replay_error)?;
+        for report in classifier.take_ready() {
+            out.give(report);
+        }
+        progress.record(record.position, record.frame_bytes);
+    }
+    let end = reader
+        .end()
+        .cloned()
+        .ok_or_else(|| RecoverError::NoVerdict {
+            dir: dir.to_path_buf(),
+        })?;
+    if let ReadEnd::Corrupt(c) = &end {
+        return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
+    }
+    let repaired = repair(&storage, &mut prepared, &end)?;
+    let finished = classifier.finish(&end, repaired.dropped_bytes);
+    for report in classifier.take_ready() {
+        out.give(report);
+    }
+    let appended = append_recovery(
+        dir,
+        repaired.journal,
+        &finished.pending_asks,
+        finished.recovery.as_ref(),
+    )?;
+    Ok(Streamed {
+        output_error: out.error,
+        end: finished.end,
+        live: prepared.live,
+        session_id: prepared.session_id,
+        calls: out.calls,
+        outcome_unknown: out.outcome_unknown,
+        not_started: out.not_started,
+        appended,
+        quarantine_file: repaired.quarantine_file,
+        earlier_cut: repaired.earlier_cut,
+        read_only_because: prepared.read_only_because,
+        closed: classifier.closed(),
+        retained_calls_max: classifier.retained_calls_max(),
+        pending_asks: finished.pending_asks,
+        recovery: finished.recovery,
+        processes: finished.processes,
+    })
+}
+
+/// The sink, and the first error it gave (after which it is given nothing more).
+struct Output<'a> {
+    sink: &'a mut dyn ReportSink,
+    error: Option<std::io::Error>,
+    calls: u64,
+    outcome_unknown: u64,
+    not_started: u64,
+}
+
+impl Output<'_> {
+    fn give(&mut self, report: CallReport) {
+        self.calls += 1;
+        match report.classification {
+            Some(Classification::ToolOutcomeUnknown) => self.outcome_unknown += 1,
+            Some(Classification::ToolNotStarted) => self.not_started += 1,
+            None => {}
+        }
+        if self.error.is_none() {
+            self.error = self.sink.call(report).err();
+        }
+    }
+}
