@@ -53,11 +53,11 @@ fn recover_reaches_no_crate_that_runs_calls() {
         .map(|p| (p["name"].as_str().expect("named"), p))
         .collect();
     for name in [
-        "recover",
-        "journal",
-        "runtime",
-        "mcp",
-        "fuzz",
+        "tooljournal-recover",
+        "tooljournal-journal",
+        "tooljournal-runtime",
+        "tooljournal-mcp",
+        "tooljournal-fuzz",
         "tooljournal",
     ] {
         assert!(
@@ -67,7 +67,7 @@ fn recover_reaches_no_crate_that_runs_calls() {
     }
     // The workspace crates recover depends on, directly or through another workspace crate.
     let mut reached = BTreeSet::new();
-    let mut todo = vec!["recover"];
+    let mut todo = vec!["tooljournal-recover"];
     while let Some(name) = todo.pop() {
         for d in normal_dependencies(by_name[name]) {
             let dep = d["name"].as_str().expect("named");
@@ -78,11 +78,11 @@ fn recover_reaches_no_crate_that_runs_calls() {
     }
     assert_eq!(
         reached,
-        BTreeSet::from(["journal", "runtime"]),
+        BTreeSet::from(["tooljournal-journal", "tooljournal-runtime"]),
         "recover's workspace dependencies"
     );
 
-    let recover = by_name["recover"];
+    let recover = by_name["tooljournal-recover"];
     let direct: Vec<&str> = normal_dependencies(recover)
         .iter()
         .map(|d| d["name"].as_str().expect("named"))
@@ -93,7 +93,7 @@ fn recover_reaches_no_crate_that_runs_calls() {
         "futures-util",
         "futures",
         "nix",
-        "mcp",
+        "tooljournal-mcp",
     ] {
         assert!(
             !direct.contains(&executor),
@@ -102,7 +102,7 @@ fn recover_reaches_no_crate_that_runs_calls() {
     }
     let runtime = normal_dependencies(recover)
         .into_iter()
-        .find(|d| d["name"] == "runtime")
+        .find(|d| d["name"] == "tooljournal-runtime")
         .expect("recover reads runtime's event types");
     assert_eq!(
         runtime["features"],
