@@ -53,6 +53,20 @@ impl std::fmt::Debug for Config {
     }
 }
 
+impl Config {
+    /// Refuses limits under which the journal would say something untrue: with `parallel_max`
+    /// 0 no call could start, and each would be recorded as stopped before it started although
+    /// nobody stopped it.
+    pub fn check(&self) -> Result<(), crate::RuntimeError> {
+        if self.parallel_max == 0 {
+            return Err(crate::RuntimeError::Misuse(
+                "Config::parallel_max is 0: at least one call must be able to run".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {

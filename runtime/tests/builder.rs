@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use tooljournal_runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason};
-use tooljournal_runtime::{BuildError, ErrorCode, RuntimeError, Session, ToolResult};
+use tooljournal_runtime::{BuildError, Config, ErrorCode, RuntimeError, Session, ToolResult};
 
 fn call(id: &str, tool: &str, args: &str) -> ModelCall {
     ModelCall {
@@ -175,4 +175,23 @@ async fn large_results_are_spilled_beside_the_journal_by_default() {
         "the model got {} bytes",
         results[0].content.len()
     );
+}
+
+#[tokio::test]
+async fn a_config_under_which_no_call_could_start_is_refused_before_anything_is_written() {
+    let (_root, workspace, journal) = dirs();
+    let config = Config {
+        parallel_max: 0,
+        ..Config::default()
+    };
+    match Session::builder(&workspace, &journal).config(config).open() {
+        Err(BuildError::Runtime(RuntimeError::Misuse(message))) => {
+            assert!(message.contains("parallel_max"), "{message}")
+        }
+        Err(e) => panic!("expected Misuse, got {e}"),
+        Ok(_) => panic!("a session opened with parallel_max 0"),
+    }
+    // Nothing was journaled: a session with sane limits can still open there.
+    let session = Session::builder(&workspace, &journal).open().unwrap();
+    session.close().await.unwrap();
 }

@@ -91,6 +91,7 @@ impl Session {
         config: Config,
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
+        config.check()?;
         // A second `session/open` would make the journal unreadable for recovery: a journal
         // holds one session, from its first record.
         let appended_seq = journal.stats().appended_seq;
@@ -238,6 +239,7 @@ impl Session {
         options: SessionOptions,
         replay: &crate::replay::SessionReplay,
     ) -> Result<Session, RuntimeError> {
+        config.check()?;
         let Some(open) = &replay.open else {
             return Err(RuntimeError::Misuse("the journal holds no session".into()));
         };
