@@ -7,7 +7,7 @@ pub mod ask;
 pub mod bash;
 pub mod beneath;
 pub mod fs;
-pub mod search;
+pub(crate) mod search;
 pub mod todo;
 pub mod workspace;
 

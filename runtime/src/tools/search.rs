@@ -66,11 +66,6 @@ impl Loaded {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Whether no tool has been loaded.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn extend(&self, names: &[String]) {
         self.0
             .lock()
