@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod pipeline;
+pub mod scheduler;
 
 use journal::{Journal, Options, SimStorage};
 use serde_json::{json, Value};
