@@ -1,5 +1,5 @@
 //! docs/SCENARIOS.md 30: the user stops a step before the model answered. The other
-//! cancellation scenarios (26 to 29) are in `scheduler.rs`; this one needs no batch.
+//! cancellation scenarios (26 to 29) are in `scheduler_cancel.rs`; this one needs no batch.
 
 mod common;
 

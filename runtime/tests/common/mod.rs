@@ -1,16 +1,21 @@
 //! Test tools and a harness that runs sessions on a simulated disk.
 #![allow(dead_code)]
 
+pub mod fs_env;
+pub mod pipeline;
+pub mod scheduler;
+
 use journal::{Journal, Options, SimStorage};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tooljournal_runtime::event::{
-    ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome,
+    Event, ModelCall, ModelResponse, OutcomeStatus, Record, StepOutcome, StopReason, ToolSource,
+    TurnOutcome,
 };
 use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::replay::{replay_storage, SessionReplay};
+use tooljournal_runtime::replay::{replay_storage, CallReplay, SessionReplay};
 use tooljournal_runtime::testing::ManualClock;
 use tooljournal_runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use tooljournal_runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
@@ -289,4 +294,41 @@ pub fn journal_events(storage: &SimStorage) -> Vec<tooljournal_runtime::event::E
                 .event
         })
         .collect()
+}
+
+/// Every event of the journal, with its seq.
+pub fn events(storage: &SimStorage) -> Vec<(u64, Event)> {
+    journal::Reader::open(Arc::new(storage.clone()), journal::Limits::default())
+        .expect("reader")
+        .map(|r| {
+            let r = r.expect("record");
+            (r.seq, r.decode::<Record>().expect("event").event)
+        })
+        .collect()
+}
+
+/// The kinds of one call's events, in journal order.
+pub fn kinds(storage: &SimStorage, call_id: &str) -> Vec<&'static str> {
+    events(storage)
+        .iter()
+        .filter(|(_, e)| e.call().is_some_and(|c| c.call_id == call_id))
+        .map(|(_, e)| e.kind())
+        .collect()
+}
+
+/// The journal's account of `call_id`, replayed.
+pub fn replayed(storage: &SimStorage, call_id: &str) -> CallReplay {
+    replay(storage)
+        .calls()
+        .find(|c| c.call.call_id == call_id)
+        .unwrap_or_else(|| panic!("{call_id} is in the journal"))
+        .clone()
+}
+
+/// A settled call's error code (`None` on success).
+pub fn status_code(c: &CallReplay) -> Option<ErrorCode> {
+    match &c.outcome.as_ref().expect("settled").status {
+        OutcomeStatus::Success => None,
+        OutcomeStatus::Error { code, .. } => Some(*code),
+    }
 }

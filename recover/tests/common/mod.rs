@@ -1,0 +1,181 @@
+//! The `recover` binary's test harness: running it, and golden journals built event by event
+//! (`Builder`); shared by `cli_commands.rs` and `cli_crash_points.rs`.
+#![allow(dead_code)]
+
+use journal::{FsStorage, Journal, Options};
+use runtime::event::*;
+use runtime::ErrorCode;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+pub fn recover(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_recover"))
+        .args(args)
+        .output()
+        .expect("recover runs")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn call(id: &str) -> CallRef {
+    CallRef {
+        turn: 1,
+        step: 1,
+        call_id: id.into(),
+    }
+}
+
+/// Appends events with the seqs they get, so per-call events can point back correctly.
+pub struct Builder {
+    pub journal: Journal,
+    pub last: std::collections::HashMap<String, u64>,
+    pub response_seq: u64,
+}
+
+impl Builder {
+    pub fn new(dir: &Path) -> Builder {
+        let (journal, _) = Journal::open(
+            Arc::new(FsStorage::create(dir).unwrap()),
+            Options::default(),
+        )
+        .unwrap();
+        Builder {
+            journal,
+            last: Default::default(),
+            response_seq: 0,
+        }
+    }
+    pub fn put(&mut self, event: Event) -> u64 {
+        self.journal
+            .append(&Record {
+                at_ms: 1_000,
+                event,
+            })
+            .unwrap()
+    }
+    /// session/open, turn 1, step 1, and an llm/response with these calls (all `mark`).
+    pub fn batch(&mut self, ids: &[&str]) {
+        self.put(Event::SessionOpen(SessionOpen {
+            schema_version: 1,
+            session_id: "golden".into(),
+            workspace: "/ws".into(),
+            tools: vec![],
+        }));
+        self.put(Event::TurnStart {
+            turn: 1,
+            user_text: "do three things".into(),
+        });
+        self.put(Event::StepStart { turn: 1, step: 1 });
+        let tool_calls = ids
+            .iter()
+            .map(|id| ModelCall {
+                call_id: id.to_string(),
+                name: "mark".into(),
+                arguments: format!("{{\"path\":\"{id}.txt\"}}"),
+            })
+            .collect();
+        self.response_seq = self.put(Event::LlmResponse {
+            turn: 1,
+            step: 1,
+            response: ModelResponse {
+                text: "on it".into(),
+                tool_calls,
+                stop_reason: StopReason::ToolUse,
+            },
+        });
+        for (i, id) in ids.iter().enumerate() {
+            let seq = self.put(Event::Received {
+                call: call(id),
+                index: i as u32,
+                tool: "mark".into(),
+                raw_arguments: format!("{{\"path\":\"{id}.txt\"}}"),
+                source_seqs: vec![self.response_seq],
+            });
+            self.last.insert(id.to_string(), seq);
+        }
+    }
+    pub fn step(&mut self, id: &str, make: impl FnOnce(CallRef, Vec<u64>) -> Event) {
+        let src = vec![self.last[id]];
+        let seq = self.put(make(call(id), src));
+        self.last.insert(id.to_string(), seq);
+    }
+    pub fn approve(&mut self, id: &str) {
+        self.step(id, |call, s| Event::Parsed {
+            call,
+            arguments: "{}".into(),
+            source_seqs: s,
+        });
+        self.step(id, |call, s| Event::Approved {
+            call,
+            approval: Approval::Default,
+            source_seqs: s,
+        });
+    }
+    pub fn start(&mut self, id: &str) {
+        self.step(id, |call, s| Event::Started {
+            call,
+            attempt: 1,
+            resources: Resources {
+                writes: vec![format!("{}.txt", "m")],
+                intents: vec!["mark it".into()],
+                ..Default::default()
+            },
+            source_seqs: s,
+        });
+    }
+    pub fn settle(&mut self, id: &str, ok: bool) {
+        let status = if ok {
+            OutcomeStatus::Success
+        } else {
+            OutcomeStatus::Error {
+                code: ErrorCode::ToolFailed,
+                message: "disk on fire".into(),
+            }
+        };
+        self.step(id, |call, s| Event::Settled {
+            call,
+            outcome: Outcome {
+                status,
+                content: Text::Inline("marked".into()),
+                value: None,
+                details: None,
+                side_effects: vec![SideEffect::FsWrite {
+                    path: "m.txt".into(),
+                    before_sha256: None,
+                    after_sha256: "ab".repeat(32),
+                }],
+                attempts: 1,
+                duration_ms: 5,
+            },
+            source_seqs: s,
+        });
+    }
+    pub fn done(self) {
+        self.journal.close().unwrap();
+    }
+}
+
+pub fn classify_json(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["classify", dir.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = recover(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub fn by_id<'a>(v: &'a Value, id: &str) -> &'a Value {
+    v["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["call_id"] == id)
+        .unwrap()
+}
+
+pub fn segment_bytes(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join(journal::segment::file_name(0))).unwrap()
+}

@@ -1,0 +1,4 @@
+//! Test machinery of the root package's integration tests, one module a topic; a test file
+//! declares `mod common;` and uses the modules it needs.
+
+pub mod kill;
