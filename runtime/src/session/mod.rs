@@ -81,6 +81,15 @@ fn with_tool_search(
     Ok(Arc::new(scope))
 }
 
+/// What `open` and `resume` both hand to a new `Session`.
+struct Parts {
+    log: EventLog,
+    registry: Arc<Registry>,
+    hooks: Hooks,
+    config: Config,
+    loaded: Arc<Loaded>,
+}
+
 impl Session {
     /// Starts a session: records `session/open` with every visible tool's name, source, version
     /// and schema hash.
@@ -114,24 +123,14 @@ impl Session {
             tools: registry.descriptors(),
         }))?;
         let plan_mode = config.plan_mode;
-        let mut session = Session {
+        let parts = Parts {
             log,
             registry,
-            hooks: Arc::new(hooks),
-            config: Arc::new(config),
-            session_id,
-            turn: 0,
-            step: 0,
-            turn_open: false,
-            step_open: false,
-            step_answered: false,
-            always_allowed: HashSet::new(),
-            stats: Arc::new(Stats::default()),
+            hooks,
+            config,
             loaded,
-            step_visible: BTreeSet::new(),
-            step_tools: None,
-            plan_mode: false,
         };
+        let mut session = Session::assemble(parts, session_id, 0, false);
         if plan_mode {
             session.set_plan_mode(true, "the session starts in plan mode")?;
         }
@@ -268,24 +267,42 @@ impl Session {
         // as it was.
         let loaded = Arc::new(Loaded::new(replay.loaded_tools.clone()));
         let registry = with_tool_search(registry, &loaded)?;
-        Ok(Session {
+        let parts = Parts {
             log,
             registry,
-            hooks: Arc::new(hooks),
-            config: Arc::new(config),
-            session_id: open.session_id.clone(),
-            turn: replay.turns.len() as u32,
+            hooks,
+            config,
+            loaded,
+        };
+        let turn = replay.turns.len() as u32;
+        Ok(Session::assemble(
+            parts,
+            open.session_id.clone(),
+            turn,
+            replay.plan_mode,
+        ))
+    }
+
+    /// A session between turns: after `turn` turns, with no step open.
+    fn assemble(parts: Parts, session_id: String, turn: u32, plan_mode: bool) -> Session {
+        Session {
+            log: parts.log,
+            registry: parts.registry,
+            hooks: Arc::new(parts.hooks),
+            config: Arc::new(parts.config),
+            session_id,
+            turn,
             step: 0,
             turn_open: false,
             step_open: false,
             step_answered: false,
             always_allowed: HashSet::new(),
             stats: Arc::new(Stats::default()),
-            loaded,
+            loaded: parts.loaded,
             step_visible: BTreeSet::new(),
             step_tools: None,
-            plan_mode: replay.plan_mode,
-        })
+            plan_mode,
+        }
     }
 
     /// Opens a turn with the user's message.
