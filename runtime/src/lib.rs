@@ -78,6 +78,5 @@ pub mod transcript;
 pub use builder::{BuildError, LockedJournal, PreparedSession, SessionBuilder};
 pub use code::ErrorCode;
 pub use error::RuntimeError;
-pub use pipeline::inline_or_preview;
 pub use result::ToolResult;
 pub use session::{Config, Session, SessionOptions};

@@ -468,7 +468,7 @@ pub(crate) fn settle(
 }
 
 /// Keeps text inline up to `inline_max` bytes; beyond, a head, a tail and the whole text's hash.
-pub fn inline_or_preview(text: &str, inline_max: usize) -> Text {
+pub(crate) fn inline_or_preview(text: &str, inline_max: usize) -> Text {
     if text.len() <= inline_max {
         return Text::Inline(text.to_owned());
     }
