@@ -100,14 +100,6 @@ async fn run_one(
     results.pop().unwrap()
 }
 
-fn replayed(storage: &SimStorage, call_id: &str) -> CallReplay {
-    replay(storage)
-        .calls()
-        .find(|c| c.call.call_id == call_id)
-        .unwrap_or_else(|| panic!("{call_id} is in the journal"))
-        .clone()
-}
-
 /// The one `ProcExit` the call's `settled` confirms: (pid, status, signal).
 fn proc_exit(c: &CallReplay) -> (u32, Option<i32>, Option<i32>) {
     let outcome = c.outcome.as_ref().expect("settled");
