@@ -198,8 +198,11 @@ fn build_error(e: BuildError) -> CliError {
 /// the pid that holds the session. Anything read from the journal after this point is its real
 /// state.
 fn lock(builder: SessionBuilder) -> Result<LockedJournal, CliError> {
-    let locked = builder.lock().map_err(build_error)?;
-    let report = locked.open_report();
+    builder.lock().map_err(build_error)
+}
+
+/// What opening the journal cut, said once the session is open.
+fn note_torn_tail(report: &journal::OpenReport) {
     if let Some(torn) = &report.torn {
         eprintln!(
             "note: dropped a torn tail of {} bytes at {} (kept in {})",
@@ -208,7 +211,6 @@ fn lock(builder: SessionBuilder) -> Result<LockedJournal, CliError> {
             report.quarantine_file.as_deref().unwrap_or("?")
         );
     }
-    Ok(locked)
 }
 
 /// The one message for "another process is this session's writer".
@@ -255,12 +257,13 @@ fn prepare(
     // Everything after the servers started: if it fails, they are stopped inside the runtime
     // (their transports' cleanup needs one).
     let opened = (|| {
-        let mut session = if resuming {
-            prepared.resume()
+        let (mut session, report) = if resuming {
+            prepared.resume_reporting()
         } else {
-            prepared.open()
+            prepared.open_reporting()
         }
         .map_err(build_error)?;
+        note_torn_tail(&report);
         let changed = if resuming {
             policy::changes(journaled_policy.as_ref(), &policy)
         } else {

@@ -2,7 +2,7 @@
 //! command runs; the shell dies with the runtime (parent-death signal), the command's other
 //! processes are found again from the journal (`call/process`), recovery hands them to
 //! `recover classify`'s warning, and `resume` refuses to go on beside them unless
-//! `--kill-orphans` (journaled).
+//! `--kill-orphans` (journaled); the library's `Session::builder(..).resume()` refuses the same way.
 
 use runtime::event::{Event, ProcessStarted, Record};
 use serde_json::json;
@@ -128,6 +128,18 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
         "{stderr}"
     );
     assert!(!ws.join("next.txt").exists(), "nothing ran");
+    assert_eq!(runtime::process::still_running(&group), Some(1));
+
+    // The library's resume (what an embedding calls) refuses the same way, touching nothing.
+    let before = std::fs::read_dir(&journal).unwrap().count();
+    match runtime::Session::builder(&ws, &journal).resume() {
+        Err(runtime::BuildError::StillRunning { call, pgid, .. }) => {
+            assert_eq!((call.call_id.as_str(), pgid), ("k1", group.pgid));
+        }
+        Err(e) => panic!("expected StillRunning, got {e}"),
+        Ok(_) => panic!("the library resumed beside a running process group"),
+    }
+    assert_eq!(std::fs::read_dir(&journal).unwrap().count(), before);
     assert_eq!(runtime::process::still_running(&group), Some(1));
 
     // …unless told to stop it: then the group is gone, the kill journaled, the session goes on.

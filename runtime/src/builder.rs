@@ -38,19 +38,23 @@ use crate::eventlog::{Clock, SystemClock};
 use crate::hooks::{Approver, Guard, Hooks, Observer, PostExecute, PreExecute};
 use crate::registry::{Registry, RegistryError};
 use crate::replay::{replay_storage, ReplayError, SessionReplay};
+use crate::session::{refuse_a_session, resumable};
 use crate::spill::SledSpill;
 use crate::tool::Tool;
 use crate::tools::{builtin_registry, Workspace};
 use crate::{Config, RuntimeError, Session, SessionOptions};
 use journal::{
     Corruption, FsStorage, FsyncPolicy, Journal, JournalError, OpenReport, Options, ReadEnd,
-    Storage,
+    Storage, TornTail, WriterLock,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Cache of a session's spill store: small, it only holds what is being written.
 pub const SPILL_CACHE_BYTES_DEFAULT: u64 = 8 << 20;
+
+/// The `server` the journal names for tools added with [`SessionBuilder::tool`].
+pub const EMBEDDING_SOURCE: &str = "embedding";
 
 /// Where the spill store lives, inside the journal directory.
 pub const SPILL_DIR_NAME: &str = "spill";
@@ -111,6 +115,19 @@ pub enum BuildError {
         journaled: String,
         /// The workspace given to the builder.
         given: String,
+    },
+    /// A process group a call of the interrupted run started still runs: continuing beside it
+    /// could let two runs change the workspace at once.
+    #[error("{}: {call}: still running: process group {pgid} ({members} processes), started before the session was interrupted; stop it before resuming", dir.display())]
+    StillRunning {
+        /// The journal directory.
+        dir: PathBuf,
+        /// The call that started it (its outcome is unknown).
+        call: crate::event::CallRef,
+        /// The process group, as journaled in `call/process`.
+        pgid: u32,
+        /// How many of its processes are alive.
+        members: usize,
     },
     /// A tool could not be registered (bad name, duplicate, invalid schema).
     #[error(transparent)]
@@ -174,7 +191,8 @@ impl SessionBuilder {
         self
     }
 
-    /// Most concurrency-safe calls running at once (at least 1).
+    /// Most concurrency-safe calls running at once; 0 is taken as 1 (with [`SessionBuilder::config`],
+    /// 0 is refused: `Config::check`).
     pub fn parallel_max(mut self, parallel_max: usize) -> SessionBuilder {
         self.config.parallel_max = parallel_max.max(1);
         self
@@ -187,8 +205,9 @@ impl SessionBuilder {
         self
     }
 
-    /// Every limit at once. The spill store is still the builder's unless `config.spill` is
-    /// set or [`SessionBuilder::without_spill`] is called.
+    /// Every limit at once, replacing what `parallel_max` and `plan_mode` set before (call it
+    /// first). The spill store is still the builder's unless `config.spill` is set or
+    /// [`SessionBuilder::without_spill`] is called.
     pub fn config(mut self, config: Config) -> SessionBuilder {
         self.config = config;
         self
@@ -236,13 +255,19 @@ impl SessionBuilder {
         self
     }
 
-    /// Registers a tool compiled into the embedding, as trusted as the built-ins (recorded in
-    /// `session/open` with source `built-in`).
+    /// Registers a tool of the embedding. `session/open` records it as `external (embedding)`:
+    /// not one of tooljournal's own, so it can neither take a built-in's name nor be taken
+    /// for the built-in `ask` (whose answers only the approver gives).
     pub fn tool(self, tool: Arc<dyn Tool>) -> SessionBuilder {
-        self.tool_from(tool, ToolSource::BuiltIn)
+        self.tool_from(
+            tool,
+            ToolSource::External {
+                server: EMBEDDING_SOURCE.to_owned(),
+            },
+        )
     }
 
-    /// Registers a tool with the source the journal records for it (e.g. an external server's).
+    /// Registers a tool with the source the journal records for it (e.g. an MCP server's).
     pub fn tool_from(mut self, tool: Arc<dyn Tool>, source: ToolSource) -> SessionBuilder {
         self.tools.push((tool, source));
         self
@@ -260,14 +285,16 @@ impl SessionBuilder {
         self
     }
 
-    /// No spill store: results over the inline limit are cut with a note instead.
+    /// No spill store: a result over the model's inline limit reaches the model whole up to
+    /// 4 MiB, and beyond that as a preview marked "not kept".
     pub fn without_spill(mut self) -> SessionBuilder {
         self.spill_cache_bytes = None;
         self
     }
 
     /// Takes the journal's writer lock (creating the directory if needed) and reads the
-    /// journal to its end under it. Nothing is appended.
+    /// journal to its end under it. Nothing is changed: a torn tail is cut (after it is copied
+    /// aside) only when `open` or `resume` goes ahead, and never in a journal they refuse.
     pub fn lock(self) -> Result<LockedJournal, BuildError> {
         let dir = self.journal_dir.clone();
         let storage = FsStorage::create(&dir).map_err(|source| BuildError::JournalDir {
@@ -275,11 +302,7 @@ impl SessionBuilder {
             source,
         })?;
         let storage: Arc<dyn Storage> = Arc::new(storage);
-        let options = Options {
-            fsync: self.fsync,
-            ..Options::default()
-        };
-        let (journal, report) = Journal::open(storage.clone(), options).map_err(|e| match e {
+        let lock = Journal::lock(storage.clone()).map_err(|e| match e {
             JournalError::Locked { holder_pid, .. } => BuildError::Live {
                 dir: dir.clone(),
                 holder_pid,
@@ -287,6 +310,7 @@ impl SessionBuilder {
             e => BuildError::Journal(e),
         })?;
         // Under the lock: this is the journal's real end, and nobody appends after it but us.
+        let location = storage.location();
         let (replay, end) =
             replay_storage(storage, journal::Limits::default()).map_err(|source| {
                 BuildError::Replay {
@@ -294,14 +318,17 @@ impl SessionBuilder {
                     source,
                 }
             })?;
-        if let ReadEnd::Corrupt(corruption) = end {
-            return Err(BuildError::Corrupt { dir, corruption });
-        }
+        let torn = match end {
+            ReadEnd::Clean => None,
+            ReadEnd::TornTail(torn) => Some(torn),
+            ReadEnd::Corrupt(corruption) => return Err(BuildError::Corrupt { dir, corruption }),
+        };
         Ok(LockedJournal {
             settings: self,
-            journal,
-            report,
+            lock,
+            location,
             replay,
+            torn,
         })
     }
 
@@ -321,20 +348,22 @@ impl SessionBuilder {
 /// written or any tool is set up.
 pub struct LockedJournal {
     settings: SessionBuilder,
-    journal: Journal,
-    report: OpenReport,
+    lock: WriterLock,
+    location: String,
     replay: SessionReplay,
+    torn: Option<TornTail>,
 }
 
 impl LockedJournal {
-    /// What opening the journal found (e.g. a torn tail it quarantined and cut).
-    pub fn open_report(&self) -> &OpenReport {
-        &self.report
-    }
-
     /// The journal as it ends, read under the writer lock.
     pub fn replay(&self) -> &SessionReplay {
         &self.replay
+    }
+
+    /// The torn tail the journal ends in, if any: `open` and `resume` copy it aside and cut it
+    /// before they append (a refused one leaves it as it is).
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
     }
 
     /// The journal directory.
@@ -346,9 +375,10 @@ impl LockedJournal {
     pub fn prepare(self) -> Result<PreparedSession, BuildError> {
         let LockedJournal {
             settings,
-            journal,
-            report: _,
+            lock,
+            location,
             replay,
+            torn: _,
         } = self;
         let mut forbidden = vec![settings.journal_dir.clone()];
         forbidden.extend(settings.forbidden.iter().cloned());
@@ -369,7 +399,8 @@ impl LockedJournal {
         }
         Ok(PreparedSession {
             settings,
-            journal,
+            lock,
+            location,
             replay,
             workspace,
             registry,
@@ -392,7 +423,8 @@ impl LockedJournal {
 /// the workspace or a running server (an MCP server's), then open or resume.
 pub struct PreparedSession {
     settings: SessionBuilder,
-    journal: Journal,
+    lock: WriterLock,
+    location: String,
     replay: SessionReplay,
     workspace: Arc<Workspace>,
     registry: Registry,
@@ -419,41 +451,69 @@ impl PreparedSession {
         &mut self.registry
     }
 
-    /// Opens a new session (writes `session/open`). Refused if the journal already holds one.
+    /// Opens a new session (writes `session/open`). Refused, with the journal untouched, if it
+    /// already holds one.
     pub fn open(self) -> Result<Session, BuildError> {
-        let (journal, registry, hooks, config, options, _) = self.into_parts()?;
-        Ok(Session::open(journal, registry, hooks, config, options)?)
+        Ok(self.open_reporting()?.0)
     }
 
-    /// Continues the session the journal holds, on the same workspace. Refused if the journal
-    /// is empty, finished, or ends inside a turn (recover it first). Plan mode stays as the
-    /// journal shows it; [`SessionBuilder::plan_mode`]`(true)` turns it on.
+    /// [`PreparedSession::open`], with what opening the journal found (a torn tail it cut).
+    pub fn open_reporting(self) -> Result<(Session, OpenReport), BuildError> {
+        refuse_a_session(self.replay.last_seq, &self.location)?;
+        let (journal, report, registry, hooks, config, options, _) = self.into_parts()?;
+        let session = Session::open(journal, registry, hooks, config, options)?;
+        Ok((session, report))
+    }
+
+    /// Continues the session the journal holds, on the same workspace. Refused, with the
+    /// journal untouched, if it is empty, finished, or ends inside a turn (recover it first),
+    /// or while a process group a call of the crashed run started still runs (it may still be
+    /// changing the workspace: stop it first). Plan mode stays as the journal shows it;
+    /// [`SessionBuilder::plan_mode`]`(true)` turns it on.
     pub fn resume(self) -> Result<Session, BuildError> {
-        if let Some(open) = &self.replay.open {
-            let given = self.workspace.root().display().to_string();
-            if open.workspace != given {
-                return Err(BuildError::WorkspaceMismatch {
-                    dir: self.settings.journal_dir.clone(),
-                    journaled: open.workspace.clone(),
-                    given,
+        Ok(self.resume_reporting()?.0)
+    }
+
+    /// [`PreparedSession::resume`], with what opening the journal found (a torn tail it cut).
+    pub fn resume_reporting(self) -> Result<(Session, OpenReport), BuildError> {
+        let dir = self.settings.journal_dir.clone();
+        let open = resumable(&self.replay)?;
+        let given = self.workspace.root().display().to_string();
+        if open.workspace != given {
+            return Err(BuildError::WorkspaceMismatch {
+                dir,
+                journaled: open.workspace.clone(),
+                given,
+            });
+        }
+        for (call, process) in self.replay.unsettled_processes() {
+            if let Some(members) = crate::process::still_running(&process) {
+                return Err(BuildError::StillRunning {
+                    dir,
+                    call,
+                    pgid: process.pgid,
+                    members,
                 });
             }
         }
-        let (journal, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
-        Ok(session)
+        Ok((session, report))
     }
 
+    /// Opens the journal for appending (cutting a torn tail after copying it aside) and the
+    /// spill store: everything `Session::open` and `Session::resume` take.
     #[allow(clippy::type_complexity)] // one destructuring, shared by open and resume
     fn into_parts(
         self,
     ) -> Result<
         (
             Journal,
+            OpenReport,
             Arc<Registry>,
             Hooks,
             Config,
@@ -464,11 +524,17 @@ impl PreparedSession {
     > {
         let PreparedSession {
             settings,
-            journal,
+            lock,
+            location: _,
             replay,
             workspace,
             registry,
         } = self;
+        let options = Options {
+            fsync: settings.fsync,
+            ..Options::default()
+        };
+        let (journal, report) = lock.open(options)?;
         let mut config = settings.config;
         if config.spill.is_none() {
             if let Some(cache_bytes) = settings.spill_cache_bytes {
@@ -485,6 +551,7 @@ impl PreparedSession {
         };
         Ok((
             journal,
+            report,
             Arc::new(registry),
             settings.hooks,
             config,

@@ -31,8 +31,9 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// Faults a test can inject into the runtime itself.
     pub failpoints: Failpoints,
-    /// Results longer than this reach the model as head + tail + locator (when a spill store
-    /// is set) or are cut to it with a note (when none is).
+    /// Results longer than this reach the model as head + tail + locator when a spill store is
+    /// set; without one they reach it whole up to 4 MiB, and beyond that as a preview marked
+    /// "not kept".
     pub model_inline_bytes_max: usize,
     /// Where spilled results are kept in full; `None`: no spilling.
     pub spill: Option<Arc<dyn SpillStore>>,

@@ -195,3 +195,49 @@ async fn a_config_under_which_no_call_could_start_is_refused_before_anything_is_
     let session = Session::builder(&workspace, &journal).open().unwrap();
     session.close().await.unwrap();
 }
+
+/// Every file of the journal directory with its bytes.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn a_refused_open_leaves_a_torn_tail_exactly_as_it_was() {
+    let (_root, workspace, journal) = dirs();
+    let session = Session::builder(&workspace, &journal).open().unwrap();
+    session.close().await.unwrap();
+    let segment = journal.join(segment_name(&journal));
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[0x17, 0, 0, 0, 0xde, 0xad]); // a record cut mid-way
+    std::fs::write(&segment, &bytes).unwrap();
+    let before = snapshot(&journal);
+
+    let locked = Session::builder(&workspace, &journal).lock().unwrap();
+    assert!(locked.torn_tail().is_some(), "the torn tail is seen");
+    let refused = locked.open();
+    assert!(
+        matches!(
+            refused,
+            Err(BuildError::Runtime(RuntimeError::JournalMoved(_)))
+        ),
+        "{:?}",
+        refused.err().map(|e| e.to_string())
+    );
+    assert_eq!(
+        snapshot(&journal),
+        before,
+        "nothing cut, nothing quarantined"
+    );
+}

@@ -81,6 +81,37 @@ fn with_tool_search(
     Ok(Arc::new(scope))
 }
 
+/// A second `session/open` would make the journal unreadable for recovery: a journal holds one
+/// session, from its first record. `records` is how many the journal holds.
+pub(crate) fn refuse_a_session(records: u64, location: &str) -> Result<(), RuntimeError> {
+    if records != 0 {
+        return Err(RuntimeError::JournalMoved(format!(
+            "{location}: the journal already holds {records} records of a session: resume it instead"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the replayed session can be continued: there is one, it is not closed, and no turn
+/// is open (an interrupted session must be recovered first). Returns its `session/open`.
+pub(crate) fn resumable(
+    replay: &crate::replay::SessionReplay,
+) -> Result<&SessionOpen, RuntimeError> {
+    let Some(open) = &replay.open else {
+        return Err(RuntimeError::Misuse("the journal holds no session".into()));
+    };
+    if replay.closed {
+        return Err(RuntimeError::Misuse("the session is closed".into()));
+    }
+    if let Some(turn) = replay.open_turn() {
+        return Err(RuntimeError::Misuse(format!(
+            "turn {} is still open: the session was interrupted; recover it first",
+            turn.turn
+        )));
+    }
+    Ok(open)
+}
+
 /// What `open` and `resume` both hand to a new `Session`.
 struct Parts {
     log: EventLog,
@@ -101,15 +132,7 @@ impl Session {
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
         config.check()?;
-        // A second `session/open` would make the journal unreadable for recovery: a journal
-        // holds one session, from its first record.
-        let appended_seq = journal.stats().appended_seq;
-        if appended_seq != 0 {
-            return Err(RuntimeError::JournalMoved(format!(
-                "{}: the journal already holds {appended_seq} records of a session: resume it instead",
-                journal.location()
-            )));
-        }
+        refuse_a_session(journal.stats().appended_seq, &journal.location())?;
         let log = EventLog::new(Arc::new(journal), options.clock);
         let session_id = options
             .session_id
@@ -239,18 +262,7 @@ impl Session {
         replay: &crate::replay::SessionReplay,
     ) -> Result<Session, RuntimeError> {
         config.check()?;
-        let Some(open) = &replay.open else {
-            return Err(RuntimeError::Misuse("the journal holds no session".into()));
-        };
-        if replay.closed {
-            return Err(RuntimeError::Misuse("the session is closed".into()));
-        }
-        if let Some(turn) = replay.open_turn() {
-            return Err(RuntimeError::Misuse(format!(
-                "turn {} is still open: the session was interrupted; recover it first",
-                turn.turn
-            )));
-        }
+        let open = resumable(replay)?;
         // The writer lock is held from here on; the replay must be of the journal as it is
         // under that lock, or we would continue a story another process has moved on.
         let appended_seq = journal.stats().appended_seq;
