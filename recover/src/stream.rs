@@ -102,6 +102,15 @@ impl OpenCalls {
 
     /// Calls held now: the open step's, those waiting to be reported, and reported ones that
     /// may still move.
+    /// Bytes of outcomes and arguments the held calls carry (what grows with a call's size,
+    /// not with their number).
+    fn retained_payload_bytes(&self) -> usize {
+        let open_step = self.turn.as_ref().and_then(|t| t.step.as_ref());
+        let open = open_step.into_iter().flat_map(|s| s.calls.iter());
+        let held = self.queue.iter().chain(&self.ghosts).map(|c| &c.replay);
+        open.chain(held).map(payload_bytes).sum()
+    }
+
     fn retained_calls(&self) -> usize {
         self.turn
             .as_ref()
@@ -267,6 +276,16 @@ impl Retain for OpenCalls {
         self.processes.retain(|(c, _)| c != call);
     }
 
+    fn call_committed(&mut self, call: &CallRef) {
+        // A committed call is reported from its result alone: what it ran with and what its
+        // body returned (up to a MiB inline each) would only weigh on the open step.
+        if let Ok(c) = self.call_mut(call) {
+            c.outcome = None;
+            c.arguments = None;
+            c.approval = None;
+        }
+    }
+
     fn process_started(&mut self, call: &CallRef, process: &ProcessStarted) {
         self.processes.push((call.clone(), process.clone()));
     }
@@ -337,6 +356,11 @@ impl Classifier {
     /// Whether `session/close` was read.
     pub fn closed(&self) -> bool {
         self.replayer.retention().closed
+    }
+
+    /// Bytes of outcomes and arguments held now: committed calls hold none.
+    pub fn retained_payload_bytes(&self) -> usize {
+        self.replayer.retention().retained_payload_bytes()
     }
 
     /// The most calls held at once so far.
@@ -519,6 +543,16 @@ fn model_index(response: Option<&ModelResponse>, call_id: &str) -> usize {
 
 /// The report of a call whose result is final: from the recovery that committed it, or from
 /// its `committed` event.
+/// The bytes of a call's outcome content and parsed arguments.
+fn payload_bytes(c: &CallReplay) -> usize {
+    let content = match c.outcome.as_ref().map(|o| &o.content) {
+        Some(runtime::event::Text::Inline(text)) => text.len(),
+        Some(runtime::event::Text::Preview { head, tail, .. }) => head.len() + tail.len(),
+        None => 0,
+    };
+    content + c.arguments.as_ref().map_or(0, String::len)
+}
+
 fn committed_report(c: &mut Call) -> CallReport {
     let r = &mut c.replay;
     let resources = r.resources.take().unwrap_or_default();

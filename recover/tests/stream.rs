@@ -500,3 +500,40 @@ fn nonsense_is_refused_with_the_same_error() {
         );
     }
 }
+
+#[test]
+fn a_committed_call_in_the_open_step_holds_no_outcome_or_arguments() {
+    let storage = SimStorage::new();
+    let mut b = Builder::new(&storage);
+    b.put(Event::TurnStart {
+        turn: 1,
+        user_text: "go".into(),
+    });
+    let calls = b.step(1, 1, 2);
+    b.run(&calls[0], true); // committed
+    b.approve(&calls[1]);
+    b.start(&calls[1]);
+    b.settle(&calls[1], true); // settled, not committed: the step stays open
+    b.done();
+
+    let mut classifier = Classifier::new(false);
+    let mut held = Vec::new();
+    for record in Reader::open(
+        Arc::new(storage.clone()) as Arc<dyn Storage>,
+        Limits::default(),
+    )
+    .unwrap()
+    {
+        classifier.apply(record.unwrap().as_ref()).unwrap();
+        held.push(classifier.retained_payload_bytes());
+    }
+    assert_eq!(classifier.retained_calls(), 2, "the open step's calls");
+    // c0's outcome (300 bytes of content) and arguments (`{}`) are held from its `settled`
+    // to its `committed`, which lets go of both at once; at the end only c1's are held.
+    let c0 = 300 + 2;
+    assert!(
+        held.windows(2).any(|w| w == [c0, 0]),
+        "c0's commit frees its payload: {held:?}"
+    );
+    assert_eq!(classifier.retained_payload_bytes(), 300 + 2, "{held:?}");
+}

@@ -61,6 +61,9 @@ pub trait Retain {
     fn record_seq(&mut self, _seq: u64) {}
     /// A call settled (its outcome is on the call now).
     fn call_settled(&mut self, _call: &CallRef) {}
+    /// The call's one result is committed: its outcome and arguments are no longer needed to
+    /// classify it (a policy that keeps little drops them here).
+    fn call_committed(&mut self, _call: &CallRef) {}
     /// A running call started a process group (`call/process`; it is on the call too).
     fn process_started(&mut self, _call: &CallRef, _process: &ProcessStarted) {}
     /// A resume killed a process group (`process/killed`).

@@ -167,7 +167,10 @@ fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), Re
             call,
             result,
             source_seqs,
-        } => advance(r, &call, CallState::Committed, 0, &source_seqs, at)?.committed = Some(result),
+        } => {
+            advance(r, &call, CallState::Committed, 0, &source_seqs, at)?.committed = Some(result);
+            r.call_committed(&call);
+        }
         Event::Rejected {
             call,
             code,
