@@ -6,7 +6,9 @@
 //! optional; each default is the safe one:
 //!
 //! - the journal's writer lock is taken first, so a second process on the same journal is
-//!   refused before anything else happens ([`BuildError::Live`] names the holder's pid);
+//!   refused before anything else happens ([`BuildError::Live`] names the holder's pid), and
+//!   nothing in the journal changes until an `open` or `resume` is accepted;
+//! - a resume refuses while a process group the interrupted run started still runs;
 //! - the journal directory (and whatever [`SessionBuilder::forbid`] adds) is out of the file
 //!   tools' reach, even when it lies inside the workspace;
 //! - every `ask` goes to the approver; with none set it is answered "no answer" (never yes);
@@ -59,8 +61,9 @@ pub const EMBEDDING_SOURCE: &str = "embedding";
 /// Where the spill store lives, inside the journal directory.
 pub const SPILL_DIR_NAME: &str = "spill";
 
-/// Why a session could not be built. Nothing was appended to the journal in any of these cases
-/// except [`BuildError::Runtime`] from a failed `session/open` write.
+/// Why a session could not be built. The journal is left as it was in every case but a failure
+/// while opening it for appending or writing the first records ([`BuildError::Journal`],
+/// [`BuildError::Runtime`] from a failed write).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// Another process holds the journal's writer lock: a live session, or a recovery.
