@@ -43,7 +43,7 @@
 //! ```
 //!
 //! The test machinery (a manual clock, armable failpoints) is behind the `testing` feature
-//! ([`testing`] when it is on); the deliberately broken variants the fuzz campaign must catch
+//! (the `testing` module, present only then); the deliberately broken variants the fuzz campaign must catch
 //! are behind `mutant`.
 
 #![warn(missing_docs)]
