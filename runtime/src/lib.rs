@@ -43,8 +43,8 @@
 //! ```
 //!
 //! The test machinery (a manual clock, armable failpoints) is behind the `testing` feature
-//! (the `testing` module, present only then); the deliberately broken variants the fuzz campaign must catch
-//! are behind `mutant`.
+//! (the `testing` module, present only then); the deliberately broken variants the fuzz
+//! campaign must catch are behind `mutant`.
 
 #![warn(missing_docs)]
 
