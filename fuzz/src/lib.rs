@@ -111,7 +111,7 @@ impl Mutant {
     pub fn compiled(self) -> bool {
         match self.failpoint() {
             Some(_) => runtime::failpoint::MUTANTS_COMPILED,
-            None => recover::mutant::COMPILED,
+            None => recover::MUTANTS_COMPILED,
         }
     }
 }
@@ -129,6 +129,7 @@ pub struct Verdict {
 pub fn check_case(case: &case::Case, mutant: Option<Mutant>) -> Verdict {
     let run = sim::run(case, mutant);
     // Recovery's mutant acts on this thread while the checks recover.
+    #[cfg(feature = "mutant")]
     let _recovery_mutant = (mutant == Some(Mutant::StartedReadAsNotStarted))
         .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
     Verdict {

@@ -26,9 +26,14 @@
 pub mod classify;
 pub mod conversation;
 pub mod listing;
+#[cfg(feature = "mutant")]
 pub mod mutant;
 pub mod providers;
 pub mod report;
 pub mod session;
 pub mod stream;
 pub mod verify;
+
+/// Whether this build has recovery's deliberately broken variants (the test-only `mutant`
+/// feature, which also makes the `mutant` module exist).
+pub const MUTANTS_COMPILED: bool = cfg!(feature = "mutant");

@@ -1,16 +1,13 @@
 //! Deliberately broken variants of recovery, for the fuzz campaign to prove it catches them.
-//! They act only in a build with the test-only `mutant` feature ([`COMPILED`]), and even then
-//! only when a test turns one on, for its own thread (recovery runs on the caller's thread;
-//! tests beside it on other threads are unaffected).
+//! The module exists only in a build with the test-only `mutant` feature, and even then a
+//! mutant acts only when a test turns it on, for its own thread (recovery runs on the caller's
+//! thread; tests beside it on other threads are unaffected).
 
 use std::cell::RefCell;
 
 /// A call whose `started` is the last thing the journal says of it is classified
 /// `TOOL_NOT_STARTED` instead of `TOOL_OUTCOME_UNKNOWN`.
 pub const STARTED_AS_NOT_STARTED: &str = "mutant.started_as_not_started";
-
-/// Whether this build has the mutants at all (the `mutant` feature).
-pub const COMPILED: bool = cfg!(feature = "mutant");
 
 thread_local! {
     static ON: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
