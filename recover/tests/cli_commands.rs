@@ -168,10 +168,8 @@ fn scenario_03_a_bad_record_before_valid_ones_exits_2_naming_the_offset() {
     b.approve("c1");
     b.done();
     let mut bytes = segment_bytes(dir.path());
-    // The second record starts after the header and the first record; damage its payload.
-    let header = journal::segment::HEADER_BYTES;
-    let first_len = u32::from_le_bytes(bytes[header..header + 4].try_into().unwrap()) as usize + 8;
-    let second = header + first_len;
+    // Damage the second record's payload.
+    let second = frame_offsets(&bytes)[1];
     bytes[second + 20] ^= 0x01;
     std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
     for args in [
@@ -268,14 +266,7 @@ fn scenario_03_salvage_skips_the_bad_record_lists_it_and_the_calls_it_touched() 
     b.done();
     let mut bytes = segment_bytes(dir.path());
     // Damage the `parsed` record of c1 (records: open, turn, step, response, received x2, parsed c1 …).
-    let header = journal::segment::HEADER_BYTES;
-    let mut offsets = vec![header];
-    while *offsets.last().unwrap() < bytes.len() {
-        let at = *offsets.last().unwrap();
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize + 8;
-        offsets.push(at + len);
-    }
-    let parsed_c1 = offsets[6];
+    let parsed_c1 = frame_offsets(&bytes)[6];
     bytes[parsed_c1 + 20] ^= 0x01;
     std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
 
@@ -315,15 +306,7 @@ fn scenario_03_salvage_skips_the_bad_record_lists_it_and_the_calls_it_touched() 
 #[test]
 fn scenario_23_every_format_gets_exactly_one_result_per_call_id() {
     let dir = tempfile::tempdir().unwrap();
-    let mut b = Builder::new(dir.path());
-    b.batch(&["c1", "c.2", "c3"]);
-    for id in ["c1", "c.2", "c3"] {
-        b.approve(id);
-    }
-    b.start("c1");
-    b.settle("c1", true);
-    b.start("c.2");
-    b.done();
+    settled_unknown_and_not_started(dir.path());
     for format in ["openai-chat", "openai-responses", "anthropic", "gemini"] {
         let out = recover(&["rebuild", dir.path().to_str().unwrap(), "--format", format]);
         assert_eq!(

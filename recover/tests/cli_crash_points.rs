@@ -7,13 +7,11 @@
 mod common;
 
 use common::*;
-use journal::FsStorage;
 use runtime::event::*;
 use runtime::ErrorCode;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Arc;
 
 // ---------------------------------------------------------------------------------------------
 // The scenarios of docs/SCENARIOS.md that had no test of their own.
@@ -77,24 +75,6 @@ fn turn_2_call(id: &str) -> CallRef {
         step: 1,
         call_id: id.into(),
     }
-}
-
-/// Where each frame of segment 0 starts, and where the last one ends.
-fn frame_offsets(bytes: &[u8]) -> Vec<usize> {
-    let mut offsets = vec![journal::segment::HEADER_BYTES];
-    while *offsets.last().unwrap() < bytes.len() {
-        let at = *offsets.last().unwrap();
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize + 8;
-        offsets.push(at + len);
-    }
-    offsets
-}
-
-fn replay_dir(dir: &Path) -> runtime::replay::SessionReplay {
-    let storage = Arc::new(FsStorage::open(dir).unwrap());
-    runtime::replay::replay_storage(storage, journal::Limits::default())
-        .unwrap()
-        .0
 }
 
 fn rebuild(dir: &Path, format: &str, extra: &[&str]) -> Output {
@@ -484,16 +464,7 @@ fn scenario_34_two_recoveries_at_once_append_one_recovery_event() {
 #[test]
 fn scenario_36_synthetic_ids_and_texts_are_the_same_before_and_after_recovery() {
     let dir = tempfile::tempdir().unwrap();
-    let mut b = Builder::new(dir.path());
-    // An id no provider takes as it is: its mapped form must not change either.
-    b.batch(&["c1", "c.2", "c3"]);
-    for id in ["c1", "c.2", "c3"] {
-        b.approve(id);
-    }
-    b.start("c1");
-    b.settle("c1", true);
-    b.start("c.2");
-    b.done();
+    settled_unknown_and_not_started(dir.path());
     let formats = ["openai-chat", "openai-responses", "anthropic", "gemini"];
     let before: Vec<Vec<u8>> = formats
         .iter()

@@ -179,3 +179,36 @@ pub fn by_id<'a>(v: &'a Value, id: &str) -> &'a Value {
 pub fn segment_bytes(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join(journal::segment::file_name(0))).unwrap()
 }
+
+/// Where each record of a segment's bytes begins (after the header), and where the bytes end.
+pub fn frame_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut offsets = vec![journal::segment::HEADER_BYTES];
+    while *offsets.last().unwrap() < bytes.len() {
+        let at = *offsets.last().unwrap();
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize + 8;
+        offsets.push(at + len);
+    }
+    offsets
+}
+
+/// The journal in `dir`, replayed.
+pub fn replay_dir(dir: &Path) -> runtime::replay::SessionReplay {
+    let storage = Arc::new(FsStorage::open(dir).unwrap());
+    runtime::replay::replay_storage(storage, journal::Limits::default())
+        .unwrap()
+        .0
+}
+
+/// One batch of three calls, crashed: `c1` settled, `c.2` started (an id no provider takes as
+/// it is, so its mapped form is checked too), `c3` approved only.
+pub fn settled_unknown_and_not_started(dir: &Path) {
+    let mut b = Builder::new(dir);
+    b.batch(&["c1", "c.2", "c3"]);
+    for id in ["c1", "c.2", "c3"] {
+        b.approve(id);
+    }
+    b.start("c1");
+    b.settle("c1", true);
+    b.start("c.2");
+    b.done();
+}
