@@ -100,3 +100,36 @@ fn asking_whether_a_writer_holds_the_lock_creates_and_writes_nothing() {
         "a held writer lock is seen"
     );
 }
+
+#[test]
+fn a_closed_writer_s_lock_still_held_by_a_forked_child_does_not_refuse_the_next_writer() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        Journal::open(
+            Arc::new(FsStorage::create(dir.path()).unwrap()),
+            Options::default(),
+        )
+    };
+    let (first, _) = open().unwrap();
+    // Any thread of an embedding process may fork (a tool, a test running a binary): until
+    // its exec, the child holds a copy of every descriptor, the lock's among them.
+    let (mut forked, in_child) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut command = std::process::Command::new("true");
+    // SAFETY: between fork and exec the closure only writes a byte and sleeps (write and
+    // nanosleep are async-signal-safe) and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            (&in_child).write_all(b"f")?;
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            Ok(())
+        });
+    }
+    let spawner = std::thread::spawn(move || command.status().unwrap());
+    forked.read_exact(&mut [0u8; 1]).unwrap();
+    first.close().unwrap();
+    let (second, _) = open().expect("a closed writer's lock is not held by a child's copy");
+    drop(second);
+    assert!(spawner.join().unwrap().success());
+}

@@ -131,7 +131,7 @@ impl Storage for FsStorage {
             .truncate(false)
             .mode(0o600)
             .open(self.path(LOCK_FILE))?;
-        match file.try_lock() {
+        match past_inherited_copies(|| file.try_lock()) {
             Ok(()) => Ok(Some(Box::new(file))),
             Err(fs::TryLockError::WouldBlock) => Ok(None),
             Err(fs::TryLockError::Error(e)) => Err(e),
@@ -147,7 +147,7 @@ impl Storage for FsStorage {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        match file.try_lock_shared() {
+        match past_inherited_copies(|| file.try_lock_shared()) {
             Ok(()) => Ok(false),
             Err(fs::TryLockError::WouldBlock) => Ok(true),
             Err(fs::TryLockError::Error(e)) => Err(e),
@@ -161,6 +161,32 @@ impl Storage for FsStorage {
         let meta = fs::metadata(self.path(LOCK_FILE)).ok()?;
         let locks = fs::read_to_string("/proc/locks").ok()?;
         flock_holder(&locks, meta.dev(), meta.ino())
+    }
+}
+
+/// How long a lock attempt that would block is retried: long enough to outlast a lock that
+/// only a forked child's inherited copy still holds, short enough that a live writer is
+/// reported at once to a person.
+const INHERITED_LOCK_WAIT_MS_MAX: u64 = 250;
+
+/// Retries `attempt` while it would block, for at most [`INHERITED_LOCK_WAIT_MS_MAX`].
+/// Why: an `flock` belongs to the open file description, and a child forked by any thread of
+/// the process (a tool, a test spawning a binary) holds a copy of every descriptor until its
+/// `exec` closes it. A writer that has just closed its journal can thus still "hold" the lock
+/// for a moment through a child that is not even ours to know about; a real writer holds it
+/// for the whole session and is still there after the wait.
+fn past_inherited_copies(
+    mut attempt: impl FnMut() -> Result<(), fs::TryLockError>,
+) -> Result<(), fs::TryLockError> {
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_millis(INHERITED_LOCK_WAIT_MS_MAX);
+    loop {
+        match attempt() {
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            outcome => return outcome,
+        }
     }
 }
 
