@@ -23,12 +23,14 @@
 
 #![warn(missing_docs)]
 
+/// The conversation and its provider layouts live in `tooljournal-history`, shared with the
+/// live runtime; re-exported so that `recover::providers` stays where it was.
+pub use history::{conversation, providers};
+
 pub mod classify;
-pub mod conversation;
 pub mod listing;
 #[cfg(feature = "mutant")]
 pub mod mutant;
-pub mod providers;
 pub mod report;
 pub mod session;
 pub mod stream;

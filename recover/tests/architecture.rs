@@ -78,8 +78,12 @@ fn recover_reaches_no_crate_that_runs_calls() {
     }
     assert_eq!(
         reached,
-        BTreeSet::from(["tooljournal-journal", "tooljournal-runtime"]),
-        "recover's workspace dependencies"
+        BTreeSet::from([
+            "tooljournal-history",
+            "tooljournal-journal",
+            "tooljournal-runtime"
+        ]),
+        "recover's workspace dependencies (never the model adapters: recover sends no request)"
     );
 
     let recover = by_name["tooljournal-recover"];
@@ -94,6 +98,7 @@ fn recover_reaches_no_crate_that_runs_calls() {
         "futures",
         "nix",
         "tooljournal-mcp",
+        "reqwest",
     ] {
         assert!(
             !direct.contains(&executor),

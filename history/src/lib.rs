@@ -1,0 +1,25 @@
+//! Conversation histories as the model providers take them.
+//!
+//! A [`conversation::Conversation`] is what a session said, in no provider's format: user
+//! messages, assistant messages with their tool calls, and exactly one result per call.
+//! [`providers::history`] lays it out as OpenAI Chat Completions, OpenAI Responses, Anthropic
+//! Messages or Gemini, and [`providers::validate`] checks a body against that provider's pairing
+//! and ordering rules. The live runtime (the request it sends) and `recover rebuild` (the history
+//! it prints) both render with this crate, so that what a resumed session sends is what the
+//! crashed one would have sent. It knows nothing of journals or of running tools.
+//!
+//! ```
+//! use tooljournal_history::conversation::{Conversation, Message};
+//! use tooljournal_history::providers::{history, validate, Format};
+//! let conv = Conversation {
+//!     system: None,
+//!     messages: vec![Message::User { text: "hello".into() }],
+//! };
+//! let body = history(&conv, Format::Anthropic);
+//! assert!(validate(Format::Anthropic, &body.value()).is_ok());
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod conversation;
+pub mod providers;
