@@ -18,7 +18,12 @@ use runtime::args::Args;
 use runtime::event::{
     Classification, ModelCall, ModelResponse, Resources, StepOutcome, StopReason, TurnOutcome,
 };
-use runtime::model::{Model, ModelStep, Respond};
+use runtime::transcript::{ModelStep, Respond};
+
+/// What drives this example: the next step, or the end.
+trait Model {
+    fn next_step(&mut self) -> Option<ModelStep>;
+}
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use runtime::{ErrorCode, Session};
 use serde_json::{json, Value};

@@ -58,3 +58,33 @@ pub struct Conversation {
     /// The messages, oldest first.
     pub messages: Vec<Message>,
 }
+
+/// A tool as the model is shown it: its name, what it does, and the JSON Schema of its input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The tool's name as the model calls it.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// The JSON Schema of the tool's input (an object schema).
+    pub input_schema: serde_json::Value,
+}
+
+/// What a provider requires back, verbatim, with the assistant message it came with: reasoning
+/// and its signatures. Sent back only to the provider (format) that produced it.
+///
+/// `items` is JSON text, whose shape depends on `format`:
+/// - `anthropic`: an array of the response's `thinking` and `redacted_thinking` content blocks,
+///   verbatim and in order (signatures included); rendered first in the assistant's `content`;
+/// - `openai-responses`: an array of the response's `reasoning` output items, verbatim
+///   (`id`, `encrypted_content`, `summary`, …); rendered right before the assistant's own items;
+/// - `gemini`: an object `{"text": SIG_OR_NULL, "calls": [SIG_OR_NULL, …]}`: the
+///   `thoughtSignature` of the first text part, and of each `functionCall` part in call order;
+/// - `openai-chat` has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderState {
+    /// The format (provider) that produced it, as `Format::as_str` spells it.
+    pub format: String,
+    /// The state, as JSON text in the shape described above.
+    pub items: String,
+}

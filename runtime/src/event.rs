@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 
 /// The version of this event schema, recorded in `session/open`. Bumped on every addition (a
 /// new event, variant or field); schema 1 is the schema as `docs/FORMAT.md` lists it for 1;
-/// 2 added `session/policy`, `call/process` and `process/killed`.
-pub const EVENT_SCHEMA_VERSION: u32 = 2;
+/// 2 added `session/policy`, `call/process` and `process/killed`; 3 added `session/model`,
+/// `tool/schema`, `llm/request`, `llm/attempt-failed`, `llm/response-detail` and the stop
+/// reason `interrupted`.
+pub const EVENT_SCHEMA_VERSION: u32 = 3;
 
 /// The event schema a `session/open` payload declares, read from its fixed prefix without
 /// decoding the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then
@@ -85,6 +87,9 @@ pub enum StopReason {
     EndTurn,
     /// The model hit its output length limit: every call in the message is rejected.
     Length,
+    /// The stream broke or the user stopped it before the model finished (schema 3): the text
+    /// received so far is the message; every call in it is rejected, none runs.
+    Interrupted,
 }
 
 /// One tool call as the model sent it.
@@ -525,6 +530,95 @@ pub struct Recovery {
     pub interrupted_turn: Option<u32>,
 }
 
+/// `session/model`: which model a session talks to, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionModel {
+    /// The provider, as `recover rebuild --format` names it, or `scripted`.
+    pub provider: String,
+    /// The model's name at the provider.
+    pub model: String,
+    /// The system prompt sent with every request, byte for byte.
+    pub system: Option<String>,
+    /// Settings sent with every request.
+    pub settings: crate::model::ModelSettings,
+    /// What a change dropped, in words (e.g. provider state kept for another provider).
+    pub note: Option<String>,
+}
+
+/// `tool/schema`: one distinct tool schema, recorded once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// The hash `step/tools` and `session/open` name it by (sha256 of the canonical JSON of the
+    /// input and output schemas).
+    pub schema_hash: String,
+    /// The tool's name as the model calls it.
+    pub name: String,
+    /// Its description, as the model is shown it.
+    pub description: String,
+    /// Its input schema, as canonical JSON text.
+    pub input_schema: String,
+}
+
+/// `llm/request`: one attempt of a step's request, before it is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    /// The turn it belongs to.
+    pub turn: u32,
+    /// The step it belongs to.
+    pub step: u32,
+    /// 1 for the first attempt, then 2, 3, … for retries.
+    pub attempt: u32,
+    /// The provider.
+    pub provider: String,
+    /// The model.
+    pub model: String,
+    /// sha256 (hex) of the body sent (credentials are never in it).
+    pub body_sha256: String,
+    /// The body's size.
+    pub body_bytes: u64,
+}
+
+/// `llm/attempt-failed`: an attempt that did not give a whole response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmAttemptFailed {
+    /// The turn it belongs to.
+    pub turn: u32,
+    /// The step it belongs to.
+    pub step: u32,
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// What kind of failure.
+    pub kind: crate::model::ModelErrorKind,
+    /// The HTTP status, if the provider answered with one.
+    pub status: Option<u16>,
+    /// The error, as shown (the provider's message verbatim where it gave one).
+    pub message: String,
+    /// The text that arrived before the failure (never part of the history).
+    pub partial_text: String,
+    /// Whether another attempt follows (after `backoff_ms`).
+    pub retry: bool,
+    /// How long the loop waits before the next attempt.
+    pub backoff_ms: u64,
+}
+
+/// `llm/response-detail`: the rest of a response, right after its `llm/response`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmResponseDetail {
+    /// The turn it belongs to.
+    pub turn: u32,
+    /// The step it belongs to.
+    pub step: u32,
+    /// The attempt that gave the response.
+    pub attempt: u32,
+    /// The provider's id for the response.
+    pub response_id: Option<String>,
+    /// Token counts.
+    pub usage: crate::model::Usage,
+    /// The state the provider requires back with this message, verbatim: its format's name and
+    /// JSON text (see `history::conversation::ProviderState`).
+    pub provider_state: Option<(String, String)>,
+}
+
 /// Every event. Variants are appended only (the journal stores the variant index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Event {
@@ -752,11 +846,24 @@ pub enum Event {
         /// The signal number sent to the group (`tooljournal resume` sends SIGKILL, 9).
         signal: i32,
     },
+    /// `session/model`: the model a session talks to, its system prompt and settings; written
+    /// before the first request, and again when a resume changes any of them.
+    SessionModel(SessionModel),
+    /// `tool/schema`: a tool as the model is shown it, recorded once per distinct schema hash
+    /// (content-addressed), before the first `step/tools` that names it.
+    ToolSchema(ToolSchema),
+    /// `llm/request`: a request is about to be sent (every attempt has its own).
+    LlmRequest(LlmRequest),
+    /// `llm/attempt-failed`: an attempt failed before a whole response arrived; what arrived is
+    /// kept here and never enters the history, and none of its calls runs.
+    LlmAttemptFailed(LlmAttemptFailed),
+    /// `llm/response-detail`: what came with the step's `llm/response` besides the message.
+    LlmResponseDetail(LlmResponseDetail),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 28;
+    pub const VARIANT_COUNT: u32 = 33;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -789,6 +896,11 @@ impl Event {
             Event::SessionPolicy(_) => "session/policy",
             Event::CallProcess { .. } => "call/process",
             Event::ProcessKilled { .. } => "process/killed",
+            Event::SessionModel(_) => "session/model",
+            Event::ToolSchema(_) => "tool/schema",
+            Event::LlmRequest(_) => "llm/request",
+            Event::LlmAttemptFailed(_) => "llm/attempt-failed",
+            Event::LlmResponseDetail(_) => "llm/response-detail",
         }
     }
 

@@ -82,6 +82,10 @@ pub trait Retain {
     fn plan_mode(&mut self, _on: bool) {}
     /// `session/policy`.
     fn policy(&mut self, _policy: SessionPolicy) {}
+    /// `session/model`.
+    fn session_model(&mut self, _model: crate::event::SessionModel) {}
+    /// `tool/schema`.
+    fn tool_schema(&mut self, _schema: crate::event::ToolSchema) {}
 }
 
 /// Keeps everything: the session whole, as audit, resume and rebuild need it.
@@ -200,5 +204,13 @@ impl Retain for SessionReplay {
 
     fn policy(&mut self, policy: SessionPolicy) {
         self.policy = Some(policy);
+    }
+
+    fn session_model(&mut self, model: crate::event::SessionModel) {
+        self.model = Some(model);
+    }
+
+    fn tool_schema(&mut self, schema: crate::event::ToolSchema) {
+        self.tool_schemas.insert(schema.schema_hash.clone(), schema);
     }
 }

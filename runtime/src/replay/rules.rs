@@ -93,6 +93,44 @@ impl<R: Retain> Replayer<R> {
                 }
                 s.response = Some(response);
             }
+            Event::LlmRequest(request) => {
+                let s = open_step(r, request.turn, request.step).map_err(bad)?;
+                if s.response.is_some() {
+                    return Err(bad("llm/request after the step's llm/response".into()));
+                }
+                if request.attempt != s.attempts + 1 {
+                    return Err(bad(format!(
+                        "attempt {} after attempt {}",
+                        request.attempt, s.attempts
+                    )));
+                }
+                s.attempts = request.attempt;
+            }
+            Event::LlmAttemptFailed(failed) => {
+                let s = open_step(r, failed.turn, failed.step).map_err(bad)?;
+                if s.response.is_some() || failed.attempt != s.attempts || s.attempts == 0 {
+                    return Err(bad(format!(
+                        "attempt {} failed, but the step's last request is attempt {}",
+                        failed.attempt, s.attempts
+                    )));
+                }
+                if s.failed_attempts
+                    .last()
+                    .is_some_and(|f| f.attempt == failed.attempt)
+                {
+                    return Err(bad(format!("attempt {} failed twice", failed.attempt)));
+                }
+                s.failed_attempts.push(failed);
+            }
+            Event::LlmResponseDetail(detail) => {
+                let s = open_step(r, detail.turn, detail.step).map_err(bad)?;
+                if s.response.is_none() || s.detail.is_some() || detail.attempt != s.attempts {
+                    return Err(bad(
+                        "llm/response-detail comes once, right after its step's llm/response, for its last attempt".into(),
+                    ));
+                }
+                s.detail = Some(detail);
+            }
             Event::StepEnd {
                 turn,
                 step,
@@ -280,6 +318,8 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
             r.plan_mode(on);
         }
         Event::SessionPolicy(policy) => r.policy(policy),
+        Event::SessionModel(model) => r.session_model(model),
+        Event::ToolSchema(schema) => r.tool_schema(schema),
         // Not checked against the call: it comes after the recovery that finished the call,
         // when a policy that forgets finished calls no longer holds it.
         Event::ProcessKilled { pgid, .. } => r.process_killed(pgid),
@@ -307,7 +347,10 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         | Event::Committed { .. }
         | Event::Rejected { .. }
         | Event::CancelledBeforeStart { .. }
-        | Event::CallProcess { .. } => {
+        | Event::CallProcess { .. }
+        | Event::LlmRequest(_)
+        | Event::LlmAttemptFailed(_)
+        | Event::LlmResponseDetail(_) => {
             return Err(bad("an event applied out of its place (a bug)".into()))
         }
     }

@@ -131,6 +131,12 @@ pub struct StepReplay {
     pub outcome: Option<StepOutcome>,
     /// Its calls in journal order (calls a recovery adopted inserted by their index).
     pub calls: Vec<CallReplay>,
+    /// Requests sent (`llm/request`): the number of the last attempt, 0 for none.
+    pub attempts: u32,
+    /// Attempts that failed before a whole response arrived (`llm/attempt-failed`).
+    pub failed_attempts: Vec<crate::event::LlmAttemptFailed>,
+    /// What came with the response (`llm/response-detail`).
+    pub detail: Option<crate::event::LlmResponseDetail>,
 }
 
 impl StepReplay {
@@ -142,6 +148,9 @@ impl StepReplay {
             response: None,
             outcome: None,
             calls: Vec::new(),
+            attempts: 0,
+            failed_attempts: Vec::new(),
+            detail: None,
         }
     }
 }
@@ -184,6 +193,11 @@ pub struct SessionReplay {
     pub recoveries: Vec<Recovery>,
     /// The seq of the last record applied.
     pub last_seq: u64,
+    /// The latest `session/model`: the model, system prompt and settings requests were sent
+    /// with; `None` for a scripted session of schema 2 or before.
+    pub model: Option<crate::event::SessionModel>,
+    /// Every `tool/schema`, by schema hash.
+    pub tool_schemas: std::collections::BTreeMap<String, crate::event::ToolSchema>,
 }
 
 impl SessionReplay {

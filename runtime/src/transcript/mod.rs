@@ -16,6 +16,6 @@ pub mod script;
 
 pub use play::{drive, DriveReport, ScriptedApprover, SkipTurn};
 pub use script::{
-    consumed_lines, parse_script, read_script, ScriptLine, ScriptedModel, SCRIPT_LINES_MAX,
-    SCRIPT_LINE_BYTES_MAX,
+    consumed_lines, parse_script, read_script, ModelStep, Respond, ScriptLine, ScriptedModel,
+    SCRIPT_LINES_MAX, SCRIPT_LINE_BYTES_MAX,
 };

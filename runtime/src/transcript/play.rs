@@ -1,4 +1,4 @@
-//! The session loop: plays a [`Model`] against a [`Session`].
+//! The session loop: plays a [`ScriptedModel`] against a [`Session`].
 //!
 //! A user step opens a turn (closing the previous one if it is still open); a model response is
 //! one step: its batch runs, with the scripted user pressing stop after `cancel_after_ms` if the
@@ -8,10 +8,9 @@
 
 use crate::event::{AskAnswer, CallRef, StepOutcome, StopReason, TurnOutcome};
 use crate::hooks::{Approver, AskFuture, CallInfo};
-use crate::model::{Model, ModelStep};
 use crate::result::ToolResult;
 use crate::session::Session;
-use crate::transcript::ScriptedModel;
+use crate::transcript::{ModelStep, ScriptedModel};
 use crate::RuntimeError;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -79,9 +78,9 @@ impl SkipTurn for ScriptedModel {
 }
 
 /// Plays `model` to its end against `session` (which stays open: the caller closes it).
-pub async fn drive<M: Model + SkipTurn>(
+pub async fn drive(
     session: &mut Session,
-    model: &mut M,
+    model: &mut ScriptedModel,
     approver: &ScriptedApprover,
 ) -> Result<DriveReport, RuntimeError> {
     let mut report = DriveReport::default();

@@ -3,7 +3,6 @@
 //! line bounded while it is read.
 
 use crate::event::{AskAnswer, ModelCall, ModelResponse, StopReason};
-use crate::model::{Model, ModelStep, Respond};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -174,6 +173,29 @@ fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String>
     Ok(step)
 }
 
+/// The next thing that happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelStep {
+    /// The user says something: a new turn.
+    User {
+        /// The user's message, journaled in `turn/start`.
+        text: String,
+    },
+    /// The model answers in the open turn.
+    Respond(Respond),
+}
+
+/// A model response, with what the (scripted) user does meanwhile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Respond {
+    /// The assistant message, tool calls included.
+    pub response: ModelResponse,
+    /// The user presses stop this long after the batch starts.
+    pub cancel_after_ms: Option<u64>,
+    /// Answers to `ask` decisions, by call id.
+    pub approvals: BTreeMap<String, AskAnswer>,
+}
+
 /// Plays a transcript.
 #[derive(Debug, Clone)]
 pub struct ScriptedModel {
@@ -214,8 +236,9 @@ impl ScriptedModel {
     }
 }
 
-impl Model for ScriptedModel {
-    fn next_step(&mut self) -> Option<ModelStep> {
+impl ScriptedModel {
+    /// The next line's step, or `None` at the end of the transcript.
+    pub fn next_step(&mut self) -> Option<ModelStep> {
         let line = self.lines.get(self.position)?;
         self.position += 1;
         Some(line.step.clone())
