@@ -88,3 +88,14 @@ pub struct ProviderState {
     /// The state, as JSON text in the shape described above.
     pub items: String,
 }
+
+/// Settings a request body carries besides the conversation and the tools.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelSettings {
+    /// The longest answer, in tokens (`max_completion_tokens`, `max_output_tokens`,
+    /// `max_tokens`, `maxOutputTokens`); the provider's default when `None`, except Anthropic,
+    /// which requires one ([`crate::providers::ANTHROPIC_MAX_TOKENS_DEFAULT`]).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature; the provider's default when `None`.
+    pub temperature: Option<f64>,
+}

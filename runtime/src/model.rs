@@ -21,18 +21,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub use history::conversation::{
-    ConvCall, ConvResult, Conversation, Message, ProviderState, ToolSpec,
+    ConvCall, ConvResult, Conversation, Message, ModelSettings, ProviderState, ToolSpec,
 };
-
-/// Settings sent with every request of a session.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ModelSettings {
-    /// The longest answer, in tokens (`max_tokens` and its equivalents); the provider's default
-    /// when `None` (Anthropic requires one: the adapter then sends its own default).
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature; the provider's default when `None`.
-    pub temperature: Option<f64>,
-}
 
 /// What a step asks the model.
 #[derive(Debug, Clone, PartialEq)]

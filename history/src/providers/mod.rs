@@ -25,6 +25,7 @@ mod anthropic;
 mod gemini;
 mod openai_chat;
 mod openai_responses;
+mod request;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -38,6 +39,7 @@ use sha2::{Digest, Sha256};
 use crate::conversation::{Conversation, Message};
 
 pub use anthropic::anthropic_name;
+pub use request::{request_body, ANTHROPIC_MAX_TOKENS_DEFAULT};
 
 /// A provider's request format, named on the command line as [`Format::as_str`] spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,7 +174,7 @@ pub fn history(conv: &Conversation, format: Format) -> History {
 
 /// A rendered body whose argument objects are the model's own text.
 #[derive(Debug, Clone)]
-pub struct History(Node);
+pub struct History(pub(crate) Node);
 
 impl History {
     /// The body as a [`Value`] (numbers in argument objects as a `Value` holds them).
