@@ -48,6 +48,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod args;
 pub mod builder;
 pub mod code;

@@ -46,6 +46,15 @@ impl Session {
                     .into(),
             );
         }
+        if stop_reason == StopReason::Interrupted {
+            return self.reject(
+                track,
+                ErrorCode::TruncatedCall,
+                "the assistant message was interrupted before it was complete (the stream \
+                 broke or the user stopped it); no call in it runs"
+                    .into(),
+            );
+        }
         let entry = match self.resolve(track.tool()) {
             Ok(entry) => entry,
             Err((code, reason)) => return self.reject(track, code, reason),

@@ -15,6 +15,7 @@
 //! Dependencies go one way: session → scheduler → pipeline → track, config, stats.
 
 mod admit;
+mod model_io;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
@@ -59,6 +60,10 @@ pub struct Session {
     /// only changes when a search loads a tool, so most steps reuse it (turn and step updated).
     step_tools: Option<(usize, Event)>,
     plan_mode: bool,
+    /// Schema hashes with a `tool/schema` in the journal: each is recorded once.
+    recorded_schemas: HashSet<String>,
+    /// The last `session/model`, to write it again only when it changes.
+    recorded_model: Option<crate::event::SessionModel>,
 }
 
 /// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
@@ -287,12 +292,10 @@ impl Session {
             loaded,
         };
         let turn = replay.turns.len() as u32;
-        Ok(Session::assemble(
-            parts,
-            open.session_id.clone(),
-            turn,
-            replay.plan_mode,
-        ))
+        let mut session = Session::assemble(parts, open.session_id.clone(), turn, replay.plan_mode);
+        session.recorded_schemas = replay.tool_schemas.keys().cloned().collect();
+        session.recorded_model = replay.model.clone();
+        Ok(session)
     }
 
     /// A session between turns: after `turn` turns, with no step open.
@@ -314,6 +317,8 @@ impl Session {
             step_visible: BTreeSet::new(),
             step_tools: None,
             plan_mode,
+            recorded_schemas: HashSet::new(),
+            recorded_model: None,
         }
     }
 
@@ -367,6 +372,7 @@ impl Session {
             _ => {
                 let tools = self.registry.visible(&self.loaded.snapshot());
                 self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
+                self.record_schemas(&tools)?;
                 Event::StepTools { turn, step, tools }
             }
         };
@@ -441,6 +447,17 @@ impl Session {
         response: ModelResponse,
         cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
+        self.run_response(response, None, cancel).await
+    }
+
+    /// [`Session::run_batch_cancellable`], with what came with the response
+    /// (`llm/response-detail`) journaled right after its `llm/response`, before any call.
+    pub async fn run_response(
+        &mut self,
+        response: ModelResponse,
+        detail: Option<crate::event::LlmResponseDetail>,
+        cancel: CancellationToken,
+    ) -> Result<Vec<ToolResult>, RuntimeError> {
         self.check_response(&response)?;
         self.step_answered = true;
         let (turn, step) = (self.turn, self.step);
@@ -455,6 +472,9 @@ impl Session {
         let Event::LlmResponse { response, .. } = event else {
             unreachable!("built as llm/response just above")
         };
+        if let Some(detail) = detail {
+            self.log.append(&Event::LlmResponseDetail(detail))?;
+        }
         let stop_reason = response.stop_reason;
 
         let mut tracks = Vec::with_capacity(response.tool_calls.len());

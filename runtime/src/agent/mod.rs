@@ -1,0 +1,463 @@
+//! The agent loop: a turn of a live model against a session, every request journaled.
+//!
+//! A turn is steps: each step asks the [`Model`] for an assistant message, runs its calls
+//! as a batch, and feeds their results to the next step, until the model stops asking for
+//! tools, the user stops the turn, a provider error ends it, or the steps run out.
+//!
+//! Per step, in order: `step/start` and `step/tools` (with `tool/schema` for a schema not yet
+//! recorded), then per attempt `llm/request` (hash and size of the body, synced: the results
+//! the request carries are durable before the model sees them), then either the answer
+//! (`llm/response`, `llm/response-detail`, the batch) or `llm/attempt-failed`. What failed:
+//! - a transport failure, a stream cut short, a first byte or next piece slower than
+//!   `idle_timeout_ms`, or 408/409/429/5xx: retried after a backoff (exponential, jittered, at
+//!   least the provider's `Retry-After`) while attempts remain. The broken attempt's partial
+//!   text is kept in `llm/attempt-failed` and never enters the history; none of its calls run,
+//!   even those whose arguments arrived whole (the answer as a whole did not);
+//! - anything else (400, 401, 403, 404, an unreadable body) or the last attempt: the provider's
+//!   message ends the step and the turn as failed ([`TurnEnd::Failed`]).
+//!
+//! The user's stop ([`Agent::run_turn`]'s token) during a backoff ends the turn at once; during
+//! a stream it keeps what arrived as the step's assistant message with stop reason
+//! `interrupted` (its calls never run), so the model sees what it had said.
+//!
+//! The conversation the loop sends is kept beside the journal as the steps go, and rendered by
+//! the same code as `recover rebuild` (the `history` crate), so after any completed step the
+//! last request plus its answer is what `rebuild` prints for the journal.
+
+mod assemble;
+mod backoff;
+
+use crate::event::{
+    LlmAttemptFailed, LlmRequest, ModelResponse, SessionModel, StepOutcome, StopReason, TurnOutcome,
+};
+use crate::model::{
+    ConvCall, ConvResult, Conversation, Message, Model, ModelError, ModelErrorKind, ModelEvent,
+    ModelRequest, ModelSettings, ProviderState,
+};
+use crate::result::ToolResult;
+use crate::session::Session;
+use crate::RuntimeError;
+use assemble::Assembly;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Limits and settings of the loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Steps (requests answered) per turn before the loop ends the turn.
+    pub steps_max: u32,
+    /// Attempts per step's request, the first included.
+    pub attempts_max: u32,
+    /// The first backoff; each retry doubles it.
+    pub backoff_base_ms: u64,
+    /// The longest backoff; a provider asking to wait longer is a failure, not a wait.
+    pub backoff_max_ms: u64,
+    /// The longest wait for the response to begin or for its next piece.
+    pub idle_timeout_ms: u64,
+    /// The system prompt sent with every request.
+    pub system: Option<String>,
+    /// Settings sent with every request.
+    pub settings: ModelSettings,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            steps_max: 50,
+            attempts_max: 4,
+            backoff_base_ms: 500,
+            backoff_max_ms: 30_000,
+            idle_timeout_ms: 120_000,
+            system: None,
+            settings: ModelSettings::default(),
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The model stopped asking for tools.
+    Completed,
+    /// The user stopped it.
+    Stopped,
+    /// A provider error ended it (shown verbatim), or the attempts ran out.
+    Failed(String),
+    /// It used `steps_max` steps.
+    StepsExhausted,
+}
+
+/// What the loop tells whoever shows the session, as it happens.
+#[derive(Debug)]
+pub enum AgentEvent<'a> {
+    /// A step began.
+    Step {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+    },
+    /// A piece of the model's answer as it streams.
+    Stream(&'a ModelEvent),
+    /// An attempt failed; `retry_in_ms` when another follows.
+    AttemptFailed {
+        /// The attempt that failed.
+        attempt: u32,
+        /// The error, as shown.
+        error: &'a ModelError,
+        /// The wait before the next attempt, if there is one.
+        retry_in_ms: Option<u64>,
+    },
+    /// The step's assistant message, as journaled.
+    Response(&'a ModelResponse),
+    /// The batch's results, in model order.
+    Results(&'a [ToolResult]),
+}
+
+/// Whoever shows a session: a terminal, a log. Every method has a default that does nothing.
+pub trait Observer: Send {
+    /// Called as the loop goes.
+    fn on(&mut self, _event: AgentEvent<'_>) {}
+}
+
+/// An observer that shows nothing.
+impl Observer for () {}
+
+/// A live model driving a session, turn by turn.
+pub struct Agent {
+    model: Box<dyn Model>,
+    config: AgentConfig,
+    conversation: Conversation,
+}
+
+/// What one step's request came to.
+enum Asked {
+    /// An answer to run (whole, or what arrived before the user's stop).
+    Answer(Assembly, u32),
+    /// The user stopped before any answer.
+    Stopped,
+    /// The request failed for good.
+    Failed(String),
+}
+
+/// What one attempt's stream came to.
+enum Streamed {
+    Whole(Assembly),
+    Stopped(Assembly),
+    Broken(ModelError, Assembly),
+}
+
+impl Agent {
+    /// A loop over `model`, starting a new conversation.
+    pub fn new(model: Box<dyn Model>, config: AgentConfig) -> Agent {
+        let conversation = Conversation {
+            system: config.system.clone(),
+            messages: Vec::new(),
+        };
+        Agent {
+            model,
+            config,
+            conversation,
+        }
+    }
+
+    /// Continues `conversation` (a resumed session's history, as `recover` rebuilt it). Its
+    /// system prompt is replaced by the configured one.
+    pub fn with_conversation(mut self, conversation: Conversation) -> Agent {
+        self.conversation = Conversation {
+            system: self.config.system.clone(),
+            messages: conversation.messages,
+        };
+        self
+    }
+
+    /// The conversation so far.
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    /// Runs one turn: the user says `user_text`, then steps until the turn ends. `stop` is the
+    /// user's stop button. Errors are the session's (the journal failed, a misuse); a provider's
+    /// failure is a [`TurnEnd::Failed`].
+    pub async fn run_turn(
+        &mut self,
+        session: &mut Session,
+        user_text: &str,
+        stop: &CancellationToken,
+        observer: &mut dyn Observer,
+    ) -> Result<TurnEnd, RuntimeError> {
+        session.record_model(SessionModel {
+            provider: self.model.provider().to_owned(),
+            model: self.model.model().to_owned(),
+            system: self.config.system.clone(),
+            settings: self.config.settings.clone(),
+            note: None,
+        })?;
+        session.begin_turn(user_text)?;
+        self.conversation.messages.push(Message::User {
+            text: user_text.to_owned(),
+        });
+        for _ in 0..self.config.steps_max {
+            if stop.is_cancelled() {
+                session.end_turn(TurnOutcome::Cancelled).await?;
+                return Ok(TurnEnd::Stopped);
+            }
+            let step = session.begin_step()?;
+            observer.on(AgentEvent::Step {
+                turn: session.turn(),
+                step,
+            });
+            let request = ModelRequest {
+                turn: session.turn(),
+                step,
+                conversation: self.conversation.clone(),
+                tools: session.step_tool_specs(),
+                settings: self.config.settings.clone(),
+            };
+            match self.ask(session, &request, stop, observer).await? {
+                Asked::Answer(assembly, attempt) => {
+                    if let Some(end) = self
+                        .run_answer(session, assembly, attempt, stop, observer)
+                        .await?
+                    {
+                        return Ok(end);
+                    }
+                }
+                Asked::Stopped => {
+                    session.end_step(StepOutcome::Cancelled)?;
+                    session.end_turn(TurnOutcome::Cancelled).await?;
+                    return Ok(TurnEnd::Stopped);
+                }
+                Asked::Failed(message) => {
+                    session.end_step(StepOutcome::Failed {
+                        message: message.clone(),
+                    })?;
+                    session
+                        .end_turn(TurnOutcome::Failed {
+                            message: message.clone(),
+                        })
+                        .await?;
+                    return Ok(TurnEnd::Failed(message));
+                }
+            }
+        }
+        session
+            .end_turn(TurnOutcome::Failed {
+                message: format!(
+                    "the turn used its {} steps; say how to go on",
+                    self.config.steps_max
+                ),
+            })
+            .await?;
+        Ok(TurnEnd::StepsExhausted)
+    }
+
+    /// Journals and runs one answer; `Some` when it ends the turn.
+    async fn run_answer(
+        &mut self,
+        session: &mut Session,
+        assembly: Assembly,
+        attempt: u32,
+        stop: &CancellationToken,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<TurnEnd>, RuntimeError> {
+        let response = assembly.response(StopReason::Interrupted);
+        let detail = assembly.detail(
+            session.turn(),
+            session.step(),
+            attempt,
+            self.model.provider(),
+        );
+        observer.on(AgentEvent::Response(&response));
+        let state = detail
+            .provider_state
+            .clone()
+            .map(|(format, items)| ProviderState { format, items });
+        self.conversation.messages.push(Message::Assistant {
+            text: response.text.clone(),
+            calls: response
+                .tool_calls
+                .iter()
+                .map(|c| ConvCall {
+                    id: c.call_id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        });
+        let _ = state; // MERGE-H1: `state` goes on the assistant message
+        let results = session
+            .run_response(response.clone(), Some(detail), stop.clone())
+            .await?;
+        observer.on(AgentEvent::Results(&results));
+        if !results.is_empty() {
+            self.conversation.messages.push(Message::Results {
+                results: response
+                    .tool_calls
+                    .iter()
+                    .zip(&results)
+                    .map(|(call, result)| ConvResult {
+                        id: call.call_id.clone(),
+                        name: call.name.clone(),
+                        content: result.content.clone(),
+                        is_error: result.is_error,
+                    })
+                    .collect(),
+            });
+        }
+        if stop.is_cancelled() {
+            session.end_step(StepOutcome::Cancelled)?;
+            session.end_turn(TurnOutcome::Cancelled).await?;
+            return Ok(Some(TurnEnd::Stopped));
+        }
+        session.end_step(StepOutcome::Completed)?;
+        if response.stop_reason == StopReason::ToolUse && !response.tool_calls.is_empty() {
+            return Ok(None);
+        }
+        session.end_turn(TurnOutcome::Completed).await?;
+        Ok(Some(TurnEnd::Completed))
+    }
+
+    /// The step's request, attempt after attempt.
+    async fn ask(
+        &mut self,
+        session: &mut Session,
+        request: &ModelRequest,
+        stop: &CancellationToken,
+        observer: &mut dyn Observer,
+    ) -> Result<Asked, RuntimeError> {
+        let attempts_max = self.config.attempts_max.max(1);
+        for attempt in 1..=attempts_max {
+            let body = match self.model.body(request) {
+                Ok(body) => body,
+                Err(e) => return Ok(Asked::Failed(e.to_string())),
+            };
+            session
+                .record_request(LlmRequest {
+                    turn: request.turn,
+                    step: request.step,
+                    attempt,
+                    provider: self.model.provider().to_owned(),
+                    model: self.model.model().to_owned(),
+                    body_sha256: hex::encode(Sha256::digest(&body)),
+                    body_bytes: body.len() as u64,
+                })
+                .await?;
+            let idle_ms = self.config.idle_timeout_ms;
+            let (error, partial) =
+                match stream_once(self.model.as_mut(), body, idle_ms, stop, observer).await {
+                    Streamed::Whole(assembly) => return Ok(Asked::Answer(assembly, attempt)),
+                    Streamed::Stopped(assembly) => return Ok(Asked::Answer(assembly, attempt)),
+                    Streamed::Broken(error, partial) => (error, partial),
+                };
+            let backoff = (error.retryable() && attempt < attempts_max)
+                .then(|| {
+                    backoff::delay_ms(
+                        attempt,
+                        error.retry_after_ms,
+                        self.config.backoff_base_ms,
+                        self.config.backoff_max_ms,
+                        0.5 + fastrand::f64() / 2.0,
+                    )
+                })
+                .flatten();
+            session.record_attempt_failed(LlmAttemptFailed {
+                turn: request.turn,
+                step: request.step,
+                attempt,
+                kind: error.kind,
+                status: error.status,
+                message: error.message.clone(),
+                partial_text: partial.text().to_owned(),
+                retry: backoff.is_some(),
+                backoff_ms: backoff.unwrap_or(0),
+            })?;
+            observer.on(AgentEvent::AttemptFailed {
+                attempt,
+                error: &error,
+                retry_in_ms: backoff,
+            });
+            let Some(backoff_ms) = backoff else {
+                return Ok(Asked::Failed(failure_text(&error, attempt)));
+            };
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return Ok(Asked::Stopped),
+                _ = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {}
+            }
+        }
+        unreachable!("the last attempt returns: a failure there gets no backoff")
+    }
+}
+
+/// The turn's closing message for a request that failed for good.
+fn failure_text(error: &ModelError, attempt: u32) -> String {
+    if error.retryable() && attempt > 1 {
+        format!("{error} (after {attempt} attempts)")
+    } else if error.retryable() && error.retry_after_ms.is_some() {
+        format!(
+            "{error} (the provider asked to wait {} ms, longer than the backoff limit)",
+            error.retry_after_ms.unwrap_or(0)
+        )
+    } else {
+        error.to_string()
+    }
+}
+
+/// Sends `body` and reads its stream to the end, the user's stop, or a failure.
+async fn stream_once(
+    model: &mut dyn Model,
+    body: Vec<u8>,
+    idle_ms: u64,
+    stop: &CancellationToken,
+    observer: &mut dyn Observer,
+) -> Streamed {
+    let mut assembly = Assembly::default();
+    let idle = Duration::from_millis(idle_ms);
+    let slow = || ModelError {
+        kind: ModelErrorKind::Transport,
+        status: None,
+        retry_after_ms: None,
+        message: format!("no response within {idle_ms} ms"),
+    };
+    let sent = tokio::select! {
+        biased;
+        _ = stop.cancelled() => return Streamed::Stopped(assembly),
+        sent = tokio::time::timeout(idle, model.send(body)) => sent,
+    };
+    let mut stream = match sent {
+        Err(_) => return Streamed::Broken(slow(), assembly),
+        Ok(Err(e)) => return Streamed::Broken(e, assembly),
+        Ok(Ok(stream)) => stream,
+    };
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = stop.cancelled() => return Streamed::Stopped(assembly),
+            next = tokio::time::timeout(idle, stream.next()) => next,
+        };
+        match next {
+            Err(_) => return Streamed::Broken(slow(), assembly),
+            Ok(Some(Err(e))) => return Streamed::Broken(e, assembly),
+            Ok(None) => {
+                let error = ModelError {
+                    kind: ModelErrorKind::Transport,
+                    status: None,
+                    retry_after_ms: None,
+                    message: "the stream ended before the response was complete".into(),
+                };
+                return Streamed::Broken(error, assembly);
+            }
+            Ok(Some(Ok(event))) => {
+                observer.on(AgentEvent::Stream(&event));
+                let last = matches!(event, ModelEvent::Stop(_));
+                assembly.apply(event);
+                if last {
+                    return Streamed::Whole(assembly);
+                }
+            }
+        }
+    }
+}
