@@ -1,6 +1,6 @@
 //! The configuration file (`--config FILE`, default `$XDG_CONFIG_HOME/tooljournal/config.toml`,
-//! else `~/.config/tooljournal/config.toml`): MCP servers, how built-in tools are shown, and
-//! whether new sessions start in plan mode.
+//! else `~/.config/tooljournal/config.toml`): MCP servers, how built-in tools are shown,
+//! whether new sessions start in plan mode, and the model (`[model]`).
 //!
 //! Why strict: a typo in a server table must not silently start a session without that server,
 //! or with a tool shown that was meant to be hidden; unknown keys are errors naming the file.
@@ -24,6 +24,35 @@ pub struct FileConfig {
     /// MCP servers, by the name their tools are prefixed with.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, mcp::ServerConfig>,
+    /// The model `run --model`, `resume` and `chat` talk to, and how.
+    #[serde(default)]
+    pub model: ModelSection,
+}
+
+/// `[model]`: every key optional; a flag given on the command line wins over it.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// `openai-chat`, `openai-responses`, `anthropic` or `gemini`.
+    pub provider: Option<String>,
+    /// The model's name at the provider.
+    pub model: Option<String>,
+    /// The API's base URL (an OpenAI-compatible server's, a proxy's).
+    pub base_url: Option<String>,
+    /// The environment variable the key is read from, instead of the provider's usual one.
+    pub api_key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    /// A file whose text replaces the default system prompt (relative: to the config file).
+    pub system_prompt_file: Option<PathBuf>,
+    /// How long the provider may stay silent: before its response begins, and between pieces.
+    pub request_timeout_ms: Option<u64>,
+    /// Attempts after the first for a request that failed in a way worth retrying.
+    pub retry_attempts: Option<u32>,
+    /// The first backoff before a retry (each retry doubles it).
+    pub backoff_base_ms: Option<u64>,
+    /// The longest backoff.
+    pub backoff_max_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,6 +111,9 @@ pub fn load(explicit: Option<&Path>) -> Result<Loaded, CliError> {
         if let Some(cwd) = &server.cwd {
             server.cwd = Some(dir.join(cwd));
         }
+    }
+    if let Some(file) = &config.model.system_prompt_file {
+        config.model.system_prompt_file = Some(dir.join(file));
     }
     // Absolute, so that a resume from another directory finds the same file.
     let path = std::path::absolute(&path).unwrap_or(path);

@@ -9,13 +9,20 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::out(format_args!($($arg)*)) };
 }
 
+mod agent_run;
+mod approval;
+mod chat;
 mod config;
 mod demo;
 mod journal_cmd;
+mod llm_shim;
+mod model_cli;
 mod policy;
 mod printer;
+mod resume;
 mod run;
 mod sessions;
+mod system_prompt;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -39,11 +46,25 @@ enum Command {
     /// cut as a crash would have left it, and say what to try on both. The newcomer's first
     /// command.
     Demo,
-    /// Run a scripted session (JSON lines: user messages and model responses) on a workspace.
+    /// Run a session on a workspace: a live model given prompts (`--model`, `--prompt`), or a
+    /// transcript (`--script`: JSON lines of user messages and model responses).
     Run {
         /// The transcript (DESIGN.md §10 format).
-        #[arg(long)]
-        script: PathBuf,
+        #[arg(long, required_unless_present_any = ["model", "prompt"], conflicts_with_all = ["model", "prompt", "base_url", "max_steps"])]
+        script: Option<PathBuf>,
+        /// The live model, PROVIDER:MODEL (openai-chat, openai-responses, anthropic, gemini);
+        /// default: `[model]` in the configuration.
+        #[arg(long, value_name = "PROVIDER:MODEL")]
+        model: Option<String>,
+        /// What the user says: each --prompt is one turn, in order.
+        #[arg(long, value_name = "TEXT")]
+        prompt: Vec<String>,
+        /// Steps (model requests) per turn at most.
+        #[arg(long, value_name = "N")]
+        max_steps: Option<u32>,
+        /// The provider's API base URL (an OpenAI-compatible server, a proxy).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
         /// The directory file tools may touch (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
@@ -56,11 +77,13 @@ enum Command {
         /// When records are made durable (`never` is unsafe: benchmarks only).
         #[arg(long, default_value = "group")]
         fsync: journal::FsyncPolicy,
-        /// How asks the script does not answer are answered; `deny` also asks before every bash call.
+        /// `allow`: nothing asks (questions are answered yes); `deny`: every bash call asks and
+        /// unanswered questions are denied; `ask` (live model): every call that may change
+        /// something asks on the terminal.
         #[arg(long, value_enum, default_value = "allow")]
         approve: run::Approve,
-        /// Print the journal's events as JSON lines instead of the table.
-        #[arg(long)]
+        /// Print the journal's events as JSON lines instead of the table (`--script` only).
+        #[arg(long, conflicts_with = "model")]
         json: bool,
         /// The configuration file: MCP servers, tool exposure (default:
         /// $XDG_CONFIG_HOME/tooljournal/config.toml, if it exists).
@@ -70,14 +93,29 @@ enum Command {
         #[arg(long)]
         plan_mode: bool,
     },
-    /// Continue a session from its journal (with the script's first unconsumed line). The
-    /// session's journaled policy (approval, parallelism, fsync, configuration file) is
-    /// reapplied; a flag given here changes it, and the change is journaled.
+    /// Continue a session from its journal: recovery first, then a live model from the rebuilt
+    /// history (`--model`, default the one the journal records; `--prompt`, default a
+    /// "continue" turn when the crash interrupted the last one), or the script's first
+    /// unconsumed line. The session's journaled policy (approval, parallelism, fsync,
+    /// configuration file) is reapplied; a flag given here changes it, and the change is
+    /// journaled.
     Resume {
         #[arg(long)]
         journal: PathBuf,
         #[arg(long)]
         script: Option<PathBuf>,
+        /// The live model, PROVIDER:MODEL (default: the one the journal records).
+        #[arg(long, value_name = "PROVIDER:MODEL")]
+        model: Option<String>,
+        /// What the user says: each --prompt is one turn.
+        #[arg(long, value_name = "TEXT")]
+        prompt: Vec<String>,
+        /// Steps (model requests) per turn at most.
+        #[arg(long, value_name = "N")]
+        max_steps: Option<u32>,
+        /// The provider's API base URL.
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
         /// The configuration file (default: the one the session was started with).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
@@ -98,6 +136,35 @@ enum Command {
         /// without it a resume refuses to go on while one runs.
         #[arg(long)]
         kill_orphans: bool,
+    },
+    /// Talk with a live model on a workspace, interactively: its text streams as it arrives,
+    /// each call shows a status line, questions are asked here. Ctrl-C stops the running turn
+    /// (twice within a second: ends the session); Ctrl-D or /exit ends the session.
+    Chat {
+        /// PROVIDER:MODEL (default: `[model]` in the configuration).
+        #[arg(long, value_name = "PROVIDER:MODEL")]
+        model: Option<String>,
+        /// The directory file tools may touch (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// The session's journal directory (default: a new one under the state directory).
+        #[arg(long)]
+        journal: Option<PathBuf>,
+        /// `ask`: every call that may change something asks first; `deny`: every bash call
+        /// asks; `allow`: nothing asks.
+        #[arg(long, value_enum, default_value = "ask")]
+        approve: run::Approve,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Start in plan mode: only read-only tools run until an `ask` is answered yes.
+        #[arg(long)]
+        plan_mode: bool,
+        /// The provider's API base URL (an OpenAI-compatible server, a proxy).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Steps (model requests) per turn at most.
+        #[arg(long, value_name = "N")]
+        max_steps: Option<u32>,
     },
     /// List the sessions under the state directory.
     Sessions {
@@ -184,7 +251,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo => demo::run(),
         Command::Run {
-            script,
+            script: Some(script),
             workspace,
             journal,
             max_parallel,
@@ -193,6 +260,7 @@ fn main() -> ExitCode {
             json,
             config,
             plan_mode,
+            ..
         } => run::run(run::RunArgs {
             script,
             workspace,
@@ -204,16 +272,70 @@ fn main() -> ExitCode {
             config,
             plan_mode,
         }),
+        Command::Run {
+            script: None,
+            model,
+            prompt,
+            max_steps,
+            base_url,
+            workspace,
+            journal,
+            max_parallel,
+            fsync,
+            approve,
+            json: _,
+            config,
+            plan_mode,
+        } => agent_run::run(agent_run::RunArgs {
+            prompts: prompt,
+            flags: model_cli::ModelFlags {
+                spec: model,
+                base_url,
+                steps_max: max_steps,
+            },
+            workspace,
+            journal,
+            max_parallel,
+            fsync,
+            approve,
+            config,
+            plan_mode,
+        }),
+        Command::Chat {
+            model,
+            workspace,
+            journal,
+            approve,
+            config,
+            plan_mode,
+            base_url,
+            max_steps,
+        } => chat::chat(chat::ChatArgs {
+            flags: model_cli::ModelFlags {
+                spec: model,
+                base_url,
+                steps_max: max_steps,
+            },
+            workspace,
+            journal,
+            approve,
+            config,
+            plan_mode,
+        }),
         Command::Resume {
             journal,
             script,
+            model,
+            prompt,
+            max_steps,
+            base_url,
             config,
             max_parallel,
             fsync,
             approve,
             plan_mode,
             kill_orphans,
-        } => run::resume(run::ResumeArgs {
+        } => resume::resume(resume::ResumeArgs {
             journal_dir: &journal,
             script: script.as_deref(),
             flags: policy::ResumeFlags {
@@ -224,6 +346,12 @@ fn main() -> ExitCode {
             },
             plan_mode,
             kill_orphans,
+            model: model_cli::ModelFlags {
+                spec: model,
+                base_url,
+                steps_max: max_steps,
+            },
+            prompts: prompt,
         }),
         Command::Sessions { json } => sessions::list(json),
         Command::Journal { command } => match command {

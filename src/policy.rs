@@ -121,7 +121,9 @@ pub fn record(
     SessionPolicy {
         approval: match approve {
             Approve::Allow => ApprovalPolicy::Allow,
-            Approve::Deny => ApprovalPolicy::Deny,
+            // The journal knows no "ask": its strictest word stands for it, so that a resume
+            // without a person asks before every bash call and denies what nobody answers.
+            Approve::Deny | Approve::Ask => ApprovalPolicy::Deny,
         },
         parallel_max: u32::try_from(max_parallel).unwrap_or(u32::MAX),
         fsync: match fsync {

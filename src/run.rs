@@ -1,6 +1,7 @@
 //! `tooljournal run` and `tooljournal resume`: a scripted session on a real workspace, every
 //! transition journaled.
 
+use crate::approval::AskBeforeChanges;
 use crate::config::{self, FileConfig};
 use crate::policy;
 use crate::printer::Printer;
@@ -8,10 +9,8 @@ use crate::CliError;
 use journal::{FsStorage, FsyncPolicy, Storage};
 use runtime::event::{AskAnswer, CallRef, Record};
 use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
-use runtime::replay::{replay_storage, SessionReplay};
-use runtime::transcript::{
-    consumed_lines, drive, read_script, DriveReport, ScriptedApprover, ScriptedModel,
-};
+use runtime::replay::replay_storage;
+use runtime::transcript::{drive, read_script, DriveReport, ScriptedApprover, ScriptedModel};
 use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,9 +18,12 @@ use std::sync::Arc;
 /// Most concurrency-safe calls at once, unless the user or the journal says otherwise.
 pub const PARALLEL_MAX_DEFAULT: usize = 10;
 
-/// How `ask` decisions not answered by the script are answered.
+/// How calls are approved. `allow`: nothing asks; `deny`: every `bash` call asks, and
+/// questions nobody answers are denied; `ask` (a live model only): every call of a tool that
+/// may change something asks the person at the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Approve {
+    Ask,
     Allow,
     Deny,
 }
@@ -55,7 +57,7 @@ pub fn state_root() -> Result<PathBuf, CliError> {
     Ok(base.join("tooljournal/sessions"))
 }
 
-fn failed(what: impl std::fmt::Display) -> CliError {
+pub(crate) fn failed(what: impl std::fmt::Display) -> CliError {
     CliError::Failed(what.to_string())
 }
 
@@ -80,27 +82,33 @@ impl PreExecute for BashNeedsApproval {
     }
 }
 
-struct Prepared {
-    rt: tokio::runtime::Runtime,
-    journal_dir: PathBuf,
-    session: Session,
-    approver: Arc<ScriptedApprover>,
-    servers: Vec<mcp::McpServer>,
-    printer: Arc<Printer>,
+pub(crate) struct Prepared {
+    pub rt: tokio::runtime::Runtime,
+    pub journal_dir: PathBuf,
+    pub session: Session,
+    pub approver: Arc<ScriptedApprover>,
+    pub servers: Vec<mcp::McpServer>,
+    pub printer: Arc<Printer>,
+    /// The names of the tools the model may be shown (not hidden), for the system prompt.
+    pub tools: Vec<String>,
+    /// The workspace's root, as `session/open` records it.
+    pub workspace: String,
 }
 
 /// What a session is set up with, beyond where it lives.
-struct Setup<'a> {
-    approve: Approve,
-    max_parallel: usize,
+pub(crate) struct Setup<'a> {
+    /// Who answers questions instead of the script's approver (a person at the terminal).
+    pub person: Option<Arc<dyn runtime::hooks::Approver>>,
+    pub approve: Approve,
+    pub max_parallel: usize,
     /// Only recorded here (`session/policy`): the journal was opened with it already.
-    fsync: FsyncPolicy,
-    json: bool,
-    config: &'a FileConfig,
-    config_file: Option<runtime::event::ConfigFile>,
+    pub fsync: FsyncPolicy,
+    pub json: bool,
+    pub config: &'a FileConfig,
+    pub config_file: Option<runtime::event::ConfigFile>,
     /// Process groups this resume killed before continuing, to journal.
-    killed: Vec<(CallRef, u32)>,
-    plan_mode: bool,
+    pub killed: Vec<(CallRef, u32)>,
+    pub plan_mode: bool,
 }
 
 /// Starts every configured MCP server (its stderr goes to `mcp-<server>.stderr` in the journal
@@ -144,19 +152,24 @@ fn start_servers(
 }
 
 /// A session's builder with the CLI's listeners, and handles to the two it drives itself.
-struct Wired {
-    builder: SessionBuilder,
-    approver: Arc<ScriptedApprover>,
-    printer: Arc<Printer>,
+pub(crate) struct Wired {
+    pub builder: SessionBuilder,
+    pub approver: Arc<ScriptedApprover>,
+    pub printer: Arc<Printer>,
 }
 
 /// Everything `run` and `resume` set on the library's builder: the approver the script
 /// answers through, `bash` behind an ask with `--approve deny`, the printer, the state root
 /// kept out of the tools' reach.
-fn wire(workspace: &Path, journal_dir: &Path, setup: &Setup<'_>, resuming: bool) -> Wired {
+pub(crate) fn wire(
+    workspace: &Path,
+    journal_dir: &Path,
+    setup: &Setup<'_>,
+    resuming: bool,
+) -> Wired {
     let default = match setup.approve {
         Approve::Allow => AskAnswer::AllowedOnce,
-        Approve::Deny => AskAnswer::Denied,
+        Approve::Deny | Approve::Ask => AskAnswer::Denied,
     };
     let approver = Arc::new(ScriptedApprover::new(default));
     let printer = Arc::new(Printer::new());
@@ -165,12 +178,17 @@ fn wire(workspace: &Path, journal_dir: &Path, setup: &Setup<'_>, resuming: bool)
         .parallel_max(setup.max_parallel)
         // A resumed session keeps the journal's plan mode; `prepare` turns it on if asked.
         .plan_mode(!resuming && (setup.plan_mode || setup.config.plan_mode))
-        .approver(approver.clone());
+        .approver(match &setup.person {
+            Some(person) => person.clone(),
+            None => approver.clone(),
+        });
     if let Ok(root) = state_root() {
         builder = builder.forbid(root);
     }
-    if setup.approve == Approve::Deny {
-        builder = builder.pre_execute(Arc::new(BashNeedsApproval));
+    match setup.approve {
+        Approve::Deny => builder = builder.pre_execute(Arc::new(BashNeedsApproval)),
+        Approve::Ask => builder = builder.pre_execute(Arc::new(AskBeforeChanges)),
+        Approve::Allow => {}
     }
     if !setup.json {
         builder = builder.observer(printer.clone() as Arc<dyn Observer>);
@@ -197,7 +215,7 @@ fn build_error(e: BuildError) -> CliError {
 /// before the spill store, MCP servers or any replay: a second writer is refused here, naming
 /// the pid that holds the session. Anything read from the journal after this point is its real
 /// state.
-fn lock(builder: SessionBuilder) -> Result<LockedJournal, CliError> {
+pub(crate) fn lock(builder: SessionBuilder) -> Result<LockedJournal, CliError> {
     builder.lock().map_err(build_error)
 }
 
@@ -214,7 +232,7 @@ fn note_torn_tail(report: &journal::OpenReport) {
 }
 
 /// The one message for "another process is this session's writer".
-fn session_is_live(journal_dir: &Path, holder_pid: Option<u32>) -> CliError {
+pub(crate) fn session_is_live(journal_dir: &Path, holder_pid: Option<u32>) -> CliError {
     failed(BuildError::Live {
         dir: journal_dir.to_owned(),
         holder_pid,
@@ -223,7 +241,7 @@ fn session_is_live(journal_dir: &Path, holder_pid: Option<u32>) -> CliError {
 
 /// Sets up the workspace, tools and servers on a locked journal, then opens or resumes its
 /// session and journals the CLI's policy and what the resume did before continuing.
-fn prepare(
+pub(crate) fn prepare(
     locked: LockedJournal,
     setup: Setup<'_>,
     approver: Arc<ScriptedApprover>,
@@ -231,6 +249,7 @@ fn prepare(
     resuming: bool,
 ) -> Result<Prepared, CliError> {
     let Setup {
+        person: _,
         approve,
         max_parallel,
         fsync,
@@ -245,6 +264,14 @@ fn prepare(
     config::apply_builtin_exposure(file_config, prepared.registry_mut())?;
     let rt = tokio_runtime()?;
     let servers = start_servers(&rt, file_config, &journal_dir, prepared.registry_mut())?;
+    let tools = prepared
+        .registry()
+        .entries()
+        .into_iter()
+        .filter(|e| e.exposure != runtime::registry::Exposure::Hidden)
+        .map(|e| e.tool.name().to_owned())
+        .collect();
+    let workspace = prepared.workspace().root().display().to_string();
     let mut policy = policy::record(
         approve,
         max_parallel,
@@ -307,10 +334,12 @@ fn prepare(
         approver,
         servers,
         printer,
+        tools,
+        workspace,
     })
 }
 
-fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -318,7 +347,11 @@ fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(|e| failed(format!("cannot start the async runtime: {e}")))
 }
 
-fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), CliError> {
+pub(crate) fn play(
+    prepared: Prepared,
+    mut model: ScriptedModel,
+    json: bool,
+) -> Result<(), CliError> {
     let Prepared {
         rt,
         journal_dir,
@@ -326,6 +359,8 @@ fn play(prepared: Prepared, mut model: ScriptedModel, json: bool) -> Result<(), 
         approver,
         servers,
         printer,
+        tools: _,
+        workspace: _,
     } = prepared;
     let report = rt.block_on(async {
         let report = drive(&mut session, &mut model, &approver).await;
@@ -427,7 +462,7 @@ pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn load_script(path: &Path) -> Result<ScriptedModel, CliError> {
+pub(crate) fn load_script(path: &Path) -> Result<ScriptedModel, CliError> {
     let file = std::fs::File::open(path)
         .map_err(|e| failed(format!("{}: cannot read the script: {e}", path.display())))?;
     // Read line by line: a line over the limit is refused before it is all in memory.
@@ -449,6 +484,7 @@ pub fn run_model(
 ) -> Result<(), CliError> {
     let no_config = FileConfig::default();
     let setup = Setup {
+        person: None,
         approve,
         max_parallel,
         fsync,
@@ -473,7 +509,7 @@ pub fn run_model(
 /// `session/open` would leave the first session's unfinished calls unclassifiable forever.
 /// Read-only: the directory is not touched (no lock file, no cut tail), so a crashed session
 /// stays exactly as `recover` and `resume` need it. `Session::open` checks again under the lock.
-fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
+pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
     let Ok(storage) = FsStorage::open(journal_dir) else {
         return Ok(()); // no directory yet (or not one: creating it will say so)
     };
@@ -536,6 +572,12 @@ fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
 }
 
 pub fn run(args: RunArgs) -> Result<(), CliError> {
+    if args.approve == Approve::Ask {
+        return Err(failed(
+            "--approve ask asks a person about a live model's calls: it goes with --model, \
+             not --script",
+        ));
+    }
     let model = load_script(&args.script)?;
     let workspace = match args.workspace {
         Some(w) => w,
@@ -551,6 +593,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     refuse_existing_session(&journal_dir)?;
     let loaded = config::load(args.config.as_deref())?;
     let setup = Setup {
+        person: None,
         approve: args.approve,
         max_parallel: args.max_parallel,
         fsync: args.fsync,
@@ -572,224 +615,4 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         outln!("journal: {}", journal_dir.display())?;
     }
     play(prepared, model, args.json)
-}
-
-/// What `tooljournal resume` was asked to do.
-pub struct ResumeArgs<'a> {
-    pub journal_dir: &'a Path,
-    pub script: Option<&'a Path>,
-    pub flags: policy::ResumeFlags,
-    /// Turn plan mode on.
-    pub plan_mode: bool,
-    /// Kill process groups the crashed run left running instead of refusing to go on.
-    pub kill_orphans: bool,
-}
-
-pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
-    let ResumeArgs {
-        journal_dir,
-        script,
-        flags,
-        plan_mode,
-        kill_orphans,
-    } = args;
-    let recovered = recover_first(journal_dir)?;
-    // The policy the journal holds decides how the journal is opened (its fsync), so it is
-    // read before the lock, and checked again under it.
-    let journaled = recovered.analysis.replay.policy.clone();
-    let resolved = policy::for_resume(journaled.as_ref(), flags)?;
-    for note in &resolved.notes {
-        eprintln!("note: {note}");
-    }
-    let mut setup = Setup {
-        approve: resolved.approve,
-        max_parallel: resolved.max_parallel,
-        fsync: resolved.fsync,
-        json: false,
-        config: &resolved.config.config,
-        config_file: resolved.config.file.clone(),
-        killed: Vec::new(),
-        // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
-        plan_mode,
-    };
-    // The workspace is the one the session was opened on (checked again under the lock).
-    let workspace = recovered
-        .analysis
-        .replay
-        .open
-        .as_ref()
-        .map(|open| PathBuf::from(&open.workspace))
-        .unwrap_or_default();
-    let Wired {
-        builder,
-        approver,
-        printer,
-    } = wire(&workspace, journal_dir, &setup, true);
-    // From here the writer lock is held: the replay below is the journal as it really ends,
-    // and no other process can append before this session does (or finish it meanwhile).
-    let locked = lock(builder)?;
-    let replay = locked.replay();
-    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref())? else {
-        return Ok(());
-    };
-    let Some(script) = script else {
-        outln!(
-            "{}: session {} is balanced; give --script to continue it",
-            journal_dir.display(),
-            open.session_id
-        )?;
-        return Ok(());
-    };
-    setup.killed = stop_orphans(journal_dir, replay, kill_orphans)?;
-    let mut model = load_script(script)?;
-    let consumed = consumed_lines(model.lines(), replay)
-        .map_err(|e| failed(format!("{}: {e}", script.display())))?;
-    model.skip(consumed);
-    let session_id = open.session_id.clone();
-    let prepared = prepare(locked, setup, approver, printer, true)?;
-    outln!("resuming session {session_id} after {consumed} script lines")?;
-    play(prepared, model, false)
-}
-
-/// Recovery first: balances the journal (never re-running anything) so a resume continues a
-/// balanced session; refuses a live session and one recovery could not write to.
-fn recover_first(journal_dir: &Path) -> Result<recover::session::Recovered, CliError> {
-    let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
-        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
-        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
-        // The rest are I/O failures: exit 1.
-        other => CliError::Failed(other.to_string()),
-    })?;
-    for note in recovered.notes() {
-        eprintln!("note: {}: {note}", journal_dir.display());
-    }
-    if recovered.analysis.live {
-        let storage = FsStorage::open(journal_dir).map_err(failed)?;
-        return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
-    }
-    if let Some(why) = &recovered.read_only_because {
-        return Err(failed(format!(
-            "{}: {why}; cannot resume",
-            journal_dir.display()
-        )));
-    }
-    if recovered.appended {
-        print_recovered(&recovered)?;
-    }
-    Ok(recovered)
-}
-
-/// Checks, under the writer lock, that the journal is still the one recovery balanced and
-/// that there is a session to continue. `None`: nothing to resume (said on stdout).
-fn still_resumable<'r>(
-    journal_dir: &Path,
-    replay: &'r SessionReplay,
-    journaled: Option<&runtime::event::SessionPolicy>,
-) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
-    if replay.policy.as_ref() != journaled {
-        return Err(failed(format!(
-            "{}: another process changed the session's policy while this resume started; \
-             run `tooljournal resume` again",
-            journal_dir.display()
-        )));
-    }
-    let Some(open) = &replay.open else {
-        outln!(
-            "{}: empty journal: nothing to resume",
-            journal_dir.display()
-        )?;
-        return Ok(None);
-    };
-    if replay.closed {
-        outln!(
-            "{}: session {} already finished; nothing to resume",
-            journal_dir.display(),
-            open.session_id
-        )?;
-        return Ok(None);
-    }
-    if let Some(turn) = replay.open_turn() {
-        // Another process was interrupted between our recovery and our lock.
-        return Err(failed(format!(
-            "{}: turn {} is open again: another process wrote to the session after its \
-             recovery; run `tooljournal resume` again",
-            journal_dir.display(),
-            turn.turn
-        )));
-    }
-    Ok(Some(open))
-}
-
-/// How long a killed process group may take to disappear.
-const ORPHAN_KILL_WAIT_MS: u64 = 5_000;
-
-/// Process groups that calls of the crashed run started and that still run: a resume does not
-/// go on beside them (they may still be changing the workspace) unless told to kill them.
-/// Returns the groups killed, for the journal.
-fn stop_orphans(
-    journal_dir: &Path,
-    replay: &SessionReplay,
-    kill: bool,
-) -> Result<Vec<(CallRef, u32)>, CliError> {
-    let mut killed = Vec::new();
-    for (call, process) in replay.unsettled_processes() {
-        let Some(members) = runtime::process::still_running(&process) else {
-            continue;
-        };
-        if !kill {
-            return Err(failed(format!(
-                "{}: {call}: still running: process group {} ({members} processes), started \
-                 before the session was interrupted; stop it, or resume with --kill-orphans",
-                journal_dir.display(),
-                process.pgid
-            )));
-        }
-        let pgid = nix::unistd::Pid::from_raw(process.pgid as i32);
-        // ESRCH: it ended on its own meanwhile; that is fine.
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_millis(ORPHAN_KILL_WAIT_MS);
-        while runtime::process::still_running(&process).is_some() {
-            if std::time::Instant::now() > deadline {
-                return Err(failed(format!(
-                    "{}: {call}: process group {} still runs {ORPHAN_KILL_WAIT_MS} ms after SIGKILL",
-                    journal_dir.display(),
-                    process.pgid
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        eprintln!(
-            "note: {call}: killed process group {} ({members} processes) left running by the crashed run",
-            process.pgid
-        );
-        killed.push((call, process.pgid));
-    }
-    Ok(killed)
-}
-
-/// What recovery did before a resume, for people.
-fn print_recovered(recovered: &recover::session::Recovered) -> Result<(), CliError> {
-    let unknown: Vec<_> = recovered
-        .analysis
-        .calls
-        .iter()
-        .filter(|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown))
-        .map(|c| c.call.call_id.clone())
-        .collect();
-    outln!(
-        "recovered: {} call(s) classified{}",
-        recovered
-            .analysis
-            .recovery
-            .as_ref()
-            .map(|r| r.calls.len())
-            .unwrap_or(0),
-        if unknown.is_empty() {
-            String::new()
-        } else {
-            format!("; may have run, not re-run: {}", unknown.join(", "))
-        }
-    )?;
-    Ok(())
 }

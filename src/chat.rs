@@ -1,0 +1,170 @@
+//! `tooljournal chat`: a person and a live model, turn by turn, at a terminal.
+//!
+//! The prompt is `rustyline`'s (line editing, history). During a turn the terminal is the
+//! session's: the model's text streams as it arrives, each call has a live status line (the
+//! printer), questions are asked (y/n/a) by the terminal approver, and Ctrl-C (a SIGINT: the
+//! terminal is out of raw mode then) stops the turn, journaled as the user's stop; a second
+//! Ctrl-C within a second also ends the session. At the prompt, Ctrl-C clears the line (twice
+//! within a second: ends the session); Ctrl-D or `/exit` ends the session (`session/close`).
+//!
+//! A provider error that ends a turn is shown and the chat goes on: the person may fix what is
+//! wrong (a network, a limit) and say something again.
+
+use crate::agent_run::{one_turn, Interrupts, StreamOut};
+use crate::approval::TerminalApprover;
+use crate::config;
+use crate::model_cli::{self, ModelFlags};
+use crate::run::{self, Approve, Prepared, Setup, Wired};
+use crate::CliError;
+use journal::FsyncPolicy;
+use runtime::agent::Agent;
+use rustyline::error::ReadlineError;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What `tooljournal chat` was asked to do.
+pub struct ChatArgs {
+    pub flags: ModelFlags,
+    pub workspace: Option<PathBuf>,
+    pub journal: Option<PathBuf>,
+    pub approve: Approve,
+    pub config: Option<PathBuf>,
+    pub plan_mode: bool,
+}
+
+const HELP: &str = "Type a message for the model. Ctrl-C stops a running turn (twice: ends the \
+session); Ctrl-D or /exit ends the session; /help shows this.";
+
+pub fn chat(args: ChatArgs) -> Result<(), CliError> {
+    let failed = |what: String| CliError::Failed(what);
+    let workspace = match args.workspace {
+        Some(w) => w,
+        None => {
+            std::env::current_dir().map_err(|e| failed(format!("no current directory: {e}")))?
+        }
+    };
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let journal_dir = match args.journal {
+        Some(j) => j,
+        None => run::state_root()?.join(&session_id),
+    };
+    run::refuse_existing_session(&journal_dir)?;
+    let loaded = config::load(args.config.as_deref())?;
+    let section = loaded.config.model.clone();
+    let spec = model_cli::spec(&args.flags, &section, None)?.ok_or_else(|| {
+        failed("no model: give --model PROVIDER:MODEL (or [model] in the configuration)".into())
+    })?;
+    let model = model_cli::connect(&spec, &args.flags, &section)?;
+    let mut editor = rustyline::DefaultEditor::new()
+        .map_err(|e| failed(format!("cannot use the terminal: {e}")))?;
+    let setup = Setup {
+        // Every question goes to the person, whatever the policy sends to it.
+        person: Some(TerminalApprover::new() as Arc<dyn runtime::hooks::Approver>),
+        approve: args.approve,
+        max_parallel: run::PARALLEL_MAX_DEFAULT,
+        fsync: FsyncPolicy::Group,
+        json: false,
+        config: &loaded.config,
+        config_file: loaded.file.clone(),
+        killed: Vec::new(),
+        plan_mode: args.plan_mode,
+    };
+    let Wired {
+        builder,
+        approver,
+        printer,
+    } = run::wire(&workspace, &journal_dir, &setup, false);
+    let locked = run::lock(builder.session_id(session_id))?;
+    let prepared = run::prepare(locked, setup, approver, printer, false)?;
+    let agent_config =
+        model_cli::agent_config(&args.flags, &section, &prepared.workspace, &prepared.tools)?;
+    let Prepared {
+        rt,
+        journal_dir,
+        mut session,
+        approver: _,
+        servers,
+        printer,
+        tools: _,
+        workspace: _,
+    } = prepared;
+    outln!(
+        "session {} with {spec} on {}",
+        session.session_id(),
+        workspace.display()
+    )?;
+    outln!("journal: {}", journal_dir.display())?;
+    outln!("{HELP}")?;
+    let interrupts = Interrupts::new();
+    interrupts.listen(&rt);
+    let mut agent = Agent::new(model, agent_config);
+    let mut out = StreamOut::new(printer.clone());
+    let mut last_ctrl_c: Option<Instant> = None;
+    let mut result = Ok(());
+    loop {
+        let line = match editor.readline("you> ") {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                let now = Instant::now();
+                if last_ctrl_c.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+                    break;
+                }
+                last_ctrl_c = Some(now);
+                eprintln!("(Ctrl-C again to end the session, or /exit)");
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => {
+                result = Err(failed(format!("cannot read the terminal: {e}")));
+                break;
+            }
+        };
+        let text = line.trim();
+        match text {
+            "" => continue,
+            "/exit" | "/quit" => break,
+            "/help" => {
+                outln!("{HELP}")?;
+                continue;
+            }
+            _ => {}
+        }
+        let _ = editor.add_history_entry(text);
+        match rt.block_on(one_turn(
+            &mut agent,
+            &mut session,
+            text,
+            &mut out,
+            &interrupts,
+        )) {
+            Ok(None) => {}
+            // Shown, and the person decides what next.
+            Ok(Some(message)) => eprintln!("error: {message}"),
+            Err(e) => {
+                // The journal failed: nothing more can be recorded, so nothing more may run.
+                result = Err(e);
+                break;
+            }
+        }
+        printer.show_durable();
+        if interrupts.quit_requested() {
+            break;
+        }
+    }
+    let closed = rt.block_on(async {
+        let closed = match &result {
+            Ok(()) => session.close().await.map_err(|e| failed(e.to_string())),
+            Err(_) => Ok(()),
+        };
+        for server in servers {
+            server.shutdown().await;
+        }
+        closed
+    });
+    printer.show_durable();
+    result?;
+    closed?;
+    outln!("session closed; journal: {}", journal_dir.display())?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Which live model a command talks to, and how: `--model PROVIDER:MODEL` and `--base-url`
+//! over `[model]` in the configuration file over the providers' own environment variables
+//! (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`, ...). The key is read from the
+//! environment only, and never leaves the adapter: not in the journal, a message or a log.
+
+use crate::config::ModelSection;
+use crate::llm_shim as tooljournal_llm;
+use crate::system_prompt;
+use crate::CliError;
+use runtime::agent::AgentConfig;
+use runtime::event::SessionModel;
+use runtime::model::{Model, ModelSettings};
+
+/// Steps per turn unless `--max-steps` says otherwise.
+pub const STEPS_MAX_DEFAULT: u32 = 50;
+
+/// What the command line says about the model.
+#[derive(Debug, Default, Clone)]
+pub struct ModelFlags {
+    /// `--model PROVIDER:MODEL`.
+    pub spec: Option<String>,
+    /// `--base-url URL`.
+    pub base_url: Option<String>,
+    /// `--max-steps N`.
+    pub steps_max: Option<u32>,
+}
+
+/// The `PROVIDER:MODEL` to use: the flag, else the model the journal last recorded (a resume
+/// goes on with the model it was talking to), else `[model]`'s provider and model.
+pub fn spec(
+    flags: &ModelFlags,
+    section: &ModelSection,
+    journaled: Option<&SessionModel>,
+) -> Result<Option<String>, CliError> {
+    if let Some(spec) = &flags.spec {
+        return Ok(Some(spec.clone()));
+    }
+    // A transcript's session records the model `scripted`: no provider to go on with.
+    if let Some(m) = journaled.filter(|m| m.provider != "scripted") {
+        return Ok(Some(format!("{}:{}", m.provider, m.model)));
+    }
+    match (&section.provider, &section.model) {
+        (Some(provider), Some(model)) => Ok(Some(format!("{provider}:{model}"))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(CliError::Failed(
+            "configuration: [model] names a provider but no model".into(),
+        )),
+        (None, Some(_)) => Err(CliError::Failed(
+            "configuration: [model] names a model but no provider".into(),
+        )),
+    }
+}
+
+/// The adapter for `spec`: its key from the environment (`[model] api_key_env`, else the
+/// provider's variable), its base URL from `--base-url`, else `[model] base_url`, else the
+/// provider's variable, else the provider's own. Fails before any session is touched: an
+/// unknown provider, a missing key (naming the variable), a bad URL.
+pub fn connect(
+    spec: &str,
+    flags: &ModelFlags,
+    section: &ModelSection,
+) -> Result<Box<dyn Model>, CliError> {
+    let mut config = tooljournal_llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    if let Some(url) = flags.base_url.as_ref().or(section.base_url.as_ref()) {
+        config.base_url = Some(url.clone());
+    }
+    if let Some(ms) = section.request_timeout_ms {
+        config.request_timeout_ms = ms;
+    }
+    tooljournal_llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// The loop's settings: steps, attempts, backoff and timeout from `[model]`, the system
+/// prompt from `system_prompt_file` or the default one for `workspace` and `tools`.
+pub fn agent_config(
+    flags: &ModelFlags,
+    section: &ModelSection,
+    workspace: &str,
+    tools: &[String],
+) -> Result<AgentConfig, CliError> {
+    let defaults = AgentConfig::default();
+    let system = match &section.system_prompt_file {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| {
+            CliError::Failed(format!(
+                "{}: cannot read the system prompt ([model] system_prompt_file): {e}",
+                path.display()
+            ))
+        })?,
+        None => system_prompt::default_prompt(workspace, tools),
+    };
+    Ok(AgentConfig {
+        steps_max: flags.steps_max.unwrap_or(STEPS_MAX_DEFAULT).max(1),
+        attempts_max: section
+            .retry_attempts
+            .map(|r| r.saturating_add(1))
+            .unwrap_or(defaults.attempts_max),
+        backoff_base_ms: section.backoff_base_ms.unwrap_or(defaults.backoff_base_ms),
+        backoff_max_ms: section.backoff_max_ms.unwrap_or(defaults.backoff_max_ms),
+        idle_timeout_ms: section
+            .request_timeout_ms
+            .unwrap_or(defaults.idle_timeout_ms),
+        system: Some(system),
+        settings: ModelSettings {
+            max_tokens: section.max_tokens,
+            temperature: section.temperature,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(provider: Option<&str>, model: Option<&str>) -> ModelSection {
+        ModelSection {
+            provider: provider.map(str::to_owned),
+            model: model.map(str::to_owned),
+            ..ModelSection::default()
+        }
+    }
+
+    fn journaled(provider: &str) -> SessionModel {
+        SessionModel {
+            provider: provider.into(),
+            model: "m-journal".into(),
+            system: None,
+            settings: ModelSettings::default(),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn the_flag_wins_then_the_journal_then_the_configuration() {
+        let config = section(Some("anthropic"), Some("m-config"));
+        let flag = ModelFlags {
+            spec: Some("gemini:m-flag".into()),
+            ..ModelFlags::default()
+        };
+        let chosen = |flags: &ModelFlags, j: Option<&SessionModel>| {
+            spec(flags, &config, j).unwrap_or_else(|e| panic!("{e:?}"))
+        };
+        let j = journaled("openai-chat");
+        assert_eq!(chosen(&flag, Some(&j)).as_deref(), Some("gemini:m-flag"));
+        assert_eq!(
+            chosen(&ModelFlags::default(), Some(&j)).as_deref(),
+            Some("openai-chat:m-journal")
+        );
+        // A transcript's model is nobody's to go on with.
+        let scripted = journaled("scripted");
+        assert_eq!(
+            chosen(&ModelFlags::default(), Some(&scripted)).as_deref(),
+            Some("anthropic:m-config")
+        );
+        assert_eq!(
+            spec(&ModelFlags::default(), &ModelSection::default(), None)
+                .unwrap_or_else(|e| panic!("{e:?}")),
+            None
+        );
+    }
+
+    #[test]
+    fn half_a_model_in_the_configuration_is_an_error() {
+        let Err(CliError::Failed(message)) =
+            spec(&ModelFlags::default(), &section(Some("gemini"), None), None)
+        else {
+            panic!("accepted a provider without a model");
+        };
+        assert!(message.contains("[model]"), "{message}");
+    }
+
+    #[test]
+    fn retry_attempts_count_after_the_first() {
+        let s = ModelSection {
+            retry_attempts: Some(0),
+            request_timeout_ms: Some(1234),
+            max_tokens: Some(77),
+            ..ModelSection::default()
+        };
+        let config =
+            agent_config(&ModelFlags::default(), &s, "/w", &[]).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(config.attempts_max, 1);
+        assert_eq!(config.idle_timeout_ms, 1234);
+        assert_eq!(config.steps_max, STEPS_MAX_DEFAULT);
+        assert_eq!(config.settings.max_tokens, Some(77));
+        assert!(config
+            .system
+            .as_deref()
+            .is_some_and(|p| p.contains("TOOL_OUTCOME_UNKNOWN")));
+    }
+}

@@ -1,0 +1,274 @@
+//! `tooljournal resume`: recovery first (nothing re-run), then the session goes on under its
+//! journaled policy with a live model (from the history recovery rebuilt) or a transcript's
+//! next line.
+
+use crate::agent_run;
+use crate::policy;
+use crate::run::{failed, load_script, lock, play, prepare, session_is_live, wire, Setup, Wired};
+use crate::CliError;
+use journal::{FsStorage, Storage};
+use runtime::event::CallRef;
+use runtime::replay::SessionReplay;
+use runtime::transcript::consumed_lines;
+use std::path::{Path, PathBuf};
+
+/// What `tooljournal resume` was asked to do.
+pub struct ResumeArgs<'a> {
+    pub journal_dir: &'a Path,
+    pub script: Option<&'a Path>,
+    pub flags: policy::ResumeFlags,
+    /// Turn plan mode on.
+    pub plan_mode: bool,
+    /// Kill process groups the crashed run left running instead of refusing to go on.
+    pub kill_orphans: bool,
+    /// The live model to go on with (default: the one the journal records).
+    pub model: crate::model_cli::ModelFlags,
+    /// The turns to run with it.
+    pub prompts: Vec<String>,
+}
+
+pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
+    let ResumeArgs {
+        journal_dir,
+        script,
+        flags,
+        plan_mode,
+        kill_orphans,
+        model,
+        prompts,
+    } = args;
+    if script.is_some() && (model.spec.is_some() || !prompts.is_empty()) {
+        return Err(failed(
+            "--script plays a transcript: it goes with neither --model nor --prompt",
+        ));
+    }
+    let recovered = recover_first(journal_dir)?;
+    // The policy the journal holds decides how the journal is opened (its fsync), so it is
+    // read before the lock, and checked again under it.
+    let journaled = recovered.analysis.replay.policy.clone();
+    let resolved = policy::for_resume(journaled.as_ref(), flags)?;
+    for note in &resolved.notes {
+        eprintln!("note: {note}");
+    }
+    let mut setup = Setup {
+        person: None,
+        approve: resolved.approve,
+        max_parallel: resolved.max_parallel,
+        fsync: resolved.fsync,
+        json: false,
+        config: &resolved.config.config,
+        config_file: resolved.config.file.clone(),
+        killed: Vec::new(),
+        // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
+        plan_mode,
+    };
+    // Decided (and the model connected) before the lock: a missing key changes nothing.
+    let live = match script {
+        Some(_) => agent_run::Live::NoModel,
+        None => agent_run::live(
+            &model,
+            prompts,
+            &resolved.config.config.model,
+            &recovered.analysis,
+        )?,
+    };
+    if matches!(live, agent_run::Live::Go(_)) {
+        setup.person = agent_run::resume_person(resolved.approve);
+    }
+    // The workspace is the one the session was opened on (checked again under the lock).
+    let workspace = recovered
+        .analysis
+        .replay
+        .open
+        .as_ref()
+        .map(|open| PathBuf::from(&open.workspace))
+        .unwrap_or_default();
+    let Wired {
+        builder,
+        approver,
+        printer,
+    } = wire(&workspace, journal_dir, &setup, true);
+    // From here the writer lock is held: the replay below is the journal as it really ends,
+    // and no other process can append before this session does (or finish it meanwhile).
+    let locked = lock(builder)?;
+    let replay = locked.replay();
+    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref())? else {
+        return Ok(());
+    };
+    let script = match (script, live) {
+        (Some(script), _) => script,
+        (None, agent_run::Live::Go(go)) => {
+            setup.killed = stop_orphans(journal_dir, replay, kill_orphans)?;
+            return agent_run::resume(locked, setup, approver, printer, go);
+        }
+        (None, agent_run::Live::NeedsPrompt(spec)) => {
+            outln!(
+                "{}: session {} is balanced; give --prompt TEXT to continue it with {spec}",
+                journal_dir.display(),
+                open.session_id
+            )?;
+            return Ok(());
+        }
+        (None, agent_run::Live::NoModel) => {
+            outln!(
+                "{}: session {} is balanced; give --script, or --model PROVIDER:MODEL with \
+                 --prompt TEXT, to continue it",
+                journal_dir.display(),
+                open.session_id
+            )?;
+            return Ok(());
+        }
+    };
+    setup.killed = stop_orphans(journal_dir, replay, kill_orphans)?;
+    let mut model = load_script(script)?;
+    let consumed = consumed_lines(model.lines(), replay)
+        .map_err(|e| failed(format!("{}: {e}", script.display())))?;
+    model.skip(consumed);
+    let session_id = open.session_id.clone();
+    let prepared = prepare(locked, setup, approver, printer, true)?;
+    outln!("resuming session {session_id} after {consumed} script lines")?;
+    play(prepared, model, false)
+}
+
+/// Recovery first: balances the journal (never re-running anything) so a resume continues a
+/// balanced session; refuses a live session and one recovery could not write to.
+fn recover_first(journal_dir: &Path) -> Result<recover::session::Recovered, CliError> {
+    let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
+        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+        // The rest are I/O failures: exit 1.
+        other => CliError::Failed(other.to_string()),
+    })?;
+    for note in recovered.notes() {
+        eprintln!("note: {}: {note}", journal_dir.display());
+    }
+    if recovered.analysis.live {
+        let storage = FsStorage::open(journal_dir).map_err(failed)?;
+        return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
+    }
+    if let Some(why) = &recovered.read_only_because {
+        return Err(failed(format!(
+            "{}: {why}; cannot resume",
+            journal_dir.display()
+        )));
+    }
+    if recovered.appended {
+        print_recovered(&recovered)?;
+    }
+    Ok(recovered)
+}
+
+/// Checks, under the writer lock, that the journal is still the one recovery balanced and
+/// that there is a session to continue. `None`: nothing to resume (said on stdout).
+fn still_resumable<'r>(
+    journal_dir: &Path,
+    replay: &'r SessionReplay,
+    journaled: Option<&runtime::event::SessionPolicy>,
+) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
+    if replay.policy.as_ref() != journaled {
+        return Err(failed(format!(
+            "{}: another process changed the session's policy while this resume started; \
+             run `tooljournal resume` again",
+            journal_dir.display()
+        )));
+    }
+    let Some(open) = &replay.open else {
+        outln!(
+            "{}: empty journal: nothing to resume",
+            journal_dir.display()
+        )?;
+        return Ok(None);
+    };
+    if replay.closed {
+        outln!(
+            "{}: session {} already finished; nothing to resume",
+            journal_dir.display(),
+            open.session_id
+        )?;
+        return Ok(None);
+    }
+    if let Some(turn) = replay.open_turn() {
+        // Another process was interrupted between our recovery and our lock.
+        return Err(failed(format!(
+            "{}: turn {} is open again: another process wrote to the session after its \
+             recovery; run `tooljournal resume` again",
+            journal_dir.display(),
+            turn.turn
+        )));
+    }
+    Ok(Some(open))
+}
+
+/// How long a killed process group may take to disappear.
+const ORPHAN_KILL_WAIT_MS: u64 = 5_000;
+
+/// Process groups that calls of the crashed run started and that still run: a resume does not
+/// go on beside them (they may still be changing the workspace) unless told to kill them.
+/// Returns the groups killed, for the journal.
+fn stop_orphans(
+    journal_dir: &Path,
+    replay: &SessionReplay,
+    kill: bool,
+) -> Result<Vec<(CallRef, u32)>, CliError> {
+    let mut killed = Vec::new();
+    for (call, process) in replay.unsettled_processes() {
+        let Some(members) = runtime::process::still_running(&process) else {
+            continue;
+        };
+        if !kill {
+            return Err(failed(format!(
+                "{}: {call}: still running: process group {} ({members} processes), started \
+                 before the session was interrupted; stop it, or resume with --kill-orphans",
+                journal_dir.display(),
+                process.pgid
+            )));
+        }
+        let pgid = nix::unistd::Pid::from_raw(process.pgid as i32);
+        // ESRCH: it ended on its own meanwhile; that is fine.
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(ORPHAN_KILL_WAIT_MS);
+        while runtime::process::still_running(&process).is_some() {
+            if std::time::Instant::now() > deadline {
+                return Err(failed(format!(
+                    "{}: {call}: process group {} still runs {ORPHAN_KILL_WAIT_MS} ms after SIGKILL",
+                    journal_dir.display(),
+                    process.pgid
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        eprintln!(
+            "note: {call}: killed process group {} ({members} processes) left running by the crashed run",
+            process.pgid
+        );
+        killed.push((call, process.pgid));
+    }
+    Ok(killed)
+}
+
+/// What recovery did before a resume, for people.
+fn print_recovered(recovered: &recover::session::Recovered) -> Result<(), CliError> {
+    let unknown: Vec<_> = recovered
+        .analysis
+        .calls
+        .iter()
+        .filter(|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown))
+        .map(|c| c.call.call_id.clone())
+        .collect();
+    outln!(
+        "recovered: {} call(s) classified{}",
+        recovered
+            .analysis
+            .recovery
+            .as_ref()
+            .map(|r| r.calls.len())
+            .unwrap_or(0),
+        if unknown.is_empty() {
+            String::new()
+        } else {
+            format!("; may have run, not re-run: {}", unknown.join(", "))
+        }
+    )?;
+    Ok(())
+}
