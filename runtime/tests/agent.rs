@@ -173,7 +173,9 @@ async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_i
         cached_input_tokens: 4,
     }));
     events.push(ModelEvent::ResponseId("resp_1".into()));
-    events.push(ModelEvent::ProviderState("[{\"type\":\"thinking\"}]".into()));
+    events.push(ModelEvent::ProviderState(
+        "[{\"type\":\"thinking\"}]".into(),
+    ));
     events.push(stop(StopReason::ToolUse));
     let answers = vec![
         Answer::Events(events),
@@ -190,7 +192,11 @@ async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_i
     let first_request = k.iter().position(|k| *k == "llm/request").unwrap();
     assert!(k[..first_request].contains(&"session/model"));
     assert!(k[..first_request].contains(&"tool/schema"));
-    assert_eq!(k.iter().filter(|k| **k == "tool/schema").count(), 1, "{k:?}");
+    assert_eq!(
+        k.iter().filter(|k| **k == "tool/schema").count(),
+        1,
+        "{k:?}"
+    );
     assert_eq!(k.iter().filter(|k| **k == "session/model").count(), 1);
     let r = replay(&s.storage);
     let step1 = &r.turns[0].steps[0];
@@ -203,7 +209,10 @@ async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_i
         Some(("anthropic".into(), "[{\"type\":\"thinking\"}]".into()))
     );
     assert_eq!(r.turns[0].outcome, Some(TurnOutcome::Completed));
-    assert_eq!(r.model.as_ref().unwrap().system.as_deref(), Some("be brief"));
+    assert_eq!(
+        r.model.as_ref().unwrap().system.as_deref(),
+        Some("be brief")
+    );
     // The second request carries the first answer and its one result; the conversation kept
     // is that plus the final answer.
     let requests = s.requests.lock().unwrap();
@@ -212,11 +221,17 @@ async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_i
     assert_eq!(requests[0].tools[0].name, "note");
     let sent = &requests[1].conversation.messages;
     assert!(matches!(&sent[0], Message::User { text } if text == "note x"));
-    assert!(matches!(&sent[1], Message::Assistant { calls, .. } if calls[0].arguments == "{\"x\":1}"));
-    assert!(matches!(&sent[2], Message::Results { results } if results.len() == 1 && results[0].id == "c1"));
+    assert!(
+        matches!(&sent[1], Message::Assistant { calls, .. } if calls[0].arguments == "{\"x\":1}")
+    );
+    assert!(
+        matches!(&sent[2], Message::Results { results } if results.len() == 1 && results[0].id == "c1")
+    );
     let kept = &agent.conversation().messages;
     assert_eq!(kept[..3], sent[..]);
-    assert!(matches!(&kept[3], Message::Assistant { text, calls, .. } if text == "done" && calls.is_empty()));
+    assert!(
+        matches!(&kept[3], Message::Assistant { text, calls, .. } if text == "done" && calls.is_empty())
+    );
 }
 
 #[tokio::test]
@@ -246,7 +261,11 @@ async fn a_retryable_failure_is_retried_and_a_broken_attempt_s_calls_never_run()
         .await
         .unwrap();
     assert_eq!(end, TurnEnd::Completed);
-    assert_eq!(*s.runs.lock().unwrap(), vec!["c2".to_string()], "c1 never runs");
+    assert_eq!(
+        *s.runs.lock().unwrap(),
+        vec!["c2".to_string()],
+        "c1 never runs"
+    );
     let r = replay(&s.storage);
     let step = &r.turns[0].steps[0];
     assert_eq!(step.attempts, 3);
@@ -258,9 +277,11 @@ async fn a_retryable_failure_is_retried_and_a_broken_attempt_s_calls_never_run()
     assert_eq!(step.calls[0].call.call_id, "c2");
     // The broken attempt's text never reached the history.
     let requests = s.requests.lock().unwrap();
-    assert!(requests[3].conversation.messages.iter().all(
-        |m| !matches!(m, Message::Assistant { text, .. } if text.contains("half"))
-    ));
+    assert!(requests[3]
+        .conversation
+        .messages
+        .iter()
+        .all(|m| !matches!(m, Message::Assistant { text, .. } if text.contains("half"))));
 }
 
 #[tokio::test]
@@ -286,7 +307,10 @@ async fn a_request_error_is_shown_verbatim_and_ends_the_turn_without_a_retry() {
     assert!(!step.failed_attempts[0].retry);
     assert!(step.response.is_none());
     assert!(matches!(step.outcome, Some(StepOutcome::Failed { .. })));
-    assert!(matches!(r.turns[0].outcome, Some(TurnOutcome::Failed { .. })));
+    assert!(matches!(
+        r.turns[0].outcome,
+        Some(TurnOutcome::Failed { .. })
+    ));
     // The session goes on: a next turn is possible.
     assert!(!s.session.turn_open());
 }
@@ -354,7 +378,9 @@ async fn the_user_s_stop_mid_stream_keeps_the_text_and_runs_no_call() {
     assert_eq!(step.outcome, Some(StepOutcome::Cancelled));
     assert_eq!(r.turns[0].outcome, Some(TurnOutcome::Cancelled));
     // The history keeps the interrupted message with its call answered.
-    assert!(matches!(&agent.conversation().messages[2], Message::Results { results } if results[0].is_error));
+    assert!(
+        matches!(&agent.conversation().messages[2], Message::Results { results } if results[0].is_error)
+    );
 }
 
 #[tokio::test]
@@ -369,7 +395,13 @@ async fn the_user_s_stop_during_a_backoff_ends_the_turn_at_once() {
     let mut agent = agent(&s, answers, config);
     let token = CancellationToken::new();
     let mut observer = StopWhen(token.clone(), |e: &AgentEvent<'_>| {
-        matches!(e, AgentEvent::AttemptFailed { retry_in_ms: Some(_), .. })
+        matches!(
+            e,
+            AgentEvent::AttemptFailed {
+                retry_in_ms: Some(_),
+                ..
+            }
+        )
     });
     let started = std::time::Instant::now();
     let end = agent
@@ -444,7 +476,11 @@ async fn a_length_cut_answer_rejects_its_calls_and_ends_the_turn() {
     assert!(s.runs.lock().unwrap().is_empty());
     let r = replay(&s.storage);
     assert_eq!(
-        r.turns[0].steps[0].calls[0].committed.as_ref().unwrap().code,
+        r.turns[0].steps[0].calls[0]
+            .committed
+            .as_ref()
+            .unwrap()
+            .code,
         Some(tooljournal_runtime::ErrorCode::TruncatedCall)
     );
 }
@@ -471,7 +507,10 @@ async fn steps_run_out() {
     assert_eq!(end, TurnEnd::StepsExhausted);
     let r = replay(&s.storage);
     assert_eq!(r.turns[0].steps.len(), 2);
-    assert!(matches!(r.turns[0].outcome, Some(TurnOutcome::Failed { .. })));
+    assert!(matches!(
+        r.turns[0].outcome,
+        Some(TurnOutcome::Failed { .. })
+    ));
 }
 
 #[tokio::test]
