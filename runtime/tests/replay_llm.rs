@@ -394,18 +394,15 @@ fn session_model_and_tool_schemas_are_kept() {
 
 #[test]
 fn a_response_for_an_attempt_that_failed_is_refused() {
-    let (seq, kind, message) = refused(&with_prefix(vec![
-        request(1, 1),
-        failed(1, 1),
-        response(1),
-    ]));
+    let (seq, kind, message) =
+        refused(&with_prefix(vec![request(1, 1), failed(1, 1), response(1)]));
     assert_eq!((seq, kind), (seq_of_tail(2), "llm/response"));
     assert!(message.contains("attempt 1, which failed"), "{message}");
-    let (seq, kind, message) = refused(&with_prefix(vec![
-        request(1, 1),
-        response(1),
-        failed(1, 1),
-    ]));
+    let (seq, kind, message) =
+        refused(&with_prefix(vec![request(1, 1), response(1), failed(1, 1)]));
     assert_eq!((seq, kind), (seq_of_tail(2), "llm/attempt-failed"));
-    assert!(message.contains("after the step's llm/response"), "{message}");
+    assert!(
+        message.contains("after the step's llm/response"),
+        "{message}"
+    );
 }
