@@ -35,6 +35,10 @@ enum Answer {
 struct ListModel {
     answers: VecDeque<Answer>,
     requests: Arc<Mutex<Vec<ModelRequest>>>,
+    /// The session's journal, when a test checks what is durable as each request leaves.
+    journal: Option<Arc<journal::Journal>>,
+    /// (appended, durable) seqs as each request was sent.
+    sent_at: Arc<Mutex<Vec<(u64, u64)>>>,
 }
 
 impl Model for ListModel {
@@ -49,6 +53,13 @@ impl Model for ListModel {
         Ok(format!("request {} {}", request.turn, request.step).into_bytes())
     }
     fn send(&mut self, _body: Vec<u8>) -> BoxFuture<'_, Result<ModelStream<'_>, ModelError>> {
+        if let Some(journal) = &self.journal {
+            let stats = journal.stats();
+            self.sent_at
+                .lock()
+                .unwrap()
+                .push((stats.appended_seq, stats.durable_seq));
+        }
         let answer = self.answers.pop_front().expect("a scripted answer");
         Box::pin(async move {
             let stream: ModelStream<'_> = match answer {
@@ -142,6 +153,8 @@ fn agent(s: &Setup, answers: Vec<Answer>, config: AgentConfig) -> Agent {
         Box::new(ListModel {
             answers: answers.into(),
             requests: s.requests.clone(),
+            journal: None,
+            sent_at: Arc::default(),
         }),
         config,
     )
@@ -535,4 +548,39 @@ async fn a_second_turn_does_not_journal_the_same_model_or_schemas_again() {
     assert!(all
         .iter()
         .any(|(_, e)| matches!(e, Event::ToolSchema(t) if t.name == "note" && t.input_schema.starts_with('{'))));
+}
+
+#[tokio::test]
+async fn every_request_leaves_only_when_everything_before_it_is_durable() {
+    let mut s = setup();
+    let mut first = call(0, "c1", "note", &["{}"]);
+    first.push(stop(StopReason::ToolUse));
+    let sent_at: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+    let model = ListModel {
+        answers: vec![
+            Answer::Events(first),
+            Answer::Events(vec![text("done"), stop(StopReason::EndTurn)]),
+        ]
+        .into(),
+        requests: s.requests.clone(),
+        journal: Some(s.session.event_log().journal().clone()),
+        sent_at: sent_at.clone(),
+    };
+    let mut agent = Agent::new(Box::new(model), fast());
+    agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    let sent_at = sent_at.lock().unwrap();
+    assert_eq!(sent_at.len(), 2);
+    for (appended, durable) in sent_at.iter() {
+        assert_eq!(appended, durable, "a request left before its journal was durable");
+    }
+    // The second request carried c1's result: its `committed` was durable before it left.
+    let committed = events(&s.storage)
+        .into_iter()
+        .find(|(_, e)| e.kind() == "committed")
+        .map(|(seq, _)| seq)
+        .unwrap();
+    assert!(sent_at[1].1 >= committed);
 }
