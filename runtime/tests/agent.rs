@@ -574,7 +574,10 @@ async fn every_request_leaves_only_when_everything_before_it_is_durable() {
     let sent_at = sent_at.lock().unwrap();
     assert_eq!(sent_at.len(), 2);
     for (appended, durable) in sent_at.iter() {
-        assert_eq!(appended, durable, "a request left before its journal was durable");
+        assert_eq!(
+            appended, durable,
+            "a request left before its journal was durable"
+        );
     }
     // The second request carried c1's result: its `committed` was durable before it left.
     let committed = events(&s.storage)
@@ -583,4 +586,45 @@ async fn every_request_leaves_only_when_everything_before_it_is_durable() {
         .map(|(seq, _)| seq)
         .unwrap();
     assert!(sent_at[1].1 >= committed);
+}
+
+#[tokio::test]
+async fn a_transcript_drives_the_agent_loop_through_the_same_seam() {
+    use tooljournal_runtime::transcript::{parse_script, ScriptedModel};
+    let mut s = setup();
+    let script = parse_script(
+        r#"{"user": "note it"}
+{"assistant": {"text": "", "tool_calls": [{"id": "t1", "name": "note", "arguments": "{}"}], "stop_reason": "tool_use"}}
+{"assistant": {"text": "noted", "tool_calls": [], "stop_reason": "end_turn"}}
+"#,
+        "inline",
+    )
+    .unwrap();
+    let mut model = ScriptedModel::new(script);
+    // The loop is handed the user's text; the transcript answers the requests.
+    model.skip(1);
+    let mut agent = Agent::new(Box::new(model), fast());
+    let end = agent
+        .run_turn(
+            &mut s.session,
+            "note it",
+            &CancellationToken::new(),
+            &mut (),
+        )
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    assert_eq!(*s.runs.lock().unwrap(), vec!["t1".to_string()]);
+    let r = replay(&s.storage);
+    assert_eq!(r.model.as_ref().unwrap().provider, "scripted");
+    assert_eq!(r.turns[0].steps[1].response.as_ref().unwrap().text, "noted");
+    // A request the transcript has no line for fails the turn with a clear message.
+    let end = agent
+        .run_turn(&mut s.session, "more", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(
+        end,
+        TurnEnd::Failed("the transcript has no assistant line at line 4".into())
+    );
 }
