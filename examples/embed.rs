@@ -13,25 +13,21 @@
 //!
 //! `cargo test` runs this example too (see the test at the bottom).
 
+use futures_util::future::BoxFuture;
 use recover::providers::{history, Format};
+use runtime::agent::{Agent, AgentConfig, AgentEvent, Observer};
 use runtime::args::Args;
-use runtime::event::{
-    Classification, ModelCall, ModelResponse, Resources, StepOutcome, StopReason, TurnOutcome,
-};
-use runtime::transcript::{ModelStep, Respond};
-
-/// What drives this example: the next step, or the end.
-trait Model {
-    fn next_step(&mut self) -> Option<ModelStep>;
-}
+use runtime::event::{Classification, Resources, StopReason};
+use runtime::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use runtime::{ErrorCode, Session};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The note text that makes the tool hang after writing (standing in for a process that dies
 /// mid-call).
@@ -84,72 +80,85 @@ impl Tool for AppendNote {
     }
 }
 
-/// A model of the embedding: a fixed conversation (a real one would call a provider).
-struct TwoTurns(VecDeque<ModelStep>);
+/// A model of the embedding: fixed answers, streamed as a provider's adapter would stream
+/// them (a real one sends `body` to a provider; `tooljournal-llm` has adapters for OpenAI,
+/// Anthropic and Gemini).
+struct Canned(VecDeque<Vec<ModelEvent>>);
 
-fn user(text: &str) -> ModelStep {
-    ModelStep::User { text: text.into() }
+/// An answer: `text`, then one `append_note` call per note, then why the model stopped.
+fn answer(text: &str, calls: &[(&str, &str)], stop_reason: StopReason) -> Vec<ModelEvent> {
+    let mut events = vec![ModelEvent::TextDelta(text.into())];
+    for (index, (id, note)) in calls.iter().enumerate() {
+        let index = index as u32;
+        events.push(ModelEvent::CallBegin {
+            index,
+            id: (*id).into(),
+            name: "append_note".into(),
+        });
+        events.push(ModelEvent::CallArgumentsDelta {
+            index,
+            delta: json!({ "text": note }).to_string(),
+        });
+        events.push(ModelEvent::CallEnd { index });
+    }
+    events.push(ModelEvent::Stop(stop_reason));
+    events
 }
 
-fn answer(text: &str, calls: &[(&str, &str)], stop_reason: StopReason) -> ModelStep {
-    ModelStep::Respond(Respond {
-        response: ModelResponse {
-            text: text.into(),
-            tool_calls: calls
-                .iter()
-                .map(|(id, note)| ModelCall {
-                    call_id: (*id).into(),
-                    name: "append_note".into(),
-                    arguments: json!({ "text": note }).to_string(),
-                })
-                .collect(),
-            stop_reason,
-        },
-        cancel_after_ms: None,
-        approvals: BTreeMap::new(),
-    })
-}
-
-impl TwoTurns {
-    fn new() -> TwoTurns {
-        TwoTurns(VecDeque::from([
-            user("note that the build is green"),
+impl Canned {
+    fn new() -> Canned {
+        Canned(VecDeque::from([
             answer("", &[("call_1", "build is green")], StopReason::ToolUse),
             answer("Noted.", &[], StopReason::EndTurn),
-            user("note one more thing"),
             answer("", &[("call_2", HANG)], StopReason::ToolUse),
         ]))
     }
 }
 
-impl Model for TwoTurns {
-    fn next_step(&mut self) -> Option<ModelStep> {
-        self.0.pop_front()
+impl Model for Canned {
+    fn provider(&self) -> &str {
+        "canned"
+    }
+    fn model(&self) -> &str {
+        "example"
+    }
+    /// What would be sent: here the conversation in OpenAI's shape, so its hash in the
+    /// journal names what the model was asked.
+    fn body(&mut self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+        Ok(history(&request.conversation, Format::OpenAiChat)
+            .to_json()
+            .into_bytes())
+    }
+    fn send(&mut self, _body: Vec<u8>) -> BoxFuture<'_, Result<ModelStream<'_>, ModelError>> {
+        let events = self.0.pop_front().unwrap_or_default();
+        Box::pin(async move {
+            let stream: ModelStream<'_> =
+                Box::pin(futures_util::stream::iter(events.into_iter().map(Ok)));
+            Ok(stream)
+        })
     }
 }
 
-/// The agent loop: every user line opens a turn, every model answer is one step.
-async fn play(session: &mut Session, model: &mut dyn Model) -> Result<(), runtime::RuntimeError> {
-    while let Some(step) = model.next_step() {
-        match step {
-            ModelStep::User { text } => {
-                if session.turn_open() {
-                    session.end_turn(TurnOutcome::Completed).await?;
-                }
-                session.begin_turn(&text)?;
-            }
-            ModelStep::Respond(respond) => {
-                let ends_turn = respond.response.stop_reason == StopReason::EndTurn;
-                session.begin_step()?;
-                for result in session.run_batch(respond.response).await? {
-                    println!("{}: {}", result.call_id, result.content);
-                }
-                session.end_step(StepOutcome::Completed)?;
-                if ends_turn {
-                    session.end_turn(TurnOutcome::Completed).await?;
-                }
+/// Prints each call's result as the batch ends.
+struct PrintResults;
+
+impl Observer for PrintResults {
+    fn on(&mut self, event: AgentEvent<'_>) {
+        if let AgentEvent::Results(results) = event {
+            for result in results {
+                println!("{}: {}", result.call_id, result.content);
             }
         }
+    }
+}
+
+/// The agent loop runs each turn: steps until the model stops asking for tools.
+async fn play(session: &mut Session, agent: &mut Agent) -> Result<(), runtime::RuntimeError> {
+    let stop = CancellationToken::new();
+    for user in ["note that the build is green", "note one more thing"] {
+        agent
+            .run_turn(session, user, &stop, &mut PrintResults)
+            .await?;
     }
     Ok(())
 }
@@ -185,9 +194,9 @@ fn run(root: &Path) -> Result<Found, Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut model = TwoTurns::new();
+    let mut agent = Agent::new(Box::new(Canned::new()), AgentConfig::default());
     let finished = rt.block_on(async {
-        tokio::time::timeout(Duration::from_millis(500), play(&mut session, &mut model)).await
+        tokio::time::timeout(Duration::from_millis(500), play(&mut session, &mut agent)).await
     });
     assert!(finished.is_err(), "the second call hangs until the crash");
     // The crash: the runtime and the session go away with call_2 in the middle of its body.

@@ -444,6 +444,8 @@ fn torn_tail_and_corruption_agree_with_the_crate() {
 
 #[path = "format_doc/events.rs"]
 mod events;
+#[path = "format_doc/old_journals.rs"]
+mod old_journals;
 #[path = "format_doc/sample.rs"]
 mod sample;
 
@@ -533,6 +535,28 @@ fn every_event_and_every_variant_decodes_by_the_document() {
         .unwrap()];
     let tail = &recovery[recovery.len() - 14..];
     assert_eq!(tail, [1, 1, 0, 0, 0, 2, 0, 0, 0, 1, 1, 0, 0, 0]);
+    // Hand-checked (schema 3): `settings` of the first `session/model` is `Some(4096)` then
+    // `Some(0.5)`, an f64's IEEE 754 bytes little-endian; the second `llm/attempt-failed` has
+    // `kind` 1 (`status`) and `status` `Some(503)` as two bytes.
+    let payload_of = |kind: &str, nth: usize| {
+        let i = records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.event.kind() == kind)
+            .nth(nth)
+            .unwrap_or_else(|| panic!("no {kind} number {nth}"))
+            .0;
+        &payloads[i]
+    };
+    let settings = [1, 0x00, 0x10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xE0, 0x3F];
+    let model = payload_of("session/model", 0);
+    assert!(
+        model.windows(settings.len()).any(|w| w == settings),
+        "{model:?}"
+    );
+    let failed = payload_of("llm/attempt-failed", 1);
+    assert_eq!(failed[8..12], 31u32.to_le_bytes());
+    assert_eq!(failed[24..31], [1, 0, 0, 0, 1, 0xF7, 0x01]);
 }
 
 /// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.

@@ -1,6 +1,7 @@
 //! docs/FORMAT.md's event table against the bytes the codec writes.
 
 use tooljournal_runtime::event::*;
+use tooljournal_runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use tooljournal_runtime::state::CallState;
 use tooljournal_runtime::ErrorCode;
 
@@ -282,7 +283,222 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 signal: 9,
             },
         ),
+        (
+            28,
+            "session/model",
+            Event::SessionModel(SessionModel {
+                provider: "gemini".into(),
+                model: "m".into(),
+                system: None,
+                settings: ModelSettings::default(),
+                note: None,
+            }),
+        ),
+        (
+            29,
+            "tool/schema",
+            Event::ToolSchema(ToolSchema {
+                schema_hash: "h".into(),
+                name: "read".into(),
+                description: "d".into(),
+                input_schema: "{}".into(),
+            }),
+        ),
+        (
+            30,
+            "llm/request",
+            Event::LlmRequest(LlmRequest {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "anthropic".into(),
+                model: "m".into(),
+                body_sha256: "h".into(),
+                body_bytes: 10,
+            }),
+        ),
+        (
+            31,
+            "llm/attempt-failed",
+            Event::LlmAttemptFailed(LlmAttemptFailed {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                kind: ModelErrorKind::Transport,
+                status: None,
+                message: "reset".into(),
+                partial_text: String::new(),
+                retry: true,
+                backoff_ms: 500,
+            }),
+        ),
+        (
+            32,
+            "llm/response-detail",
+            Event::LlmResponseDetail(LlmResponseDetail {
+                turn: 1,
+                step: 1,
+                attempt: 2,
+                response_id: None,
+                usage: Usage::default(),
+                provider_state: None,
+            }),
+        ),
     ]
+}
+
+fn string(s: &str) -> Vec<u8> {
+    let mut b = (s.len() as u64).to_le_bytes().to_vec();
+    b.extend(s.as_bytes());
+    b
+}
+
+#[test]
+fn a_session_model_event_is_laid_out_field_by_field_as_documented() {
+    let event = Event::SessionModel(SessionModel {
+        provider: "openai-chat".into(),
+        model: "gpt".into(),
+        system: Some("sys".into()),
+        settings: ModelSettings {
+            max_tokens: Some(256),
+            temperature: Some(0.5),
+        },
+        note: None,
+    });
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes()); // at_ms
+    expected.extend(28u32.to_le_bytes()); // session/model
+    expected.extend(string("openai-chat"));
+    expected.extend(string("gpt"));
+    expected.push(1); // system: some
+    expected.extend(string("sys"));
+    expected.push(1); // max_tokens: some
+    expected.extend(256u32.to_le_bytes());
+    expected.push(1); // temperature: some, IEEE 754 binary64 little-endian
+    expected.extend([0, 0, 0, 0, 0, 0, 0xE0, 0x3F]);
+    expected.push(0); // note: none
+    assert_eq!(encode(&Record { at_ms: 7, event }), expected);
+}
+
+#[test]
+fn the_llm_events_are_laid_out_field_by_field_as_documented() {
+    let failed = Event::LlmAttemptFailed(LlmAttemptFailed {
+        turn: 2,
+        step: 3,
+        attempt: 1,
+        kind: ModelErrorKind::Status,
+        status: Some(429),
+        message: "slow down".into(),
+        partial_text: "hal".into(),
+        retry: true,
+        backoff_ms: 1500,
+    });
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes()); // at_ms
+    expected.extend(31u32.to_le_bytes()); // llm/attempt-failed
+    expected.extend(2u32.to_le_bytes()); // turn
+    expected.extend(3u32.to_le_bytes()); // step
+    expected.extend(1u32.to_le_bytes()); // attempt
+    expected.extend(1u32.to_le_bytes()); // kind: status
+    expected.push(1); // status: some, a u16
+    expected.extend(429u16.to_le_bytes());
+    expected.extend(string("slow down"));
+    expected.extend(string("hal"));
+    expected.push(1); // retry
+    expected.extend(1500u64.to_le_bytes());
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: failed
+        }),
+        expected
+    );
+
+    let detail = Event::LlmResponseDetail(LlmResponseDetail {
+        turn: 2,
+        step: 3,
+        attempt: 2,
+        response_id: Some("r".into()),
+        usage: Usage {
+            input_tokens: 10,
+            output_tokens: 20,
+            cached_input_tokens: 5,
+        },
+        provider_state: Some(("anthropic".into(), "[]".into())),
+    });
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes());
+    expected.extend(32u32.to_le_bytes()); // llm/response-detail
+    expected.extend(2u32.to_le_bytes());
+    expected.extend(3u32.to_le_bytes());
+    expected.extend(2u32.to_le_bytes());
+    expected.push(1);
+    expected.extend(string("r"));
+    for n in [10u64, 20, 5] {
+        expected.extend(n.to_le_bytes()); // usage: input, output, cached input
+    }
+    expected.push(1); // provider_state: a tuple, no count
+    expected.extend(string("anthropic"));
+    expected.extend(string("[]"));
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: detail
+        }),
+        expected
+    );
+
+    let request = Event::LlmRequest(LlmRequest {
+        turn: 2,
+        step: 3,
+        attempt: 4,
+        provider: "gemini".into(),
+        model: "g".into(),
+        body_sha256: "ff".into(),
+        body_bytes: 99,
+    });
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes());
+    expected.extend(30u32.to_le_bytes()); // llm/request
+    for n in [2u32, 3, 4] {
+        expected.extend(n.to_le_bytes()); // turn, step, attempt
+    }
+    expected.extend(string("gemini"));
+    expected.extend(string("g"));
+    expected.extend(string("ff"));
+    expected.extend(99u64.to_le_bytes());
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: request
+        }),
+        expected
+    );
+}
+
+#[test]
+fn the_schema_3_variants_have_the_indexes_format_md_gives_them() {
+    assert_eq!(
+        variant_index(&StopReason::Interrupted),
+        3,
+        "StopReason 3 interrupted"
+    );
+    let kinds = [
+        ModelErrorKind::Transport,
+        ModelErrorKind::Status,
+        ModelErrorKind::Malformed,
+        ModelErrorKind::Config,
+    ];
+    for (i, kind) in kinds.into_iter().enumerate() {
+        assert_eq!(variant_index(&kind), i as u32, "ModelErrorKind {kind:?}");
+    }
+}
+
+/// The `u32` an enum value's encoding begins with: its variant index.
+fn variant_index<T: serde::Serialize>(value: &T) -> u32 {
+    let mut out = Vec::new();
+    journal::codec::encode_into(value, &mut out, 1 << 10).unwrap();
+    u32::from_le_bytes(out[0..4].try_into().expect("a variant index"))
 }
 
 #[test]
@@ -295,11 +511,6 @@ fn a_session_policy_event_is_laid_out_field_by_field_as_documented() {
         config: None,
         reason: "r".into(),
     });
-    let string = |s: &str| {
-        let mut b = (s.len() as u64).to_le_bytes().to_vec();
-        b.extend(s.as_bytes());
-        b
-    };
     let mut expected = Vec::new();
     expected.extend(7u64.to_le_bytes()); // at_ms
     expected.extend(25u32.to_le_bytes()); // session/policy

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 2;
+pub const DOC_SCHEMA: u32 = 3;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,10 @@ impl Cur<'_> {
         self.bytes = rest;
         Ok(head)
     }
+    fn u16(&mut self) -> Result<u16, Bad> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
     fn u32(&mut self) -> Result<u32, Bad> {
         Ok(le32(self.take(4)?, 0))
     }
@@ -51,6 +55,9 @@ impl Cur<'_> {
     }
 }
 
+fn u16v(c: &mut Cur) -> R {
+    Ok(json!(c.u16()?))
+}
 fn u32v(c: &mut Cur) -> R {
     Ok(json!(c.u32()?))
 }
@@ -60,6 +67,10 @@ fn u64v(c: &mut Cur) -> R {
 /// `i32`: four bytes, two's complement.
 fn i32v(c: &mut Cur) -> R {
     Ok(json!(c.u32()? as i32))
+}
+/// `f64`: the IEEE 754 binary64 bits, little-endian.
+fn f64v(c: &mut Cur) -> R {
+    Ok(json!(f64::from_bits(c.u64()?)))
 }
 fn boolv(c: &mut Cur) -> R {
     match c.take(1)?[0] {
@@ -192,6 +203,7 @@ fn stop_reason(c: &mut Cur) -> R {
         ("tool_use", Shape::Unit),
         ("end_turn", Shape::Unit),
         ("length", Shape::Unit),
+        ("interrupted", Shape::Unit), // schema 3
     ];
     variant(c, "StopReason", &v)
 }
@@ -449,6 +461,100 @@ fn process_started(c: &mut Cur) -> R {
     )
 }
 
+// Schema 3.
+fn model_settings(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[("max_tokens", opt_u32), ("temperature", |c| opt(c, f64v))],
+    )
+}
+fn session_model(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("provider", strv),
+            ("model", strv),
+            ("system", opt_str),
+            ("settings", model_settings),
+            ("note", opt_str),
+        ],
+    )
+}
+fn tool_schema(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("schema_hash", strv),
+            ("name", strv),
+            ("description", strv),
+            ("input_schema", strv),
+        ],
+    )
+}
+fn llm_request(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("turn", u32v),
+            ("step", u32v),
+            ("attempt", u32v),
+            ("provider", strv),
+            ("model", strv),
+            ("body_sha256", strv),
+            ("body_bytes", u64v),
+        ],
+    )
+}
+fn model_error_kind(c: &mut Cur) -> R {
+    use Shape::Unit;
+    let v = [
+        ("transport", Unit),
+        ("status", Unit),
+        ("malformed", Unit),
+        ("config", Unit),
+    ];
+    variant(c, "ModelErrorKind", &v)
+}
+fn llm_attempt_failed(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("turn", u32v),
+            ("step", u32v),
+            ("attempt", u32v),
+            ("kind", model_error_kind),
+            ("status", |c| opt(c, u16v)),
+            ("message", strv),
+            ("partial_text", strv),
+            ("retry", boolv),
+            ("backoff_ms", u64v),
+        ],
+    )
+}
+fn usage(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("input_tokens", u64v),
+            ("output_tokens", u64v),
+            ("cached_input_tokens", u64v),
+        ],
+    )
+}
+fn llm_response_detail(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("turn", u32v),
+            ("step", u32v),
+            ("attempt", u32v),
+            ("response_id", opt_str),
+            ("usage", usage),
+            ("provider_state", |c| opt(c, string_pair)),
+        ],
+    )
+}
+
 /// The event table of FORMAT.md: index → (name, fields).
 fn events() -> Vec<(&'static str, Shape)> {
     use Shape::{Fields, Newtype, Unit};
@@ -578,6 +684,12 @@ fn events() -> Vec<(&'static str, Shape)> {
             "process/killed",
             Fields(&[("call", call_ref), ("pgid", u32v), ("signal", i32v)]),
         ),
+        // Schema 3.
+        ("session/model", Newtype(session_model)),
+        ("tool/schema", Newtype(tool_schema)),
+        ("llm/request", Newtype(llm_request)),
+        ("llm/attempt-failed", Newtype(llm_attempt_failed)),
+        ("llm/response-detail", Newtype(llm_response_detail)),
     ]
 }
 
@@ -586,7 +698,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
     vec![
         ("Event", events().len() as u32),
         ("ToolSource", 3),
-        ("StopReason", 3),
+        ("StopReason", 4),
         ("StepOutcome", 4),
         ("TurnOutcome", 4),
         ("Approval", 4),
@@ -598,6 +710,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("Classification", 2),
         ("ApprovalPolicy", 2),
         ("SyncPolicy", 3),
+        ("ModelErrorKind", 4),
         ("ErrorCode", ERROR_CODES.len() as u32),
     ]
 }

@@ -3,11 +3,12 @@
 
 use runtime::event::{
     Approval, ApprovalPolicy, AskAnswer, CallRef, Classification, CommittedResult, ConfigFile,
-    Event, ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Record,
-    RecoveredCall, Recovery, Resources, SessionOpen, SessionPolicy, SideEffect, StepOutcome,
-    StopReason, SyncPolicy, Text, ToolDescriptor, ToolSource, TurnOutcome, VisibleTool,
-    EVENT_SCHEMA_VERSION,
+    Event, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelCall, ModelResponse, Outcome,
+    OutcomeStatus, PlanItem, ProcessStarted, Record, RecoveredCall, Recovery, Resources,
+    SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
+    Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
+use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;
 use runtime::ErrorCode;
 
@@ -66,10 +67,13 @@ pub fn every_event() -> Vec<Record> {
         },
         Event::StepStart { turn: 1, step: 2 },
     ];
-    for (i, stop_reason) in [StopReason::ToolUse, StopReason::EndTurn, StopReason::Length]
-        .into_iter()
-        .enumerate()
-    {
+    let stop_reasons = [
+        StopReason::ToolUse,
+        StopReason::EndTurn,
+        StopReason::Length,
+        StopReason::Interrupted,
+    ];
+    for (i, stop_reason) in stop_reasons.into_iter().enumerate() {
         events.push(Event::LlmResponse {
             turn: 1,
             step: 2,
@@ -377,6 +381,84 @@ pub fn every_event() -> Vec<Record> {
         pgid: 4242,
         signal: -9,
     });
+    // Schema 3.
+    events.push(Event::SessionModel(SessionModel {
+        provider: "anthropic".into(),
+        model: "claude-x".into(),
+        system: Some("Be brief.\n".into()),
+        settings: ModelSettings {
+            max_tokens: Some(4096),
+            temperature: Some(0.5),
+        },
+        note: None,
+    }));
+    events.push(Event::SessionModel(SessionModel {
+        provider: "scripted".into(),
+        model: "transcript".into(),
+        system: None,
+        settings: ModelSettings {
+            max_tokens: None,
+            temperature: None,
+        },
+        note: Some("provider state of anthropic dropped".into()),
+    }));
+    events.push(Event::ToolSchema(ToolSchema {
+        schema_hash: "ab12".into(),
+        name: "read".into(),
+        description: "Reads a file.".into(),
+        input_schema: r#"{"properties":{"path":{"type":"string"}},"type":"object"}"#.into(),
+    }));
+    events.push(Event::LlmRequest(LlmRequest {
+        turn: 1,
+        step: 2,
+        attempt: 3,
+        provider: "openai-chat".into(),
+        model: "gpt-x".into(),
+        body_sha256: "cd34".into(),
+        body_bytes: 5_000_000_000,
+    }));
+    let failures = [
+        (ModelErrorKind::Transport, None, true),
+        (ModelErrorKind::Status, Some(503), true),
+        (ModelErrorKind::Malformed, None, false),
+        (ModelErrorKind::Config, None, false),
+    ];
+    for (attempt, (kind, status, retry)) in (1..).zip(failures) {
+        events.push(Event::LlmAttemptFailed(LlmAttemptFailed {
+            turn: 1,
+            step: 2,
+            attempt,
+            kind,
+            status,
+            message: format!("failure {attempt}"),
+            partial_text: "half an ans".into(),
+            retry,
+            backoff_ms: if retry { 1500 } else { 0 },
+        }));
+    }
+    events.push(Event::LlmResponseDetail(LlmResponseDetail {
+        turn: 1,
+        step: 2,
+        attempt: 2,
+        response_id: Some("resp_1".into()),
+        usage: Usage {
+            input_tokens: 1200,
+            output_tokens: 34,
+            cached_input_tokens: 1024,
+        },
+        provider_state: Some((
+            "anthropic".into(),
+            r#"[{"type":"thinking","thinking":"t","signature":"s"}]"#.into(),
+        )),
+    }));
+    events.push(Event::LlmResponseDetail(LlmResponseDetail {
+        turn: 1,
+        step: 2,
+        attempt: 1,
+        response_id: None,
+        usage: Usage::default(),
+        provider_state: None,
+    }));
     events
         .into_iter()
         .enumerate()

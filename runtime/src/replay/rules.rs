@@ -91,6 +91,16 @@ impl<R: Retain> Replayer<R> {
                 if s.response.is_some() {
                     return Err(bad("a second llm/response in one step".into()));
                 }
+                if s.attempts > 0
+                    && s.failed_attempts
+                        .last()
+                        .is_some_and(|f| f.attempt == s.attempts)
+                {
+                    return Err(bad(format!(
+                        "llm/response for attempt {}, which failed",
+                        s.attempts
+                    )));
+                }
                 s.response = Some(response);
             }
             Event::LlmRequest(request) => {
@@ -108,7 +118,13 @@ impl<R: Retain> Replayer<R> {
             }
             Event::LlmAttemptFailed(failed) => {
                 let s = open_step(r, failed.turn, failed.step).map_err(bad)?;
-                if s.response.is_some() || failed.attempt != s.attempts || s.attempts == 0 {
+                if s.response.is_some() {
+                    return Err(bad(format!(
+                        "attempt {} failed after the step's llm/response",
+                        failed.attempt
+                    )));
+                }
+                if failed.attempt != s.attempts || s.attempts == 0 {
                     return Err(bad(format!(
                         "attempt {} failed, but the step's last request is attempt {}",
                         failed.attempt, s.attempts

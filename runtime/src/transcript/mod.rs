@@ -13,6 +13,7 @@
 
 pub mod play;
 pub mod script;
+mod seam;
 
 pub use play::{drive, DriveReport, ScriptedApprover, SkipTurn};
 pub use script::{

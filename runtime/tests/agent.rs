@@ -1,0 +1,630 @@
+//! The agent loop against a model that answers from a list: every request journaled, retries
+//! after what may pass, never after what will not, the user's stop at every point, and the
+//! conversation it keeps equal to what it sent and got.
+
+mod common;
+
+use common::{events, registry, replay, session_on, TestTool};
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+use journal::SimStorage;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+use tooljournal_runtime::agent::{Agent, AgentConfig, AgentEvent, Observer, TurnEnd};
+use tooljournal_runtime::event::{Event, StepOutcome, StopReason, TurnOutcome};
+use tooljournal_runtime::hooks::Hooks;
+use tooljournal_runtime::model::{
+    Message, Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, Usage,
+};
+use tooljournal_runtime::Config;
+
+/// What one request gets.
+enum Answer {
+    /// These events, then the end of the stream.
+    Events(Vec<ModelEvent>),
+    /// These events, then this error.
+    Break(Vec<ModelEvent>, ModelError),
+    /// These events, then nothing ever again.
+    Hang(Vec<ModelEvent>),
+    /// The request fails before any byte.
+    Refuse(ModelError),
+}
+
+/// A model answering each request with the next [`Answer`]; it keeps every request.
+struct ListModel {
+    answers: VecDeque<Answer>,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+    /// The session's journal, when a test checks what is durable as each request leaves.
+    journal: Option<Arc<journal::Journal>>,
+    /// (appended, durable) seqs as each request was sent.
+    sent_at: Arc<Mutex<Vec<(u64, u64)>>>,
+}
+
+impl Model for ListModel {
+    fn provider(&self) -> &str {
+        "anthropic"
+    }
+    fn model(&self) -> &str {
+        "list"
+    }
+    fn body(&mut self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+        self.requests.lock().unwrap().push(request.clone());
+        Ok(format!("request {} {}", request.turn, request.step).into_bytes())
+    }
+    fn send(&mut self, _body: Vec<u8>) -> BoxFuture<'_, Result<ModelStream<'_>, ModelError>> {
+        if let Some(journal) = &self.journal {
+            let stats = journal.stats();
+            self.sent_at
+                .lock()
+                .unwrap()
+                .push((stats.appended_seq, stats.durable_seq));
+        }
+        let answer = self.answers.pop_front().expect("a scripted answer");
+        Box::pin(async move {
+            let stream: ModelStream<'_> = match answer {
+                Answer::Events(events) => {
+                    Box::pin(futures_util::stream::iter(events.into_iter().map(Ok)))
+                }
+                Answer::Break(events, error) => Box::pin(futures_util::stream::iter(
+                    events.into_iter().map(Ok).chain([Err(error)]),
+                )),
+                Answer::Hang(events) => Box::pin(
+                    futures_util::stream::iter(events.into_iter().map(Ok))
+                        .chain(futures_util::stream::pending()),
+                ),
+                Answer::Refuse(error) => return Err(error),
+            };
+            Ok(stream)
+        })
+    }
+}
+
+fn text(t: &str) -> ModelEvent {
+    ModelEvent::TextDelta(t.into())
+}
+
+fn call(index: u32, id: &str, name: &str, args: &[&str]) -> Vec<ModelEvent> {
+    let mut events = vec![ModelEvent::CallBegin {
+        index,
+        id: id.into(),
+        name: name.into(),
+    }];
+    for piece in args {
+        events.push(ModelEvent::CallArgumentsDelta {
+            index,
+            delta: (*piece).into(),
+        });
+    }
+    events.push(ModelEvent::CallEnd { index });
+    events
+}
+
+fn stop(reason: StopReason) -> ModelEvent {
+    ModelEvent::Stop(reason)
+}
+
+fn status(code: u16, retry_after_ms: Option<u64>, message: &str) -> ModelError {
+    ModelError {
+        kind: ModelErrorKind::Status,
+        status: Some(code),
+        retry_after_ms,
+        message: message.into(),
+    }
+}
+
+fn fast() -> AgentConfig {
+    AgentConfig {
+        backoff_base_ms: 1,
+        backoff_max_ms: 50,
+        idle_timeout_ms: 5_000,
+        system: Some("be brief".into()),
+        ..AgentConfig::default()
+    }
+}
+
+struct Setup {
+    storage: SimStorage,
+    session: tooljournal_runtime::Session,
+    runs: Arc<Mutex<Vec<String>>>,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+fn setup() -> Setup {
+    let storage = SimStorage::new();
+    let tool = TestTool::ok("note");
+    let runs = tool.runs.clone();
+    let session = session_on(
+        &storage,
+        registry(vec![tool]),
+        Hooks::default(),
+        Config::default(),
+    );
+    Setup {
+        storage,
+        session,
+        runs,
+        requests: Arc::default(),
+    }
+}
+
+fn agent(s: &Setup, answers: Vec<Answer>, config: AgentConfig) -> Agent {
+    Agent::new(
+        Box::new(ListModel {
+            answers: answers.into(),
+            requests: s.requests.clone(),
+            journal: None,
+            sent_at: Arc::default(),
+        }),
+        config,
+    )
+}
+
+/// Stops the turn when `when` says so.
+struct StopWhen<F: FnMut(&AgentEvent<'_>) -> bool + Send>(CancellationToken, F);
+
+impl<F: FnMut(&AgentEvent<'_>) -> bool + Send> Observer for StopWhen<F> {
+    fn on(&mut self, event: AgentEvent<'_>) {
+        if (self.1)(&event) {
+            self.0.cancel();
+        }
+    }
+}
+
+fn kinds(storage: &SimStorage) -> Vec<&'static str> {
+    events(storage).into_iter().map(|(_, e)| e.kind()).collect()
+}
+
+#[tokio::test]
+async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_it_is_sent() {
+    let mut s = setup();
+    let mut events = vec![text("noting")];
+    events.extend(call(0, "c1", "note", &["{\"x\":", "1}"]));
+    events.push(ModelEvent::Usage(Usage {
+        input_tokens: 10,
+        output_tokens: 3,
+        cached_input_tokens: 4,
+    }));
+    events.push(ModelEvent::ResponseId("resp_1".into()));
+    events.push(ModelEvent::ProviderState(
+        "[{\"type\":\"thinking\"}]".into(),
+    ));
+    events.push(stop(StopReason::ToolUse));
+    let answers = vec![
+        Answer::Events(events),
+        Answer::Events(vec![text("done"), stop(StopReason::EndTurn)]),
+    ];
+    let mut agent = agent(&s, answers, fast());
+    let end = agent
+        .run_turn(&mut s.session, "note x", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    assert_eq!(*s.runs.lock().unwrap(), vec!["c1".to_string()]);
+    let k = kinds(&s.storage);
+    let first_request = k.iter().position(|k| *k == "llm/request").unwrap();
+    assert!(k[..first_request].contains(&"session/model"));
+    assert!(k[..first_request].contains(&"tool/schema"));
+    assert_eq!(
+        k.iter().filter(|k| **k == "tool/schema").count(),
+        1,
+        "{k:?}"
+    );
+    assert_eq!(k.iter().filter(|k| **k == "session/model").count(), 1);
+    let r = replay(&s.storage);
+    let step1 = &r.turns[0].steps[0];
+    assert_eq!(step1.attempts, 1);
+    let detail = step1.detail.as_ref().unwrap();
+    assert_eq!(detail.usage.cached_input_tokens, 4);
+    assert_eq!(detail.response_id.as_deref(), Some("resp_1"));
+    assert_eq!(
+        detail.provider_state,
+        Some(("anthropic".into(), "[{\"type\":\"thinking\"}]".into()))
+    );
+    assert_eq!(r.turns[0].outcome, Some(TurnOutcome::Completed));
+    assert_eq!(
+        r.model.as_ref().unwrap().system.as_deref(),
+        Some("be brief")
+    );
+    // The second request carries the first answer and its one result; the conversation kept
+    // is that plus the final answer.
+    let requests = s.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].tools.len(), 1);
+    assert_eq!(requests[0].tools[0].name, "note");
+    let sent = &requests[1].conversation.messages;
+    assert!(matches!(&sent[0], Message::User { text } if text == "note x"));
+    assert!(
+        matches!(&sent[1], Message::Assistant { calls, .. } if calls[0].arguments == "{\"x\":1}")
+    );
+    assert!(
+        matches!(&sent[2], Message::Results { results } if results.len() == 1 && results[0].id == "c1")
+    );
+    let kept = &agent.conversation().messages;
+    assert_eq!(kept[..3], sent[..]);
+    assert!(
+        matches!(&kept[3], Message::Assistant { text, calls, .. } if text == "done" && calls.is_empty())
+    );
+}
+
+#[tokio::test]
+async fn a_retryable_failure_is_retried_and_a_broken_attempt_s_calls_never_run() {
+    let mut s = setup();
+    let mut broken = vec![text("half")];
+    broken.extend(call(0, "c1", "note", &["{\"x\":1}"]));
+    let mut whole = call(0, "c2", "note", &["{}"]);
+    whole.push(stop(StopReason::ToolUse));
+    let answers = vec![
+        Answer::Refuse(status(429, Some(0), "slow down")),
+        Answer::Break(
+            broken,
+            ModelError {
+                kind: ModelErrorKind::Transport,
+                status: None,
+                retry_after_ms: None,
+                message: "connection reset".into(),
+            },
+        ),
+        Answer::Events(whole),
+        Answer::Events(vec![text("ok"), stop(StopReason::EndTurn)]),
+    ];
+    let mut agent = agent(&s, answers, fast());
+    let end = agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    assert_eq!(
+        *s.runs.lock().unwrap(),
+        vec!["c2".to_string()],
+        "c1 never runs"
+    );
+    let r = replay(&s.storage);
+    let step = &r.turns[0].steps[0];
+    assert_eq!(step.attempts, 3);
+    assert_eq!(step.failed_attempts.len(), 2);
+    assert_eq!(step.failed_attempts[0].status, Some(429));
+    assert!(step.failed_attempts[0].retry);
+    assert_eq!(step.failed_attempts[1].partial_text, "half");
+    assert_eq!(step.calls.len(), 1);
+    assert_eq!(step.calls[0].call.call_id, "c2");
+    // The broken attempt's text never reached the history.
+    let requests = s.requests.lock().unwrap();
+    assert!(requests[3]
+        .conversation
+        .messages
+        .iter()
+        .all(|m| !matches!(m, Message::Assistant { text, .. } if text.contains("half"))));
+}
+
+#[tokio::test]
+async fn a_request_error_is_shown_verbatim_and_ends_the_turn_without_a_retry() {
+    let mut s = setup();
+    let answers = vec![Answer::Refuse(status(
+        400,
+        None,
+        "messages.1: tool_use ids were found without tool_result blocks",
+    ))];
+    let mut agent = agent(&s, answers, fast());
+    let end = agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    let TurnEnd::Failed(message) = end else {
+        panic!("{end:?}")
+    };
+    assert!(message.contains("tool_use ids were found without tool_result blocks"));
+    let r = replay(&s.storage);
+    let step = &r.turns[0].steps[0];
+    assert_eq!(step.attempts, 1);
+    assert!(!step.failed_attempts[0].retry);
+    assert!(step.response.is_none());
+    assert!(matches!(step.outcome, Some(StepOutcome::Failed { .. })));
+    assert!(matches!(
+        r.turns[0].outcome,
+        Some(TurnOutcome::Failed { .. })
+    ));
+    // The session goes on: a next turn is possible.
+    assert!(!s.session.turn_open());
+}
+
+#[tokio::test]
+async fn attempts_run_out() {
+    let mut s = setup();
+    let answers = (0..3)
+        .map(|_| Answer::Refuse(status(503, None, "overloaded")))
+        .collect();
+    let config = AgentConfig {
+        attempts_max: 3,
+        ..fast()
+    };
+    let mut agent = agent(&s, answers, config);
+    let end = agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(
+        end,
+        TurnEnd::Failed("HTTP 503: overloaded (after 3 attempts)".into())
+    );
+    assert_eq!(replay(&s.storage).turns[0].steps[0].attempts, 3);
+}
+
+#[tokio::test]
+async fn a_provider_asking_to_wait_past_the_backoff_limit_is_a_failure_not_a_wait() {
+    let mut s = setup();
+    let answers = vec![Answer::Refuse(status(429, Some(3_600_000), "quota"))];
+    let mut agent = agent(&s, answers, fast());
+    let end = agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    let TurnEnd::Failed(message) = end else {
+        panic!("{end:?}")
+    };
+    assert!(message.contains("3600000 ms"), "{message}");
+}
+
+#[tokio::test]
+async fn the_user_s_stop_mid_stream_keeps_the_text_and_runs_no_call() {
+    let mut s = setup();
+    let mut events = vec![text("I will note")];
+    events.extend(call(0, "c1", "note", &["{}"]));
+    let answers = vec![Answer::Hang(events)];
+    let mut agent = agent(&s, answers, fast());
+    let token = CancellationToken::new();
+    let mut observer = StopWhen(token.clone(), |e: &AgentEvent<'_>| {
+        matches!(e, AgentEvent::Stream(ModelEvent::CallEnd { .. }))
+    });
+    let end = agent
+        .run_turn(&mut s.session, "go", &token, &mut observer)
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Stopped);
+    assert!(s.runs.lock().unwrap().is_empty());
+    let r = replay(&s.storage);
+    let step = &r.turns[0].steps[0];
+    let response = step.response.as_ref().unwrap();
+    assert_eq!(response.stop_reason, StopReason::Interrupted);
+    assert_eq!(response.text, "I will note");
+    assert!(step.calls[0].committed.as_ref().unwrap().is_error);
+    assert_eq!(step.outcome, Some(StepOutcome::Cancelled));
+    assert_eq!(r.turns[0].outcome, Some(TurnOutcome::Cancelled));
+    // The history keeps the interrupted message with its call answered.
+    assert!(
+        matches!(&agent.conversation().messages[2], Message::Results { results } if results[0].is_error)
+    );
+}
+
+#[tokio::test]
+async fn the_user_s_stop_during_a_backoff_ends_the_turn_at_once() {
+    let mut s = setup();
+    let answers = vec![Answer::Refuse(status(500, None, "oops"))];
+    let config = AgentConfig {
+        backoff_base_ms: 600_000,
+        backoff_max_ms: 600_000,
+        ..fast()
+    };
+    let mut agent = agent(&s, answers, config);
+    let token = CancellationToken::new();
+    let mut observer = StopWhen(token.clone(), |e: &AgentEvent<'_>| {
+        matches!(
+            e,
+            AgentEvent::AttemptFailed {
+                retry_in_ms: Some(_),
+                ..
+            }
+        )
+    });
+    let started = std::time::Instant::now();
+    let end = agent
+        .run_turn(&mut s.session, "go", &token, &mut observer)
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Stopped);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    let r = replay(&s.storage);
+    assert!(r.turns[0].steps[0].response.is_none());
+    assert_eq!(r.turns[0].outcome, Some(TurnOutcome::Cancelled));
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_quiet_past_the_idle_timeout_is_retried() {
+    let mut s = setup();
+    let answers = vec![
+        Answer::Hang(vec![text("th")]),
+        Answer::Events(vec![text("there"), stop(StopReason::EndTurn)]),
+    ];
+    let config = AgentConfig {
+        idle_timeout_ms: 50,
+        ..fast()
+    };
+    let mut agent = agent(&s, answers, config);
+    let end = agent
+        .run_turn(&mut s.session, "hi", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    let r = replay(&s.storage);
+    let step = &r.turns[0].steps[0];
+    assert_eq!(step.failed_attempts[0].message, "no response within 50 ms");
+    assert_eq!(step.failed_attempts[0].partial_text, "th");
+    assert_eq!(step.response.as_ref().unwrap().text, "there");
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_a_stop_reason_is_broken_not_an_answer() {
+    let mut s = setup();
+    let mut cut = vec![text("a")];
+    cut.extend(call(0, "c1", "note", &["{\"x\""]));
+    let answers = vec![
+        Answer::Events(cut),
+        Answer::Events(vec![text("b"), stop(StopReason::EndTurn)]),
+    ];
+    let mut agent = agent(&s, answers, fast());
+    agent
+        .run_turn(&mut s.session, "hi", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert!(s.runs.lock().unwrap().is_empty());
+    let step = &replay(&s.storage).turns[0].steps[0];
+    assert_eq!(
+        step.failed_attempts[0].message,
+        "the stream ended before the response was complete"
+    );
+    assert!(step.calls.is_empty());
+}
+
+#[tokio::test]
+async fn a_length_cut_answer_rejects_its_calls_and_ends_the_turn() {
+    let mut s = setup();
+    let mut events = call(0, "c1", "note", &["{}"]);
+    events.push(stop(StopReason::Length));
+    let mut agent = agent(&s, vec![Answer::Events(events)], fast());
+    let end = agent
+        .run_turn(&mut s.session, "hi", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    assert!(s.runs.lock().unwrap().is_empty());
+    let r = replay(&s.storage);
+    assert_eq!(
+        r.turns[0].steps[0].calls[0]
+            .committed
+            .as_ref()
+            .unwrap()
+            .code,
+        Some(tooljournal_runtime::ErrorCode::TruncatedCall)
+    );
+}
+
+#[tokio::test]
+async fn steps_run_out() {
+    let mut s = setup();
+    let answers = (0..2)
+        .map(|i| {
+            let mut e = call(0, &format!("c{i}"), "note", &["{}"]);
+            e.push(stop(StopReason::ToolUse));
+            Answer::Events(e)
+        })
+        .collect();
+    let config = AgentConfig {
+        steps_max: 2,
+        ..fast()
+    };
+    let mut agent = agent(&s, answers, config);
+    let end = agent
+        .run_turn(&mut s.session, "loop", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::StepsExhausted);
+    let r = replay(&s.storage);
+    assert_eq!(r.turns[0].steps.len(), 2);
+    assert!(matches!(
+        r.turns[0].outcome,
+        Some(TurnOutcome::Failed { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_second_turn_does_not_journal_the_same_model_or_schemas_again() {
+    let mut s = setup();
+    let answers = vec![
+        Answer::Events(vec![text("1"), stop(StopReason::EndTurn)]),
+        Answer::Events(vec![text("2"), stop(StopReason::EndTurn)]),
+    ];
+    let mut agent = agent(&s, answers, fast());
+    for t in ["a", "b"] {
+        agent
+            .run_turn(&mut s.session, t, &CancellationToken::new(), &mut ())
+            .await
+            .unwrap();
+    }
+    let all = events(&s.storage);
+    let count = |k: &str| all.iter().filter(|(_, e)| e.kind() == k).count();
+    assert_eq!(count("session/model"), 1);
+    assert_eq!(count("tool/schema"), 1);
+    assert_eq!(count("llm/request"), 2);
+    assert!(all
+        .iter()
+        .any(|(_, e)| matches!(e, Event::ToolSchema(t) if t.name == "note" && t.input_schema.starts_with('{'))));
+}
+
+#[tokio::test]
+async fn every_request_leaves_only_when_everything_before_it_is_durable() {
+    let mut s = setup();
+    let mut first = call(0, "c1", "note", &["{}"]);
+    first.push(stop(StopReason::ToolUse));
+    let sent_at: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+    let model = ListModel {
+        answers: vec![
+            Answer::Events(first),
+            Answer::Events(vec![text("done"), stop(StopReason::EndTurn)]),
+        ]
+        .into(),
+        requests: s.requests.clone(),
+        journal: Some(s.session.event_log().journal().clone()),
+        sent_at: sent_at.clone(),
+    };
+    let mut agent = Agent::new(Box::new(model), fast());
+    agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    let sent_at = sent_at.lock().unwrap();
+    assert_eq!(sent_at.len(), 2);
+    for (appended, durable) in sent_at.iter() {
+        assert_eq!(
+            appended, durable,
+            "a request left before its journal was durable"
+        );
+    }
+    // The second request carried c1's result: its `committed` was durable before it left.
+    let committed = events(&s.storage)
+        .into_iter()
+        .find(|(_, e)| e.kind() == "committed")
+        .map(|(seq, _)| seq)
+        .unwrap();
+    assert!(sent_at[1].1 >= committed);
+}
+
+#[tokio::test]
+async fn a_transcript_drives_the_agent_loop_through_the_same_seam() {
+    use tooljournal_runtime::transcript::{parse_script, ScriptedModel};
+    let mut s = setup();
+    let script = parse_script(
+        r#"{"user": "note it"}
+{"assistant": {"text": "", "tool_calls": [{"id": "t1", "name": "note", "arguments": "{}"}], "stop_reason": "tool_use"}}
+{"assistant": {"text": "noted", "tool_calls": [], "stop_reason": "end_turn"}}
+"#,
+        "inline",
+    )
+    .unwrap();
+    let mut model = ScriptedModel::new(script);
+    // The loop is handed the user's text; the transcript answers the requests.
+    model.skip(1);
+    let mut agent = Agent::new(Box::new(model), fast());
+    let end = agent
+        .run_turn(
+            &mut s.session,
+            "note it",
+            &CancellationToken::new(),
+            &mut (),
+        )
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    assert_eq!(*s.runs.lock().unwrap(), vec!["t1".to_string()]);
+    let r = replay(&s.storage);
+    assert_eq!(r.model.as_ref().unwrap().provider, "scripted");
+    assert_eq!(r.turns[0].steps[1].response.as_ref().unwrap().text, "noted");
+    // A request the transcript has no line for fails the turn with a clear message.
+    let end = agent
+        .run_turn(&mut s.session, "more", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(
+        end,
+        TurnEnd::Failed("the transcript has no assistant line at line 4".into())
+    );
+}
