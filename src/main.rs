@@ -15,7 +15,6 @@ mod chat;
 mod config;
 mod demo;
 mod journal_cmd;
-mod llm_shim;
 mod model_cli;
 mod policy;
 mod printer;

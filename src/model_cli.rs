@@ -4,7 +4,6 @@
 //! environment only, and never leaves the adapter: not in the journal, a message or a log.
 
 use crate::config::ModelSection;
-use crate::llm_shim as tooljournal_llm;
 use crate::system_prompt;
 use crate::CliError;
 use runtime::agent::AgentConfig;

@@ -1,0 +1,371 @@
+//! `tooljournal run --model` end to end, through the binary, against the loopback mock of
+//! every provider (real HTTP, real SSE): a two-step session, retries, a provider's refusal, a
+//! stream cut inside a call's arguments, a tool the step does not offer, bad input, and the
+//! key never written anywhere.
+
+mod common;
+
+use common::llm::*;
+use runtime::event::{Event, TurnOutcome};
+use serde_json::json;
+use tooljournal_mockllm::{Answer, Format, Reply};
+
+/// A tool call then a final answer, for every provider: the file is written, the second
+/// request pairs the call with its result (the mock checks the pairing as the provider does),
+/// and the streamed text is shown.
+#[test]
+fn a_two_step_session_on_every_provider() {
+    for format in FORMATS {
+        let _turn = serial();
+        let case = Case::new();
+        let server = server();
+        let args = r#"{"path":"hello.txt","content":"written by the model\n"}"#;
+        server.push(
+            format,
+            Answer::calls(vec![("call_w1", "write", args)])
+                .with_text("I will write the file.")
+                .into(),
+        );
+        server.push(format, Answer::text("The file is written.").into());
+        let before = server.requests().len();
+        let out = case.run(format, &["write hello.txt"]);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
+        let written = std::fs::read_to_string(case.workspace().join("hello.txt"));
+        assert_eq!(
+            written.as_deref().ok(),
+            Some("written by the model\n"),
+            "{format}"
+        );
+        let requests = requests_since(before);
+        assert_eq!(requests.len(), 2, "{format}: {requests:#?}");
+        for r in &requests {
+            assert_eq!(r.violation, None, "{format}: {:#}", r.body);
+        }
+        let second = &requests[1].body;
+        assert_eq!(
+            calls_in(format, second),
+            vec![(
+                if format == Format::Gemini {
+                    // Gemini carries ids only when the model gave some; the mock gives none.
+                    calls_in(format, second)[0].0.clone()
+                } else {
+                    "call_w1".to_owned()
+                },
+                "write".to_owned()
+            )],
+            "{format}: {second:#}"
+        );
+        let results = results_for(format, second, "call_w1", "write");
+        assert_eq!(results.len(), 1, "{format}: one result: {second:#}");
+        assert!(
+            !results[0].contains("\"is_error\":true"),
+            "{format}: {results:?}"
+        );
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("I will write the file."), "{stdout}");
+        assert!(stdout.contains("The file is written."), "{stdout}");
+        assert!(stdout.contains("write"), "a line for the call: {stdout}");
+        // The journal closed the session after one completed turn.
+        let events = case.events();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::TurnEnd { outcome: TurnOutcome::Completed, .. })),
+            "{format}: {:?}",
+            kinds(&events)
+        );
+        assert_eq!(kinds(&events).last(), Some(&"session/close"), "{format}");
+    }
+}
+
+/// Several `--prompt`s are successive turns of one session, the second request of the second
+/// turn carrying the first turn's exchange.
+#[test]
+fn each_prompt_is_a_turn() {
+    let _turn = serial();
+    let format = Format::Anthropic;
+    let case = Case::new();
+    let server = server();
+    server.push(format, Answer::text("first answer").into());
+    server.push(format, Answer::text("second answer").into());
+    let before = server.requests().len();
+    let out = case.run(format, &["first question", "second question"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    let requests = requests_since(before);
+    assert_eq!(requests.len(), 2);
+    let history = history_of(format, &requests[1].body).to_string();
+    for said in ["first question", "first answer", "second question"] {
+        assert!(history.contains(said), "{said} missing: {history}");
+    }
+    let starts = case
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::TurnStart { .. }))
+        .count();
+    assert_eq!(starts, 2);
+}
+
+/// A 429 asking to wait 0 s, then an answer: the session goes on, the journal shows the failed
+/// attempt before the response.
+#[test]
+fn a_rate_limit_is_retried() {
+    let _turn = serial();
+    let format = Format::OpenAiChat;
+    let case = Case::new();
+    let server = server();
+    server.push(format, Reply::rate_limited(format, 0));
+    server.push(format, Answer::text("after the retry").into());
+    let before = server.requests().len();
+    let out = case.run(format, &["hi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_eq!(requests_since(before).len(), 2);
+    let kinds = kinds(&case.events());
+    let failed = kinds.iter().position(|k| *k == "llm/attempt-failed");
+    let response = kinds.iter().position(|k| *k == "llm/response");
+    assert!(
+        matches!((failed, response), (Some(f), Some(r)) if f < r),
+        "{kinds:?}"
+    );
+    assert!(text(&out.stdout).contains("after the retry"));
+}
+
+/// A 400 is the request's fault: shown verbatim, not retried, the turn ends, the run exits 0.
+#[test]
+fn a_provider_error_is_shown_verbatim_and_not_retried() {
+    for format in [Format::OpenAiResponses, Format::Gemini] {
+        let _turn = serial();
+        let case = Case::new();
+        let server = server();
+        let message = "the model m-test does not accept this request (TJ-400-MARK)";
+        server.push(format, Reply::error(format, 400, message));
+        let before = server.requests().len();
+        let out = case.run(format, &["hi"]);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
+        assert!(
+            text(&out.stderr).contains(message),
+            "{format}: {}",
+            shown(&out)
+        );
+        assert_eq!(requests_since(before).len(), 1, "{format}: no retry");
+        let failed = case.events().into_iter().any(|e| {
+            matches!(e, Event::TurnEnd { outcome: TurnOutcome::Failed { message: m }, .. } if m.contains(message))
+        });
+        assert!(failed, "{format}: the turn ends failed, with the message");
+    }
+}
+
+/// A stream cut in the middle of a call's arguments: the call never runs from the broken
+/// attempt; the retry's whole call runs exactly once.
+#[test]
+fn a_stream_cut_inside_call_arguments_runs_the_call_once() {
+    for format in [Format::OpenAiChat, Format::Anthropic] {
+        let _turn = serial();
+        let case = Case::new();
+        let server = server();
+        let args = json!({"command": "echo ran >> marker.txt"}).to_string();
+        server.push(
+            format,
+            Answer::calls(vec![("call_b1", "bash", &args)])
+                .cut_in_call_arguments(10)
+                .into(),
+        );
+        server.push(
+            format,
+            Answer::calls(vec![("call_b1", "bash", &args)]).into(),
+        );
+        server.push(format, Answer::text("done").into());
+        let out = case.run(format, &["append"]);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
+        let marker = std::fs::read_to_string(case.workspace().join("marker.txt"))
+            .unwrap_or_default();
+        assert_eq!(marker, "ran\n", "{format}: ran exactly once");
+        let kinds = kinds(&case.events());
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "llm/attempt-failed").count(),
+            1,
+            "{format}: {kinds:?}"
+        );
+    }
+}
+
+/// A call of a tool the step does not offer is rejected `UNKNOWN_TOOL`, and the model is told.
+#[test]
+fn a_call_of_an_unknown_tool_is_rejected() {
+    let _turn = serial();
+    let format = Format::OpenAiResponses;
+    let case = Case::new();
+    let server = server();
+    server.push(
+        format,
+        Answer::calls(vec![("call_t1", "teleport", r#"{"to":"mars"}"#)]).into(),
+    );
+    server.push(format, Answer::text("I cannot teleport.").into());
+    let before = server.requests().len();
+    let out = case.run(format, &["go to mars"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    let requests = requests_since(before);
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].violation, None);
+    let results = results_for(format, &requests[1].body, "call_t1", "teleport");
+    assert_eq!(results.len(), 1);
+    assert!(results[0].contains("UNKNOWN_TOOL"), "{results:?}");
+}
+
+/// One clear line and exit 1 for each way the model cannot be used.
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let _turn = serial();
+    let case = Case::new();
+    let last_line = |out: &std::process::Output| {
+        text(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    // An unknown provider.
+    let out = case
+        .command(Format::OpenAiChat)
+        .args(["run", "--model", "openia:gpt", "--prompt", "hi", "--journal"])
+        .arg(case.journal())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(last_line(&out).contains("unknown provider `openia`"), "{}", shown(&out));
+    assert!(!case.journal().exists(), "nothing written for a bad spec");
+
+    // A missing key, naming the variable.
+    let out = case
+        .command(Format::Anthropic)
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(case.run_args(Format::Anthropic, &["hi"]))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(last_line(&out).contains("ANTHROPIC_API_KEY"), "{}", shown(&out));
+    assert!(!case.journal().exists(), "nothing written without a key");
+
+    // A refused connection, naming the URL.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        listener.local_addr().expect("its address").port()
+    };
+    let url = format!("http://127.0.0.1:{port}/v1");
+    case.write_config("retry_attempts = 0");
+    let out = case
+        .command(Format::OpenAiChat)
+        .args([
+            "run",
+            "--model",
+            "openai-chat:m-test",
+            "--base-url",
+            &url,
+            "--prompt",
+            "hi",
+            "--config",
+        ])
+        .arg(case.config())
+        .arg("--journal")
+        .arg(case.dir.path().join("j-refused"))
+        .arg("--workspace")
+        .arg(case.workspace())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert_eq!(text(&out.stderr).lines().count(), 1, "{}", shown(&out));
+    assert!(
+        last_line(&out).contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        shown(&out)
+    );
+
+    // A stream with a line that is not JSON.
+    let format = Format::Gemini;
+    let server = server();
+    server.push(
+        format,
+        Answer::text("some text before the bad line").malformed_line().into(),
+    );
+    let case2 = Case::new();
+    case2.write_config("retry_attempts = 0");
+    let out = case2.run(format, &["hi"]);
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(last_line(&out).starts_with("error: "), "{}", shown(&out));
+
+    // A stream cut short (no clean end), attempts exhausted.
+    let format = Format::OpenAiChat;
+    server.push(
+        format,
+        Answer::calls(vec![("c1", "bash", r#"{"command":"true"}"#)])
+            .cut_in_call_arguments(4)
+            .into(),
+    );
+    let case3 = Case::new();
+    case3.write_config("retry_attempts = 0");
+    let out = case3.run(format, &["hi"]);
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(last_line(&out).starts_with("error: "), "{}", shown(&out));
+    // The session stays open for a resume, and says so.
+    assert!(last_line(&out).contains("resume"), "{}", shown(&out));
+}
+
+/// The key never reaches the journal, the spill store, stdout or stderr: neither on a session
+/// that works nor on one whose key the provider refuses.
+#[test]
+fn the_key_is_never_written() {
+    let _turn = serial();
+    let format = Format::OpenAiChat;
+    let case = Case::new();
+    let server = server();
+    // A result big enough to spill, so the spill store has files too.
+    let big = json!({"command": "seq 1 40000"}).to_string();
+    server.push(
+        format,
+        Answer::calls(vec![("call_k1", "bash", &big)]).into(),
+    );
+    server.push(format, Answer::text("done").into());
+    let good = case.run(format, &["count"]);
+    assert_eq!(good.status.code(), Some(0), "{}", shown(&good));
+    // A wrong key: the provider's refusal is shown; the key is not.
+    let wrong = "sk-tjtest-WRONG-0d9f-key";
+    let refused = case
+        .command(format)
+        .env(key_var(format), wrong)
+        .args(["run", "--model", &spec(format), "--base-url"])
+        .arg(server.base_url(format))
+        .arg("--journal")
+        .arg(case.dir.path().join("j-wrong"))
+        .arg("--workspace")
+        .arg(case.workspace())
+        .args(["--prompt", "hi"])
+        .output()
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(1), "{}", shown(&refused));
+    let mut places = files_under(case.dir.path());
+    assert!(
+        places.len() > 5,
+        "the journal, its spill store and state are there: {places:?}"
+    );
+    places.retain(|p| p != &case.config());
+    for path in places {
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        for key in [KEY, wrong] {
+            assert!(
+                !contains(&bytes, key.as_bytes()),
+                "{} holds the key",
+                path.display()
+            );
+        }
+    }
+    for out in [&good, &refused] {
+        for key in [KEY, wrong] {
+            assert!(!contains(&out.stdout, key.as_bytes()), "stdout: {}", shown(out));
+            assert!(!contains(&out.stderr, key.as_bytes()), "stderr: {}", shown(out));
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
