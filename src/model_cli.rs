@@ -59,7 +59,7 @@ pub fn connect(
     flags: &ModelFlags,
     section: &ModelSection,
 ) -> Result<Box<dyn Model>, CliError> {
-    let mut config = tooljournal_llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
+    let mut config = llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
         .map_err(|e| CliError::Failed(e.to_string()))?;
     if let Some(url) = flags.base_url.as_ref().or(section.base_url.as_ref()) {
         config.base_url = Some(url.clone());
@@ -67,7 +67,7 @@ pub fn connect(
     if let Some(ms) = section.request_timeout_ms {
         config.request_timeout_ms = ms;
     }
-    tooljournal_llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
+    llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
 }
 
 /// The loop's settings: steps, attempts, backoff and timeout from `[model]`, the system

@@ -8,7 +8,7 @@ use common::llm::*;
 use expectrl::{ControlCode, Eof, Expect};
 use runtime::event::{AskAnswer, Event, TurnOutcome};
 use std::time::Duration;
-use tooljournal_mockllm::{Answer, Format};
+use mockllm::{Answer, Format};
 
 #[test]
 fn a_chat_with_an_approval_a_stop_and_an_exit() {

@@ -8,7 +8,7 @@ mod common;
 use common::llm::*;
 use runtime::event::{Event, TurnOutcome};
 use serde_json::json;
-use tooljournal_mockllm::{Answer, Format, Reply};
+use mockllm::{Answer, Format, Reply};
 
 /// A tool call then a final answer, for every provider: the file is written, the second
 /// request pairs the call with its result (the mock checks the pairing as the provider does),

@@ -10,7 +10,7 @@ use serde_json::json;
 use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use tooljournal_mockllm::{Answer, Format};
+use mockllm::{Answer, Format};
 
 const WAIT: Duration = Duration::from_secs(30);
 

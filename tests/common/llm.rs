@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use tooljournal_mockllm::{Format, MockServer, Recorded};
+use mockllm::{Format, MockServer, Recorded};
 
 /// The key every test's binary is given, and the mock expects: distinctive, so that the key
 /// test can look for it in every byte a session wrote.
