@@ -103,6 +103,8 @@ pub struct StreamOut {
     printer: Arc<Printer>,
     mid_line: bool,
     last_failure: Option<ModelError>,
+    /// A step began and its request's sync has not been seen yet.
+    request_pending: bool,
 }
 
 impl StreamOut {
@@ -111,6 +113,7 @@ impl StreamOut {
             printer,
             mid_line: false,
             last_failure: None,
+            request_pending: false,
         }
     }
 
@@ -152,11 +155,19 @@ impl Observer for StreamOut {
         match event {
             AgentEvent::Step { .. } => {
                 self.last_failure = None;
-                // The previous step's results are durable now (its request was synced).
-                self.printer.show_durable();
+                self.request_pending = true;
             }
-            AgentEvent::Stream(ModelEvent::TextDelta(text)) => self.text(text),
-            AgentEvent::Stream(_) => {}
+            AgentEvent::Stream(event) => {
+                if self.request_pending {
+                    // The request was synced before it was sent: the previous step's verdicts
+                    // are durable now, and shown before this step's text.
+                    self.request_pending = false;
+                    self.printer.show_durable();
+                }
+                if let ModelEvent::TextDelta(text) = event {
+                    self.text(text);
+                }
+            }
             AgentEvent::AttemptFailed {
                 attempt,
                 error,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::llm::*;
+use common::models::*;
 use expectrl::{ControlCode, Eof, Expect};
 use runtime::event::{AskAnswer, Event, TurnOutcome};
 use std::time::Duration;
@@ -71,7 +71,7 @@ fn a_chat_with_an_approval_a_stop_and_an_exit() {
     chat.expect(Eof).expect("the chat ends");
     let status = chat.get_process().wait().expect("reaped");
     assert!(
-        matches!(status, expectrl::WaitStatus::Exited(_, 0)),
+        matches!(status, expectrl::process::unix::WaitStatus::Exited(_, 0)),
         "{status:?}"
     );
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::llm::*;
+use common::models::*;
 use runtime::event::{Event, TurnOutcome};
 use serde_json::json;
 use mockllm::{Answer, Format, Reply};

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::llm::*;
+use common::models::*;
 use serde_json::json;
 use std::io::Read;
 use std::process::{Child, Stdio};

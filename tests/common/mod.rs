@@ -2,3 +2,4 @@
 //! declares `mod common;` and uses the modules it needs.
 
 pub mod kill;
+pub mod models;
