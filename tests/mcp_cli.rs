@@ -8,7 +8,7 @@
 mod support;
 
 use journal::{FsStorage, Limits};
-use recover::providers::{render, validate, Format};
+use recover::providers::{request_body, stand_in_tools, validate, Format};
 use runtime::event::{CallRef, Event, Record};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -188,7 +188,9 @@ fn a_transcript_lists_reads_and_writes_through_mcp_and_recovery_treats_it_like_a
 
     let conversation = r.analysis.conversation();
     for format in Format::ALL {
-        let body = render(&conversation, format);
+        // Stand-ins for the tools called: Anthropic takes no tool calls without tools.
+        let tools = stand_in_tools(&conversation);
+        let body = request_body(&conversation, &tools, &Default::default(), format).value();
         validate(format, &body).unwrap_or_else(|v| panic!("{}: {v:?}", format.as_str()));
         assert!(
             body.to_string().contains("mcp__fs__write_file"),
@@ -322,7 +324,9 @@ fn a_server_killed_mid_call_settles_the_call_outcome_unknown_and_the_session_goe
     let table = recover::report::audit_text("j", &r.analysis);
     assert!(table.contains("committed TOOL_OUTCOME_UNKNOWN"), "{table}");
     for format in Format::ALL {
-        validate(format, &render(&r.analysis.conversation(), format)).unwrap();
+        let conv = r.analysis.conversation();
+        let body = request_body(&conv, &stand_in_tools(&conv), &Default::default(), format);
+        validate(format, &body.value()).unwrap();
     }
 }
 

@@ -11,7 +11,7 @@ use crate::sim::{BodyEnd, Run, SentStep};
 use journal::{Limits, Reader, SimStorage, Storage};
 use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
 use recover::conversation::{Conversation, Message};
-use recover::providers::{render, validate, Format};
+use recover::providers::{request_body, stand_in_tools, validate, Format};
 use recover::session::{recover_storage, recover_storage_streaming};
 use runtime::event::{Classification, Event, OutcomeStatus, Record};
 use runtime::state::CallState;
@@ -68,12 +68,15 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
     v
 }
 
-/// Each provider format whose validator rejects the rendered `conv`, with why.
+/// Each provider format whose validator rejects the rendered `conv`, with why. With stand-ins
+/// for the tools it calls: Anthropic takes no tool calls without tools.
 fn provider_rejections(conv: &Conversation) -> Vec<(&'static str, String)> {
+    let tools = stand_in_tools(conv);
     Format::ALL
         .into_iter()
         .filter_map(|format| {
-            validate(format, &render(conv, format))
+            let body = request_body(conv, &tools, &Default::default(), format);
+            validate(format, &body.value())
                 .err()
                 .map(|e| (format.as_str(), e.to_string()))
         })

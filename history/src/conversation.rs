@@ -36,12 +36,16 @@ pub enum Message {
         /// The user's text.
         text: String,
     },
-    /// An assistant message: its text (may be empty) and its calls in model order.
+    /// An assistant message: its text (may be empty), its calls in model order, and what its
+    /// provider requires back with it.
     Assistant {
         /// The assistant's text.
         text: String,
         /// Its tool calls, in model order.
         calls: Vec<ConvCall>,
+        /// The provider state that came with it (reasoning, signatures); rendered only in the
+        /// format that produced it ([`ProviderState::format`]), dropped in every other.
+        state: Option<ProviderState>,
     },
     /// Exactly one result per call of the preceding assistant message, in model order.
     Results {

@@ -1,11 +1,12 @@
 //! Conversation histories as the model providers take them.
 //!
 //! A [`conversation::Conversation`] is what a session said, in no provider's format: user
-//! messages, assistant messages with their tool calls, and exactly one result per call.
-//! [`providers::history`] lays it out as OpenAI Chat Completions, OpenAI Responses, Anthropic
-//! Messages or Gemini, and [`providers::validate`] checks a body against that provider's pairing
-//! and ordering rules. The live runtime (the request it sends) and `recover rebuild` (the history
-//! it prints) both render with this crate, so that what a resumed session sends is what the
+//! messages, assistant messages with their tool calls (and the provider state they came with),
+//! and exactly one result per call. [`providers::history`] lays it out as OpenAI Chat
+//! Completions, OpenAI Responses, Anthropic Messages or Gemini, [`providers::request_body`]
+//! adds the tools and settings to make a whole request body, and [`providers::validate`]
+//! checks a body against that provider's pairing and ordering rules. The live runtime (the
+//! request it sends) and `recover rebuild` (the body it prints) both render with this crate, so that what a resumed session sends is what the
 //! crashed one would have sent. It knows nothing of journals or of running tools.
 //!
 //! ```

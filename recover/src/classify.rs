@@ -7,7 +7,7 @@
 //! declared it would touch). A call that `settled` has a known result, committed as it is: never
 //! an error it was not, never a success it was not (I4).
 
-use crate::conversation::{ConvCall, ConvResult, Conversation, Message};
+use crate::conversation::{ConvCall, ConvResult, Conversation, Message, ProviderState};
 use journal::ReadEnd;
 use runtime::event::{
     CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall, Recovery,
@@ -466,8 +466,10 @@ fn model_index(replay: &SessionReplay, call: &CallRef) -> usize {
 }
 
 impl Analysis {
-    /// The conversation: every user message, every assistant message, and right after each
-    /// assistant message exactly one result per call, in model order (I3).
+    /// The conversation: the system prompt (the latest `session/model`'s), every user message,
+    /// every assistant message with the provider state its response came with
+    /// (`llm/response-detail`), and right after each assistant message exactly one result per
+    /// call, in model order (I3).
     pub fn conversation(&self) -> Conversation {
         let mut messages = Vec::new();
         for turn in &self.replay.turns {
@@ -489,6 +491,14 @@ impl Analysis {
                             arguments: m.arguments.clone(),
                         })
                         .collect(),
+                    state: step
+                        .detail
+                        .as_ref()
+                        .and_then(|d| d.provider_state.as_ref())
+                        .map(|(format, items)| ProviderState {
+                            format: format.clone(),
+                            items: items.clone(),
+                        }),
                 });
                 if response.tool_calls.is_empty() {
                     continue;
@@ -521,7 +531,7 @@ impl Analysis {
             }
         }
         Conversation {
-            system: None,
+            system: self.replay.model.as_ref().and_then(|m| m.system.clone()),
             messages,
         }
     }

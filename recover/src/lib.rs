@@ -4,7 +4,8 @@
 //! tool. [`session::recover`] classifies every orphaned call as `TOOL_NOT_STARTED` (provably
 //! never started) or `TOOL_OUTCOME_UNKNOWN` (may have run) and, when asked to write, balances
 //! the journal with one `recovery` event; [`classify::Analysis::conversation`] then gives the
-//! conversation, which [`providers::history`] lays out for OpenAI, Anthropic or Gemini.
+//! conversation, which [`providers::history`] lays out for OpenAI, Anthropic or Gemini, and
+//! [`rebuild::body`] makes a whole request body of (system prompt, tools, settings).
 //!
 //! ```no_run
 //! use tooljournal_recover as recover;
@@ -31,6 +32,7 @@ pub mod classify;
 pub mod listing;
 #[cfg(feature = "mutant")]
 pub mod mutant;
+pub mod rebuild;
 pub mod report;
 pub mod session;
 pub mod stream;

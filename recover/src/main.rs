@@ -43,8 +43,10 @@ enum Command {
         #[arg(long)]
         salvage: bool,
     },
-    /// The conversation as a provider's request-body fragment: every assistant message followed
-    /// by exactly one result per call. Appends the `recovery` event unless --dry-run.
+    /// The session as a provider's whole request body: system prompt, the tools the model was
+    /// last shown with their input schemas, settings, and the conversation, every assistant
+    /// message followed by exactly one result per call; add the model and credentials to send
+    /// it. Appends the `recovery` event unless --dry-run.
     Rebuild {
         dir: PathBuf,
         /// openai-chat, openai-responses, anthropic or gemini.
@@ -260,16 +262,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     dir.display()
                 )));
             }
-            let history = recover::providers::history(&r.analysis.conversation(), format);
             // Our own output must pass the provider's rules; if it ever does not, that is a bug
-            // to report loudly, never a history to hand to a provider.
-            if let Err(v) = recover::providers::validate(format, &history.value()) {
-                return Err(Failure::Failed(format!(
-                    "internal error: the rebuilt {format} history fails its validator: {v}"
-                )));
-            }
+            // to report loudly, never a body to hand to a provider.
+            let rebuilt = recover::rebuild::body(&r.analysis, format)
+                .map_err(|e| Failure::Failed(format!("internal error: {e}")))?;
+            note(&dir, rebuilt.notes);
             // The text keeps the arguments as the journal has them (no number rounded).
-            let text = format!("{}\n", history.to_json_pretty());
+            let text = format!("{}\n", rebuilt.body.to_json_pretty());
             match out {
                 Some(path) => std::fs::write(&path, text)
                     .map_err(|e| Failure::Failed(format!("{}: cannot write: {e}", path.display()))),

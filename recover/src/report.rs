@@ -1,8 +1,10 @@
-//! What `recover` prints: the classification (`classify`) and the audit (`audit`), for people
-//! and, with `--json`, for programs (the shape of `classify --json` is DESIGN.md §10's).
+//! What `recover` prints: the classification (`classify`) and the audit (`audit`, with the
+//! session's token usage), for people and, with `--json`, for programs (the shape of
+//! `classify --json` is DESIGN.md §10's).
 
 use crate::classify::{Analysis, CallReport};
 use runtime::event::{Approval, SideEffect, ToolDescriptor, ToolSource};
+use runtime::model::Usage;
 use serde_json::{json, Value};
 
 /// `resources` as one list: `write:PATH`, `read:PATH`, `intent:TEXT`.
@@ -196,7 +198,40 @@ fn timing_ms(a: &Analysis, c: &CallReport) -> Option<u64> {
     r.outcome.as_ref().map(|o| o.duration_ms)
 }
 
-/// `audit --json`: one object per call, and totals.
+/// How many responses the journal details (`llm/response-detail`), and their token counts
+/// added up.
+fn usage(a: &Analysis) -> (usize, Usage) {
+    let details = a
+        .replay
+        .turns
+        .iter()
+        .flat_map(|t| t.steps.iter())
+        .filter_map(|s| s.detail.as_ref());
+    let mut responses = 0;
+    let mut total = Usage::default();
+    for d in details {
+        responses += 1;
+        total.input_tokens = total.input_tokens.saturating_add(d.usage.input_tokens);
+        total.output_tokens = total.output_tokens.saturating_add(d.usage.output_tokens);
+        total.cached_input_tokens = total
+            .cached_input_tokens
+            .saturating_add(d.usage.cached_input_tokens);
+    }
+    (responses, total)
+}
+
+fn usage_json(a: &Analysis) -> Value {
+    let (responses, u) = usage(a);
+    json!({
+        "responses": responses,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cached_input_tokens": u.cached_input_tokens,
+    })
+}
+
+/// `audit --json`: one object per call, totals, and the token usage of the session's
+/// responses.
 pub fn audit_json(journal: &str, a: &Analysis) -> Value {
     let calls: Vec<Value> = a
         .calls
@@ -219,7 +254,12 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
             })
         })
         .collect();
-    json!({ "journal": journal, "calls": calls, "totals": totals(a) })
+    json!({
+        "journal": journal,
+        "calls": calls,
+        "totals": totals(a),
+        "usage": usage_json(a),
+    })
 }
 
 fn totals(a: &Analysis) -> Value {
@@ -274,5 +314,18 @@ pub fn audit_text(journal: &str, a: &Analysis) -> String {
         "totals: {} calls, {} ok, {} errors, {} not started, {} outcome unknown, {} side effects\n",
         t["calls"], t["ok"], t["errors"], t["not_started"], t["outcome_unknown"], t["side_effects"]
     ));
+    let (responses, u) = usage(a);
+    if responses == 0 {
+        out.push_str("usage: not journaled (no llm/response-detail)\n");
+    } else {
+        let responses = match responses {
+            1 => "1 response".to_owned(),
+            n => format!("{n} responses"),
+        };
+        out.push_str(&format!(
+            "usage: {} input tokens ({} cached), {} output tokens, over {responses}\n",
+            u.input_tokens, u.cached_input_tokens, u.output_tokens
+        ));
+    }
     out
 }

@@ -11,8 +11,12 @@ use journal::{FsStorage, Journal, Options};
 use runtime::event::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tooljournal_recover::conversation::{ConvCall, ConvResult, Conversation, Message};
-use tooljournal_recover::providers::{history, provider_id, render, validate, Format};
+use tooljournal_recover::conversation::{
+    ConvCall, ConvResult, Conversation, Message, ModelSettings,
+};
+use tooljournal_recover::providers::{
+    provider_id, render, request_body, stand_in_tools, validate, Format, History,
+};
 
 fn hash8(s: &str) -> String {
     hex::encode(&Sha256::digest(s.as_bytes())[..4])
@@ -52,7 +56,14 @@ fn number_tokens() -> [&'static str; 11] {
     ]
 }
 
-/// A crashed session: one model response with two calls, both received, neither started.
+/// `conv` as a whole body, with stand-ins for the tools it calls (Anthropic takes no tool
+/// call without tools).
+fn body_of(conv: &Conversation, f: Format) -> History {
+    request_body(conv, &stand_in_tools(conv), &ModelSettings::default(), f)
+}
+
+/// A crashed session: one model response with its calls, all received, none started; the
+/// step shows the model the one tool they call, its schema journaled.
 fn journal_with(dir: &Path, calls: &[(&str, &str)]) {
     let (journal, _) = Journal::open(
         Arc::new(FsStorage::create(dir).unwrap()),
@@ -78,6 +89,21 @@ fn journal_with(dir: &Path, calls: &[(&str, &str)]) {
         user_text: "count".into(),
     });
     put(Event::StepStart { turn: 1, step: 1 });
+    let hash = "c0".repeat(32);
+    put(Event::ToolSchema(ToolSchema {
+        schema_hash: hash.clone(),
+        name: "count".into(),
+        description: "Count.".into(),
+        input_schema: r#"{"type":"object"}"#.into(),
+    }));
+    put(Event::StepTools {
+        turn: 1,
+        step: 1,
+        tools: vec![VisibleTool {
+            name: "count".into(),
+            schema_hash: hash,
+        }],
+    });
     let response = put(Event::LlmResponse {
         turn: 1,
         step: 1,
@@ -310,6 +336,7 @@ fn calling(ids: &[&str], arguments: &str) -> Conversation {
                         arguments: arguments.into(),
                     })
                     .collect(),
+                state: None,
             },
             Message::Results {
                 results: ids
@@ -337,7 +364,7 @@ fn a_467_character_id_with_odd_characters_fits_every_format() {
     assert_eq!(id.len(), 467);
     let conv = calling(&[&id], "{}");
     for f in Format::ALL {
-        let body = render(&conv, f);
+        let body = body_of(&conv, f).value();
         validate(f, &body).unwrap_or_else(|v| panic!("{f}: {v}"));
         let (calls, results) = ids(f, &body);
         let want = format!(
@@ -358,7 +385,7 @@ fn long_ids_sharing_their_prefix_map_to_distinct_ids() {
     let taken = provider_id(Format::OpenAiResponses, &a);
     let conv = calling(&[&a, &b, &taken], "{}");
     for f in Format::ALL {
-        let body = render(&conv, f);
+        let body = body_of(&conv, f).value();
         validate(f, &body).unwrap_or_else(|v| panic!("{f}: {v}"));
         let (calls, results) = ids(f, &body);
         let distinct: HashSet<&String> = calls.iter().collect();
@@ -392,7 +419,9 @@ fn every_validator_rejects_an_over_long_or_odd_id() {
                     {"type": "function_call", "call_id": id, "name": "read", "arguments": "{}"},
                     {"type": "function_call_output", "call_id": id, "output": "ok"},
                 ]}),
-                Format::Anthropic => json!({"messages": [
+                Format::Anthropic => json!({
+                    "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+                    "messages": [
                     {"role": "user", "content": "go"},
                     {"role": "assistant", "content": [
                         {"type": "tool_use", "id": id, "name": "read", "input": {}}]},
@@ -436,8 +465,11 @@ fn history_text_keeps_argument_numbers_in_every_format() {
     let raw = r#"{"big":123456789012345678901234567890, "dec":0.30000000000000000444, "z":-0, "e":[1E+2,5e-324], "u":"\u00e9\uD83D\uDE00"}"#;
     let conv = calling(&["call_1"], raw);
     for f in Format::ALL {
-        let h = history(&conv, f);
-        assert_eq!(h.value(), render(&conv, f), "{f}: one rendering");
+        let h = body_of(&conv, f);
+        let history = render(&conv, f);
+        for (key, value) in history.as_object().unwrap() {
+            assert_eq!(&h.value()[key], value, "{f}: one rendering");
+        }
         let compact = h.to_json();
         let pretty = h.to_json_pretty();
         for text in [&compact, &pretty] {

@@ -22,7 +22,8 @@ use runtime::transcript::{parse_script, ScriptedModel};
 use runtime::{Config, ErrorCode, Session, SessionOptions};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use tooljournal_recover::providers::{render, validate, Format};
+use tooljournal_recover::conversation::ModelSettings;
+use tooljournal_recover::providers::{render, request_body, stand_in_tools, validate, Format};
 use tooljournal_recover::session::{recover_storage, recover_storage_streaming};
 
 /// A body that ran, as the tool recorded it.
@@ -215,8 +216,10 @@ fn check(storage: &SimStorage, ran: &[Ran], at: &str) {
         recover_storage(Arc::new(storage.clone()), true).unwrap_or_else(|e| panic!("{at}: {e}"));
     let a = &first.analysis;
     let conv = a.conversation();
+    // Stand-ins for the tools the calls name: Anthropic takes no tool call without tools.
+    let tools = stand_in_tools(&conv);
     for format in Format::ALL {
-        let body = render(&conv, format);
+        let body = request_body(&conv, &tools, &ModelSettings::default(), format).value();
         if let Err(v) = validate(format, &body) {
             panic!(
                 "{at}: {} rejects the rebuilt history: {v}\n{body:#}",

@@ -6,7 +6,7 @@
 
 use proptest::prelude::Rng;
 use proptest::test_runner::{RngAlgorithm, TestRng};
-use recover::providers::{render, validate, Format};
+use recover::providers::{request_body, stand_in_tools, validate, Format};
 use recover::session::{recover, Recovered};
 use runtime::event::Classification;
 use runtime::state::CallState;
@@ -366,7 +366,9 @@ pub fn rebuild_all(r: &Recovered) -> Result<Vec<Value>, String> {
     let conv = r.analysis.conversation();
     let mut bodies = Vec::new();
     for format in Format::ALL {
-        let body = render(&conv, format);
+        // Stand-ins for the tools called: Anthropic takes no tool calls without tools.
+        let tools = stand_in_tools(&conv);
+        let body = request_body(&conv, &tools, &Default::default(), format).value();
         validate(format, &body)
             .map_err(|v| format!("the {format} rebuild does not validate: {v}\n{body:#}"))?;
         bodies.push(body);

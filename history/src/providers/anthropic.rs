@@ -1,8 +1,9 @@
 //! Anthropic Messages: `{"messages": [...]}` plus a top-level `"system"`.
 //!
 //! Roles alternate strictly, so consecutive messages of one role merge: a user turn holds its
-//! `tool_result` blocks first, then any text; an assistant turn its text, then its `tool_use`
-//! blocks. Blank text (Anthropic rejects whitespace-only text blocks) is left out.
+//! `tool_result` blocks first, then any text; an assistant turn its `thinking` and
+//! `redacted_thinking` blocks (its provider state, verbatim), then its text, then its
+//! `tool_use` blocks. Blank text (Anthropic rejects whitespace-only text blocks) is left out.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -10,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     arguments_object, body_array, check_id, first_duplicate, fit, fits, is_blank, object,
-    string_field, turn, Format, Msg, Node, Turn, Violation, LEADING_USER_TEXT,
+    state_items, string_field, turn, Format, Msg, Node, Turn, Violation, LEADING_USER_TEXT,
 };
 
 const SHAPE: &str = "anthropic.shape";
@@ -26,6 +27,9 @@ const UNKNOWN_TOOL_RESULT: &str = "anthropic.unknown_tool_result";
 const DUPLICATE_TOOL_RESULT: &str = "anthropic.duplicate_tool_result";
 const EMPTY_ERROR_RESULT: &str = "anthropic.empty_error_result";
 const DUPLICATE_TOOL_USE_ID: &str = "anthropic.duplicate_tool_use_id";
+const THINKING_NOT_FIRST: &str = "anthropic.thinking_not_first";
+const TOOLS_MISSING: &str = "anthropic.tools_missing";
+const DUPLICATE_TOOL_NAME: &str = "anthropic.duplicate_tool_name";
 
 /// The longest tool name Anthropic takes.
 const MAX_NAME: usize = 64;
@@ -56,7 +60,18 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
                         .push(json!({"type": "text", "text": text}).into());
                 }
             }
-            Msg::Assistant { text, calls } => {
+            Msg::Assistant { text, calls, state } => {
+                // Thinking goes with what the message says; alone it would make a turn of
+                // nothing but reasoning.
+                let says_something = !is_blank(text) || !calls.is_empty();
+                let thinking = state
+                    .filter(|_| says_something)
+                    .map_or_else(Vec::new, |items| {
+                        state_items(items, |t| matches!(t, "thinking" | "redacted_thinking"))
+                    });
+                if !thinking.is_empty() {
+                    turn(&mut turns, "assistant").lead.extend(thinking);
+                }
                 if !is_blank(text) {
                     turn(&mut turns, "assistant")
                         .first
@@ -94,11 +109,10 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
     if turns.first().is_some_and(|t| t.role != "user") {
         turns.insert(
             0,
-            Turn {
-                role: "user",
-                first: Vec::new(),
-                rest: vec![json!({"type": "text", "text": LEADING_USER_TEXT}).into()],
-            },
+            Turn::of(
+                "user",
+                vec![json!({"type": "text", "text": LEADING_USER_TEXT}).into()],
+            ),
         );
     }
     let messages: Vec<Node> = turns
@@ -157,7 +171,9 @@ fn tool_use_ids(message: &Value) -> Vec<&str> {
     }
 }
 
-/// Checks a body against Anthropic's rules (DESIGN.md §6); returns the first violation.
+/// Checks a body against Anthropic's rules (DESIGN.md §6); returns the first violation. The
+/// body's `tools` are checked last, so that a body that breaks only `anthropic.tools_missing`
+/// says so.
 pub(super) fn validate(body: &Value) -> Result<(), Violation> {
     let messages = body_array(body, "messages", SHAPE)?;
     check_system(body)?;
@@ -168,6 +184,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
         let blocks = content_blocks(obj, i, role, i + 1 == messages.len())?;
         let mut seen = Seen {
             other: false,
+            content: false,
             result_ids: HashSet::new(),
             prev_uses: if i > 0 {
                 tool_use_ids(&messages[i - 1])
@@ -180,7 +197,69 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
         }
         check_uses_answered(messages, i)?;
     }
-    Ok(())
+    check_tools(body, messages)
+}
+
+/// `tools`, when there are any: custom tools with a name in Anthropic's form, no name twice,
+/// and an object `input_schema`. A body whose messages hold a `tool_use` or `tool_result`
+/// block must have some: Anthropic rejects it otherwise ("Requests which include `tool_use`
+/// or `tool_result` blocks must define tools").
+fn check_tools(body: &Value, messages: &[Value]) -> Result<(), Violation> {
+    let tools = match body.get("tools") {
+        None => &Vec::new(),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(Violation::new(0, SHAPE, "`tools` is not an array")),
+    };
+    let mut names = HashSet::new();
+    for tool in tools {
+        let tool = object(tool, 0, SHAPE, "a tool")?;
+        let name = string_field(tool, "name", 0, SHAPE, "a tool")?;
+        if !valid_name(name) {
+            return Err(Violation::new(
+                0,
+                BAD_NAME,
+                format!("tool name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"),
+            ));
+        }
+        if !names.insert(name) {
+            return Err(Violation::new(
+                0,
+                DUPLICATE_TOOL_NAME,
+                format!("two tools are named `{name}`; tool names must be unique"),
+            ));
+        }
+        // Server tools (`web_search_…`) have a type of their own and no input schema.
+        let custom = tool
+            .get("type")
+            .is_none_or(|t| t.as_str() == Some("custom"));
+        if custom && !tool.get("input_schema").is_some_and(Value::is_object) {
+            return Err(Violation::new(
+                0,
+                SHAPE,
+                format!("tool `{name}` has no object `input_schema`"),
+            ));
+        }
+    }
+    let with_tool_blocks = messages.iter().position(|m| {
+        m.get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks.iter().any(|b| {
+                    matches!(
+                        b.get("type").and_then(Value::as_str),
+                        Some("tool_use" | "tool_result")
+                    )
+                })
+            })
+    });
+    match with_tool_blocks {
+        Some(i) if tools.is_empty() => Err(Violation::new(
+            i,
+            TOOLS_MISSING,
+            "requests which include tool_use or tool_result blocks must define tools",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A top-level `system` is a string or an array of blocks, when there is one.
@@ -249,6 +328,8 @@ fn content_blocks(
 struct Seen<'a> {
     /// A block other than a tool_result came first: a tool_result now is out of place.
     other: bool,
+    /// A text or tool_use block came first: a thinking block now is out of place.
+    content: bool,
     /// The tool_use ids answered in this message so far.
     result_ids: HashSet<&'a str>,
     /// The tool_use ids of the message before, which this one's results must answer.
@@ -267,6 +348,7 @@ fn check_block<'a>(
     match (kind, role) {
         ("text", _) => {
             seen.other = true;
+            seen.content = true;
             if is_blank(string_field(block, "text", i, SHAPE, "a text block")?) {
                 return Err(Violation::new(
                     i,
@@ -276,7 +358,11 @@ fn check_block<'a>(
             }
             Ok(())
         }
-        ("tool_use", "assistant") => check_tool_use(block, i),
+        ("tool_use", "assistant") => {
+            seen.content = true;
+            check_tool_use(block, i)
+        }
+        ("thinking" | "redacted_thinking", "assistant") => check_thinking(block, kind, i, seen),
         ("tool_result", "user") => check_tool_result(block, i, seen),
         (kind, role) => Err(Violation::new(
             i,
@@ -284,6 +370,32 @@ fn check_block<'a>(
             format!("unsupported `{kind}` block in a {role} message"),
         )),
     }
+}
+
+/// A thinking block (`thinking` and `signature`) or a redacted one (`data`), before the
+/// message's text and tool_use blocks.
+fn check_thinking(
+    block: &Map<String, Value>,
+    kind: &str,
+    i: usize,
+    seen: &Seen<'_>,
+) -> Result<(), Violation> {
+    if seen.content {
+        return Err(Violation::new(
+            i,
+            THINKING_NOT_FIRST,
+            format!("a {kind} block follows text or tool_use; thinking blocks must come first"),
+        ));
+    }
+    let fields: &[&str] = if kind == "thinking" {
+        &["thinking", "signature"]
+    } else {
+        &["data"]
+    };
+    for field in fields {
+        string_field(block, field, i, SHAPE, &format!("a {kind} block"))?;
+    }
+    Ok(())
 }
 
 /// A tool_use block: an id and a name in Anthropic's forms, and an object `input`.

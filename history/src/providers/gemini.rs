@@ -2,10 +2,13 @@
 //!
 //! Consecutive turns of one role merge: a user turn holds its `functionResponse` parts first,
 //! then any text; a model turn its text, then its `functionCall` parts. Empty text is left out
-//! (a part must carry something).
+//! (a part must carry something), unless a thought signature came with it. A model turn's
+//! provider state puts its `thoughtSignature`s back on the parts they came on: the message's
+//! text part and each of its `functionCall` parts.
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{
@@ -22,6 +25,25 @@ const RESPONSE_ID_MISMATCH: &str = "gemini.response_id_mismatch";
 const STRAY_FUNCTION_RESPONSE: &str = "gemini.stray_function_response";
 const BAD_ID: &str = "gemini.bad_id";
 
+/// A Gemini message's provider state: the `thoughtSignature` of its first text part, and of
+/// each `functionCall` part in call order (`null` for none).
+#[derive(Debug, Default, Deserialize)]
+struct Signatures {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    calls: Vec<Option<String>>,
+}
+
+impl Signatures {
+    /// The state's signatures; none for state that is not in this shape (see `state_items`).
+    fn parse(items: Option<&str>) -> Signatures {
+        items
+            .and_then(|items| serde_json::from_str(items).ok())
+            .unwrap_or_default()
+    }
+}
+
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
     let mut turns: Vec<Turn> = Vec::new();
     for msg in msgs {
@@ -33,21 +55,27 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
                         .push(json!({"text": text}).into());
                 }
             }
-            Msg::Assistant { text, calls } => {
-                if !text.is_empty() {
-                    turn(&mut turns, "model")
-                        .first
-                        .push(json!({"text": text}).into());
+            Msg::Assistant { text, calls, state } => {
+                let sigs = Signatures::parse(*state);
+                if !text.is_empty() || sigs.text.is_some() {
+                    let mut part = json!({ "text": text });
+                    if let Some(sig) = &sigs.text {
+                        part["thoughtSignature"] = json!(sig);
+                    }
+                    turn(&mut turns, "model").first.push(part.into());
                 }
-                for c in calls {
+                for (k, c) in calls.iter().enumerate() {
                     let call = Node::object([
                         ("id", json!(c.id).into()),
                         ("name", json!(c.name).into()),
                         ("args", arguments_object(c.arguments)),
                     ]);
-                    turn(&mut turns, "model")
-                        .rest
-                        .push(Node::object([("functionCall", call)]));
+                    let mut part = BTreeMap::new();
+                    part.insert("functionCall", call);
+                    if let Some(Some(sig)) = sigs.calls.get(k) {
+                        part.insert("thoughtSignature", json!(sig).into());
+                    }
+                    turn(&mut turns, "model").rest.push(Node::Object(part));
                 }
             }
             Msg::Results(results) => {
@@ -69,11 +97,7 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
     if turns.first().is_some_and(|t| t.role != "user") {
         turns.insert(
             0,
-            Turn {
-                role: "user",
-                first: Vec::new(),
-                rest: vec![json!({"text": LEADING_USER_TEXT}).into()],
-            },
+            Turn::of("user", vec![json!({"text": LEADING_USER_TEXT}).into()]),
         );
     }
     let contents: Vec<Node> = turns
@@ -120,6 +144,15 @@ fn parse(i: usize, c: &Value) -> Result<Content<'_>, Violation> {
     };
     for part in parts {
         let part = object(part, i, SHAPE, "a part")?;
+        if let Some(sig) = part.get("thoughtSignature") {
+            if !sig.is_string() || role != "model" {
+                return Err(Violation::new(
+                    i,
+                    SHAPE,
+                    "a `thoughtSignature` that is not a string, or in a user turn",
+                ));
+            }
+        }
         if let Some(text) = part.get("text") {
             if !text.is_string() {
                 return Err(Violation::new(

@@ -16,6 +16,13 @@
 //!   conversation uses, cut to fit the length. Responses and Anthropic both reject a repeated
 //!   call id; the result gets the same new id as its call.
 //!
+//! An assistant message's provider state ([`crate::conversation::ProviderState`]) is sent back
+//! only in the format that produced it, where that provider takes it, its items verbatim;
+//! every other format drops it.
+//!
+//! [`request_body`] adds the tools (with their input schemas) and the settings to make a whole
+//! request body.
+//!
 //! Anthropic also maps tool names to its allowed form ([`anthropic_name`]); the other formats
 //! keep names as they are. Tool arguments are kept byte for byte in every format: a string in
 //! the OpenAI formats, the model's own object text (a [`RawValue`]) in Anthropic's `input` and
@@ -39,7 +46,7 @@ use sha2::{Digest, Sha256};
 use crate::conversation::{Conversation, Message};
 
 pub use anthropic::anthropic_name;
-pub use request::{request_body, ANTHROPIC_MAX_TOKENS_DEFAULT};
+pub use request::{request_body, stand_in_tools, ANTHROPIC_MAX_TOKENS_DEFAULT};
 
 /// A provider's request format, named on the command line as [`Format::as_str`] spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,8 +157,11 @@ impl std::error::Error for Violation {}
 
 /// Lays `conv` out as `format`'s request-body fragment: `{"messages": [...]}` (OpenAI Chat;
 /// Anthropic, with a top-level `"system"`), `{"input": [...]}` (OpenAI Responses) or
-/// `{"contents": [...]}` (Gemini, with `"systemInstruction"`). A conversation that keeps the
-/// invariants of [`Conversation`] always renders to a body [`validate`] accepts.
+/// `{"contents": [...]}` (Gemini, with `"systemInstruction"`). Each assistant message's
+/// provider state goes with it in the format that produced it, and nowhere else. A
+/// conversation that keeps the invariants of [`Conversation`] always renders to a body
+/// [`validate`] accepts once it has the tools its calls name ([`request_body`]; Anthropic
+/// rejects tool calls without tools: `anthropic.tools_missing`).
 ///
 /// The history to hand to a provider is [`History::to_json_pretty`]: it keeps the arguments'
 /// own text. This [`Value`] is for inspecting and validating the body; as any `Value`, it holds
@@ -166,7 +176,7 @@ pub fn history(conv: &Conversation, format: Format) -> History {
     let system = conv.system.as_deref().filter(|s| !is_blank(s));
     History(match format {
         Format::OpenAiChat => Node::Value(openai_chat::render(system, &msgs)),
-        Format::OpenAiResponses => Node::Value(openai_responses::render(system, &msgs)),
+        Format::OpenAiResponses => openai_responses::render(system, &msgs),
         Format::Anthropic => anthropic::render(system, &msgs),
         Format::Gemini => gemini::render(system, &msgs),
     })
@@ -257,8 +267,12 @@ impl Serialize for Node {
     }
 }
 
-/// Checks `body` (as [`render`] produces it) against `format`'s pairing and ordering rules
-/// (DESIGN.md §6) and the shape those rules need; returns the first violation.
+/// Checks `body` (as [`render`] or [`request_body`] produces it) against `format`'s pairing
+/// and ordering rules (DESIGN.md §6) and the shape those rules need; returns the first
+/// violation. Provider state is checked where it goes: Anthropic's thinking blocks first in
+/// an assistant message, Responses' reasoning items followed by the assistant's own output,
+/// Gemini's `thoughtSignature`s strings on model parts. Anthropic's body must define tools
+/// when its messages hold tool calls or results; that is checked after every other rule.
 pub fn validate(format: Format, body: &Value) -> Result<(), Violation> {
     match format {
         Format::OpenAiChat => openai_chat::validate(body),
@@ -291,7 +305,12 @@ pub(crate) struct Res<'a> {
 #[derive(Debug)]
 pub(crate) enum Msg<'a> {
     User(&'a str),
-    Assistant { text: &'a str, calls: Vec<Call<'a>> },
+    Assistant {
+        text: &'a str,
+        calls: Vec<Call<'a>>,
+        /// The message's provider state, as JSON text, when it is the format's own.
+        state: Option<&'a str>,
+    },
     Results(Vec<Res<'a>>),
 }
 
@@ -317,7 +336,7 @@ pub(crate) fn prepare(conv: &Conversation, format: Format) -> Vec<Msg<'_>> {
                 prev_calls.clear();
                 out.push(Msg::User(text));
             }
-            Message::Assistant { text, calls } => {
+            Message::Assistant { text, calls, state } => {
                 prev_calls.clear();
                 let calls: Vec<Call<'_>> = calls
                     .iter()
@@ -339,7 +358,12 @@ pub(crate) fn prepare(conv: &Conversation, format: Format) -> Vec<Msg<'_>> {
                 if text.is_empty() && calls.is_empty() {
                     continue;
                 }
-                out.push(Msg::Assistant { text, calls });
+                // Another provider's state means nothing here (and would be rejected).
+                let state = state
+                    .as_ref()
+                    .filter(|s| s.format == format.as_str())
+                    .map(|s| s.items.as_str());
+                out.push(Msg::Assistant { text, calls, state });
             }
             Message::Results { results } => {
                 let results: Vec<Res<'_>> = results
@@ -478,6 +502,25 @@ pub(crate) fn short_hash(s: &str) -> String {
     hex::encode(&digest[..4])
 }
 
+/// The elements of a state that is a JSON array of objects, each kept as its own text, byte
+/// for byte, when `keep` accepts its `type`. State that is not such an array yields nothing:
+/// it came from the journal, and sending the provider something it did not produce would fail
+/// the request (or misstate the reasoning) rather than recover it.
+pub(crate) fn state_items(items: &str, keep: impl Fn(&str) -> bool) -> Vec<Node> {
+    let Ok(raw) = serde_json::from_str::<Vec<Box<RawValue>>>(items) else {
+        return Vec::new();
+    };
+    raw.into_iter()
+        .filter(|item| {
+            serde_json::from_str::<Value>(item.get())
+                .ok()
+                .and_then(|v| v.get("type").and_then(Value::as_str).map(&keep))
+                .unwrap_or(false)
+        })
+        .map(Node::Raw)
+        .collect()
+}
+
 /// Empty or only whitespace.
 pub(crate) fn is_blank(s: &str) -> bool {
     s.trim().is_empty()
@@ -487,17 +530,30 @@ pub(crate) fn is_blank(s: &str) -> bool {
 /// (Anthropic requires a user message first; Gemini a user turn before a call).
 pub(crate) const LEADING_USER_TEXT: &str = "(conversation resumed)";
 
-/// Two-part turns for the formats that merge consecutive messages of one role: `first` holds
-/// what must come first (a user turn's results, a model turn's text), `rest` the others.
+/// Three-part turns for the formats that merge consecutive messages of one role: `lead` holds
+/// what must open the turn (an assistant turn's thinking blocks), `first` what comes next (a
+/// user turn's results, a model turn's text), `rest` the others.
 pub(crate) struct Turn {
     pub role: &'static str,
+    pub lead: Vec<Node>,
     pub first: Vec<Node>,
     pub rest: Vec<Node>,
 }
 
 impl Turn {
+    /// A turn holding only `rest`.
+    pub fn of(role: &'static str, rest: Vec<Node>) -> Turn {
+        Turn {
+            role,
+            lead: Vec::new(),
+            first: Vec::new(),
+            rest,
+        }
+    }
+
     pub fn into_parts(self) -> Vec<Node> {
-        let mut parts = self.first;
+        let mut parts = self.lead;
+        parts.extend(self.first);
         parts.extend(self.rest);
         parts
     }
@@ -506,11 +562,7 @@ impl Turn {
 /// The last turn if it has `role`, else a new one: consecutive messages of one role merge.
 pub(crate) fn turn<'t>(turns: &'t mut Vec<Turn>, role: &'static str) -> &'t mut Turn {
     if turns.last().is_none_or(|t| t.role != role) {
-        turns.push(Turn {
-            role,
-            first: Vec::new(),
-            rest: Vec::new(),
-        });
+        turns.push(Turn::of(role, Vec::new()));
     }
     turns.last_mut().expect("just pushed")
 }

@@ -21,10 +21,10 @@ pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
     for msg in msgs {
         match msg {
             Msg::User(text) => messages.push(json!({"role": "user", "content": text})),
-            Msg::Assistant { text, calls } if calls.is_empty() => {
+            Msg::Assistant { text, calls, .. } if calls.is_empty() => {
                 messages.push(json!({"role": "assistant", "content": text}));
             }
-            Msg::Assistant { text, calls } => {
+            Msg::Assistant { text, calls, .. } => {
                 let content = if text.is_empty() {
                     Value::Null
                 } else {

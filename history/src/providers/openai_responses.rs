@@ -1,10 +1,14 @@
-//! OpenAI Responses: `{"input": [...]}`.
+//! OpenAI Responses: `{"input": [...]}`. An assistant message's `reasoning` items (its
+//! provider state, verbatim) come right before its own message and `function_call` items, as
+//! the response gave them.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::{body_array, check_id, object, string_field, Format, Msg, Violation};
+use super::{
+    body_array, check_id, object, state_items, string_field, Format, Msg, Node, Violation,
+};
 
 const SHAPE: &str = "openai_responses.shape";
 const MISSING_OUTPUT: &str = "openai_responses.missing_output";
@@ -12,42 +16,54 @@ const ORPHAN_OUTPUT: &str = "openai_responses.orphan_output";
 const DUPLICATE_OUTPUT: &str = "openai_responses.duplicate_output";
 const DUPLICATE_ID: &str = "openai_responses.duplicate_id";
 const BAD_ID: &str = "openai_responses.bad_id";
+const REASONING_ALONE: &str = "openai_responses.reasoning_alone";
 
-pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
-    let mut input = Vec::new();
+pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
+    let mut input: Vec<Node> = Vec::new();
     if let Some(system) = system {
-        input.push(json!({"type": "message", "role": "system", "content": system}));
+        input.push(json!({"type": "message", "role": "system", "content": system}).into());
     }
     for msg in msgs {
         match msg {
             Msg::User(text) => {
-                input.push(json!({"type": "message", "role": "user", "content": text}));
+                input.push(json!({"type": "message", "role": "user", "content": text}).into());
             }
-            Msg::Assistant { text, calls } => {
+            Msg::Assistant { text, calls, state } => {
+                if let Some(items) = state {
+                    input.extend(state_items(items, |t| t == "reasoning"));
+                }
                 if !text.is_empty() {
-                    input.push(json!({"type": "message", "role": "assistant", "content": text}));
+                    input.push(
+                        json!({"type": "message", "role": "assistant", "content": text}).into(),
+                    );
                 }
                 for c in calls {
-                    input.push(json!({
-                        "type": "function_call",
-                        "call_id": c.id,
-                        "name": c.name,
-                        "arguments": c.arguments,
-                    }));
+                    input.push(
+                        json!({
+                            "type": "function_call",
+                            "call_id": c.id,
+                            "name": c.name,
+                            "arguments": c.arguments,
+                        })
+                        .into(),
+                    );
                 }
             }
             Msg::Results(results) => {
                 for r in results {
-                    input.push(json!({
-                        "type": "function_call_output",
-                        "call_id": r.id,
-                        "output": r.content,
-                    }));
+                    input.push(
+                        json!({
+                            "type": "function_call_output",
+                            "call_id": r.id,
+                            "output": r.content,
+                        })
+                        .into(),
+                    );
                 }
             }
         }
     }
-    json!({ "input": input })
+    Node::object([("input", Node::Array(input))])
 }
 
 /// Each `function_call`'s `call_id` -> (index of its item, answered yet).
@@ -65,6 +81,7 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
             "message" => check_message(item, i)?,
             "function_call" => check_function_call(item, i, &mut calls)?,
             "function_call_output" => check_function_call_output(item, i, &mut calls)?,
+            "reasoning" => check_reasoning(item, i, input.get(i + 1))?,
             other => {
                 return Err(Violation::new(
                     i,
@@ -83,6 +100,37 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
             *index,
             MISSING_OUTPUT,
             format!("no tool output found for function call `{call_id}`"),
+        ));
+    }
+    Ok(())
+}
+
+/// A reasoning item: a `summary` array, and the assistant's own output right after it (more
+/// reasoning, its message or a function_call). OpenAI rejects a reasoning item "provided
+/// without its required following item".
+fn check_reasoning(
+    item: &Map<String, Value>,
+    i: usize,
+    next: Option<&Value>,
+) -> Result<(), Violation> {
+    if !item.get("summary").is_some_and(Value::is_array) {
+        return Err(Violation::new(
+            i,
+            SHAPE,
+            "the reasoning item has no `summary` array",
+        ));
+    }
+    let follows = next.is_some_and(|n| match n.get("type").and_then(Value::as_str) {
+        Some("reasoning" | "function_call") => true,
+        Some("message") | None => n.get("role").and_then(Value::as_str) == Some("assistant"),
+        Some(_) => false,
+    });
+    if !follows {
+        return Err(Violation::new(
+            i,
+            REASONING_ALONE,
+            "a reasoning item must be followed by the assistant's own output (reasoning, its \
+             message or a function_call)",
         ));
     }
     Ok(())

@@ -29,6 +29,14 @@ pub fn call(id: &str) -> CallRef {
     }
 }
 
+/// The schema hash `batch_shown` journals `mark` under (any text names it; the runtime's is a
+/// sha256).
+pub const MARK_HASH: &str = "4d41524b4d41524b4d41524b4d41524b4d41524b4d41524b4d41524b4d41524b";
+
+/// `mark`'s input schema, as `tool/schema` keeps it.
+pub const MARK_SCHEMA: &str =
+    r#"{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"}"#;
+
 /// Appends events with the seqs they get, so per-call events can point back correctly.
 pub struct Builder {
     pub journal: Journal,
@@ -57,10 +65,21 @@ impl Builder {
             })
             .unwrap()
     }
-    /// session/open, turn 1, step 1, and an llm/response with these calls (all `mark`).
+    /// session/open, turn 1, step 1, and an llm/response with these calls (all `mark`), as a
+    /// journal before event schema 3 has them: no tool schemas.
     pub fn batch(&mut self, ids: &[&str]) {
+        self.batch_with(ids, false);
+    }
+
+    /// `batch`, the step showing the model `mark` (`step/tools`) with its schema journaled
+    /// (`tool/schema`), as a schema-3 runtime writes it.
+    pub fn batch_shown(&mut self, ids: &[&str]) {
+        self.batch_with(ids, true);
+    }
+
+    fn batch_with(&mut self, ids: &[&str], shown: bool) {
         self.put(Event::SessionOpen(SessionOpen {
-            schema_version: 1,
+            schema_version: if shown { 3 } else { 1 },
             session_id: "golden".into(),
             workspace: "/ws".into(),
             tools: vec![],
@@ -70,6 +89,22 @@ impl Builder {
             user_text: "do three things".into(),
         });
         self.put(Event::StepStart { turn: 1, step: 1 });
+        if shown {
+            self.put(Event::ToolSchema(ToolSchema {
+                schema_hash: MARK_HASH.into(),
+                name: "mark".into(),
+                description: "Mark a file.".into(),
+                input_schema: MARK_SCHEMA.into(),
+            }));
+            self.put(Event::StepTools {
+                turn: 1,
+                step: 1,
+                tools: vec![VisibleTool {
+                    name: "mark".into(),
+                    schema_hash: MARK_HASH.into(),
+                }],
+            });
+        }
         let tool_calls = ids
             .iter()
             .map(|id| ModelCall {
@@ -202,8 +237,17 @@ pub fn replay_dir(dir: &Path) -> runtime::replay::SessionReplay {
 /// One batch of three calls, crashed: `c1` settled, `c.2` started (an id no provider takes as
 /// it is, so its mapped form is checked too), `c3` approved only.
 pub fn settled_unknown_and_not_started(dir: &Path) {
+    crashed_batch(dir, false);
+}
+
+/// `settled_unknown_and_not_started`, with the tool shown and its schema journaled.
+pub fn settled_unknown_and_not_started_shown(dir: &Path) {
+    crashed_batch(dir, true);
+}
+
+fn crashed_batch(dir: &Path, shown: bool) {
     let mut b = Builder::new(dir);
-    b.batch(&["c1", "c.2", "c3"]);
+    b.batch_with(&["c1", "c.2", "c3"], shown);
     for id in ["c1", "c.2", "c3"] {
         b.approve(id);
     }

@@ -6,8 +6,12 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use tooljournal_recover::conversation::{ConvCall, ConvResult, Conversation, Message};
-use tooljournal_recover::providers::{anthropic_name, provider_id, render, validate, Format};
+use tooljournal_history::conversation::{
+    ConvCall, ConvResult, Conversation, Message, ModelSettings, ProviderState,
+};
+use tooljournal_history::providers::{
+    anthropic_name, provider_id, request_body, stand_in_tools, validate, Format,
+};
 
 fn rejected(format: Format, body: &Value) -> &'static str {
     match validate(format, body) {
@@ -118,7 +122,8 @@ fn anthropic_rejects_broken_pairing() {
     let asst = |blocks: Vec<Value>| json!({"role": "assistant", "content": blocks});
     let usr = |blocks: Vec<Value>| json!({"role": "user", "content": blocks});
 
-    let ok = json!({"messages": [
+    let tools = json!([{"name": "read", "input_schema": {"type": "object"}}]);
+    let ok = json!({"tools": tools, "messages": [
         u,
         asst(vec![text("reading"), tool_use("a"), tool_use("b")]),
         usr(vec![result("b"), result("a"), text("and then?")]),
@@ -297,10 +302,44 @@ fn arguments_strategy() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Provider state of any format (another provider's, or one no provider has), its items
+/// well-formed, of a kind the format does not send back, or not JSON at all.
+fn state_strategy() -> impl Strategy<Value = Option<ProviderState>> {
+    let sig = || "[a-zA-Z0-9+/=]{1,12}";
+    let item = (0u8..4, any::<u64>()).prop_map(|(kind, n)| match kind {
+        0 => json!({"type": "thinking", "thinking": format!("t{n}"), "signature": format!("s{n}")}),
+        1 => json!({"type": "redacted_thinking", "data": format!("d{n}")}),
+        2 => json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [],
+                    "encrypted_content": format!("e{n}")}),
+        _ => json!({"type": "message", "n": n}),
+    });
+    let gemini = (
+        prop::option::of(sig()),
+        prop::collection::vec(prop::option::of(sig()), 0..5),
+    )
+        .prop_map(|(text, calls)| json!({"text": text, "calls": calls}).to_string());
+    let items = prop_oneof![
+        prop::collection::vec(item, 0..4).prop_map(|items| Value::from(items).to_string()),
+        gemini,
+        Just("not json".to_string()),
+    ];
+    let format = prop::sample::select(vec![
+        "openai-chat",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "cobol",
+    ]);
+    prop::option::of((format, items).prop_map(|(format, items)| ProviderState {
+        format: format.into(),
+        items,
+    }))
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     User(String),
-    Assistant(String, Vec<(ConvCall, String, bool)>),
+    Assistant(String, Vec<(ConvCall, String, bool)>, Option<ProviderState>),
 }
 
 fn step_strategy() -> impl Strategy<Value = Step> {
@@ -324,8 +363,12 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         });
     prop_oneof![
         text_strategy().prop_map(Step::User),
-        (text_strategy(), prop::collection::vec(call, 0..=4))
-            .prop_map(|(text, calls)| Step::Assistant(text, calls)),
+        (
+            text_strategy(),
+            prop::collection::vec(call, 0..=4),
+            state_strategy()
+        )
+            .prop_map(|(text, calls, state)| Step::Assistant(text, calls, state)),
     ]
 }
 
@@ -339,7 +382,7 @@ fn conversation_strategy() -> impl Strategy<Value = Conversation> {
             for step in steps {
                 match step {
                     Step::User(text) => messages.push(Message::User { text }),
-                    Step::Assistant(text, calls) => {
+                    Step::Assistant(text, calls, state) => {
                         let results: Vec<ConvResult> = calls
                             .iter()
                             .map(|(c, content, is_error)| ConvResult {
@@ -353,6 +396,7 @@ fn conversation_strategy() -> impl Strategy<Value = Conversation> {
                         messages.push(Message::Assistant {
                             text,
                             calls: calls.into_iter().map(|(c, _, _)| c).collect(),
+                            state,
                         });
                         if has_calls {
                             messages.push(Message::Results { results });
@@ -423,6 +467,75 @@ fn rendered_ids(format: Format, body: &Value) -> (Vec<String>, Vec<String>, Vec<
     (calls, names, results)
 }
 
+/// How many pieces of provider state `format` should send back for `conv`: each kept
+/// assistant message's own state (the format's, not another's) as the format takes it.
+fn expected_state(format: Format, conv: &Conversation) -> usize {
+    conv.messages
+        .iter()
+        .map(|m| match m {
+            Message::Assistant {
+                text,
+                calls,
+                state: Some(state),
+            } if state.format == format.as_str() => {
+                let parsed: Value = serde_json::from_str(&state.items).unwrap_or(Value::Null);
+                let of_type = |types: &[&str]| {
+                    parsed.as_array().map_or(0, |items| {
+                        items
+                            .iter()
+                            .filter(|i| types.contains(&i["type"].as_str().unwrap_or("")))
+                            .count()
+                    })
+                };
+                let blank = text.trim().is_empty();
+                match format {
+                    Format::Anthropic if blank && calls.is_empty() => 0,
+                    Format::Anthropic => of_type(&["thinking", "redacted_thinking"]),
+                    Format::OpenAiResponses if text.is_empty() && calls.is_empty() => 0,
+                    Format::OpenAiResponses => of_type(&["reasoning"]),
+                    Format::Gemini if text.is_empty() && calls.is_empty() => 0,
+                    Format::Gemini if parsed.is_object() => {
+                        usize::from(parsed["text"].is_string())
+                            + parsed["calls"].as_array().map_or(0, |sigs| {
+                                sigs.iter()
+                                    .take(calls.len())
+                                    .filter(|s| s.is_string())
+                                    .count()
+                            })
+                    }
+                    _ => 0,
+                }
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The pieces of provider state `body` sends back, counted by every format's shape.
+fn rendered_state(body: &Value) -> [usize; 3] {
+    let (mut thinking, mut reasoning, mut signatures) = (0, 0, 0);
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for b in m["content"].as_array().into_iter().flatten() {
+            if matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")) {
+                thinking += 1;
+            }
+        }
+    }
+    for i in body["input"].as_array().into_iter().flatten() {
+        if i["type"] == "reasoning" {
+            reasoning += 1;
+        }
+    }
+    for c in body["contents"].as_array().into_iter().flatten() {
+        for p in c["parts"].as_array().into_iter().flatten() {
+            if p.get("thoughtSignature").is_some() {
+                signatures += 1;
+            }
+        }
+    }
+    [thinking, reasoning, signatures]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -436,12 +549,24 @@ proptest! {
                 _ => Vec::new(),
             })
             .collect();
+        let tools = stand_in_tools(&conv);
         for f in Format::ALL {
-            let body = render(&conv, f);
+            let body = request_body(&conv, &tools, &ModelSettings::default(), f).value();
             if let Err(v) = validate(f, &body) {
                 return Err(TestCaseError::fail(format!("{f}: {v}\n{body:#}")));
             }
-            prop_assert_eq!(&render(&conv, f), &body, "{} is deterministic", f);
+            let again = request_body(&conv, &tools, &ModelSettings::default(), f).value();
+            prop_assert_eq!(&again, &body, "{} is deterministic", f);
+            // Each message's own state goes back to its own format, and to no other.
+            let want = expected_state(f, &conv);
+            let got = rendered_state(&body);
+            let own = match f {
+                Format::Anthropic => [want, 0, 0],
+                Format::OpenAiResponses => [0, want, 0],
+                Format::Gemini => [0, 0, want],
+                Format::OpenAiChat => [0, 0, 0],
+            };
+            prop_assert_eq!(got, own, "{}: provider state", f);
 
             let (calls, names, results) = rendered_ids(f, &body);
             // No call lost, each answered once, in order, by its call's id.

@@ -4,8 +4,12 @@
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tooljournal_recover::conversation::{ConvCall, ConvResult, Conversation, Message};
-use tooljournal_recover::providers::{anthropic_name, provider_id, render, validate, Format};
+use tooljournal_history::conversation::{
+    ConvCall, ConvResult, Conversation, Message, ModelSettings, ToolSpec,
+};
+use tooljournal_history::providers::{
+    anthropic_name, provider_id, render, request_body, stand_in_tools, validate, Format,
+};
 
 fn hash8(s: &str) -> String {
     hex::encode(&Sha256::digest(s.as_bytes())[..4])
@@ -26,6 +30,7 @@ fn assistant(text: &str, calls: &[(&str, &str, &str)]) -> Message {
                 arguments: (*arguments).into(),
             })
             .collect(),
+        state: None,
     }
 }
 
@@ -80,6 +85,34 @@ fn sample() -> Conversation {
     }
 }
 
+/// The tools `sample` calls, with their schemas.
+fn sample_tools() -> Vec<ToolSpec> {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}},
+                      "required": ["path"]});
+    vec![
+        ToolSpec {
+            name: "read".into(),
+            description: "Read a file.".into(),
+            input_schema: path.clone(),
+        },
+        ToolSpec {
+            name: "write".into(),
+            description: "Write a file.".into(),
+            input_schema: path,
+        },
+        ToolSpec {
+            name: "summarize".into(),
+            description: "Summarize.".into(),
+            input_schema: json!({"type": "object"}),
+        },
+    ]
+}
+
+/// `conv` as a request body with stand-ins for the tools it calls, as a `Value`.
+fn with_stand_ins(conv: &Conversation, f: Format) -> serde_json::Value {
+    request_body(conv, &stand_in_tools(conv), &ModelSettings::default(), f).value()
+}
+
 // ---- the format names ----
 
 #[test]
@@ -102,10 +135,20 @@ fn format_names_round_trip() {
 #[test]
 fn sample_renders_valid_in_every_format() {
     let conv = sample();
+    let settings = ModelSettings {
+        max_tokens: Some(1000),
+        temperature: Some(0.5),
+    };
     for f in Format::ALL {
-        let body = render(&conv, f);
+        let body = request_body(&conv, &sample_tools(), &settings, f).value();
         validate(f, &body).unwrap_or_else(|v| panic!("{f}: {v}\n{body:#}"));
-        assert_eq!(render(&conv, f), body, "{f}: rendering is deterministic");
+        let again = request_body(&conv, &sample_tools(), &settings, f).value();
+        assert_eq!(again, body, "{f}: rendering is deterministic");
+        // The history is the history `render` gives, whatever else the body holds.
+        let history = render(&conv, f);
+        for (key, value) in history.as_object().unwrap() {
+            assert_eq!(&body[key], value, "{f}: `{key}`");
+        }
     }
 }
 
@@ -327,7 +370,7 @@ fn a_call_id_reused_in_a_later_message_becomes_unique_for_call_and_result() {
         ]
     );
     for f in Format::ALL {
-        validate(f, &render(&conv, f)).unwrap_or_else(|v| panic!("{f}: {v}"));
+        validate(f, &with_stand_ins(&conv, f)).unwrap_or_else(|v| panic!("{f}: {v}"));
     }
 }
 
@@ -343,7 +386,7 @@ fn empty_assistant_messages_are_dropped_and_a_history_starts_with_the_user() {
         ],
     };
     for f in Format::ALL {
-        let body = render(&conv, f);
+        let body = with_stand_ins(&conv, f);
         validate(f, &body).unwrap_or_else(|v| panic!("{f}: {v}\n{body:#}"));
         assert!(body.get("system").is_none() && body.get("systemInstruction").is_none());
     }

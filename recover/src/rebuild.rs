@@ -1,0 +1,123 @@
+//! `recover rebuild`'s output: the session's conversation as a whole request body in one
+//! provider's format (system prompt, the tools the model was last shown with their input
+//! schemas, the settings, the history), ready to send once the model's name and the
+//! credentials are added. Shared by the CLI and its tests, so that both say one thing.
+
+use crate::classify::Analysis;
+use crate::conversation::ToolSpec;
+use crate::providers::{request_body, validate, Format, History, Violation};
+
+/// The rule Anthropic's validator names a body by that has tool calls but no tools.
+const ANTHROPIC_TOOLS_MISSING: &str = "anthropic.tools_missing";
+
+/// A rebuilt request body, and what it could not say.
+#[derive(Debug, Clone)]
+pub struct Rebuilt {
+    /// The body, arguments byte for byte as the journal has them.
+    pub body: History,
+    /// For people, one line each: tools left out and why, a body a provider would refuse as
+    /// it is. Empty when the body is whole.
+    pub notes: Vec<String>,
+}
+
+/// A rebuilt body that fails its own format's validator: a bug in rebuilding, never a body to
+/// hand to a provider.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the rebuilt {format} body fails its validator: {violation}")]
+pub struct InvalidBody {
+    /// The format rebuilt.
+    pub format: Format,
+    /// The first rule it breaks.
+    pub violation: Violation,
+}
+
+/// The tools the model was shown last, as the journal describes them, and a note for each it
+/// cannot describe. The last step that journaled its `step/tools` names them, in its order;
+/// each one's description and input schema come from the `tool/schema` its hash names. A
+/// journal written before schema 3 has no `tool/schema`: those tools are left out.
+pub fn tools(a: &Analysis) -> (Vec<ToolSpec>, Vec<String>) {
+    let shown = a
+        .replay
+        .turns
+        .iter()
+        .rev()
+        .flat_map(|t| t.steps.iter().rev())
+        .find_map(|s| s.tools.as_ref());
+    let Some(shown) = shown else {
+        let any_step = a.replay.turns.iter().any(|t| !t.steps.is_empty());
+        let notes = if any_step {
+            vec!["no step/tools in the journal: the body has no `tools`".to_owned()]
+        } else {
+            Vec::new()
+        };
+        return (Vec::new(), notes);
+    };
+    let mut specs = Vec::new();
+    let mut notes = Vec::new();
+    for visible in shown {
+        let Some(schema) = a.replay.tool_schemas.get(&visible.schema_hash) else {
+            notes.push(format!(
+                "tool `{}` left out of `tools`: its schema {} is not in the journal (no \
+                 tool/schema: written before event schema 3)",
+                visible.name, visible.schema_hash
+            ));
+            continue;
+        };
+        let input_schema = match serde_json::from_str(&schema.input_schema) {
+            Ok(v) => v,
+            Err(e) => {
+                notes.push(format!(
+                    "tool `{}` left out of `tools`: its journaled input schema {} is not \
+                     JSON: {e}",
+                    visible.name, visible.schema_hash
+                ));
+                continue;
+            }
+        };
+        // The hash covers the schemas, not the name: another tool with the same schemas may
+        // have recorded it, and its description is that tool's.
+        let description = if schema.name == visible.name {
+            schema.description.clone()
+        } else {
+            notes.push(format!(
+                "tool `{}`: its schema {} was journaled for `{}`, so its own description is \
+                 not in the journal; left empty",
+                visible.name, visible.schema_hash, schema.name
+            ));
+            String::new()
+        };
+        specs.push(ToolSpec {
+            name: visible.name.clone(),
+            description,
+            input_schema,
+        });
+    }
+    (specs, notes)
+}
+
+/// The request body `recover rebuild --format format` prints: the conversation
+/// ([`Analysis::conversation`]) with [`tools`] and the latest `session/model`'s settings (the
+/// defaults when the journal has none), checked against `format`'s validator. An Anthropic
+/// body whose tools are not in the journal breaks `anthropic.tools_missing`; that is the
+/// journal's limit, not a rebuilding bug, so it is a note, and the body is still given.
+pub fn body(a: &Analysis, format: Format) -> Result<Rebuilt, InvalidBody> {
+    let (tools, mut notes) = tools(a);
+    let settings = a
+        .replay
+        .model
+        .as_ref()
+        .map(|m| m.settings.clone())
+        .unwrap_or_default();
+    let body = request_body(&a.conversation(), &tools, &settings, format);
+    match validate(format, &body.value()) {
+        Ok(()) => {}
+        // Checked after every other rule: the body is otherwise valid.
+        Err(v) if v.rule == ANTHROPIC_TOOLS_MISSING => notes.push(format!(
+            "Anthropic rejects this body as it is: its messages hold tool_use or tool_result \
+             blocks but it defines no tools (no tool the model was last shown has its schema \
+             in the journal); add `tools` before sending it ({v})"
+        )),
+        Err(violation) => return Err(InvalidBody { format, violation }),
+    }
+    Ok(Rebuilt { body, notes })
+}
