@@ -86,8 +86,8 @@ impl Approver for TerminalApprover {
             let withdrawn = Arc::new(AtomicBool::new(false));
             let _guard = Withdrawn(withdrawn.clone());
             let prompt = format!(
-                "? {} {} wants to run: {question}. Allow? [y]es / [n]o / [a]lways for {}: ",
-                call.call.call_id, call.tool, call.tool
+                "? {} {question} — allow? [y]es / [n]o / [a]lways for {}: ",
+                call.call.call_id, call.tool
             );
             let answer =
                 tokio::task::spawn_blocking(move || ask_blocking(&prompt, &withdrawn)).await;

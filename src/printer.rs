@@ -73,11 +73,12 @@ impl Printer {
     fn show(&self, call: &CallRef, line: String) {
         let bar = lock(&self.lines).remove(call);
         match (&self.live, bar) {
-            (Some(_), Some(bar)) => {
-                if let Ok(style) = indicatif::ProgressStyle::with_template("{msg}") {
-                    bar.set_style(style);
-                }
-                bar.finish_with_message(line);
+            (Some(live), Some(bar)) => {
+                // The verdict becomes a plain line above the live ones: once none is left,
+                // nothing of the bars stays under what is printed next (the model's text).
+                bar.finish_and_clear();
+                live.remove(&bar);
+                let _ = live.println(line);
             }
             (Some(live), None) => {
                 let _ = live.println(line);

@@ -6,9 +6,9 @@ mod common;
 
 use common::models::*;
 use expectrl::{ControlCode, Eof, Expect};
+use mockllm::{Answer, Format};
 use runtime::event::{AskAnswer, Event, TurnOutcome};
 use std::time::Duration;
-use mockllm::{Answer, Format};
 
 #[test]
 fn a_chat_with_an_approval_a_stop_and_an_exit() {
@@ -42,23 +42,28 @@ fn a_chat_with_an_approval_a_stop_and_an_exit() {
     server.push(format, Answer::text("The note is written.").into());
     chat.send_line("write a note").expect("typed");
     chat.expect("Writing the note now.").expect("streamed text");
-    chat.expect("Allow?").expect("the approval question");
+    chat.expect("allow?").expect("the approval question");
     assert!(
         !case.workspace().join("note.txt").exists(),
         "nothing runs before the answer"
     );
     chat.send_line("y").expect("answered");
-    chat.expect("The note is written.").expect("the final answer");
+    chat.expect("The note is written.")
+        .expect("the final answer");
     chat.expect("you> ").expect("the prompt again");
     assert_eq!(
-        std::fs::read_to_string(case.workspace().join("note.txt")).ok().as_deref(),
+        std::fs::read_to_string(case.workspace().join("note.txt"))
+            .ok()
+            .as_deref(),
         Some("approved\n")
     );
 
     // Ctrl-C while the model streams: the turn stops, the chat goes on.
     server.push(
         format,
-        Answer::text("Once upon a time, STREAMING-SLOWLY").hang_after_text().into(),
+        Answer::text("Once upon a time, STREAMING-SLOWLY")
+            .hang_after_text()
+            .into(),
     );
     chat.send_line("tell me a story").expect("typed");
     chat.expect("STREAMING-SLOWLY").expect("the text so far");

@@ -6,9 +6,9 @@
 mod common;
 
 use common::models::*;
+use mockllm::{Answer, Format, Reply};
 use runtime::event::{Event, TurnOutcome};
 use serde_json::json;
-use mockllm::{Answer, Format, Reply};
 
 /// A tool call then a final answer, for every provider: the file is written, the second
 /// request pairs the call with its result (the mock checks the pairing as the provider does),
@@ -68,13 +68,65 @@ fn a_two_step_session_on_every_provider() {
         // The journal closed the session after one completed turn.
         let events = case.events();
         assert!(
-            events
-                .iter()
-                .any(|e| matches!(e, Event::TurnEnd { outcome: TurnOutcome::Completed, .. })),
+            events.iter().any(|e| matches!(
+                e,
+                Event::TurnEnd {
+                    outcome: TurnOutcome::Completed,
+                    ..
+                }
+            )),
             "{format}: {:?}",
             kinds(&events)
         );
         assert_eq!(kinds(&events).last(), Some(&"session/close"), "{format}");
+        one_history_two_uses(format, &case, second, "The file is written.");
+    }
+}
+
+/// The invariant: what `recover rebuild --format F` prints for the journal (the library
+/// function the binary prints) is the last request's history plus the final answer, with the
+/// request's tools and system prompt.
+fn one_history_two_uses(
+    format: Format,
+    case: &Case,
+    last_request: &serde_json::Value,
+    answer: &str,
+) {
+    let recovered =
+        recover::session::recover(&case.journal(), false).expect("the journal recovers");
+    let rebuilt = recover::rebuild::body(&recovered.analysis, format)
+        .unwrap_or_else(|e| panic!("{format}: {e}"));
+    assert!(rebuilt.notes.is_empty(), "{format}: {:?}", rebuilt.notes);
+    let rebuilt = rebuilt.body.value();
+    let sent = history_of(format, last_request);
+    let sent = sent.as_array().expect("a history array");
+    let printed = history_of(format, &rebuilt);
+    let printed = printed.as_array().expect("a rebuilt history array");
+    assert_eq!(
+        printed.len(),
+        sent.len() + 1,
+        "{format}: the request's history and one answer: {rebuilt:#}"
+    );
+    assert_eq!(&printed[..sent.len()], sent, "{format}: {rebuilt:#}");
+    let added = printed[sent.len()].to_string();
+    assert!(added.contains(answer), "{format}: {added}");
+    assert!(
+        !added.contains("\"user\""),
+        "{format}: an assistant message: {added}"
+    );
+    assert_eq!(
+        rebuilt["tools"], last_request["tools"],
+        "{format}: the tools"
+    );
+    // The default system prompt went with the request, and rebuild prints it.
+    for body in [last_request, &rebuilt] {
+        assert!(
+            body.to_string().contains("TOOL_OUTCOME_UNKNOWN"),
+            "{format}: no system prompt: {body:#}"
+        );
+    }
+    for key in ["system", "instructions", "systemInstruction"] {
+        assert_eq!(rebuilt[key], last_request[key], "{format}: `{key}`");
     }
 }
 
@@ -176,8 +228,8 @@ fn a_stream_cut_inside_call_arguments_runs_the_call_once() {
         server.push(format, Answer::text("done").into());
         let out = case.run(format, &["append"]);
         assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
-        let marker = std::fs::read_to_string(case.workspace().join("marker.txt"))
-            .unwrap_or_default();
+        let marker =
+            std::fs::read_to_string(case.workspace().join("marker.txt")).unwrap_or_default();
         assert_eq!(marker, "ran\n", "{format}: ran exactly once");
         let kinds = kinds(&case.events());
         assert_eq!(
@@ -227,12 +279,23 @@ fn bad_input_gets_one_clear_line() {
     // An unknown provider.
     let out = case
         .command(Format::OpenAiChat)
-        .args(["run", "--model", "openia:gpt", "--prompt", "hi", "--journal"])
+        .args([
+            "run",
+            "--model",
+            "openia:gpt",
+            "--prompt",
+            "hi",
+            "--journal",
+        ])
         .arg(case.journal())
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
-    assert!(last_line(&out).contains("unknown provider `openia`"), "{}", shown(&out));
+    assert!(
+        last_line(&out).contains("unknown provider `openia`"),
+        "{}",
+        shown(&out)
+    );
     assert!(!case.journal().exists(), "nothing written for a bad spec");
 
     // A missing key, naming the variable.
@@ -243,7 +306,11 @@ fn bad_input_gets_one_clear_line() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
-    assert!(last_line(&out).contains("ANTHROPIC_API_KEY"), "{}", shown(&out));
+    assert!(
+        last_line(&out).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        shown(&out)
+    );
     assert!(!case.journal().exists(), "nothing written without a key");
 
     // A refused connection, naming the URL.
@@ -285,7 +352,9 @@ fn bad_input_gets_one_clear_line() {
     let server = server();
     server.push(
         format,
-        Answer::text("some text before the bad line").malformed_line().into(),
+        Answer::text("some text before the bad line")
+            .malformed_line()
+            .into(),
     );
     let case2 = Case::new();
     case2.write_config("retry_attempts = 0");
@@ -360,8 +429,16 @@ fn the_key_is_never_written() {
     }
     for out in [&good, &refused] {
         for key in [KEY, wrong] {
-            assert!(!contains(&out.stdout, key.as_bytes()), "stdout: {}", shown(out));
-            assert!(!contains(&out.stderr, key.as_bytes()), "stderr: {}", shown(out));
+            assert!(
+                !contains(&out.stdout, key.as_bytes()),
+                "stdout: {}",
+                shown(out)
+            );
+            assert!(
+                !contains(&out.stderr, key.as_bytes()),
+                "stderr: {}",
+                shown(out)
+            );
         }
     }
 }

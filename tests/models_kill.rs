@@ -6,11 +6,11 @@
 mod common;
 
 use common::models::*;
+use mockllm::{Answer, Format};
 use serde_json::json;
 use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use mockllm::{Answer, Format};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -85,7 +85,9 @@ fn killed_mid_stream_then_resumed() {
         );
         server.push(
             format,
-            Answer::text("STREAMED-BEFORE-THE-KILL").hang_after_text().into(),
+            Answer::text("STREAMED-BEFORE-THE-KILL")
+                .hang_after_text()
+                .into(),
         );
         let mut child = spawn_run(&case, format, "append once");
         wait_for_stdout(&mut child, "STREAMED-BEFORE-THE-KILL");
@@ -121,9 +123,8 @@ fn killed_mid_tool_then_resumed_without_a_prompt() {
         let _turn = serial();
         let case = Case::new();
         let server = server();
-        let slow =
-            json!({"command": "echo start >> marker.txt; touch running.flag; sleep 30"})
-                .to_string();
+        let slow = json!({"command": "echo start >> marker.txt; touch running.flag; sleep 30"})
+            .to_string();
         server.push(
             format,
             Answer::calls(vec![("call_s1", "bash", &slow)]).into(),
@@ -132,7 +133,10 @@ fn killed_mid_tool_then_resumed_without_a_prompt() {
         let flag = case.workspace().join("running.flag");
         let deadline = Instant::now() + WAIT;
         while !flag.exists() {
-            assert!(Instant::now() < deadline, "{format}: the call never started");
+            assert!(
+                Instant::now() < deadline,
+                "{format}: the call never started"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         kill9(&mut child);
@@ -153,6 +157,9 @@ fn killed_mid_tool_then_resumed_without_a_prompt() {
             "{format}: {results:?}"
         );
         let history = history_of(format, body).to_string();
-        assert!(history.contains("resumed after an interruption"), "{history}");
+        assert!(
+            history.contains("resumed after an interruption"),
+            "{history}"
+        );
     }
 }

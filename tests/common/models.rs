@@ -5,12 +5,12 @@
 #![allow(dead_code)]
 
 use journal::{FsStorage, Storage};
+use mockllm::{Format, MockServer, Recorded};
 use runtime::event::{Event, Record};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use mockllm::{Format, MockServer, Recorded};
 
 /// The key every test's binary is given, and the mock expects: distinctive, so that the key
 /// test can look for it in every byte a session wrote.
