@@ -144,6 +144,7 @@ fn request_with_call() -> ModelRequest {
                         name: "calc".into(),
                         arguments: ARGS.into(),
                     }],
+                    state: None,
                 },
                 Message::Results {
                     results: vec![ConvResult {
@@ -155,7 +156,11 @@ fn request_with_call() -> ModelRequest {
                 },
             ],
         },
-        tools: Vec::new(),
+        tools: vec![history::conversation::ToolSpec {
+            name: "calc".into(),
+            description: "Adds numbers.".into(),
+            input_schema: json!({"type": "object"}),
+        }],
         settings: ModelSettings::default(),
     }
 }
@@ -206,6 +211,7 @@ fn bodies_keep_argument_text_byte_for_byte() {
 fn a_body_is_built_for_an_empty_tool_list_too() {
     let mut request = request_with_call();
     request.conversation.messages.truncate(1);
+    request.tools.clear();
     for format in Format::ALL {
         let body = request_body(format, "m", &request).expect("a body");
         let value: Value = serde_json::from_slice(&body).unwrap();

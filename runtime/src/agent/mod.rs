@@ -286,8 +286,8 @@ impl Agent {
                     arguments: c.arguments.clone(),
                 })
                 .collect(),
+            state,
         });
-        let _ = state; // MERGE-H1: `state` goes on the assistant message
         let results = session
             .run_response(response.clone(), Some(detail), stop.clone())
             .await?;
