@@ -21,7 +21,6 @@ use runtime::agent::Agent;
 use rustyline::error::ReadlineError;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// What `tooljournal chat` was asked to do.
 pub struct ChatArgs {
@@ -100,17 +99,22 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     interrupts.listen(&rt);
     let mut agent = Agent::new(model, agent_config);
     let mut out = StreamOut::new(printer.clone());
-    let mut last_ctrl_c: Option<Instant> = None;
     let mut result = Ok(());
     loop {
-        let line = match editor.readline("you> ") {
+        let line = editor.readline("you> ");
+        if interrupts.quit_requested() {
+            // A second Ctrl-C that came as a signal just before the prompt took the terminal.
+            break;
+        }
+        let line = match line {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {
-                let now = Instant::now();
-                if last_ctrl_c.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+                // One count for presses at the prompt and during a turn: the second of a
+                // double press often lands here, the first having stopped the turn.
+                interrupts.press();
+                if interrupts.quit_requested() {
                     break;
                 }
-                last_ctrl_c = Some(now);
                 eprintln!("(Ctrl-C again to end the session, or /exit)");
                 continue;
             }

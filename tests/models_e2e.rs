@@ -16,9 +16,8 @@ use serde_json::json;
 #[test]
 fn a_two_step_session_on_every_provider() {
     for format in FORMATS {
-        let _turn = serial();
         let case = Case::new();
-        let server = server();
+        let server = &case.server;
         let args = r#"{"path":"hello.txt","content":"written by the model\n"}"#;
         server.push(
             format,
@@ -27,7 +26,6 @@ fn a_two_step_session_on_every_provider() {
                 .into(),
         );
         server.push(format, Answer::text("The file is written.").into());
-        let before = server.requests().len();
         let out = case.run(format, &["write hello.txt"]);
         assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
         let written = std::fs::read_to_string(case.workspace().join("hello.txt"));
@@ -36,7 +34,7 @@ fn a_two_step_session_on_every_provider() {
             Some("written by the model\n"),
             "{format}"
         );
-        let requests = requests_since(before);
+        let requests = case.requests();
         assert_eq!(requests.len(), 2, "{format}: {requests:#?}");
         for r in &requests {
             assert_eq!(r.violation, None, "{format}: {:#}", r.body);
@@ -134,16 +132,14 @@ fn one_history_two_uses(
 /// turn carrying the first turn's exchange.
 #[test]
 fn each_prompt_is_a_turn() {
-    let _turn = serial();
     let format = Format::Anthropic;
     let case = Case::new();
-    let server = server();
+    let server = &case.server;
     server.push(format, Answer::text("first answer").into());
     server.push(format, Answer::text("second answer").into());
-    let before = server.requests().len();
     let out = case.run(format, &["first question", "second question"]);
     assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
-    let requests = requests_since(before);
+    let requests = case.requests();
     assert_eq!(requests.len(), 2);
     let history = history_of(format, &requests[1].body).to_string();
     for said in ["first question", "first answer", "second question"] {
@@ -161,16 +157,14 @@ fn each_prompt_is_a_turn() {
 /// attempt before the response.
 #[test]
 fn a_rate_limit_is_retried() {
-    let _turn = serial();
     let format = Format::OpenAiChat;
     let case = Case::new();
-    let server = server();
+    let server = &case.server;
     server.push(format, Reply::rate_limited(format, 0));
     server.push(format, Answer::text("after the retry").into());
-    let before = server.requests().len();
     let out = case.run(format, &["hi"]);
     assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
-    assert_eq!(requests_since(before).len(), 2);
+    assert_eq!(case.requests().len(), 2);
     let kinds = kinds(&case.events());
     let failed = kinds.iter().position(|k| *k == "llm/attempt-failed");
     let response = kinds.iter().position(|k| *k == "llm/response");
@@ -181,16 +175,48 @@ fn a_rate_limit_is_retried() {
     assert!(text(&out.stdout).contains("after the retry"));
 }
 
+/// A first byte slower than `request_timeout_ms` fails the attempt, and the next one answers.
+#[test]
+fn a_slow_first_byte_times_out_and_is_retried() {
+    let format = Format::Anthropic;
+    let case = Case::new();
+    case.write_config("request_timeout_ms = 300");
+    let server = &case.server;
+    server.push(
+        format,
+        Answer::text("too late").first_byte_delay_ms(3_000).into(),
+    );
+    server.push(format, Answer::text("in time").into());
+    let started = std::time::Instant::now();
+    let out = case.run(format, &["hi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(2_500),
+        "the slow attempt was abandoned: {:?}",
+        started.elapsed()
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("in time") && !stdout.contains("too late"),
+        "{stdout}"
+    );
+    assert!(text(&out.stderr).contains("retrying"), "{}", shown(&out));
+    let failed = case
+        .events()
+        .iter()
+        .filter(|e| e.kind() == "llm/attempt-failed")
+        .count();
+    assert_eq!(failed, 1);
+}
+
 /// A 400 is the request's fault: shown verbatim, not retried, the turn ends, the run exits 0.
 #[test]
 fn a_provider_error_is_shown_verbatim_and_not_retried() {
     for format in [Format::OpenAiResponses, Format::Gemini] {
-        let _turn = serial();
         let case = Case::new();
-        let server = server();
+        let server = &case.server;
         let message = "the model m-test does not accept this request (TJ-400-MARK)";
         server.push(format, Reply::error(format, 400, message));
-        let before = server.requests().len();
         let out = case.run(format, &["hi"]);
         assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
         assert!(
@@ -198,7 +224,7 @@ fn a_provider_error_is_shown_verbatim_and_not_retried() {
             "{format}: {}",
             shown(&out)
         );
-        assert_eq!(requests_since(before).len(), 1, "{format}: no retry");
+        assert_eq!(case.requests().len(), 1, "{format}: no retry");
         let failed = case.events().into_iter().any(|e| {
             matches!(e, Event::TurnEnd { outcome: TurnOutcome::Failed { message: m }, .. } if m.contains(message))
         });
@@ -211,9 +237,8 @@ fn a_provider_error_is_shown_verbatim_and_not_retried() {
 #[test]
 fn a_stream_cut_inside_call_arguments_runs_the_call_once() {
     for format in [Format::OpenAiChat, Format::Anthropic] {
-        let _turn = serial();
         let case = Case::new();
-        let server = server();
+        let server = &case.server;
         let args = json!({"command": "echo ran >> marker.txt"}).to_string();
         server.push(
             format,
@@ -243,19 +268,17 @@ fn a_stream_cut_inside_call_arguments_runs_the_call_once() {
 /// A call of a tool the step does not offer is rejected `UNKNOWN_TOOL`, and the model is told.
 #[test]
 fn a_call_of_an_unknown_tool_is_rejected() {
-    let _turn = serial();
     let format = Format::OpenAiResponses;
     let case = Case::new();
-    let server = server();
+    let server = &case.server;
     server.push(
         format,
         Answer::calls(vec![("call_t1", "teleport", r#"{"to":"mars"}"#)]).into(),
     );
     server.push(format, Answer::text("I cannot teleport.").into());
-    let before = server.requests().len();
     let out = case.run(format, &["go to mars"]);
     assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
-    let requests = requests_since(before);
+    let requests = case.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1].violation, None);
     let results = results_for(format, &requests[1].body, "call_t1", "teleport");
@@ -266,7 +289,6 @@ fn a_call_of_an_unknown_tool_is_rejected() {
 /// One clear line and exit 1 for each way the model cannot be used.
 #[test]
 fn bad_input_gets_one_clear_line() {
-    let _turn = serial();
     let case = Case::new();
     let last_line = |out: &std::process::Output| {
         text(&out.stderr)
@@ -349,32 +371,41 @@ fn bad_input_gets_one_clear_line() {
 
     // A stream with a line that is not JSON.
     let format = Format::Gemini;
-    let server = server();
-    server.push(
+    let case2 = Case::new();
+    case2.server.push(
         format,
         Answer::text("some text before the bad line")
             .malformed_line()
             .into(),
     );
-    let case2 = Case::new();
     case2.write_config("retry_attempts = 0");
     let out = case2.run(format, &["hi"]);
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
     assert!(last_line(&out).starts_with("error: "), "{}", shown(&out));
+    assert!(
+        last_line(&out).contains("is not what the provider sends"),
+        "{}",
+        shown(&out)
+    );
 
     // A stream cut short (no clean end), attempts exhausted.
     let format = Format::OpenAiChat;
-    server.push(
+    let case3 = Case::new();
+    case3.server.push(
         format,
         Answer::calls(vec![("c1", "bash", r#"{"command":"true"}"#)])
             .cut_in_call_arguments(4)
             .into(),
     );
-    let case3 = Case::new();
     case3.write_config("retry_attempts = 0");
     let out = case3.run(format, &["hi"]);
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
     assert!(last_line(&out).starts_with("error: "), "{}", shown(&out));
+    assert!(
+        last_line(&out).contains(&case3.server.base_url(format)),
+        "names the URL: {}",
+        shown(&out)
+    );
     // The session stays open for a resume, and says so.
     assert!(last_line(&out).contains("resume"), "{}", shown(&out));
 }
@@ -383,10 +414,9 @@ fn bad_input_gets_one_clear_line() {
 /// that works nor on one whose key the provider refuses.
 #[test]
 fn the_key_is_never_written() {
-    let _turn = serial();
     let format = Format::OpenAiChat;
     let case = Case::new();
-    let server = server();
+    let server = &case.server;
     // A result big enough to spill, so the spill store has files too.
     let big = json!({"command": "seq 1 40000"}).to_string();
     server.push(

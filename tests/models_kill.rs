@@ -75,9 +75,8 @@ fn spawn_run(case: &Case, format: Format, prompt: &str) -> Child {
 #[test]
 fn killed_mid_stream_then_resumed() {
     for format in [Format::OpenAiChat, Format::Anthropic] {
-        let _turn = serial();
         let case = Case::new();
-        let server = server();
+        let server = &case.server;
         let append = json!({"command": "echo once >> marker.txt"}).to_string();
         server.push(
             format,
@@ -95,11 +94,11 @@ fn killed_mid_stream_then_resumed() {
         assert_eq!(marker_lines(&case), 1, "{format}");
 
         server.push(format, Answer::text("resumed and done").into());
-        let before = server.requests().len();
+        let before = case.requests().len();
         let out = case.resume(format, Some("what happened?"), &[]);
         assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
         assert_eq!(marker_lines(&case), 1, "{format}: nothing ran twice");
-        let requests = requests_since(before);
+        let requests = case.requests().split_off(before);
         assert_eq!(requests.len(), 1, "{format}");
         let body = &requests[0].body;
         assert_eq!(requests[0].violation, None, "{format}: {body:#}");
@@ -120,9 +119,8 @@ fn killed_mid_stream_then_resumed() {
 #[test]
 fn killed_mid_tool_then_resumed_without_a_prompt() {
     for format in [Format::OpenAiResponses, Format::Gemini] {
-        let _turn = serial();
         let case = Case::new();
-        let server = server();
+        let server = &case.server;
         let slow = json!({"command": "echo start >> marker.txt; touch running.flag; sleep 30"})
             .to_string();
         server.push(
@@ -142,11 +140,11 @@ fn killed_mid_tool_then_resumed_without_a_prompt() {
         kill9(&mut child);
 
         server.push(format, Answer::text("I checked; it had started.").into());
-        let before = server.requests().len();
+        let before = case.requests().len();
         let out = case.resume(format, None, &["--kill-orphans"]);
         assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
         assert_eq!(marker_lines(&case), 1, "{format}: nothing ran twice");
-        let requests = requests_since(before);
+        let requests = case.requests().split_off(before);
         assert_eq!(requests.len(), 1, "{format}");
         let body = &requests[0].body;
         assert_eq!(requests[0].violation, None, "{format}: {body:#}");

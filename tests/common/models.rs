@@ -1,7 +1,7 @@
-//! The machinery of the live-model tests: one loopback mock provider per test binary (tests
-//! take turns on it: its reply queues are per format, not per test), the `tooljournal` binary
-//! pointed at it with a key, a configuration with short backoffs and timeouts, and readers of
-//! what the journal and the mock recorded.
+//! The machinery of the live-model tests: a loopback mock provider per test case (its reply
+//! queues are per format: shared by tests, a failed test's leftover replies would answer the
+//! next test's requests), the `tooljournal` binary pointed at it with a key, a configuration
+//! with short backoffs and timeouts, and readers of what the journal and the mock recorded.
 #![allow(dead_code)]
 
 use journal::{FsStorage, Storage};
@@ -10,7 +10,7 @@ use runtime::event::{Event, Record};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::Arc;
 
 /// The key every test's binary is given, and the mock expects: distinctive, so that the key
 /// test can look for it in every byte a session wrote.
@@ -22,23 +22,6 @@ pub const FORMATS: [Format; 4] = [
     Format::Anthropic,
     Format::Gemini,
 ];
-
-/// The server, started on first use, expecting [`KEY`].
-pub fn server() -> &'static MockServer {
-    static SERVER: OnceLock<MockServer> = OnceLock::new();
-    SERVER.get_or_init(|| {
-        let server = MockServer::start();
-        server.expect_key(KEY);
-        server
-    })
-}
-
-/// Held for a whole test: the mock's queues are shared by every test of the binary.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    // A failed test poisons the lock; the next test still gets its turn.
-    TURN.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The environment variable a format's key is read from.
 pub fn key_var(format: Format) -> &'static str {
@@ -67,9 +50,11 @@ const PROVIDER_VARS: [&str; 8] = [
     "XDG_CONFIG_HOME",
 ];
 
-/// A test's directory: a workspace, where the journal goes, a configuration file.
+/// A test's directory (a workspace, where the journal goes, a configuration file) and its
+/// mock provider, expecting [`KEY`].
 pub struct Case {
     pub dir: tempfile::TempDir,
+    pub server: MockServer,
 }
 
 impl Case {
@@ -77,9 +62,16 @@ impl Case {
         let dir = tempfile::tempdir().expect("a temporary directory");
         std::fs::create_dir(dir.path().join("ws")).expect("the workspace");
         std::fs::create_dir(dir.path().join("state")).expect("the state directory");
-        let case = Case { dir };
+        let server = MockServer::start();
+        server.expect_key(KEY);
+        let case = Case { dir, server };
         case.write_config("");
         case
+    }
+
+    /// Every request the mock received, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.server.requests()
     }
 
     pub fn workspace(&self) -> PathBuf {
@@ -94,11 +86,22 @@ impl Case {
         self.dir.path().join("config.toml")
     }
 
-    /// `[model]` with short backoffs and timeouts, and `extra` lines in it.
+    /// `[model]` with short backoffs and timeouts, `extra` lines (`key = value`) replacing or
+    /// adding to them.
     pub fn write_config(&self, extra: &str) {
-        let text = format!(
-            "[model]\nbackoff_base_ms = 10\nbackoff_max_ms = 200\nrequest_timeout_ms = 10000\n{extra}\n"
-        );
+        let mut lines: Vec<String> = Vec::new();
+        let key = |line: &str| line.split('=').next().unwrap_or_default().trim().to_owned();
+        for default in [
+            "backoff_base_ms = 10",
+            "backoff_max_ms = 200",
+            "request_timeout_ms = 10000",
+        ] {
+            if !extra.lines().any(|l| key(l) == key(default)) {
+                lines.push(default.to_owned());
+            }
+        }
+        lines.extend(extra.lines().map(str::to_owned));
+        let text = format!("[model]\n{}\n", lines.join("\n"));
         std::fs::write(self.config(), text).expect("the configuration");
     }
 
@@ -123,7 +126,7 @@ impl Case {
             "--model".into(),
             spec(format),
             "--base-url".into(),
-            server().base_url(format),
+            self.server.base_url(format),
             "--workspace".into(),
             self.workspace().display().to_string(),
             "--journal".into(),
@@ -151,7 +154,7 @@ impl Case {
         c.args(["resume", "--journal"])
             .arg(self.journal())
             .args(["--model", &spec(format), "--base-url"])
-            .arg(server().base_url(format))
+            .arg(self.server.base_url(format))
             .args(extra);
         if let Some(p) = prompt {
             c.args(["--prompt", p]);
@@ -181,11 +184,6 @@ pub fn events(journal_dir: &Path) -> Vec<Event> {
 /// The kinds of `events` (`llm/request`, `tool/started`, ...), in order.
 pub fn kinds(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(|e| e.kind()).collect()
-}
-
-/// The requests the mock received from index `from` on.
-pub fn requests_since(from: usize) -> Vec<Recorded> {
-    server().requests().split_off(from)
 }
 
 pub fn text(bytes: &[u8]) -> String {
