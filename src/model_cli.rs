@@ -53,7 +53,8 @@ pub fn spec(
 /// The adapter for `spec`: its key from the environment (`[model] api_key_env`, else the
 /// provider's variable), its base URL from `--base-url`, else `[model] base_url`, else the
 /// provider's variable, else the provider's own. Fails before any session is touched: an
-/// unknown provider, a missing key (naming the variable), a bad URL.
+/// unknown provider, a missing key (naming the variable), a bad URL. The key's variables are
+/// then taken out of the environment the session's tools inherit.
 pub fn connect(
     spec: &str,
     flags: &ModelFlags,
@@ -61,6 +62,7 @@ pub fn connect(
 ) -> Result<Box<dyn Model>, CliError> {
     let mut config = llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
         .map_err(|e| CliError::Failed(e.to_string()))?;
+    scrub_key_vars(config.format, section.api_key_env.as_deref());
     if let Some(url) = flags.base_url.as_ref().or(section.base_url.as_ref()) {
         config.base_url = Some(url.clone());
     }
@@ -68,6 +70,21 @@ pub fn connect(
         config.request_timeout_ms = ms;
     }
     llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// Takes the variables the key was read from out of this process's environment, once the
+/// adapter holds the key: `bash` calls and MCP servers inherit the environment, and a model
+/// that ran `env` would otherwise put the key in its result, the journal and the next request.
+/// Called before the session's runtime and its threads start (the CLI connects the model
+/// first): nothing reads the environment concurrently.
+fn scrub_key_vars(format: llm::Format, api_key_env: Option<&str>) {
+    let vars: Vec<&str> = match api_key_env {
+        Some(var) => vec![var],
+        None => llm::config::key_vars(format).to_vec(),
+    };
+    for var in vars {
+        std::env::remove_var(var);
+    }
 }
 
 /// The loop's settings: steps, attempts, backoff and timeout from `[model]`, the system

@@ -419,13 +419,21 @@ fn the_key_is_never_written() {
     let server = &case.server;
     // A result big enough to spill, so the spill store has files too.
     let big = json!({"command": "seq 1 40000"}).to_string();
+    // A model that looks for the key in its tools' environment.
+    let env = json!({"command": "env; echo \"key=$OPENAI_API_KEY\""}).to_string();
     server.push(
         format,
-        Answer::calls(vec![("call_k1", "bash", &big)]).into(),
+        Answer::calls(vec![("call_k1", "bash", &big), ("call_k2", "bash", &env)]).into(),
     );
     server.push(format, Answer::text("done").into());
     let good = case.run(format, &["count"]);
     assert_eq!(good.status.code(), Some(0), "{}", shown(&good));
+    let second = &case.requests()[1].body;
+    let env_result = results_for(format, second, "call_k2", "bash");
+    assert!(
+        env_result.len() == 1 && env_result[0].contains("key="),
+        "the env call ran: {env_result:?}"
+    );
     // A wrong key: the provider's refusal is shown; the key is not.
     let wrong = "sk-tjtest-WRONG-0d9f-key";
     let refused = case
