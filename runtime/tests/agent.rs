@@ -640,6 +640,8 @@ async fn two_tools_with_one_schema_get_a_record_each() {
     );
     session.begin_turn("go").unwrap();
     session.begin_step().unwrap();
+    session.end_step(StepOutcome::Completed).unwrap();
+    session.end_turn(TurnOutcome::Completed).await.unwrap();
     let schemas: Vec<_> = events(&storage)
         .into_iter()
         .filter_map(|(_, e)| match e {
