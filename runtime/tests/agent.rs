@@ -650,8 +650,47 @@ async fn two_tools_with_one_schema_get_a_record_each() {
         })
         .collect();
     assert_eq!(schemas.len(), 2, "{schemas:?}");
-    assert_eq!(schemas[0].schema_hash, schemas[1].schema_hash, "same schemas");
+    assert_eq!(
+        schemas[0].schema_hash, schemas[1].schema_hash,
+        "same schemas"
+    );
     let mut names: Vec<&str> = schemas.iter().map(|t| t.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["mark", "note"]);
+}
+
+#[tokio::test]
+async fn resuming_on_another_provider_journals_what_state_is_left_behind() {
+    use tooljournal_runtime::model::{Conversation, ProviderState};
+    let mut s = setup();
+    let history = Conversation {
+        system: None,
+        messages: vec![
+            Message::User { text: "a".into() },
+            Message::Assistant {
+                text: "b".into(),
+                calls: vec![],
+                state: Some(ProviderState {
+                    format: "gemini".into(),
+                    items: "{\"text\":\"sig\",\"calls\":[]}".into(),
+                }),
+            },
+        ],
+    };
+    let mut agent = agent(
+        &s,
+        vec![Answer::Events(vec![text("c"), stop(StopReason::EndTurn)])],
+        fast(),
+    )
+    .with_conversation(history);
+    agent
+        .run_turn(&mut s.session, "go on", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    let r = replay(&s.storage);
+    let note = r.model.unwrap().note.unwrap();
+    assert!(
+        note.contains("from gemini") && note.contains("anthropic"),
+        "{note}"
+    );
 }
