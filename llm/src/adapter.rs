@@ -140,7 +140,12 @@ pub fn request_body(
             extras.push(("model", json!(model)));
             extras.push(("stream", json!(true)));
             extras.push(("store", json!(false)));
-            extras.push(("include", json!(["reasoning.encrypted_content"])));
+            // With `store: false` a reasoning model's reasoning comes back only encrypted, and
+            // must be sent back for the next step; models without reasoning refuse the field
+            // ("Encrypted content is not supported with this model").
+            if reasons(model) {
+                extras.push(("include", json!(["reasoning.encrypted_content"])));
+            }
         }
         Format::Anthropic => {
             extras.push(("model", json!(model)));
@@ -152,6 +157,18 @@ pub fn request_body(
         fields.insert(key.to_string(), to_raw_value(&value).map_err(fail)?);
     }
     serde_json::to_vec(&fields).map_err(fail)
+}
+
+/// Whether an OpenAI model name is a reasoning model's (o1, o3, o4-mini, gpt-5…, codex-…):
+/// those take `include: ["reasoning.encrypted_content"]`, the others refuse it. A name this
+/// does not know is taken as not reasoning: its reasoning, if any, is then not carried over
+/// between steps, where the other guess would fail every request.
+pub(crate) fn reasons(model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model);
+    let o_series = name
+        .strip_prefix('o')
+        .is_some_and(|rest| rest.chars().next().is_some_and(|c| c.is_ascii_digit()));
+    o_series || name.starts_with("gpt-5") || name.starts_with("codex")
 }
 
 impl Model for HttpModel {
@@ -190,6 +207,29 @@ impl Model for HttpModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_reasoning_models_are_asked_for_their_encrypted_reasoning() {
+        for model in [
+            "o1",
+            "o3-mini",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5-codex",
+            "codex-mini-latest",
+        ] {
+            assert!(reasons(model), "{model}");
+        }
+        for model in [
+            "gpt-4.1-mini",
+            "gpt-4o",
+            "omni-moderation",
+            "llama3.1:8b",
+            "",
+        ] {
+            assert!(!reasons(model), "{model}");
+        }
+    }
 
     #[test]
     fn endpoints() {

@@ -7,6 +7,11 @@ use crate::classify::Analysis;
 use crate::conversation::ToolSpec;
 use crate::providers::{request_body, validate, Format, History, Violation};
 
+/// The description of a tool the journal names but does not describe (before schema 3).
+pub const SCHEMA_NOT_JOURNALED: &str =
+    "(this tool's description and input schema were not journaled: the session was recorded \
+     before tooljournal kept them)";
+
 /// The rule Anthropic's validator names a body by that has tool calls but no tools.
 const ANTHROPIC_TOOLS_MISSING: &str = "anthropic.tools_missing";
 
@@ -55,12 +60,20 @@ pub fn tools(a: &Analysis) -> (Vec<ToolSpec>, Vec<String>) {
     let mut specs = Vec::new();
     let mut notes = Vec::new();
     for visible in shown {
-        let Some(schema) = a.replay.tool_schemas.get(&visible.schema_hash) else {
+        let key = (visible.name.clone(), visible.schema_hash.clone());
+        let Some(schema) = a.replay.tool_schemas.get(&key) else {
+            // Anthropic and Gemini refuse a history with calls and no tools: the tool is
+            // declared with what the journal knows (its name), and says what it does not.
             notes.push(format!(
-                "tool `{}` left out of `tools`: its schema {} is not in the journal (no \
-                 tool/schema: written before event schema 3)",
+                "tool `{}`: its schema {} is not in the journal (no tool/schema: written \
+                 before event schema 3); declared with any object as its input",
                 visible.name, visible.schema_hash
             ));
+            specs.push(ToolSpec {
+                name: visible.name.clone(),
+                description: SCHEMA_NOT_JOURNALED.to_owned(),
+                input_schema: serde_json::json!({"type": "object"}),
+            });
             continue;
         };
         let input_schema = match serde_json::from_str(&schema.input_schema) {
@@ -74,21 +87,9 @@ pub fn tools(a: &Analysis) -> (Vec<ToolSpec>, Vec<String>) {
                 continue;
             }
         };
-        // The hash covers the schemas, not the name: another tool with the same schemas may
-        // have recorded it, and its description is that tool's.
-        let description = if schema.name == visible.name {
-            schema.description.clone()
-        } else {
-            notes.push(format!(
-                "tool `{}`: its schema {} was journaled for `{}`, so its own description is \
-                 not in the journal; left empty",
-                visible.name, visible.schema_hash, schema.name
-            ));
-            String::new()
-        };
         specs.push(ToolSpec {
             name: visible.name.clone(),
-            description,
+            description: schema.description.clone(),
             input_schema,
         });
     }

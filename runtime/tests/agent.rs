@@ -628,3 +628,69 @@ async fn a_transcript_drives_the_agent_loop_through_the_same_seam() {
         TurnEnd::Failed("the transcript has no assistant line at line 4".into())
     );
 }
+
+#[tokio::test]
+async fn two_tools_with_one_schema_get_a_record_each() {
+    let storage = SimStorage::new();
+    let mut session = session_on(
+        &storage,
+        registry(vec![TestTool::ok("note"), TestTool::ok("mark")]),
+        Hooks::default(),
+        Config::default(),
+    );
+    session.begin_turn("go").unwrap();
+    session.begin_step().unwrap();
+    session.end_step(StepOutcome::Completed).unwrap();
+    session.end_turn(TurnOutcome::Completed).await.unwrap();
+    let schemas: Vec<_> = events(&storage)
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            Event::ToolSchema(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(schemas.len(), 2, "{schemas:?}");
+    assert_eq!(
+        schemas[0].schema_hash, schemas[1].schema_hash,
+        "same schemas"
+    );
+    let mut names: Vec<&str> = schemas.iter().map(|t| t.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["mark", "note"]);
+}
+
+#[tokio::test]
+async fn resuming_on_another_provider_journals_what_state_is_left_behind() {
+    use tooljournal_runtime::model::{Conversation, ProviderState};
+    let mut s = setup();
+    let history = Conversation {
+        system: None,
+        messages: vec![
+            Message::User { text: "a".into() },
+            Message::Assistant {
+                text: "b".into(),
+                calls: vec![],
+                state: Some(ProviderState {
+                    format: "gemini".into(),
+                    items: "{\"text\":\"sig\",\"calls\":[]}".into(),
+                }),
+            },
+        ],
+    };
+    let mut agent = agent(
+        &s,
+        vec![Answer::Events(vec![text("c"), stop(StopReason::EndTurn)])],
+        fast(),
+    )
+    .with_conversation(history);
+    agent
+        .run_turn(&mut s.session, "go on", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    let r = replay(&s.storage);
+    let note = r.model.unwrap().note.unwrap();
+    assert!(
+        note.contains("from gemini") && note.contains("anthropic"),
+        "{note}"
+    );
+}

@@ -372,10 +372,13 @@ fn session_model_and_tool_schemas_are_kept() {
     ]);
     let kept = replay(&events).expect("a consistent journal");
     assert_eq!(kept.model, Some(session_model("claude-b")), "the latest");
-    let expected: BTreeMap<String, ToolSchema> = [
-        (HASH.to_string(), tool_schema(HASH, "Reads a file.")),
+    let expected: BTreeMap<(String, String), ToolSchema> = [
         (
-            other_hash.to_string(),
+            ("read".to_string(), HASH.to_string()),
+            tool_schema(HASH, "Reads a file."),
+        ),
+        (
+            ("read".to_string(), other_hash.to_string()),
             tool_schema(other_hash, "Reads a file, by lines."),
         ),
     ]

@@ -188,12 +188,13 @@ impl Agent {
         stop: &CancellationToken,
         observer: &mut dyn Observer,
     ) -> Result<TurnEnd, RuntimeError> {
+        let provider = self.model.provider().to_owned();
         session.record_model(SessionModel {
-            provider: self.model.provider().to_owned(),
+            note: dropped_state_note(&self.conversation, &provider),
+            provider,
             model: self.model.model().to_owned(),
             system: self.config.system.clone(),
             settings: self.config.settings.clone(),
-            note: None,
         })?;
         session.begin_turn(user_text)?;
         self.conversation.messages.push(Message::User {
@@ -390,6 +391,31 @@ impl Agent {
         }
         unreachable!("the last attempt returns: a failure there gets no backoff")
     }
+}
+
+/// What a change of provider leaves behind: provider state is sent back only to the provider
+/// that produced it (the renderers drop the rest), and the journal says so.
+fn dropped_state_note(conversation: &Conversation, provider: &str) -> Option<String> {
+    let mut dropped: Vec<&str> = conversation
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant {
+                state: Some(state), ..
+            } if state.format != provider => Some(state.format.as_str()),
+            _ => None,
+        })
+        .collect();
+    let answers = dropped.len();
+    if answers == 0 {
+        return None;
+    }
+    dropped.sort_unstable();
+    dropped.dedup();
+    Some(format!(
+        "the provider state of {answers} earlier answer(s) (from {}) is not sent to {provider}",
+        dropped.join(", ")
+    ))
 }
 
 /// The turn's closing message for a request that failed for good.

@@ -211,6 +211,7 @@ impl Retain for SessionReplay {
     }
 
     fn tool_schema(&mut self, schema: crate::event::ToolSchema) {
-        self.tool_schemas.insert(schema.schema_hash.clone(), schema);
+        self.tool_schemas
+            .insert((schema.name.clone(), schema.schema_hash.clone()), schema);
     }
 }

@@ -196,8 +196,9 @@ pub struct SessionReplay {
     /// The latest `session/model`: the model, system prompt and settings requests were sent
     /// with; `None` for a scripted session of schema 2 or before.
     pub model: Option<crate::event::SessionModel>,
-    /// Every `tool/schema`, by schema hash.
-    pub tool_schemas: std::collections::BTreeMap<String, crate::event::ToolSchema>,
+    /// The latest `tool/schema` of each tool, by (tool name, schema hash): two tools with the
+    /// same schemas share a hash, not a description.
+    pub tool_schemas: std::collections::BTreeMap<(String, String), crate::event::ToolSchema>,
 }
 
 impl SessionReplay {

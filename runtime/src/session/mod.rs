@@ -60,8 +60,9 @@ pub struct Session {
     /// only changes when a search loads a tool, so most steps reuse it (turn and step updated).
     step_tools: Option<(usize, Event)>,
     plan_mode: bool,
-    /// Schema hashes with a `tool/schema` in the journal: each is recorded once.
-    recorded_schemas: HashSet<String>,
+    /// What the journal's `tool/schema` records say of each (tool name, schema hash): its
+    /// description. A tool is recorded again only when that changes.
+    recorded_schemas: std::collections::HashMap<(String, String), String>,
     /// The last `session/model`, to write it again only when it changes.
     recorded_model: Option<crate::event::SessionModel>,
 }
@@ -293,7 +294,11 @@ impl Session {
         };
         let turn = replay.turns.len() as u32;
         let mut session = Session::assemble(parts, open.session_id.clone(), turn, replay.plan_mode);
-        session.recorded_schemas = replay.tool_schemas.keys().cloned().collect();
+        session.recorded_schemas = replay
+            .tool_schemas
+            .iter()
+            .map(|(key, schema)| (key.clone(), schema.description.clone()))
+            .collect();
         session.recorded_model = replay.model.clone();
         Ok(session)
     }
@@ -317,7 +322,7 @@ impl Session {
             step_visible: BTreeSet::new(),
             step_tools: None,
             plan_mode,
-            recorded_schemas: HashSet::new(),
+            recorded_schemas: std::collections::HashMap::new(),
             recorded_model: None,
         }
     }

@@ -31,22 +31,26 @@ impl Session {
         self.recorded_model.as_ref()
     }
 
-    /// `tool/schema` for each of `tools` whose schema the journal does not hold yet.
+    /// `tool/schema` for each of `tools` the journal does not describe as it is: a (name,
+    /// schema hash) never recorded, or recorded with another description. The hash covers the
+    /// schemas only, so two tools with the same schemas get a record each.
     pub(super) fn record_schemas(&mut self, tools: &[VisibleTool]) -> Result<(), RuntimeError> {
         for tool in tools {
-            if self.recorded_schemas.contains(&tool.schema_hash) {
-                continue;
-            }
             let Some(entry) = self.registry.lookup(&tool.name) else {
                 continue;
             };
+            let key = (tool.name.clone(), tool.schema_hash.clone());
+            let description = entry.tool.description();
+            if self.recorded_schemas.get(&key).map(String::as_str) == Some(description) {
+                continue;
+            }
             self.log.append(&Event::ToolSchema(ToolSchema {
                 schema_hash: tool.schema_hash.clone(),
                 name: tool.name.clone(),
-                description: entry.tool.description().to_owned(),
+                description: description.to_owned(),
                 input_schema: canonical(&entry.tool.input_schema()),
             }))?;
-            self.recorded_schemas.insert(tool.schema_hash.clone());
+            self.recorded_schemas.insert(key, description.to_owned());
         }
         Ok(())
     }
