@@ -327,7 +327,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         )
     })?;
     // Before the journal is touched: a bad spec or a missing key leaves nothing behind.
-    let model = model_cli::connect(&spec, &args.flags, section)?;
+    let model = model_cli::connect(&spec, &args.flags, section, None)?;
     let setup = Setup {
         person: person_for(args.approve),
         approve: args.approve,
@@ -404,7 +404,7 @@ pub fn live(
         (true, true) => vec![CONTINUE_PROMPT.to_owned()],
         (true, false) => return Ok(Live::NeedsPrompt(spec)),
     };
-    let model = model_cli::connect(&spec, flags, section)?;
+    let model = model_cli::connect(&spec, flags, section, analysis.replay.model.as_ref())?;
     Ok(Live::Go(Go {
         model,
         spec,

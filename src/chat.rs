@@ -54,7 +54,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     let spec = model_cli::spec(&args.flags, &section, None)?.ok_or_else(|| {
         failed("no model: give --model PROVIDER:MODEL (or [model] in the configuration)".into())
     })?;
-    let model = model_cli::connect(&spec, &args.flags, &section)?;
+    let model = model_cli::connect(&spec, &args.flags, &section, None)?;
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| failed(format!("cannot use the terminal: {e}")))?;
     let setup = Setup {

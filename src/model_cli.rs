@@ -52,19 +52,25 @@ pub fn spec(
 
 /// The adapter for `spec`: its key from the environment (`[model] api_key_env`, else the
 /// provider's variable), its base URL from `--base-url`, else `[model] base_url`, else the
-/// provider's variable, else the provider's own. Fails before any session is touched: an
+/// provider's variable, else the one the journal recorded for this provider (`journaled`: a
+/// resume goes back to the server the session talked to), else the provider's own. Fails before any session is touched: an
 /// unknown provider, a missing key (naming the variable), a bad URL. The key's variables are
 /// then taken out of the environment the session's tools inherit.
 pub fn connect(
     spec: &str,
     flags: &ModelFlags,
     section: &ModelSection,
+    journaled: Option<&SessionModel>,
 ) -> Result<Box<dyn Model>, CliError> {
     let mut config = llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
         .map_err(|e| CliError::Failed(e.to_string()))?;
     scrub_key_vars(config.format, section.api_key_env.as_deref());
     if let Some(url) = flags.base_url.as_ref().or(section.base_url.as_ref()) {
         config.base_url = Some(url.clone());
+    } else if config.base_url.is_none() {
+        config.base_url = journaled
+            .filter(|m| m.provider == config.format.as_str())
+            .and_then(|m| m.base_url.clone());
     }
     if let Some(ms) = section.request_timeout_ms {
         config.request_timeout_ms = ms;
@@ -143,6 +149,7 @@ mod tests {
             system: None,
             settings: ModelSettings::default(),
             note: None,
+            base_url: None,
         }
     }
 

@@ -14,13 +14,15 @@ use runtime::model::{Model, ModelError, ModelErrorKind, ModelRequest, ModelStrea
 use serde_json::json;
 use serde_json::value::{to_raw_value, RawValue};
 
-use crate::config::{ConfigError, ModelConfig, Secret};
+use crate::config::{default_base_url, ConfigError, ModelConfig, Secret};
 use crate::http;
 
 /// A provider's API over HTTP.
 pub(crate) struct HttpModel {
     format: Format,
     model: String,
+    /// The configured base URL when it is not the provider's own and holds no credentials.
+    journaled_base_url: Option<String>,
     url: Url,
     headers: HeaderMap,
     client: Client,
@@ -42,6 +44,7 @@ impl HttpModel {
         let format = config.format;
         let url = endpoint(format, config.base_url(), &config.model)?;
         Ok(HttpModel {
+            journaled_base_url: journaled_base_url(&config),
             format,
             headers: http::headers(format, config.api_key.expose())?,
             client: http::client(&config)?,
@@ -50,6 +53,17 @@ impl HttpModel {
             key: config.api_key,
         })
     }
+}
+
+/// The base URL worth journaling: the configured one when it is not the provider's own, and
+/// only when it holds no user or password (a URL that does is a credential).
+fn journaled_base_url(config: &ModelConfig) -> Option<String> {
+    let base = config.base_url.as_deref()?;
+    if base.trim_end_matches('/') == default_base_url(config.format).trim_end_matches('/') {
+        return None;
+    }
+    let url = Url::parse(base).ok()?;
+    (url.username().is_empty() && url.password().is_none()).then(|| base.to_owned())
 }
 
 /// The request URL: the base URL with the provider's path added (Gemini's names the model).
@@ -180,6 +194,10 @@ impl Model for HttpModel {
         &self.model
     }
 
+    fn base_url(&self) -> Option<String> {
+        self.journaled_base_url.clone()
+    }
+
     fn body(&mut self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         request_body(self.format, &self.model, request)
     }
@@ -207,6 +225,23 @@ impl Model for HttpModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_base_url_is_journaled_only_when_it_is_not_the_provider_s_and_holds_no_credentials() {
+        let with = |url: Option<&str>| {
+            let mut config =
+                ModelConfig::new(Format::OpenAiChat, "m", crate::config::Secret::new("k"));
+            config.base_url = url.map(str::to_owned);
+            journaled_base_url(&config)
+        };
+        assert_eq!(with(None), None);
+        assert_eq!(with(Some("https://api.openai.com/v1/")), None);
+        assert_eq!(
+            with(Some("http://localhost:11434/v1")),
+            Some("http://localhost:11434/v1".into())
+        );
+        assert_eq!(with(Some("https://user:secret@proxy.example/v1")), None);
+    }
 
     #[test]
     fn only_reasoning_models_are_asked_for_their_encrypted_reasoning() {

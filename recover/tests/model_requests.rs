@@ -36,6 +36,7 @@ fn crashed_mid_request(dir: &std::path::Path) {
         system: Some("be careful".into()),
         settings: ModelSettings::default(),
         note: None,
+        base_url: None,
     }));
     b.put(Event::TurnStart {
         turn: 1,

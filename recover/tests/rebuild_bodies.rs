@@ -69,6 +69,7 @@ fn journal(dir: &Path, schema3: bool, state: Option<(String, String)>) {
                 temperature: Some(0.5),
             },
             note: None,
+            base_url: None,
         }));
         for (hash, name, description, schema) in [
             (READ_HASH, "read", "Read a file.", READ_SCHEMA),

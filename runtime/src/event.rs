@@ -543,6 +543,9 @@ pub struct SessionModel {
     pub settings: crate::model::ModelSettings,
     /// What a change dropped, in words (e.g. provider state kept for another provider).
     pub note: Option<String>,
+    /// Where requests went when not to the provider's own address (an OpenAI-compatible
+    /// server, a proxy), so that a resume goes back there; never a URL holding credentials.
+    pub base_url: Option<String>,
 }
 
 /// `tool/schema`: one distinct tool schema, recorded once.

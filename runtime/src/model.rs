@@ -159,6 +159,14 @@ pub trait Model: Send {
     /// The model's name at its provider.
     fn model(&self) -> &str;
 
+    /// Where requests go when that is not the provider's own address (an OpenAI-compatible
+    /// server, a proxy), for `session/model`: a resume goes back there. `None` for the
+    /// provider's own address, and for a URL that carries credentials (a user, a password),
+    /// which is never journaled.
+    fn base_url(&self) -> Option<String> {
+        None
+    }
+
     /// The request body as it will be sent, credentials excluded: hashed and measured for
     /// `llm/request` before it is sent.
     fn body(&mut self, request: &ModelRequest) -> Result<Vec<u8>, ModelError>;

@@ -292,6 +292,7 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 system: None,
                 settings: ModelSettings::default(),
                 note: None,
+                base_url: None,
             }),
         ),
         (
@@ -364,6 +365,7 @@ fn a_session_model_event_is_laid_out_field_by_field_as_documented() {
             temperature: Some(0.5),
         },
         note: None,
+        base_url: Some("http://localhost:11434/v1".into()),
     });
     let mut expected = Vec::new();
     expected.extend(7u64.to_le_bytes()); // at_ms
@@ -377,6 +379,8 @@ fn a_session_model_event_is_laid_out_field_by_field_as_documented() {
     expected.push(1); // temperature: some, IEEE 754 binary64 little-endian
     expected.extend([0, 0, 0, 0, 0, 0, 0xE0, 0x3F]);
     expected.push(0); // note: none
+    expected.push(1); // base_url: some
+    expected.extend(string("http://localhost:11434/v1"));
     assert_eq!(encode(&Record { at_ms: 7, event }), expected);
 }
 

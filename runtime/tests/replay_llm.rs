@@ -69,6 +69,7 @@ fn session_model(model: &str) -> SessionModel {
             temperature: Some(0.25),
         },
         note: None,
+        base_url: None,
     }
 }
 

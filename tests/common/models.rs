@@ -148,13 +148,13 @@ impl Case {
             .expect("tooljournal runs")
     }
 
-    /// `tooljournal resume` on the mock for `format` (no `--prompt` when `prompt` is None).
+    /// `tooljournal resume` (no `--prompt` when `prompt` is None). Neither the model nor the
+    /// mock's address is given: a resume goes on with what the journal recorded (`session/model`,
+    /// its base URL included); only the key comes from the environment.
     pub fn resume(&self, format: Format, prompt: Option<&str>, extra: &[&str]) -> Output {
         let mut c = self.command(format);
         c.args(["resume", "--journal"])
             .arg(self.journal())
-            .args(["--model", &spec(format), "--base-url"])
-            .arg(self.server.base_url(format))
             .args(extra);
         if let Some(p) = prompt {
             c.args(["--prompt", p]);

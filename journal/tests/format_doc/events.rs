@@ -477,6 +477,7 @@ fn session_model(c: &mut Cur) -> R {
             ("system", opt_str),
             ("settings", model_settings),
             ("note", opt_str),
+            ("base_url", opt_str),
         ],
     )
 }

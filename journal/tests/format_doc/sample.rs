@@ -391,6 +391,7 @@ pub fn every_event() -> Vec<Record> {
             temperature: Some(0.5),
         },
         note: None,
+        base_url: None,
     }));
     events.push(Event::SessionModel(SessionModel {
         provider: "scripted".into(),
@@ -401,6 +402,7 @@ pub fn every_event() -> Vec<Record> {
             temperature: None,
         },
         note: Some("provider state of anthropic dropped".into()),
+        base_url: Some("http://127.0.0.1:8080/v1".into()),
     }));
     events.push(Event::ToolSchema(ToolSchema {
         schema_hash: "ab12".into(),

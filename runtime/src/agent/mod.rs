@@ -195,6 +195,7 @@ impl Agent {
             model: self.model.model().to_owned(),
             system: self.config.system.clone(),
             settings: self.config.settings.clone(),
+            base_url: self.model.base_url(),
         })?;
         session.begin_turn(user_text)?;
         self.conversation.messages.push(Message::User {

@@ -17,6 +17,7 @@ impl Session {
                 && last.model == model.model
                 && last.system == model.system
                 && last.settings == model.settings
+                && last.base_url == model.base_url
         });
         if same {
             return Ok(false);
