@@ -52,11 +52,13 @@ pub(crate) fn check(req: &Incoming<'_>, expected_key: Option<&str>) -> Result<()
         )
     })?;
     body_fields(req, body).map_err(|v| Rejection::plain(format, 400, v))?;
-    validate(format, body).map_err(|v| Rejection::plain(format, 400, v.to_string()))?;
+    // The mock's own checks first: they are written from the providers' documentation apart
+    // from `history`'s validators, so that a rule both hold is caught by the mock's words.
     tools(format, body).map_err(|v| Rejection::plain(format, 400, format!("tools.shape: {v}")))?;
     if format == Format::Anthropic {
         anthropic_tools_declared(body).map_err(|v| Rejection::plain(format, 400, v))?;
     }
+    validate(format, body).map_err(|v| Rejection::plain(format, 400, v.to_string()))?;
     Ok(())
 }
 
