@@ -121,9 +121,8 @@ pub fn record(
     SessionPolicy {
         approval: match approve {
             Approve::Allow => ApprovalPolicy::Allow,
-            // The journal knows no "ask": its strictest word stands for it, so that a resume
-            // without a person asks before every bash call and denies what nobody answers.
-            Approve::Deny | Approve::Ask => ApprovalPolicy::Deny,
+            Approve::Deny => ApprovalPolicy::Deny,
+            Approve::Ask => ApprovalPolicy::Ask,
         },
         parallel_max: u32::try_from(max_parallel).unwrap_or(u32::MAX),
         fsync: match fsync {
@@ -175,6 +174,7 @@ fn approve_of(p: ApprovalPolicy) -> Approve {
     match p {
         ApprovalPolicy::Allow => Approve::Allow,
         ApprovalPolicy::Deny => Approve::Deny,
+        ApprovalPolicy::Ask => Approve::Ask,
     }
 }
 
@@ -218,5 +218,24 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(allowed.approve, Approve::Allow);
         assert!(allowed.notes.is_empty());
+    }
+
+    #[test]
+    fn ask_is_journaled_as_ask_and_resumes_as_ask() {
+        let registry = Registry::new();
+        for approve in [Approve::Allow, Approve::Deny, Approve::Ask] {
+            let journaled = record(approve, 4, FsyncPolicy::Group, None, &registry, "test");
+            let resolved = for_resume(
+                Some(&journaled),
+                ResumeFlags {
+                    config: Some("/dev/null".into()),
+                    ..ResumeFlags::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(resolved.approve, approve);
+        }
+        let ask = record(Approve::Ask, 4, FsyncPolicy::Group, None, &registry, "test");
+        assert_eq!(ask.approval, ApprovalPolicy::Ask);
     }
 }

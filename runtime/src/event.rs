@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 /// The version of this event schema, recorded in `session/open`. Bumped on every addition (a
 /// new event, variant or field); schema 1 is the schema as `docs/FORMAT.md` lists it for 1;
 /// 2 added `session/policy`, `call/process` and `process/killed`; 3 added `session/model`,
-/// `tool/schema`, `llm/request`, `llm/attempt-failed`, `llm/response-detail` and the stop
-/// reason `interrupted`.
+/// `tool/schema`, `llm/request`, `llm/attempt-failed`, `llm/response-detail`, the stop
+/// reason `interrupted` and the approval policy `ask`.
 pub const EVENT_SCHEMA_VERSION: u32 = 3;
 
 /// The event schema a `session/open` payload declares, read from its fixed prefix without
@@ -189,6 +189,9 @@ pub enum ApprovalPolicy {
     Allow,
     /// Unanswered questions are denied, and every `bash` call asks first.
     Deny,
+    /// A person at the terminal is asked before every call of a tool that changes something;
+    /// what nobody answers is denied (schema 3).
+    Ask,
 }
 
 /// When the session's records are made durable (the journal's `FsyncPolicy`, journaled).
@@ -852,8 +855,8 @@ pub enum Event {
     /// `session/model`: the model a session talks to, its system prompt and settings; written
     /// before the first request, and again when a resume changes any of them.
     SessionModel(SessionModel),
-    /// `tool/schema`: a tool as the model is shown it, recorded once per distinct schema hash
-    /// (content-addressed), before the first `step/tools` that names it.
+    /// `tool/schema`: a tool as the model is shown it, recorded before the first `step/tools`
+    /// that shows it, once per (name, schema hash) and again when its description changes.
     ToolSchema(ToolSchema),
     /// `llm/request`: a request is about to be sent (every attempt has its own).
     LlmRequest(LlmRequest),

@@ -418,7 +418,11 @@ fn approval_policy(c: &mut Cur) -> R {
     variant(
         c,
         "ApprovalPolicy",
-        &[("allow", Shape::Unit), ("deny", Shape::Unit)],
+        &[
+            ("allow", Shape::Unit),
+            ("deny", Shape::Unit),
+            ("ask", Shape::Unit),
+        ],
     )
 }
 fn sync_policy(c: &mut Cur) -> R {
@@ -709,7 +713,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("SideEffect", 5),
         ("CallState", 8),
         ("Classification", 2),
-        ("ApprovalPolicy", 2),
+        ("ApprovalPolicy", 3),
         ("SyncPolicy", 3),
         ("ModelErrorKind", 4),
         ("ErrorCode", ERROR_CODES.len() as u32),

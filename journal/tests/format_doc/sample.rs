@@ -354,6 +354,8 @@ pub fn every_event() -> Vec<Record> {
             }),
         ),
         (ApprovalPolicy::Deny, SyncPolicy::Never, None),
+        // Schema 3.
+        (ApprovalPolicy::Ask, SyncPolicy::Group, None),
     ] {
         events.push(Event::SessionPolicy(SessionPolicy {
             approval,
