@@ -5,9 +5,9 @@
 //! Missed targets are reported, never turned into a failing exit code: a slow CI disk or a noisy
 //! neighbour is not a bug, and the numbers are worth seeing either way.
 //!
-//! Usage: `cargo run --release -p tooljournal-bench --features sqlite -- journal|runtime [--quick]
-//! [--json] [--dir DIR]` (the binary requires the package's `sqlite` feature, which brings in the
-//! SQLite baseline, so that `cargo test --workspace` never compiles SQLite).
+//! Usage: `cargo run --release -p tooljournal-bench --features sqlite -- journal|runtime|sse
+//! [--quick] [--json] [--dir DIR]` (the binary requires the package's `sqlite` feature, which
+//! brings in the SQLite baseline, so that `cargo test --workspace` never compiles SQLite).
 //!
 //! - `journal`: the raw fdatasync rate, durable appends (always/group), unsynced appends, reader,
 //!   and the reader on a crafted torn tail (the tail scan's worst case, 1-8 MiB).
@@ -15,14 +15,18 @@
 //!   a user would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
 //!   synchronous=FULL, sled with a flush per record), the pipeline's own cost with fsync off,
 //!   and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick).
+//! - `sse` (issue 15): the model adapters' stream decoding (`tooljournal_llm::decode`) in MB/s,
+//!   per provider format, on a stream of tool-call deltas of about 10 MB (2 MB quick) recorded
+//!   from the `mockllm` loopback server; target 100 MB/s. No disk: `--dir` is not used.
 //!
-//! This file is the command line and its dispatch; `journal_bench` and `runtime_bench` are the
-//! two benchmarks, and `disk` what both measure with (the raw fdatasync loop, segment sizes,
-//! scratch directories).
+//! This file is the command line and its dispatch; `journal_bench`, `runtime_bench` and
+//! `sse_bench` are the three benchmarks, and `disk` what the first two measure with (the raw
+//! fdatasync loop, segment sizes, scratch directories).
 
 mod disk;
 mod journal_bench;
 mod runtime_bench;
+mod sse_bench;
 
 use clap::{Args, Parser, Subcommand};
 use journal::FsyncPolicy;
@@ -71,6 +75,9 @@ enum Command {
     /// Durable tool calls/s through the runtime against JSONL, SQLite and sled; the pipeline's
     /// cost with fsync off; recovery MB/s and peak memory (issue 8).
     Runtime,
+    /// The model adapters' stream decoding in MB/s per provider format, on a recorded stream of
+    /// tool-call deltas of about 10 MB (issue 15).
+    Sse,
     /// Internal: recovers (read only) the journal in DIR and prints one JSON line with the time
     /// taken and this process's peak RSS. Run by `runtime` as a child process so that the peak
     /// is the recovery's alone.
@@ -109,6 +116,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Journal => journal_bench::run(&cli.common),
         Command::Runtime => runtime_bench::run(&cli.common),
+        Command::Sse => sse_bench::run(&cli.common),
         Command::RecoverChild { dir } => runtime_bench::recovery::recover_child(&dir),
         Command::GenerateJournal { dir, mib } => runtime_bench::generate::generate_only(&dir, mib),
         Command::SessionLoop {
