@@ -29,10 +29,11 @@ async fn scenario_30_cancel_at_step_start_sends_no_request_and_runs_no_call() {
     let kinds: Vec<&str> = journal_events(&storage).iter().map(Event::kind).collect();
     assert!(!kinds.contains(&"llm/response"), "{kinds:?}");
     assert_eq!(
-        kinds[kinds.len() - 5..],
+        kinds[kinds.len() - 6..],
         [
             "turn/start",
             "step/start",
+            "tool/schema",
             "step/tools",
             "step/end",
             "turn/end"
