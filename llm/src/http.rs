@@ -83,8 +83,10 @@ pub(crate) async fn post(
         .map_err(|e| transport_error(url, &e))?;
     let status = response.status();
     if !status.is_success() {
-        let retry_after_ms = retry_after_ms(response.headers(), SystemTime::now());
+        let header_ms = retry_after_ms(response.headers(), SystemTime::now());
         let body = read_capped(response).await;
+        // Gemini says how long to wait in its body (`google.rpc.RetryInfo`), not in a header.
+        let retry_after_ms = header_ms.or_else(|| retry_info_ms(&body));
         return Err(ModelError {
             kind: ModelErrorKind::Status,
             status: Some(status.as_u16()),
@@ -111,6 +113,25 @@ pub(crate) async fn post(
         });
     }
     Ok(response)
+}
+
+/// The wait a Google error body asks for: `error.details[]` holding a
+/// `type.googleapis.com/google.rpc.RetryInfo` whose `retryDelay` is a duration such as `"7s"`
+/// or `"1.5s"`.
+pub(crate) fn retry_info_ms(body: &[u8]) -> Option<u64> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    value["error"]["details"]
+        .as_array()?
+        .iter()
+        .filter(|d| {
+            d["@type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| {
+            let seconds: f64 = d["retryDelay"].as_str()?.strip_suffix('s')?.parse().ok()?;
+            (seconds.is_finite() && seconds >= 0.0).then(|| (seconds * 1000.0).round() as u64)
+        })
 }
 
 /// `text/event-stream`, parameters (`; charset=utf-8`) and case aside.
@@ -310,6 +331,22 @@ mod tests {
         );
         assert_eq!(retry_after_ms(&map(&[("retry-after", "soon")]), now), None);
         assert_eq!(retry_after_ms(&map(&[]), now), None);
+    }
+
+    #[test]
+    fn gemini_s_retry_info_is_a_wait() {
+        let body =
+            br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"quota","details":[
+            {"@type":"type.googleapis.com/google.rpc.QuotaFailure"},
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"7s"}]}}"#;
+        assert_eq!(retry_info_ms(body), Some(7_000));
+        let fraction = br#"{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}"#;
+        assert_eq!(retry_info_ms(fraction), Some(1_500));
+        assert_eq!(
+            retry_info_ms(br#"{"error":{"message":"no details"}}"#),
+            None
+        );
+        assert_eq!(retry_info_ms(b"not json"), None);
     }
 
     #[test]

@@ -207,6 +207,9 @@ impl Decoder for ChatDecoder {
             if let Some(reason) = &choice.finish_reason {
                 self.close_calls(out);
                 self.finish = Some(match reason.as_str() {
+                    // Some OpenAI-compatible servers say "stop" after tool calls; the calls
+                    // are still asked for, and their results must reach the model.
+                    "stop" if !self.calls.is_empty() => StopReason::ToolUse,
                     "stop" | "content_filter" => StopReason::EndTurn,
                     "tool_calls" | "function_call" => StopReason::ToolUse,
                     "length" => StopReason::Length,

@@ -364,6 +364,15 @@ async fn finish_reasons_and_stops() {
         let got = oks(decode_all(Format::OpenAiChat, chat(reason).as_bytes(), 1000).await);
         assert_eq!(got, vec![ModelEvent::Stop(stop)], "{reason}");
     }
+    // A server that says "stop" after tool calls (some OpenAI-compatible ones do): the calls
+    // are asked for all the same.
+    let stop_after_call = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let got = oks(decode_all(Format::OpenAiChat, stop_after_call.as_bytes(), 1000).await);
+    assert_eq!(
+        got.last(),
+        Some(&ModelEvent::Stop(StopReason::ToolUse)),
+        "{got:?}"
+    );
 
     let incomplete = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_1\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"input_tokens\":5,\"output_tokens\":7}}}\n\n";
     let got = oks(decode_all(Format::OpenAiResponses, incomplete.as_bytes(), 1000).await);
