@@ -52,10 +52,10 @@ pub fn spec(
 
 /// The adapter for `spec`: its key from the environment (`[model] api_key_env`, else the
 /// provider's variable), its base URL from `--base-url`, else `[model] base_url`, else the
-/// provider's variable, else the one the journal recorded for this provider (`journaled`: a
-/// resume goes back to the server the session talked to), else the provider's own. Fails before any session is touched: an
-/// unknown provider, a missing key (naming the variable), a bad URL. The key's variables are
-/// then taken out of the environment the session's tools inherit.
+/// provider's variable, else the one the journal recorded ([`journaled_base_url`]), else the
+/// provider's own. Fails before any session is touched: an unknown provider, a missing key
+/// (naming the variable), a bad URL, a journaled address the key may not be sent to. The key's
+/// variables are then taken out of the environment the session's tools inherit.
 pub fn connect(
     spec: &str,
     flags: &ModelFlags,
@@ -68,14 +68,43 @@ pub fn connect(
     if let Some(url) = flags.base_url.as_ref().or(section.base_url.as_ref()) {
         config.base_url = Some(url.clone());
     } else if config.base_url.is_none() {
-        config.base_url = journaled
-            .filter(|m| m.provider == config.format.as_str())
-            .and_then(|m| m.base_url.clone());
+        config.base_url = journaled_base_url(spec, flags, journaled)?;
     }
     if let Some(ms) = section.request_timeout_ms {
         config.request_timeout_ms = ms;
     }
     llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// The base URL a resume takes from the journal: only when the model, too, is the journal's
+/// (no `--model`), and only a loopback address. A journal is a file anyone may hand over (an
+/// audit copy, a CI artifact): following it to another host would send the user's key to
+/// whoever wrote it, so that takes `--base-url`, said once, by the user.
+fn journaled_base_url(
+    spec: &str,
+    flags: &ModelFlags,
+    journaled: Option<&SessionModel>,
+) -> Result<Option<String>, CliError> {
+    let Some(model) = journaled.filter(|m| flags.spec.is_none() && m.base_url.is_some()) else {
+        return Ok(None);
+    };
+    if format!("{}:{}", model.provider, model.model) != spec {
+        return Ok(None);
+    }
+    let url = model.base_url.clone().unwrap_or_default();
+    let loopback = url::Url::parse(&url).is_ok_and(|u| match u.host() {
+        Some(url::Host::Domain(name)) => name == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    });
+    if !loopback {
+        return Err(CliError::Failed(format!(
+            "the session talked to {url}; to send your key there again, say so: --base-url {url}"
+        )));
+    }
+    eprintln!("note: requests go to {url}, where the session talked (recorded in its journal)");
+    Ok(Some(url))
 }
 
 /// Takes the variables the key was read from out of this process's environment, once the
@@ -210,5 +239,39 @@ mod tests {
             .system
             .as_deref()
             .is_some_and(|p| p.contains("TOOL_OUTCOME_UNKNOWN")));
+    }
+
+    #[test]
+    fn a_journaled_base_url_is_followed_only_to_loopback_and_only_with_the_journal_s_model() {
+        let at = |url: &str| SessionModel {
+            base_url: Some(url.into()),
+            ..journaled("openai-chat")
+        };
+        let spec = "openai-chat:m-journal";
+        let none = ModelFlags::default();
+        let local = at("http://127.0.0.1:11434/v1");
+        assert_eq!(
+            journaled_base_url(spec, &none, Some(&local)).unwrap_or_else(|e| panic!("{e:?}")),
+            Some("http://127.0.0.1:11434/v1".into())
+        );
+        let named = at("http://localhost:8000/v1");
+        assert!(journaled_base_url(spec, &none, Some(&named)).is_ok_and(|u| u.is_some()));
+        // Elsewhere: the user must say so, naming the address.
+        let remote = at("https://collector.example/v1");
+        match journaled_base_url(spec, &none, Some(&remote)) {
+            Err(CliError::Failed(m)) => {
+                assert!(m.contains("--base-url https://collector.example/v1"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another model than the journal's: the journal's address is not followed at all.
+        let flagged = ModelFlags {
+            spec: Some("openai-chat:other".into()),
+            ..ModelFlags::default()
+        };
+        assert!(matches!(
+            journaled_base_url("openai-chat:other", &flagged, Some(&remote)),
+            Ok(None)
+        ));
     }
 }
