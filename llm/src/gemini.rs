@@ -208,10 +208,13 @@ impl Decoder for GeminiDecoder {
         let Some(reason) = self.finish.as_deref() else {
             return Err(DecodeError::Model(crate::sse::cut_short()));
         };
+        // Only a finished answer's calls run: STOP (Gemini's word after calls too). An answer
+        // stopped by a filter (SAFETY, RECITATION, …) runs none of its calls.
         let stop = match reason {
             "MAX_TOKENS" => StopReason::Length,
             _ if self.calls == 0 => StopReason::EndTurn,
-            _ => StopReason::ToolUse,
+            "STOP" => StopReason::ToolUse,
+            _ => StopReason::Interrupted,
         };
         if self.text_signature.is_some() || self.call_signatures.iter().any(Option::is_some) {
             let state = json!({ "text": self.text_signature, "calls": self.call_signatures });

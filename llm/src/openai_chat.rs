@@ -138,9 +138,36 @@ impl ChatDecoder {
     }
 }
 
+impl ChatDecoder {
+    /// The answer's last events: calls closed, usage, the stop reason.
+    fn done(&mut self, out: &mut Vec<ModelEvent>) {
+        self.close_calls(out);
+        if let Some(usage) = self.usage {
+            out.push(ModelEvent::Usage(usage));
+        }
+        // A server that sends no finish_reason: the message says what it asks for.
+        let stop = self.finish.unwrap_or(if self.calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        });
+        out.push(ModelEvent::Stop(stop));
+    }
+}
+
 impl Decoder for ChatDecoder {
     fn provider(&self) -> &'static str {
         "openai-chat"
+    }
+
+    /// Some OpenAI-compatible servers close the stream after the finish reason without
+    /// `[DONE]`: the answer is whole once its finish reason came; before that it was cut short.
+    fn end(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), DecodeError> {
+        if self.finish.is_none() {
+            return Err(DecodeError::Model(crate::sse::cut_short()));
+        }
+        self.done(out);
+        Ok(())
     }
 
     fn event(
@@ -150,17 +177,7 @@ impl Decoder for ChatDecoder {
         out: &mut Vec<ModelEvent>,
     ) -> Result<Step, DecodeError> {
         if data.trim() == "[DONE]" {
-            self.close_calls(out);
-            if let Some(usage) = self.usage {
-                out.push(ModelEvent::Usage(usage));
-            }
-            // A server that sends no finish_reason: the message says what it asks for.
-            let stop = self.finish.unwrap_or(if self.calls.is_empty() {
-                StopReason::EndTurn
-            } else {
-                StopReason::ToolUse
-            });
-            out.push(ModelEvent::Stop(stop));
+            self.done(out);
             return Ok(Step::Done);
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(DecodeError::shape)?;

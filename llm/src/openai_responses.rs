@@ -256,7 +256,13 @@ impl Decoder for ResponsesDecoder {
                     .ok_or_else(|| DecodeError::shape("an output item event without its item"))?;
                 let item = parse_item(Some(raw))?;
                 match item.kind.as_str() {
-                    "reasoning" => self.reasoning.push(raw.get().to_string()),
+                    // With `store: false` a reasoning item is useful to send back only with its
+                    // encrypted content: by id alone the API looks for an item it never kept
+                    // ("Items are not persisted when store is set to false").
+                    "reasoning" if raw.get().contains("\"encrypted_content\":\"") => {
+                        self.reasoning.push(raw.get().to_string())
+                    }
+                    "reasoning" => {}
                     "function_call" => {
                         let known = event
                             .output_index
@@ -286,10 +292,12 @@ impl Decoder for ResponsesDecoder {
                     .as_ref()
                     .and_then(|r| r.incomplete_details.as_ref())
                     .and_then(|d| d.reason.as_deref());
+                // An answer the provider did not finish (cut at its length, or by a content
+                // filter) runs none of its calls.
                 let stop = match reason {
                     Some("max_output_tokens") => StopReason::Length,
                     _ if self.calls.is_empty() => StopReason::EndTurn,
-                    _ => StopReason::ToolUse,
+                    _ => StopReason::Interrupted,
                 };
                 self.finish(event.response.as_ref(), stop, out);
                 return Ok(Step::Done);

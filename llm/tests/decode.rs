@@ -241,11 +241,19 @@ async fn streams_cut_short_end_in_a_transport_error_after_the_events_received() 
     );
     assert_cut_short(&got);
 
-    // Everything but `data: [DONE]`: finished, but not said to be.
+    // Everything but `data: [DONE]`: the finish reason came, so the answer is whole (some
+    // OpenAI-compatible servers close the stream without `[DONE]`).
     let chat = before("openai_chat.sse", "data: [DONE]");
-    let got = decode_all(Format::OpenAiChat, &chat, 64).await;
-    assert_eq!(got.len(), 12, "11 events and the error: {got:?}");
-    assert_cut_short(&got);
+    let got = oks(decode_all(Format::OpenAiChat, &chat, 64).await);
+    assert_eq!(
+        got.last(),
+        Some(&ModelEvent::Stop(StopReason::ToolUse)),
+        "{got:?}"
+    );
+    // Cut before the finish reason: still cut short.
+    let chat = before("openai_chat.sse", "\"finish_reason\":\"tool_calls\"");
+    let chat = &chat[..chat.iter().rposition(|b| *b == b'\n').unwrap_or(0)];
+    assert_cut_short(&decode_all(Format::OpenAiChat, chat, 64).await);
 
     let responses = before("openai_responses.sse", "event: response.completed");
     let got = decode_all(Format::OpenAiResponses, &responses, 64).await;
@@ -541,9 +549,33 @@ async fn every_prefix_of_every_stream_decodes_to_a_prefix_then_one_error() {
     ] {
         let bytes = data(file);
         let full = oks(decode_all(format, &bytes, bytes.len()).await);
+        // A chat stream is whole once its finish reason's event is complete (a server may
+        // close without `[DONE]`); only the usage after it may be missing then.
+        let whole_from = (format == Format::OpenAiChat).then(|| {
+            let text = String::from_utf8(bytes.clone()).expect("fixtures are UTF-8");
+            let line = text
+                .find("\"finish_reason\":\"tool_calls\"")
+                .expect("a finish reason");
+            line + text[line..].find("\n\n").expect("the event's end") + 2
+        });
         // Every cut, mid-line and mid-character ones included.
         for at in 0..bytes.len() {
             let got = decode_all(format, &bytes[..at], 64).await;
+            if whole_from.is_some_and(|from| at >= from) {
+                let got = oks(got);
+                let without_usage: Vec<_> = full
+                    .iter()
+                    .filter(|e| !matches!(e, ModelEvent::Usage(_)))
+                    .cloned()
+                    .collect();
+                let got_without_usage: Vec<_> = got
+                    .iter()
+                    .filter(|e| !matches!(e, ModelEvent::Usage(_)))
+                    .cloned()
+                    .collect();
+                assert_eq!(got_without_usage, without_usage, "{file} cut at {at}");
+                continue;
+            }
             let (last, events) = got.split_last().expect("at least the error");
             let events = oks(events.to_vec());
             assert_eq!(events, full[..events.len()], "{file} cut at {at}");
@@ -557,4 +589,18 @@ async fn every_prefix_of_every_stream_decodes_to_a_prefix_then_one_error() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn an_answer_a_filter_stopped_runs_none_of_its_calls() {
+    let gemini = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"ls\",\"args\":{}}}]},\"finishReason\":\"SAFETY\"}]}\n\n";
+    let got = oks(decode_all(Format::Gemini, gemini.as_bytes(), 1000).await);
+    assert_eq!(
+        got.last(),
+        Some(&ModelEvent::Stop(StopReason::Interrupted)),
+        "{got:?}"
+    );
+    let finished = gemini.replace("SAFETY", "STOP");
+    let got = oks(decode_all(Format::Gemini, finished.as_bytes(), 1000).await);
+    assert_eq!(got.last(), Some(&ModelEvent::Stop(StopReason::ToolUse)));
 }
