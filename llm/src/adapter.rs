@@ -66,11 +66,24 @@ fn journaled_base_url(config: &ModelConfig) -> Option<String> {
     (url.username().is_empty() && url.password().is_none()).then(|| base.to_owned())
 }
 
+/// `base` as an error may show it: a user and password in it are left out.
+fn without_credentials(base: &str) -> String {
+    match Url::parse(base) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // Cannot fail for a URL that has a user or password: it has a host.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        _ => base.to_string(),
+    }
+}
+
 /// The request URL: the base URL with the provider's path added (Gemini's names the model).
 fn endpoint(format: Format, base: &str, model: &str) -> Result<Url, ConfigError> {
     let bad = |reason: &str| ConfigError::BadBaseUrl {
         format,
-        url: base.to_string(),
+        url: without_credentials(base),
         reason: reason.to_string(),
     };
     let mut url = Url::parse(base).map_err(|e| bad(&e.to_string()))?;
@@ -290,6 +303,19 @@ mod tests {
             url(Format::OpenAiChat, "ftp://x", "m"),
             Err(ConfigError::BadBaseUrl { .. })
         ));
+        match url(
+            Format::OpenAiChat,
+            "ftp://user:hunter2@proxy.example/v1",
+            "m",
+        ) {
+            Err(ConfigError::BadBaseUrl { url, .. }) => {
+                assert!(
+                    !url.contains("hunter2") && url.contains("proxy.example"),
+                    "{url}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             url(Format::OpenAiChat, "not a url", "m"),
             Err(ConfigError::BadBaseUrl { .. })

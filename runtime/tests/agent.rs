@@ -694,3 +694,19 @@ async fn resuming_on_another_provider_journals_what_state_is_left_behind() {
         "{note}"
     );
 }
+
+#[tokio::test]
+async fn the_last_attempt_s_failure_does_not_blame_a_short_wait() {
+    let mut s = setup();
+    let answers = vec![Answer::Refuse(status(429, Some(10), "slow down"))];
+    let config = AgentConfig {
+        attempts_max: 1,
+        ..fast()
+    };
+    let mut agent = agent(&s, answers, config);
+    let end = agent
+        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Failed("HTTP 429: slow down".into()));
+}

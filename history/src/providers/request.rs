@@ -11,7 +11,7 @@ use crate::conversation::{Conversation, Message, ModelSettings, ToolSpec};
 
 /// The `max_tokens` an Anthropic body gets when the settings name none (Anthropic requires
 /// one).
-pub const ANTHROPIC_MAX_TOKENS_DEFAULT: u32 = 8192;
+pub const ANTHROPIC_MAX_TOKENS_DEFAULT: u32 = 4096;
 
 /// `conv` as [`history`] lays it out, plus `tools` (when there are any, in their order) and
 /// `settings`, in `format`'s shape:

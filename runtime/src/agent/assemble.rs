@@ -63,26 +63,38 @@ impl Assembly {
     }
 
     /// The message as the step's `llm/response`: `stop` unless the stream said why it stopped.
-    /// A call without an id gets one from its position, so the message can still be journaled
-    /// (and the call rejected) rather than dropped.
+    /// Call ids are made unique in the message (the session refuses a message that repeats
+    /// one, and a provider, or an adapter making ids up, may): a call with no id, or one an
+    /// earlier call took, gets `call_{position}` (then `_2`, `_3`… if that is taken too), so
+    /// the message is journaled and each call answered rather than the step failing.
     pub(crate) fn response(&self, stop: StopReason) -> ModelResponse {
         let stop_reason = self.stop.unwrap_or(stop);
-        ModelResponse {
-            text: self.text.clone(),
-            tool_calls: self
-                .calls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ModelCall {
-                    call_id: if c.id.is_empty() {
-                        format!("call_{i}")
-                    } else {
-                        c.id.clone()
-                    },
+        let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let tool_calls = self
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut id = c.id.clone();
+                if id.is_empty() || taken.contains(&id) {
+                    id = format!("call_{i}");
+                    let mut n = 2;
+                    while taken.contains(&id) || self.calls.iter().any(|o| o.id == id) {
+                        id = format!("call_{i}_{n}");
+                        n += 1;
+                    }
+                }
+                taken.insert(id.clone());
+                ModelCall {
+                    call_id: id,
                     name: c.name.clone(),
                     arguments: c.arguments.clone(),
-                })
-                .collect(),
+                }
+            })
+            .collect();
+        ModelResponse {
+            text: self.text.clone(),
+            tool_calls,
             stop_reason,
         }
     }
@@ -150,6 +162,24 @@ mod tests {
         assert_eq!(r.tool_calls[0].arguments, "{\"command\":\"ls\"}");
         assert_eq!(r.tool_calls[1].name, "read");
         a.apply(ModelEvent::Stop(StopReason::ToolUse));
+        // A repeated or missing id is made unique, never two calls answered as one.
+        a.apply(ModelEvent::CallBegin {
+            index: 2,
+            id: "a".into(),
+            name: "read".into(),
+        });
+        a.apply(ModelEvent::CallBegin {
+            index: 3,
+            id: String::new(),
+            name: "read".into(),
+        });
+        let ids: Vec<String> = a
+            .response(StopReason::Interrupted)
+            .tool_calls
+            .into_iter()
+            .map(|c| c.call_id)
+            .collect();
+        assert_eq!(ids, ["a", "b", "call_2", "call_3"]);
         assert_eq!(
             a.response(StopReason::Interrupted).stop_reason,
             StopReason::ToolUse

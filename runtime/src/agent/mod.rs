@@ -69,7 +69,9 @@ impl Default for AgentConfig {
             attempts_max: 4,
             backoff_base_ms: 500,
             backoff_max_ms: 30_000,
-            idle_timeout_ms: 120_000,
+            // As long as the adapters' read timeout: a reasoning model may think for minutes
+            // before its first token.
+            idle_timeout_ms: 600_000,
             system: None,
             settings: ModelSettings::default(),
         }
@@ -382,7 +384,8 @@ impl Agent {
                 retry_in_ms: backoff,
             });
             let Some(backoff_ms) = backoff else {
-                return Ok(Asked::Failed(failure_text(&error, attempt)));
+                let waits_too_long = error.retryable() && attempt < attempts_max;
+                return Ok(Asked::Failed(failure_text(&error, attempt, waits_too_long)));
             };
             tokio::select! {
                 biased;
@@ -419,15 +422,16 @@ fn dropped_state_note(conversation: &Conversation, provider: &str) -> Option<Str
     ))
 }
 
-/// The turn's closing message for a request that failed for good.
-fn failure_text(error: &ModelError, attempt: u32) -> String {
-    if error.retryable() && attempt > 1 {
-        format!("{error} (after {attempt} attempts)")
-    } else if error.retryable() && error.retry_after_ms.is_some() {
+/// The turn's closing message for a request that failed for good: `waits_too_long` when
+/// attempts remained but the provider asked to wait past the backoff limit.
+fn failure_text(error: &ModelError, attempt: u32, waits_too_long: bool) -> String {
+    if waits_too_long {
         format!(
             "{error} (the provider asked to wait {} ms, longer than the backoff limit)",
             error.retry_after_ms.unwrap_or(0)
         )
+    } else if error.retryable() && attempt > 1 {
+        format!("{error} (after {attempt} attempts)")
     } else {
         error.to_string()
     }
