@@ -65,6 +65,9 @@ pub fn connect(
     let mut config = llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
         .map_err(|e| CliError::Failed(e.to_string()))?;
     scrub_key_vars(config.format, section.api_key_env.as_deref());
+    // Read now, before any journal is touched (`agent_config` reads it again once the tools
+    // are known): a missing prompt file must not leave a session begun behind it.
+    system_prompt_file(section)?;
     if let Some(url) = flags.base_url.as_ref().or(section.base_url.as_ref()) {
         config.base_url = Some(url.clone());
     } else if config.base_url.is_none() {
@@ -74,6 +77,19 @@ pub fn connect(
         config.request_timeout_ms = ms;
     }
     llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// The text of `[model] system_prompt_file`, if the configuration names one.
+fn system_prompt_file(section: &ModelSection) -> Result<Option<String>, CliError> {
+    let Some(path) = &section.system_prompt_file else {
+        return Ok(None);
+    };
+    std::fs::read_to_string(path).map(Some).map_err(|e| {
+        CliError::Failed(format!(
+            "{}: cannot read the system prompt ([model] system_prompt_file): {e}",
+            path.display()
+        ))
+    })
 }
 
 /// The base URL a resume takes from the journal: only when the model, too, is the journal's
@@ -131,13 +147,8 @@ pub fn agent_config(
     tools: &[String],
 ) -> Result<AgentConfig, CliError> {
     let defaults = AgentConfig::default();
-    let system = match &section.system_prompt_file {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| {
-            CliError::Failed(format!(
-                "{}: cannot read the system prompt ([model] system_prompt_file): {e}",
-                path.display()
-            ))
-        })?,
+    let system = match system_prompt_file(section)? {
+        Some(text) => text,
         None => system_prompt::default_prompt(workspace, tools),
     };
     Ok(AgentConfig {

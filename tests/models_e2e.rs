@@ -335,6 +335,22 @@ fn bad_input_gets_one_clear_line() {
     );
     assert!(!case.journal().exists(), "nothing written without a key");
 
+    // A system prompt file that cannot be read: said, and no session begun behind it.
+    case.write_config("system_prompt_file = \"missing-prompt.md\"");
+    let out = case
+        .command(Format::OpenAiChat)
+        .args(case.run_args(Format::OpenAiChat, &["hi"]))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(
+        last_line(&out).contains("missing-prompt.md"),
+        "{}",
+        shown(&out)
+    );
+    assert!(!case.journal().exists(), "nothing written for a missing prompt file");
+    case.write_config("");
+
     // A refused connection, naming the URL.
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
