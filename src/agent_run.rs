@@ -16,7 +16,7 @@ use crate::run::{self, Approve, Prepared, Setup, Wired};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::{Agent, AgentEvent, Observer, TurnEnd};
-use runtime::model::{Conversation, Model, ModelError, ModelErrorKind, ModelEvent};
+use runtime::model::{Model, ModelError, ModelErrorKind, ModelEvent};
 use runtime::Session;
 use std::io::Write;
 use std::path::PathBuf;
@@ -374,9 +374,6 @@ pub struct Go {
     model: Box<dyn Model>,
     spec: String,
     flags: ModelFlags,
-    /// The history recovery rebuilt: every call answered, unknown and not-started ones with
-    /// their synthetic results.
-    conversation: Conversation,
     prompts: Vec<String>,
 }
 
@@ -409,7 +406,6 @@ pub fn live(
         model,
         spec,
         flags: flags.clone(),
-        conversation: analysis.conversation(),
         prompts,
     }))
 }
@@ -424,6 +420,16 @@ pub fn resume(
     go: Go,
 ) -> Result<(), CliError> {
     let section = setup.config.model.clone();
+    // The history from the journal as it ends under the writer lock, not as recovery read it
+    // before: another process may have finished a turn in between, and the model must be sent
+    // the session `recover rebuild` would print now.
+    let conversation = recover::classify::analyze(
+        locked.replay().clone(),
+        &journal::ReadEnd::Clean,
+        0,
+        false,
+    )
+    .conversation();
     let prepared = run::prepare(locked, setup, approver, printer, true)?;
     outln!(
         "resuming session {} with {}",
@@ -432,7 +438,7 @@ pub fn resume(
     )?;
     let agent_config =
         model_cli::agent_config(&go.flags, &section, &prepared.workspace, &prepared.tools)?;
-    let agent = Agent::new(go.model, agent_config).with_conversation(go.conversation);
+    let agent = Agent::new(go.model, agent_config).with_conversation(conversation);
     play(prepared, agent, go.prompts, Interrupts::new())
 }
 
