@@ -423,13 +423,9 @@ pub fn resume(
     // The history from the journal as it ends under the writer lock, not as recovery read it
     // before: another process may have finished a turn in between, and the model must be sent
     // the session `recover rebuild` would print now.
-    let conversation = recover::classify::analyze(
-        locked.replay().clone(),
-        &journal::ReadEnd::Clean,
-        0,
-        false,
-    )
-    .conversation();
+    let conversation =
+        recover::classify::analyze(locked.replay().clone(), &journal::ReadEnd::Clean, 0, false)
+            .conversation();
     let prepared = run::prepare(locked, setup, approver, printer, true)?;
     outln!(
         "resuming session {} with {}",

@@ -348,7 +348,10 @@ fn bad_input_gets_one_clear_line() {
         "{}",
         shown(&out)
     );
-    assert!(!case.journal().exists(), "nothing written for a missing prompt file");
+    assert!(
+        !case.journal().exists(),
+        "nothing written for a missing prompt file"
+    );
     case.write_config("");
 
     // A refused connection, naming the URL.

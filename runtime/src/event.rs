@@ -180,74 +180,8 @@ pub struct ToolDescriptor {
     pub schema_hash: String,
 }
 
-/// How approval questions that nobody answers are answered, and whether every `bash` call
-/// asks first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalPolicy {
-    /// Unanswered questions are answered "allowed once"; `bash` does not ask.
-    Allow,
-    /// Unanswered questions are denied, and every `bash` call asks first.
-    Deny,
-    /// A person at the terminal is asked before every call of a tool that changes something;
-    /// what nobody answers is denied (schema 3).
-    Ask,
-}
-
-/// When the session's records are made durable (the journal's `FsyncPolicy`, journaled).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SyncPolicy {
-    /// Every record is fdatasynced before `append` returns.
-    Always,
-    /// Records are synced when the runtime waits for them, callers sharing one fdatasync (the
-    /// default).
-    Group,
-    /// Records are never fdatasynced (benchmarks and tests only; a power loss can lose them).
-    Never,
-}
-
-/// A process a call started: the leader of the call's own process group, named so that a
-/// reused pid is not taken for it (its start time in clock ticks since boot, and the boot's id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessStarted {
-    /// The leader's pid.
-    pub pid: u32,
-    /// The process group id (the leader's pid: the call made its own group).
-    pub pgid: u32,
-    /// The leader's start time in clock ticks since boot (`/proc/PID/stat` field 22).
-    pub start_ticks: u64,
-    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): a pid from another boot is never
-    /// this process.
-    pub boot_id: String,
-}
-
-/// The configuration file a session was set up from: its path and the sha256 of its bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigFile {
-    /// The configuration file's absolute path.
-    pub path: String,
-    /// sha256 (hex) of the file's bytes as read.
-    pub sha256: String,
-}
-
-/// What a session may do and how it writes, journaled so that a resume reapplies it rather
-/// than falling back to defaults. Plan mode is not here: `plan/mode` events already say it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionPolicy {
-    /// How unanswered approval questions are answered, and whether every `bash` call asks.
-    pub approval: ApprovalPolicy,
-    /// Most calls the session runs at once.
-    pub parallel_max: u32,
-    /// When the journal makes records durable.
-    pub fsync: SyncPolicy,
-    /// Tools the model is not shown every step: (name, "deferred" | "hidden"), sorted by name.
-    pub exposure: Vec<(String, String)>,
-    /// None when the session used no configuration file.
-    pub config: Option<ConfigFile>,
-    /// Why this policy was recorded: the session opened, or what a resume changed.
-    pub reason: String,
-}
+mod policy;
+pub use policy::{ApprovalPolicy, ConfigFile, ProcessStarted, SessionPolicy, SyncPolicy};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 /// The first event of every journal: which session, where, with which tools.
@@ -533,97 +467,8 @@ pub struct Recovery {
     pub interrupted_turn: Option<u32>,
 }
 
-/// `session/model`: which model a session talks to, and how.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SessionModel {
-    /// The provider, as `recover rebuild --format` names it, or `scripted`.
-    pub provider: String,
-    /// The model's name at the provider.
-    pub model: String,
-    /// The system prompt sent with every request, byte for byte.
-    pub system: Option<String>,
-    /// Settings sent with every request.
-    pub settings: crate::model::ModelSettings,
-    /// What a change dropped, in words (e.g. provider state kept for another provider).
-    pub note: Option<String>,
-    /// Where requests went when not to the provider's own address (an OpenAI-compatible
-    /// server, a proxy), so that a resume goes back there; never a URL holding credentials.
-    pub base_url: Option<String>,
-}
-
-/// `tool/schema`: one distinct tool schema, recorded once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolSchema {
-    /// The hash `step/tools` and `session/open` name it by (sha256 of the canonical JSON of the
-    /// input and output schemas).
-    pub schema_hash: String,
-    /// The tool's name as the model calls it.
-    pub name: String,
-    /// Its description, as the model is shown it.
-    pub description: String,
-    /// Its input schema, as canonical JSON text.
-    pub input_schema: String,
-}
-
-/// `llm/request`: one attempt of a step's request, before it is sent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LlmRequest {
-    /// The turn it belongs to.
-    pub turn: u32,
-    /// The step it belongs to.
-    pub step: u32,
-    /// 1 for the first attempt, then 2, 3, … for retries.
-    pub attempt: u32,
-    /// The provider.
-    pub provider: String,
-    /// The model.
-    pub model: String,
-    /// sha256 (hex) of the body sent (credentials are never in it).
-    pub body_sha256: String,
-    /// The body's size.
-    pub body_bytes: u64,
-}
-
-/// `llm/attempt-failed`: an attempt that did not give a whole response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LlmAttemptFailed {
-    /// The turn it belongs to.
-    pub turn: u32,
-    /// The step it belongs to.
-    pub step: u32,
-    /// The attempt that failed.
-    pub attempt: u32,
-    /// What kind of failure.
-    pub kind: crate::model::ModelErrorKind,
-    /// The HTTP status, if the provider answered with one.
-    pub status: Option<u16>,
-    /// The error, as shown (the provider's message verbatim where it gave one).
-    pub message: String,
-    /// The text that arrived before the failure (never part of the history).
-    pub partial_text: String,
-    /// Whether another attempt follows (after `backoff_ms`).
-    pub retry: bool,
-    /// How long the loop waits before the next attempt.
-    pub backoff_ms: u64,
-}
-
-/// `llm/response-detail`: the rest of a response, right after its `llm/response`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LlmResponseDetail {
-    /// The turn it belongs to.
-    pub turn: u32,
-    /// The step it belongs to.
-    pub step: u32,
-    /// The attempt that gave the response.
-    pub attempt: u32,
-    /// The provider's id for the response.
-    pub response_id: Option<String>,
-    /// Token counts.
-    pub usage: crate::model::Usage,
-    /// The state the provider requires back with this message, verbatim: its format's name and
-    /// JSON text (see `history::conversation::ProviderState`).
-    pub provider_state: Option<(String, String)>,
-}
+mod llm;
+pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
 
 /// Every event. Variants are appended only (the journal stores the variant index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
