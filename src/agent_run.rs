@@ -12,7 +12,7 @@ use crate::approval::TerminalApprover;
 use crate::config;
 use crate::model_cli::{self, ModelFlags};
 use crate::printer::Printer;
-use crate::run::{self, Approve, Prepared, Setup, Wired};
+use crate::run::{self, Approve, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::{Agent, AgentEvent, Observer, TurnEnd};
@@ -308,17 +308,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "run --model needs at least one --prompt TEXT".into(),
         ));
     }
-    let workspace = match args.workspace {
-        Some(w) => w,
-        None => std::env::current_dir()
-            .map_err(|e| CliError::Failed(format!("no current directory: {e}")))?,
-    };
-    let session_id = uuid::Uuid::new_v4().to_string();
-    let journal_dir = match args.journal {
-        Some(j) => j,
-        None => run::state_root()?.join(&session_id),
-    };
-    run::refuse_existing_session(&journal_dir)?;
+    let new = run::NewSession::at(args.workspace, args.journal)?;
+    let journal_dir = new.journal_dir.clone();
     let loaded = config::load(args.config.as_deref())?;
     let section = &loaded.config.model;
     let spec = model_cli::spec(&args.flags, section, None)?.ok_or_else(|| {
@@ -339,13 +330,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
-    let Wired {
-        builder,
-        approver,
-        printer,
-    } = run::wire(&workspace, &journal_dir, &setup, false);
-    let locked = run::lock(builder.session_id(session_id))?;
-    let prepared = run::prepare(locked, setup, approver, printer, false)?;
+    let prepared = new.open(setup)?;
     outln!("session {}", prepared.session.session_id())?;
     outln!("journal: {}", journal_dir.display())?;
     outln!("model: {spec}")?;

@@ -14,7 +14,7 @@ use crate::agent_run::{one_turn, Interrupts, StreamOut};
 use crate::approval::TerminalApprover;
 use crate::config;
 use crate::model_cli::{self, ModelFlags};
-use crate::run::{self, Approve, Prepared, Setup, Wired};
+use crate::run::{self, Approve, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::Agent;
@@ -37,18 +37,8 @@ session); Ctrl-D or /exit ends the session; /help shows this.";
 
 pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     let failed = |what: String| CliError::Failed(what);
-    let workspace = match args.workspace {
-        Some(w) => w,
-        None => {
-            std::env::current_dir().map_err(|e| failed(format!("no current directory: {e}")))?
-        }
-    };
-    let session_id = uuid::Uuid::new_v4().to_string();
-    let journal_dir = match args.journal {
-        Some(j) => j,
-        None => run::state_root()?.join(&session_id),
-    };
-    run::refuse_existing_session(&journal_dir)?;
+    let new = run::NewSession::at(args.workspace, args.journal)?;
+    let workspace = new.workspace.clone();
     let loaded = config::load(args.config.as_deref())?;
     let section = loaded.config.model.clone();
     let spec = model_cli::spec(&args.flags, &section, None)?.ok_or_else(|| {
@@ -69,13 +59,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
-    let Wired {
-        builder,
-        approver,
-        printer,
-    } = run::wire(&workspace, &journal_dir, &setup, false);
-    let locked = run::lock(builder.session_id(session_id))?;
-    let prepared = run::prepare(locked, setup, approver, printer, false)?;
+    let prepared = new.open(setup)?;
     let agent_config =
         model_cli::agent_config(&args.flags, &section, &prepared.workspace, &prepared.tools)?;
     let Prepared {

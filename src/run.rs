@@ -571,6 +571,55 @@ pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError
     Ok(())
 }
 
+/// Where a new session lives: its workspace (the current directory unless given), a new
+/// session id, and its journal directory (under the state root unless given), which must not
+/// hold a session yet (I11). What `run`, `run --model` and `chat` all begin with.
+pub struct NewSession {
+    /// The directory the file tools are confined to.
+    pub workspace: PathBuf,
+    /// A new random id.
+    pub session_id: String,
+    /// Where its journal goes.
+    pub journal_dir: PathBuf,
+}
+
+impl NewSession {
+    /// Decides the three, and refuses a journal directory that already holds a session.
+    pub fn at(
+        workspace: Option<PathBuf>,
+        journal: Option<PathBuf>,
+    ) -> Result<NewSession, CliError> {
+        let workspace = match workspace {
+            Some(w) => w,
+            None => {
+                std::env::current_dir().map_err(|e| failed(format!("no current directory: {e}")))?
+            }
+        };
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let journal_dir = match journal {
+            Some(j) => j,
+            None => state_root()?.join(&session_id),
+        };
+        refuse_existing_session(&journal_dir)?;
+        Ok(NewSession {
+            workspace,
+            session_id,
+            journal_dir,
+        })
+    }
+
+    /// Opens it: wired, locked, prepared (the journal's first records written).
+    pub fn open(self, setup: Setup<'_>) -> Result<Prepared, CliError> {
+        let Wired {
+            builder,
+            approver,
+            printer,
+        } = wire(&self.workspace, &self.journal_dir, &setup, false);
+        let locked = lock(builder.session_id(self.session_id))?;
+        prepare(locked, setup, approver, printer, false)
+    }
+}
+
 pub fn run(args: RunArgs) -> Result<(), CliError> {
     if args.approve == Approve::Ask {
         return Err(failed(
@@ -579,18 +628,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         ));
     }
     let model = load_script(&args.script)?;
-    let workspace = match args.workspace {
-        Some(w) => w,
-        None => {
-            std::env::current_dir().map_err(|e| failed(format!("no current directory: {e}")))?
-        }
-    };
-    let session_id = uuid::Uuid::new_v4().to_string();
-    let journal_dir = match args.journal {
-        Some(j) => j,
-        None => state_root()?.join(&session_id),
-    };
-    refuse_existing_session(&journal_dir)?;
+    let new = NewSession::at(args.workspace, args.journal)?;
+    let journal_dir = new.journal_dir.clone();
     let loaded = config::load(args.config.as_deref())?;
     let setup = Setup {
         person: None,
@@ -603,13 +642,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
-    let Wired {
-        builder,
-        approver,
-        printer,
-    } = wire(&workspace, &journal_dir, &setup, false);
-    let locked = lock(builder.session_id(session_id))?;
-    let prepared = prepare(locked, setup, approver, printer, false)?;
+    let prepared = new.open(setup)?;
     if !args.json {
         outln!("session {}", prepared.session.session_id())?;
         outln!("journal: {}", journal_dir.display())?;
