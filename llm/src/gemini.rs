@@ -208,13 +208,24 @@ impl Decoder for GeminiDecoder {
         let Some(reason) = self.finish.as_deref() else {
             return Err(DecodeError::Model(crate::sse::cut_short()));
         };
-        // Only a finished answer's calls run: STOP (Gemini's word after calls too). An answer
-        // stopped by a filter (SAFETY, RECITATION, …) runs none of its calls.
+        // An answer Gemini stopped before it was done (a filter, a malformed call) runs none
+        // of its calls; any other reason after calls (STOP, Gemini's usual word, or a
+        // server's own) asks for them.
         let stop = match reason {
             "MAX_TOKENS" => StopReason::Length,
             _ if self.calls == 0 => StopReason::EndTurn,
-            "STOP" => StopReason::ToolUse,
-            _ => StopReason::Interrupted,
+            "SAFETY"
+            | "RECITATION"
+            | "LANGUAGE"
+            | "BLOCKLIST"
+            | "PROHIBITED_CONTENT"
+            | "SPII"
+            | "IMAGE_SAFETY"
+            | "MALFORMED_FUNCTION_CALL"
+            | "UNEXPECTED_TOOL_CALL"
+            | "TOO_MANY_TOOL_CALLS"
+            | "OTHER" => StopReason::Interrupted,
+            _ => StopReason::ToolUse,
         };
         if self.text_signature.is_some() || self.call_signatures.iter().any(Option::is_some) {
             let state = json!({ "text": self.text_signature, "calls": self.call_signatures });

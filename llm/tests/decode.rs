@@ -600,7 +600,13 @@ async fn an_answer_a_filter_stopped_runs_none_of_its_calls() {
         Some(&ModelEvent::Stop(StopReason::Interrupted)),
         "{got:?}"
     );
-    let finished = gemini.replace("SAFETY", "STOP");
-    let got = oks(decode_all(Format::Gemini, finished.as_bytes(), 1000).await);
-    assert_eq!(got.last(), Some(&ModelEvent::Stop(StopReason::ToolUse)));
+    for finished in ["STOP", "FUNCTION_CALL"] {
+        let finished = gemini.replace("SAFETY", finished);
+        let got = oks(decode_all(Format::Gemini, finished.as_bytes(), 1000).await);
+        assert_eq!(
+            got.last(),
+            Some(&ModelEvent::Stop(StopReason::ToolUse)),
+            "{finished}"
+        );
+    }
 }
