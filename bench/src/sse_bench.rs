@@ -367,7 +367,10 @@ fn verify(
                 call.3 = true;
             }
             ModelEvent::Stop(reason) => stop = Some(*reason),
-            ModelEvent::Usage(_) | ModelEvent::ResponseId(_) | ModelEvent::ProviderState(_) => {}
+            ModelEvent::Usage(_)
+            | ModelEvent::ResponseId(_)
+            | ModelEvent::ProviderState(_)
+            | ModelEvent::KeepAlive => {}
         }
     }
     if text != answer.text {

@@ -221,6 +221,12 @@ where
                 Some(Ok(event)) => {
                     st.count += 1;
                     match st.decoder.event(&event.event, &event.data, &mut st.out) {
+                        // An event that says nothing kept (a ping, reasoning not shown) still
+                        // shows the stream is alive: the loop's idle timer counts it.
+                        Ok(Step::More) if st.out.is_empty() => {
+                            st.out.push(ModelEvent::KeepAlive);
+                            Ok(())
+                        }
                         Ok(Step::More) => Ok(()),
                         Ok(Step::Done) => {
                             st.over = true;

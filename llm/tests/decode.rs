@@ -610,3 +610,18 @@ async fn an_answer_a_filter_stopped_runs_none_of_its_calls() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_ping_or_unshown_reasoning_is_a_keep_alive() {
+    let anthropic = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n\
+                     event: ping\ndata: {\"type\":\"ping\"}\n\n";
+    let got = common::decode_with_keep_alives(Format::Anthropic, anthropic.as_bytes()).await;
+    let got: Vec<ModelEvent> = got.into_iter().filter_map(Result::ok).collect();
+    assert!(got.contains(&ModelEvent::KeepAlive), "{got:?}");
+    let responses = "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":\"rs_1\",\"delta\":\"thinking\"}\n\n";
+    let got = common::decode_with_keep_alives(Format::OpenAiResponses, responses.as_bytes()).await;
+    assert!(
+        got.iter().any(|e| matches!(e, Ok(ModelEvent::KeepAlive))),
+        "{got:?}"
+    );
+}

@@ -89,6 +89,10 @@ pub enum ModelEvent {
     ProviderState(String),
     /// Why the model stopped: the stream's last event.
     Stop(StopReason),
+    /// The provider is still at work, saying nothing the message keeps (a ping, reasoning it
+    /// does not show): it only tells the agent loop the stream is alive, so a model that thinks
+    /// for minutes is not taken for a dead connection.
+    KeepAlive,
 }
 
 /// What kind of failure a [`ModelError`] is.

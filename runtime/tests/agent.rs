@@ -29,6 +29,8 @@ enum Answer {
     Hang(Vec<ModelEvent>),
     /// The request fails before any byte.
     Refuse(ModelError),
+    /// These events, each this many ms after the one before.
+    Slow(Vec<ModelEvent>, u64),
 }
 
 /// A model answering each request with the next [`Answer`]; it keeps every request.
@@ -74,6 +76,14 @@ impl Model for ListModel {
                         .chain(futures_util::stream::pending()),
                 ),
                 Answer::Refuse(error) => return Err(error),
+                Answer::Slow(events, gap_ms) => Box::pin(futures_util::stream::unfold(
+                    events.into_iter(),
+                    move |mut rest| async move {
+                        let next = rest.next()?;
+                        tokio::time::sleep(std::time::Duration::from_millis(gap_ms)).await;
+                        Some((Ok(next), rest))
+                    },
+                )),
             };
             Ok(stream)
         })
@@ -709,4 +719,29 @@ async fn the_last_attempt_s_failure_does_not_blame_a_short_wait() {
         .await
         .unwrap();
     assert_eq!(end, TurnEnd::Failed("HTTP 429: slow down".into()));
+}
+
+#[tokio::test]
+async fn keep_alives_keep_a_slow_thinking_stream_from_timing_out() {
+    let mut s = setup();
+    let mut events = vec![ModelEvent::KeepAlive; 6];
+    events.extend([text("done thinking"), stop(StopReason::EndTurn)]);
+    let answers = vec![Answer::Slow(events, 30)];
+    let config = AgentConfig {
+        idle_timeout_ms: 100,
+        ..fast()
+    };
+    let mut agent = agent(&s, answers, config);
+    let end = agent
+        .run_turn(&mut s.session, "think", &CancellationToken::new(), &mut ())
+        .await
+        .unwrap();
+    assert_eq!(end, TurnEnd::Completed);
+    let step = &replay(&s.storage).turns[0].steps[0];
+    assert!(
+        step.failed_attempts.is_empty(),
+        "{:?}",
+        step.failed_attempts
+    );
+    assert_eq!(step.response.as_ref().unwrap().text, "done thinking");
 }

@@ -30,6 +30,18 @@ pub async fn decode_all(
         .chunks(piece_bytes.max(1))
         .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
         .collect();
+    decode(format, stream::iter(pieces))
+        .filter(|e| std::future::ready(!matches!(e, Ok(ModelEvent::KeepAlive))))
+        .collect()
+        .await
+}
+
+/// [`decode_all`] with the keep-alives left in.
+pub async fn decode_with_keep_alives(
+    format: Format,
+    bytes: &[u8],
+) -> Vec<Result<ModelEvent, ModelError>> {
+    let pieces = vec![Ok::<_, Infallible>(bytes::Bytes::copy_from_slice(bytes))];
     decode(format, stream::iter(pieces)).collect().await
 }
 

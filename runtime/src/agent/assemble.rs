@@ -46,6 +46,7 @@ impl Assembly {
             ModelEvent::ResponseId(id) => self.response_id = Some(id),
             ModelEvent::ProviderState(state) => self.provider_state = Some(state),
             ModelEvent::Stop(reason) => self.stop = Some(reason),
+            ModelEvent::KeepAlive => {}
         }
     }
 
