@@ -46,6 +46,8 @@
 //! let events: Vec<_> = rt.block_on(decode(Format::OpenAiChat, bytes).collect());
 //! assert_eq!(events, vec![
 //!     Ok(ModelEvent::TextDelta("hi".into())),
+//!     // The finish reason's chunk says nothing kept yet: the stream is alive.
+//!     Ok(ModelEvent::KeepAlive),
 //!     Ok(ModelEvent::Stop(StopReason::EndTurn)),
 //! ]);
 //! # Ok::<(), std::io::Error>(())

@@ -53,10 +53,14 @@ fn base_path(format: Format) -> &'static str {
 }
 
 /// Sends one request; all its events, or the error `send` gave.
+/// The events of one request, keep-alives aside (`decode.rs` tests those).
 async fn run(model: &mut dyn Model) -> Result<Vec<Result<ModelEvent, ModelError>>, ModelError> {
     let body = model.body(&request())?;
     let stream = model.send(body).await?;
-    Ok(stream.collect().await)
+    Ok(stream
+        .filter(|e| std::future::ready(!matches!(e, Ok(ModelEvent::KeepAlive))))
+        .collect()
+        .await)
 }
 
 fn seen_one(server: &Server) -> common::Seen {
