@@ -181,6 +181,19 @@ impl<F: FnMut(&AgentEvent<'_>) -> bool + Send> Observer for StopWhen<F> {
     }
 }
 
+/// One turn of `agent` on `s`'s session, saying `user_text`, with no stop and no observer.
+async fn turn(s: &mut Setup, agent: &mut Agent, user_text: &str) -> TurnEnd {
+    agent
+        .run_turn(
+            &mut s.session,
+            user_text,
+            &CancellationToken::new(),
+            &mut (),
+        )
+        .await
+        .unwrap()
+}
+
 fn kinds(storage: &SimStorage) -> Vec<&'static str> {
     events(storage).into_iter().map(|(_, e)| e.kind()).collect()
 }
@@ -205,10 +218,7 @@ async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_i
         Answer::Events(vec![text("done"), stop(StopReason::EndTurn)]),
     ];
     let mut agent = agent(&s, answers, fast());
-    let end = agent
-        .run_turn(&mut s.session, "note x", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "note x").await;
     assert_eq!(end, TurnEnd::Completed);
     assert_eq!(*s.runs.lock().unwrap(), vec!["c1".to_string()]);
     let k = kinds(&s.storage);
@@ -279,10 +289,7 @@ async fn a_retryable_failure_is_retried_and_a_broken_attempt_s_calls_never_run()
         Answer::Events(vec![text("ok"), stop(StopReason::EndTurn)]),
     ];
     let mut agent = agent(&s, answers, fast());
-    let end = agent
-        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "go").await;
     assert_eq!(end, TurnEnd::Completed);
     assert_eq!(
         *s.runs.lock().unwrap(),
@@ -316,10 +323,7 @@ async fn a_request_error_is_shown_verbatim_and_ends_the_turn_without_a_retry() {
         "messages.1: tool_use ids were found without tool_result blocks",
     ))];
     let mut agent = agent(&s, answers, fast());
-    let end = agent
-        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "go").await;
     let TurnEnd::Failed(message) = end else {
         panic!("{end:?}")
     };
@@ -349,10 +353,7 @@ async fn attempts_run_out() {
         ..fast()
     };
     let mut agent = agent(&s, answers, config);
-    let end = agent
-        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "go").await;
     assert_eq!(
         end,
         TurnEnd::Failed("HTTP 503: overloaded (after 3 attempts)".into())
@@ -365,10 +366,7 @@ async fn a_provider_asking_to_wait_past_the_backoff_limit_is_a_failure_not_a_wai
     let mut s = setup();
     let answers = vec![Answer::Refuse(status(429, Some(3_600_000), "quota"))];
     let mut agent = agent(&s, answers, fast());
-    let end = agent
-        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "go").await;
     let TurnEnd::Failed(message) = end else {
         panic!("{end:?}")
     };
@@ -450,10 +448,7 @@ async fn a_stream_that_goes_quiet_past_the_idle_timeout_is_retried() {
         ..fast()
     };
     let mut agent = agent(&s, answers, config);
-    let end = agent
-        .run_turn(&mut s.session, "hi", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "hi").await;
     assert_eq!(end, TurnEnd::Completed);
     let r = replay(&s.storage);
     let step = &r.turns[0].steps[0];
@@ -472,10 +467,7 @@ async fn a_stream_that_ends_without_a_stop_reason_is_broken_not_an_answer() {
         Answer::Events(vec![text("b"), stop(StopReason::EndTurn)]),
     ];
     let mut agent = agent(&s, answers, fast());
-    agent
-        .run_turn(&mut s.session, "hi", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    turn(&mut s, &mut agent, "hi").await;
     assert!(s.runs.lock().unwrap().is_empty());
     let step = &replay(&s.storage).turns[0].steps[0];
     assert_eq!(
@@ -491,10 +483,7 @@ async fn a_length_cut_answer_rejects_its_calls_and_ends_the_turn() {
     let mut events = call(0, "c1", "note", &["{}"]);
     events.push(stop(StopReason::Length));
     let mut agent = agent(&s, vec![Answer::Events(events)], fast());
-    let end = agent
-        .run_turn(&mut s.session, "hi", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "hi").await;
     assert_eq!(end, TurnEnd::Completed);
     assert!(s.runs.lock().unwrap().is_empty());
     let r = replay(&s.storage);
@@ -523,10 +512,7 @@ async fn steps_run_out() {
         ..fast()
     };
     let mut agent = agent(&s, answers, config);
-    let end = agent
-        .run_turn(&mut s.session, "loop", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "loop").await;
     assert_eq!(end, TurnEnd::StepsExhausted);
     let r = replay(&s.storage);
     assert_eq!(r.turns[0].steps.len(), 2);
@@ -577,10 +563,7 @@ async fn every_request_leaves_only_when_everything_before_it_is_durable() {
         sent_at: sent_at.clone(),
     };
     let mut agent = Agent::new(Box::new(model), fast());
-    agent
-        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    turn(&mut s, &mut agent, "go").await;
     let sent_at = sent_at.lock().unwrap();
     assert_eq!(sent_at.len(), 2);
     for (appended, durable) in sent_at.iter() {
@@ -629,10 +612,7 @@ async fn a_transcript_drives_the_agent_loop_through_the_same_seam() {
     assert_eq!(r.model.as_ref().unwrap().provider, "scripted");
     assert_eq!(r.turns[0].steps[1].response.as_ref().unwrap().text, "noted");
     // A request the transcript has no line for fails the turn with a clear message.
-    let end = agent
-        .run_turn(&mut s.session, "more", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "more").await;
     assert_eq!(
         end,
         TurnEnd::Failed("the transcript has no assistant line at line 4".into())
@@ -693,10 +673,7 @@ async fn resuming_on_another_provider_journals_what_state_is_left_behind() {
         fast(),
     )
     .with_conversation(history);
-    agent
-        .run_turn(&mut s.session, "go on", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    turn(&mut s, &mut agent, "go on").await;
     let r = replay(&s.storage);
     let note = r.model.unwrap().note.unwrap();
     assert!(
@@ -714,10 +691,7 @@ async fn the_last_attempt_s_failure_does_not_blame_a_short_wait() {
         ..fast()
     };
     let mut agent = agent(&s, answers, config);
-    let end = agent
-        .run_turn(&mut s.session, "go", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "go").await;
     assert_eq!(end, TurnEnd::Failed("HTTP 429: slow down".into()));
 }
 
@@ -732,10 +706,7 @@ async fn keep_alives_keep_a_slow_thinking_stream_from_timing_out() {
         ..fast()
     };
     let mut agent = agent(&s, answers, config);
-    let end = agent
-        .run_turn(&mut s.session, "think", &CancellationToken::new(), &mut ())
-        .await
-        .unwrap();
+    let end = turn(&mut s, &mut agent, "think").await;
     assert_eq!(end, TurnEnd::Completed);
     let step = &replay(&s.storage).turns[0].steps[0];
     assert!(
