@@ -6,8 +6,10 @@
 //! a question withdrawn (the user pressed Ctrl-C, the batch stopped) must not leave a reader
 //! blocked on the terminal, where it would swallow the next line meant for the chat prompt.
 
-use runtime::event::AskAnswer;
-use runtime::hooks::{Approver, AskFuture, CallInfo, Decision, PreExecute};
+use runtime::event::{Answer, AskAnswer, Question};
+use runtime::hooks::{
+    Approver, AskFuture, CallInfo, Decision, PreExecute, QuestionFuture, QuestionOutcome,
+};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -94,6 +96,110 @@ impl Approver for TerminalApprover {
             answer.unwrap_or(AskAnswer::Cancelled)
         })
     }
+
+    fn question(&self, call: CallInfo, question: Question) -> QuestionFuture<'_> {
+        Box::pin(async move {
+            let _turn = self.one_at_a_time.lock().await;
+            let withdrawn = Arc::new(AtomicBool::new(false));
+            let _guard = Withdrawn(withdrawn.clone());
+            let shown = show_question(&call.call.call_id, &question);
+            let outcome = tokio::task::spawn_blocking(move || {
+                question_blocking(&shown, &question, &withdrawn)
+            })
+            .await;
+            outcome.unwrap_or_else(|e| QuestionOutcome::Withdrawn {
+                reason: format!("the terminal prompt failed: {e}"),
+            })
+        })
+    }
+}
+
+/// The question as printed for a line-by-line answer: the text, the numbered options, and how
+/// to answer.
+fn show_question(call_id: &str, question: &Question) -> String {
+    let mut shown = format!("? {call_id} asks: {}\n", question.text);
+    for (i, option) in question.options.iter().enumerate() {
+        shown.push_str(&format!("  {}) {}", i + 1, option.label));
+        if !option.description.is_empty() {
+            shown.push_str(&format!(" — {}", one_line(&option.description, 200)));
+        }
+        shown.push('\n');
+    }
+    let mut how = Vec::new();
+    match (question.options.is_empty(), question.multiple) {
+        (true, _) => {}
+        (false, false) => how.push("a number".to_owned()),
+        (false, true) => how.push("numbers (e.g. 1,3)".to_owned()),
+    }
+    if question.free_text {
+        how.push("your own words".to_owned());
+    }
+    how.push("`-` to decline".to_owned());
+    shown.push_str(&format!("answer with {}: ", how.join(", or ")));
+    shown
+}
+
+/// Prompts and reads lines until one answers; `Withdrawn` at end of input or once withdrawn.
+fn question_blocking(shown: &str, question: &Question, withdrawn: &AtomicBool) -> QuestionOutcome {
+    use std::io::Write;
+    loop {
+        {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "{shown}");
+            let _ = err.flush();
+        }
+        let Some(line) = read_line(withdrawn) else {
+            // A lost terminal is never an answer, and never a decline either.
+            let reason = if withdrawn.load(Ordering::SeqCst) {
+                "the question was withdrawn at the terminal"
+            } else {
+                "end of input: nobody is there to answer"
+            };
+            return QuestionOutcome::Withdrawn {
+                reason: reason.into(),
+            };
+        };
+        match parse_reply(&line, question) {
+            Ok(outcome) => return outcome,
+            Err(why) => eprintln!("{why}"),
+        }
+    }
+}
+
+/// A typed line as an answer to `question`: `-` declines, option numbers choose, other words are
+/// free text where the question allows them. Else why it does not answer.
+pub fn parse_reply(line: &str, question: &Question) -> Result<QuestionOutcome, String> {
+    let line = line.trim();
+    if line == "-" {
+        return Ok(QuestionOutcome::Declined { text: None });
+    }
+    if line.is_empty() {
+        return Err("no answer typed".into());
+    }
+    let numbers: Option<Vec<usize>> = line
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| t.parse::<usize>().ok())
+        .collect();
+    let answer = match numbers {
+        Some(numbers) if !question.options.is_empty() => {
+            let mut choice = Vec::new();
+            for n in numbers {
+                let option = n
+                    .checked_sub(1)
+                    .and_then(|i| question.options.get(i))
+                    .ok_or_else(|| format!("{n} is not an option's number"))?;
+                choice.push(option.label.clone());
+            }
+            Answer { choice, text: None }
+        }
+        _ => Answer {
+            choice: Vec::new(),
+            text: Some(line.to_owned()),
+        },
+    };
+    question.check(&answer)?;
+    Ok(QuestionOutcome::Answered(answer))
 }
 
 /// Prompts and reads lines until one is an answer; `Cancelled` once withdrawn.

@@ -60,11 +60,18 @@ pub enum ErrorCode {
     ToolFailed,
     /// A post-execute listener blocked the result (the tool had run).
     PostExecuteBlocked,
+    /// The person chose not to answer an `ask` question (schema 4). Not a denial of anything:
+    /// go on without the answer, or ask differently.
+    QuestionDeclined,
+    /// Nobody answered an `ask` question: it expired, or it was withdrawn (the approver went
+    /// away, or none is configured). Never an answer and never consent: ask again if the
+    /// answer is still needed (schema 4).
+    QuestionUnanswered,
 }
 
 impl ErrorCode {
     /// Every code, in variant (journal index) order.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::UnknownTool,
         ErrorCode::SyntaxError,
         ErrorCode::SchemaError,
@@ -81,6 +88,8 @@ impl ErrorCode {
         ErrorCode::ToolOutcomeUnknown,
         ErrorCode::ToolFailed,
         ErrorCode::PostExecuteBlocked,
+        ErrorCode::QuestionDeclined,
+        ErrorCode::QuestionUnanswered,
     ];
 
     /// The code's stable name, e.g. `UNKNOWN_TOOL`: what the model reads and programs match on.
@@ -102,6 +111,8 @@ impl ErrorCode {
             ErrorCode::ToolOutcomeUnknown => "TOOL_OUTCOME_UNKNOWN",
             ErrorCode::ToolFailed => "TOOL_FAILED",
             ErrorCode::PostExecuteBlocked => "POST_EXECUTE_BLOCKED",
+            ErrorCode::QuestionDeclined => "QUESTION_DECLINED",
+            ErrorCode::QuestionUnanswered => "QUESTION_UNANSWERED",
         }
     }
 

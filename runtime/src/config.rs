@@ -38,8 +38,12 @@ pub struct Config {
     /// Where spilled results are kept in full; `None`: no spilling.
     pub spill: Option<Arc<dyn SpillStore>>,
     /// Start a new session in plan mode: only read-only tools run until the user approves a
-    /// plan (an `ask` answered allow).
+    /// plan (chooses the `plan_option` of an `ask`).
     pub plan_mode: bool,
+    /// A question (an approval or an `ask`) nobody answered in this long is journaled
+    /// `ask/expired`, never taken as an answer; `None`: the session waits as long as the
+    /// approver does.
+    pub question_timeout_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for Config {
@@ -83,6 +87,7 @@ impl Default for Config {
             model_inline_bytes_max: 32 << 10,
             spill: None,
             plan_mode: false,
+            question_timeout_ms: None,
         }
     }
 }

@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 /// new event, variant or field); schema 1 is the schema as `docs/FORMAT.md` lists it for 1;
 /// 2 added `session/policy`, `call/process` and `process/killed`; 3 added `session/model`,
 /// `tool/schema`, `llm/request`, `llm/attempt-failed`, `llm/response-detail`, the stop
-/// reason `interrupted` and the approval policy `ask`.
-pub const EVENT_SCHEMA_VERSION: u32 = 3;
+/// reason `interrupted` and the approval policy `ask`; 4 added `ask/question`, `ask/reply`, the
+/// answers `answered` and `declined`, and the codes `QUESTION_DECLINED` and `QUESTION_UNANSWERED`.
+pub const EVENT_SCHEMA_VERSION: u32 = 4;
 
 /// The event schema a `session/open` payload declares, read from its fixed prefix without
 /// decoding the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then
@@ -318,6 +319,12 @@ pub enum AskAnswer {
     /// The question was withdrawn (the approver went away, or the batch was stopped): the call is
     /// rejected.
     Cancelled,
+    /// A structured question (`ask/question`) was answered (`ask/reply`); schema 4. It approves
+    /// only the `ask` call that asked it: its body returns the answer.
+    Answered,
+    /// A structured question was declined (`ask/reply`): the call is rejected
+    /// `QUESTION_DECLINED`; schema 4.
+    Declined,
 }
 
 impl AskAnswer {
@@ -467,6 +474,11 @@ pub struct Recovery {
     pub interrupted_turn: Option<u32>,
 }
 
+mod ask;
+pub use ask::{
+    Answer, Question, QuestionOption, Reply, DESCRIPTION_CHARS_MAX, LABEL_CHARS_MAX, OPTIONS_MAX,
+    TEXT_CHARS_MAX,
+};
 mod llm;
 pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
 
@@ -710,11 +722,26 @@ pub enum Event {
     LlmAttemptFailed(LlmAttemptFailed),
     /// `llm/response-detail`: what came with the step's `llm/response` besides the message.
     LlmResponseDetail(LlmResponseDetail),
+    /// `ask/question`: the built-in `ask` put a question to a person (the call is `parsed`);
+    /// its pending state, answered by `ask/reply`, or ended by `ask/expired` or `ask/cancelled`.
+    AskQuestion {
+        /// The call this event belongs to.
+        call: CallRef,
+        /// The question as the person is shown it.
+        question: Question,
+    },
+    /// `ask/reply`: the person answered the `ask/question`, or declined to.
+    AskReplied {
+        /// The call this event belongs to.
+        call: CallRef,
+        /// What they said.
+        reply: Reply,
+    },
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 33;
+    pub const VARIANT_COUNT: u32 = 35;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -752,6 +779,8 @@ impl Event {
             Event::LlmRequest(_) => "llm/request",
             Event::LlmAttemptFailed(_) => "llm/attempt-failed",
             Event::LlmResponseDetail(_) => "llm/response-detail",
+            Event::AskQuestion { .. } => "ask/question",
+            Event::AskReplied { .. } => "ask/reply",
         }
     }
 
@@ -769,7 +798,9 @@ impl Event {
             | Event::AskPending { call, .. }
             | Event::AskAnswered { call, .. }
             | Event::AskCancelled { call, .. }
-            | Event::AskExpired { call, .. } => Some(call),
+            | Event::AskExpired { call, .. }
+            | Event::AskQuestion { call, .. }
+            | Event::AskReplied { call, .. } => Some(call),
             _ => None,
         }
     }

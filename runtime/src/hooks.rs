@@ -4,12 +4,14 @@
 //!   The first decision wins; if none decides, the session's default applies.
 //! - [`Guard`]: the monotonic last line. It can only deny; there is no way to return "allow",
 //!   so nothing after it can turn a denial into an allow.
-//! - [`Approver`]: answers `Ask` decisions (a person, a script). Only "allowed" continues.
+//! - [`Approver`]: answers `Ask` decisions (a person, a script). Only "allowed" continues. It also
+//!   answers the built-in `ask` tool's questions ([`Approver::question`]): an answer there is
+//!   the call's result, never an approval of anything else.
 //! - [`PostExecute`]: inspects or rewrites a settled result; it cannot undo a side effect.
 //! - [`Observer`]: sees frozen results and progress. It only looks: its failures are isolated.
 
 use crate::args::Args;
-use crate::event::{AskAnswer, CallRef, Resources, ToolSource};
+use crate::event::{Answer, AskAnswer, CallRef, Question, Resources, ToolSource};
 use crate::result::ToolResult;
 use serde_json::Value;
 use std::future::Future;
@@ -28,6 +30,9 @@ pub struct CallInfo {
     pub read_only: bool,
     /// The parsed arguments, frozen: exactly what the tool body will get.
     pub args: Args,
+    /// The person's answer, for a built-in `ask` call once it is answered (`ask/reply`);
+    /// `None` for every other call. The `ask` body returns it.
+    pub answer: Option<Answer>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,12 +76,46 @@ pub trait Guard: Send + Sync {
 /// What [`Approver::ask`] returns: resolves to the answer.
 pub type AskFuture<'a> = Pin<Box<dyn Future<Output = AskAnswer> + Send + 'a>>;
 
+/// What [`Approver::question`] returns: resolves to what became of the question.
+pub type QuestionFuture<'a> = Pin<Box<dyn Future<Output = QuestionOutcome> + Send + 'a>>;
+
+/// What became of a structured question (the built-in `ask` tool's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuestionOutcome {
+    /// The person answered; the session checks the answer against the question (an answer
+    /// that does not fit is withdrawn, never taken).
+    Answered(Answer),
+    /// The person chose not to answer.
+    Declined {
+        /// Their reason, if they gave one.
+        text: Option<String>,
+    },
+    /// Nobody answered in time.
+    Expired,
+    /// The question was withdrawn unanswered (the terminal went away, the person pressed
+    /// Ctrl-C, the approver cannot show such questions).
+    Withdrawn {
+        /// Why, for the journal and the model.
+        reason: String,
+    },
+}
+
 /// Answers the questions of `Ask` decisions: a person at a terminal, a script, a UI.
 pub trait Approver: Send + Sync {
     /// Asks about `call`; `question` says why approval is needed. Should resolve `Expired` when
     /// nobody answers in time; it may also be dropped unanswered when the batch is stopped (the
     /// question is then journaled as cancelled).
     fn ask(&self, call: CallInfo, question: String) -> AskFuture<'_>;
+
+    /// Puts the built-in `ask` tool's question to the person. The default withdraws it: an
+    /// approver that only knows yes/no must not turn a question into a "yes".
+    fn question(&self, _call: CallInfo, _question: Question) -> QuestionFuture<'_> {
+        Box::pin(async {
+            QuestionOutcome::Withdrawn {
+                reason: "this approver answers only yes/no approvals".into(),
+            }
+        })
+    }
 }
 
 /// A settled result as post-execute listeners see it.

@@ -231,7 +231,8 @@ impl Attempt<'_> {
             log: ctx.log.clone(),
             call: info.call.clone(),
         };
-        let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes);
+        let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes)
+            .with_answer(info.answer.clone());
         // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
         // panicking body is caught at each poll and becomes TOOL_PANICKED.
         let made = catch_unwind(AssertUnwindSafe(|| {

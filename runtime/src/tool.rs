@@ -172,6 +172,7 @@ pub struct ToolContext {
     call_id: String,
     attempt: u32,
     processes: ProcessLog,
+    answer: Option<crate::event::Answer>,
 }
 
 impl ToolContext {
@@ -187,7 +188,20 @@ impl ToolContext {
             call_id: processes.call.call_id.clone(),
             attempt,
             processes,
+            answer: None,
         }
+    }
+
+    /// The context with the person's answer to the call's question (the built-in `ask`).
+    pub(crate) fn with_answer(mut self, answer: Option<crate::event::Answer>) -> ToolContext {
+        self.answer = answer;
+        self
+    }
+
+    /// The person's answer to this call's question: `Some` only for the built-in `ask`, whose
+    /// body runs only once a person answered (`ask/reply`).
+    pub fn answer(&self) -> Option<&crate::event::Answer> {
+        self.answer.as_ref()
     }
 
     /// Journals a process group this call started (`call/process`) and waits until it is

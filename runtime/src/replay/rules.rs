@@ -5,7 +5,9 @@
 use super::retain::{Retain, TurnCursor};
 use super::tree::{AskRecord, CallReplay, StepReplay};
 use super::{ReplayError, Replayer};
-use crate::event::{AskAnswer, CallRef, Event, Recovery, StepOutcome, TurnOutcome};
+use crate::event::{
+    Approval, AskAnswer, CallRef, Event, Recovery, Reply, StepOutcome, TurnOutcome,
+};
 use crate::state::CallState;
 use journal::Position;
 
@@ -195,7 +197,20 @@ fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), Re
             call,
             approval,
             source_seqs,
-        } => advance(r, &call, CallState::Approved, 0, &source_seqs, at)?.approval = Some(approval),
+        } => {
+            // I16 as the journal shows it: "approved as asked" only right after that answer.
+            if let Approval::Asked { answer } = approval {
+                let c = r.call_mut(&call).map_err(bad)?;
+                let last = c.asks.last().and_then(|a| a.answer);
+                if last != Some(answer) || !(answer.allows() || answer == AskAnswer::Answered) {
+                    return Err(bad(format!(
+                        "{call}: approved as answered {answer:?}, but its question's answer is \
+                         {last:?}"
+                    )));
+                }
+            }
+            advance(r, &call, CallState::Approved, 0, &source_seqs, at)?.approval = Some(approval)
+        }
         Event::Started {
             call,
             attempt,
@@ -315,9 +330,55 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
                 question,
                 answer: None,
                 cancel_reason: None,
+                structured: None,
+                reply: None,
             });
         }
+        Event::AskQuestion { call, question } => {
+            let c = r.call_mut(&call).map_err(bad)?;
+            if c.state != CallState::Parsed || c.ask_pending() {
+                return Err(bad(format!("{call}: a question while {}", c.state)));
+            }
+            c.seqs.push(at.seq);
+            c.asks.push(AskRecord {
+                question: question.text.clone(),
+                answer: None,
+                cancel_reason: None,
+                structured: Some(question),
+                reply: None,
+            });
+        }
+        Event::AskReplied { call, reply } => {
+            let answer = match &reply {
+                Reply::Answered(_) => AskAnswer::Answered,
+                Reply::Declined { .. } => AskAnswer::Declined,
+            };
+            let structured = r
+                .call_mut(&call)
+                .map_err(bad)?
+                .asks
+                .last()
+                .is_some_and(|a| a.structured.is_some());
+            if !structured {
+                return Err(bad(format!("{call}: a reply with no pending ask/question")));
+            }
+            answer_ask(r, &call, answer, None, at.seq).map_err(bad)?;
+            if let Some(a) = r.call_mut(&call).map_err(bad)?.asks.last_mut() {
+                a.reply = Some(reply);
+            }
+        }
         Event::AskAnswered { call, answer } => {
+            let structured = r
+                .call_mut(&call)
+                .map_err(bad)?
+                .asks
+                .last()
+                .is_some_and(|a| a.structured.is_some());
+            if structured || matches!(answer, AskAnswer::Answered | AskAnswer::Declined) {
+                return Err(bad(format!(
+                    "{call}: a yes/no answer ({answer:?}) to a question it does not fit"
+                )));
+            }
             answer_ask(r, &call, answer, None, at.seq).map_err(bad)?
         }
         Event::AskExpired { call } => {

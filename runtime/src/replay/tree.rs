@@ -5,20 +5,24 @@
 use crate::code::ErrorCode;
 use crate::event::{
     Approval, AskAnswer, CallRef, CommittedResult, ModelResponse, Outcome, PlanItem,
-    ProcessStarted, Recovery, Resources, SessionOpen, SessionPolicy, StepOutcome, TurnOutcome,
-    VisibleTool,
+    ProcessStarted, Question, Recovery, Reply, Resources, SessionOpen, SessionPolicy, StepOutcome,
+    TurnOutcome, VisibleTool,
 };
 use crate::state::{CallMachine, CallState};
 
 /// A question asked about a call, and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AskRecord {
-    /// What the user was asked (`ask/pending`).
+    /// What the user was asked (`ask/pending`, or an `ask/question`'s text).
     pub question: String,
     /// `None` while pending.
     pub answer: Option<AskAnswer>,
     /// Why the question was withdrawn (`ask/cancelled`).
     pub cancel_reason: Option<String>,
+    /// The built-in `ask`'s question whole (`ask/question`); `None` for a yes/no approval.
+    pub structured: Option<Question>,
+    /// What the person said to it (`ask/reply`).
+    pub reply: Option<Reply>,
 }
 
 /// Everything the journal says about one call.

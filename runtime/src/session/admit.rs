@@ -9,8 +9,8 @@ use super::Session;
 use crate::args::{self, Args};
 use crate::code::ErrorCode;
 use crate::error::panic_message;
-use crate::event::{Approval, AskAnswer, Event, StopReason, ToolSource};
-use crate::hooks::{CallInfo, Decision};
+use crate::event::{Approval, AskAnswer, Event, Question, Reply, StopReason, ToolSource};
+use crate::hooks::{CallInfo, Decision, QuestionOutcome};
 use crate::pipeline;
 use crate::registry::{Entry, Exposure};
 use crate::scheduler;
@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 /// The listener name plan-mode denials carry.
 pub const PLAN_MODE_POLICY: &str = "plan-mode";
 
-/// The name the session's own routing of `ask` calls is recorded under (as a listener's would).
-pub const ASK_TOOL_POLICY: &str = "ask-tool";
+/// The built-in tool whose calls are questions to the user.
+pub const ASK_TOOL: &str = "ask";
 
 impl Session {
     /// received → parsed → approved, or → rejected: everything up to the decision to run.
@@ -79,6 +79,7 @@ impl Session {
             source: entry.source.clone(),
             read_only: entry.tool.is_read_only(),
             args,
+            answer: None,
         };
         track.set_info(info.clone());
 
@@ -126,6 +127,12 @@ impl Session {
         info: &CallInfo,
         cancel: &CancellationToken,
     ) -> Result<Option<Approval>, RuntimeError> {
+        // The built-in `ask` is a question for the user: it goes to the approver whatever the
+        // listeners would say, so neither an allow-all listener nor a missing approver can
+        // answer it for them. Plan mode does not stop it: asking changes nothing.
+        if info.tool == ASK_TOOL && info.source == ToolSource::BuiltIn {
+            return self.put_question(track, info, cancel).await;
+        }
         let approval = match self.pre_execute(info) {
             (Decision::Deny { reason }, by) => {
                 let by = by.unwrap_or_else(|| "the session's default".to_owned());
@@ -177,22 +184,11 @@ impl Session {
         // while the plan is unapproved.
         if self.plan_mode && !info.read_only {
             let reason = format!(
-                "plan mode is on: only read-only tools run until the plan is approved (an ask \
-                 answered allow); {} changes the world",
+                "plan mode is on: only read-only tools run until the user approves the plan (by \
+                 choosing the `plan_option` of an ask); {} changes the world",
                 info.tool
             );
             return (Decision::Deny { reason }, Some(PLAN_MODE_POLICY.to_owned()));
-        }
-        // The built-in `ask` is a question for the user: it goes to the approver whatever the
-        // listeners would say, so neither an allow-all listener nor a missing approver can
-        // turn it into a "yes" nobody gave.
-        if info.tool == "ask" && info.source == ToolSource::BuiltIn {
-            let reason = info
-                .args
-                .str("question")
-                .unwrap_or("(no question)")
-                .to_owned();
-            return (Decision::Ask { reason }, Some(ASK_TOOL_POLICY.to_owned()));
         }
         for listener in &self.hooks.pre_execute {
             let decision = match catch_unwind(AssertUnwindSafe(|| listener.decide(info))) {
@@ -246,8 +242,11 @@ impl Session {
                 "approval needed ({reason}) but no one is there to answer"
             )));
         };
+        let asked = approver.ask(info.clone(), reason.to_owned());
         let answer = tokio::select! {
-            answer = approver.ask(info.clone(), reason.to_owned()) => answer,
+            answer = within(self.config.question_timeout_ms, asked) => {
+                answer.unwrap_or(AskAnswer::Expired)
+            }
             _ = cancel.cancelled() => {
                 // Withdrawn, never taken as answered.
                 track.note(
@@ -268,13 +267,14 @@ impl Session {
                     call,
                     reason: "the approver withdrew the question".into(),
                 },
+                // Not answers to a yes/no question: withdrawn, never taken as either.
+                AskAnswer::Answered | AskAnswer::Declined => Event::AskCancelled {
+                    call,
+                    reason: "the approver gave no yes/no answer".into(),
+                },
                 answer => Event::AskAnswered { call, answer },
             },
         )?;
-        if answer.allows() && info.tool == "ask" && self.plan_mode {
-            let reason = format!("the user approved the plan: {reason}");
-            self.switch_plan_mode(false, &reason, Some(info.call.clone()))?;
-        }
         Ok(match answer {
             AskAnswer::AllowedOnce => Asked::Approved(Approval::Asked { answer }),
             AskAnswer::AllowedAlways => {
@@ -285,10 +285,133 @@ impl Session {
             AskAnswer::Expired => Asked::Refused(format!(
                 "the question expired unanswered ({reason}); a timeout is never an approval"
             )),
-            AskAnswer::Cancelled => {
+            AskAnswer::Cancelled | AskAnswer::Answered | AskAnswer::Declined => {
                 Asked::Refused(format!("the question was withdrawn ({reason})"))
             }
         })
+    }
+
+    /// The built-in `ask`'s question: journaled as `ask/question`, then `ask/reply`,
+    /// `ask/expired` or `ask/cancelled`. Only a reply that answers the question approves the call
+    /// (its body returns the answer); a decline, an expiry or a withdrawal rejects it with its own
+    /// code, and a stopped batch cancels it before start.
+    async fn put_question(
+        &mut self,
+        track: &mut Track,
+        info: &CallInfo,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Approval>, RuntimeError> {
+        let question = match Question::from_arguments(info.args.value()) {
+            Ok(question) => question,
+            Err(why) => {
+                let reason = format!("arguments do not make a question: {why}");
+                self.reject(track, ErrorCode::SchemaError, reason)?;
+                return Ok(None);
+            }
+        };
+        let call = info.call.clone();
+        track.note(
+            &self.log,
+            &Event::AskQuestion {
+                call: call.clone(),
+                question: question.clone(),
+            },
+        )?;
+        let outcome = match self.hooks.approver.clone() {
+            None => QuestionOutcome::Withdrawn {
+                reason: "no approver is configured".into(),
+            },
+            Some(approver) => {
+                let asked = approver.question(info.clone(), question.clone());
+                tokio::select! {
+                    outcome = within(self.config.question_timeout_ms, asked) => {
+                        outcome.unwrap_or(QuestionOutcome::Expired)
+                    }
+                    _ = cancel.cancelled() => {
+                        // The user's stop: withdrawn, never taken as answered.
+                        track.note(
+                            &self.log,
+                            &Event::AskCancelled {
+                                call,
+                                reason: "the batch was stopped".into(),
+                            },
+                        )?;
+                        scheduler::cancel_before_start(
+                            &self.ctx(),
+                            track,
+                            "the batch was stopped while this question waited for an answer",
+                        )?;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        // An answer that does not fit the question is nobody's answer.
+        let outcome = match outcome {
+            QuestionOutcome::Answered(answer) => match question.check(&answer) {
+                Ok(()) => QuestionOutcome::Answered(answer),
+                Err(why) => QuestionOutcome::Withdrawn {
+                    reason: format!("the approver's answer does not fit the question: {why}"),
+                },
+            },
+            other => other,
+        };
+        let (code, reason) = match outcome {
+            QuestionOutcome::Answered(answer) => {
+                track.note(
+                    &self.log,
+                    &Event::AskReplied {
+                        call: call.clone(),
+                        reply: Reply::Answered(answer.clone()),
+                    },
+                )?;
+                if self.plan_mode && question.approves_plan(&answer) {
+                    let reason = format!(
+                        "the user chose {:?} to: {}",
+                        question.plan_option.as_deref().unwrap_or_default(),
+                        question.text
+                    );
+                    self.switch_plan_mode(false, &reason, Some(call))?;
+                }
+                let mut answered = info.clone();
+                answered.answer = Some(answer);
+                track.set_info(answered);
+                return Ok(Some(Approval::Asked {
+                    answer: AskAnswer::Answered,
+                }));
+            }
+            QuestionOutcome::Declined { text } => {
+                track.note(
+                    &self.log,
+                    &Event::AskReplied {
+                        call,
+                        reply: Reply::Declined { text: text.clone() },
+                    },
+                )?;
+                let said = text.map(|t| format!(": {t}")).unwrap_or_default();
+                let reason = format!("the user declined to answer{said}");
+                (ErrorCode::QuestionDeclined, reason)
+            }
+            QuestionOutcome::Expired => {
+                track.note(&self.log, &Event::AskExpired { call })?;
+                let reason = "nobody answered the question in time; a timeout is never an \
+                              answer";
+                (ErrorCode::QuestionUnanswered, reason.to_owned())
+            }
+            QuestionOutcome::Withdrawn { reason } => {
+                track.note(
+                    &self.log,
+                    &Event::AskCancelled {
+                        call,
+                        reason: reason.clone(),
+                    },
+                )?;
+                let reason = format!("the question was withdrawn unanswered ({reason})");
+                (ErrorCode::QuestionUnanswered, reason)
+            }
+        };
+        self.reject(track, code, reason)?;
+        Ok(None)
     }
 
     /// → rejected, with the error result ready to commit.
@@ -321,6 +444,19 @@ fn parse_checked(entry: &Entry, tool: &str, raw: &str) -> Result<Args, (ErrorCod
         return Err((ErrorCode::SchemaError, reason));
     }
     Ok(args)
+}
+
+/// `asked`, unless `timeout_ms` passes first (`None`).
+async fn within<T>(
+    timeout_ms: Option<u64>,
+    asked: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match timeout_ms {
+        None => Some(asked.await),
+        Some(ms) => tokio::time::timeout(std::time::Duration::from_millis(ms), asked)
+            .await
+            .ok(),
+    }
 }
 
 /// What became of a question.

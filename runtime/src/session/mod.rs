@@ -19,7 +19,7 @@ mod model_io;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
-pub use admit::{ASK_TOOL_POLICY, PLAN_MODE_POLICY};
+pub use admit::{ASK_TOOL, PLAN_MODE_POLICY};
 
 use crate::event::{
     CallRef, Event, ModelResponse, SessionOpen, StepOutcome, TurnOutcome, EVENT_SCHEMA_VERSION,
