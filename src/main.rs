@@ -88,7 +88,8 @@ enum Command {
         /// $XDG_CONFIG_HOME/tooljournal/config.toml, if it exists).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Start in plan mode: only read-only tools run until an `ask` is answered allow.
+        /// Start in plan mode: only read-only tools run until the user approves the plan (by choosing
+        /// the `plan_option` of an `ask`).
         #[arg(long)]
         plan_mode: bool,
     },

@@ -17,6 +17,8 @@ list the directory, query the state) and redo it only if it did not happen.
 - TOOL_NOT_STARTED: the call never started; nothing happened, and it is safe to make it again \
 if it is still needed.
 - POLICY_DENIED: the user or the policy refused the call; do not retry it unchanged.
+- QUESTION_DECLINED, QUESTION_UNANSWERED: the user declined to answer your `ask`, or nobody \
+answered it (it expired or was withdrawn). Neither is an answer or a permission.
 Other codes name what went wrong with the call itself.";
 
 /// The default prompt for a session on `workspace` with `tools` (their names).
