@@ -223,13 +223,16 @@ impl Session {
         }
         let call = info.call.clone();
         // Ask events are the call's events too: what follows points back at the answer.
-        track.note(
+        let asked_seq = track.note(
             &self.log,
             &Event::AskPending {
                 call: call.clone(),
                 question: reason.to_owned(),
             },
         )?;
+        // Durable before anyone is asked: a crash while the person thinks must find the
+        // question, so recovery withdraws it rather than forgetting it was asked.
+        self.log.sync_through(asked_seq).await?;
         let Some(approver) = self.hooks.approver.clone() else {
             track.note(
                 &self.log,
@@ -310,13 +313,15 @@ impl Session {
             }
         };
         let call = info.call.clone();
-        track.note(
+        let asked_seq = track.note(
             &self.log,
             &Event::AskQuestion {
                 call: call.clone(),
                 question: question.clone(),
             },
         )?;
+        // Durable before the person is shown it (see `ask`).
+        self.log.sync_through(asked_seq).await?;
         let outcome = match self.hooks.approver.clone() {
             None => QuestionOutcome::Withdrawn {
                 reason: "no approver is configured".into(),
