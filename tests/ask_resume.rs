@@ -117,6 +117,8 @@ fn a_question_pending_at_a_sigkill_is_withdrawn_and_the_resume_says_what_changed
         let s = said();
         s.contains("call_q1") && s.contains(QUESTION)
     });
+    // The runtime must make `ask/question` durable before it asks: a person may take minutes,
+    // and a crash meanwhile must find the question pending, not lose it.
     let journal_dir = case.journal();
     wait_until(&mut child, "ask/question in the journal", said, || {
         events_so_far(&journal_dir)
