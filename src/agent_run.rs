@@ -362,6 +362,15 @@ pub struct Go {
     prompts: Vec<String>,
 }
 
+impl Go {
+    /// Begins the first turn's user text with `note` (journaled in its `turn/start`).
+    pub fn prepend_to_first_prompt(&mut self, note: &str) {
+        if let Some(first) = self.prompts.first_mut() {
+            *first = format!("{note}\n\n{first}");
+        }
+    }
+}
+
 /// Decides how a resume goes on: with `--prompt`s, or, when the crash interrupted the last
 /// turn, with one turn of [`CONTINUE_PROMPT`]. Connects the model (a missing key fails here,
 /// before the session is touched).

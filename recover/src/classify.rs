@@ -6,6 +6,10 @@
 //! call with `started` but no `settled` may have run (`TOOL_OUTCOME_UNKNOWN`, with what it
 //! declared it would touch). A call that `settled` has a known result, committed as it is: never
 //! an error it was not, never a success it was not (I4).
+//!
+//! A built-in `ask` whose question was still waiting for an answer did not start either, and
+//! recovery withdraws the question (`ask/cancelled`, [`WITHDRAWN_REASON`]); its result says so
+//! in words for a question ([`question_withdrawn_text`]): nobody answered it, ask again.
 
 use crate::conversation::{ConvCall, ConvResult, Conversation, Message, ProviderState};
 use journal::ReadEnd;
@@ -105,6 +109,31 @@ pub fn not_started_text() -> String {
     )
 }
 
+/// Why recovery withdraws a question still pending at the crash (`ask/cancelled`'s reason).
+pub const WITHDRAWN_REASON: &str = "session interrupted";
+
+/// What the model is told about a built-in `ask` call whose question was still waiting for an
+/// answer at the crash: a question, not a call that "may be retried", and never answered.
+/// Deterministic, as [`not_started_text`] is.
+pub fn question_withdrawn_text() -> String {
+    error_content(
+        ErrorCode::ToolNotStarted,
+        "the session stopped while this question waited for an answer, so it was withdrawn \
+         unanswered: nobody answered it and nothing was taken as an answer; ask again if you \
+         still need the answer",
+    )
+}
+
+/// Whether the call is the built-in `ask` with its question (`ask/question`) still waiting
+/// for an answer: recovery withdraws it, and [`question_withdrawn_text`] is its result.
+/// Approvals of other tools (`ask/pending`) are not questions to the model's `ask`.
+pub(crate) fn question_pending(c: &CallReplay) -> bool {
+    c.tool == runtime::session::ASK_TOOL
+        && c.asks
+            .last()
+            .is_some_and(|a| a.answer.is_none() && a.structured.is_some())
+}
+
 /// What the model is told about a call that may have run.
 pub fn outcome_unknown_text(resources: &Resources) -> String {
     let mut touched: Vec<String> = Vec::new();
@@ -161,6 +190,8 @@ pub(crate) struct Unfinished<'a> {
     pub resources: Option<&'a Resources>,
     pub rejection: Option<&'a (ErrorCode, String)>,
     pub cancel_reason: Option<&'a str>,
+    /// Its `ask/question` was still waiting for an answer ([`question_pending`]).
+    pub question_pending: bool,
 }
 
 /// What becomes of a call the journal left unfinished.
@@ -202,10 +233,17 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
                 ),
             )
         }
-        CallState::Received | CallState::Parsed | CallState::Approved => (
-            Some(Classification::ToolNotStarted),
-            error_result(ErrorCode::ToolNotStarted, not_started_text()),
-        ),
+        CallState::Received | CallState::Parsed | CallState::Approved => {
+            let text = if c.question_pending {
+                question_withdrawn_text()
+            } else {
+                not_started_text()
+            };
+            (
+                Some(Classification::ToolNotStarted),
+                error_result(ErrorCode::ToolNotStarted, text),
+            )
+        }
         CallState::Committed => unreachable!("committed calls are not orphans"),
     }
 }
@@ -217,6 +255,7 @@ fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) 
         resources: c.resources.as_ref(),
         rejection: c.rejection.as_ref(),
         cancel_reason: c.cancel_reason.as_deref(),
+        question_pending: question_pending(c),
     })
 }
 

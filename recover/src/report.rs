@@ -1,10 +1,17 @@
 //! What `recover` prints: the classification (`classify`) and the audit (`audit`, with the
 //! session's token usage), for people and, with `--json`, for programs (the shape of
 //! `classify --json` is DESIGN.md §10's).
+//!
+//! The audit shows each call's question (the built-in `ask`'s, or a yes/no approval's) with
+//! what became of it: its text, options, whether several may be chosen and whether the person
+//! may answer in their own words, its state (pending, answered, declined, expired, cancelled)
+//! and the answer or the reason. A call is asked at most once by the runtime, so the last
+//! question is the one shown.
 
 use crate::classify::{Analysis, CallReport};
-use runtime::event::{Approval, SideEffect, ToolDescriptor, ToolSource};
+use runtime::event::{Approval, AskAnswer, Reply, SideEffect, ToolDescriptor, ToolSource};
 use runtime::model::Usage;
+use runtime::replay::AskRecord;
 use serde_json::{json, Value};
 
 /// `resources` as one list: `write:PATH`, `read:PATH`, `intent:TEXT`.
@@ -98,10 +105,197 @@ fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
+/// A text on one line (control characters as spaces), cut to `max_chars`: for the table.
+fn one_line(s: &str, max_chars: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate(&flat, max_chars)
+}
+
+/// What became of a question: `pending`, `answered`, `declined`, `expired` or `cancelled`. A
+/// yes/no approval's "no" is an answer too (`answer` says which).
+fn question_state(ask: &AskRecord) -> &'static str {
+    match ask.answer {
+        None => "pending",
+        Some(
+            AskAnswer::Answered
+            | AskAnswer::AllowedOnce
+            | AskAnswer::AllowedAlways
+            | AskAnswer::Denied,
+        ) => "answered",
+        Some(AskAnswer::Declined) => "declined",
+        Some(AskAnswer::Expired) => "expired",
+        Some(AskAnswer::Cancelled) => "cancelled",
+    }
+}
+
+/// A yes/no approval's answer, as `--json` spells it (`allowed_once`, `denied`, ...).
+fn approval_answer(answer: AskAnswer) -> Value {
+    serde_json::to_value(answer).expect("an enum of unit variants serializes")
+}
+
+/// Why a question has no answer: the person's words when declining (if any), the withdrawal's
+/// reason, or the expiry.
+fn question_reason(ask: &AskRecord) -> Option<String> {
+    match ask.answer? {
+        AskAnswer::Declined => match &ask.reply {
+            Some(Reply::Declined { text }) => text.clone(),
+            _ => None,
+        },
+        AskAnswer::Expired => Some("nobody answered in time".into()),
+        AskAnswer::Cancelled => ask.cancel_reason.clone(),
+        _ => None,
+    }
+}
+
+/// The call's last question, as `audit --json` shows it; `None` for a call never asked about.
+fn question_json(a: &Analysis, c: &CallReport) -> Option<Value> {
+    let ask = a.replay.call(&c.call)?.asks.last()?;
+    let state = question_state(ask);
+    let reason = question_reason(ask);
+    Some(match &ask.structured {
+        Some(q) => json!({
+            "kind": "question",
+            "text": q.text,
+            "options": q.options.iter().map(|o| json!({
+                "label": o.label,
+                "description": o.description,
+            })).collect::<Vec<_>>(),
+            "multiple": q.multiple,
+            "free_text": q.free_text,
+            "plan_option": q.plan_option,
+            "state": state,
+            "answer": match &ask.reply {
+                Some(Reply::Answered(answer)) => json!({
+                    "choice": answer.choice,
+                    "text": answer.text,
+                }),
+                _ => Value::Null,
+            },
+            "reason": reason,
+        }),
+        None => json!({
+            "kind": "approval",
+            "text": ask.question,
+            "state": state,
+            "answer": match ask.answer {
+                Some(answer @ (AskAnswer::AllowedOnce | AskAnswer::AllowedAlways | AskAnswer::Denied)) => {
+                    approval_answer(answer)
+                }
+                _ => Value::Null,
+            },
+            "reason": reason,
+        }),
+    })
+}
+
+/// The chosen labels, quoted, and the person's own words: `"blue", "red" + "their words"`.
+fn answer_text(choice: &[String], text: Option<&str>, max_chars: usize) -> String {
+    let mut parts: Vec<String> = choice
+        .iter()
+        .map(|l| format!("\"{}\"", one_line(l, max_chars)))
+        .collect();
+    if let Some(t) = text.filter(|t| !t.trim().is_empty()) {
+        parts.push(format!("wrote \"{}\"", one_line(t, max_chars)));
+    }
+    parts.join(", ")
+}
+
+/// What became of the question, for the decision column: `answered "label"`, `declined`,
+/// `expired`, `cancelled (why)`, `pending`, or a yes/no approval's `allowed once`.
+fn question_summary(ask: &AskRecord) -> String {
+    match (ask.answer, &ask.reply) {
+        (Some(AskAnswer::Answered), Some(Reply::Answered(answer))) => format!(
+            "answered {}",
+            answer_text(&answer.choice, answer.text.as_deref(), 40)
+        ),
+        (Some(AskAnswer::AllowedOnce), _) => "allowed once".into(),
+        (Some(AskAnswer::AllowedAlways), _) => "allowed always".into(),
+        (Some(AskAnswer::Denied), _) => "denied".into(),
+        // The reason is on the line below: the column is narrow.
+        _ => question_state(ask).into(),
+    }
+}
+
+/// The lines under a call's row that show its question and what became of it.
+fn question_lines(ask: &AskRecord) -> String {
+    const INDENT: &str = "          ";
+    let mut out = String::new();
+    match &ask.structured {
+        Some(q) => {
+            out.push_str(&format!("{INDENT}question: {}\n", one_line(&q.text, 200)));
+            if !q.options.is_empty() {
+                let how = match (q.multiple, q.free_text) {
+                    (false, false) => "choose one",
+                    (false, true) => "choose one, or own words",
+                    (true, false) => "choose any",
+                    (true, true) => "choose any, and/or own words",
+                };
+                let options: Vec<String> = q
+                    .options
+                    .iter()
+                    .map(|o| {
+                        let plan = if q.plan_option.as_deref() == Some(o.label.as_str()) {
+                            " [approves the plan]"
+                        } else {
+                            ""
+                        };
+                        if o.description.is_empty() {
+                            format!("{}{plan}", one_line(&o.label, 100))
+                        } else {
+                            format!(
+                                "{} ({}){plan}",
+                                one_line(&o.label, 100),
+                                one_line(&o.description, 80)
+                            )
+                        }
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "{INDENT}  options ({how}): {}\n",
+                    options.join(" | ")
+                ));
+            }
+        }
+        None => out.push_str(&format!(
+            "{INDENT}question (approval): {}\n",
+            one_line(&ask.question, 200)
+        )),
+    }
+    let state = question_state(ask);
+    let outcome = match (&ask.reply, question_reason(ask)) {
+        (Some(Reply::Answered(answer)), _) => format!(
+            "answered: {}",
+            answer_text(&answer.choice, answer.text.as_deref(), 200)
+        ),
+        (_, Some(reason)) => format!("{state}: {}", one_line(&reason, 200)),
+        _ => match ask.answer {
+            Some(AskAnswer::AllowedOnce | AskAnswer::AllowedAlways | AskAnswer::Denied) => {
+                format!("answered: {}", question_summary(ask))
+            }
+            _ => state.to_owned(),
+        },
+    };
+    out.push_str(&format!("{INDENT}  {outcome}\n"));
+    out
+}
+
 fn decision(a: &Analysis, c: &CallReport) -> String {
     let Some(r) = a.replay.call(&c.call) else {
         return "never received".into();
     };
+    if let Some(ask) = r.asks.last() {
+        let asked = format!("asked: {}", question_summary(ask));
+        // Allowed (or answered), then stopped before it started.
+        return match (&r.cancel_reason, ask.answer) {
+            (Some(reason), Some(answer)) if answer.allows() || answer == AskAnswer::Answered => {
+                format!("{asked}; cancelled: {reason}")
+            }
+            _ => asked,
+        };
+    }
     if let Some((code, reason)) = &r.rejection {
         return format!("rejected {code}: {reason}");
     }
@@ -251,6 +445,7 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
                 "side_effects": effects(a, c),
                 "duration_ms": timing_ms(a, c),
                 "resources": resource_list(c),
+                "question": question_json(a, c),
             })
         })
         .collect();
@@ -308,6 +503,9 @@ pub fn audit_text(journal: &str, a: &Analysis) -> String {
                 .unwrap_or_else(|| "-".into()),
             effects(a, c).join("; ")
         ));
+        if let Some(ask) = a.replay.call(&c.call).and_then(|r| r.asks.last()) {
+            out.push_str(&question_lines(ask));
+        }
     }
     let t = totals(a);
     out.push_str(&format!(

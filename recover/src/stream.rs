@@ -28,7 +28,8 @@
 //! resources.
 
 use crate::classify::{
-    classify_unfinished, end_of, error_result, not_started_text, CallReport, End, Unfinished,
+    classify_unfinished, end_of, error_result, not_started_text, question_pending, CallReport, End,
+    Unfinished,
 };
 use journal::ReadEnd;
 use runtime::code::ErrorCode;
@@ -505,6 +506,7 @@ fn report_at_end(
             resources: r.resources.as_ref(),
             rejection: r.rejection.as_ref(),
             cancel_reason: r.cancel_reason.as_deref(),
+            question_pending: question_pending(&r),
         });
         (
             classification,

@@ -80,7 +80,7 @@ pub(super) fn append_recovery(
                     at_ms: clock.now_ms(),
                     event: Event::AskCancelled {
                         call: call.clone(),
-                        reason: "session interrupted".into(),
+                        reason: crate::classify::WITHDRAWN_REASON.into(),
                     },
                 })
                 .map_err(|e| journal_failed(dir, e))?;
