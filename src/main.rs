@@ -22,6 +22,7 @@ mod resume;
 mod run;
 mod sessions;
 mod system_prompt;
+mod withdrawn;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
