@@ -1,9 +1,9 @@
 //! `tooljournal demo`: the newcomer's first command.
 //!
 //! Runs a bundled transcript in a fresh temporary workspace: reads, a grep whose result spills,
-//! an edit, a stale edit, a refused path and a denied question, a parallel batch, a `bash` call
-//! stopped mid-run, and a batch cut at the model's length limit. Then it prints where the
-//! journal is and what to try on it.
+//! an edit, a stale edit, a refused path, a declined question and one answered by choosing an
+//! option, a parallel batch, a `bash` call stopped mid-run, and a batch cut at the model's
+//! length limit. Then it prints where the journal is and what to try on it.
 
 use crate::run::{self, Approve};
 use crate::CliError;
@@ -83,7 +83,7 @@ pub fn run() -> Result<(), CliError> {
     outln!("  recover audit {}", journal_dir.display())?;
     outln!(
         "\n{} is that journal as a crash would have left it: the power went out while\n\
-         `sleep 30` ran (d11), with d12 queued behind it, halfway through a write. Try:",
+         `sleep 30` ran (d12), with d13 queued behind it, halfway through a write. Try:",
         crashed.display()
     )?;
     outln!("  recover classify {}", crashed.display())?;
@@ -93,7 +93,7 @@ pub fn run() -> Result<(), CliError> {
 }
 
 /// Copies the demo's journal as a crash would have left it: everything up to and including
-/// d11's `started`, then the first bytes of the next record (a torn tail).
+/// d12's `started`, then the first bytes of the next record (a torn tail).
 fn crash_copy(journal_dir: &std::path::Path, crashed: &std::path::Path) -> Result<(), CliError> {
     use runtime::event::{Event, Record};
     let storage: std::sync::Arc<dyn journal::Storage> = std::sync::Arc::new(
@@ -108,12 +108,12 @@ fn crash_copy(journal_dir: &std::path::Path, crashed: &std::path::Path) -> Resul
             ..
         }) = record.decode::<Record>()
         {
-            if call.call_id == "d11" {
+            if call.call_id == "d12" {
                 cut = Some(record.position.offset + record.frame_bytes);
             }
         }
     }
-    let cut = cut.ok_or_else(|| CliError::Failed("the demo journal has no start of d11".into()))?;
+    let cut = cut.ok_or_else(|| CliError::Failed("the demo journal has no start of d12".into()))?;
     let name = journal::segment::file_name(0);
     let bytes = std::fs::read(journal_dir.join(&name))
         .map_err(|e| failed("cannot read the demo journal", e))?;

@@ -213,7 +213,7 @@ fn demo_runs_every_feature_and_leaves_a_clean_journal_behind() {
     for code in [
         "FS_STALE_VERSION",
         "FS_OUTSIDE_WORKSPACE",
-        "POLICY_DENIED",
+        "QUESTION_DECLINED",
         "ABORTED",
         "ABORTED_BEFORE_DISPATCH",
         "TRUNCATED_CALL",
@@ -231,12 +231,43 @@ fn demo_runs_every_feature_and_leaves_a_clean_journal_behind() {
     let (replay, _) =
         runtime::replay::replay_storage(Arc::new(storage), journal::Limits::default()).unwrap();
     assert!(replay.closed);
-    assert_eq!(replay.calls().count(), 13);
+    assert_eq!(replay.calls().count(), 14);
     // The grep result was too large for the model: it got a preview naming the spilled blob.
     let grep = replay.calls().find(|c| c.tool == "grep").unwrap();
     let seen = &grep.committed.as_ref().unwrap().content;
     assert!(seen.contains("bytes omitted"), "{seen}");
-    // The crashed copy it leaves recovers truthfully: d11 was running, d12 queued behind it.
+    // The questions: d10 declined, d11 answered by choosing an option and adding words; the
+    // model reads the answer as the call's result.
+    let call = |id: &str| replay.calls().find(|c| c.call.call_id == id).unwrap();
+    use runtime::event::{Answer, Reply};
+    let declined = call("d10");
+    assert_eq!(
+        declined.asks[0].reply,
+        Some(Reply::Declined { text: None }),
+        "{declined:?}"
+    );
+    assert_eq!(
+        declined.committed.as_ref().unwrap().code,
+        Some(runtime::ErrorCode::QuestionDeclined)
+    );
+    let answered = call("d11");
+    let question = answered.asks[0].structured.as_ref().expect("ask/question");
+    let labels: Vec<_> = question.options.iter().map(|o| o.label.as_str()).collect();
+    assert_eq!(labels, ["timeouts", "everything"]);
+    assert_eq!(
+        answered.asks[0].reply,
+        Some(Reply::Answered(Answer {
+            choice: vec!["timeouts".into()],
+            text: Some("oldest first".into()),
+        }))
+    );
+    let result = answered.committed.as_ref().unwrap();
+    assert!(!result.is_error);
+    assert_eq!(
+        result.content,
+        "The user chose: timeouts\nThe user wrote: oldest first"
+    );
+    // The crashed copy it leaves recovers truthfully: d12 was running, d13 queued behind it.
     let crashed = Path::new(&journal_dir)
         .parent()
         .unwrap()
@@ -251,8 +282,13 @@ fn demo_runs_every_feature_and_leaves_a_clean_journal_behind() {
             .classification
     };
     use runtime::event::Classification::*;
-    assert_eq!(class("d11"), Some(ToolOutcomeUnknown));
-    assert_eq!(class("d12"), Some(ToolNotStarted));
+    assert_eq!(class("d12"), Some(ToolOutcomeUnknown));
+    assert_eq!(class("d13"), Some(ToolNotStarted));
+    assert_eq!(
+        class("d11"),
+        None,
+        "the answered question is committed before the crash"
+    );
     assert_eq!(class("d1"), None);
     assert!(r.analysis.end.torn);
     std::fs::remove_dir_all(Path::new(&journal_dir).parent().unwrap()).unwrap();

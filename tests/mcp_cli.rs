@@ -398,17 +398,26 @@ fn a_bad_configuration_is_refused_naming_the_file() {
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
 }
 
+/// A plan question: approving the plan is its `plan_option`, and the write waits on it.
+fn plan_question(ask: &str, write: &str, chosen: &str) -> Value {
+    let question = json!({
+        "question": "Plan: write a.txt. Go?",
+        "options": [
+            {"label": "approve", "description": "end plan mode and write a.txt"},
+            {"label": "revise", "description": "stay in plan mode"}
+        ],
+        "plan_option": "approve"
+    });
+    let mut line = assistant(vec![
+        (ask, "ask", question),
+        (write, "write", json!({"path": "a.txt", "content": write})),
+    ]);
+    line["assistant"]["answers"] = json!({ask: {"choice": [chosen]}});
+    line
+}
+
 #[test]
 fn plan_mode_from_the_command_line_refuses_writes_until_the_plan_is_approved() {
-    let mut approve = assistant(vec![
-        ("c2", "ask", json!({"question": "Plan: write a.txt. Go?"})),
-        (
-            "c3",
-            "write",
-            json!({"path": "a.txt", "content": "approved"}),
-        ),
-    ]);
-    approve["assistant"]["approvals"] = json!({"c2": "allow"});
     let f = fixture(
         "",
         &[
@@ -418,16 +427,15 @@ fn plan_mode_from_the_command_line_refuses_writes_until_the_plan_is_approved() {
                 "write",
                 json!({"path": "a.txt", "content": "too early"}),
             )]),
-            approve,
+            // Another answer to the plan question leaves plan mode on: c3 is refused too.
+            plan_question("c2", "c3", "revise"),
+            plan_question("c4", "c5", "approve"),
             end(),
         ],
     );
     let out = f.command().arg("--plan-mode").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        std::fs::read_to_string(f.ws.join("a.txt")).unwrap(),
-        "approved"
-    );
+    assert_eq!(std::fs::read_to_string(f.ws.join("a.txt")).unwrap(), "c5");
     let all = events(&f.journal);
     let modes: Vec<(bool, Option<String>)> = all
         .iter()
@@ -438,16 +446,36 @@ fn plan_mode_from_the_command_line_refuses_writes_until_the_plan_is_approved() {
             _ => None,
         })
         .collect();
-    assert_eq!(modes, [(true, None), (false, Some("c2".to_owned()))]);
-    let rejected = all.iter().find_map(|e| match e {
-        Event::Rejected {
-            call, code, reason, ..
-        } if call.call_id == "c1" => Some((*code, reason.clone())),
-        _ => None,
-    });
-    let (code, reason) = rejected.expect("c1 rejected");
-    assert_eq!(code, ErrorCode::PolicyDenied);
-    assert!(reason.contains("plan mode is on"), "{reason}");
+    assert_eq!(modes, [(true, None), (false, Some("c4".to_owned()))]);
+    for id in ["c1", "c3"] {
+        let rejected = all.iter().find_map(|e| match e {
+            Event::Rejected {
+                call, code, reason, ..
+            } if call.call_id == id => Some((*code, reason.clone())),
+            _ => None,
+        });
+        let (code, reason) = rejected.unwrap_or_else(|| panic!("{id} rejected"));
+        assert_eq!(code, ErrorCode::PolicyDenied, "{id}");
+        assert!(reason.contains("plan mode is on"), "{id}: {reason}");
+    }
+    // Both questions were answered (the person chose), and their answers are their results.
+    let replies: Vec<(String, Vec<String>)> = all
+        .iter()
+        .filter_map(|e| match e {
+            Event::AskReplied {
+                call,
+                reply: runtime::event::Reply::Answered(a),
+            } => Some((call.call_id.clone(), a.choice.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        replies,
+        [
+            ("c2".to_owned(), vec!["revise".to_owned()]),
+            ("c4".to_owned(), vec!["approve".to_owned()])
+        ]
+    );
 }
 
 #[test]

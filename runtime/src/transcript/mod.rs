@@ -15,8 +15,8 @@ pub mod play;
 pub mod script;
 mod seam;
 
-pub use play::{drive, DriveReport, ScriptedApprover, SkipTurn};
+pub use play::{drive, DriveReport, ScriptedApprover, SkipTurn, NO_SCRIPTED_ANSWER};
 pub use script::{
     consumed_lines, parse_script, read_script, ModelStep, Respond, ScriptLine, ScriptedModel,
-    SCRIPT_LINES_MAX, SCRIPT_LINE_BYTES_MAX,
+    SCRIPT_LINES_MAX, SCRIPT_LINE_BYTES_MAX, WITHDRAWN_BY_TRANSCRIPT,
 };

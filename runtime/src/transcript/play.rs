@@ -4,12 +4,14 @@
 //! one step: its batch runs, with the scripted user pressing stop after `cancel_after_ms` if the
 //! script says so. A stopped batch ends its step and turn as cancelled, and the rest of that
 //! turn's responses are skipped (the user stopped it). A response that ends the turn
-//! (`end_turn`) closes it. Asks are answered from the script's approvals, else the default.
+//! (`end_turn`) closes it. Approvals are answered from the script's approvals, else the
+//! default; questions (`ask` calls) from the script's answers, else withdrawn unanswered.
 
-use crate::event::{AskAnswer, CallRef, StepOutcome, StopReason, TurnOutcome};
-use crate::hooks::{Approver, AskFuture, CallInfo};
+use crate::event::{AskAnswer, CallRef, Question, StepOutcome, StopReason, TurnOutcome};
+use crate::hooks::{Approver, AskFuture, CallInfo, QuestionFuture, QuestionOutcome};
 use crate::result::ToolResult;
 use crate::session::Session;
+use crate::transcript::script::question_outcome_of;
 use crate::transcript::{ModelStep, ScriptedModel};
 use crate::RuntimeError;
 use std::collections::BTreeMap;
@@ -17,25 +19,41 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Answers asks from the current step's approvals, else with a default.
+/// The reason a question the transcript has no answer for is withdrawn with.
+pub const NO_SCRIPTED_ANSWER: &str = "the transcript gives no answer to this question";
+
+/// Answers the current step's approvals and questions from the script. An approval the script
+/// does not answer gets a default; a question never does: a default "allow" is no answer.
 #[derive(Debug)]
 pub struct ScriptedApprover {
     answers: Mutex<BTreeMap<String, AskAnswer>>,
+    questions: Mutex<BTreeMap<String, QuestionOutcome>>,
     default: AskAnswer,
 }
 
 impl ScriptedApprover {
-    /// An approver with no scripted answers yet: every question gets `default`.
+    /// An approver with no scripted answers yet: every approval gets `default`, every question
+    /// is withdrawn.
     pub fn new(default: AskAnswer) -> ScriptedApprover {
         ScriptedApprover {
             answers: Mutex::new(BTreeMap::new()),
+            questions: Mutex::new(BTreeMap::new()),
             default,
         }
     }
 
-    /// The answers for the next batch's asks, by call id (others get the default).
+    /// The yes/no answers for the next batch's approvals, by call id (others get the default).
+    /// For an `ask` call without an answer in [`ScriptedApprover::set_question_answers`], a
+    /// denial here declines its question and an expiry expires it, as in a transcript's
+    /// `approvals`; an allow answers nothing.
     pub fn set_answers(&self, answers: BTreeMap<String, AskAnswer>) {
         *self.answers.lock().unwrap_or_else(|p| p.into_inner()) = answers;
+    }
+
+    /// What becomes of the next batch's questions (the `ask` calls'), by call id; a question
+    /// not here is withdrawn unanswered ([`NO_SCRIPTED_ANSWER`]).
+    pub fn set_question_answers(&self, answers: BTreeMap<String, QuestionOutcome>) {
+        *self.questions.lock().unwrap_or_else(|p| p.into_inner()) = answers;
     }
 }
 
@@ -49,6 +67,26 @@ impl Approver for ScriptedApprover {
             .copied()
             .unwrap_or(self.default);
         Box::pin(async move { answer })
+    }
+
+    fn question(&self, call: CallInfo, _question: Question) -> QuestionFuture<'_> {
+        let id = &call.call.call_id;
+        let scripted = self
+            .questions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned();
+        // Never the default: only an answer the script gives for this very call counts.
+        let outcome = scripted
+            .or_else(|| {
+                let answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+                answers.get(id).copied().and_then(question_outcome_of)
+            })
+            .unwrap_or_else(|| QuestionOutcome::Withdrawn {
+                reason: NO_SCRIPTED_ANSWER.to_owned(),
+            });
+        Box::pin(async move { outcome })
     }
 }
 
@@ -102,6 +140,7 @@ pub async fn drive(
                 let (turn, step) = (session.turn(), session.begin_step()?);
                 report.steps += 1;
                 approver.set_answers(respond.approvals.clone());
+                approver.set_question_answers(respond.answers.clone());
                 let cancel = CancellationToken::new();
                 let timer = match respond.cancel_after_ms {
                     Some(0) => {
@@ -159,4 +198,70 @@ pub async fn drive(
         session.end_turn(TurnOutcome::Completed).await?;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Answer, ToolSource};
+
+    fn call(id: &str) -> CallInfo {
+        CallInfo {
+            call: CallRef {
+                turn: 1,
+                step: 1,
+                call_id: id.to_owned(),
+            },
+            tool: "ask".into(),
+            source: ToolSource::BuiltIn,
+            read_only: true,
+            // Empty arguments parse as `{}`.
+            args: crate::args::parse("").expect("empty arguments parse"),
+            answer: None,
+        }
+    }
+
+    fn question() -> Question {
+        Question::from_arguments(&serde_json::json!({"question": "which?"})).expect("a question")
+    }
+
+    fn outcome(approver: &ScriptedApprover, id: &str) -> QuestionOutcome {
+        futures_util::FutureExt::now_or_never(approver.question(call(id), question()))
+            .expect("a scripted answer is ready at once")
+    }
+
+    #[test]
+    fn a_question_gets_its_scripted_answer_and_never_the_default_approval() {
+        let approver = ScriptedApprover::new(AskAnswer::AllowedOnce);
+        let withdrawn = QuestionOutcome::Withdrawn {
+            reason: NO_SCRIPTED_ANSWER.into(),
+        };
+        assert_eq!(outcome(&approver, "q1"), withdrawn);
+        let answer = Answer {
+            choice: vec![],
+            text: Some("blue".into()),
+        };
+        approver.set_question_answers(BTreeMap::from([(
+            "q1".to_owned(),
+            QuestionOutcome::Answered(answer.clone()),
+        )]));
+        approver.set_answers(BTreeMap::from([
+            ("q2".to_owned(), AskAnswer::Denied),
+            ("q3".to_owned(), AskAnswer::AllowedOnce),
+            ("q4".to_owned(), AskAnswer::Expired),
+        ]));
+        assert_eq!(outcome(&approver, "q1"), QuestionOutcome::Answered(answer));
+        assert_eq!(
+            outcome(&approver, "q2"),
+            QuestionOutcome::Declined { text: None },
+            "a denial given to an ask declines it"
+        );
+        assert_eq!(
+            outcome(&approver, "q3"),
+            withdrawn,
+            "an allow answers nothing"
+        );
+        assert_eq!(outcome(&approver, "q4"), QuestionOutcome::Expired);
+        assert_eq!(outcome(&approver, "q5"), withdrawn);
+    }
 }

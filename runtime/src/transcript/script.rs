@@ -1,8 +1,18 @@
 //! The transcript format (DESIGN.md §10): JSON lines, a user line opening each turn and an
 //! assistant line per step, with the scripted user's stop and answers. Read line by line, each
 //! line bounded while it is read.
+//!
+//! An assistant line may carry, by call id, `"approvals"` (yes/no answers to the approvals a
+//! listener asks for: `"allow"`, `"deny"` or `"expire"`) and `"answers"` (answers to the
+//! questions of that line's `ask` calls: `{"choice": ["label", ...], "text": "..."}`, either
+//! or both, or `"decline"`, `"expire"` or `"withdraw"`). Whether an answer fits its question is
+//! the session's to judge when it is given, as for any approver's. Transcripts written before
+//! `answers` existed answered an `ask` in `approvals`: there `"deny"` still means the person
+//! declined and `"expire"` that nobody answered; `"allow"` is refused, because a yes is no
+//! answer to a question.
 
-use crate::event::{AskAnswer, ModelCall, ModelResponse, StopReason};
+use crate::event::{Answer, AskAnswer, ModelCall, ModelResponse, StopReason};
+use crate::hooks::QuestionOutcome;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -29,6 +39,7 @@ struct RawLine {
     assistant: Option<RawAssistant>,
     cancel_after_ms: Option<u64>,
     approvals: Option<BTreeMap<String, RawApproval>>,
+    answers: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -41,6 +52,15 @@ struct RawAssistant {
     stop_reason: Option<StopReason>,
     cancel_after_ms: Option<u64>,
     approvals: Option<BTreeMap<String, RawApproval>>,
+    answers: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// An answer given as an object: the chosen labels and/or the person's words.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGiven {
+    choice: Option<Vec<String>>,
+    text: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -68,6 +88,114 @@ impl From<RawApproval> for AskAnswer {
             RawApproval::Expire => AskAnswer::Expired,
         }
     }
+}
+
+/// The reason the journal and the model get for a question the transcript withdraws.
+pub const WITHDRAWN_BY_TRANSCRIPT: &str = "withdrawn by the transcript";
+
+/// What an approval given to an `ask` call means for its question: a denial is a decline and
+/// an expiry an expiry (transcripts from before `answers`); an allow answers nothing (`None`).
+pub(crate) fn question_outcome_of(approval: AskAnswer) -> Option<QuestionOutcome> {
+    match approval {
+        AskAnswer::Denied => Some(QuestionOutcome::Declined { text: None }),
+        AskAnswer::Expired => Some(QuestionOutcome::Expired),
+        AskAnswer::Cancelled => Some(QuestionOutcome::Withdrawn {
+            reason: WITHDRAWN_BY_TRANSCRIPT.to_owned(),
+        }),
+        AskAnswer::AllowedOnce
+        | AskAnswer::AllowedAlways
+        | AskAnswer::Answered
+        | AskAnswer::Declined => None,
+    }
+}
+
+/// One entry of `answers`; `at` is `source:line` for errors.
+fn answer_of(call_id: &str, value: serde_json::Value, at: &str) -> Result<QuestionOutcome, String> {
+    use serde_json::Value;
+    let wrong = || {
+        format!(
+            "{at}: the answer to call {call_id} is not an answer: give {{\"choice\": [labels], \
+             \"text\": \"...\"}} (either or both), \"decline\", \"expire\" or \"withdraw\""
+        )
+    };
+    match value {
+        Value::String(word) => match word.as_str() {
+            "decline" => Ok(QuestionOutcome::Declined { text: None }),
+            "expire" => Ok(QuestionOutcome::Expired),
+            "withdraw" => Ok(QuestionOutcome::Withdrawn {
+                reason: WITHDRAWN_BY_TRANSCRIPT.to_owned(),
+            }),
+            _ => Err(wrong()),
+        },
+        value @ Value::Object(_) => {
+            let given: RawGiven = serde_json::from_value(value)
+                .map_err(|e| format!("{at}: the answer to call {call_id}: {e}"))?;
+            if given.choice.is_none() && given.text.is_none() {
+                return Err(wrong());
+            }
+            Ok(QuestionOutcome::Answered(Answer {
+                choice: given.choice.unwrap_or_default(),
+                text: given.text,
+            }))
+        }
+        _ => Err(wrong()),
+    }
+}
+
+/// A line's yes/no approvals and its questions' answers, by call id.
+type ApprovalsAndAnswers = (
+    BTreeMap<String, AskAnswer>,
+    BTreeMap<String, QuestionOutcome>,
+);
+
+/// A line's approvals and answers, checked against its calls: every answer is for one of the
+/// line's `ask` calls, and an approval given to an `ask` call becomes its answer (see the
+/// module's documentation).
+fn approvals_and_answers(
+    calls: &[RawCall],
+    approvals: BTreeMap<String, RawApproval>,
+    answers: BTreeMap<String, serde_json::Value>,
+    at: &str,
+) -> Result<ApprovalsAndAnswers, String> {
+    let is_ask = |id: &str| {
+        calls
+            .iter()
+            .any(|c| c.id == id && c.name == crate::session::ASK_TOOL)
+    };
+    let mut outcomes = BTreeMap::new();
+    for (id, value) in answers {
+        if !calls.iter().any(|c| c.id == id) {
+            return Err(format!(
+                "{at}: answers names call {id}, which is not a call on this line"
+            ));
+        }
+        if !is_ask(&id) {
+            return Err(format!(
+                "{at}: answers names call {id}, which is not an `ask`: answer its approval in \
+                 approvals"
+            ));
+        }
+        let outcome = answer_of(&id, value, at)?;
+        outcomes.insert(id, outcome);
+    }
+    let mut yes_no = BTreeMap::new();
+    for (id, approval) in approvals {
+        let approval = AskAnswer::from(approval);
+        if !is_ask(&id) {
+            yes_no.insert(id, approval);
+            continue;
+        }
+        if outcomes.contains_key(&id) {
+            return Err(format!(
+                "{at}: call {id} is an ask with both an approval and an answer: give only its \
+                 answer, in answers"
+            ));
+        }
+        let outcome = question_outcome_of(approval)
+            .ok_or_else(|| format!("{at}: call {id} is an ask: give its answer in answers"))?;
+        outcomes.insert(id, outcome);
+    }
+    Ok((yes_no, outcomes))
 }
 
 /// Parses a transcript already in memory. Errors name the source, the line and what is wrong.
@@ -126,9 +254,13 @@ fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String>
     let parsed: RawLine = serde_json::from_str(raw).map_err(|e| format!("{source}:{line}: {e}"))?;
     let step = match (parsed.user, parsed.assistant) {
         (Some(text), None) => {
-            if parsed.cancel_after_ms.is_some() || parsed.approvals.is_some() {
+            if parsed.cancel_after_ms.is_some()
+                || parsed.approvals.is_some()
+                || parsed.answers.is_some()
+            {
                 return Err(format!(
-                    "{source}:{line}: cancel_after_ms and approvals belong on an assistant line"
+                    "{source}:{line}: cancel_after_ms, approvals and answers belong on an \
+                     assistant line"
                 ));
             }
             ModelStep::User { text }
@@ -139,13 +271,12 @@ fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String>
             } else {
                 StopReason::ToolUse
             });
-            let approvals = a
-                .approvals
-                .or(parsed.approvals)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.into()))
-                .collect();
+            let (approvals, answers) = approvals_and_answers(
+                &a.tool_calls,
+                a.approvals.or(parsed.approvals).unwrap_or_default(),
+                a.answers.or(parsed.answers).unwrap_or_default(),
+                &format!("{source}:{line}"),
+            )?;
             ModelStep::Respond(Respond {
                 response: ModelResponse {
                     text: a.text,
@@ -162,6 +293,7 @@ fn parse_line(raw: &str, line: usize, source: &str) -> Result<ModelStep, String>
                 },
                 cancel_after_ms: a.cancel_after_ms.or(parsed.cancel_after_ms),
                 approvals,
+                answers,
             })
         }
         _ => {
@@ -192,8 +324,11 @@ pub struct Respond {
     pub response: ModelResponse,
     /// The user presses stop this long after the batch starts.
     pub cancel_after_ms: Option<u64>,
-    /// Answers to `ask` decisions, by call id.
+    /// Yes/no answers to the approvals listeners ask for, by call id.
     pub approvals: BTreeMap<String, AskAnswer>,
+    /// What becomes of the questions of the line's `ask` calls, by call id (an `ask` call not
+    /// here is withdrawn unanswered).
+    pub answers: BTreeMap<String, QuestionOutcome>,
 }
 
 /// Plays a transcript.
@@ -343,6 +478,122 @@ mod tests {
         );
         let err = parse_script("{\"assistant\": {\"stop_reason\": \"maybe\"}}", "s").unwrap_err();
         assert!(err.starts_with("s:1:") && err.contains("maybe"), "{err}");
+    }
+
+    /// The assistant line of one `ask` call `q1` and one `read` call `r1`, with `extra`
+    /// (JSON members) beside the calls.
+    fn ask_line(extra: &str) -> String {
+        format!(
+            "{{\"user\": \"u\"}}\n{{\"assistant\": {{\"tool_calls\": [\
+             {{\"id\": \"q1\", \"name\": \"ask\", \"arguments\": \"{{}}\"}}, \
+             {{\"id\": \"r1\", \"name\": \"read\", \"arguments\": \"{{}}\"}}]{extra}}}}}\n"
+        )
+    }
+
+    fn respond(text: &str) -> Respond {
+        let lines = parse_script(text, "t.jsonl").unwrap();
+        let ModelStep::Respond(r) = &lines[1].step else {
+            panic!("line 2 is an assistant line")
+        };
+        r.clone()
+    }
+
+    #[test]
+    fn answers_are_read_as_choices_text_or_one_of_three_words() {
+        let r = respond(&ask_line(
+            r#", "answers": {"q1": {"choice": ["a", "b"], "text": "and c"}}"#,
+        ));
+        let given = Answer {
+            choice: vec!["a".into(), "b".into()],
+            text: Some("and c".into()),
+        };
+        assert_eq!(r.answers["q1"], QuestionOutcome::Answered(given));
+        assert!(r.approvals.is_empty());
+        let r = respond(&ask_line(r#", "answers": {"q1": {"text": "mine"}}"#));
+        let words = Answer {
+            choice: vec![],
+            text: Some("mine".into()),
+        };
+        assert_eq!(r.answers["q1"], QuestionOutcome::Answered(words));
+        for (word, outcome) in [
+            ("decline", QuestionOutcome::Declined { text: None }),
+            ("expire", QuestionOutcome::Expired),
+            (
+                "withdraw",
+                QuestionOutcome::Withdrawn {
+                    reason: WITHDRAWN_BY_TRANSCRIPT.into(),
+                },
+            ),
+        ] {
+            let r = respond(&ask_line(&format!(r#", "answers": {{"q1": "{word}"}}"#)));
+            assert_eq!(r.answers["q1"], outcome, "{word}");
+        }
+    }
+
+    #[test]
+    fn an_old_transcript_answers_an_ask_in_approvals_deny_declining_and_expire_expiring() {
+        let r = respond(&ask_line(r#", "approvals": {"q1": "deny", "r1": "allow"}"#));
+        assert_eq!(
+            r.answers["q1"],
+            QuestionOutcome::Declined { text: None },
+            "a denied ask is a declined question"
+        );
+        assert_eq!(
+            r.approvals.get("q1"),
+            None,
+            "and no approval for the question"
+        );
+        assert_eq!(r.approvals["r1"], AskAnswer::AllowedOnce);
+        let r = respond(&ask_line(r#", "approvals": {"q1": "expire"}"#));
+        assert_eq!(r.answers["q1"], QuestionOutcome::Expired);
+    }
+
+    #[test]
+    fn answers_that_cannot_be_meant_are_refused_naming_the_line_and_the_call() {
+        let cases = [
+            (
+                r#", "approvals": {"q1": "allow"}"#,
+                "t.jsonl:2: call q1 is an ask: give its answer in answers",
+            ),
+            (
+                r#", "answers": {"r1": {"text": "x"}}"#,
+                "t.jsonl:2: answers names call r1, which is not an `ask`",
+            ),
+            (
+                r#", "answers": {"q9": "decline"}"#,
+                "t.jsonl:2: answers names call q9, which is not a call on this line",
+            ),
+            (
+                r#", "answers": {"q1": "yes"}"#,
+                "t.jsonl:2: the answer to call q1 is not an answer",
+            ),
+            (
+                r#", "answers": {"q1": {}}"#,
+                "t.jsonl:2: the answer to call q1 is not an answer",
+            ),
+            (
+                r#", "answers": {"q1": ["a"]}"#,
+                "t.jsonl:2: the answer to call q1 is not an answer",
+            ),
+            (
+                r#", "answers": {"q1": {"choice": "a"}}"#,
+                "t.jsonl:2: the answer to call q1: invalid type",
+            ),
+            (
+                r#", "answers": {"q1": {"chioce": ["a"]}}"#,
+                "t.jsonl:2: the answer to call q1: unknown field `chioce`",
+            ),
+            (
+                r#", "answers": {"q1": "decline"}, "approvals": {"q1": "deny"}"#,
+                "t.jsonl:2: call q1 is an ask with both an approval and an answer",
+            ),
+        ];
+        for (extra, wanted) in cases {
+            let err = parse_script(&ask_line(extra), "t.jsonl").unwrap_err();
+            assert!(err.starts_with(wanted), "{extra}: {err}");
+        }
+        let err = parse_script("{\"user\": \"u\", \"answers\": {}}\n", "t.jsonl").unwrap_err();
+        assert!(err.contains("belong on an assistant line"), "{err}");
     }
 
     #[test]
