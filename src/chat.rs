@@ -2,10 +2,13 @@
 //!
 //! The prompt is `rustyline`'s (line editing, history). During a turn the terminal is the
 //! session's: the model's text streams as it arrives, each call has a live status line (the
-//! printer), questions are asked (y/n/a) by the terminal approver, and Ctrl-C (a SIGINT: the
-//! terminal is out of raw mode then) stops the turn, journaled as the user's stop; a second
-//! Ctrl-C within a second also ends the session. At the prompt, Ctrl-C clears the line (twice
-//! within a second: ends the session); Ctrl-D or `/exit` ends the session (`session/close`).
+//! printer), questions are asked by the terminal approver (y/n/a for approvals, a menu for the
+//! `ask` tool's), and Ctrl-C (a SIGINT: the terminal is out of raw mode then, and a menu passes
+//! its Ctrl-C on as one) stops the turn, journaled as the user's stop; a second Ctrl-C within a
+//! second also ends the session. A question's menu may outlive its question (expired, or the
+//! batch stopped): the prompt waits until the menu is gone, so that no line typed into it is
+//! taken for the chat's. At the prompt, Ctrl-C clears the line (twice within a second: ends the
+//! session); Ctrl-D or `/exit` ends the session (`session/close`).
 //!
 //! A provider error that ends a turn is shown and the chat goes on: the person may fix what is
 //! wrong (a network, a limit) and say something again.
@@ -47,9 +50,10 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     let model = model_cli::connect(&spec, &args.flags, &section, None)?;
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| failed(format!("cannot use the terminal: {e}")))?;
+    let person = TerminalApprover::new();
     let setup = Setup {
         // Every question goes to the person, whatever the policy sends to it.
-        person: Some(TerminalApprover::new() as Arc<dyn runtime::hooks::Approver>),
+        person: Some(person.clone() as Arc<dyn runtime::hooks::Approver>),
         approve: args.approve,
         max_parallel: run::PARALLEL_MAX_DEFAULT,
         fsync: FsyncPolicy::Group,
@@ -85,6 +89,10 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     let mut out = StreamOut::new(printer.clone());
     let mut result = Ok(());
     loop {
+        if !person.terminal_free_within(300) {
+            eprintln!("(a withdrawn question is still on the screen: end it with Enter or Esc)");
+            person.wait_for_terminal();
+        }
         let line = editor.readline("you> ");
         if interrupts.quit_requested() {
             // A second Ctrl-C that came as a signal just before the prompt took the terminal.

@@ -1,6 +1,7 @@
 //! The configuration file (`--config FILE`, default `$XDG_CONFIG_HOME/tooljournal/config.toml`,
 //! else `~/.config/tooljournal/config.toml`): MCP servers, how built-in tools are shown,
-//! whether new sessions start in plan mode, and the model (`[model]`).
+//! whether new sessions start in plan mode, how long a question waits for its answer, and the
+//! model (`[model]`).
 //!
 //! Why strict: a typo in a server table must not silently start a session without that server,
 //! or with a tool shown that was meant to be hidden; unknown keys are errors naming the file.
@@ -18,6 +19,9 @@ pub struct FileConfig {
     /// New sessions start in plan mode (read-only tools only until a plan is approved).
     #[serde(default)]
     pub plan_mode: bool,
+    /// A question (an approval, or the `ask` tool's) nobody answered in this long is journaled
+    /// `ask/expired`, never taken as an answer; absent: it waits as long as the person does.
+    pub question_timeout_ms: Option<u64>,
     /// Settings of built-in tools, by name.
     #[serde(default)]
     pub tools: BTreeMap<String, BuiltinSettings>,
@@ -106,6 +110,13 @@ pub fn load(explicit: Option<&Path>) -> Result<Loaded, CliError> {
     })?;
     let mut config: FileConfig = toml::from_str(&text)
         .map_err(|e| CliError::Failed(format!("{}: {}", path.display(), one_line(&e))))?;
+    if config.question_timeout_ms == Some(0) {
+        return Err(CliError::Failed(format!(
+            "{}: question_timeout_ms = 0 would expire every question before anyone could \
+             answer; leave the key out to wait for the answer",
+            path.display()
+        )));
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     for server in config.mcp_servers.values_mut() {
         if let Some(cwd) = &server.cwd {
@@ -154,4 +165,41 @@ pub fn apply_builtin_exposure(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(text: &str) -> Result<FileConfig, String> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).expect("the file");
+        load(Some(&path)).map(|l| l.config).map_err(|e| match e {
+            CliError::Failed(message) => message,
+            other => format!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn the_question_timeout_is_read_from_the_top_level_and_absent_by_default() {
+        let config = loaded("question_timeout_ms = 90000\n[model]\nmodel = \"m\"\n").unwrap();
+        assert_eq!(config.question_timeout_ms, Some(90_000));
+        assert_eq!(
+            loaded("plan_mode = true\n").unwrap().question_timeout_ms,
+            None
+        );
+    }
+
+    #[test]
+    fn a_zero_or_misplaced_question_timeout_is_refused_naming_the_key() {
+        let zero = loaded("question_timeout_ms = 0\n").unwrap_err();
+        assert!(zero.contains("question_timeout_ms = 0"), "{zero}");
+        assert!(zero.contains("config.toml"), "{zero}");
+        // Under [model] it is an unknown key there, not silently ignored.
+        let misplaced = loaded("[model]\nquestion_timeout_ms = 5000\n").unwrap_err();
+        assert!(misplaced.contains("question_timeout_ms"), "{misplaced}");
+        let negative = loaded("question_timeout_ms = -1\n").unwrap_err();
+        assert!(negative.contains("config.toml"), "{negative}");
+    }
 }

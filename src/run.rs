@@ -174,6 +174,11 @@ pub(crate) fn wire(
     let approver = Arc::new(ScriptedApprover::new(default));
     let printer = Arc::new(Printer::new());
     let mut builder = Session::builder(workspace, journal_dir)
+        // First: `config` replaces what the settings below set.
+        .config(runtime::Config {
+            question_timeout_ms: setup.config.question_timeout_ms,
+            ..runtime::Config::default()
+        })
         .fsync(setup.fsync)
         .parallel_max(setup.max_parallel)
         // A resumed session keeps the journal's plan mode; `prepare` turns it on if asked.
