@@ -257,7 +257,7 @@ async fn a_single_choice_is_the_result_and_the_journal_shows_question_reply_then
         free_text: false,
         plan_option: None,
     };
-    assert_eq!(person.shown(), [expected.clone()]);
+    assert_eq!(person.shown(), std::slice::from_ref(&expected));
     let journaled = of_kind(&storage, "q", "ask/question");
     assert!(
         matches!(&journaled[..], [Event::AskQuestion { question, .. }] if *question == expected),
