@@ -503,6 +503,30 @@ async fn an_answer_that_does_not_fit_the_question_is_withdrawn_and_the_body_neve
     }
 }
 
+/// A guard refuses every call.
+struct Refuses;
+impl tooljournal_runtime::hooks::Guard for Refuses {
+    fn name(&self) -> &str {
+        "refuses"
+    }
+    fn check(&self, _call: &CallInfo) -> Option<String> {
+        Some("not in this room".into())
+    }
+}
+
+#[tokio::test]
+async fn a_guard_still_refuses_an_answered_ask_and_its_body_never_runs() {
+    let hooks = Hooks {
+        guards: vec![Arc::new(Refuses)],
+        approver: Some(Person::answering(&["prod"], None)),
+        ..Hooks::default()
+    };
+    let (r, storage) = ask_once(deploy_args(), hooks, Config::default()).await;
+    assert_rejected(&r, &storage, "ask/reply", ErrorCode::PolicyDenied);
+    assert!(r.content.contains("not in this room"), "{}", r.content);
+    assert!(!r.content.contains("The user chose"), "{}", r.content);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_batch_stopped_while_the_question_waits_cancels_the_question_and_the_call() {
     let later = TestTool::ok("later");

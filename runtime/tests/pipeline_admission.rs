@@ -190,8 +190,7 @@ async fn a_panicking_listener_or_guard_fails_closed() {
     }
 }
 
-// The ask tests read the journal's raw events: replay refuses any journal with an ask in it
-// (see `a_journal_with_an_ask_replays`).
+// The ask tests read the journal's raw events (`a_journal_with_an_ask_replays` replays one).
 
 #[tokio::test]
 async fn ask_allowed_once_runs_and_denied_or_expired_never_runs() {
