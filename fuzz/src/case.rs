@@ -25,8 +25,52 @@ pub enum Kind {
     Unknown,
     /// Arguments that are not JSON.
     BadJson,
-    /// The `ask` tool, answered so.
-    Ask(AskAnswer),
+    /// The built-in `ask`: a question to the simulated person, who does what the spec says.
+    Ask(AskSpec),
+    /// A simulated call (as [`Kind::Ok`]) that a listener asks the person to approve, yes or no:
+    /// answered so, or never (`None`: the question expires).
+    Approval(Option<AskAnswer>),
+}
+
+/// Option labels an `ask` offers, in order: `options` of them.
+pub const OPTION_LABELS: [&str; 4] = ["alpha", "beta", "gamma", "delta"];
+
+/// An `ask` call's question and what the simulated person does with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AskSpec {
+    /// How many options it offers (the first of [`OPTION_LABELS`]); 0: a free-text question.
+    pub options: usize,
+    /// Several options may be chosen.
+    pub multiple: bool,
+    /// The person may answer in their own words.
+    pub free_text: bool,
+    /// Its arguments repeat a label: no question (`SCHEMA_ERROR`), nobody is asked.
+    pub malformed: bool,
+    /// What the person does.
+    pub person: Person,
+    /// How long the person takes, in simulated ms (a cancel may land meanwhile).
+    pub delay_ms: u64,
+}
+
+/// What the simulated person does with a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Person {
+    /// Answers as the question allows (an option, two when several may be chosen, and words
+    /// when they are allowed); `pick` says which option comes first.
+    Answers {
+        /// The first option chosen, modulo the options offered.
+        pick: usize,
+    },
+    /// Gives an answer that does not fit (a label the question does not offer).
+    AnswersWrongly,
+    /// Declines to answer.
+    Declines,
+    /// Never answers: the session's question timeout expires it.
+    Silent,
+    /// Says it expired.
+    Expires,
+    /// Withdraws it (the terminal went away).
+    Withdraws,
 }
 
 #[derive(Debug, Clone)]
@@ -175,13 +219,47 @@ fn kind() -> impl Strategy<Value = Kind> {
         1 => Just(Kind::Big),
         1 => Just(Kind::Unknown),
         1 => Just(Kind::BadJson),
+        2 => ask().prop_map(Kind::Ask),
         1 => prop_oneof![
-            Just(AskAnswer::AllowedOnce),
-            Just(AskAnswer::Denied),
-            Just(AskAnswer::Expired),
+            3 => Just(Some(AskAnswer::AllowedOnce)),
+            1 => Just(Some(AskAnswer::Denied)),
+            1 => Just(Some(AskAnswer::Expired)),
+            1 => Just(None),
         ]
-        .prop_map(Kind::Ask),
+        .prop_map(Kind::Approval),
     ]
+}
+
+fn person() -> impl Strategy<Value = Person> {
+    prop_oneof![
+        6 => (0usize..4).prop_map(|pick| Person::Answers { pick }),
+        1 => Just(Person::AnswersWrongly),
+        1 => Just(Person::Declines),
+        1 => Just(Person::Silent),
+        1 => Just(Person::Expires),
+        1 => Just(Person::Withdraws),
+    ]
+}
+
+fn ask() -> impl Strategy<Value = AskSpec> {
+    (
+        0usize..=OPTION_LABELS.len(),
+        any::<bool>(),
+        any::<bool>(),
+        proptest::bool::weighted(0.05),
+        person(),
+        0u64..60,
+    )
+        .prop_map(
+            |(options, multiple, free_text, malformed, person, delay_ms)| AskSpec {
+                options,
+                multiple: multiple && options > 0,
+                free_text,
+                malformed,
+                person,
+                delay_ms,
+            },
+        )
 }
 
 fn call() -> impl Strategy<Value = CallSpec> {

@@ -60,6 +60,7 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
         }
     }
     conversation(run, &reports, &conv.messages, &mut v);
+    crate::questions::questions(run, a, &reports, &mut v);
     commit_order(run, &run.image, &mut v);
     idempotence(run, a, &mut v);
     if case.resume {
@@ -315,7 +316,7 @@ fn presence(run: &Run, reports: &HashMap<&str, &CallReport>, v: &mut Vec<String>
 }
 
 /// The error code an error content begins with.
-fn code_of(content: &str) -> Option<ErrorCode> {
+pub(crate) fn code_of(content: &str) -> Option<ErrorCode> {
     ErrorCode::ALL.into_iter().find(|c| {
         content == c.as_str()
             || content
@@ -337,9 +338,12 @@ fn truthful(
 ) -> Result<(), String> {
     let code = if is_error { code_of(content) } else { None };
     let fail = |why: &str| Err(format!("{id} is {content:?}: {why}"));
-    if matches!(spec.kind, Kind::Ask(_)) {
-        // The ask tool's body is the runtime's own, not simulated: nothing recorded to compare.
-        return Ok(());
+    if let Kind::Ask(ask) = &spec.kind {
+        // The ask tool's body is the runtime's own: its truth is what the person said.
+        return crate::questions::truthful_ask(run, id, ask, truncated, content, is_error);
+    }
+    if let (Kind::Approval(_), Some(_)) = (spec.kind, run.body(id)) {
+        crate::questions::ran_on_a_yes(run, id).or_else(|why| fail(&why))?;
     }
     // Texts only recovery writes, exactly as its classification says.
     match code {
@@ -398,6 +402,13 @@ fn truthful(
                         ErrorCode::SyntaxError,
                         ErrorCode::ToolNotStarted,
                         ErrorCode::AbortedBeforeDispatch,
+                    ],
+                    // Refused unless the person said yes (I16: silence is no consent).
+                    Kind::Approval(_) if crate::questions::ran_on_a_yes(run, id).is_err() => &[
+                        ErrorCode::PolicyDenied,
+                        ErrorCode::ToolNotStarted,
+                        ErrorCode::AbortedBeforeDispatch,
+                        ErrorCode::Aborted,
                     ],
                     _ => &[
                         ErrorCode::ToolNotStarted,

@@ -17,6 +17,8 @@
 pub mod case;
 pub mod check;
 pub mod counted;
+pub mod person;
+pub mod questions;
 pub mod sim;
 
 use proptest::strategy::{Strategy, ValueTree};

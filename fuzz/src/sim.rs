@@ -4,19 +4,19 @@
 
 use crate::case::{CallSpec, Cancel, Case, Kind, StepSpec, StorageFault};
 use crate::counted::{Counted, Ops};
+use crate::person::{ask_arguments, AsksForApproval, Said, SimPerson, QUESTION_TIMEOUT_MS};
 use crate::Mutant;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
 use runtime::event::{
-    AskAnswer, CallRef, ModelCall, ModelResponse, Resources, SideEffect, StepOutcome, StopReason,
-    ToolSource, TurnOutcome,
+    CallRef, ModelCall, ModelResponse, Resources, SideEffect, StepOutcome, StopReason, ToolSource,
+    TurnOutcome,
 };
 use runtime::hooks::{Hooks, Observer};
 use runtime::registry::Registry;
 use runtime::spill::SpillStore;
 use runtime::testing::ManualClock;
 use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::transcript::ScriptedApprover;
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -98,6 +98,8 @@ pub struct Run {
     pub live_violations: Vec<String>,
     /// The fault the case drew and what became of it; `None` when the case drew none.
     pub fault: Option<FaultReport>,
+    /// What the simulated person said, by call id (outside the journal).
+    pub said: HashMap<String, Said>,
 }
 
 impl Run {
@@ -285,7 +287,7 @@ fn kind_arg(kind: Kind) -> &'static str {
         Kind::IgnoresCancel => "ignores_cancel",
         Kind::LateProgress => "late_progress",
         Kind::Big => "big",
-        Kind::Unknown | Kind::BadJson | Kind::Ask(_) => "ok",
+        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) => "ok",
     }
 }
 
@@ -300,8 +302,9 @@ pub fn declared(spec: &CallSpec) -> Resources {
 
 fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
     let kind = kind_arg(spec.kind);
+    let approval = matches!(spec.kind, Kind::Approval(_));
     let args = json!({"kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
-                      "reads": spec.reads, "writes": spec.writes});
+                      "reads": spec.reads, "writes": spec.writes, "approval": approval});
     match spec.kind {
         Kind::Unknown => ModelCall {
             call_id: id.into(),
@@ -313,10 +316,10 @@ fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
             name: "sim".into(),
             arguments: "{\"kind\": ".into(),
         },
-        Kind::Ask(_) => ModelCall {
+        Kind::Ask(ask) => ModelCall {
             call_id: id.into(),
             name: "ask".into(),
-            arguments: json!({"question": format!("may {id} go ahead?")}).to_string(),
+            arguments: ask_arguments(id, &ask).to_string(),
         },
         _ => ModelCall {
             call_id: id.into(),
@@ -331,7 +334,7 @@ fn session_parts(
     case: &Case,
     shared: &Arc<Shared>,
     mutant: Option<Mutant>,
-) -> (Arc<Registry>, Hooks, Config, Arc<ScriptedApprover>) {
+) -> (Arc<Registry>, Hooks, Config, Arc<SimPerson>) {
     let mut registry = Registry::new();
     registry
         .register(Arc::new(Sim(shared.clone())), ToolSource::BuiltIn)
@@ -339,13 +342,13 @@ fn session_parts(
     registry
         .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
         .expect("ask registers");
-    let approver = Arc::new(ScriptedApprover::new(AskAnswer::Expired));
+    let approver = Arc::new(SimPerson::default());
     let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
     if case.observer_panics {
         observers.push(Arc::new(PanickyObserver));
     }
     let hooks = Hooks {
-        pre_execute: vec![],
+        pre_execute: vec![Arc::new(AsksForApproval)],
         approver: Some(approver.clone()),
         observers,
         ..Hooks::default()
@@ -364,6 +367,7 @@ fn session_parts(
             blobs: Mutex::default(),
         })),
         failpoints,
+        question_timeout_ms: Some(QUESTION_TIMEOUT_MS),
         ..Config::default()
     };
     (Arc::new(registry), hooks, config, approver)
@@ -487,6 +491,7 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         cancels,
         live_violations,
         fault: None,
+        said: approver.said(),
     };
     (run, Ops(ops))
 }
@@ -554,7 +559,7 @@ fn surviving_image(storage: &SimStorage, fault: StorageFault) -> SimStorage {
 /// and when it cancelled, for the checks.
 struct Play<'a> {
     shared: &'a Shared,
-    approver: &'a ScriptedApprover,
+    approver: &'a SimPerson,
     sent_steps: Vec<SentStep>,
     cancels: Arc<Mutex<HashMap<(u32, u32), u64>>>,
 }
@@ -606,7 +611,7 @@ impl Play<'_> {
             .enumerate()
             .map(|(i, c)| model_call(&call_id(t, s, i), c))
             .collect();
-        approver_set(self.approver, ask_answers(t, s, step));
+        self.approver.plan_step(step, |i| call_id(t, s, i));
         self.sent_steps.push(sent_step(turn, step_no, step, &calls));
         let token = CancellationToken::new();
         let timer = self.arm_cancel(step.cancel, (turn, step_no), &token);
@@ -682,21 +687,6 @@ async fn cancel_turn(session: &mut Session) -> StepEnd {
     StepEnd::TurnCancelled
 }
 
-/// What the approver answers to the step's `ask` calls, by call id.
-fn ask_answers(
-    t: usize,
-    s: usize,
-    step: &StepSpec,
-) -> std::collections::BTreeMap<String, AskAnswer> {
-    let mut answers = std::collections::BTreeMap::new();
-    for (i, c) in step.calls.iter().enumerate() {
-        if let Kind::Ask(a) = c.kind {
-            answers.insert(call_id(t, s, i), a);
-        }
-    }
-    answers
-}
-
 /// The record of a step as sent: the session's numbers, and each call with what the case
 /// made it; its results come later.
 fn sent_step(turn: u32, step_no: u32, step: &StepSpec, calls: &[ModelCall]) -> SentStep {
@@ -711,13 +701,6 @@ fn sent_step(turn: u32, step_no: u32, step: &StepSpec, calls: &[ModelCall]) -> S
             .collect(),
         results: None,
     }
-}
-
-fn approver_set(
-    approver: &ScriptedApprover,
-    answers: std::collections::BTreeMap<String, AskAnswer>,
-) {
-    approver.set_answers(answers);
 }
 
 /// Resumes a recovered journal for one more turn with one call, and closes it. Returns the

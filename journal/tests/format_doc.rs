@@ -557,6 +557,27 @@ fn every_event_and_every_variant_decodes_by_the_document() {
     let failed = payload_of("llm/attempt-failed", 1);
     assert_eq!(failed[8..12], 31u32.to_le_bytes());
     assert_eq!(failed[24..31], [1, 0, 0, 0, 1, 0xF7, 0x01]);
+    // Hand-checked (schema 4): an `ask/reply` is event 34; after its `CallRef` (turn 1, step 2,
+    // "call_1"), `Answered` (0) is its `Answer`'s fields with nothing between; `Declined` (1)
+    // without a reason is its index and a `None`.
+    let call = [
+        &1u32.to_le_bytes()[..],
+        &2u32.to_le_bytes(),
+        &6u64.to_le_bytes(),
+        b"call_1",
+    ]
+    .concat();
+    let answered = payload_of("ask/reply", 1);
+    assert_eq!(answered[8..12], 34u32.to_le_bytes());
+    let mut want = call.clone();
+    want.extend([0, 0, 0, 0]); // Answered
+    want.extend(0u64.to_le_bytes()); // no choice
+    want.push(0); // text: none
+    assert_eq!(answered[12..], want[..]);
+    let declined = payload_of("ask/reply", 3);
+    let mut want = call;
+    want.extend([1, 0, 0, 0, 0]); // Declined, text: none
+    assert_eq!(declined[12..], want[..]);
 }
 
 /// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.

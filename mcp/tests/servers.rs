@@ -6,10 +6,12 @@ mod support;
 
 use journal::{Journal, Limits, Options, SimStorage};
 use runtime::event::{
-    AskAnswer, CallRef, Event, ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource,
-    TurnOutcome,
+    Answer, AskAnswer, CallRef, Event, ModelCall, ModelResponse, Question, StepOutcome, StopReason,
+    ToolSource, TurnOutcome,
 };
-use runtime::hooks::{Approver, AskFuture, CallInfo, Hooks, Observer};
+use runtime::hooks::{
+    Approver, AskFuture, CallInfo, Hooks, Observer, QuestionFuture, QuestionOutcome,
+};
 use runtime::registry::{Exposure, Registry, RegistryError};
 use runtime::replay::replay_storage;
 use runtime::tools::{builtin_registry, Workspace};
@@ -391,11 +393,17 @@ async fn a_deferred_mcp_tool_is_unknown_until_tool_search_loads_it() {
     assert!(r[0].content.contains("hi"), "{}", r[0].content);
 }
 
-struct Allow;
+/// Says yes to every approval, and answers a question by choosing its plan option: the one
+/// answer that ends plan mode.
+struct ApprovesThePlan;
 
-impl Approver for Allow {
+impl Approver for ApprovesThePlan {
     fn ask(&self, _call: CallInfo, _question: String) -> AskFuture<'_> {
         Box::pin(async { AskAnswer::AllowedOnce })
+    }
+    fn question(&self, _call: CallInfo, question: Question) -> QuestionFuture<'_> {
+        let choice = question.plan_option.into_iter().collect();
+        Box::pin(async move { QuestionOutcome::Answered(Answer { choice, text: None }) })
     }
 }
 
@@ -417,7 +425,7 @@ async fn plan_mode_lets_declared_read_only_mcp_tools_run_and_refuses_the_others(
     let storage = SimStorage::new();
     let hooks = Hooks {
         pre_execute: vec![],
-        approver: Some(Arc::new(Allow)),
+        approver: Some(Arc::new(ApprovesThePlan)),
         ..Hooks::default()
     };
     let mut s = session(
@@ -463,12 +471,21 @@ async fn plan_mode_lets_declared_read_only_mcp_tools_run_and_refuses_the_others(
     let r = step(
         &mut s,
         vec![
-            call("c4", "ask", serde_json::json!({"question": "Write b.txt?"})),
+            call(
+                "c4",
+                "ask",
+                serde_json::json!({
+                    "question": "Write b.txt?",
+                    "options": [{"label": "Write it"}, {"label": "Not yet"}],
+                    "plan_option": "Write it"
+                }),
+            ),
             write("c5"),
         ],
     )
     .await;
     server.shutdown().await;
+    assert_eq!(r[0].content, "The user chose: Write it");
     assert!(!r[1].is_error, "{}", r[1].content);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
@@ -477,4 +494,15 @@ async fn plan_mode_lets_declared_read_only_mcp_tools_run_and_refuses_the_others(
     s.end_turn(TurnOutcome::Completed).await.unwrap();
     let (replay, _) = replay_storage(Arc::new(storage.clone()), Limits::default()).unwrap();
     assert!(!replay.plan_mode);
+    // Ended by the person's choice in c4, and by nothing else.
+    let ends: Vec<Option<String>> = events(&storage)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::PlanMode {
+                on: false, call, ..
+            } => Some(call.map(|c| c.call_id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [Some("c4".to_owned())]);
 }

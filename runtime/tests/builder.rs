@@ -89,7 +89,23 @@ async fn without_an_approver_an_ask_is_never_answered_yes() {
     )
     .await;
     session.close().await.unwrap();
-    assert_eq!(results[0].code, Some(ErrorCode::PolicyDenied));
+    // Withdrawn unanswered: neither an answer nor consent, and not a denial either.
+    assert_eq!(
+        results[0].code,
+        Some(ErrorCode::QuestionUnanswered),
+        "{}",
+        results[0].content
+    );
+    assert!(
+        results[0].content.contains("no approver"),
+        "{}",
+        results[0].content
+    );
+    assert!(
+        !results[0].content.contains("The user"),
+        "{}",
+        results[0].content
+    );
 }
 
 #[tokio::test]

@@ -345,6 +345,28 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 provider_state: None,
             }),
         ),
+        (
+            33,
+            "ask/question",
+            Event::AskQuestion {
+                call: call(),
+                question: Question {
+                    text: "q".into(),
+                    options: vec![],
+                    multiple: false,
+                    free_text: true,
+                    plan_option: None,
+                },
+            },
+        ),
+        (
+            34,
+            "ask/reply",
+            Event::AskReplied {
+                call: call(),
+                reply: Reply::Declined { text: None },
+            },
+        ),
     ]
 }
 
@@ -503,6 +525,136 @@ fn variant_index<T: serde::Serialize>(value: &T) -> u32 {
     let mut out = Vec::new();
     journal::codec::encode_into(value, &mut out, 1 << 10).unwrap();
     u32::from_le_bytes(out[0..4].try_into().expect("a variant index"))
+}
+
+#[test]
+fn the_schema_4_variants_have_the_indexes_format_md_gives_them() {
+    assert_eq!(
+        variant_index(&AskAnswer::Answered),
+        5,
+        "AskAnswer 5 answered"
+    );
+    assert_eq!(
+        variant_index(&AskAnswer::Declined),
+        6,
+        "AskAnswer 6 declined"
+    );
+    let answered = Reply::Answered(Answer {
+        choice: vec![],
+        text: None,
+    });
+    assert_eq!(variant_index(&answered), 0, "Reply 0 Answered");
+    assert_eq!(
+        variant_index(&Reply::Declined { text: None }),
+        1,
+        "Reply 1 Declined"
+    );
+    let approval = Approval::Asked {
+        answer: AskAnswer::Answered,
+    };
+    let mut out = Vec::new();
+    journal::codec::encode_into(&approval, &mut out, 1 << 10).unwrap();
+    assert_eq!(
+        out,
+        [2, 0, 0, 0, 5, 0, 0, 0],
+        "Approval 2 Asked {{answer: answered}}"
+    );
+}
+
+#[test]
+fn the_ask_events_are_laid_out_field_by_field_as_documented() {
+    let call_bytes = || {
+        let mut b = Vec::new();
+        b.extend(1u32.to_le_bytes()); // call.turn
+        b.extend(2u32.to_le_bytes()); // call.step
+        b.extend(string("c"));
+        b
+    };
+    let question = Event::AskQuestion {
+        call: call(),
+        question: Question {
+            text: "Go?".into(),
+            options: vec![
+                QuestionOption {
+                    label: "yes".into(),
+                    description: "do it".into(),
+                },
+                QuestionOption {
+                    label: "no".into(),
+                    description: String::new(),
+                },
+            ],
+            multiple: false,
+            free_text: true,
+            plan_option: Some("yes".into()),
+        },
+    };
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes()); // at_ms
+    expected.extend(33u32.to_le_bytes()); // ask/question
+    expected.extend(call_bytes());
+    expected.extend(string("Go?")); // text
+    expected.extend(2u64.to_le_bytes()); // two options: label, description
+    expected.extend(string("yes"));
+    expected.extend(string("do it"));
+    expected.extend(string("no"));
+    expected.extend(string(""));
+    expected.push(0); // multiple
+    expected.push(1); // free_text
+    expected.push(1); // plan_option: some
+    expected.extend(string("yes"));
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: question
+        }),
+        expected
+    );
+
+    let reply = Event::AskReplied {
+        call: call(),
+        reply: Reply::Answered(Answer {
+            choice: vec!["yes".into()],
+            text: Some("now".into()),
+        }),
+    };
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes());
+    expected.extend(34u32.to_le_bytes()); // ask/reply
+    expected.extend(call_bytes());
+    expected.extend(0u32.to_le_bytes()); // Answered: the Answer's fields follow
+    expected.extend(1u64.to_le_bytes()); // choice: one label
+    expected.extend(string("yes"));
+    expected.push(1); // text: some
+    expected.extend(string("now"));
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: reply
+        }),
+        expected
+    );
+
+    let declined = Event::AskReplied {
+        call: call(),
+        reply: Reply::Declined {
+            text: Some("later".into()),
+        },
+    };
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes());
+    expected.extend(34u32.to_le_bytes());
+    expected.extend(call_bytes());
+    expected.extend(1u32.to_le_bytes()); // Declined {text}
+    expected.push(1);
+    expected.extend(string("later"));
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: declined
+        }),
+        expected
+    );
 }
 
 #[test]

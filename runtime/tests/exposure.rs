@@ -7,9 +7,11 @@ use common::*;
 use journal::{Journal, Options, SimStorage};
 use std::sync::Arc;
 use tooljournal_runtime::event::{
-    AskAnswer, Event, SideEffect, StepOutcome, ToolSource, TurnOutcome,
+    Answer, AskAnswer, Event, Question, SideEffect, StepOutcome, ToolSource, TurnOutcome,
 };
-use tooljournal_runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
+use tooljournal_runtime::hooks::{
+    Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute, QuestionFuture, QuestionOutcome,
+};
 use tooljournal_runtime::registry::{Exposure, Registry, RegistryError};
 use tooljournal_runtime::replay::SessionReplay;
 use tooljournal_runtime::testing::ManualClock;
@@ -250,17 +252,39 @@ async fn tools_loaded_before_a_resume_stay_loaded() {
     );
 }
 
-/// Answers every question with one answer.
-struct Answer(AskAnswer);
+/// Answers every question (the built-in `ask`'s) with one outcome, and every yes/no approval
+/// with "yes, always": only the question's answer may end plan mode.
+struct Person(QuestionOutcome);
 
-impl Approver for Answer {
+impl Approver for Person {
+    fn ask(&self, _call: CallInfo, _question: String) -> AskFuture<'_> {
+        Box::pin(async { AskAnswer::AllowedAlways })
+    }
+    fn question(&self, _call: CallInfo, _question: Question) -> QuestionFuture<'_> {
+        let outcome = self.0.clone();
+        Box::pin(async move { outcome })
+    }
+}
+
+/// Answers yes/no approvals only (`question` keeps the default, which withdraws it).
+struct YesNo(AskAnswer);
+
+impl Approver for YesNo {
     fn ask(&self, _call: CallInfo, _question: String) -> AskFuture<'_> {
         let a = self.0;
         Box::pin(async move { a })
     }
 }
 
-/// A listener that allows everything: plan mode must still refuse writes.
+/// A person who answers a question by choosing `label`.
+fn choosing(label: &str) -> Arc<dyn Approver> {
+    Arc::new(Person(QuestionOutcome::Answered(Answer {
+        choice: vec![label.into()],
+        text: None,
+    })))
+}
+
+/// A listener that allows everything but `ask`: plan mode must still refuse writes.
 struct AllowAll;
 
 impl PreExecute for AllowAll {
@@ -276,10 +300,22 @@ impl PreExecute for AllowAll {
     }
 }
 
-fn plan_hooks(answer: AskAnswer) -> Hooks {
+/// A listener that allows every call, `ask` included.
+struct AllowEverything;
+
+impl PreExecute for AllowEverything {
+    fn name(&self) -> &str {
+        "allow-everything"
+    }
+    fn decide(&self, _call: &CallInfo) -> Decision {
+        Decision::Allow
+    }
+}
+
+fn plan_hooks(approver: Arc<dyn Approver>) -> Hooks {
     Hooks {
         pre_execute: vec![Arc::new(AllowAll)],
-        approver: Some(Arc::new(Answer(answer))),
+        approver: Some(approver),
         ..Hooks::default()
     }
 }
@@ -293,8 +329,22 @@ fn plan_registry(write: TestTool, read: TestTool) -> Arc<Registry> {
     Arc::new(r)
 }
 
+/// The plan question: approve (the plan option) or revise.
+fn plan_question() -> String {
+    serde_json::json!({
+        "question": "Approve the plan: edit a.txt?",
+        "options": [
+            {"label": "Approve", "description": "run the plan"},
+            {"label": "Revise", "description": "change it first"}
+        ],
+        "free_text": true,
+        "plan_option": "Approve"
+    })
+    .to_string()
+}
+
 #[tokio::test]
-async fn plan_mode_refuses_writes_until_an_ask_is_answered_allow_and_the_journal_shows_both() {
+async fn plan_mode_ends_only_when_the_person_chooses_the_plan_option_and_the_journal_shows_both() {
     let storage = SimStorage::new();
     let write = TestTool::ok("write_thing");
     let writes = write.probe();
@@ -307,7 +357,7 @@ async fn plan_mode_refuses_writes_until_an_ask_is_answered_allow_and_the_journal
     let mut s = session_on(
         &storage,
         plan_registry(write, read),
-        plan_hooks(AskAnswer::AllowedOnce),
+        plan_hooks(choosing("Approve")),
         config,
     );
     assert!(s.plan_mode());
@@ -326,20 +376,17 @@ async fn plan_mode_refuses_writes_until_an_ask_is_answered_allow_and_the_journal
     assert!(writes.runs().is_empty());
     assert_eq!(reads.runs(), ["c2"]);
 
-    // The plan is approved by an ask; a write after it in model order runs.
+    // The person chooses the plan option; a write after it in model order runs.
     let r = step(
         &mut s,
         vec![
-            call(
-                "c3",
-                "ask",
-                r#"{"question":"Approve the plan: edit a.txt?"}"#,
-            ),
+            call("c3", "ask", &plan_question()),
             call("c4", "write_thing", "{}"),
         ],
     )
     .await;
     assert!(!r[0].is_error, "{}", r[0].content);
+    assert_eq!(r[0].content, "The user chose: Approve");
     assert!(!r[1].is_error, "{}", r[1].content);
     assert_eq!(writes.runs(), ["c4"]);
     assert!(!s.plan_mode());
@@ -350,6 +397,29 @@ async fn plan_mode_refuses_writes_until_an_ask_is_answered_allow_and_the_journal
     assert_eq!((modes[0].0, modes[0].2.as_deref()), (true, None));
     assert_eq!((modes[1].0, modes[1].2.as_deref()), (false, Some("c3")));
     assert!(modes[1].1.contains("Approve the plan"), "{}", modes[1].1);
+    // Journaled between the reply that chose it and the call's approval.
+    let order: Vec<&str> = events(&storage)
+        .iter()
+        .filter(|e| {
+            matches!(e, Event::PlanMode { on: false, .. })
+                || e.call().is_some_and(|c| c.call_id == "c3")
+        })
+        .map(|e| e.kind())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "received",
+            "parsed",
+            "ask/question",
+            "ask/reply",
+            "plan/mode",
+            "approved",
+            "started",
+            "settled",
+            "committed"
+        ]
+    );
     let replayed = replay(&storage);
     assert!(!replayed.plan_mode);
     let denied = replayed.call(&tooljournal_runtime::event::CallRef {
@@ -363,31 +433,97 @@ async fn plan_mode_refuses_writes_until_an_ask_is_answered_allow_and_the_journal
 }
 
 #[tokio::test]
-async fn an_ask_answered_no_keeps_plan_mode_on_and_plan_mode_survives_a_resume() {
-    let storage = SimStorage::new();
+async fn no_other_choice_decline_yes_or_listener_ends_plan_mode_and_plan_mode_survives_a_resume() {
     let make = || plan_registry(TestTool::ok("write_thing"), TestTool::ok("read_thing"));
-    let config = Config {
+    let config = || Config {
         plan_mode: true,
         ..Config::default()
     };
-    let mut s = session_on(&storage, make(), plan_hooks(AskAnswer::Denied), config);
+    let yes: Arc<dyn Approver> = Arc::new(YesNo(AskAnswer::AllowedAlways));
+    // The question without a plan option: choosing "Approve" is just an answer.
+    let no_plan_option = serde_json::json!({
+        "question": "Approve the plan?",
+        "options": [{"label": "Approve"}, {"label": "Revise"}]
+    })
+    .to_string();
+    let cases: Vec<(&str, Hooks, String, Option<ErrorCode>)> = vec![
+        (
+            "another option",
+            plan_hooks(choosing("Revise")),
+            plan_question(),
+            None,
+        ),
+        (
+            "the plan option's label, in words",
+            plan_hooks(Arc::new(Person(QuestionOutcome::Answered(Answer {
+                choice: vec![],
+                text: Some("Approve".into()),
+            })))),
+            plan_question(),
+            None,
+        ),
+        (
+            "a question with no plan option",
+            plan_hooks(choosing("Approve")),
+            no_plan_option,
+            None,
+        ),
+        (
+            "a decline",
+            plan_hooks(Arc::new(Person(QuestionOutcome::Declined { text: None }))),
+            plan_question(),
+            Some(ErrorCode::QuestionDeclined),
+        ),
+        (
+            "a yes/no approver",
+            plan_hooks(yes.clone()),
+            plan_question(),
+            Some(ErrorCode::QuestionUnanswered),
+        ),
+        (
+            "an allow-all listener",
+            Hooks {
+                pre_execute: vec![Arc::new(AllowEverything)],
+                approver: Some(yes.clone()),
+                ..Hooks::default()
+            },
+            plan_question(),
+            Some(ErrorCode::QuestionUnanswered),
+        ),
+    ];
+    for (what, hooks, question, ask_code) in cases {
+        let storage = SimStorage::new();
+        let mut s = session_on(&storage, make(), hooks, config());
+        s.begin_turn("go").unwrap();
+        let r = step(
+            &mut s,
+            vec![
+                call("c1", "ask", &question),
+                call("c2", "write_thing", "{}"),
+            ],
+        )
+        .await;
+        assert_eq!(code(&r[0]), ask_code, "{what}: {}", r[0].content);
+        assert_eq!(code(&r[1]), Some(ErrorCode::PolicyDenied), "{what}");
+        assert!(
+            r[1].content.contains("plan mode is on"),
+            "{what}: {}",
+            r[1].content
+        );
+        assert!(s.plan_mode(), "{what}");
+        s.end_turn(TurnOutcome::Completed).await.unwrap();
+        drop(s);
+        assert_eq!(plan_modes(&storage).len(), 1, "{what}");
+        assert!(replay(&storage).plan_mode, "{what}");
+    }
+
+    let storage = SimStorage::new();
+    let mut s = session_on(&storage, make(), plan_hooks(choosing("Revise")), config());
     s.begin_turn("go").unwrap();
-    let r = step(
-        &mut s,
-        vec![
-            call("c1", "ask", r#"{"question":"Approve?"}"#),
-            call("c2", "write_thing", "{}"),
-        ],
-    )
-    .await;
-    assert_eq!(code(&r[0]), Some(ErrorCode::PolicyDenied));
-    assert_eq!(code(&r[1]), Some(ErrorCode::PolicyDenied));
-    assert!(r[1].content.contains("plan mode is on"), "{}", r[1].content);
+    step(&mut s, vec![call("c1", "ask", &plan_question())]).await;
     s.end_turn(TurnOutcome::Completed).await.unwrap();
     drop(s);
-    assert_eq!(plan_modes(&storage).len(), 1);
-
-    let mut s = resume_on(&storage, make(), plan_hooks(AskAnswer::AllowedOnce));
+    let mut s = resume_on(&storage, make(), plan_hooks(choosing("Approve")));
     assert!(s.plan_mode(), "the journal says plan mode is on");
     s.begin_turn("again").unwrap();
     let r = step(&mut s, vec![call("c3", "write_thing", "{}")]).await;
@@ -399,6 +535,7 @@ async fn an_ask_answered_no_keeps_plan_mode_on_and_plan_mode_survives_a_resume()
     let modes = plan_modes(&storage);
     assert!(!modes.last().unwrap().0);
     assert_eq!(modes.last().unwrap().1, "the user left plan mode");
+    assert_eq!(modes.last().unwrap().2, None);
 }
 
 #[tokio::test]

@@ -190,8 +190,7 @@ async fn a_panicking_listener_or_guard_fails_closed() {
     }
 }
 
-// The ask tests read the journal's raw events: replay refuses any journal with an ask in it
-// (see `a_journal_with_an_ask_replays`).
+// The ask tests read the journal's raw events (`a_journal_with_an_ask_replays` replays one).
 
 #[tokio::test]
 async fn ask_allowed_once_runs_and_denied_or_expired_never_runs() {
@@ -200,6 +199,9 @@ async fn ask_allowed_once_runs_and_denied_or_expired_never_runs() {
         (AskAnswer::Denied, "ask/answered"),
         (AskAnswer::Expired, "ask/expired"),
         (AskAnswer::Cancelled, "ask/cancelled"),
+        // What a structured question's reply did (schema 4) is no yes/no answer: withdrawn.
+        (AskAnswer::Answered, "ask/cancelled"),
+        (AskAnswer::Declined, "ask/cancelled"),
     ];
     for (answer, answer_kind) in answers {
         let tool = TestTool::ok("t");
@@ -222,7 +224,13 @@ async fn ask_allowed_once_runs_and_denied_or_expired_never_runs() {
         match &evs[3] {
             Event::AskAnswered { answer: a, .. } => assert_eq!(*a, answer),
             Event::AskExpired { .. } => assert_eq!(answer, AskAnswer::Expired),
-            Event::AskCancelled { .. } => assert_eq!(answer, AskAnswer::Cancelled),
+            Event::AskCancelled { reason, .. } => match answer {
+                AskAnswer::Cancelled => {}
+                AskAnswer::Answered | AskAnswer::Declined => {
+                    assert!(reason.contains("no yes/no answer"), "{answer:?}: {reason}")
+                }
+                _ => panic!("{answer:?} cancelled the question: {reason}"),
+            },
             other => panic!("{answer:?}: {other:?}"),
         }
         let (questions, approval) = asked(&storage, "c1");

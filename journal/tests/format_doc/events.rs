@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 3;
+pub const DOC_SCHEMA: u32 = 4;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +242,8 @@ fn ask_answer(c: &mut Cur) -> R {
         "denied",
         "expired",
         "cancelled",
+        "answered", // schema 4
+        "declined", // schema 4
     ];
     let v: Vec<_> = names.iter().map(|n| (*n, Shape::Unit)).collect();
     variant(c, "AskAnswer", &v)
@@ -265,7 +267,7 @@ fn resources(c: &mut Cur) -> R {
         ],
     )
 }
-pub const ERROR_CODES: [&str; 16] = [
+pub const ERROR_CODES: [&str; 18] = [
     "UNKNOWN_TOOL",
     "SYNTAX_ERROR",
     "SCHEMA_ERROR",
@@ -282,6 +284,8 @@ pub const ERROR_CODES: [&str; 16] = [
     "TOOL_OUTCOME_UNKNOWN",
     "TOOL_FAILED",
     "POST_EXECUTE_BLOCKED",
+    "QUESTION_DECLINED",   // schema 4
+    "QUESTION_UNANSWERED", // schema 4
 ];
 fn error_code(c: &mut Cur) -> R {
     let v: Vec<_> = ERROR_CODES.iter().map(|n| (*n, Shape::Unit)).collect();
@@ -560,6 +564,33 @@ fn llm_response_detail(c: &mut Cur) -> R {
     )
 }
 
+// Schema 4.
+fn question_option(c: &mut Cur) -> R {
+    obj(c, &[("label", strv), ("description", strv)])
+}
+fn question(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("text", strv),
+            ("options", |c| seq(c, question_option)),
+            ("multiple", boolv),
+            ("free_text", boolv),
+            ("plan_option", opt_str),
+        ],
+    )
+}
+fn answer(c: &mut Cur) -> R {
+    obj(c, &[("choice", strings), ("text", opt_str)])
+}
+fn reply(c: &mut Cur) -> R {
+    let v = [
+        ("Answered", Shape::Newtype(answer)),
+        ("Declined", Shape::Fields(&[("text", opt_str)])),
+    ];
+    variant(c, "Reply", &v)
+}
+
 /// The event table of FORMAT.md: index → (name, fields).
 fn events() -> Vec<(&'static str, Shape)> {
     use Shape::{Fields, Newtype, Unit};
@@ -695,6 +726,12 @@ fn events() -> Vec<(&'static str, Shape)> {
         ("llm/request", Newtype(llm_request)),
         ("llm/attempt-failed", Newtype(llm_attempt_failed)),
         ("llm/response-detail", Newtype(llm_response_detail)),
+        // Schema 4.
+        (
+            "ask/question",
+            Fields(&[("call", call_ref), ("question", question)]),
+        ),
+        ("ask/reply", Fields(&[("call", call_ref), ("reply", reply)])),
     ]
 }
 
@@ -707,7 +744,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("StepOutcome", 4),
         ("TurnOutcome", 4),
         ("Approval", 4),
-        ("AskAnswer", 5),
+        ("AskAnswer", 7),
         ("OutcomeStatus", 2),
         ("Text", 2),
         ("SideEffect", 5),
@@ -716,6 +753,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("ApprovalPolicy", 3),
         ("SyncPolicy", 3),
         ("ModelErrorKind", 4),
+        ("Reply", 2),
         ("ErrorCode", ERROR_CODES.len() as u32),
     ]
 }

@@ -1,4 +1,4 @@
-//! Journals of the older event schemas (1 and 2), written byte by byte from FORMAT.md alone
+//! Journals of the older event schemas (1, 2 and 3), written byte by byte from FORMAT.md alone
 //! (segment header, frames, CRC and payload layout by hand: no encoder or type of ours), must
 //! still be read by this build. That is the versioning rule's promise: a schema changes by
 //! additions only, so a journal that uses none of them decodes and replays as it always did.
@@ -6,8 +6,8 @@
 
 use super::{crc, events};
 use runtime::event::{
-    Approval, ApprovalPolicy, ConfigFile, ProcessStarted, SessionPolicy, StepOutcome, StopReason,
-    SyncPolicy, ToolSource, TurnOutcome, VisibleTool,
+    Approval, ApprovalPolicy, AskAnswer, ConfigFile, ProcessStarted, SessionPolicy, StepOutcome,
+    StopReason, SyncPolicy, ToolSource, TurnOutcome, VisibleTool,
 };
 use runtime::replay::replay_storage;
 use runtime::state::CallState;
@@ -61,8 +61,11 @@ impl Enc {
     }
 }
 
-/// The payloads of one session of `schema` (1 or 2): one tool call run to its commit. A schema-2
-/// journal also has `session/policy` and `call/process`.
+/// The payloads of one session of `schema` (1, 2 or 3): one tool call run to its commit. A
+/// schema-2 journal also has `session/policy` and `call/process`; a schema-3 one also
+/// `session/model`, `llm/request` and `llm/response-detail`, and its call is approved by a
+/// person's yes/no answer (`ask/pending`, `ask/answered`), the shape every approval by a person,
+/// the built-in `ask`'s included, had before schema 4.
 fn session(schema: u32) -> Vec<Vec<u8>> {
     let mut records: Vec<Vec<u8>> = Vec::new();
     // Appends `Record {at_ms, event}` with the event index `index`; returns its seq.
@@ -86,6 +89,15 @@ fn session(schema: u32) -> Vec<Vec<u8>> {
             e.some().str("/c.toml").str("cd").str("session opened");
         });
     }
+    if schema >= 3 {
+        push(28, &|e| {
+            // session/model: provider, model, no system prompt, settings {Some(512), None},
+            // no note, no base URL.
+            e.str("anthropic").str("claude-old").none();
+            e.some().u32(512).none();
+            e.none().none();
+        });
+    }
     push(1, &|e| {
         e.u32(1).str("hello");
     });
@@ -95,21 +107,48 @@ fn session(schema: u32) -> Vec<Vec<u8>> {
     push(23, &|e| {
         e.u32(1).u32(1).len(1).str("read").str("ab12");
     });
+    if schema >= 3 {
+        push(30, &|e| {
+            // llm/request: turn 1, step 1, attempt 1, provider, model, body hash and size.
+            e.u32(1).u32(1).u32(1).str("anthropic").str("claude-old");
+            e.str("ee").u64(321);
+        });
+    }
     let response = push(3, &|e| {
         // llm/response: text, one call, tool_use (0).
         e.u32(1).u32(1).str("reading").len(1);
         e.str("c1").str("read").str(args).u32(0);
     });
+    if schema >= 3 {
+        push(32, &|e| {
+            // llm/response-detail: attempt 1, no response id, usage 10/2/0, no provider state.
+            e.u32(1).u32(1).u32(1).none();
+            e.u64(10).u64(2).u64(0).none();
+        });
+    }
     let received = push(7, &|e| {
         e.call("c1").u32(0).str("read").str(args).seqs(&[response]);
     });
     let parsed = push(8, &|e| {
         e.call("c1").str(args).seqs(&[received]);
     });
-    let approved = push(9, &|e| {
-        // approval: Default (1).
-        e.call("c1").u32(1).seqs(&[parsed]);
-    });
+    let approved = if schema >= 3 {
+        push(15, &|e| {
+            e.call("c1").str("may I read a?");
+        });
+        let answered = push(16, &|e| {
+            e.call("c1").u32(0); // allowed_once
+        });
+        push(9, &|e| {
+            // approval: Asked (2) {answer: allowed_once (0)}.
+            e.call("c1").u32(2).u32(0).seqs(&[answered]);
+        })
+    } else {
+        push(9, &|e| {
+            // approval: Default (1).
+            e.call("c1").u32(1).seqs(&[parsed]);
+        })
+    };
     let started = push(10, &|e| {
         // attempt 1; resources: reads ["a"], no writes, no intents.
         e.call("c1").u32(1).len(1).str("a").len(0).len(0);
@@ -170,7 +209,7 @@ fn segment(payloads: &[Vec<u8>]) -> Vec<u8> {
 /// Replays a hand-written session of `schema` with this build and checks what it read.
 fn reads_as_it_always_did(schema: u32) {
     let payloads = session(schema);
-    // This build's own reader of the document (schema 3) decodes every record.
+    // This build's own reader of the document (schema 4) decodes every record.
     assert_eq!(
         events::verdict(&payloads),
         events::Verdict::Read(payloads.len()),
@@ -207,16 +246,43 @@ fn reads_as_it_always_did(schema: u32) {
     assert_eq!(response.text, "reading");
     assert_eq!(response.stop_reason, StopReason::ToolUse);
     assert_eq!(step.outcome, Some(StepOutcome::Completed));
-    // Nothing of schema 3 in an old journal.
-    assert_eq!(step.attempts, 0);
-    assert!(step.failed_attempts.is_empty() && step.detail.is_none());
-    assert!(replay.model.is_none() && replay.tool_schemas.is_empty());
+    assert!(step.failed_attempts.is_empty() && replay.tool_schemas.is_empty());
+    if schema >= 3 {
+        assert_eq!(step.attempts, 1);
+        let detail = step.detail.as_ref().expect("llm/response-detail read");
+        assert_eq!((detail.attempt, detail.usage.input_tokens), (1, 10));
+        let model = replay.model.as_ref().expect("session/model read");
+        assert_eq!(
+            (model.provider.as_str(), model.model.as_str()),
+            ("anthropic", "claude-old")
+        );
+        assert_eq!(model.settings.max_tokens, Some(512));
+    } else {
+        // Nothing of schema 3 in an older journal.
+        assert_eq!(step.attempts, 0);
+        assert!(step.detail.is_none() && replay.model.is_none());
+    }
 
     let call = replay.calls().next().expect("call c1");
     assert_eq!(call.call.call_id, "c1");
     assert_eq!(call.state, CallState::Committed);
     assert_eq!(call.arguments.as_deref(), Some(r#"{"path":"a"}"#));
-    assert_eq!(call.approval, Some(Approval::Default));
+    if schema >= 3 {
+        // A yes/no answer approves as it always did: schema 4's rule for `Asked` approvals
+        // (right after that answer) holds for the journals written before it.
+        let answer = AskAnswer::AllowedOnce;
+        assert_eq!(call.approval, Some(Approval::Asked { answer }));
+        let ask = &call.asks[..];
+        assert_eq!(ask.len(), 1);
+        assert_eq!(
+            (ask[0].question.as_str(), ask[0].answer),
+            ("may I read a?", Some(answer))
+        );
+        assert!(ask[0].structured.is_none() && ask[0].reply.is_none());
+    } else {
+        assert_eq!(call.approval, Some(Approval::Default));
+        assert!(call.asks.is_empty());
+    }
     assert_eq!(
         call.resources.as_ref().map(|r| r.reads.clone()),
         Some(vec!["a".into()])
@@ -265,4 +331,9 @@ fn a_schema_1_journal_written_from_the_document_replays_with_this_build() {
 #[test]
 fn a_schema_2_journal_written_from_the_document_replays_with_this_build() {
     reads_as_it_always_did(2);
+}
+
+#[test]
+fn a_schema_3_journal_written_from_the_document_replays_with_this_build() {
+    reads_as_it_always_did(3);
 }

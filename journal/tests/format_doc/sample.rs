@@ -2,11 +2,12 @@
 //! for `format_doc.rs` to decode by the document.
 
 use runtime::event::{
-    Approval, ApprovalPolicy, AskAnswer, CallRef, Classification, CommittedResult, ConfigFile,
-    Event, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelCall, ModelResponse, Outcome,
-    OutcomeStatus, PlanItem, ProcessStarted, Record, RecoveredCall, Recovery, Resources,
-    SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
-    Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
+    Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, Classification, CommittedResult,
+    ConfigFile, Event, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelCall, ModelResponse,
+    Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question, QuestionOption, Record,
+    RecoveredCall, Recovery, Reply, Resources, SessionModel, SessionOpen, SessionPolicy,
+    SideEffect, StepOutcome, StopReason, SyncPolicy, Text, ToolDescriptor, ToolSchema, ToolSource,
+    TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;
@@ -143,6 +144,14 @@ pub fn every_event() -> Vec<Record> {
             answer: AskAnswer::AllowedOnce,
         },
         Approval::AlwaysAllowed,
+        // Schema 4: the answers only `ask/reply` gives, in an approval (the layout only:
+        // replay approves an `ask` call only as `answered`, after its reply).
+        Approval::Asked {
+            answer: AskAnswer::Answered,
+        },
+        Approval::Asked {
+            answer: AskAnswer::Declined,
+        },
     ];
     for approval in approvals {
         events.push(Event::Approved {
@@ -463,6 +472,56 @@ pub fn every_event() -> Vec<Record> {
         usage: Usage::default(),
         provider_state: None,
     }));
+    // Schema 4.
+    events.push(Event::AskQuestion {
+        call: c.clone(),
+        question: Question {
+            text: "Which files?".into(),
+            options: vec![
+                QuestionOption {
+                    label: "a.txt".into(),
+                    description: "the first".into(),
+                },
+                QuestionOption {
+                    label: "Approve".into(),
+                    description: String::new(),
+                },
+            ],
+            multiple: true,
+            free_text: false,
+            plan_option: Some("Approve".into()),
+        },
+    });
+    events.push(Event::AskQuestion {
+        call: c.clone(),
+        question: Question {
+            text: "Why?".into(),
+            options: vec![],
+            multiple: false,
+            free_text: true,
+            plan_option: None,
+        },
+    });
+    let replies = [
+        Reply::Answered(Answer {
+            choice: vec!["a.txt".into(), "Approve".into()],
+            text: Some("both, please".into()),
+        }),
+        Reply::Answered(Answer {
+            choice: vec![],
+            text: None,
+        }),
+        Reply::Declined {
+            text: Some("not now".into()),
+        },
+        Reply::Declined { text: None },
+    ];
+    for reply in replies {
+        events.push(Event::AskReplied {
+            call: c.clone(),
+            reply,
+        });
+    }
     events
         .into_iter()
         .enumerate()
