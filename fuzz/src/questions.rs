@@ -13,7 +13,9 @@ use crate::case::{AskSpec, Kind, Person};
 use crate::check::code_of;
 use crate::person::Said;
 use crate::sim::Run;
-use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
+use recover::classify::{
+    not_started_text, outcome_unknown_text, question_withdrawn_text, Analysis, CallReport,
+};
 use runtime::event::{Answer, Approval, AskAnswer, Reply, Resources};
 use runtime::hooks::QuestionOutcome;
 use runtime::ErrorCode;
@@ -66,8 +68,11 @@ pub fn truthful_ask(
     let declined = matches!(said, Some(QuestionOutcome::Declined { .. }));
     let asked = !truncated && !ask.malformed;
     let true_code = match code {
-        // Never ran: recovery's text, or the stopped batch's.
-        ErrorCode::ToolNotStarted => content == not_started_text(),
+        // Never ran: recovery's text (its words for a question it withdrew only when one was
+        // put), or the stopped batch's.
+        ErrorCode::ToolNotStarted => {
+            content == not_started_text() || (asked && content == question_withdrawn_text())
+        }
         ErrorCode::AbortedBeforeDispatch => true,
         ErrorCode::TruncatedCall => truncated,
         ErrorCode::SchemaError => ask.malformed,

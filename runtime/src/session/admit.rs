@@ -89,6 +89,12 @@ impl Session {
         if let Some(reason) = self.guard_denial(&info) {
             return self.reject(track, ErrorCode::PolicyDenied, reason);
         }
+        if let Approval::Asked {
+            answer: AskAnswer::Answered,
+        } = approval
+        {
+            self.end_plan_mode_if_chosen(track)?;
+        }
         track.transition(&self.log, CallState::Approved, 0, |source_seqs| {
             Event::Approved {
                 call,
@@ -370,14 +376,6 @@ impl Session {
                         reply: Reply::Answered(answer.clone()),
                     },
                 )?;
-                if self.plan_mode && question.approves_plan(&answer) {
-                    let reason = format!(
-                        "the user chose {:?} to: {}",
-                        question.plan_option.as_deref().unwrap_or_default(),
-                        question.text
-                    );
-                    self.switch_plan_mode(false, &reason, Some(call))?;
-                }
                 let mut answered = info.clone();
                 answered.answer = Some(answer);
                 track.set_info(answered);
@@ -417,6 +415,30 @@ impl Session {
         };
         self.reject(track, code, reason)?;
         Ok(None)
+    }
+
+    /// Plan mode off (`plan/mode`, naming the call) when the person's answer to this `ask`
+    /// chose its `plan_option`. Only here, once the call passed its guards: a refused `ask`
+    /// delivers no answer, so it ends nothing.
+    fn end_plan_mode_if_chosen(&mut self, track: &Track) -> Result<(), RuntimeError> {
+        let Some(info) = track.info() else {
+            return Ok(());
+        };
+        let (Some(answer), Ok(question)) = (
+            info.answer.as_ref(),
+            Question::from_arguments(info.args.value()),
+        ) else {
+            return Ok(());
+        };
+        if !self.plan_mode || !question.approves_plan(answer) {
+            return Ok(());
+        }
+        let reason = format!(
+            "the user chose {:?} to: {}",
+            question.plan_option.as_deref().unwrap_or_default(),
+            question.text
+        );
+        self.switch_plan_mode(false, &reason, Some(info.call.clone()))
     }
 
     /// → rejected, with the error result ready to commit.
