@@ -432,6 +432,60 @@ async fn plan_mode_ends_only_when_the_person_chooses_the_plan_option_and_the_jou
     assert!(reason.contains("plan-mode"), "{reason}");
 }
 
+/// A guard that refuses every `ask` call.
+struct NoAsks;
+
+impl tooljournal_runtime::hooks::Guard for NoAsks {
+    fn name(&self) -> &str {
+        "no-asks"
+    }
+    fn check(&self, call: &CallInfo) -> Option<String> {
+        (call.tool == "ask").then(|| "asks are refused here".to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_plan_option_chosen_in_an_ask_a_guard_refuses_does_not_end_plan_mode() {
+    let storage = SimStorage::new();
+    let write = TestTool::ok("write_thing");
+    let writes = write.probe();
+    let config = Config {
+        plan_mode: true,
+        ..Config::default()
+    };
+    let mut hooks = plan_hooks(choosing("Approve"));
+    hooks.guards.push(Arc::new(NoAsks));
+    let mut s = session_on(
+        &storage,
+        plan_registry(write, TestTool::ok("read_thing")),
+        hooks,
+        config,
+    );
+    s.begin_turn("go").unwrap();
+    let r = step(
+        &mut s,
+        vec![
+            call("c1", "ask", &plan_question()),
+            call("c2", "write_thing", "{}"),
+        ],
+    )
+    .await;
+    // The person chose the plan option, but the refused call delivers no answer: the plan is
+    // not approved, and the write after it is still refused by plan mode.
+    assert_eq!(
+        code(&r[0]),
+        Some(ErrorCode::PolicyDenied),
+        "{}",
+        r[0].content
+    );
+    assert!(r[0].content.contains("no-asks"), "{}", r[0].content);
+    assert_eq!(code(&r[1]), Some(ErrorCode::PolicyDenied));
+    assert!(r[1].content.contains("plan mode is on"), "{}", r[1].content);
+    assert!(writes.runs().is_empty());
+    assert!(s.plan_mode());
+    assert_eq!(plan_modes(&storage).len(), 1, "only the opening plan/mode");
+}
+
 #[tokio::test]
 async fn no_other_choice_decline_yes_or_listener_ends_plan_mode_and_plan_mode_survives_a_resume() {
     let make = || plan_registry(TestTool::ok("write_thing"), TestTool::ok("read_thing"));
