@@ -479,6 +479,8 @@ pub use ask::{
     Answer, Question, QuestionOption, Reply, DESCRIPTION_CHARS_MAX, LABEL_CHARS_MAX, OPTIONS_MAX,
     TEXT_CHARS_MAX,
 };
+mod context;
+pub use context::{CompactTrigger, ContextCompacted, ContextSummaryRequested};
 mod llm;
 pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
 
@@ -737,11 +739,16 @@ pub enum Event {
         /// What they said.
         reply: Reply,
     },
+    /// `context/summary-requested`: the model is asked to summarize earlier turns (synced
+    /// before the request leaves).
+    ContextSummaryRequested(ContextSummaryRequested),
+    /// `context/compacted`: what the model is sent from now on is reduced this way.
+    ContextCompacted(ContextCompacted),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 35;
+    pub const VARIANT_COUNT: u32 = 37;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -781,6 +788,8 @@ impl Event {
             Event::LlmResponseDetail(_) => "llm/response-detail",
             Event::AskQuestion { .. } => "ask/question",
             Event::AskReplied { .. } => "ask/reply",
+            Event::ContextSummaryRequested(_) => "context/summary-requested",
+            Event::ContextCompacted(_) => "context/compacted",
         }
     }
 

@@ -86,6 +86,8 @@ pub trait Retain {
     fn session_model(&mut self, _model: crate::event::SessionModel) {}
     /// `tool/schema`.
     fn tool_schema(&mut self, _schema: crate::event::ToolSchema) {}
+    /// A `context/compacted`: the reduction every later request is sent with.
+    fn context_compacted(&mut self, _compacted: crate::event::ContextCompacted) {}
 }
 
 /// Keeps everything: the session whole, as audit, resume and rebuild need it.
@@ -213,5 +215,8 @@ impl Retain for SessionReplay {
     fn tool_schema(&mut self, schema: crate::event::ToolSchema) {
         self.tool_schemas
             .insert((schema.name.clone(), schema.schema_hash.clone()), schema);
+    }
+    fn context_compacted(&mut self, compacted: crate::event::ContextCompacted) {
+        self.compaction = Some(compacted);
     }
 }

@@ -118,6 +118,37 @@ impl<R: Retain> Replayer<R> {
                 }
                 s.attempts = request.attempt;
             }
+            Event::ContextSummaryRequested(asked) => {
+                let s = open_step(r, asked.turn, asked.step).map_err(bad)?;
+                if s.response.is_some() {
+                    return Err(bad("a summary requested after the step's llm/response".into()));
+                }
+                if asked.through_turn == 0 || asked.through_turn >= asked.turn {
+                    return Err(bad(format!(
+                        "a summary of turns 1 to {} requested in turn {}",
+                        asked.through_turn, asked.turn
+                    )));
+                }
+            }
+            Event::ContextCompacted(compacted) => {
+                let s = open_step(r, compacted.turn, compacted.step).map_err(bad)?;
+                if s.response.is_some() {
+                    return Err(bad("a reduction after the step's llm/response".into()));
+                }
+                let kept = compacted.through_turn < compacted.turn
+                    && compacted
+                        .shortened
+                        .iter()
+                        .all(|&(t, _)| t > compacted.through_turn && t <= compacted.turn);
+                if !kept {
+                    return Err(bad(format!(
+                        "a reduction in turn {} that leaves out turns to {} and shortens {:?}: \
+                         it must keep the turn it is in and shorten only kept steps",
+                        compacted.turn, compacted.through_turn, compacted.shortened
+                    )));
+                }
+                r.context_compacted(compacted);
+            }
             Event::LlmAttemptFailed(failed) => {
                 let s = open_step(r, failed.turn, failed.step).map_err(bad)?;
                 if s.response.is_some() {
@@ -427,6 +458,8 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         | Event::CallProcess { .. }
         | Event::LlmRequest(_)
         | Event::LlmAttemptFailed(_)
+        | Event::ContextSummaryRequested(_)
+        | Event::ContextCompacted(_)
         | Event::LlmResponseDetail(_) => {
             return Err(bad("an event applied out of its place (a bug)".into()))
         }

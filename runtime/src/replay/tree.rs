@@ -203,6 +203,9 @@ pub struct SessionReplay {
     /// The latest `tool/schema` of each tool, by (tool name, schema hash): two tools with the
     /// same schemas share a hash, not a description.
     pub tool_schemas: std::collections::BTreeMap<(String, String), crate::event::ToolSchema>,
+    /// The latest `context/compacted`: how every request after it was reduced. A summary
+    /// requested with no `context/compacted` after it reduced nothing.
+    pub compaction: Option<crate::event::ContextCompacted>,
 }
 
 impl SessionReplay {
