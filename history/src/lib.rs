@@ -9,6 +9,11 @@
 //! request it sends) and `recover rebuild` (the body it prints) both render with this crate, so that what a resumed session sends is what the
 //! crashed one would have sent. It knows nothing of journals or of running tools.
 //!
+//! [`layout::layout`] builds the conversation from journal turns, applying a reduction
+//! ([`layout::Compaction`]) when the context window was too small; [`reduce`] estimates a
+//! history's tokens, plans a deterministic reduction to a budget, and builds the request for
+//! a summary of earlier turns.
+//!
 //! ```
 //! use tooljournal_history::conversation::{Conversation, Message};
 //! use tooljournal_history::providers::{history, validate, Format};
@@ -23,4 +28,6 @@
 #![warn(missing_docs)]
 
 pub mod conversation;
+pub mod layout;
 pub mod providers;
+pub mod reduce;
