@@ -181,6 +181,19 @@ impl Observer for StreamOut {
             }
             AgentEvent::Response(_) => self.end_line(),
             AgentEvent::Results(_) => self.printer.show_durable(),
+            AgentEvent::Reduced(reduced) => {
+                self.end_line();
+                let how = match (&reduced.summary, reduced.through_turn) {
+                    (_, 0) => String::new(),
+                    (Some(_), n) => format!("; turns 1-{n} replaced by the model's summary"),
+                    (None, n) => format!("; turns 1-{n} left out"),
+                };
+                eprintln!(
+                    "note: the context was reduced (about {} → {} tokens{how}); the journal \
+                     keeps everything",
+                    reduced.tokens_before, reduced.tokens_after
+                );
+            }
         }
     }
 }
@@ -335,7 +348,13 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     outln!("journal: {}", journal_dir.display())?;
     outln!("model: {spec}")?;
     let agent_config =
-        model_cli::agent_config(&args.flags, section, &prepared.workspace, &prepared.tools)?;
+        model_cli::agent_config(
+            &args.flags,
+            section,
+            &prepared.workspace,
+            &prepared.tools,
+            model.model(),
+        )?;
     play(
         prepared,
         Agent::new(model, agent_config),
@@ -417,9 +436,13 @@ pub fn resume(
     // The history from the journal as it ends under the writer lock, not as recovery read it
     // before: another process may have finished a turn in between, and the model must be sent
     // the session `recover rebuild` would print now.
-    let conversation =
-        recover::classify::analyze(locked.replay().clone(), &journal::ReadEnd::Clean, 0, false)
-            .conversation();
+    let analysis =
+        recover::classify::analyze(locked.replay().clone(), &journal::ReadEnd::Clean, 0, false);
+    // As the model last saw it: the latest reduction applies (I17).
+    let (turns, compaction) = (
+        analysis.turns(),
+        analysis.replay.compaction.as_ref().map(|c| c.compaction()),
+    );
     let prepared = run::prepare(locked, setup, approver, printer, true)?;
     outln!(
         "resuming session {} with {}",
@@ -427,8 +450,14 @@ pub fn resume(
         go.spec
     )?;
     let agent_config =
-        model_cli::agent_config(&go.flags, &section, &prepared.workspace, &prepared.tools)?;
-    let agent = Agent::new(go.model, agent_config).with_conversation(conversation);
+        model_cli::agent_config(
+            &go.flags,
+            &section,
+            &prepared.workspace,
+            &prepared.tools,
+            go.model.model(),
+        )?;
+    let agent = Agent::new(go.model, agent_config).with_history(turns, compaction);
     play(prepared, agent, go.prompts, Interrupts::new())
 }
 

@@ -65,7 +65,13 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     };
     let prepared = new.open(setup)?;
     let agent_config =
-        model_cli::agent_config(&args.flags, &section, &prepared.workspace, &prepared.tools)?;
+        model_cli::agent_config(
+            &args.flags,
+            &section,
+            &prepared.workspace,
+            &prepared.tools,
+            model.model(),
+        )?;
     let Prepared {
         rt,
         journal_dir,

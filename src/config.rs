@@ -57,6 +57,12 @@ pub struct ModelSection {
     pub backoff_base_ms: Option<u64>,
     /// The longest backoff.
     pub backoff_max_ms: Option<u64>,
+    /// The model's context window in tokens, when the table of known models lacks it or is
+    /// wrong for this deployment.
+    pub context_window_tokens: Option<u64>,
+    /// The share of the context window (1 to 100 %) a request may reach before the
+    /// conversation is reduced (default 80).
+    pub compact_at_percent: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -139,12 +139,14 @@ fn scrub_key_vars(format: llm::Format, api_key_env: Option<&str>) {
 }
 
 /// The loop's settings: steps, attempts, backoff and timeout from `[model]`, the system
-/// prompt from `system_prompt_file` or the default one for `workspace` and `tools`.
+/// prompt from `system_prompt_file` or the default one for `workspace` and `tools`, and the
+/// context window of `model` (`[model] context_window_tokens`, else the table of known models).
 pub fn agent_config(
     flags: &ModelFlags,
     section: &ModelSection,
     workspace: &str,
     tools: &[String],
+    model: &str,
 ) -> Result<AgentConfig, CliError> {
     let defaults = AgentConfig::default();
     let system = match system_prompt_file(section)? {
@@ -167,6 +169,12 @@ pub fn agent_config(
             max_tokens: section.max_tokens,
             temperature: section.temperature,
         },
+        context_window_tokens: section
+            .context_window_tokens
+            .or_else(|| llm::windows::context_window_tokens(model)),
+        compact_at_percent: section
+            .compact_at_percent
+            .unwrap_or(defaults.compact_at_percent),
     })
 }
 
@@ -241,7 +249,7 @@ mod tests {
             ..ModelSection::default()
         };
         let config =
-            agent_config(&ModelFlags::default(), &s, "/w", &[]).unwrap_or_else(|e| panic!("{e:?}"));
+            agent_config(&ModelFlags::default(), &s, "/w", &[], "test-model").unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(config.attempts_max, 1);
         assert_eq!(config.idle_timeout_ms, 1234);
         assert_eq!(config.steps_max, STEPS_MAX_DEFAULT);

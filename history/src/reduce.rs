@@ -114,8 +114,8 @@ pub fn plan_summary_scope(turns: &[TurnView]) -> Option<u32> {
 }
 
 /// The conversation to send the model for a summary of the turns numbered `<= through_turn`:
-/// those turns laid out flat ([`layout`] without a compaction; calls and results as they
-/// are), then a user message with [`SUMMARY_INSTRUCTION`].
+/// those turns laid out as the model last saw them ([`layout`] with the `earlier` reduction,
+/// if any; calls and results as they are), then a user message with [`SUMMARY_INSTRUCTION`].
 ///
 /// Send it with the session's tools: its calls stay, and Anthropic rejects a request whose
 /// history holds tool calls or results but defines no tools (`anthropic.tools_missing`). The
@@ -124,13 +124,16 @@ pub fn summary_request(
     system: Option<String>,
     turns: &[TurnView],
     through_turn: u32,
+    earlier: Option<&Compaction>,
 ) -> Conversation {
     let replaced: Vec<TurnView> = turns
         .iter()
         .filter(|t| t.turn <= through_turn)
         .cloned()
         .collect();
-    let mut conversation = layout(system, &replaced, None);
+    // As the model last saw them: an earlier reduction's summary and shortened results stay
+    // reduced, so a second summary's request is not the long one that overflowed.
+    let mut conversation = layout(system, &replaced, earlier);
     conversation.messages.push(Message::User {
         text: SUMMARY_INSTRUCTION.to_string(),
     });

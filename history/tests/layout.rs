@@ -373,7 +373,7 @@ fn a_summary_covers_every_turn_before_the_last() {
 
 #[test]
 fn the_summary_request_is_the_replaced_turns_then_the_instruction() {
-    let conv = summary_request(Some("be brief".into()), &turns(), 2);
+    let conv = summary_request(Some("be brief".into()), &turns(), 2, None);
     let mut want = turn_1_messages();
     want.push(user("now test"));
     want.extend(turn_2_answers());
@@ -385,7 +385,7 @@ fn the_summary_request_is_the_replaced_turns_then_the_instruction() {
         validate(f, &body.value()).unwrap_or_else(|v| panic!("{f}: {v}"));
     }
     // Nothing to summarize: the instruction alone.
-    let conv = summary_request(None, &turns(), 0);
+    let conv = summary_request(None, &turns(), 0, None);
     assert_eq!(conv.messages, vec![user(SUMMARY_INSTRUCTION)]);
 
     // What CTX.md asks the summary to hold, and text only.

@@ -371,7 +371,7 @@ proptest! {
         let scope = plan_summary_scope(&turns);
         prop_assert_eq!(scope, turns.len().checked_sub(2).map(|i| turns[i].turn));
         for through_turn in [through, scope.unwrap_or(0)] {
-            let conv = summary_request(Some("sys".into()), &turns, through_turn);
+            let conv = summary_request(Some("sys".into()), &turns, through_turn, None);
             check_renders(&conv)?;
             let Some((instruction, replaced)) = conv.messages.split_last() else {
                 return Err(TestCaseError::fail("no instruction"));

@@ -63,6 +63,7 @@ mod http;
 mod openai_chat;
 mod openai_responses;
 mod sse;
+pub mod windows;
 
 use std::fmt;
 

@@ -11,7 +11,8 @@
 //! recovery withdraws the question (`ask/cancelled`, [`WITHDRAWN_REASON`]); its result says so
 //! in words for a question ([`question_withdrawn_text`]): nobody answered it, ask again.
 
-use crate::conversation::{ConvCall, ConvResult, Conversation, Message, ProviderState};
+use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
+use history::layout::{layout, StepView, TurnView};
 use journal::ReadEnd;
 use runtime::event::{
     CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall, Recovery,
@@ -508,40 +509,27 @@ impl Analysis {
     /// The conversation: the system prompt (the latest `session/model`'s), every user message,
     /// every assistant message with the provider state its response came with
     /// (`llm/response-detail`), and right after each assistant message exactly one result per
-    /// call, in model order (I3).
+    /// call, in model order (I3); reduced as the latest `context/compacted` says, so that it is
+    /// the history the model was last sent (the journal keeps every original message).
     pub fn conversation(&self) -> Conversation {
-        let mut messages = Vec::new();
+        let compaction = self.replay.compaction.as_ref().map(|c| c.compaction());
+        layout(
+            self.replay.model.as_ref().and_then(|m| m.system.clone()),
+            &self.turns(),
+            compaction.as_ref(),
+        )
+    }
+
+    /// The session's turns as the history lays them out: per turn the user's text and each
+    /// answered step's message with one result per call (its own, or recovery's).
+    pub fn turns(&self) -> Vec<TurnView> {
+        let mut turns = Vec::new();
         for turn in &self.replay.turns {
-            messages.push(Message::User {
-                text: turn.user_text.clone(),
-            });
+            let mut steps = Vec::new();
             for step in &turn.steps {
                 let Some(response) = &step.response else {
                     continue;
                 };
-                messages.push(Message::Assistant {
-                    text: response.text.clone(),
-                    calls: response
-                        .tool_calls
-                        .iter()
-                        .map(|m| ConvCall {
-                            id: m.call_id.clone(),
-                            name: m.name.clone(),
-                            arguments: m.arguments.clone(),
-                        })
-                        .collect(),
-                    state: step
-                        .detail
-                        .as_ref()
-                        .and_then(|d| d.provider_state.as_ref())
-                        .map(|(format, items)| ProviderState {
-                            format: format.clone(),
-                            items: items.clone(),
-                        }),
-                });
-                if response.tool_calls.is_empty() {
-                    continue;
-                }
                 let results = response
                     .tool_calls
                     .iter()
@@ -566,12 +554,35 @@ impl Analysis {
                         }
                     })
                     .collect();
-                messages.push(Message::Results { results });
+                steps.push(StepView {
+                    step: step.step,
+                    text: response.text.clone(),
+                    calls: response
+                        .tool_calls
+                        .iter()
+                        .map(|m| ConvCall {
+                            id: m.call_id.clone(),
+                            name: m.name.clone(),
+                            arguments: m.arguments.clone(),
+                        })
+                        .collect(),
+                    state: step
+                        .detail
+                        .as_ref()
+                        .and_then(|d| d.provider_state.as_ref())
+                        .map(|(format, items)| ProviderState {
+                            format: format.clone(),
+                            items: items.clone(),
+                        }),
+                    results,
+                });
             }
+            turns.push(TurnView {
+                turn: turn.turn,
+                user_text: turn.user_text.clone(),
+                steps,
+            });
         }
-        Conversation {
-            system: self.replay.model.as_ref().and_then(|m| m.system.clone()),
-            messages,
-        }
+        turns
     }
 }

@@ -26,7 +26,7 @@
 
 /// The conversation and its provider layouts live in `tooljournal-history`, shared with the
 /// live runtime; re-exported so that `recover::providers` stays where it was.
-pub use history::{conversation, providers};
+pub use history::{conversation, layout, providers};
 
 pub mod classify;
 pub mod listing;

@@ -108,6 +108,9 @@ pub enum ModelErrorKind {
     Malformed,
     /// The request could not be made at all (a missing key, a bad URL): no attempt will help.
     Config,
+    /// The request is longer than the model's context window: not retried as is; the context
+    /// must be reduced first.
+    ContextOverflow,
 }
 
 /// A failed request, as an adapter reports it: never holds a credential.
@@ -133,7 +136,9 @@ impl ModelError {
             ModelErrorKind::Status => {
                 matches!(self.status, Some(408 | 409 | 429) | Some(500..=599))
             }
-            ModelErrorKind::Malformed | ModelErrorKind::Config => false,
+            ModelErrorKind::Malformed | ModelErrorKind::Config | ModelErrorKind::ContextOverflow => {
+                false
+            }
         }
     }
 }

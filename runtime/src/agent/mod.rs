@@ -26,6 +26,7 @@
 
 mod assemble;
 mod backoff;
+mod reduce;
 
 use crate::event::{
     LlmAttemptFailed, LlmRequest, ModelResponse, SessionModel, StepOutcome, StopReason, TurnOutcome,
@@ -34,6 +35,7 @@ use crate::model::{
     ConvCall, ConvResult, Conversation, Message, Model, ModelError, ModelErrorKind, ModelEvent,
     ModelRequest, ModelSettings, ProviderState,
 };
+use history::layout::{layout, Compaction, StepView, TurnView};
 use crate::result::ToolResult;
 use crate::session::Session;
 use crate::RuntimeError;
@@ -60,6 +62,11 @@ pub struct AgentConfig {
     pub system: Option<String>,
     /// Settings sent with every request.
     pub settings: ModelSettings,
+    /// The model's context window, in tokens, when known (a table per model, or configured):
+    /// a request estimated past `compact_at_percent` of it is reduced before it is sent.
+    pub context_window_tokens: Option<u64>,
+    /// The share of the context window (in %) a request may reach before it is reduced.
+    pub compact_at_percent: u32,
 }
 
 impl Default for AgentConfig {
@@ -74,6 +81,8 @@ impl Default for AgentConfig {
             idle_timeout_ms: 600_000,
             system: None,
             settings: ModelSettings::default(),
+            context_window_tokens: None,
+            compact_at_percent: 80,
         }
     }
 }
@@ -116,6 +125,8 @@ pub enum AgentEvent<'a> {
     Response(&'a ModelResponse),
     /// The batch's results, in model order.
     Results(&'a [ToolResult]),
+    /// The conversation was reduced before the step's request (`context/compacted`).
+    Reduced(&'a crate::event::ContextCompacted),
 }
 
 /// Whoever shows a session: a terminal, a log. Every method has a default that does nothing.
@@ -131,7 +142,10 @@ impl Observer for () {}
 pub struct Agent {
     model: Box<dyn Model>,
     config: AgentConfig,
-    conversation: Conversation,
+    /// The conversation by journal turn, as `recover` lays it out too.
+    turns: Vec<TurnView>,
+    /// How requests are reduced (the latest `context/compacted`), if they are.
+    compaction: Option<Compaction>,
 }
 
 /// What one step's request came to.
@@ -142,6 +156,8 @@ enum Asked {
     Stopped,
     /// The request failed for good.
     Failed(String),
+    /// The provider refused the request as longer than the context window (at this attempt).
+    Overflow(String, u32),
 }
 
 /// What one attempt's stream came to.
@@ -154,30 +170,26 @@ enum Streamed {
 impl Agent {
     /// A loop over `model`, starting a new conversation.
     pub fn new(model: Box<dyn Model>, config: AgentConfig) -> Agent {
-        let conversation = Conversation {
-            system: config.system.clone(),
-            messages: Vec::new(),
-        };
         Agent {
             model,
             config,
-            conversation,
+            turns: Vec::new(),
+            compaction: None,
         }
     }
 
-    /// Continues `conversation` (a resumed session's history, as `recover` rebuilt it). Its
-    /// system prompt is replaced by the configured one.
-    pub fn with_conversation(mut self, conversation: Conversation) -> Agent {
-        self.conversation = Conversation {
-            system: self.config.system.clone(),
-            messages: conversation.messages,
-        };
+    /// Continues a resumed session: its turns and latest reduction, as `recover` read them
+    /// (`Analysis::turns`, `SessionReplay::compaction`). The configured system prompt is used.
+    pub fn with_history(mut self, turns: Vec<TurnView>, compaction: Option<Compaction>) -> Agent {
+        self.turns = turns;
+        self.compaction = compaction;
         self
     }
 
-    /// The conversation so far.
-    pub fn conversation(&self) -> &Conversation {
-        &self.conversation
+    /// The conversation the next request carries: the turns so far, reduced as the latest
+    /// reduction says.
+    pub fn conversation(&self) -> Conversation {
+        layout(self.config.system.clone(), &self.turns, self.compaction.as_ref())
     }
 
     /// Runs one turn: the user says `user_text`, then steps until the turn ends. `stop` is the
@@ -192,7 +204,7 @@ impl Agent {
     ) -> Result<TurnEnd, RuntimeError> {
         let provider = self.model.provider().to_owned();
         session.record_model(SessionModel {
-            note: dropped_state_note(&self.conversation, &provider),
+            note: dropped_state_note(&self.conversation(), &provider),
             provider,
             model: self.model.model().to_owned(),
             system: self.config.system.clone(),
@@ -200,8 +212,10 @@ impl Agent {
             base_url: self.model.base_url(),
         })?;
         session.begin_turn(user_text)?;
-        self.conversation.messages.push(Message::User {
-            text: user_text.to_owned(),
+        self.turns.push(TurnView {
+            turn: session.turn(),
+            user_text: user_text.to_owned(),
+            steps: Vec::new(),
         });
         for _ in 0..self.config.steps_max {
             if stop.is_cancelled() {
@@ -213,14 +227,21 @@ impl Agent {
                 turn: session.turn(),
                 step,
             });
-            let request = ModelRequest {
-                turn: session.turn(),
-                step,
-                conversation: self.conversation.clone(),
-                tools: session.step_tool_specs(),
-                settings: self.config.settings.clone(),
+            let (asked, reduced) = match self.reduce_early(session, step, stop, observer).await? {
+                reduce::Early::Stopped => (Asked::Stopped, true),
+                reduce::Early::Go { reduced } => {
+                    let request = self.request(session, step);
+                    (self.ask(session, &request, 1, stop, observer).await?, reduced)
+                }
             };
-            match self.ask(session, &request, stop, observer).await? {
+            let asked = match asked {
+                Asked::Overflow(message, attempt) => {
+                    self.after_overflow(session, step, message, attempt, reduced, stop, observer)
+                        .await?
+                }
+                asked => asked,
+            };
+            match asked {
                 Asked::Answer(assembly, attempt) => {
                     if let Some(end) = self
                         .run_answer(session, assembly, attempt, stop, observer)
@@ -234,7 +255,7 @@ impl Agent {
                     session.end_turn(TurnOutcome::Cancelled).await?;
                     return Ok(TurnEnd::Stopped);
                 }
-                Asked::Failed(message) => {
+                Asked::Overflow(message, _) | Asked::Failed(message) => {
                     session.end_step(StepOutcome::Failed {
                         message: message.clone(),
                     })?;
@@ -279,7 +300,8 @@ impl Agent {
             .provider_state
             .clone()
             .map(|(format, items)| ProviderState { format, items });
-        self.conversation.messages.push(Message::Assistant {
+        let step = StepView {
+            step: session.step(),
             text: response.text.clone(),
             calls: response
                 .tool_calls
@@ -291,25 +313,28 @@ impl Agent {
                 })
                 .collect(),
             state,
-        });
+            results: Vec::new(),
+        };
         let results = session
             .run_response(response.clone(), Some(detail), stop.clone())
             .await?;
         observer.on(AgentEvent::Results(&results));
-        if !results.is_empty() {
-            self.conversation.messages.push(Message::Results {
-                results: response
-                    .tool_calls
-                    .iter()
-                    .zip(&results)
-                    .map(|(call, result)| ConvResult {
-                        id: call.call_id.clone(),
-                        name: call.name.clone(),
-                        content: result.content.clone(),
-                        is_error: result.is_error,
-                    })
-                    .collect(),
-            });
+        let step = StepView {
+            results: response
+                .tool_calls
+                .iter()
+                .zip(&results)
+                .map(|(call, result)| ConvResult {
+                    id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    content: result.content.clone(),
+                    is_error: result.is_error,
+                })
+                .collect(),
+            ..step
+        };
+        if let Some(turn) = self.turns.last_mut() {
+            turn.steps.push(step);
         }
         if stop.is_cancelled() {
             session.end_step(StepOutcome::Cancelled)?;
@@ -325,15 +350,30 @@ impl Agent {
     }
 
     /// The step's request, attempt after attempt.
+    /// The step's request as the conversation stands.
+    fn request(&self, session: &Session, step: u32) -> ModelRequest {
+        ModelRequest {
+            turn: session.turn(),
+            step,
+            conversation: self.conversation(),
+            tools: session.step_tool_specs(),
+            settings: self.config.settings.clone(),
+        }
+    }
+
+    /// The step's request, attempt after attempt, numbered from `first_attempt` (a request
+    /// retried after a reduction goes on with the step's numbering).
     async fn ask(
         &mut self,
         session: &mut Session,
         request: &ModelRequest,
+        first_attempt: u32,
         stop: &CancellationToken,
         observer: &mut dyn Observer,
     ) -> Result<Asked, RuntimeError> {
         let attempts_max = self.config.attempts_max.max(1);
-        for attempt in 1..=attempts_max {
+        let last_attempt = first_attempt + attempts_max - 1;
+        for attempt in first_attempt..=last_attempt {
             let body = match self.model.body(request) {
                 Ok(body) => body,
                 Err(e) => return Ok(Asked::Failed(e.to_string())),
@@ -356,7 +396,7 @@ impl Agent {
                     Streamed::Stopped(assembly) => return Ok(Asked::Answer(assembly, attempt)),
                     Streamed::Broken(error, partial) => (error, partial),
                 };
-            let backoff = (error.retryable() && attempt < attempts_max)
+            let backoff = (error.retryable() && attempt < last_attempt)
                 .then(|| {
                     backoff::delay_ms(
                         attempt,
@@ -384,8 +424,12 @@ impl Agent {
                 retry_in_ms: backoff,
             });
             let Some(backoff_ms) = backoff else {
-                let waits_too_long = error.retryable() && attempt < attempts_max;
-                return Ok(Asked::Failed(failure_text(&error, attempt, waits_too_long)));
+                if error.kind == ModelErrorKind::ContextOverflow {
+                    return Ok(Asked::Overflow(error.to_string(), attempt));
+                }
+                let waits_too_long = error.retryable() && attempt < last_attempt;
+                let tries = attempt + 1 - first_attempt;
+                return Ok(Asked::Failed(failure_text(&error, tries, waits_too_long)));
             };
             tokio::select! {
                 biased;

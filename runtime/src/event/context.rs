@@ -61,3 +61,15 @@ pub struct ContextCompacted {
     /// The reduced request's estimated size.
     pub tokens_after: u64,
 }
+
+impl ContextCompacted {
+    /// The reduction as the history lays it out (`history::layout`).
+    pub fn compaction(&self) -> history::layout::Compaction {
+        history::layout::Compaction {
+            through_turn: self.through_turn,
+            summary: self.summary.clone(),
+            shortened: self.shortened.clone(),
+            preview_chars: self.preview_chars,
+        }
+    }
+}

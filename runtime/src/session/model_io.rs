@@ -4,7 +4,10 @@
 //! (`crate::agent`) calls these; a transcript needs none of them.
 
 use super::Session;
-use crate::event::{Event, LlmAttemptFailed, LlmRequest, SessionModel, ToolSchema, VisibleTool};
+use crate::event::{
+    ContextCompacted, ContextSummaryRequested, Event, LlmAttemptFailed, LlmRequest, SessionModel,
+    ToolSchema, VisibleTool,
+};
 use crate::model::ToolSpec;
 use crate::RuntimeError;
 
@@ -92,6 +95,26 @@ impl Session {
     pub fn record_attempt_failed(&mut self, failed: LlmAttemptFailed) -> Result<(), RuntimeError> {
         self.check_open_step("llm/attempt-failed")?;
         self.log.append(&Event::LlmAttemptFailed(failed))?;
+        Ok(())
+    }
+
+    /// Journals that the model is about to be asked for a summary (`context/summary-requested`)
+    /// and waits until it is durable: a crash during the request finds it, and finds no
+    /// reduction.
+    pub async fn record_summary_request(
+        &mut self,
+        requested: ContextSummaryRequested,
+    ) -> Result<(), RuntimeError> {
+        self.check_open_step("context/summary-requested")?;
+        let seq = self.log.append(&Event::ContextSummaryRequested(requested))?;
+        self.log.sync_through(seq).await
+    }
+
+    /// Journals a reduction of the context (`context/compacted`); the next `llm/request`'s sync
+    /// makes it durable before the reduced request leaves.
+    pub fn record_compaction(&mut self, compacted: ContextCompacted) -> Result<(), RuntimeError> {
+        self.check_open_step("context/compacted")?;
+        self.log.append(&Event::ContextCompacted(compacted))?;
         Ok(())
     }
 

@@ -1,0 +1,284 @@
+//! Reducing the context a request carries (`context/summary-requested`, `context/compacted`).
+//!
+//! Why a reduction is journaled before the request it shortens, and never retried in place: a
+//! request the provider refused as too long would be refused again as it is. So the loop first
+//! records how the conversation is reduced (the earlier turns replaced by the model's summary of
+//! them, else left out; older results of the current turn cut to a preview), then sends the
+//! reduced request once more, with its own attempts. A second refusal ends the turn: there is no
+//! loop of reductions. The same happens before a request whose estimate passes
+//! `compact_at_percent` of a known context window, so most sessions never see the refusal.
+//!
+//! The journal keeps every original message: a reduction changes what is sent, not what is
+//! kept. `recover` lays the history out with the same record (`history::layout`), so a resumed
+//! session sends what the model last saw (I17). A crash during the summary request leaves a
+//! `context/summary-requested` with no `context/compacted` after it: nothing was reduced.
+
+use super::{stream_once, Agent, AgentEvent, Asked, Observer, Streamed};
+use crate::event::{CompactTrigger, ContextCompacted, ContextSummaryRequested};
+use crate::model::{ModelRequest, ToolSpec};
+use crate::session::Session;
+use crate::RuntimeError;
+use history::layout::{layout, shorten, Compaction};
+use history::reduce::{estimate_tokens, plan_fallback, plan_summary_scope, summary_request};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+/// Characters a shortened result keeps (half from each end).
+pub const PREVIEW_CHARS: u32 = 2_000;
+/// Longest summary kept, in characters (a longer one is cut like a result).
+pub const SUMMARY_CHARS_MAX: u32 = 40_000;
+
+/// How a step's first request goes out.
+pub(super) enum Early {
+    /// As the conversation stands now; `reduced` when this step already reduced it.
+    Go { reduced: bool },
+    /// The user stopped during the reduction.
+    Stopped,
+}
+
+/// What a reduction came to.
+enum Reduced {
+    Done,
+    /// Nothing (more) can be reduced, and why.
+    Impossible(String),
+    Stopped,
+}
+
+/// What the summary request came to.
+enum Summary {
+    Text(String),
+    Failed(String),
+    Stopped,
+}
+
+impl Agent {
+    /// Before a step's first request: reduces the conversation when its estimate passes
+    /// `compact_at_percent` of the model's context window (when that is known).
+    pub(super) async fn reduce_early(
+        &mut self,
+        session: &mut Session,
+        step: u32,
+        stop: &CancellationToken,
+        observer: &mut dyn Observer,
+    ) -> Result<Early, RuntimeError> {
+        let Some(limit) = self.threshold_tokens() else {
+            return Ok(Early::Go { reduced: false });
+        };
+        let request = self.request(session, step);
+        let estimate = estimate_tokens(&request.conversation, &request.tools);
+        if estimate <= limit {
+            return Ok(Early::Go { reduced: false });
+        }
+        let trigger = CompactTrigger::Threshold;
+        Ok(
+            match self
+                .reduce(session, step, trigger, estimate, stop, observer)
+                .await?
+            {
+                Reduced::Done => Early::Go { reduced: true },
+                // Nothing left to reduce: the request goes as it is, and the provider decides.
+                Reduced::Impossible(_) => Early::Go { reduced: false },
+                Reduced::Stopped => Early::Stopped,
+            },
+        )
+    }
+
+    /// After the provider refused the step's request as too long (`message`, at `attempt`):
+    /// one reduction and one more request, unless this step already reduced (then the turn
+    /// ends). Never a loop.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn after_overflow(
+        &mut self,
+        session: &mut Session,
+        step: u32,
+        message: String,
+        attempt: u32,
+        reduced: bool,
+        stop: &CancellationToken,
+        observer: &mut dyn Observer,
+    ) -> Result<Asked, RuntimeError> {
+        if reduced {
+            return Ok(Asked::Failed(still_too_long(&message)));
+        }
+        let request = self.request(session, step);
+        let estimate = estimate_tokens(&request.conversation, &request.tools);
+        let trigger = CompactTrigger::Overflow;
+        match self
+            .reduce(session, step, trigger, estimate, stop, observer)
+            .await?
+        {
+            Reduced::Stopped => Ok(Asked::Stopped),
+            Reduced::Impossible(why) => Ok(Asked::Failed(format!(
+                "{message} (the context is longer than the model takes, and {why})"
+            ))),
+            Reduced::Done => {
+                let request = self.request(session, step);
+                Ok(
+                    match self
+                        .ask(session, &request, attempt + 1, stop, observer)
+                        .await?
+                    {
+                        Asked::Overflow(message, _) => Asked::Failed(still_too_long(&message)),
+                        asked => asked,
+                    },
+                )
+            }
+        }
+    }
+
+    /// The estimate past which a request is reduced before it is sent.
+    fn threshold_tokens(&self) -> Option<u64> {
+        let window = self.config.context_window_tokens?;
+        Some(window.saturating_mul(u64::from(self.config.compact_at_percent.min(100))) / 100)
+    }
+
+    /// What a reduction aims for: half the context window (room for the answer and the steps
+    /// after it), or half the refused request's estimate when the window is unknown.
+    fn budget_tokens(&self, estimate: u64) -> u64 {
+        match self.config.context_window_tokens {
+            Some(window) => (window / 2).min(self.threshold_tokens().unwrap_or(window)),
+            None => estimate / 2,
+        }
+    }
+
+    /// Reduces the conversation for this step's request, journaling the summary request (if
+    /// one is made) and the reduction.
+    async fn reduce(
+        &mut self,
+        session: &mut Session,
+        step: u32,
+        trigger: CompactTrigger,
+        tokens_before: u64,
+        stop: &CancellationToken,
+        observer: &mut dyn Observer,
+    ) -> Result<Reduced, RuntimeError> {
+        let tools = session.step_tool_specs();
+        let budget = self.budget_tokens(tokens_before);
+        let earlier = self.compaction.clone();
+        let mut plan = earlier.clone().unwrap_or(Compaction {
+            preview_chars: PREVIEW_CHARS,
+            ..Compaction::default()
+        });
+        let mut summary_note = None;
+        // First the model's summary of every turn before this one (unless already replaced).
+        let scope = plan_summary_scope(&self.turns).filter(|&k| k > plan.through_turn);
+        if let Some(through_turn) = scope {
+            match self
+                .summarize(session, step, through_turn, earlier.as_ref(), &tools, stop)
+                .await?
+            {
+                Summary::Text(text) => {
+                    plan.through_turn = through_turn;
+                    plan.summary = Some(text);
+                    plan.shortened.retain(|&(t, _)| t > through_turn);
+                }
+                Summary::Failed(why) => summary_note = Some(why),
+                Summary::Stopped => return Ok(Reduced::Stopped),
+            }
+        }
+        // Still over: the deterministic fallback (earlier turns left out, older results of this
+        // turn cut to a preview). A summary is kept when the fallback keeps what follows it.
+        if self.estimate(&plan, &tools) > budget {
+            let system = self.config.system.as_deref();
+            match plan_fallback(system, &self.turns, &tools, budget, PREVIEW_CHARS) {
+                Ok(fallback) if plan.summary.is_some() => {
+                    plan.shortened = fallback.shortened;
+                    plan.through_turn = plan.through_turn.max(fallback.through_turn);
+                }
+                Ok(fallback) => plan = fallback,
+                Err(over) => {
+                    return Ok(Reduced::Impossible(format!(
+                        "even with every earlier turn left out and this turn's older results \
+                         shortened, the request is about {over} tokens over the {budget} aimed for"
+                    )))
+                }
+            }
+        }
+        if Some(&plan) == earlier.as_ref() || plan == Compaction::default() {
+            return Ok(Reduced::Impossible("nothing is left to reduce".into()));
+        }
+        let tokens_after = self.estimate(&plan, &tools);
+        let compacted = ContextCompacted {
+            turn: session.turn(),
+            step,
+            trigger,
+            through_turn: plan.through_turn,
+            summary: plan.summary.clone(),
+            summary_note: summary_note.filter(|_| plan.summary.is_none()),
+            shortened: plan.shortened.clone(),
+            preview_chars: plan.preview_chars,
+            tokens_before,
+            tokens_after,
+        };
+        session.record_compaction(compacted.clone())?;
+        observer.on(AgentEvent::Reduced(&compacted));
+        self.compaction = Some(plan);
+        Ok(Reduced::Done)
+    }
+
+    /// The estimate of this step's request under `plan`.
+    fn estimate(&self, plan: &Compaction, tools: &[ToolSpec]) -> u64 {
+        let conversation = layout(self.config.system.clone(), &self.turns, Some(plan));
+        estimate_tokens(&conversation, tools)
+    }
+
+    /// Asks the model, in one attempt of its own, for a summary of turns 1 to `through_turn`
+    /// as it last saw them. The request is journaled and synced before it leaves; a failure
+    /// (or an empty answer) is a reason to fall back, not to retry.
+    async fn summarize(
+        &mut self,
+        session: &mut Session,
+        step: u32,
+        through_turn: u32,
+        earlier: Option<&Compaction>,
+        tools: &[ToolSpec],
+        stop: &CancellationToken,
+    ) -> Result<Summary, RuntimeError> {
+        let system = self.config.system.clone();
+        let request = ModelRequest {
+            turn: session.turn(),
+            step,
+            conversation: summary_request(system, &self.turns, through_turn, earlier),
+            // Its history holds calls, and Anthropic refuses those without tools defined; the
+            // instruction asks for text only, and a call in the answer is not run.
+            tools: tools.to_vec(),
+            settings: self.config.settings.clone(),
+        };
+        let body = match self.model.body(&request) {
+            Ok(body) => body,
+            Err(e) => return Ok(Summary::Failed(format!("the summary request failed: {e}"))),
+        };
+        session
+            .record_summary_request(ContextSummaryRequested {
+                turn: session.turn(),
+                step,
+                through_turn,
+                body_sha256: hex::encode(Sha256::digest(&body)),
+                body_bytes: body.len() as u64,
+            })
+            .await?;
+        let idle_ms = self.config.idle_timeout_ms;
+        // Nobody is shown the summary as it streams: it is not the assistant's answer.
+        Ok(
+            match stream_once(self.model.as_mut(), body, idle_ms, stop, &mut ()).await {
+                Streamed::Whole(assembly) => match assembly.text().trim() {
+                    "" => Summary::Failed("the model's summary was empty".into()),
+                    text => Summary::Text(shorten(text, SUMMARY_CHARS_MAX)),
+                },
+                Streamed::Stopped(_) => Summary::Stopped,
+                Streamed::Broken(error, _) => {
+                    Summary::Failed(format!("the summary request failed: {error}"))
+                }
+            },
+        )
+    }
+}
+
+/// The turn's closing message for a request refused as too long after its reduction.
+fn still_too_long(message: &str) -> String {
+    format!(
+        "{message} (the context was reduced once for this request and is still longer than the \
+         model takes; the turn ends rather than reduce again: go on with a shorter request, or \
+         a model with a larger context window)"
+    )
+}
