@@ -150,6 +150,14 @@ impl Approver for TerminalApprover {
             );
             let answer = tokio::task::spawn_blocking(move || {
                 let _terminal = terminal;
+                if withdrawn.load(Ordering::SeqCst) {
+                    return AskAnswer::Cancelled;
+                }
+                // Keys typed at the terminal while the model streamed are not an answer to
+                // this question (piped input is, as it always was: it was meant for it).
+                if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                    discard_typeahead();
+                }
                 ask_blocking(&prompt, &withdrawn)
             })
             .await;
@@ -166,6 +174,12 @@ impl Approver for TerminalApprover {
             let prompted = tokio::task::spawn_blocking(move || {
                 // Released when the prompt ends, not when the question is withdrawn.
                 let _terminal = terminal;
+                // Withdrawn before the prompt began: nothing is shown.
+                if withdrawn.load(Ordering::SeqCst) {
+                    return Menu::Done(QuestionOutcome::Withdrawn {
+                        reason: "the question was withdrawn before it was shown".into(),
+                    });
+                }
                 if menus_possible() {
                     menu_question(&call_id, &question, &withdrawn)
                 } else {
@@ -555,9 +569,10 @@ fn ask_blocking(prompt: &str, withdrawn: &AtomicBool) -> AskAnswer {
         let line = match read_line(withdrawn) {
             Some(line) => line,
             None if withdrawn.load(Ordering::SeqCst) => return AskAnswer::Cancelled,
+            // End of input is nobody's "no": the question is withdrawn (and refused).
             None => {
-                eprintln!("(no answer: end of input; denied)");
-                return AskAnswer::Denied;
+                eprintln!("(no answer: end of input; the question is withdrawn)");
+                return AskAnswer::Cancelled;
             }
         };
         match line.trim().to_ascii_lowercase().as_str() {

@@ -177,19 +177,23 @@ fn note_text(
             FileNow::Unchecked(why) => Some(format!("{path} (could not be checked: {why})")),
         })
         .collect();
-    if differ.is_empty() {
-        note.push_str(" Files written earlier in this conversation are as the journal left them");
+    // Only what the journal can prove: writes by the file tools record the hash they left;
+    // `bash` and calls of unknown outcome record none, so they are named as unchecked.
+    let unchecked = "files changed by bash, or by calls whose outcome is unknown, were not checked";
+    if written == 0 {
+        note.push_str(&format!(
+            " No file tool wrote a file in this session; {unchecked}"
+        ));
+    } else if differ.is_empty() {
+        note.push_str(&format!(
+            " Of the {written} file(s) the journal records writes of, those checked are as the \
+             journal left them; {unchecked}"
+        ));
     } else {
         note.push_str(&format!(
-            " Files written earlier in this conversation differ from what the journal \
-             recorded: {}",
+            " Of the {written} file(s) the journal records writes of, these differ from what \
+             it recorded: {}; {unchecked}",
             differ.join(", ")
-        ));
-    }
-    if written > files.len() {
-        note.push_str(&format!(
-            " (the {} most recently written of {written} files were checked)",
-            files.len()
         ));
     }
     note.push('.');
@@ -313,10 +317,22 @@ mod tests {
         );
         assert!(
             unchanged.ends_with(
-                "Files written earlier in this conversation are as the journal left them."
+                "Of the 1 file(s) the journal records writes of, those checked are as the \
+                 journal left them; files changed by bash, or by calls whose outcome is \
+                 unknown, were not checked."
             ),
             "{unchanged}"
         );
+        // Nothing written by the file tools: nothing is claimed about files beyond that.
+        let none = note_text(&questions, &[], 0);
+        assert!(
+            none.ends_with(
+                "No file tool wrote a file in this session; files changed by bash, or by \
+                 calls whose outcome is unknown, were not checked."
+            ),
+            "{none}"
+        );
+        assert!(!none.contains("as the journal left them"), "{none}");
         let files = [
             ("a.txt".to_owned(), FileNow::AsLeft),
             ("b.txt".to_owned(), FileNow::Changed),

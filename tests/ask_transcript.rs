@@ -229,7 +229,7 @@ fn several_choices_answer_a_question_that_allows_them() {
     assert_answered(&f, "q1", &answer);
     assert_eq!(
         result(&f.replay(), "q1"),
-        ("The user chose: red, blue".to_owned(), None)
+        ("The user chose:\n- red\n- blue".to_owned(), None)
     );
 }
 
@@ -361,7 +361,7 @@ fn a_question_the_transcript_does_not_answer_is_withdrawn_even_when_approvals_de
     ]);
     f.run_ok(&["--approve", "allow"]);
     for (id, why) in [
-        ("q1", "the transcript gives no answer to this question"),
+        ("q1", runtime::transcript::NO_SCRIPTED_ANSWER),
         ("q2", "withdrawn by the transcript"),
     ] {
         let content = assert_unanswered(&f, id, "ask/cancelled", ErrorCode::QuestionUnanswered);

@@ -307,7 +307,7 @@ fn several_options_marked_with_space_and_a_number_and_own_words_typed() {
         replies_of(&events, "call_q2"),
         vec![AskReply::Answered(answer)]
     );
-    let wanted = "The user chose: tests, benchmarks\nThe user wrote: keep them short";
+    let wanted = "The user chose:\n- tests\n- benchmarks\nThe user wrote: keep them short";
     assert_eq!(committed(&events, "call_q2").content, wanted);
     let sent = result_sent(&case, format, "call_q2");
     // As JSON text: the newline escaped.

@@ -14,7 +14,8 @@ use crate::check::code_of;
 use crate::person::Said;
 use crate::sim::Run;
 use recover::classify::{
-    not_started_text, outcome_unknown_text, question_withdrawn_text, Analysis, CallReport,
+    answer_undelivered_text, not_started_text, outcome_unknown_text, question_withdrawn_text,
+    Analysis, CallReport,
 };
 use runtime::event::{Answer, Approval, AskAnswer, Reply, Resources};
 use runtime::hooks::QuestionOutcome;
@@ -70,8 +71,11 @@ pub fn truthful_ask(
     let true_code = match code {
         // Never ran: recovery's text (its words for a question it withdrew only when one was
         // put), or the stopped batch's.
+        // (or, the person having answered, that answer: it is journaled and owed).
         ErrorCode::ToolNotStarted => {
-            content == not_started_text() || (asked && content == question_withdrawn_text())
+            content == not_started_text()
+                || (asked && content == question_withdrawn_text())
+                || fits.is_some_and(|a| content == answer_undelivered_text(code, a))
         }
         ErrorCode::AbortedBeforeDispatch => true,
         ErrorCode::TruncatedCall => truncated,
@@ -81,9 +85,10 @@ pub fn truthful_ask(
         // session stopped while it waited.
         ErrorCode::QuestionUnanswered => asked && fits.is_none() && !declined,
         // Answered, then the run may have started before the session died.
-        ErrorCode::ToolOutcomeUnknown => {
-            fits.is_some() && content == outcome_unknown_text(&Resources::default())
-        }
+        ErrorCode::ToolOutcomeUnknown => fits.is_some_and(|a| {
+            content == outcome_unknown_text(&Resources::default())
+                || content == answer_undelivered_text(code, a)
+        }),
         ErrorCode::Aborted => fits.is_some() && content.contains("it did not run"),
         _ => false,
     };

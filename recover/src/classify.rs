@@ -15,8 +15,8 @@ use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
 use history::layout::{layout, StepView, TurnView};
 use journal::ReadEnd;
 use runtime::event::{
-    CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall, Recovery,
-    Resources,
+    Answer, CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall,
+    Recovery, Reply, Resources,
 };
 use runtime::replay::{CallReplay, SessionReplay};
 use runtime::result::error_content;
@@ -135,6 +135,28 @@ pub(crate) fn question_pending(c: &CallReplay) -> bool {
             .is_some_and(|a| a.answer.is_none() && a.structured.is_some())
 }
 
+/// The person's answer to a built-in `ask` call's question, when one was journaled
+/// (`ask/reply`, answered).
+pub(crate) fn answered(c: &CallReplay) -> Option<&Answer> {
+    match c.asks.last()?.reply.as_ref()? {
+        Reply::Answered(answer) if c.tool == runtime::session::ASK_TOOL => Some(answer),
+        _ => None,
+    }
+}
+
+/// What the model is told about an `ask` the person answered when the session stopped before
+/// the answer was delivered: the answer itself (journaled), never "ask again".
+pub fn answer_undelivered_text(code: ErrorCode, answer: &Answer) -> String {
+    error_content(
+        code,
+        &format!(
+            "the session stopped after the user answered this question and before the answer \
+             was delivered; the answer is this:\n{}",
+            answer.render()
+        ),
+    )
+}
+
 /// What the model is told about a call that may have run.
 pub fn outcome_unknown_text(resources: &Resources) -> String {
     let mut touched: Vec<String> = Vec::new();
@@ -193,6 +215,9 @@ pub(crate) struct Unfinished<'a> {
     pub cancel_reason: Option<&'a str>,
     /// Its `ask/question` was still waiting for an answer ([`question_pending`]).
     pub question_pending: bool,
+    /// The person's answer to its `ask/question`, journaled before the call ended
+    /// ([`answered`]): the model is owed it.
+    pub answered: Option<&'a Answer>,
 }
 
 /// What becomes of a call the journal left unfinished.
@@ -208,13 +233,16 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
             Some(Classification::ToolNotStarted),
             error_result(ErrorCode::ToolNotStarted, not_started_text()),
         ),
-        CallState::Started => (
-            Some(Classification::ToolOutcomeUnknown),
-            error_result(
-                ErrorCode::ToolOutcomeUnknown,
-                outcome_unknown_text(c.resources.unwrap_or(&Resources::default())),
-            ),
-        ),
+        CallState::Started => {
+            let text = match c.answered {
+                Some(answer) => answer_undelivered_text(ErrorCode::ToolOutcomeUnknown, answer),
+                None => outcome_unknown_text(c.resources.unwrap_or(&Resources::default())),
+            };
+            (
+                Some(Classification::ToolOutcomeUnknown),
+                error_result(ErrorCode::ToolOutcomeUnknown, text),
+            )
+        }
         // Did not start; its own result is known and is what the model gets.
         CallState::Rejected => {
             let (code, reason) = c.rejection.expect("rejected calls have a reason");
@@ -225,7 +253,7 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
         }
         CallState::CancelledBeforeStart => {
             let reason = c.cancel_reason.unwrap_or_default();
-            let text = format!("{reason}; it did not run and may be retried");
+            let text = runtime::result::cancelled_message(reason, c.answered);
             (
                 Some(Classification::ToolNotStarted),
                 error_result(
@@ -235,10 +263,10 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
             )
         }
         CallState::Received | CallState::Parsed | CallState::Approved => {
-            let text = if c.question_pending {
-                question_withdrawn_text()
-            } else {
-                not_started_text()
+            let text = match (c.answered, c.question_pending) {
+                (Some(answer), _) => answer_undelivered_text(ErrorCode::ToolNotStarted, answer),
+                (None, true) => question_withdrawn_text(),
+                (None, false) => not_started_text(),
             };
             (
                 Some(Classification::ToolNotStarted),
@@ -257,6 +285,7 @@ fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) 
         rejection: c.rejection.as_ref(),
         cancel_reason: c.cancel_reason.as_deref(),
         question_pending: question_pending(c),
+        answered: answered(c),
     })
 }
 

@@ -28,8 +28,8 @@
 //! resources.
 
 use crate::classify::{
-    classify_unfinished, end_of, error_result, not_started_text, question_pending, CallReport, End,
-    Unfinished,
+    answered, classify_unfinished, end_of, error_result, not_started_text, question_pending,
+    CallReport, End, Unfinished,
 };
 use journal::ReadEnd;
 use runtime::code::ErrorCode;
@@ -507,6 +507,7 @@ fn report_at_end(
             rejection: r.rejection.as_ref(),
             cancel_reason: r.cancel_reason.as_deref(),
             question_pending: question_pending(&r),
+            answered: answered(&r),
         });
         (
             classification,

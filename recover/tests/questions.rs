@@ -561,3 +561,105 @@ fn the_audit_table_lists_each_question_under_its_call() {
     // The question lines sit under their own call, not under the next.
     assert!(!rows_of(&table, "q2").contains("Which colour?"));
 }
+
+/// What the model reads about q5 when the session stopped after the person answered it and
+/// before the call ran, written out here.
+const ANSWERED_UNDELIVERED: &str = "TOOL_NOT_STARTED: the session stopped after the user \
+answered this question and before the answer was delivered; the answer is this:\nThe user \
+chose: go";
+
+fn is_reply_of(event: &Event, id: &str) -> bool {
+    matches!(event, Event::AskReplied { call, .. } if call.call_id == id)
+}
+
+#[test]
+fn an_answer_journaled_before_the_crash_is_given_to_the_model_not_withdrawn() {
+    let dir = tempfile::tempdir().unwrap();
+    record_session(dir.path());
+    cut_after(dir.path(), |e| is_reply_of(e, "q5"));
+
+    let full = batch(dir.path());
+    let q5 = report(&full.analysis.calls, "q5");
+    assert_eq!(q5.classification, Some(Classification::ToolNotStarted));
+    assert_eq!(q5.result.content, ANSWERED_UNDELIVERED);
+    assert!(full.analysis.pending_asks.is_empty(), "nothing to withdraw");
+    assert_eq!(
+        report(&streamed(dir.path()), "q5").result.content,
+        ANSWERED_UNDELIVERED
+    );
+
+    // Written by recovery, and in every rebuilt history.
+    let out = recover(&["classify", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let replay = common::replay_dir(dir.path());
+    let q5 = replay.calls().find(|c| c.call.call_id == "q5").unwrap();
+    assert_eq!(q5.committed.as_ref().unwrap().content, ANSWERED_UNDELIVERED);
+    for format in ["openai-chat", "openai-responses", "anthropic", "gemini"] {
+        let out = recover(&["rebuild", dir.path().to_str().unwrap(), "--format", format]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{format}: {}",
+            text(&out.stderr)
+        );
+        let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+        validate(format.parse().unwrap(), &body).unwrap_or_else(|v| panic!("{format}: {v:?}"));
+        assert!(body.to_string().contains("The user chose: go"), "{format}");
+    }
+}
+
+#[test]
+fn a_reply_choosing_the_plan_option_ends_plan_mode_even_when_the_crash_cut_its_plan_mode_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::new();
+    registry
+        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .unwrap();
+    let hooks = Hooks {
+        approver: Some(Arc::new(Person)),
+        ..Hooks::default()
+    };
+    let (journal, _) = Journal::open(
+        Arc::new(FsStorage::create(dir.path()).unwrap()),
+        Options::default(),
+    )
+    .unwrap();
+    let config = Config {
+        plan_mode: true,
+        ..Config::default()
+    };
+    let mut session = Session::open(
+        journal,
+        Arc::new(registry),
+        hooks,
+        config,
+        SessionOptions {
+            session_id: Some("plan".into()),
+            workspace: "/ws".into(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let plan = json!({"question": "Approve the plan?", "plan_option": "go",
+            "options": [{"label": "go"}, {"label": "stop"}]});
+        turn(&mut session, "plan it", vec![call("q5", "ask", plan)]).await;
+        session.close().await.unwrap();
+    });
+    // The journal as a crash right after the reply left it: no `plan/mode` off yet.
+    cut_after(dir.path(), |e| is_reply_of(e, "q5"));
+    let replay = common::replay_dir(dir.path());
+    assert!(
+        !replay.plan_mode,
+        "the person chose the plan option: the plan is approved"
+    );
+    let whole = batch(dir.path());
+    assert_eq!(
+        report(&whole.analysis.calls, "q5").result.content,
+        ANSWERED_UNDELIVERED
+    );
+}

@@ -33,6 +33,19 @@ impl ToolResult {
     }
 }
 
+/// The message of a call stopped before it started (`cancelled-before-start`), given the stop's
+/// `reason`: for an `ask` the person had already answered, the answer (it is journaled, and the
+/// model is owed it), else that the call did not run. One text for the runtime and `recover`.
+pub fn cancelled_message(reason: &str, answer: Option<&crate::event::Answer>) -> String {
+    match answer {
+        Some(answer) => format!(
+            "{reason}, after the user had answered; the answer is this:\n{}",
+            answer.render()
+        ),
+        None => format!("{reason}; it did not run and may be retried"),
+    }
+}
+
 /// The content of an error result: the code first, so model and people read the same words.
 pub fn error_content(code: ErrorCode, message: &str) -> String {
     if message.is_empty() {

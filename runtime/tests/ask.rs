@@ -276,7 +276,7 @@ async fn several_choices_with_words_are_the_result_when_the_question_allows_them
     assert_answered(&r, &storage, &given);
     assert_eq!(
         r.content,
-        "The user chose: staging, prod\nThe user wrote: staging first"
+        "The user chose:\n- staging\n- prod\nThe user wrote: staging first"
     );
     let shown = person.shown();
     assert!(shown[0].multiple && shown[0].free_text, "{shown:?}");
@@ -515,14 +515,21 @@ impl tooljournal_runtime::hooks::Guard for Refuses {
 }
 
 #[tokio::test]
-async fn a_guard_still_refuses_an_answered_ask_and_its_body_never_runs() {
+async fn a_guard_refuses_an_ask_before_anyone_is_asked_and_its_body_never_runs() {
+    let person = Person::answering(&["prod"], None);
     let hooks = Hooks {
         guards: vec![Arc::new(Refuses)],
-        approver: Some(Person::answering(&["prod"], None)),
+        approver: Some(person.clone()),
         ..Hooks::default()
     };
     let (r, storage) = ask_once(deploy_args(), hooks, Config::default()).await;
-    assert_rejected(&r, &storage, "ask/reply", ErrorCode::PolicyDenied);
+    // Refused before the question: an answer, once given, is final.
+    assert_eq!(r.code, Some(ErrorCode::PolicyDenied), "{}", r.content);
+    assert_eq!(
+        kinds(&storage, "q"),
+        ["received", "parsed", "rejected", "committed"]
+    );
+    assert!(person.shown().is_empty(), "nobody was asked");
     assert!(r.content.contains("not in this room"), "{}", r.content);
     assert!(!r.content.contains("The user chose"), "{}", r.content);
 }
@@ -584,6 +591,76 @@ async fn a_batch_stopped_while_the_question_waits_cancels_the_question_and_the_c
         replayed(&storage, "q").asks.last().unwrap().answer,
         Some(AskAnswer::Cancelled)
     );
+}
+
+/// Answers the question of call `q` at once; never answers any other.
+struct AnswersFirstOnly(Answer);
+impl Approver for AnswersFirstOnly {
+    fn ask(&self, _call: CallInfo, _question: String) -> AskFuture<'_> {
+        Box::pin(std::future::pending())
+    }
+    fn question(&self, call: CallInfo, _question: Question) -> QuestionFuture<'_> {
+        let answer = self.0.clone();
+        Box::pin(async move {
+            if call.call.call_id == "q" {
+                QuestionOutcome::Answered(answer)
+            } else {
+                std::future::pending().await
+            }
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_stopped_after_the_person_answered_still_gives_the_model_that_answer() {
+    let storage = SimStorage::new();
+    let answer = answer(&["prod"], None);
+    let mut s = session_on(
+        &storage,
+        registry_with_ask(vec![]),
+        hooks(Arc::new(AnswersFirstOnly(answer.clone()))),
+        Config::default(),
+    );
+    let stop = CancellationToken::new();
+    let stopper = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stopper.cancel();
+    });
+    s.begin_turn("go").unwrap();
+    s.begin_step().unwrap();
+    // The person answers the first question, then the user stops at the second: the first is
+    // answered and approved, but it is cancelled before it runs with the rest of the batch.
+    let second = call("q2", "ask", &deploy_args().to_string());
+    let r = s
+        .run_batch_cancellable(response(vec![ask_call(deploy_args()), second]), stop)
+        .await
+        .unwrap();
+    s.end_step(StepOutcome::Cancelled).unwrap();
+    s.end_turn(TurnOutcome::Cancelled).await.unwrap();
+    assert_eq!(
+        r[0].code,
+        Some(ErrorCode::AbortedBeforeDispatch),
+        "{}",
+        r[0].content
+    );
+    // The journaled answer is owed to the model: it is in the result, never "ask again".
+    assert!(
+        r[0].content
+            .ends_with("the answer is this:\nThe user chose: prod"),
+        "{}",
+        r[0].content
+    );
+    assert!(!r[0].content.contains("may be retried"), "{}", r[0].content);
+    assert_eq!(
+        replayed(&storage, "q")
+            .asks
+            .last()
+            .and_then(|a| a.reply.clone()),
+        Some(Reply::Answered(answer))
+    );
+    assert_eq!(r[1].code, Some(ErrorCode::AbortedBeforeDispatch));
+    assert!(r[1].content.contains("may be retried"), "{}", r[1].content);
 }
 
 #[tokio::test]
@@ -741,8 +818,11 @@ proptest! {
         prop_assert_eq!(c.attempts, u32::from(fits));
         let replies = of_kind(&storage, "q", "ask/reply");
         if let (true, QuestionOutcome::Answered(a)) = (fits, &outcome) {
-            prop_assert_eq!(&r.content, &a.render());
-            prop_assert_eq!(c.asks.last().and_then(|q| q.reply.clone()), Some(Reply::Answered(a.clone())));
+            // Kept as the question orders it, words trimmed: what the model reads is the
+            // journaled reply, rendered.
+            let kept = question.fit(a.clone()).expect("it fits");
+            prop_assert_eq!(&r.content, &kept.render());
+            prop_assert_eq!(c.asks.last().and_then(|q| q.reply.clone()), Some(Reply::Answered(kept)));
         } else {
             prop_assert!(r.is_error);
             // No `ask/reply` holds an answer that was not given, or did not fit.

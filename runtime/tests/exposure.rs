@@ -445,7 +445,7 @@ impl tooljournal_runtime::hooks::Guard for NoAsks {
 }
 
 #[tokio::test]
-async fn a_plan_option_chosen_in_an_ask_a_guard_refuses_does_not_end_plan_mode() {
+async fn an_ask_a_guard_refuses_is_never_put_and_plan_mode_stays_on() {
     let storage = SimStorage::new();
     let write = TestTool::ok("write_thing");
     let writes = write.probe();
@@ -470,8 +470,8 @@ async fn a_plan_option_chosen_in_an_ask_a_guard_refuses_does_not_end_plan_mode()
         ],
     )
     .await;
-    // The person chose the plan option, but the refused call delivers no answer: the plan is
-    // not approved, and the write after it is still refused by plan mode.
+    // A guard refuses the plan question before anyone is asked: the plan is not approved,
+    // and the write after it is still refused by plan mode.
     assert_eq!(
         code(&r[0]),
         Some(ErrorCode::PolicyDenied),
@@ -483,7 +483,14 @@ async fn a_plan_option_chosen_in_an_ask_a_guard_refuses_does_not_end_plan_mode()
     assert!(r[1].content.contains("plan mode is on"), "{}", r[1].content);
     assert!(writes.runs().is_empty());
     assert!(s.plan_mode());
+    s.end_turn(TurnOutcome::Completed).await.unwrap();
     assert_eq!(plan_modes(&storage).len(), 1, "only the opening plan/mode");
+    // Refused before the question: nobody was asked, and nothing was answered.
+    let asked = events(&storage)
+        .iter()
+        .filter(|e| matches!(e, Event::AskQuestion { .. } | Event::AskReplied { .. }))
+        .count();
+    assert_eq!(asked, 0);
 }
 
 #[tokio::test]

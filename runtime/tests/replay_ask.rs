@@ -269,3 +269,27 @@ fn approved_as_answered_is_refused_unless_the_question_was_answered() {
     approved_at(&mut records, approved, AskAnswer::AllowedOnce);
     refused_at(&records, approved, "approved", "approved as answered");
 }
+
+#[test]
+fn a_question_is_never_passed_by_an_approval_that_is_not_its_answer() {
+    // Declined, then approved by "the default" as if no question had been asked.
+    let mut records = journal_with(QuestionOutcome::Declined { text: None });
+    let rejected = find(&records, "q", "rejected");
+    approved_at(&mut records, rejected, AskAnswer::Answered);
+    if let Event::Approved { approval, .. } = &mut records[rejected].event {
+        *approval = Approval::Default;
+    }
+    refused_at(&records, rejected, "approved", "past a question");
+
+    // Still pending, approved by a listener.
+    let mut records = journal_with(QuestionOutcome::Answered(picked()));
+    records.remove(find(&records, "q", "ask/reply"));
+    let approved = find(&records, "q", "approved");
+    approved_at(&mut records, approved, AskAnswer::Answered);
+    if let Event::Approved { approval, .. } = &mut records[approved].event {
+        *approval = Approval::Listener {
+            name: "allow-all".into(),
+        };
+    }
+    refused_at(&records, approved, "approved", "past a question");
+}

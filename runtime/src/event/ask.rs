@@ -74,6 +74,7 @@ impl Question {
             .filter(|t| !t.trim().is_empty())
             .ok_or("`question` must be a non-empty string")?
             .to_owned();
+        shown_safely("question", &text, true)?;
         let mut options = Vec::new();
         for (i, o) in args
             .get("options")
@@ -88,12 +89,14 @@ impl Question {
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
                 .ok_or_else(|| format!("options[{i}].label must be a non-empty string"))?;
+            shown_safely(&format!("options[{i}].label"), label, false)?;
             if options.iter().any(|p: &QuestionOption| p.label == label) {
                 return Err(format!(
                     "options[{i}].label {label:?} repeats an earlier label"
                 ));
             }
             let description = o.get("description").and_then(Value::as_str).unwrap_or("");
+            shown_safely(&format!("options[{i}].description"), description, true)?;
             options.push(QuestionOption {
                 label: label.to_owned(),
                 description: description.to_owned(),
@@ -113,7 +116,7 @@ impl Question {
         let plan_option = args
             .get("plan_option")
             .and_then(Value::as_str)
-            .map(str::to_owned);
+            .map(|p| p.trim().to_owned());
         if let Some(label) = &plan_option {
             if !options.iter().any(|o| &o.label == label) {
                 return Err(format!(
@@ -133,12 +136,18 @@ impl Question {
     /// Whether `answer` answers this question: known labels, each once, one unless `multiple`,
     /// text only when allowed, and not empty. Else why not, for the person (or the embedder).
     pub fn check(&self, answer: &Answer) -> Result<(), String> {
+        self.fit(answer.clone()).map(|_| ())
+    }
+
+    /// `answer` as the journal keeps it, if it answers this question ([`Question::check`]'s
+    /// rules): its labels in the question's order, its text trimmed (none when empty).
+    pub fn fit(&self, answer: Answer) -> Result<Answer, String> {
         for (i, label) in answer.choice.iter().enumerate() {
             if !self.options.iter().any(|o| &o.label == label) {
-                return Err(format!("{label:?} is not one of the options"));
+                return Err(format!("{} is not one of the options", quoted_cut(label)));
             }
             if answer.choice[..i].contains(label) {
-                return Err(format!("{label:?} is chosen twice"));
+                return Err(format!("{} is chosen twice", quoted_cut(label)));
             }
         }
         if answer.choice.len() > 1 && !self.multiple {
@@ -156,7 +165,14 @@ impl Question {
         if answer.choice.is_empty() && text.is_empty() {
             return Err("an answer chooses an option or says something".into());
         }
-        Ok(())
+        let choice = self
+            .options
+            .iter()
+            .filter(|o| answer.choice.contains(&o.label))
+            .map(|o| o.label.clone())
+            .collect();
+        let text = (!text.is_empty()).then(|| text.to_owned());
+        Ok(Answer { choice, text })
     }
 
     /// Whether `answer` chooses the plan-approving option.
@@ -174,7 +190,13 @@ impl Answer {
         match self.choice.as_slice() {
             [] => {}
             [one] => out.push_str(&format!("The user chose: {one}")),
-            many => out.push_str(&format!("The user chose: {}", many.join(", "))),
+            many => {
+                // One per line: a label may hold a comma, never a line break.
+                out.push_str("The user chose:");
+                for label in many {
+                    out.push_str(&format!("\n- {label}"));
+                }
+            }
         }
         if let Some(text) = self.text.as_deref().filter(|t| !t.trim().is_empty()) {
             if !out.is_empty() {
@@ -183,6 +205,30 @@ impl Answer {
             out.push_str(&format!("The user wrote: {text}"));
         }
         out
+    }
+}
+
+/// Refuses text a terminal would act on rather than show (escape sequences, a carriage return
+/// that redraws a line): what the person is shown must be what the journal and the model read.
+/// `lines`: line breaks and tabs are allowed (a question, a description), not in a label.
+fn shown_safely(field: &str, text: &str, lines: bool) -> Result<(), String> {
+    let bad = text
+        .chars()
+        .find(|&c| c.is_control() && !(lines && (c == '\n' || c == '\t')));
+    match bad {
+        Some(c) => Err(format!(
+            "{field} holds the control character U+{:04X}; plain text only",
+            c as u32
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A label for an error message: quoted, and cut if it is long.
+fn quoted_cut(label: &str) -> String {
+    match label.char_indices().nth(LABEL_CHARS_MAX) {
+        Some((at, _)) => format!("{:?}…", &label[..at]),
+        None => format!("{label:?}"),
     }
 }
 
@@ -242,6 +288,44 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_is_kept_in_the_question_s_order_with_its_words_trimmed() {
+        let question = q(
+            json!({"question": "which?", "multiple": true, "free_text": true,
+            "options": [{"label": "a, b"}, {"label": "a"}, {"label": "b"}]}),
+        );
+        let given = Answer {
+            choice: vec!["b".into(), "a, b".into()],
+            text: Some("  so  ".into()),
+        };
+        let kept = question.fit(given).expect("fits");
+        assert_eq!(kept.choice, ["a, b", "b"]);
+        assert_eq!(kept.text.as_deref(), Some("so"));
+        // Several labels are one per line: "a, b" alone never reads like "a" and "b".
+        assert_eq!(
+            kept.render(),
+            "The user chose:\n- a, b\n- b\nThe user wrote: so"
+        );
+        let two = Answer {
+            choice: vec!["a".into(), "b".into()],
+            text: None,
+        };
+        assert_eq!(
+            question.fit(two).expect("fits").render(),
+            "The user chose:\n- a\n- b"
+        );
+        let blank = Answer {
+            choice: vec!["a".into()],
+            text: Some("   ".into()),
+        };
+        assert_eq!(question.fit(blank).expect("fits").text, None);
+        let plan = q(
+            json!({"question": "ok?", "options": [{"label": " Approve "}],
+            "plan_option": "Approve "}),
+        );
+        assert_eq!(plan.plan_option.as_deref(), Some("Approve"));
+    }
+
+    #[test]
     fn malformed_questions_are_refused_with_what_is_wrong() {
         let cases = [
             (json!({"question": "  "}), "non-empty"),
@@ -257,6 +341,15 @@ mod tests {
                 json!({"question": "q", "options": [{"label": "a"}], "plan_option": "b"}),
                 "plan_option",
             ),
+            (
+                json!({"question": "q", "options": [{"label": "a\nThe user wrote: yes"}]}),
+                "U+000A",
+            ),
+            (
+                json!({"question": "q", "options": [{"label": "\u{1b}]0;x\u{7}a"}]}),
+                "U+001B",
+            ),
+            (json!({"question": "redraw\rq"}), "U+000D"),
         ];
         for (args, wanted) in cases {
             let err = Question::from_arguments(&args).unwrap_err();

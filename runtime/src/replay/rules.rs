@@ -229,16 +229,30 @@ fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), Re
             approval,
             source_seqs,
         } => {
-            // I16 as the journal shows it: "approved as asked" only right after that answer.
-            if let Approval::Asked { answer } = approval {
-                let c = r.call_mut(&call).map_err(bad)?;
-                let last = c.asks.last().and_then(|a| a.answer);
-                if last != Some(answer) || !(answer.allows() || answer == AskAnswer::Answered) {
-                    return Err(bad(format!(
-                        "{call}: approved as answered {answer:?}, but its question's answer is \
-                         {last:?}"
-                    )));
+            // I16 as the journal shows it: "approved as asked" only right after that answer;
+            // nothing approved while a question waits; a question of the `ask` tool approved
+            // only by its answer.
+            let c = r.call_mut(&call).map_err(bad)?;
+            let last = c.asks.last();
+            let (last_answer, structured) = (
+                last.and_then(|a| a.answer),
+                last.is_some_and(|a| a.structured.is_some()),
+            );
+            let fits = match approval {
+                Approval::Asked { answer } => {
+                    last_answer == Some(answer)
+                        && (answer.allows() || answer == AskAnswer::Answered)
                 }
+                _ => last.is_none() || (last_answer.is_some() && !structured),
+            };
+            if !fits {
+                let how = match &approval {
+                    Approval::Asked { answer } => format!("approved as answered {answer:?}"),
+                    other => format!("approved ({other:?}) past a question"),
+                };
+                return Err(bad(format!(
+                    "{call}: {how}, but its question's answer is {last_answer:?}"
+                )));
             }
             advance(r, &call, CallState::Approved, 0, &source_seqs, at)?.approval = Some(approval)
         }
@@ -394,8 +408,19 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
                 return Err(bad(format!("{call}: a reply with no pending ask/question")));
             }
             answer_ask(r, &call, answer, None, at.seq).map_err(bad)?;
-            if let Some(a) = r.call_mut(&call).map_err(bad)?.asks.last_mut() {
-                a.reply = Some(reply);
+            let Some(a) = r.call_mut(&call).map_err(bad)?.asks.last_mut() else {
+                return Err(bad(format!("{call}: a reply with no question")));
+            };
+            // The reply that chose the plan option is what ends plan mode (its `plan/mode`
+            // records it): a crash between the two must not leave a plan the person approved
+            // still in force.
+            let approves_plan = match (&reply, &a.structured) {
+                (Reply::Answered(answer), Some(question)) => question.approves_plan(answer),
+                _ => false,
+            };
+            a.reply = Some(reply);
+            if approves_plan {
+                r.plan_mode(false);
             }
         }
         Event::AskAnswered { call, answer } => {

@@ -32,11 +32,11 @@ pub(crate) fn cancel_before_start(
             source_seqs,
         },
     )?;
-    pipeline::set_error_result(
-        track,
-        ErrorCode::AbortedBeforeDispatch,
-        format!("{reason}; it did not run and may be retried"),
-    );
+    // An `ask` the person already answered: the answer is journaled (`ask/reply`), so the model
+    // is given it rather than told to ask again.
+    let answer = track.info().and_then(|i| i.answer.as_ref());
+    let message = crate::result::cancelled_message(reason, answer);
+    pipeline::set_error_result(track, ErrorCode::AbortedBeforeDispatch, message);
     Ok(())
 }
 

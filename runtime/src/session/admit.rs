@@ -83,17 +83,22 @@ impl Session {
         };
         track.set_info(info.clone());
 
+        // The built-in `ask`'s guards run before the person is asked: an answer, once given,
+        // is the call's result and ends plan mode when it chooses the plan option, so nothing
+        // may refuse the call after it.
+        let question = is_question(&info);
+        if question {
+            if let Some(reason) = self.guard_denial(&info) {
+                return self.reject(track, ErrorCode::PolicyDenied, reason);
+            }
+        }
         let Some(approval) = self.approval(track, &info, cancel).await? else {
             return Ok(());
         };
-        if let Some(reason) = self.guard_denial(&info) {
-            return self.reject(track, ErrorCode::PolicyDenied, reason);
-        }
-        if let Approval::Asked {
-            answer: AskAnswer::Answered,
-        } = approval
-        {
-            self.end_plan_mode_if_chosen(track)?;
+        if !question {
+            if let Some(reason) = self.guard_denial(&info) {
+                return self.reject(track, ErrorCode::PolicyDenied, reason);
+            }
         }
         track.transition(&self.log, CallState::Approved, 0, |source_seqs| {
             Event::Approved {
@@ -136,7 +141,7 @@ impl Session {
         // The built-in `ask` is a question for the user: it goes to the approver whatever the
         // listeners would say, so neither an allow-all listener nor a missing approver can
         // answer it for them. Plan mode does not stop it: asking changes nothing.
-        if info.tool == ASK_TOOL && info.source == ToolSource::BuiltIn {
+        if is_question(info) {
             return self.put_question(track, info, cancel).await;
         }
         let approval = match self.pre_execute(info) {
@@ -359,8 +364,8 @@ impl Session {
         };
         // An answer that does not fit the question is nobody's answer.
         let outcome = match outcome {
-            QuestionOutcome::Answered(answer) => match question.check(&answer) {
-                Ok(()) => QuestionOutcome::Answered(answer),
+            QuestionOutcome::Answered(answer) => match question.fit(answer) {
+                Ok(answer) => QuestionOutcome::Answered(answer),
                 Err(why) => QuestionOutcome::Withdrawn {
                     reason: format!("the approver's answer does not fit the question: {why}"),
                 },
@@ -376,6 +381,16 @@ impl Session {
                         reply: Reply::Answered(answer.clone()),
                     },
                 )?;
+                // The reply is final (the guards ran before the question), so the plan option
+                // chosen ends plan mode here; replay ends it at the reply too.
+                if self.plan_mode && question.approves_plan(&answer) {
+                    let reason = format!(
+                        "the user chose {:?} to: {}",
+                        question.plan_option.as_deref().unwrap_or_default(),
+                        question.text
+                    );
+                    self.switch_plan_mode(false, &reason, Some(call.clone()))?;
+                }
                 let mut answered = info.clone();
                 answered.answer = Some(answer);
                 track.set_info(answered);
@@ -384,6 +399,7 @@ impl Session {
                 }));
             }
             QuestionOutcome::Declined { text } => {
+                let text = text.map(|t| bounded(&t)).filter(|t| !t.is_empty());
                 track.note(
                     &self.log,
                     &Event::AskReplied {
@@ -402,6 +418,7 @@ impl Session {
                 (ErrorCode::QuestionUnanswered, reason.to_owned())
             }
             QuestionOutcome::Withdrawn { reason } => {
+                let reason = bounded(&reason);
                 track.note(
                     &self.log,
                     &Event::AskCancelled {
@@ -415,30 +432,6 @@ impl Session {
         };
         self.reject(track, code, reason)?;
         Ok(None)
-    }
-
-    /// Plan mode off (`plan/mode`, naming the call) when the person's answer to this `ask`
-    /// chose its `plan_option`. Only here, once the call passed its guards: a refused `ask`
-    /// delivers no answer, so it ends nothing.
-    fn end_plan_mode_if_chosen(&mut self, track: &Track) -> Result<(), RuntimeError> {
-        let Some(info) = track.info() else {
-            return Ok(());
-        };
-        let (Some(answer), Ok(question)) = (
-            info.answer.as_ref(),
-            Question::from_arguments(info.args.value()),
-        ) else {
-            return Ok(());
-        };
-        if !self.plan_mode || !question.approves_plan(answer) {
-            return Ok(());
-        }
-        let reason = format!(
-            "the user chose {:?} to: {}",
-            question.plan_option.as_deref().unwrap_or_default(),
-            question.text
-        );
-        self.switch_plan_mode(false, &reason, Some(info.call.clone()))
     }
 
     /// → rejected, with the error result ready to commit.
@@ -471,6 +464,21 @@ fn parse_checked(entry: &Entry, tool: &str, raw: &str) -> Result<Args, (ErrorCod
         return Err((ErrorCode::SchemaError, reason));
     }
     Ok(args)
+}
+
+/// Whether the call is the built-in `ask` (a question, not an approval).
+fn is_question(info: &CallInfo) -> bool {
+    info.tool == ASK_TOOL && info.source == ToolSource::BuiltIn
+}
+
+/// An approver's words (a decline's, a withdrawal's), trimmed and cut to the longest text a
+/// question takes: they go into the journal and to the model.
+fn bounded(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(crate::event::TEXT_CHARS_MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// `asked`, unless `timeout_ms` passes first (`None`).

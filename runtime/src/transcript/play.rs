@@ -19,8 +19,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The reason a question the transcript has no answer for is withdrawn with.
-pub const NO_SCRIPTED_ANSWER: &str = "the transcript gives no answer to this question";
+/// The reason a question nobody was set to answer is withdrawn with: a transcript without an
+/// answer for it, or a live run where no person is asked.
+pub const NO_SCRIPTED_ANSWER: &str =
+    "nobody answers questions in this run: no answer in the transcript, or no --approve ask";
 
 /// Answers the current step's approvals and questions from the script. An approval the script
 /// does not answer gets a default; a question never does: a default "allow" is no answer.
