@@ -142,6 +142,8 @@ impl StreamOut {
             None => true,
             Some(e) => match e.kind {
                 ModelErrorKind::Status => e.retryable() || matches!(e.status, Some(401 | 403)),
+                // This request was too long; a shorter one can still go.
+                ModelErrorKind::ContextOverflow => false,
                 ModelErrorKind::Transport | ModelErrorKind::Malformed | ModelErrorKind::Config => {
                     true
                 }

@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::sse::{stream_error, DecodeError, Decoder, Step};
+use history::providers::Format;
+
+use crate::sse::{provider_error, DecodeError, Decoder, Step};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -369,11 +371,16 @@ impl Decoder for AnthropicDecoder {
             }
             "error" => {
                 let error = event.error.as_ref();
+                let kind = error.and_then(|e| e.kind.as_deref());
                 let message = error
                     .and_then(|e| e.message.clone())
                     .unwrap_or_else(|| "an error event (no message given)".to_string());
-                return Err(stream_error(
-                    status_of(error.and_then(|e| e.kind.as_deref())),
+                // The event is the shape of Anthropic's error response.
+                let body = json!({"error": {"type": kind, "message": message}});
+                return Err(provider_error(
+                    Format::Anthropic,
+                    status_of(kind),
+                    &body,
                     message,
                 ));
             }

@@ -17,8 +17,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use history::providers::Format;
+
 use crate::http::json_message;
-use crate::sse::{stream_error, DecodeError, Decoder, Step};
+use crate::sse::{provider_error, stream_error, DecodeError, Decoder, Step};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -150,9 +152,9 @@ impl Decoder for GeminiDecoder {
                 .and_then(Value::as_u64)
                 .filter(|c| (400..600).contains(c))
                 .unwrap_or(500) as u16;
-            let message =
-                json_message(&json!({ "error": error })).unwrap_or_else(|| error.to_string());
-            return Err(stream_error(status, message));
+            let body = json!({ "error": error });
+            let message = json_message(&body).unwrap_or_else(|| error.to_string());
+            return Err(provider_error(Format::Gemini, status, &body, message));
         }
         if !self.response_id {
             if let Some(id) = chunk.response_id.as_deref().filter(|id| !id.is_empty()) {

@@ -87,8 +87,9 @@ pub(crate) async fn post(
         let body = read_capped(response).await;
         // Gemini says how long to wait in its body (`google.rpc.RetryInfo`), not in a header.
         let retry_after_ms = header_ms.or_else(|| retry_info_ms(&body));
+        let json: Option<Value> = serde_json::from_slice(&body).ok();
         return Err(ModelError {
-            kind: ModelErrorKind::Status,
+            kind: status_kind(format, status.as_u16(), json.as_ref()),
             status: Some(status.as_u16()),
             retry_after_ms,
             message: error_message(status, &body),
@@ -113,6 +114,67 @@ pub(crate) async fn post(
         });
     }
     Ok(response)
+}
+
+/// The kind of a provider's error answered with HTTP `status` (or reported in its stream with
+/// the status the same error has as a response): [`ModelErrorKind::ContextOverflow`] when it
+/// says the request is longer than the model's context window, else
+/// [`ModelErrorKind::Status`]. `body` is the error as JSON, in the shape the provider sends
+/// it as a response (`{"error": {...}}`, or Gemini's array of those), `None` when it was not
+/// JSON.
+///
+/// By the provider's code where it gives one, else by the start of its message:
+/// - any format, 413: the request body itself is too large (Anthropic's `request_too_large`,
+///   which Cloudflare answers, perhaps not in JSON; a proxy's limit): only a smaller request
+///   can pass;
+/// - OpenAI (Chat and Responses), 400 with `error.code` `context_length_exceeded`; for Chat,
+///   which other servers copy without that code, also llama.cpp's `error.type`
+///   `exceed_context_size_error` and a message saying "maximum context length is" (vLLM, whose
+///   error's fields are at the body's top, OpenRouter, and OpenAI's own older wording);
+/// - Anthropic, 400 `invalid_request_error` whose message starts "prompt is too long" (or
+///   "input length and `max_tokens` exceed context limit", the same window taken by the input
+///   and the output asked for);
+/// - Gemini, 400 `INVALID_ARGUMENT` whose message starts "The input token count" and says it
+///   "exceeds the maximum number of tokens".
+pub(crate) fn status_kind(format: Format, status: u16, body: Option<&Value>) -> ModelErrorKind {
+    if status == 413 || (status == 400 && body.is_some_and(|b| overflow_body(format, b))) {
+        ModelErrorKind::ContextOverflow
+    } else {
+        ModelErrorKind::Status
+    }
+}
+
+/// Whether a 400's JSON error body says the context overflowed (see [`status_kind`]).
+fn overflow_body(format: Format, body: &Value) -> bool {
+    let body = match body {
+        Value::Array(items) => items.first().unwrap_or(&Value::Null),
+        other => other,
+    };
+    // vLLM puts the error's fields at the top (`{"object": "error", "message", …}`).
+    let error = match body.get("error") {
+        Some(error) if error.is_object() => error,
+        _ => body,
+    };
+    let field = |name: &str| error[name].as_str().unwrap_or("");
+    let message = field("message").to_ascii_lowercase();
+    match format {
+        Format::OpenAiResponses => field("code") == "context_length_exceeded",
+        Format::OpenAiChat => {
+            field("code") == "context_length_exceeded"
+                || field("type") == "exceed_context_size_error"
+                || message.contains("maximum context length is")
+        }
+        Format::Anthropic => {
+            field("type") == "invalid_request_error"
+                && (message.starts_with("prompt is too long")
+                    || message.starts_with("input length and `max_tokens` exceed context limit"))
+        }
+        Format::Gemini => {
+            field("status") == "INVALID_ARGUMENT"
+                && message.starts_with("the input token count")
+                && message.contains("exceeds the maximum number of tokens")
+        }
+    }
 }
 
 /// The wait a Google error body asks for: `error.details[]` holding a

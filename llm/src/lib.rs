@@ -7,7 +7,8 @@
 //! the response's id, the state the provider wants back (reasoning, signatures) and the stop
 //! reason. Retries, backoff, the attempt's deadline, the user's stop and journaling are the
 //! agent loop's; an adapter says what failed ([`ModelError`]: transport, HTTP status with
-//! `Retry-After`, malformed answer, configuration) and never names the key.
+//! `Retry-After`, a context overflow by each provider's code or words, malformed answer,
+//! configuration) and never names the key.
 //!
 //! - [`config`]: `PROVIDER:MODEL` specs, keys and base URLs from the environment, [`Secret`];
 //! - [`connect`]: a [`ModelConfig`] to a [`Model`];

@@ -13,8 +13,10 @@ use runtime::model::{ModelEvent, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
+use history::providers::Format;
+
 use crate::http::json_message;
-use crate::sse::{stream_error, DecodeError, Decoder, Step};
+use crate::sse::{provider_error, DecodeError, Decoder, Step};
 
 #[derive(Deserialize)]
 struct Chunk {
@@ -183,15 +185,18 @@ impl Decoder for ChatDecoder {
         let chunk: Chunk = serde_json::from_str(data).map_err(DecodeError::shape)?;
         if let Some(error) = &chunk.error {
             // A server's error in the stream (vLLM, OpenRouter): its own code if it is an HTTP
-            // status, else a server error.
-            let status = error
-                .get("code")
-                .and_then(Value::as_u64)
-                .filter(|c| (400..600).contains(c))
-                .unwrap_or(500) as u16;
-            let message = json_message(&serde_json::json!({ "error": error }))
-                .unwrap_or_else(|| error.to_string());
-            return Err(stream_error(status, message));
+            // status, 400 for OpenAI's overflow code (as its response has), else a server error.
+            let code = error.get("code");
+            let status = match code.and_then(Value::as_str) {
+                Some("context_length_exceeded") => 400,
+                _ => code
+                    .and_then(Value::as_u64)
+                    .filter(|c| (400..600).contains(c))
+                    .unwrap_or(500) as u16,
+            };
+            let body = serde_json::json!({ "error": error });
+            let message = json_message(&body).unwrap_or_else(|| error.to_string());
+            return Err(provider_error(Format::OpenAiChat, status, &body, message));
         }
         if !self.response_id {
             if let Some(id) = chunk.id.as_deref().filter(|id| !id.is_empty()) {

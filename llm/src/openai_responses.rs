@@ -14,9 +14,11 @@ use runtime::event::StopReason;
 use runtime::model::{ModelEvent, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::sse::{stream_error, DecodeError, Decoder, Step};
+use history::providers::Format;
+
+use crate::sse::{provider_error, DecodeError, Decoder, Step};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -199,6 +201,13 @@ fn status_of(code: Option<&Value>) -> u16 {
     }
 }
 
+/// A failure the stream reports with `code`, read as the same error answered as a response
+/// (`{"error": {code, message}}`): a `context_length_exceeded` is a context overflow.
+fn failure(code: Option<&Value>, message: String) -> DecodeError {
+    let body = json!({"error": {"code": code, "message": message}});
+    provider_error(Format::OpenAiResponses, status_of(code), &body, message)
+}
+
 impl Decoder for ResponsesDecoder {
     fn provider(&self) -> &'static str {
         "openai-responses"
@@ -304,22 +313,22 @@ impl Decoder for ResponsesDecoder {
             }
             "response.failed" => {
                 let error = event.response.as_ref().and_then(|r| r.error.as_ref());
+                let code = error.and_then(|e| e.code.as_ref());
                 let message = error
                     .and_then(|e| e.message.clone())
                     .unwrap_or_else(|| "the response failed (no message given)".to_string());
-                return Err(stream_error(
-                    status_of(error.and_then(|e| e.code.as_ref())),
-                    message,
-                ));
+                return Err(failure(code, message));
             }
             "error" => {
+                // The error nested (`{"type": "error", "error": {code, message, …}}`) or at the
+                // top (`{"type": "error", "code", "message", …}`): servers send both.
                 let (code, message) = match &event.error {
                     Some(e) => (e.code.as_ref(), e.message.clone()),
                     None => (event.code.as_ref(), event.message.clone()),
                 };
                 let message =
                     message.unwrap_or_else(|| "an error event (no message given)".to_string());
-                return Err(stream_error(status_of(code), message));
+                return Err(failure(code, message));
             }
             // Content parts, text done, reasoning summaries, …: nothing the message needs.
             _ => {}

@@ -12,7 +12,9 @@ use eventsource_stream::{EventStream, EventStreamError};
 use futures_util::stream::{self, Stream, StreamExt};
 use runtime::model::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
 
-use crate::http::cut;
+use history::providers::Format;
+
+use crate::http::{cut, status_kind};
 
 /// The bytes of whole lines handed to the SSE parser in one piece (a longer line goes alone).
 /// `eventsource-stream` scans an unfinished line again from its start each time a piece comes
@@ -298,6 +300,23 @@ fn malformed(message: String) -> ModelError {
 pub(crate) fn stream_error(status: u16, message: String) -> DecodeError {
     DecodeError::Model(ModelError {
         kind: ModelErrorKind::Status,
+        status: Some(status),
+        retry_after_ms: None,
+        message,
+    })
+}
+
+/// [`stream_error`] for an error the provider describes: `body` is it in the shape `format`
+/// answers it with as a response (`{"error": {...}}`), so that a context overflow reads as one
+/// whether it came as a response or in the stream ([`crate::http::status_kind`]).
+pub(crate) fn provider_error(
+    format: Format,
+    status: u16,
+    body: &serde_json::Value,
+    message: String,
+) -> DecodeError {
+    DecodeError::Model(ModelError {
+        kind: status_kind(format, status, Some(body)),
         status: Some(status),
         retry_after_ms: None,
         message,

@@ -80,3 +80,47 @@ pub(crate) fn rate_limited(format: Format, retry_after_s: u64) -> Value {
         _ => body(format, 429, &message),
     }
 }
+
+/// The message of OpenAI Responses' context overflow (the same in a 400 and in a stream's
+/// `response.failed`; codex-rs `codex-api/src/sse/responses.rs`, test
+/// `context_window_error_is_fatal`).
+pub(crate) const RESPONSES_OVERFLOW: &str =
+    "Your input exceeds the context window of this model. Please adjust your input and try again.";
+
+/// OpenAI's code for a context overflow (Chat and Responses).
+pub(crate) const OVERFLOW_CODE: &str = "context_length_exceeded";
+
+/// `format`'s answer to a request longer than the model's context window: the status and the
+/// body as the provider sends them (token counts made up).
+pub(crate) fn context_overflow(format: Format) -> (u16, Value) {
+    let body = match format {
+        // As reported from the API in chathub-dev/chathub#126 and crewAIInc/crewAI-examples#121.
+        Format::OpenAiChat => json!({"error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your \
+                        messages resulted in 131072 tokens. Please reduce the length of the \
+                        messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": OVERFLOW_CODE,
+        }}),
+        // The error object dyad-sh/dyad#1672 quotes from a Responses stream, as a response's
+        // body.
+        Format::OpenAiResponses => json!({"error": {
+            "message": RESPONSES_OVERFLOW,
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": OVERFLOW_CODE,
+        }}),
+        // Anthropic's errors reference (`{"type": "error", "error": {type, message}}`); the
+        // message as its API words it (pi-mono's overflow list, packages/ai/src/utils/overflow.ts).
+        Format::Anthropic => anthropic(400, "prompt is too long: 213462 tokens > 200000 maximum"),
+        // As the Gemini API answered in google-gemini/gemini-cli#5807.
+        Format::Gemini => gemini(
+            400,
+            "The input token count (1091639) exceeds the maximum number of tokens allowed \
+             (1048576).",
+            Vec::new(),
+        ),
+    };
+    (400, body)
+}

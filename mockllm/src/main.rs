@@ -6,7 +6,9 @@
 //! "reply": {"answer": {"text": "hi", "calls": [["call_1", "read_file",
 //! "{\"path\":\"a\"}"]], "stop": "tool_use"}}}, {"format": "gemini", "reply": {"status":
 //! {"status": 429, "headers": [["retry-after", "1"]], "body": "{}"}}}]}`. Answer fields are
-//! those of `tooljournal_mockllm::Answer` (all optional), faults included.
+//! those of `tooljournal_mockllm::Answer` (all optional), faults included. `{"context_overflow":
+//! {}}` is the format's context-overflow error (`{"in_stream": true}`: openai-responses'
+//! failed stream).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -24,6 +24,20 @@ pub enum Reply {
         #[serde(default)]
         body: String,
     },
+    /// The provider's answer to a request longer than the model's context window, in the
+    /// request's format, as the provider sends it: a 400 whose body is OpenAI's `code:
+    /// "context_length_exceeded"` (Chat and Responses), Anthropic's `invalid_request_error`
+    /// "prompt is too long: … tokens > … maximum", or Gemini's `INVALID_ARGUMENT` "The input
+    /// token count (…) exceeds the maximum number of tokens allowed (…)." (Anthropic's 413
+    /// `request_too_large` is [`Reply::error`] with 413.)
+    ContextOverflow {
+        /// openai-responses only: a 200 event stream that fails instead (`response.created`,
+        /// `response.in_progress`, then `response.failed` whose `error.code` is
+        /// `context_length_exceeded`). Another format answers it with a 500 saying it cannot
+        /// be sent.
+        #[serde(default)]
+        in_stream: bool,
+    },
 }
 
 impl From<Answer> for Reply {
@@ -61,8 +75,20 @@ impl Reply {
         }
     }
 
-    /// This reply with one more response header (a [`Reply::Answer`] is returned unchanged:
-    /// an answer's headers are the stream's own).
+    /// The request's provider's context-overflow error, as a 400 (see
+    /// [`Reply::ContextOverflow`]).
+    pub fn context_overflow() -> Reply {
+        Reply::ContextOverflow { in_stream: false }
+    }
+
+    /// openai-responses' context overflow inside a 200 event stream, as `response.failed` (see
+    /// [`Reply::ContextOverflow`]).
+    pub fn context_overflow_in_stream() -> Reply {
+        Reply::ContextOverflow { in_stream: true }
+    }
+
+    /// This reply with one more response header (a [`Reply::Answer`] or
+    /// [`Reply::ContextOverflow`] is returned unchanged: their headers are the provider's own).
     pub fn with_header(mut self, name: &str, value: &str) -> Reply {
         if let Reply::Status { headers, .. } = &mut self {
             headers.push((name.to_string(), value.to_string()));

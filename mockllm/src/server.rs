@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::check::{check, Incoming};
-use crate::stream::{frames, Ctx, Frame};
+use crate::stream::{failed_frames, frames, Ctx, Frame};
 use crate::{errors, lock, Recorded, Reply, Shared};
 
 /// Binds `127.0.0.1:port` and serves on a new thread until the returned sender fires (or is
@@ -217,6 +217,21 @@ async fn handle(
             headers,
             body,
         }) => plain_response(status, &headers, body),
+        Ok(Reply::ContextOverflow { in_stream: false }) => {
+            let (status, body) = errors::context_overflow(format);
+            plain_response(status, &[], body.to_string())
+        }
+        Ok(Reply::ContextOverflow { in_stream: true }) => {
+            let ctx = context(format, path_model, &body, "", id_n);
+            match failed_frames(format, &ctx) {
+                Ok(planned) => stream_response(planned, 0),
+                Err(e) => {
+                    let message = format!("mockllm: the script cannot be sent: {e}");
+                    let body = errors::body(format, 500, &message);
+                    plain_response(500, &[], body.to_string())
+                }
+            }
+        }
         Ok(Reply::Answer(answer)) => {
             let ctx = context(format, path_model, &body, &answer.response_id, id_n);
             let planned = match frames(format, &answer, &ctx) {

@@ -109,7 +109,9 @@ pub enum ModelErrorKind {
     /// The request could not be made at all (a missing key, a bad URL): no attempt will help.
     Config,
     /// The request is longer than the model's context window: not retried as is; the context
-    /// must be reduced first.
+    /// must be reduced first. The provider said so with an HTTP error status (in
+    /// [`ModelError::status`], as for [`ModelErrorKind::Status`]) or in its stream.
+    // Last: the journal stores the variant's index.
     ContextOverflow,
 }
 
@@ -129,16 +131,17 @@ pub struct ModelError {
 
 impl ModelError {
     /// Whether another attempt may succeed: a transport failure, or 408, 409, 429 or 5xx.
-    /// 400, 401, 403, 404 and every other status are the request's fault and are not retried.
+    /// 400, 401, 403, 404 and every other status are the request's fault and are not retried;
+    /// nor is a context overflow (the same request would overflow again).
     pub fn retryable(&self) -> bool {
         match self.kind {
             ModelErrorKind::Transport => true,
             ModelErrorKind::Status => {
                 matches!(self.status, Some(408 | 409 | 429) | Some(500..=599))
             }
-            ModelErrorKind::Malformed | ModelErrorKind::Config | ModelErrorKind::ContextOverflow => {
-                false
-            }
+            ModelErrorKind::Malformed
+            | ModelErrorKind::Config
+            | ModelErrorKind::ContextOverflow => false,
         }
     }
 }

@@ -56,6 +56,27 @@ pub(crate) fn frames(format: Format, answer: &Answer, ctx: &Ctx) -> Result<Vec<F
     Ok(em.frames)
 }
 
+/// The frames of a stream that fails because the request overflows the model's context
+/// window: only openai-responses reports that inside a stream (`response.failed`).
+pub(crate) fn failed_frames(format: Format, ctx: &Ctx) -> Result<Vec<Frame>, String> {
+    let faults = Faults::default();
+    let mut em = Emitter::new(&faults, false);
+    match format {
+        Format::OpenAiResponses => openai_responses::failed(
+            &mut em,
+            ctx,
+            crate::errors::OVERFLOW_CODE,
+            crate::errors::RESPONSES_OVERFLOW,
+        ),
+        _ => {
+            return Err(format!(
+                "{format} reports a context overflow only as a 400, not in a stream"
+            ))
+        }
+    }
+    Ok(em.frames)
+}
+
 /// The size text and arguments are streamed in, in bytes (a piece never splits a character).
 pub const PIECE_BYTES: usize = 7;
 

@@ -8,6 +8,8 @@
 //! `response.content_part.done`), one `function_call` item per call
 //! (`response.function_call_arguments.delta`s and `.done`); then `response.completed` with
 //! `usage`, or `response.incomplete` with `incomplete_details.reason: "max_output_tokens"`.
+//! A context overflow scripted in the stream: `response.created`, `response.in_progress`,
+//! `response.failed`.
 
 use serde_json::{json, Value};
 
@@ -215,4 +217,17 @@ pub(super) fn stream(em: &mut Emitter<'_>, answer: &Answer, ctx: &Ctx) {
         let r = response(ctx, "completed", &output, usage, Value::Null);
         s.event("response.completed", json!({"response": r}));
     }
+}
+
+/// A response that fails before any output: `response.created`, `response.in_progress`, then
+/// `response.failed` whose `response.error` is `{code, message}` (the shape codex-rs reads in
+/// `codex-api/src/sse/responses.rs`).
+pub(super) fn failed(em: &mut Emitter<'_>, ctx: &Ctx, code: &str, message: &str) {
+    let mut s = Seq { em, next: 0 };
+    let empty = response(ctx, "in_progress", &[], Value::Null, Value::Null);
+    s.event("response.created", json!({"response": empty}));
+    s.event("response.in_progress", json!({"response": empty}));
+    let mut failed = response(ctx, "failed", &[], Value::Null, Value::Null);
+    failed["error"] = json!({"code": code, "message": message});
+    s.event("response.failed", json!({"response": failed}));
 }
