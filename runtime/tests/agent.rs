@@ -651,28 +651,29 @@ async fn two_tools_with_one_schema_get_a_record_each() {
 
 #[tokio::test]
 async fn resuming_on_another_provider_journals_what_state_is_left_behind() {
-    use tooljournal_runtime::model::{Conversation, ProviderState};
+    use history::layout::{StepView, TurnView};
+    use tooljournal_runtime::model::ProviderState;
     let mut s = setup();
-    let history = Conversation {
-        system: None,
-        messages: vec![
-            Message::User { text: "a".into() },
-            Message::Assistant {
-                text: "b".into(),
-                calls: vec![],
-                state: Some(ProviderState {
-                    format: "gemini".into(),
-                    items: "{\"text\":\"sig\",\"calls\":[]}".into(),
-                }),
-            },
-        ],
-    };
+    let history = vec![TurnView {
+        turn: 1,
+        user_text: "a".into(),
+        steps: vec![StepView {
+            step: 1,
+            text: "b".into(),
+            calls: vec![],
+            state: Some(ProviderState {
+                format: "gemini".into(),
+                items: "{\"text\":\"sig\",\"calls\":[]}".into(),
+            }),
+            results: vec![],
+        }],
+    }];
     let mut agent = agent(
         &s,
         vec![Answer::Events(vec![text("c"), stop(StopReason::EndTurn)])],
         fast(),
     )
-    .with_conversation(history);
+    .with_history(history, None);
     turn(&mut s, &mut agent, "go on").await;
     let r = replay(&s.storage);
     let note = r.model.unwrap().note.unwrap();
