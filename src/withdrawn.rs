@@ -196,6 +196,12 @@ fn note_text(
             differ.join(", ")
         ));
     }
+    if written > files.len() {
+        note.push_str(&format!(
+            " (the {} most recently written of {written} files were checked)",
+            files.len()
+        ));
+    }
     note.push('.');
     note
 }

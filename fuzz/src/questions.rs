@@ -9,7 +9,7 @@
 //! so. An answered question may still end without a result (the batch stopped or the session
 //! died between the reply and the run), but never with a code that says nobody answered.
 
-use crate::case::{AskSpec, Kind, Person};
+use crate::case::{AskSpec, Kind, Person, OPTION_LABELS};
 use crate::check::code_of;
 use crate::person::Said;
 use crate::sim::Run;
@@ -22,10 +22,20 @@ use runtime::hooks::QuestionOutcome;
 use runtime::ErrorCode;
 use std::collections::HashMap;
 
-/// The person's answer to `id`'s question, if they gave one that fits it.
-fn fitting<'a>(run: &'a Run, id: &str, ask: &AskSpec) -> Option<&'a Answer> {
+/// The person's answer to `id`'s question, if they gave one that fits it, as the session keeps
+/// it: labels in the question's order (the options are the first of [`OPTION_LABELS`]), words
+/// trimmed.
+fn fitting(run: &Run, id: &str, ask: &AskSpec) -> Option<Answer> {
     match (run.said.get(id), ask.person) {
-        (Some(Said::Question(QuestionOutcome::Answered(a))), Person::Answers { .. }) => Some(a),
+        (Some(Said::Question(QuestionOutcome::Answered(a))), Person::Answers { .. }) => {
+            let mut choice = a.choice.clone();
+            choice.sort_by_key(|label| OPTION_LABELS.iter().position(|o| o == label));
+            let text = a.text.as_deref().map(str::trim).filter(|t| !t.is_empty());
+            Some(Answer {
+                choice,
+                text: text.map(str::to_owned),
+            })
+        }
         _ => None,
     }
 }
@@ -52,7 +62,7 @@ pub fn truthful_ask(
     let said = said_to_question(run, id);
     let fits = fitting(run, id, ask);
     if !is_error {
-        return match fits {
+        return match &fits {
             Some(a) if content == a.render() => Ok(()),
             Some(a) => fail(format!(
                 "the person answered {a:?}, which reads {:?}",
@@ -75,7 +85,7 @@ pub fn truthful_ask(
         ErrorCode::ToolNotStarted => {
             content == not_started_text()
                 || (asked && content == question_withdrawn_text())
-                || fits.is_some_and(|a| content == answer_undelivered_text(code, a))
+                || fits.is_some_and(|a| content == answer_undelivered_text(code, &a))
         }
         ErrorCode::AbortedBeforeDispatch => true,
         ErrorCode::TruncatedCall => truncated,
@@ -87,7 +97,7 @@ pub fn truthful_ask(
         // Answered, then the run may have started before the session died.
         ErrorCode::ToolOutcomeUnknown => fits.is_some_and(|a| {
             content == outcome_unknown_text(&Resources::default())
-                || content == answer_undelivered_text(code, a)
+                || content == answer_undelivered_text(code, &a)
         }),
         ErrorCode::Aborted => fits.is_some() && content.contains("it did not run"),
         _ => false,
@@ -139,9 +149,11 @@ pub fn questions(
                             ));
                         }
                         match &q.reply {
-                            Some(Reply::Answered(answer)) if Some(answer) != fits => bad(format!(
+                            Some(Reply::Answered(answer)) if Some(answer) != fits.as_ref() => {
+                                bad(format!(
                                 "has the reply {answer:?}; the person's fitting answer was {fits:?}"
-                            )),
+                            ))
+                            }
                             Some(Reply::Declined { .. })
                                 if !matches!(
                                     said_to_question(run, id),
