@@ -194,7 +194,9 @@ impl Agent {
                 }
             }
         }
-        if Some(&plan) == earlier.as_ref() || plan == Compaction::default() {
+        let reduces_nothing =
+            plan.through_turn == 0 && plan.summary.is_none() && plan.shortened.is_empty();
+        if Some(&plan) == earlier.as_ref() || reduces_nothing {
             return Ok(Reduced::Impossible("nothing is left to reduce".into()));
         }
         let tokens_after = self.estimate(&plan, &tools);
