@@ -349,14 +349,13 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     outln!("session {}", prepared.session.session_id())?;
     outln!("journal: {}", journal_dir.display())?;
     outln!("model: {spec}")?;
-    let agent_config =
-        model_cli::agent_config(
-            &args.flags,
-            section,
-            &prepared.workspace,
-            &prepared.tools,
-            model.model(),
-        )?;
+    let agent_config = model_cli::agent_config(
+        &args.flags,
+        section,
+        &prepared.workspace,
+        &prepared.tools,
+        model.model(),
+    )?;
     play(
         prepared,
         Agent::new(model, agent_config),
@@ -451,14 +450,13 @@ pub fn resume(
         prepared.session.session_id(),
         go.spec
     )?;
-    let agent_config =
-        model_cli::agent_config(
-            &go.flags,
-            &section,
-            &prepared.workspace,
-            &prepared.tools,
-            go.model.model(),
-        )?;
+    let agent_config = model_cli::agent_config(
+        &go.flags,
+        &section,
+        &prepared.workspace,
+        &prepared.tools,
+        go.model.model(),
+    )?;
     let agent = Agent::new(go.model, agent_config).with_history(turns, compaction);
     play(prepared, agent, go.prompts, Interrupts::new())
 }

@@ -64,14 +64,13 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         plan_mode: args.plan_mode,
     };
     let prepared = new.open(setup)?;
-    let agent_config =
-        model_cli::agent_config(
-            &args.flags,
-            &section,
-            &prepared.workspace,
-            &prepared.tools,
-            model.model(),
-        )?;
+    let agent_config = model_cli::agent_config(
+        &args.flags,
+        &section,
+        &prepared.workspace,
+        &prepared.tools,
+        model.model(),
+    )?;
     let Prepared {
         rt,
         journal_dir,

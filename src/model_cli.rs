@@ -248,8 +248,8 @@ mod tests {
             max_tokens: Some(77),
             ..ModelSection::default()
         };
-        let config =
-            agent_config(&ModelFlags::default(), &s, "/w", &[], "test-model").unwrap_or_else(|e| panic!("{e:?}"));
+        let config = agent_config(&ModelFlags::default(), &s, "/w", &[], "test-model")
+            .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(config.attempts_max, 1);
         assert_eq!(config.idle_timeout_ms, 1234);
         assert_eq!(config.steps_max, STEPS_MAX_DEFAULT);

@@ -40,7 +40,10 @@ mod tests {
         assert_eq!(context_window_tokens("gpt-4o-mini"), Some(128_000));
         assert_eq!(context_window_tokens("gpt-4.1-nano"), Some(1_047_576));
         assert_eq!(context_window_tokens("claude-sonnet-4-5"), Some(200_000));
-        assert_eq!(context_window_tokens("models/gemini-2.5-flash"), Some(1_048_576));
+        assert_eq!(
+            context_window_tokens("models/gemini-2.5-flash"),
+            Some(1_048_576)
+        );
         assert_eq!(context_window_tokens("gemini-1.5-pro-002"), Some(2_097_152));
         assert_eq!(context_window_tokens("test-model"), None);
         assert_eq!(context_window_tokens("llama3"), None);

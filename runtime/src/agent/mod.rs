@@ -35,12 +35,12 @@ use crate::model::{
     ConvCall, ConvResult, Conversation, Message, Model, ModelError, ModelErrorKind, ModelEvent,
     ModelRequest, ModelSettings, ProviderState,
 };
-use history::layout::{layout, Compaction, StepView, TurnView};
 use crate::result::ToolResult;
 use crate::session::Session;
 use crate::RuntimeError;
 use assemble::Assembly;
 use futures_util::StreamExt;
+use history::layout::{layout, Compaction, StepView, TurnView};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -189,7 +189,11 @@ impl Agent {
     /// The conversation the next request carries: the turns so far, reduced as the latest
     /// reduction says.
     pub fn conversation(&self) -> Conversation {
-        layout(self.config.system.clone(), &self.turns, self.compaction.as_ref())
+        layout(
+            self.config.system.clone(),
+            &self.turns,
+            self.compaction.as_ref(),
+        )
     }
 
     /// Runs one turn: the user says `user_text`, then steps until the turn ends. `stop` is the
@@ -231,7 +235,10 @@ impl Agent {
                 reduce::Early::Stopped => (Asked::Stopped, true),
                 reduce::Early::Go { reduced } => {
                     let request = self.request(session, step);
-                    (self.ask(session, &request, 1, stop, observer).await?, reduced)
+                    (
+                        self.ask(session, &request, 1, stop, observer).await?,
+                        reduced,
+                    )
                 }
             };
             let asked = match asked {

@@ -186,6 +186,9 @@ impl Agent {
                     plan.through_turn = plan.through_turn.max(fallback.through_turn);
                 }
                 Ok(fallback) => plan = fallback,
+                // Short of the budget, the model's summary still goes once: the provider
+                // decides, and a second refusal ends the turn.
+                Err(_) if plan.summary.is_some() => {}
                 Err(over) => {
                     return Ok(Reduced::Impossible(format!(
                         "even with every earlier turn left out and this turn's older results \
@@ -200,6 +203,11 @@ impl Agent {
             return Ok(Reduced::Impossible("nothing is left to reduce".into()));
         }
         let tokens_after = self.estimate(&plan, &tools);
+        if tokens_after >= tokens_before {
+            return Ok(Reduced::Impossible(
+                "the reduction it allows would not make the request shorter".into(),
+            ));
+        }
         let compacted = ContextCompacted {
             turn: session.turn(),
             step,

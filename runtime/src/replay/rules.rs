@@ -121,7 +121,9 @@ impl<R: Retain> Replayer<R> {
             Event::ContextSummaryRequested(asked) => {
                 let s = open_step(r, asked.turn, asked.step).map_err(bad)?;
                 if s.response.is_some() {
-                    return Err(bad("a summary requested after the step's llm/response".into()));
+                    return Err(bad(
+                        "a summary requested after the step's llm/response".into()
+                    ));
                 }
                 if asked.through_turn == 0 || asked.through_turn >= asked.turn {
                     return Err(bad(format!(

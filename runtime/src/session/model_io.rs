@@ -106,7 +106,9 @@ impl Session {
         requested: ContextSummaryRequested,
     ) -> Result<(), RuntimeError> {
         self.check_open_step("context/summary-requested")?;
-        let seq = self.log.append(&Event::ContextSummaryRequested(requested))?;
+        let seq = self
+            .log
+            .append(&Event::ContextSummaryRequested(requested))?;
         self.log.sync_through(seq).await
     }
 
