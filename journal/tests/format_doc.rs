@@ -578,6 +578,31 @@ fn every_event_and_every_variant_decodes_by_the_document() {
     let mut want = call;
     want.extend([1, 0, 0, 0, 0]); // Declined, text: none
     assert_eq!(declined[12..], want[..]);
+    // Hand-checked (schema 4, the context reduction): the fifth `llm/attempt-failed` has kind 4
+    // (`context_overflow`) and `status` `Some(400)`; a `context/compacted` is event 36, its
+    // `trigger` a `u32` index, `shortened` a count then each (turn, step) as two `u32`s.
+    let overflowed = payload_of("llm/attempt-failed", 4);
+    assert_eq!(overflowed[24..31], [4, 0, 0, 0, 1, 0x90, 0x01]);
+    let compacted = payload_of("context/compacted", 0);
+    assert_eq!(compacted[8..12], 36u32.to_le_bytes());
+    let mut want = Vec::new();
+    for n in [3u32, 2, 0, 2] {
+        want.extend(n.to_le_bytes()); // turn, step, trigger: overflow, through_turn
+    }
+    want.push(1); // summary: some
+    assert_eq!(compacted[12..29], want[..]);
+    let mut tail = vec![0]; // summary_note: none
+    tail.extend(1u64.to_le_bytes()); // one pair
+    tail.extend(3u32.to_le_bytes());
+    tail.extend(1u32.to_le_bytes());
+    tail.extend(2_000u32.to_le_bytes()); // preview_chars
+    tail.extend(210_000u64.to_le_bytes()); // tokens_before
+    tail.extend(40_000u64.to_le_bytes()); // tokens_after
+    assert!(compacted.ends_with(&tail), "{compacted:?}");
+    let threshold = payload_of("context/compacted", 1);
+    assert_eq!(threshold[20..24], 1u32.to_le_bytes(), "trigger: threshold");
+    let asked = payload_of("context/summary-requested", 0);
+    assert_eq!(asked[8..12], 35u32.to_le_bytes());
 }
 
 /// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.

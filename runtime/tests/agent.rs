@@ -4,199 +4,16 @@
 
 mod common;
 
+use common::agent::*;
 use common::{events, registry, replay, session_on, TestTool};
-use futures_util::future::BoxFuture;
-use futures_util::StreamExt;
 use journal::SimStorage;
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
-use tooljournal_runtime::agent::{Agent, AgentConfig, AgentEvent, Observer, TurnEnd};
+use tooljournal_runtime::agent::{Agent, AgentConfig, AgentEvent, TurnEnd};
 use tooljournal_runtime::event::{Event, StepOutcome, StopReason, TurnOutcome};
 use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::model::{
-    Message, Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, Usage,
-};
+use tooljournal_runtime::model::{Message, ModelError, ModelErrorKind, ModelEvent, Usage};
 use tooljournal_runtime::Config;
-
-/// What one request gets.
-enum Answer {
-    /// These events, then the end of the stream.
-    Events(Vec<ModelEvent>),
-    /// These events, then this error.
-    Break(Vec<ModelEvent>, ModelError),
-    /// These events, then nothing ever again.
-    Hang(Vec<ModelEvent>),
-    /// The request fails before any byte.
-    Refuse(ModelError),
-    /// These events, each this many ms after the one before.
-    Slow(Vec<ModelEvent>, u64),
-}
-
-/// A model answering each request with the next [`Answer`]; it keeps every request.
-struct ListModel {
-    answers: VecDeque<Answer>,
-    requests: Arc<Mutex<Vec<ModelRequest>>>,
-    /// The session's journal, when a test checks what is durable as each request leaves.
-    journal: Option<Arc<journal::Journal>>,
-    /// (appended, durable) seqs as each request was sent.
-    sent_at: Arc<Mutex<Vec<(u64, u64)>>>,
-}
-
-impl Model for ListModel {
-    fn provider(&self) -> &str {
-        "anthropic"
-    }
-    fn model(&self) -> &str {
-        "list"
-    }
-    fn body(&mut self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
-        self.requests.lock().unwrap().push(request.clone());
-        Ok(format!("request {} {}", request.turn, request.step).into_bytes())
-    }
-    fn send(&mut self, _body: Vec<u8>) -> BoxFuture<'_, Result<ModelStream<'_>, ModelError>> {
-        if let Some(journal) = &self.journal {
-            let stats = journal.stats();
-            self.sent_at
-                .lock()
-                .unwrap()
-                .push((stats.appended_seq, stats.durable_seq));
-        }
-        let answer = self.answers.pop_front().expect("a scripted answer");
-        Box::pin(async move {
-            let stream: ModelStream<'_> = match answer {
-                Answer::Events(events) => {
-                    Box::pin(futures_util::stream::iter(events.into_iter().map(Ok)))
-                }
-                Answer::Break(events, error) => Box::pin(futures_util::stream::iter(
-                    events.into_iter().map(Ok).chain([Err(error)]),
-                )),
-                Answer::Hang(events) => Box::pin(
-                    futures_util::stream::iter(events.into_iter().map(Ok))
-                        .chain(futures_util::stream::pending()),
-                ),
-                Answer::Refuse(error) => return Err(error),
-                Answer::Slow(events, gap_ms) => Box::pin(futures_util::stream::unfold(
-                    events.into_iter(),
-                    move |mut rest| async move {
-                        let next = rest.next()?;
-                        tokio::time::sleep(std::time::Duration::from_millis(gap_ms)).await;
-                        Some((Ok(next), rest))
-                    },
-                )),
-            };
-            Ok(stream)
-        })
-    }
-}
-
-fn text(t: &str) -> ModelEvent {
-    ModelEvent::TextDelta(t.into())
-}
-
-fn call(index: u32, id: &str, name: &str, args: &[&str]) -> Vec<ModelEvent> {
-    let mut events = vec![ModelEvent::CallBegin {
-        index,
-        id: id.into(),
-        name: name.into(),
-    }];
-    for piece in args {
-        events.push(ModelEvent::CallArgumentsDelta {
-            index,
-            delta: (*piece).into(),
-        });
-    }
-    events.push(ModelEvent::CallEnd { index });
-    events
-}
-
-fn stop(reason: StopReason) -> ModelEvent {
-    ModelEvent::Stop(reason)
-}
-
-fn status(code: u16, retry_after_ms: Option<u64>, message: &str) -> ModelError {
-    ModelError {
-        kind: ModelErrorKind::Status,
-        status: Some(code),
-        retry_after_ms,
-        message: message.into(),
-    }
-}
-
-fn fast() -> AgentConfig {
-    AgentConfig {
-        backoff_base_ms: 1,
-        backoff_max_ms: 50,
-        idle_timeout_ms: 5_000,
-        system: Some("be brief".into()),
-        ..AgentConfig::default()
-    }
-}
-
-struct Setup {
-    storage: SimStorage,
-    session: tooljournal_runtime::Session,
-    runs: Arc<Mutex<Vec<String>>>,
-    requests: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-fn setup() -> Setup {
-    let storage = SimStorage::new();
-    let tool = TestTool::ok("note");
-    let runs = tool.runs.clone();
-    let session = session_on(
-        &storage,
-        registry(vec![tool]),
-        Hooks::default(),
-        Config::default(),
-    );
-    Setup {
-        storage,
-        session,
-        runs,
-        requests: Arc::default(),
-    }
-}
-
-fn agent(s: &Setup, answers: Vec<Answer>, config: AgentConfig) -> Agent {
-    Agent::new(
-        Box::new(ListModel {
-            answers: answers.into(),
-            requests: s.requests.clone(),
-            journal: None,
-            sent_at: Arc::default(),
-        }),
-        config,
-    )
-}
-
-/// Stops the turn when `when` says so.
-struct StopWhen<F: FnMut(&AgentEvent<'_>) -> bool + Send>(CancellationToken, F);
-
-impl<F: FnMut(&AgentEvent<'_>) -> bool + Send> Observer for StopWhen<F> {
-    fn on(&mut self, event: AgentEvent<'_>) {
-        if (self.1)(&event) {
-            self.0.cancel();
-        }
-    }
-}
-
-/// One turn of `agent` on `s`'s session, saying `user_text`, with no stop and no observer.
-async fn turn(s: &mut Setup, agent: &mut Agent, user_text: &str) -> TurnEnd {
-    agent
-        .run_turn(
-            &mut s.session,
-            user_text,
-            &CancellationToken::new(),
-            &mut (),
-        )
-        .await
-        .unwrap()
-}
-
-fn kinds(storage: &SimStorage) -> Vec<&'static str> {
-    events(storage).into_iter().map(|(_, e)| e.kind()).collect()
-}
 
 #[tokio::test]
 async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_it_is_sent() {
@@ -553,14 +370,15 @@ async fn every_request_leaves_only_when_everything_before_it_is_durable() {
     first.push(stop(StopReason::ToolUse));
     let sent_at: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
     let model = ListModel {
-        answers: vec![
-            Answer::Events(first),
-            Answer::Events(vec![text("done"), stop(StopReason::EndTurn)]),
-        ]
-        .into(),
-        requests: s.requests.clone(),
         journal: Some(s.session.event_log().journal().clone()),
         sent_at: sent_at.clone(),
+        ..ListModel::new(
+            vec![
+                Answer::Events(first),
+                Answer::Events(vec![text("done"), stop(StopReason::EndTurn)]),
+            ],
+            s.requests.clone(),
+        )
     };
     let mut agent = Agent::new(Box::new(model), fast());
     turn(&mut s, &mut agent, "go").await;

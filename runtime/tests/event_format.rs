@@ -367,6 +367,33 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 reply: Reply::Declined { text: None },
             },
         ),
+        (
+            35,
+            "context/summary-requested",
+            Event::ContextSummaryRequested(ContextSummaryRequested {
+                turn: 2,
+                step: 1,
+                through_turn: 1,
+                body_sha256: "h".into(),
+                body_bytes: 10,
+            }),
+        ),
+        (
+            36,
+            "context/compacted",
+            Event::ContextCompacted(ContextCompacted {
+                turn: 2,
+                step: 1,
+                trigger: CompactTrigger::Overflow,
+                through_turn: 1,
+                summary: Some("s".into()),
+                summary_note: None,
+                shortened: vec![],
+                preview_chars: 2000,
+                tokens_before: 100,
+                tokens_after: 40,
+            }),
+        ),
     ]
 }
 
@@ -658,6 +685,115 @@ fn the_ask_events_are_laid_out_field_by_field_as_documented() {
 }
 
 #[test]
+fn the_context_reduction_variants_have_the_indexes_format_md_gives_them() {
+    assert_eq!(
+        variant_index(&ModelErrorKind::ContextOverflow),
+        4,
+        "ModelErrorKind 4 context_overflow"
+    );
+    assert_eq!(
+        serde_json::to_value(ModelErrorKind::ContextOverflow).unwrap(),
+        "context_overflow"
+    );
+    assert_eq!(
+        variant_index(&CompactTrigger::Overflow),
+        0,
+        "CompactTrigger 0 overflow"
+    );
+    assert_eq!(
+        variant_index(&CompactTrigger::Threshold),
+        1,
+        "CompactTrigger 1 threshold"
+    );
+    assert_eq!(
+        serde_json::to_value(CompactTrigger::Threshold).unwrap(),
+        "threshold"
+    );
+}
+
+#[test]
+fn the_context_events_are_laid_out_field_by_field_as_documented() {
+    let asked = Event::ContextSummaryRequested(ContextSummaryRequested {
+        turn: 3,
+        step: 2,
+        through_turn: 2,
+        body_sha256: "ab".into(),
+        body_bytes: 4096,
+    });
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes()); // at_ms
+    expected.extend(35u32.to_le_bytes()); // context/summary-requested
+    for n in [3u32, 2, 2] {
+        expected.extend(n.to_le_bytes()); // turn, step, through_turn
+    }
+    expected.extend(string("ab"));
+    expected.extend(4096u64.to_le_bytes());
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: asked
+        }),
+        expected
+    );
+
+    let compacted = Event::ContextCompacted(ContextCompacted {
+        turn: 3,
+        step: 2,
+        trigger: CompactTrigger::Threshold,
+        through_turn: 1,
+        summary: None,
+        summary_note: Some("down".into()),
+        shortened: vec![(3, 1), (2, 4)],
+        preview_chars: 2000,
+        tokens_before: 90_000,
+        tokens_after: 30_000,
+    });
+    let mut expected = Vec::new();
+    expected.extend(7u64.to_le_bytes());
+    expected.extend(36u32.to_le_bytes()); // context/compacted
+    expected.extend(3u32.to_le_bytes()); // turn
+    expected.extend(2u32.to_le_bytes()); // step
+    expected.extend(1u32.to_le_bytes()); // trigger: threshold
+    expected.extend(1u32.to_le_bytes()); // through_turn
+    expected.push(0); // summary: none
+    expected.push(1); // summary_note: some
+    expected.extend(string("down"));
+    expected.extend(2u64.to_le_bytes()); // two (turn, step) pairs, each two u32s, no count
+    for n in [3u32, 1, 2, 4] {
+        expected.extend(n.to_le_bytes());
+    }
+    expected.extend(2000u32.to_le_bytes()); // preview_chars
+    expected.extend(90_000u64.to_le_bytes()); // tokens_before
+    expected.extend(30_000u64.to_le_bytes()); // tokens_after
+    assert_eq!(
+        encode(&Record {
+            at_ms: 7,
+            event: compacted
+        }),
+        expected
+    );
+
+    // An overflow is an `llm/attempt-failed` of kind 4, its status kept.
+    let failed = Event::LlmAttemptFailed(LlmAttemptFailed {
+        turn: 3,
+        step: 2,
+        attempt: 1,
+        kind: ModelErrorKind::ContextOverflow,
+        status: Some(400),
+        message: "too long".into(),
+        partial_text: String::new(),
+        retry: false,
+        backoff_ms: 0,
+    });
+    let bytes = encode(&Record {
+        at_ms: 7,
+        event: failed,
+    });
+    assert_eq!(bytes[8..12], 31u32.to_le_bytes());
+    assert_eq!(bytes[24..31], [4, 0, 0, 0, 1, 0x90, 0x01]); // kind 4, status Some(400)
+}
+
+#[test]
 fn a_session_policy_event_is_laid_out_field_by_field_as_documented() {
     let event = Event::SessionPolicy(SessionPolicy {
         approval: ApprovalPolicy::Deny,
@@ -788,4 +924,186 @@ fn error_codes_have_the_indexes_format_md_gives_them() {
             "{name}: FORMAT.md says index {index}"
         );
     }
+}
+
+fn format_md() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md");
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn the_event_table_of_format_md_names_every_event_at_its_index() {
+    let doc = format_md();
+    let row = regex::Regex::new(r"^\| (\d+) \| `([a-z/-]+)` \|").expect("a valid pattern");
+    let documented: Vec<(u32, String)> = doc
+        .lines()
+        .filter_map(|l| row.captures(l))
+        .map(|c| (c[1].parse().expect("digits"), c[2].to_owned()))
+        .collect();
+    let known: Vec<(u32, String)> = every_event()
+        .into_iter()
+        .map(|(index, name, _)| (index, name.to_owned()))
+        .collect();
+    assert_eq!(documented, known);
+}
+
+/// The variants FORMAT.md gives `ty` (`- \`TY\` = 0 \`a\` | 1 \`b\` …`, over continuation
+/// lines), as (index, name).
+fn documented_variants(ty: &str) -> Vec<(u32, String)> {
+    let doc = format_md();
+    let head = format!("`{ty}` =");
+    let mut lines = doc.lines().skip_while(|l| !l.contains(&head));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("FORMAT.md: no line defines {head}"));
+    let mut item = first[first.find(&head).expect("found above") + head.len()..].to_owned();
+    for l in lines.take_while(|l| l.starts_with("  ")) {
+        item.push(' ');
+        item.push_str(l.trim());
+    }
+    // Only the list itself: a parenthesis's words are not variants.
+    let mut depth = 0;
+    let list: String = item
+        .chars()
+        .filter(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            depth == 0 && *c != ')'
+        })
+        .collect();
+    let entry = regex::Regex::new(r"(\d+) `([a-z_]+)`").expect("a valid pattern");
+    entry
+        .captures_iter(&list)
+        .map(|c| (c[1].parse().expect("digits"), c[2].to_owned()))
+        .collect()
+}
+
+#[test]
+fn format_md_lists_the_model_error_kinds_and_the_compaction_triggers_by_index() {
+    let kinds = [
+        ModelErrorKind::Transport,
+        ModelErrorKind::Status,
+        ModelErrorKind::Malformed,
+        ModelErrorKind::Config,
+        ModelErrorKind::ContextOverflow,
+    ];
+    let names = |values: Vec<serde_json::Value>| -> Vec<(u32, String)> {
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (i as u32, v.as_str().expect("a unit variant").to_owned()))
+            .collect()
+    };
+    for kind in kinds {
+        assert_eq!(
+            variant_index(&kind),
+            kinds.iter().position(|k| *k == kind).unwrap() as u32
+        );
+    }
+    assert_eq!(
+        documented_variants("ModelErrorKind"),
+        names(
+            kinds
+                .iter()
+                .map(|k| serde_json::to_value(k).unwrap())
+                .collect()
+        )
+    );
+    let triggers = [CompactTrigger::Overflow, CompactTrigger::Threshold];
+    assert_eq!(
+        documented_variants("CompactTrigger"),
+        names(
+            triggers
+                .iter()
+                .map(|t| serde_json::to_value(t).unwrap())
+                .collect()
+        )
+    );
+}
+
+/// The three lines of FORMAT.md's *Context reduction* block, `\n` as a newline.
+fn documented_reduction_texts() -> Vec<String> {
+    let doc = format_md();
+    let start = doc
+        .find("```text\n[Summary of the {N}")
+        .expect("FORMAT.md: the reduction texts' block")
+        + "```text\n".len();
+    let block = &doc[start..start + doc[start..].find("```").expect("the block's end")];
+    block.lines().map(|l| l.replace("\\n", "\n")).collect()
+}
+
+#[test]
+fn the_reduced_history_has_the_texts_format_md_gives() {
+    use history::layout::{layout, shorten, Compaction, StepView, TurnView};
+    use tooljournal_runtime::model::{ConvCall, ConvResult, Message};
+    let texts = documented_reduction_texts();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    let turn = |n: u32, result: &str| TurnView {
+        turn: n,
+        user_text: format!("user {n}"),
+        steps: vec![StepView {
+            step: 1,
+            text: String::new(),
+            calls: vec![ConvCall {
+                id: format!("c{n}"),
+                name: "t".into(),
+                arguments: "{}".into(),
+            }],
+            state: None,
+            results: vec![ConvResult {
+                id: format!("c{n}"),
+                name: "t".into(),
+                content: result.into(),
+                is_error: false,
+            }],
+        }],
+    };
+    let turns = vec![turn(1, "a"), turn(2, "b"), turn(3, "0123456789")];
+    let first_user = |c: &Compaction| match &layout(None, &turns, Some(c)).messages[0] {
+        Message::User { text } => text.clone(),
+        other => panic!("{other:?}"),
+    };
+    let summarized = Compaction {
+        through_turn: 2,
+        summary: Some("S".into()),
+        shortened: vec![],
+        preview_chars: 4,
+    };
+    let expected = texts[0].replace("{N}", "2").replace("{summary}", "S") + "user 3";
+    assert_eq!(first_user(&summarized), expected);
+    let left_out = Compaction {
+        summary: None,
+        ..summarized.clone()
+    };
+    assert_eq!(
+        first_user(&left_out),
+        texts[1].replace("{N}", "2") + "user 3"
+    );
+    // Ten characters cut to four: two from each end.
+    let cut = texts[2].replace("{T}", "10");
+    assert_eq!(shorten("0123456789", 4), format!("01{cut}89"));
+    assert_eq!(
+        shorten("0123", 4),
+        "0123",
+        "not longer than the preview: kept"
+    );
+    let shortened = Compaction {
+        shortened: vec![(3, 1)],
+        ..summarized
+    };
+    let laid_out = layout(None, &turns, Some(&shortened));
+    assert_eq!(
+        laid_out.messages.last(),
+        Some(&Message::Results {
+            results: vec![ConvResult {
+                id: "c3".into(),
+                name: "t".into(),
+                content: format!("01{cut}89"),
+                is_error: false,
+            }]
+        })
+    );
 }

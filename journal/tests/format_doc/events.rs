@@ -521,6 +521,8 @@ fn model_error_kind(c: &mut Cur) -> R {
         ("status", Unit),
         ("malformed", Unit),
         ("config", Unit),
+        // Schema 4.
+        ("context_overflow", Unit),
     ];
     variant(c, "ModelErrorKind", &v)
 }
@@ -589,6 +591,41 @@ fn reply(c: &mut Cur) -> R {
         ("Declined", Shape::Fields(&[("text", opt_str)])),
     ];
     variant(c, "Reply", &v)
+}
+
+fn compact_trigger(c: &mut Cur) -> R {
+    use Shape::Unit;
+    let v = [("overflow", Unit), ("threshold", Unit)];
+    variant(c, "CompactTrigger", &v)
+}
+fn context_summary_requested(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("turn", u32v),
+            ("step", u32v),
+            ("through_turn", u32v),
+            ("body_sha256", strv),
+            ("body_bytes", u64v),
+        ],
+    )
+}
+fn context_compacted(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("turn", u32v),
+            ("step", u32v),
+            ("trigger", compact_trigger),
+            ("through_turn", u32v),
+            ("summary", opt_str),
+            ("summary_note", opt_str),
+            ("shortened", |c| seq(c, pair_u32)),
+            ("preview_chars", u32v),
+            ("tokens_before", u64v),
+            ("tokens_after", u64v),
+        ],
+    )
 }
 
 /// The event table of FORMAT.md: index → (name, fields).
@@ -732,6 +769,11 @@ fn events() -> Vec<(&'static str, Shape)> {
             Fields(&[("call", call_ref), ("question", question)]),
         ),
         ("ask/reply", Fields(&[("call", call_ref), ("reply", reply)])),
+        (
+            "context/summary-requested",
+            Newtype(context_summary_requested),
+        ),
+        ("context/compacted", Newtype(context_compacted)),
     ]
 }
 
@@ -752,8 +794,9 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("Classification", 2),
         ("ApprovalPolicy", 3),
         ("SyncPolicy", 3),
-        ("ModelErrorKind", 4),
+        ("ModelErrorKind", 5),
         ("Reply", 2),
+        ("CompactTrigger", 2),
         ("ErrorCode", ERROR_CODES.len() as u32),
     ]
 }

@@ -3,11 +3,11 @@
 
 use runtime::event::{
     Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, Classification, CommittedResult,
-    ConfigFile, Event, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelCall, ModelResponse,
-    Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question, QuestionOption, Record,
-    RecoveredCall, Recovery, Reply, Resources, SessionModel, SessionOpen, SessionPolicy,
-    SideEffect, StepOutcome, StopReason, SyncPolicy, Text, ToolDescriptor, ToolSchema, ToolSource,
-    TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
+    CompactTrigger, ConfigFile, ContextCompacted, ContextSummaryRequested, Event, LlmAttemptFailed,
+    LlmRequest, LlmResponseDetail, ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem,
+    ProcessStarted, Question, QuestionOption, Record, RecoveredCall, Recovery, Reply, Resources,
+    SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
+    Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;
@@ -435,6 +435,8 @@ pub fn every_event() -> Vec<Record> {
         (ModelErrorKind::Status, Some(503), true),
         (ModelErrorKind::Malformed, None, false),
         (ModelErrorKind::Config, None, false),
+        // Schema 4.
+        (ModelErrorKind::ContextOverflow, Some(400), false),
     ];
     for (attempt, (kind, status, retry)) in (1..).zip(failures) {
         events.push(Event::LlmAttemptFailed(LlmAttemptFailed {
@@ -522,6 +524,37 @@ pub fn every_event() -> Vec<Record> {
             reply,
         });
     }
+    events.push(Event::ContextSummaryRequested(ContextSummaryRequested {
+        turn: 3,
+        step: 2,
+        through_turn: 2,
+        body_sha256: "ef56".into(),
+        body_bytes: 70_000,
+    }));
+    events.push(Event::ContextCompacted(ContextCompacted {
+        turn: 3,
+        step: 2,
+        trigger: CompactTrigger::Overflow,
+        through_turn: 2,
+        summary: Some("The user wants a.txt fixed; done: read it.".into()),
+        summary_note: None,
+        shortened: vec![(3, 1)],
+        preview_chars: 2_000,
+        tokens_before: 210_000,
+        tokens_after: 40_000,
+    }));
+    events.push(Event::ContextCompacted(ContextCompacted {
+        turn: 4,
+        step: 1,
+        trigger: CompactTrigger::Threshold,
+        through_turn: 3,
+        summary: None,
+        summary_note: Some("the summary request failed: HTTP 500: down".into()),
+        shortened: vec![],
+        preview_chars: 2_000,
+        tokens_before: 170_000,
+        tokens_after: 9_000,
+    }));
     events
         .into_iter()
         .enumerate()

@@ -1,6 +1,7 @@
 //! Test tools and a harness that runs sessions on a simulated disk.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod fs_env;
 pub mod pipeline;
 pub mod scheduler;
