@@ -146,6 +146,9 @@ pub struct Agent {
     turns: Vec<TurnView>,
     /// How requests are reduced (the latest `context/compacted`), if they are.
     compaction: Option<Compaction>,
+    /// The turn in which a reduction before a request (the threshold) found nothing to reduce:
+    /// not tried again in that turn, so a session does not ask for a summary at every step.
+    threshold_spent_turn: Option<u32>,
 }
 
 /// What one step's request came to.
@@ -175,6 +178,7 @@ impl Agent {
             config,
             turns: Vec::new(),
             compaction: None,
+            threshold_spent_turn: None,
         }
     }
 

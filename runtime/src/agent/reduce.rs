@@ -64,6 +64,9 @@ impl Agent {
         let Some(limit) = self.threshold_tokens() else {
             return Ok(Early::Go { reduced: false });
         };
+        if self.threshold_spent_turn == Some(session.turn()) {
+            return Ok(Early::Go { reduced: false });
+        }
         let request = self.request(session, step);
         let estimate = estimate_tokens(&request.conversation, &request.tools);
         if estimate <= limit {
@@ -76,8 +79,12 @@ impl Agent {
                 .await?
             {
                 Reduced::Done => Early::Go { reduced: true },
-                // Nothing left to reduce: the request goes as it is, and the provider decides.
-                Reduced::Impossible(_) => Early::Go { reduced: false },
+                // Nothing left to reduce: the request goes as it is, and the provider decides;
+                // the threshold is not tried again this turn.
+                Reduced::Impossible(_) => {
+                    self.threshold_spent_turn = Some(session.turn());
+                    Early::Go { reduced: false }
+                }
                 Reduced::Stopped => Early::Stopped,
             },
         )
@@ -190,10 +197,14 @@ impl Agent {
                 // decides, and a second refusal ends the turn.
                 Err(_) if plan.summary.is_some() => {}
                 Err(over) => {
+                    let summary = summary_note
+                        .map(|why| format!(" ({why})"))
+                        .unwrap_or_default();
                     return Ok(Reduced::Impossible(format!(
                         "even with every earlier turn left out and this turn's older results \
-                         shortened, the request is about {over} tokens over the {budget} aimed for"
-                    )))
+                         shortened, the request is about {over} tokens over the {budget} aimed \
+                         for{summary}"
+                    )));
                 }
             }
         }
