@@ -368,32 +368,11 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
     let bad = |message: String| at.bad(message);
     match event {
         Event::AskPending { call, question } => {
-            let c = r.call_mut(&call).map_err(bad)?;
-            if c.state != CallState::Parsed || c.ask_pending() {
-                return Err(bad(format!("{call}: a question while {}", c.state)));
-            }
-            c.seqs.push(at.seq);
-            c.asks.push(AskRecord {
-                question,
-                answer: None,
-                cancel_reason: None,
-                structured: None,
-                reply: None,
-            });
+            ask_put(r, &call, question, None, at.seq).map_err(bad)?
         }
         Event::AskQuestion { call, question } => {
-            let c = r.call_mut(&call).map_err(bad)?;
-            if c.state != CallState::Parsed || c.ask_pending() {
-                return Err(bad(format!("{call}: a question while {}", c.state)));
-            }
-            c.seqs.push(at.seq);
-            c.asks.push(AskRecord {
-                question: question.text.clone(),
-                answer: None,
-                cancel_reason: None,
-                structured: Some(question),
-                reply: None,
-            });
+            let text = question.text.clone();
+            ask_put(r, &call, text, Some(question), at.seq).map_err(bad)?
         }
         Event::AskReplied { call, reply } => {
             let answer = match &reply {
@@ -629,6 +608,30 @@ fn advance<'a, R: Retain>(
     c.state = to;
     c.seqs.push(at.seq);
     Ok(c)
+}
+
+/// A question put about a call (`ask/pending`, or `ask/question` with `structured`): only while
+/// it is `parsed` and no other question waits.
+fn ask_put<R: Retain>(
+    r: &mut R,
+    call: &CallRef,
+    question: String,
+    structured: Option<crate::event::Question>,
+    seq: u64,
+) -> Result<(), String> {
+    let c = r.call_mut(call)?;
+    if c.state != CallState::Parsed || c.ask_pending() {
+        return Err(format!("{call}: a question while {}", c.state));
+    }
+    c.seqs.push(seq);
+    c.asks.push(AskRecord {
+        question,
+        answer: None,
+        cancel_reason: None,
+        structured,
+        reply: None,
+    });
+    Ok(())
 }
 
 /// Answers (or withdraws) the call's pending question.
