@@ -149,6 +149,7 @@ pub fn agent_config(
     model: &str,
 ) -> Result<AgentConfig, CliError> {
     let defaults = AgentConfig::default();
+    check_limits(section)?;
     let system = match system_prompt_file(section)? {
         Some(text) => text,
         None => system_prompt::default_prompt(workspace, tools),
@@ -176,6 +177,29 @@ pub fn agent_config(
             .compact_at_percent
             .unwrap_or(defaults.compact_at_percent),
     })
+}
+
+/// Most retries `[model] retry_attempts` may ask for: past it a session would wait for hours.
+pub const RETRY_ATTEMPTS_MAX: u32 = 100;
+
+/// `[model]` values that would make the loop misbehave, refused naming the key.
+fn check_limits(section: &ModelSection) -> Result<(), CliError> {
+    let refuse = |what: String| Err(CliError::Failed(format!("[model] {what}")));
+    if let Some(n) = section.retry_attempts.filter(|&n| n > RETRY_ATTEMPTS_MAX) {
+        return refuse(format!(
+            "retry_attempts = {n}: at most {RETRY_ATTEMPTS_MAX}"
+        ));
+    }
+    if let Some(p) = section
+        .compact_at_percent
+        .filter(|p| !(1..=100).contains(p))
+    {
+        return refuse(format!("compact_at_percent = {p}: from 1 to 100"));
+    }
+    if section.context_window_tokens == Some(0) {
+        return refuse("context_window_tokens = 0: a window holds at least one token".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -292,5 +316,44 @@ mod tests {
             journaled_base_url("openai-chat:other", &flagged, Some(&remote)),
             Ok(None)
         ));
+    }
+
+    #[test]
+    fn limits_that_would_make_the_loop_misbehave_are_refused_naming_the_key() {
+        for (section, key) in [
+            (
+                ModelSection {
+                    retry_attempts: Some(u32::MAX),
+                    ..ModelSection::default()
+                },
+                "retry_attempts",
+            ),
+            (
+                ModelSection {
+                    compact_at_percent: Some(0),
+                    ..ModelSection::default()
+                },
+                "compact_at_percent",
+            ),
+            (
+                ModelSection {
+                    compact_at_percent: Some(150),
+                    ..ModelSection::default()
+                },
+                "compact_at_percent",
+            ),
+            (
+                ModelSection {
+                    context_window_tokens: Some(0),
+                    ..ModelSection::default()
+                },
+                "context_window_tokens",
+            ),
+        ] {
+            match agent_config(&ModelFlags::default(), &section, "/w", &[], "test-model") {
+                Err(CliError::Failed(m)) => assert!(m.contains(key), "{m}"),
+                _ => panic!("{key} accepted"),
+            }
+        }
     }
 }

@@ -11,7 +11,10 @@ const WINDOWS: &[(&str, u64)] = &[
     ("gpt-4.1", 1_047_576),
     ("gpt-4o", 128_000),
     ("gpt-4-turbo", 128_000),
-    ("gpt-5", 400_000),
+    // The input limit (the 400k window holds the output too).
+    ("gpt-5", 272_000),
+    ("o1-mini", 128_000),
+    ("o1-preview", 128_000),
     ("o1", 200_000),
     ("o3", 200_000),
     ("o4-mini", 200_000),
@@ -45,6 +48,8 @@ mod tests {
             Some(1_048_576)
         );
         assert_eq!(context_window_tokens("gemini-1.5-pro-002"), Some(2_097_152));
+        assert_eq!(context_window_tokens("o1-mini"), Some(128_000));
+        assert_eq!(context_window_tokens("o1"), Some(200_000));
         assert_eq!(context_window_tokens("test-model"), None);
         assert_eq!(context_window_tokens("llama3"), None);
     }

@@ -779,3 +779,112 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn a_failed_second_summary_never_labels_the_first_as_covering_more_turns() {
+    let mut s = setup();
+    let answers = vec![
+        answer("first answer"),
+        // Turn 2: refused, summarized, answered.
+        Answer::Refuse(overflow()),
+        answer(SUMMARY),
+        answer(&format!("SECOND-ANSWER {}", "words ".repeat(1_500))),
+        // Turn 3: refused, its summary request fails, the retry is answered.
+        Answer::Refuse(overflow()),
+        Answer::Refuse(status(500, None, "summary server down")),
+        answer("third answer"),
+    ];
+    let mut agent = agent(&s, answers, fast());
+    turn(&mut s, &mut agent, &long_first_turn()).await;
+    turn(&mut s, &mut agent, "SECOND-TURN").await;
+    let end = turn(&mut s, &mut agent, "THIRD-TURN").await;
+    assert_eq!(end, TurnEnd::Completed);
+    let all = compactions(&s.storage);
+    assert_eq!(all.len(), 2);
+    let second = &all[1];
+    // The first summary saw turn 1 only: once turn 2 is left out too, it is not kept under a
+    // label that says it covers both.
+    // The fallback leaves turns 1 and 2 out: no summary, and the note says why not.
+    assert_eq!(second.through_turn, 2, "{second:?}");
+    assert_eq!(second.summary, None, "{second:?}");
+    let note = second.summary_note.as_deref().unwrap_or_default();
+    assert!(note.contains("summary server down"), "{second:?}");
+    let requests = s.requests.lock().unwrap();
+    let last = requests.last().expect("requests");
+    let Some(Message::User { text }) = last.conversation.messages.first() else {
+        panic!("a user message first");
+    };
+    assert!(
+        !text.starts_with(&summary_prefix(2, SUMMARY)),
+        "the summary of turn 1 shown as one of turns 1-2: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_step_asks_for_one_summary_even_when_the_threshold_and_a_refusal_both_reduce() {
+    let mut s = setup();
+    let config = AgentConfig {
+        context_window_tokens: Some(2_000),
+        ..fast()
+    };
+    let answers = vec![
+        answer("first answer"),
+        // Turn 2, threshold: the summary request fails, and nothing else reduces enough.
+        Answer::Refuse(status(500, None, "summary server down")),
+        // The request goes as it is and is refused: reduced without a second summary request.
+        Answer::Refuse(overflow()),
+        answer("second answer"),
+        answer("spare"),
+    ];
+    let mut agent = agent(&s, answers, config);
+    turn(&mut s, &mut agent, "short first turn").await;
+    turn(
+        &mut s,
+        &mut agent,
+        &format!("SECOND {}", "word ".repeat(1_600)),
+    )
+    .await;
+    let step = step_events(&s.storage, 2, 1);
+    let asked = names(&step)
+        .iter()
+        .filter(|n| **n == "context/summary-requested")
+        .count();
+    assert_eq!(asked, 1, "{:?}", names(&step));
+    assert!(
+        names(&step)
+            .iter()
+            .filter(|n| **n == "context/compacted")
+            .count()
+            <= 1,
+        "{:?}",
+        names(&step)
+    );
+    let summaries = s
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.turn == 2 && is_summary_request(r))
+        .count();
+    assert_eq!(summaries, 1, "summary requests in one step");
+}
+
+#[tokio::test]
+async fn attempts_past_any_count_and_an_overflow_do_not_overflow_the_numbering() {
+    let mut s = setup();
+    let config = AgentConfig {
+        attempts_max: u32::MAX,
+        ..fast()
+    };
+    let answers = vec![
+        answer("first answer"),
+        Answer::Refuse(overflow()),
+        answer(SUMMARY),
+        answer("second answer"),
+    ];
+    let mut agent = agent(&s, answers, config);
+    turn(&mut s, &mut agent, &long_first_turn()).await;
+    let end = turn(&mut s, &mut agent, "SECOND-TURN").await;
+    assert_eq!(end, TurnEnd::Completed);
+    assert_eq!(compactions(&s.storage).len(), 1);
+}

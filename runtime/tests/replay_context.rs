@@ -185,15 +185,37 @@ fn a_reduction_shortening_a_step_it_leaves_out_or_one_to_come_is_refused() {
         compacted_mut(&mut records, at).shortened = vec![(2, 1), step];
         refused_at(&records, at, "context/compacted", "shorten only kept steps");
     }
-    // Shortening a kept step is fine.
+    // Nor its own step, whose results do not exist yet (turn 2's reduction is in its step 1).
     let mut records = reduced_session();
     let at = nth(&records, "context/compacted", 0);
     compacted_mut(&mut records, at).shortened = vec![(2, 1)];
+    refused_at(&records, at, "context/compacted", "shorten only kept steps");
+    // Shortening a kept earlier step is fine.
+    let mut records = reduced_session();
+    let at = nth(&records, "context/compacted", 0);
+    let c = compacted_mut(&mut records, at);
+    c.through_turn = 0;
+    c.shortened = vec![(1, 1)];
     assert_eq!(
         replayed(&records).turns.len(),
         3,
         "a kept step may be shortened"
     );
+}
+
+#[test]
+fn a_reduction_while_a_request_is_outstanding_is_refused() {
+    // Turn 2's reduction moved after its retried request: that request was sent unreduced.
+    let mut records = reduced_session();
+    let at = nth(&records, "context/compacted", 0);
+    let request = nth(&records, "llm/request", 2);
+    assert!(
+        request > at,
+        "the retried request comes after the reduction"
+    );
+    let compacted = records.remove(at);
+    records.insert(request, compacted);
+    refused_at(&records, request, "context/compacted", "outstanding");
 }
 
 #[test]

@@ -149,6 +149,8 @@ pub struct Agent {
     /// The turn in which a reduction before a request (the threshold) found nothing to reduce:
     /// not tried again in that turn, so a session does not ask for a summary at every step.
     threshold_spent_turn: Option<u32>,
+    /// The (turn, step) that last asked the model for a summary: one per step at most.
+    summary_asked: Option<(u32, u32)>,
 }
 
 /// What one step's request came to.
@@ -179,6 +181,7 @@ impl Agent {
             turns: Vec::new(),
             compaction: None,
             threshold_spent_turn: None,
+            summary_asked: None,
         }
     }
 
@@ -383,7 +386,7 @@ impl Agent {
         observer: &mut dyn Observer,
     ) -> Result<Asked, RuntimeError> {
         let attempts_max = self.config.attempts_max.max(1);
-        let last_attempt = first_attempt + attempts_max - 1;
+        let last_attempt = first_attempt.saturating_add(attempts_max - 1);
         for attempt in first_attempt..=last_attempt {
             let body = match self.model.body(request) {
                 Ok(body) => body,

@@ -143,7 +143,7 @@ impl Agent {
     /// after it), or half the refused request's estimate when the window is unknown.
     fn budget_tokens(&self, estimate: u64) -> u64 {
         match self.config.context_window_tokens {
-            Some(window) => (window / 2).min(self.threshold_tokens().unwrap_or(window)),
+            Some(window) => window / 2,
             None => estimate / 2,
         }
     }
@@ -168,8 +168,13 @@ impl Agent {
         });
         let mut summary_note = None;
         // First the model's summary of every turn before this one (unless already replaced).
-        let scope = plan_summary_scope(&self.turns).filter(|&k| k > plan.through_turn);
+        // At most one summary request per step: a threshold reduction that could not help and
+        // the refusal after it share the step's one request.
+        let here = (session.turn(), step);
+        let scope = plan_summary_scope(&self.turns)
+            .filter(|&k| k > plan.through_turn && self.summary_asked != Some(here));
         if let Some(through_turn) = scope {
+            self.summary_asked = Some(here);
             match self
                 .summarize(session, step, through_turn, earlier.as_ref(), &tools, stop)
                 .await?
@@ -188,9 +193,13 @@ impl Agent {
         if self.estimate(&plan, &tools) > budget {
             let system = self.config.system.as_deref();
             match plan_fallback(system, &self.turns, &tools, budget, PREVIEW_CHARS) {
-                Ok(fallback) if plan.summary.is_some() => {
+                // A summary covers exactly the turns it says: it is kept only when the fallback
+                // leaves out no turn beyond them (an earlier summary with more turns left out
+                // would be labelled as covering turns it never saw).
+                Ok(fallback)
+                    if plan.summary.is_some() && fallback.through_turn <= plan.through_turn =>
+                {
                     plan.shortened = fallback.shortened;
-                    plan.through_turn = plan.through_turn.max(fallback.through_turn);
                 }
                 Ok(fallback) => plan = fallback,
                 // Short of the budget, the model's summary still goes once: the provider
@@ -299,7 +308,8 @@ impl Agent {
 fn still_too_long(message: &str) -> String {
     format!(
         "{message} (the context was reduced once for this request and is still longer than the \
-         model takes; the turn ends rather than reduce again: go on with a shorter request, or \
-         a model with a larger context window)"
+         model takes; the turn ends rather than reduce again: go on with a shorter request, a \
+         smaller `max_tokens` if the provider counts it in, or a model with a larger context \
+         window)"
     )
 }

@@ -137,11 +137,23 @@ impl<R: Retain> Replayer<R> {
                 if s.response.is_some() {
                     return Err(bad("a reduction after the step's llm/response".into()));
                 }
-                let kept = compacted.through_turn < compacted.turn
-                    && compacted
-                        .shortened
-                        .iter()
-                        .all(|&(t, _)| t > compacted.through_turn && t <= compacted.turn);
+                // A reduction comes before the step's first request, or after its last attempt
+                // failed: a request already sent was sent unreduced.
+                let between_attempts = s.attempts == 0
+                    || s.failed_attempts
+                        .last()
+                        .is_some_and(|f| f.attempt == s.attempts);
+                if !between_attempts {
+                    return Err(bad(format!(
+                        "a reduction while attempt {} of the step is outstanding",
+                        s.attempts
+                    )));
+                }
+                let (turn, step) = (compacted.turn, compacted.step);
+                let kept = compacted.through_turn < turn
+                    && compacted.shortened.iter().all(|&(t, st)| {
+                        t > compacted.through_turn && (t < turn || (t == turn && st < step))
+                    });
                 if !kept {
                     return Err(bad(format!(
                         "a reduction in turn {} that leaves out turns to {} and shortens {:?}: \
