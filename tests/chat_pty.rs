@@ -133,11 +133,9 @@ fn a_double_ctrl_c_ends_the_session() {
     chat.send_line("go on forever").expect("typed");
     chat.expect("HANGING-HERE").expect("the text so far");
     chat.send(ControlCode::EndOfText).expect("Ctrl-C");
-    // The first press stops the turn; the second, within the second, ends the session. It is
-    // pressed as soon as the stop shows, before the prompt is back (the chat counts a press
-    // that comes as a signal then): waiting for the prompt as well could take a loaded
-    // machine past the second.
+    // The first press stops the turn; the second, within the second, ends the session.
     chat.expect("stopped").expect("the turn is stopped");
+    chat.expect("you> ").expect("the prompt after the stop");
     chat.send(ControlCode::EndOfText).expect("Ctrl-C again");
     chat.expect("session closed").expect("the session closes");
     chat.expect(Eof).expect("the chat ends");
