@@ -4,8 +4,9 @@
 
 mod common;
 
+use common::forged::{self, journal_of};
 use common::*;
-use journal::{Journal, Options, SimStorage};
+use journal::SimStorage;
 use std::sync::Arc;
 use tooljournal_runtime::event::{
     Answer, Approval, AskAnswer, Event, Question, Record, Reply, ToolSource,
@@ -14,7 +15,6 @@ use tooljournal_runtime::hooks::{
     Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute, QuestionFuture, QuestionOutcome,
 };
 use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::replay::{replay_storage, ReplayError};
 use tooljournal_runtime::state::CallState;
 use tooljournal_runtime::tools::ask::Ask;
 use tooljournal_runtime::Config;
@@ -96,16 +96,6 @@ fn find(records: &[Record], call_id: &str, kind: &str) -> usize {
         .unwrap_or_else(|| panic!("{call_id} has no {kind}"))
 }
 
-fn journal_of(records: &[Record]) -> SimStorage {
-    let storage = SimStorage::new();
-    let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
-    for r in records {
-        journal.append(r).unwrap();
-    }
-    journal.close().unwrap();
-    storage
-}
-
 /// Replay refuses `records` at the one at `index` (seq `index + 1`), a `kind` record of the
 /// call it belongs to, saying `what`.
 fn refused_at(records: &[Record], index: usize, kind: &str, what: &str) {
@@ -114,27 +104,8 @@ fn refused_at(records: &[Record], index: usize, kind: &str, what: &str) {
         .call()
         .expect("a call's record")
         .to_string();
-    let storage = journal_of(records);
-    match replay_storage(Arc::new(storage), journal::Limits::default()) {
-        Err(e @ ReplayError::Inconsistent { .. }) => {
-            let ReplayError::Inconsistent {
-                seq,
-                kind: named,
-                ref message,
-                ..
-            } = e
-            else {
-                unreachable!("matched above")
-            };
-            assert_eq!(seq, index as u64 + 1, "{e}");
-            assert_eq!(named, kind, "{e}");
-            assert!(message.contains(what), "{e}");
-            assert!(message.contains(&call), "{e}: names {call}");
-            assert!(e.to_string().contains(&format!("record seq {seq}")), "{e}");
-        }
-        Err(other) => panic!("refused for another reason: {other}"),
-        Ok(_) => panic!("replayed a journal where {kind} does not fit"),
-    }
+    let message = forged::refused_at(records, index, kind, what);
+    assert!(message.contains(&call), "{message}: names {call}");
 }
 
 /// `approved` as `Asked {answer}` in place of the call's record at `at`, pointing back at the

@@ -7,10 +7,10 @@
 mod common;
 
 use common::agent::*;
-use journal::{Journal, Options, SimStorage};
+use common::forged::{self, journal_of};
 use std::sync::Arc;
 use tooljournal_runtime::event::{CompactTrigger, Event, Record};
-use tooljournal_runtime::replay::{replay_storage, ReplayError, SessionReplay};
+use tooljournal_runtime::replay::SessionReplay;
 
 /// The records of a three-turn session: turns 1 and 2 long; turn 2's request refused as too
 /// long, then turn 1 summarized (`context/compacted` through turn 1) and sent again; turn 3 the
@@ -58,43 +58,13 @@ fn nth(records: &[Record], kind: &str, nth: usize) -> usize {
         .0
 }
 
-fn journal_of(records: &[Record]) -> SimStorage {
-    let storage = SimStorage::new();
-    let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default()).unwrap();
-    for r in records {
-        journal.append(r).unwrap();
-    }
-    journal.close().unwrap();
-    storage
-}
-
 fn replayed(records: &[Record]) -> SessionReplay {
     common::replay(&journal_of(records))
 }
 
-/// Replay refuses `records` at the one at `index` (seq `index + 1`), of `kind`, saying `what`.
+/// Replay refuses `records` at the one at `index`, of `kind`, saying `what`.
 fn refused_at(records: &[Record], index: usize, kind: &str, what: &str) {
-    assert_eq!(records[index].event.kind(), kind, "the forged record");
-    let storage = journal_of(records);
-    match replay_storage(Arc::new(storage), journal::Limits::default()) {
-        Err(e @ ReplayError::Inconsistent { .. }) => {
-            let ReplayError::Inconsistent {
-                seq,
-                kind: named,
-                ref message,
-                ..
-            } = e
-            else {
-                unreachable!("matched above")
-            };
-            assert_eq!(seq, index as u64 + 1, "{e}");
-            assert_eq!(named, kind, "{e}");
-            assert!(message.contains(what), "{e}: says {what:?}");
-            assert!(e.to_string().contains(&format!("record seq {seq}")), "{e}");
-        }
-        Err(other) => panic!("refused for another reason: {other}"),
-        Ok(_) => panic!("replayed a journal where {kind} does not fit"),
-    }
+    forged::refused_at(records, index, kind, what);
 }
 
 fn compacted_mut(

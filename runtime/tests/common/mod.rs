@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod forged;
 pub mod fs_env;
 pub mod pipeline;
 pub mod scheduler;
