@@ -78,7 +78,9 @@ pub fn describe(call: &CallInfo) -> String {
     )
 }
 
-fn one_line(text: &str, chars_max: usize) -> String {
+/// `text` with control characters as spaces, cut to `chars_max` characters (an ellipsis
+/// marks a cut).
+pub fn one_line(text: &str, chars_max: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

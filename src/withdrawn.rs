@@ -208,14 +208,7 @@ fn note_text(
 
 /// `text` on one line, cut to [`QUESTION_CHARS_MAX`] characters.
 fn quoted(text: &str) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match flat.char_indices().nth(QUESTION_CHARS_MAX) {
-        Some((at, _)) => format!("{}…", &flat[..at]),
-        None => flat,
-    }
+    crate::approval::one_line(text, QUESTION_CHARS_MAX)
 }
 
 #[cfg(test)]

@@ -127,6 +127,38 @@ async fn turn(session: &mut Session, user: &str, calls: Vec<ModelCall>) {
     session.end_turn(TurnOutcome::Completed).await.unwrap();
 }
 
+/// A new session in `dir` on a manual clock, and a runtime to drive it.
+fn open_session(
+    dir: &Path,
+    registry: Registry,
+    hooks: Hooks,
+    config: Config,
+    id: &str,
+) -> (Session, tokio::runtime::Runtime) {
+    let (journal, _) = Journal::open(
+        Arc::new(FsStorage::create(dir).unwrap()),
+        Options::default(),
+    )
+    .unwrap();
+    let session = Session::open(
+        journal,
+        Arc::new(registry),
+        hooks,
+        config,
+        SessionOptions {
+            session_id: Some(id.into()),
+            workspace: "/ws".into(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    (session, rt)
+}
+
 /// A whole session in `dir`: turn 1 asks q1 (answered), q2 (declined), q3 (expired), q4
 /// (withdrawn by the approver) and marks m1 (approved); turn 2 marks m2 (approved), then asks q5.
 fn record_session(dir: &Path) {
@@ -142,27 +174,7 @@ fn record_session(dir: &Path) {
         approver: Some(Arc::new(Person)),
         ..Hooks::default()
     };
-    let (journal, _) = Journal::open(
-        Arc::new(FsStorage::create(dir).unwrap()),
-        Options::default(),
-    )
-    .unwrap();
-    let mut session = Session::open(
-        journal,
-        Arc::new(registry),
-        hooks,
-        Config::default(),
-        SessionOptions {
-            session_id: Some("questions".into()),
-            workspace: "/ws".into(),
-            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        },
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (mut session, rt) = open_session(dir, registry, hooks, Config::default(), "questions");
     rt.block_on(async {
         turn(
             &mut session,
@@ -619,31 +631,11 @@ fn a_reply_choosing_the_plan_option_ends_plan_mode_even_when_the_crash_cut_its_p
         approver: Some(Arc::new(Person)),
         ..Hooks::default()
     };
-    let (journal, _) = Journal::open(
-        Arc::new(FsStorage::create(dir.path()).unwrap()),
-        Options::default(),
-    )
-    .unwrap();
     let config = Config {
         plan_mode: true,
         ..Config::default()
     };
-    let mut session = Session::open(
-        journal,
-        Arc::new(registry),
-        hooks,
-        config,
-        SessionOptions {
-            session_id: Some("plan".into()),
-            workspace: "/ws".into(),
-            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        },
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (mut session, rt) = open_session(dir.path(), registry, hooks, config, "plan");
     rt.block_on(async {
         let plan = json!({"question": "Approve the plan?", "plan_option": "go",
             "options": [{"label": "go"}, {"label": "stop"}]});

@@ -391,13 +391,7 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
                 Reply::Answered(_) => AskAnswer::Answered,
                 Reply::Declined { .. } => AskAnswer::Declined,
             };
-            let structured = r
-                .call_mut(&call)
-                .map_err(bad)?
-                .asks
-                .last()
-                .is_some_and(|a| a.structured.is_some());
-            if !structured {
+            if !last_is_question(r, &call).map_err(bad)? {
                 return Err(bad(format!("{call}: a reply with no pending ask/question")));
             }
             answer_ask(r, &call, answer, None, at.seq).map_err(bad)?;
@@ -417,12 +411,7 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
             }
         }
         Event::AskAnswered { call, answer } => {
-            let structured = r
-                .call_mut(&call)
-                .map_err(bad)?
-                .asks
-                .last()
-                .is_some_and(|a| a.structured.is_some());
+            let structured = last_is_question(r, &call).map_err(bad)?;
             if structured || matches!(answer, AskAnswer::Answered | AskAnswer::Declined) {
                 return Err(bad(format!(
                     "{call}: a yes/no answer ({answer:?}) to a question it does not fit"
@@ -644,6 +633,14 @@ fn ask_put<R: Retain>(
         reply: None,
     });
     Ok(())
+}
+
+/// Whether the call's latest question is the `ask` tool's (`ask/question`), not an approval.
+fn last_is_question<R: Retain>(r: &mut R, call: &CallRef) -> Result<bool, String> {
+    Ok(r.call_mut(call)?
+        .asks
+        .last()
+        .is_some_and(|a| a.structured.is_some()))
 }
 
 /// Answers (or withdraws) the call's pending question.
