@@ -104,7 +104,7 @@ fn crash_copy(journal_dir: &std::path::Path, crashed: &std::path::Path) -> Resul
     for record in journal::Reader::open(storage, journal::Limits::default())? {
         let record = record?;
         if let Ok(Record {
-            event: Event::Started { call, .. },
+            event: Event::Started(runtime::event::CallStarted { call, .. }),
             ..
         }) = record.decode::<Record>()
         {

@@ -247,7 +247,7 @@ fn wait_started(journal: &Path, call_id: &str) {
             journal::Reader::open(Arc::new(storage), Limits::default())
                 .map(|reader| {
                     reader.filter_map(Result::ok).any(|r| {
-                        matches!(r.decode::<Record>(), Ok(Record { event: Event::Started { call, .. }, .. }) if call.call_id == call_id)
+                        matches!(r.decode::<Record>(), Ok(Record { event: Event::Started(runtime::event::CallStarted { call, .. }), .. }) if call.call_id == call_id)
                     })
                 })
                 .unwrap_or(false)

@@ -181,7 +181,7 @@ fn journal(dir: &Path, schema3: bool, state: Option<(String, String)>) {
             approval: Approval::Default,
             source_seqs: s,
         });
-        follow(&mut b, &call, |call, s| Event::Started {
+        follow(&mut b, &call, |call, s| Event::StartedV4 {
             call,
             attempt: 1,
             resources: Resources::default(),

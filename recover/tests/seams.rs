@@ -165,7 +165,7 @@ fn crashed_session(dir: &Path, options: Options, text_bytes: usize) {
         if id == "c1" {
             put(
                 &journal,
-                Event::Started {
+                Event::StartedV4 {
                     call: call(id),
                     attempt: 1,
                     resources: Resources {

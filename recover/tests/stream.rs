@@ -100,7 +100,7 @@ impl Builder {
     }
 
     fn start(&mut self, c: &CallRef) {
-        self.call_event(c, |call, source_seqs| Event::Started {
+        self.call_event(c, |call, source_seqs| Event::StartedV4 {
             call,
             attempt: 1,
             resources: Resources {

@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 /// 2 added `session/policy`, `call/process` and `process/killed`; 3 added `session/model`,
 /// `tool/schema`, `llm/request`, `llm/attempt-failed`, `llm/response-detail`, the stop
 /// reason `interrupted` and the approval policy `ask`; 4 added `ask/question`, `ask/reply`, the
-/// answers `answered` and `declined`, and the codes `QUESTION_DECLINED` and `QUESTION_UNANSWERED`.
-pub const EVENT_SCHEMA_VERSION: u32 = 4;
+/// answers `answered` and `declined`, the codes `QUESTION_DECLINED` and `QUESTION_UNANSWERED`,
+/// `context/summary-requested` and `context/compacted`; 5 added `started` with an idempotency
+/// key and evidence (the older `started` is still read) and `recovery/rerun`.
+pub const EVENT_SCHEMA_VERSION: u32 = 5;
 
 /// The event schema a `session/open` payload declares, read from its fixed prefix without
 /// decoding the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then
@@ -481,6 +483,10 @@ pub use ask::{
 };
 mod context;
 pub use context::{CompactTrigger, ContextCompacted, ContextSummaryRequested};
+mod start;
+pub use start::{
+    idempotency_key, CallStarted, Evidence, RecoveryRerun, RerunPolicy, IDEMPOTENCY_KEY_BYTES,
+};
 mod llm;
 pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
 
@@ -563,8 +569,9 @@ pub enum Event {
         /// the latest `ask/*`).
         source_seqs: Vec<u64>,
     },
-    /// Durable before the tool body runs (DESIGN.md I1).
-    Started {
+    /// `started` as schemas 1 to 4 wrote it (read only; this build writes [`Event::Started`]):
+    /// durable before the tool body runs (DESIGN.md I1).
+    StartedV4 {
         /// The call this event belongs to.
         call: CallRef,
         /// Which attempt this is: 1, then 2, 3, … for retries of a retry-safe tool.
@@ -744,11 +751,17 @@ pub enum Event {
     ContextSummaryRequested(ContextSummaryRequested),
     /// `context/compacted`: what the model is sent from now on is reduced this way.
     ContextCompacted(ContextCompacted),
+    /// `started` (schema 5): durable before the tool body runs (DESIGN.md I1), with the call's
+    /// idempotency key and the evidence a probe can check.
+    Started(CallStarted),
+    /// `recovery/rerun` (schema 5): the calls a resume runs again, left open by the `recovery`
+    /// right before it.
+    RecoveryRerun(RecoveryRerun),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 37;
+    pub const VARIANT_COUNT: u32 = 39;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -763,7 +776,7 @@ impl Event {
             Event::Received { .. } => "received",
             Event::Parsed { .. } => "parsed",
             Event::Approved { .. } => "approved",
-            Event::Started { .. } => "started",
+            Event::StartedV4 { .. } | Event::Started(_) => "started",
             Event::Settled { .. } => "settled",
             Event::Committed { .. } => "committed",
             Event::Rejected { .. } => "rejected",
@@ -790,6 +803,7 @@ impl Event {
             Event::AskReplied { .. } => "ask/reply",
             Event::ContextSummaryRequested(_) => "context/summary-requested",
             Event::ContextCompacted(_) => "context/compacted",
+            Event::RecoveryRerun(_) => "recovery/rerun",
         }
     }
 
@@ -799,7 +813,8 @@ impl Event {
             Event::Received { call, .. }
             | Event::Parsed { call, .. }
             | Event::Approved { call, .. }
-            | Event::Started { call, .. }
+            | Event::StartedV4 { call, .. }
+            | Event::Started(CallStarted { call, .. })
             | Event::Settled { call, .. }
             | Event::Committed { call, .. }
             | Event::Rejected { call, .. }

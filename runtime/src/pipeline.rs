@@ -8,14 +8,19 @@
 use crate::code::ErrorCode;
 use crate::config::Config;
 use crate::error::panic_message;
-use crate::event::{CallRef, Event, Outcome, OutcomeStatus, Resources, SideEffect, Text};
+use crate::event::{
+    idempotency_key, CallRef, CallStarted, Event, Evidence, Outcome, OutcomeStatus, Resources,
+    SideEffect, Text,
+};
 use crate::eventlog::EventLog;
 use crate::hooks::{CallInfo, Draft, Hooks, Observer, PostDecision, PostExecute};
 use crate::registry::Entry;
 use crate::result::{error_content, ToolResult};
 use crate::state::CallState;
 use crate::stats::Stats;
-use crate::tool::{ProgressReceiver, ProgressSink, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{
+    ProgressReceiver, ProgressSink, StartInfo, ToolContext, ToolError, ToolFuture, ToolOutput,
+};
 use crate::track::Track;
 use crate::RuntimeError;
 use serde_json::Value;
@@ -47,6 +52,8 @@ pub(crate) struct BodyRun {
 /// What a running call needs of its session; cheap to clone into a call's task.
 #[derive(Clone)]
 pub(crate) struct Ctx {
+    /// The session's id: every call's idempotency key is derived from it.
+    pub session_id: Arc<str>,
     pub config: Arc<Config>,
     pub hooks: Arc<Hooks>,
     pub log: EventLog,
@@ -60,23 +67,61 @@ pub(crate) struct Starting<'a> {
     pub resources: &'a Resources,
 }
 
+/// Most evidence items one `started` records; a tool that reports more has the rest dropped
+/// (less evidence is still true).
+pub(crate) const EVIDENCE_ITEMS_MAX: usize = 64;
+
+/// What the call's tool can tell before it acts ([`crate::tool::Tool::evidence`]), for its
+/// `started`. A panic there is the tool's bug, not the session's: it gives no evidence, and
+/// the body (which the same bug will likely fail) settles the call.
+pub(crate) async fn gather_evidence(track: &Track) -> Vec<Evidence> {
+    let (Some(entry), Some(info)) = (track.entry(), track.info()) else {
+        return Vec::new();
+    };
+    let future = match catch_unwind(AssertUnwindSafe(|| entry.tool.evidence(&info.args))) {
+        Ok(future) => future,
+        Err(_) => return Vec::new(),
+    };
+    let mut evidence = match futures_util::FutureExt::catch_unwind(AssertUnwindSafe(future)).await {
+        Ok(evidence) => evidence,
+        Err(_) => Vec::new(),
+    };
+    evidence.truncate(EVIDENCE_ITEMS_MAX);
+    evidence
+}
+
 /// The write-ahead rule (I1): appends `started` for every call in `group`, then waits until
 /// all of them are durable, with one sync for the group. Nothing else makes `started` durable,
-/// and no body starts except after this returns.
+/// and no body starts except after this returns. Each `started` carries the call's idempotency
+/// key and the evidence its tool gave (gathered first, call by call, before anything is
+/// appended).
 pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(), RuntimeError> {
     let log = &ctx.log;
     let mut last = 0;
-    for s in group {
+    let mut gathered = Vec::with_capacity(group.len());
+    for s in &group {
+        gathered.push(gather_evidence(s.track).await);
+    }
+    for (s, evidence) in group.into_iter().zip(gathered) {
         let (call, attempt, resources) = (s.track.call().clone(), s.attempt, s.resources.clone());
+        let start = StartInfo {
+            session_id: ctx.session_id.clone(),
+            idempotency_key: idempotency_key(&ctx.session_id, &call),
+            evidence,
+        };
+        let (key, recorded) = (start.idempotency_key.clone(), start.evidence.clone());
+        s.track.set_start(start);
         last = s
             .track
             .transition(log, CallState::Started, attempt, |source_seqs| {
-                Event::Started {
+                Event::Started(CallStarted {
                     call,
                     attempt,
                     resources,
+                    idempotency_key: key,
+                    evidence: recorded,
                     source_seqs,
-                }
+                })
             })?;
     }
     // The mutant: `started` appended but left to ride on a later sync (I1 broken on purpose).
@@ -232,7 +277,8 @@ impl Attempt<'_> {
             call: info.call.clone(),
         };
         let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes)
-            .with_answer(info.answer.clone());
+            .with_answer(info.answer.clone())
+            .with_start(track.start().clone());
         // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
         // panicking body is caught at each poll and becomes TOOL_PANICKED.
         let made = catch_unwind(AssertUnwindSafe(|| {

@@ -7,7 +7,7 @@
 
 use crate::args::Args;
 use crate::code::ErrorCode;
-use crate::event::{Resources, SideEffect};
+use crate::event::{Evidence, Resources, SideEffect};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -18,6 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The future a tool's `execute` returns.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// The future a tool's `evidence` returns.
+pub type EvidenceFuture<'a> = Pin<Box<dyn Future<Output = Vec<Evidence>> + Send + 'a>>;
 
 /// A tool. Implementations must honour `ctx.cancel()`: a cancelled tool should stop and return
 /// `ToolError::new(ErrorCode::Aborted, …)` (after reporting what it already did).
@@ -57,6 +60,15 @@ pub trait Tool: Send + Sync + 'static {
     /// What the call will touch: reported if its outcome is ever unknown.
     fn resources(&self, _args: &Args) -> Resources {
         Resources::default()
+    }
+    /// What the world looks like now and will look like after this attempt, as far as the tool
+    /// can tell without acting: journaled in the attempt's `started`, before the body runs, for
+    /// a probe to compare with the world if the outcome is ever unknown. Looks, never changes;
+    /// returns nothing when it cannot tell (the body then fails on its own, if it must). The
+    /// body gets it back as [`ToolContext::evidence`] and must not act against it (a `write`
+    /// refuses if the file is no longer as recorded). Default: nothing.
+    fn evidence<'a>(&'a self, _args: &'a Args) -> EvidenceFuture<'a> {
+        Box::pin(std::future::ready(Vec::new()))
     }
     /// The tool's own last, synchronous fix-up of the content the model will see. Called exactly
     /// once per call on every outcome (for errors, on the message after the code).
@@ -173,6 +185,15 @@ pub struct ToolContext {
     attempt: u32,
     processes: ProcessLog,
     answer: Option<crate::event::Answer>,
+    start: StartInfo,
+}
+
+/// What the attempt's `started` recorded, for the body.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StartInfo {
+    pub session_id: Arc<str>,
+    pub idempotency_key: String,
+    pub evidence: Vec<Evidence>,
 }
 
 impl ToolContext {
@@ -189,7 +210,31 @@ impl ToolContext {
             attempt,
             processes,
             answer: None,
+            start: StartInfo::default(),
         }
+    }
+
+    /// The context with what the attempt's `started` recorded.
+    pub(crate) fn with_start(mut self, start: StartInfo) -> ToolContext {
+        self.start = start;
+        self
+    }
+
+    /// The call's idempotency key (`tj1-…`, journaled in `started`): the same for every attempt
+    /// of this call and after any resume; different for every other call and session. Pass it
+    /// to whatever the tool changes that can deduplicate requests.
+    pub fn idempotency_key(&self) -> &str {
+        &self.start.idempotency_key
+    }
+
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        &self.start.session_id
+    }
+
+    /// The evidence this attempt's `started` recorded ([`Tool::evidence`]).
+    pub fn evidence(&self) -> &[Evidence] {
+        &self.start.evidence
     }
 
     /// The context with the person's answer to the call's question (the built-in `ask`).

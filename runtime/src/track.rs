@@ -11,6 +11,7 @@ use crate::hooks::CallInfo;
 use crate::registry::Entry;
 use crate::result::ToolResult;
 use crate::state::{CallMachine, CallState};
+use crate::tool::StartInfo;
 use crate::RuntimeError;
 use std::sync::Arc;
 
@@ -22,6 +23,8 @@ pub(crate) struct Track {
     entry: Option<Arc<Entry>>,
     info: Option<CallInfo>,
     result: Option<ToolResult>,
+    /// What the current attempt's `started` recorded (key and evidence), for its body.
+    start: StartInfo,
 }
 
 impl Track {
@@ -34,6 +37,7 @@ impl Track {
             entry: None,
             info: None,
             result: None,
+            start: StartInfo::default(),
         }
     }
 
@@ -61,6 +65,15 @@ impl Track {
     }
 
     /// The seq of the call's last event.
+    /// What the current attempt's `started` recorded.
+    pub(crate) fn start(&self) -> &StartInfo {
+        &self.start
+    }
+
+    pub(crate) fn set_start(&mut self, start: StartInfo) {
+        self.start = start;
+    }
+
     pub(crate) fn last_seq(&self) -> u64 {
         self.last_seq
     }

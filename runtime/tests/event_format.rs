@@ -114,7 +114,7 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
         (
             10,
             "started",
-            Event::Started {
+            Event::StartedV4 {
                 call: call(),
                 attempt: 1,
                 resources: Resources::default(),

@@ -507,7 +507,11 @@ fn started_attempts(storage: &SimStorage, call_id: &str) -> Vec<u32> {
     events(storage)
         .into_iter()
         .filter_map(|(_, e)| match e {
-            Event::Started { call, attempt, .. } if call.call_id == call_id => Some(attempt),
+            Event::Started(tooljournal_runtime::event::CallStarted { call, attempt, .. })
+                if call.call_id == call_id =>
+            {
+                Some(attempt)
+            }
             _ => None,
         })
         .collect()

@@ -393,7 +393,7 @@ impl Gen {
         for (i, c) in calls.iter_mut().enumerate() {
             self.calls += 1;
             let resources = c.resources.clone();
-            self.call_event(c, |call, source_seqs| Event::Started {
+            self.call_event(c, |call, source_seqs| Event::StartedV4 {
                 call,
                 attempt: 1,
                 resources,

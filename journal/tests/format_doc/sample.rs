@@ -160,7 +160,7 @@ pub fn every_event() -> Vec<Record> {
             source_seqs: vec![],
         });
     }
-    events.push(Event::Started {
+    events.push(Event::StartedV4 {
         call: c.clone(),
         attempt: 1,
         resources: Resources {

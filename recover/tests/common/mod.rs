@@ -151,7 +151,7 @@ impl Builder {
         });
     }
     pub fn start(&mut self, id: &str) {
-        self.step(id, |call, s| Event::Started {
+        self.step(id, |call, s| Event::StartedV4 {
             call,
             attempt: 1,
             resources: Resources {

@@ -96,6 +96,10 @@ pub enum ReplayError {
 pub struct Replayer<R = SessionReplay> {
     retain: R,
     decoder: EventDecoder,
+    /// The last event applied was a `recovery` (only then may a `recovery/rerun` come).
+    after_recovery: bool,
+    /// The session's id, from `session/open`: every `started` key is checked against it.
+    session_id: Option<String>,
 }
 
 /// Decodes a journal's records as events, one at a time in seq order, by the versioning rule
@@ -181,6 +185,8 @@ impl<R: Retain> Replayer<R> {
         Replayer {
             retain,
             decoder: EventDecoder::new(),
+            after_recovery: false,
+            session_id: None,
         }
     }
 

@@ -6,7 +6,8 @@ use super::retain::{Retain, TurnCursor};
 use super::tree::{AskRecord, CallReplay, StepReplay};
 use super::{ReplayError, Replayer};
 use crate::event::{
-    Approval, AskAnswer, CallRef, Event, Recovery, Reply, StepOutcome, TurnOutcome,
+    Approval, AskAnswer, CallRef, CallStarted, Event, Recovery, RecoveryRerun, Reply, RerunPolicy,
+    StepOutcome, TurnOutcome,
 };
 use crate::state::CallState;
 use journal::Position;
@@ -49,6 +50,22 @@ impl<R: Retain> Replayer<R> {
             at_ms,
         };
         let bad = |message: String| at.bad(message);
+        let after_recovery = std::mem::replace(
+            &mut self.after_recovery,
+            matches!(event, Event::Recovery(_)),
+        );
+        if let (Event::SessionOpen(open), None) = (&event, &self.session_id) {
+            self.session_id = Some(open.session_id.clone());
+        }
+        if let (Event::Started(started), Some(id)) = (&event, &self.session_id) {
+            let key = crate::event::idempotency_key(id, &started.call);
+            if key != started.idempotency_key {
+                return Err(bad(format!(
+                    "{}: started with idempotency key {}, but its key is {key}",
+                    started.call, started.idempotency_key
+                )));
+            }
+        }
         let r = &mut self.retain;
         r.record_seq(seq);
         if !r.opened() && !matches!(event, Event::SessionOpen(_)) {
@@ -216,6 +233,12 @@ impl<R: Retain> Replayer<R> {
                 r.session_closed();
             }
             Event::Recovery(recovery) => apply_recovery(r, at, recovery)?,
+            Event::RecoveryRerun(rerun) => {
+                if !after_recovery {
+                    return Err(bad("recovery/rerun comes right after a recovery".into()));
+                }
+                apply_rerun(r, seq, rerun).map_err(bad)?
+            }
             other => apply_call_event(r, at, other)?,
         }
         Ok(())
@@ -270,7 +293,7 @@ fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), Re
             }
             advance(r, &call, CallState::Approved, 0, &source_seqs, at)?.approval = Some(approval)
         }
-        Event::Started {
+        Event::StartedV4 {
             call,
             attempt,
             resources,
@@ -279,6 +302,21 @@ fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), Re
             let c = advance(r, &call, CallState::Started, attempt, &source_seqs, at)?;
             c.attempts = attempt;
             c.resources = Some(resources);
+            c.started_at_ms.get_or_insert(at.at_ms);
+        }
+        Event::Started(CallStarted {
+            call,
+            attempt,
+            resources,
+            idempotency_key,
+            evidence,
+            source_seqs,
+        }) => {
+            let c = advance(r, &call, CallState::Started, attempt, &source_seqs, at)?;
+            c.attempts = attempt;
+            c.resources = Some(resources);
+            c.idempotency_key = Some(idempotency_key);
+            c.evidence = evidence;
             c.started_at_ms.get_or_insert(at.at_ms);
         }
         Event::Settled {
@@ -454,10 +492,12 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         | Event::TurnEnd { .. }
         | Event::SessionClose
         | Event::Recovery(_)
+        | Event::RecoveryRerun(_)
         | Event::Received { .. }
         | Event::Parsed { .. }
         | Event::Approved { .. }
-        | Event::Started { .. }
+        | Event::StartedV4 { .. }
+        | Event::Started(_)
         | Event::Settled { .. }
         | Event::Committed { .. }
         | Event::Rejected { .. }
@@ -503,6 +543,47 @@ fn apply_recovery<R: Retain>(r: &mut R, at: At, recovery: Recovery) -> Result<()
         r.turn_ended(TurnOutcome::Interrupted);
     }
     r.recovery_applied(recovery);
+    Ok(())
+}
+
+/// `recovery/rerun`: the calls the `recovery` before it left open in the open step, each
+/// approved and never started, or (under `safe`) started with no `settled`.
+fn apply_rerun<R: Retain>(r: &mut R, seq: u64, rerun: RecoveryRerun) -> Result<(), String> {
+    let (Some(turn), Some(step)) = (r.open_turn().map(|t| t.turn), r.open_step()) else {
+        return Err("recovery/rerun with no step open".into());
+    };
+    let step = step.step;
+    if rerun.calls.is_empty() {
+        return Err("recovery/rerun names no call".into());
+    }
+    for call in &rerun.calls {
+        if (call.turn, call.step) != (turn, step) {
+            return Err(format!(
+                "{call}: re-run, but turn {turn} step {step} is open"
+            ));
+        }
+        let c = r.call_mut(call)?;
+        let fits = match c.state {
+            CallState::Approved => true,
+            CallState::Started => rerun.policy == RerunPolicy::Safe,
+            _ => false,
+        };
+        if !fits || c.committed.is_some() || c.rerun.is_some() {
+            return Err(format!(
+                "{call}: re-run under {}, but it is {:?}{}",
+                rerun.policy.as_str(),
+                c.state,
+                if c.rerun.is_some() {
+                    " and named twice"
+                } else {
+                    ""
+                }
+            ));
+        }
+        c.rerun = Some(rerun.policy);
+        // The re-run's `started` points back at this event.
+        c.seqs.push(seq);
+    }
     Ok(())
 }
 

@@ -4,9 +4,9 @@
 
 use crate::code::ErrorCode;
 use crate::event::{
-    Approval, AskAnswer, CallRef, CommittedResult, ModelResponse, Outcome, PlanItem,
-    ProcessStarted, Question, Recovery, Reply, Resources, SessionOpen, SessionPolicy, StepOutcome,
-    TurnOutcome, VisibleTool,
+    Approval, AskAnswer, CallRef, CommittedResult, Evidence, ModelResponse, Outcome, PlanItem,
+    ProcessStarted, Question, Recovery, Reply, RerunPolicy, Resources, SessionOpen, SessionPolicy,
+    StepOutcome, TurnOutcome, VisibleTool,
 };
 use crate::state::{CallMachine, CallState};
 
@@ -68,6 +68,13 @@ pub struct CallReplay {
     pub settled_at_ms: Option<u64>,
     /// Committed by a `recovery` event rather than by the runtime.
     pub recovered: bool,
+    /// Its idempotency key, as its last `started` recorded it (schema 5; `None` for a call
+    /// that never started or a journal of an older schema).
+    pub idempotency_key: Option<String>,
+    /// What its last `started` recorded for a probe (schema 5).
+    pub evidence: Vec<Evidence>,
+    /// A resume left it open to run it again (`recovery/rerun`), under this policy.
+    pub rerun: Option<RerunPolicy>,
     /// The state machine its events are checked against: a recovery commits the call without
     /// moving it, so later events are checked as the runtime would have checked them.
     pub(super) machine: CallMachine,
@@ -106,6 +113,9 @@ impl CallReplay {
             started_at_ms: None,
             settled_at_ms: None,
             recovered: false,
+            idempotency_key: None,
+            evidence: Vec::new(),
+            rerun: None,
         }
     }
 

@@ -517,6 +517,7 @@ impl Session {
 
     fn ctx(&self) -> Ctx {
         Ctx {
+            session_id: self.session_id.as_str().into(),
             config: self.config.clone(),
             hooks: self.hooks.clone(),
             log: self.log.clone(),

@@ -45,7 +45,7 @@ fn call_events(n: u64, seq: u64) -> [Event; 6] {
             approval: Approval::Default,
             source_seqs: vec![seq + 1],
         },
-        Event::Started {
+        Event::StartedV4 {
             call: call.clone(),
             attempt: 1,
             resources: Resources::default(),
