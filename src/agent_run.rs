@@ -12,7 +12,7 @@ use crate::approval::TerminalApprover;
 use crate::config;
 use crate::model_cli::{self, ModelFlags};
 use crate::printer::Printer;
-use crate::run::{self, Approve, Prepared, Setup};
+use crate::run::{self, Approve, Opening, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::{Agent, AgentEvent, Observer, TurnEnd};
@@ -255,6 +255,7 @@ fn play(
         printer,
         tools: _,
         workspace: _,
+        rerun: _,
     } = prepared;
     interrupts.listen(&rt);
     let mut out = StreamOut::new(printer.clone());
@@ -432,6 +433,7 @@ pub fn resume(
     approver: Arc<runtime::transcript::ScriptedApprover>,
     printer: Arc<Printer>,
     go: Go,
+    rerun: Option<runtime::event::RerunPolicy>,
 ) -> Result<(), CliError> {
     let section = setup.config.model.clone();
     // The history from the journal as it ends under the writer lock, not as recovery read it
@@ -440,11 +442,12 @@ pub fn resume(
     let analysis =
         recover::classify::analyze(locked.replay().clone(), &journal::ReadEnd::Clean, 0, false);
     // As the model last saw it: the latest reduction applies (I17).
-    let (turns, compaction) = (
+    let (mut turns, compaction) = (
         analysis.turns(),
         analysis.replay.compaction.as_ref().map(|c| c.compaction()),
     );
-    let prepared = run::prepare(locked, setup, approver, printer, true)?;
+    let prepared = run::prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
+    crate::rerun::put_results(&mut turns, &prepared.rerun);
     outln!(
         "resuming session {} with {}",
         prepared.session.session_id(),

@@ -80,6 +80,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         printer,
         tools: _,
         workspace: _,
+        rerun: _,
     } = prepared;
     outln!(
         "session {} with {spec} on {}",

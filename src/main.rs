@@ -18,6 +18,7 @@ mod journal_cmd;
 mod model_cli;
 mod policy;
 mod printer;
+mod rerun;
 mod resume;
 mod run;
 mod sessions;
@@ -137,6 +138,12 @@ enum Command {
         /// without it a resume refuses to go on while one runs.
         #[arg(long)]
         kill_orphans: bool,
+        /// What of the interrupted step runs again, same call ids and arguments, before the
+        /// model goes on: `not-started` its approved calls that provably never started;
+        /// `safe` those and its calls of unknown outcome whose tool declares itself idempotent
+        /// or read-only; `none` nothing.
+        #[arg(long, value_enum, default_value = "not-started")]
+        rerun: rerun::RerunFlag,
     },
     /// Talk with a live model on a workspace, interactively: its text streams as it arrives,
     /// each call shows a status line, questions are asked here. Ctrl-C stops the running turn
@@ -336,6 +343,7 @@ fn main() -> ExitCode {
             approve,
             plan_mode,
             kill_orphans,
+            rerun,
         } => resume::resume(resume::ResumeArgs {
             journal_dir: &journal,
             script: script.as_deref(),
@@ -347,6 +355,7 @@ fn main() -> ExitCode {
             },
             plan_mode,
             kill_orphans,
+            rerun: rerun.policy(),
             model: model_cli::ModelFlags {
                 spec: model,
                 base_url,

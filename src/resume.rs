@@ -4,10 +4,12 @@
 
 use crate::agent_run;
 use crate::policy;
-use crate::run::{failed, load_script, lock, play, prepare, session_is_live, wire, Setup, Wired};
+use crate::run::{
+    failed, load_script, lock, play, prepare, session_is_live, wire, Opening, Setup, Wired,
+};
 use crate::CliError;
 use journal::{FsStorage, Storage};
-use runtime::event::CallRef;
+use runtime::event::{CallRef, RerunPolicy};
 use runtime::replay::SessionReplay;
 use runtime::transcript::consumed_lines;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,8 @@ pub struct ResumeArgs<'a> {
     pub plan_mode: bool,
     /// Kill process groups the crashed run left running instead of refusing to go on.
     pub kill_orphans: bool,
+    /// What of the interrupted step runs again (`--rerun`; `None`: nothing).
+    pub rerun: Option<RerunPolicy>,
     /// The live model to go on with (default: the one the journal records).
     pub model: crate::model_cli::ModelFlags,
     /// The turns to run with it.
@@ -34,6 +38,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         flags,
         plan_mode,
         kill_orphans,
+        rerun,
         model,
         prompts,
     } = args;
@@ -42,7 +47,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             "--script plays a transcript: it goes with neither --model nor --prompt",
         ));
     }
-    let recovered = recover_first(journal_dir)?;
+    let recovered = recover_first(journal_dir, rerun)?;
     // The policy the journal holds decides how the journal is opened (its fsync), so it is
     // read before the lock, and checked again under it.
     let journaled = recovered.analysis.replay.policy.clone();
@@ -92,7 +97,8 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     // and no other process can append before this session does (or finish it meanwhile).
     let locked = lock(builder)?;
     let replay = locked.replay();
-    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref())? else {
+    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref(), rerun.is_some())?
+    else {
         return Ok(());
     };
     let script = match (script, live) {
@@ -105,7 +111,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
                 eprintln!("note: questions withdrawn by the crash; the resumed turn says so");
                 go.prepend_to_first_prompt(&note);
             }
-            return agent_run::resume(locked, setup, approver, printer, go);
+            return agent_run::resume(locked, setup, approver, printer, go, rerun);
         }
         (None, agent_run::Live::NeedsPrompt(spec)) => {
             outln!(
@@ -131,15 +137,39 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
     model.skip(consumed);
     let session_id = open.session_id.clone();
-    let prepared = prepare(locked, setup, approver, printer, true)?;
+    let prepared = prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
     outln!("resuming session {session_id} after {consumed} script lines")?;
     play(prepared, model, false)
 }
 
-/// Recovery first: balances the journal (never re-running anything) so a resume continues a
-/// balanced session; refuses a live session and one recovery could not write to.
-fn recover_first(journal_dir: &Path) -> Result<recover::session::Recovered, CliError> {
-    let recovered = recover::session::recover(journal_dir, true).map_err(|e| match e {
+/// Recovery first: balances the journal so a resume continues a balanced session; refuses a
+/// live session and one recovery could not write to. Under a `--rerun` policy the journal is
+/// first read without writing: when calls of the interrupted step may run again it is left
+/// as it is, and the resume recovers it under its own lock, its tools known
+/// (`run::Opening::Resume`).
+fn recover_first(
+    journal_dir: &Path,
+    rerun: Option<RerunPolicy>,
+) -> Result<recover::session::Recovered, CliError> {
+    if let Some(policy) = rerun {
+        let looked = recover_checked(journal_dir, false)?;
+        if !crate::rerun::candidates(&looked.analysis, policy).is_empty() {
+            return Ok(looked);
+        }
+    }
+    let recovered = recover_checked(journal_dir, true)?;
+    if recovered.appended {
+        print_recovered(&recovered)?;
+    }
+    Ok(recovered)
+}
+
+/// Recovery, read-only or not, refusing a live session and one it could not write to.
+fn recover_checked(
+    journal_dir: &Path,
+    write: bool,
+) -> Result<recover::session::Recovered, CliError> {
+    let recovered = recover::session::recover(journal_dir, write).map_err(|e| match e {
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
         recover::session::RecoverError::Newer(m) => CliError::Newer(m),
         // The rest are I/O failures: exit 1.
@@ -158,9 +188,6 @@ fn recover_first(journal_dir: &Path) -> Result<recover::session::Recovered, CliE
             journal_dir.display()
         )));
     }
-    if recovered.appended {
-        print_recovered(&recovered)?;
-    }
     Ok(recovered)
 }
 
@@ -170,6 +197,7 @@ fn still_resumable<'r>(
     journal_dir: &Path,
     replay: &'r SessionReplay,
     journaled: Option<&runtime::event::SessionPolicy>,
+    recovering: bool,
 ) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
     if replay.policy.as_ref() != journaled {
         return Err(failed(format!(
@@ -193,7 +221,8 @@ fn still_resumable<'r>(
         )?;
         return Ok(None);
     }
-    if let Some(turn) = replay.open_turn() {
+    // A re-running resume recovers the journal itself (`prepare`).
+    if let Some(turn) = replay.open_turn().filter(|_| !recovering) {
         // Another process was interrupted between our recovery and our lock.
         return Err(failed(format!(
             "{}: turn {} is open again: another process wrote to the session after its \

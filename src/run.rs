@@ -93,6 +93,22 @@ pub(crate) struct Prepared {
     pub tools: Vec<String>,
     /// The workspace's root, as `session/open` records it.
     pub workspace: String,
+    /// Calls of the crashed run this resume ran again (`--rerun`), each with its one result,
+    /// in model order: the model's history gets these results instead of recovery's.
+    pub rerun: Vec<(CallRef, runtime::ToolResult)>,
+}
+
+/// How [`prepare`] opens the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opening {
+    /// A new session.
+    New,
+    /// The session the journal holds. A journal that ends inside a turn (not yet recovered:
+    /// a re-running resume leaves it so) is recovered here, under the writer lock, and the
+    /// calls `rerun`'s policy picks run again before anything else.
+    Resume {
+        rerun: Option<runtime::event::RerunPolicy>,
+    },
 }
 
 /// What a session is set up with, beyond where it lives.
@@ -251,8 +267,9 @@ pub(crate) fn prepare(
     setup: Setup<'_>,
     approver: Arc<ScriptedApprover>,
     printer: Arc<Printer>,
-    resuming: bool,
+    opening: Opening,
 ) -> Result<Prepared, CliError> {
+    let resuming = opening != Opening::New;
     let Setup {
         person: _,
         approve,
@@ -289,10 +306,13 @@ pub(crate) fn prepare(
     // Everything after the servers started: if it fails, they are stopped inside the runtime
     // (their transports' cleanup needs one).
     let opened = (|| {
-        let (mut session, report) = if resuming {
-            prepared.resume_reporting()
-        } else {
-            prepared.open_reporting()
+        let (mut session, report) = match opening {
+            Opening::Resume { rerun } if prepared.replay().open_turn().is_some() => {
+                let events = crate::rerun::recovering(&prepared, rerun)?;
+                prepared.resume_recovering(events)
+            }
+            Opening::Resume { .. } => prepared.resume_reporting(),
+            Opening::New => prepared.open_reporting(),
         }
         .map_err(build_error)?;
         note_torn_tail(&report);
@@ -312,17 +332,18 @@ pub(crate) fn prepare(
                 .record_process_killed(call, *pgid, nix::sys::signal::Signal::SIGKILL as i32)
                 .map_err(|e| failed(e.to_string()))?;
         }
+        printer.watch(session.event_log().journal().clone());
+        let rerun = crate::rerun::run_again(&rt, &mut session)?;
         if plan_mode && !session.plan_mode() {
-            // Only `resume --plan-mode` gets here (a new session starts in it already).
+            // A re-run ran under the journal's plan mode; `--plan-mode` applies after it.
             session
                 .set_plan_mode(true, "resumed with --plan-mode")
                 .map_err(|e| failed(e.to_string()))?;
         }
-        printer.watch(session.event_log().journal().clone());
-        Ok::<_, CliError>(session)
+        Ok::<_, CliError>((session, rerun))
     })();
-    let session = match opened {
-        Ok(session) => session,
+    let (session, rerun) = match opened {
+        Ok(opened) => opened,
         Err(e) => {
             rt.block_on(async {
                 for s in servers {
@@ -341,6 +362,7 @@ pub(crate) fn prepare(
         printer,
         tools,
         workspace,
+        rerun,
     })
 }
 
@@ -366,6 +388,7 @@ pub(crate) fn play(
         printer,
         tools: _,
         workspace: _,
+        rerun: _,
     } = prepared;
     let report = rt.block_on(async {
         let report = drive(&mut session, &mut model, &approver).await;
@@ -506,7 +529,7 @@ pub fn run_model(
         printer,
     } = wire(workspace, journal_dir, &setup, false);
     let locked = lock(builder)?;
-    let prepared = prepare(locked, setup, approver, printer, false)?;
+    let prepared = prepare(locked, setup, approver, printer, Opening::New)?;
     play(prepared, model, json)
 }
 
@@ -621,7 +644,7 @@ impl NewSession {
             printer,
         } = wire(&self.workspace, &self.journal_dir, &setup, false);
         let locked = lock(builder.session_id(self.session_id))?;
-        prepare(locked, setup, approver, printer, false)
+        prepare(locked, setup, approver, printer, Opening::New)
     }
 }
 

@@ -31,13 +31,18 @@ fn withdrawn_questions(replay: &SessionReplay) -> Vec<(String, String)> {
     turn.steps
         .iter()
         .flat_map(|s| s.calls.iter())
-        .filter(|c| c.recovered && c.tool == runtime::session::ASK_TOOL)
+        .filter(|c| c.tool == runtime::session::ASK_TOOL)
         .filter_map(|c| {
             let ask = c.asks.last()?;
-            let withdrawn = ask.structured.is_some()
+            let withdrawn = c.recovered
+                && ask.structured.is_some()
                 && ask.answer == Some(runtime::event::AskAnswer::Cancelled)
                 && ask.cancel_reason.as_deref() == Some(recover::classify::WITHDRAWN_REASON);
-            withdrawn.then(|| (c.call.call_id.clone(), ask.question.clone()))
+            // A re-running resume recovers the journal itself, after this note is decided:
+            // a question still pending in the open turn is one its recovery withdraws.
+            let to_withdraw =
+                turn.outcome.is_none() && ask.structured.is_some() && ask.answer.is_none();
+            (withdrawn || to_withdraw).then(|| (c.call.call_id.clone(), ask.question.clone()))
         })
         .collect()
 }

@@ -381,7 +381,7 @@ impl LockedJournal {
             lock,
             location,
             replay,
-            torn: _,
+            torn,
         } = self;
         let mut forbidden = vec![settings.journal_dir.clone()];
         forbidden.extend(settings.forbidden.iter().cloned());
@@ -405,6 +405,7 @@ impl LockedJournal {
             lock,
             location,
             replay,
+            torn,
             workspace,
             registry,
         })
@@ -429,6 +430,7 @@ pub struct PreparedSession {
     lock: WriterLock,
     location: String,
     replay: SessionReplay,
+    torn: Option<TornTail>,
     workspace: Arc<Workspace>,
     registry: Registry,
 }
@@ -437,6 +439,12 @@ impl PreparedSession {
     /// The journal as it ends, read under the writer lock.
     pub fn replay(&self) -> &SessionReplay {
         &self.replay
+    }
+
+    /// The torn tail the journal ends in, if any (cut, after it is copied aside, when the
+    /// session opens or resumes).
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
     }
 
     /// The workspace the tools act in (its root resolved).
@@ -479,8 +487,44 @@ impl PreparedSession {
 
     /// [`PreparedSession::resume`], with what opening the journal found (a torn tail it cut).
     pub fn resume_reporting(self) -> Result<(Session, OpenReport), BuildError> {
+        resumable(&self.replay)?;
+        self.check_resumable_here()?;
+        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        let plan_mode = std::mem::take(&mut config.plan_mode);
+        let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
+        if plan_mode && !session.plan_mode() {
+            session.set_plan_mode(true, "resumed in plan mode")?;
+        }
+        Ok((session, report))
+    }
+
+    /// Continues a crashed session that was not recovered, appending its recovery first
+    /// ([`Session::resume_recovering`]): `recovery` balances it, and may leave calls of the
+    /// interrupted step to run again ([`Session::run_rerun`]). Refused as `resume` is (other
+    /// workspace, a process group of the crashed run still running), with the journal
+    /// untouched; a torn tail is cut (after it is copied aside) as `resume` cuts it. Plan mode
+    /// is not changed here (calls that run again were admitted under the journal's); turn it
+    /// on after the re-run if asked.
+    pub fn resume_recovering(
+        self,
+        recovery: Vec<crate::event::Event>,
+    ) -> Result<(Session, OpenReport), BuildError> {
+        self.check_resumable_here()?;
+        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        config.plan_mode = false;
+        let session = Session::resume_recovering(
+            journal, registry, hooks, config, options, &replay, recovery,
+        )?;
+        Ok((session, report))
+    }
+
+    /// The checks every resume makes before it writes: the journal's workspace is this one,
+    /// and no process group a call of the crashed run started still runs.
+    fn check_resumable_here(&self) -> Result<(), BuildError> {
         let dir = self.settings.journal_dir.clone();
-        let open = resumable(&self.replay)?;
+        let Some(open) = &self.replay.open else {
+            return Err(RuntimeError::Misuse("the journal holds no session".into()).into());
+        };
         let given = self.workspace.root().display().to_string();
         if open.workspace != given {
             return Err(BuildError::WorkspaceMismatch {
@@ -499,13 +543,7 @@ impl PreparedSession {
                 });
             }
         }
-        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
-        let plan_mode = std::mem::take(&mut config.plan_mode);
-        let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
-        if plan_mode && !session.plan_mode() {
-            session.set_plan_mode(true, "resumed in plan mode")?;
-        }
-        Ok((session, report))
+        Ok(())
     }
 
     /// Opens the journal for appending (cutting a torn tail after copying it aside) and the
@@ -530,6 +568,7 @@ impl PreparedSession {
             lock,
             location: _,
             replay,
+            torn: _,
             workspace,
             registry,
         } = self;

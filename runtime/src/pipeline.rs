@@ -82,10 +82,9 @@ pub(crate) async fn gather_evidence(track: &Track) -> Vec<Evidence> {
         Ok(future) => future,
         Err(_) => return Vec::new(),
     };
-    let mut evidence = match futures_util::FutureExt::catch_unwind(AssertUnwindSafe(future)).await {
-        Ok(evidence) => evidence,
-        Err(_) => Vec::new(),
-    };
+    let mut evidence = futures_util::FutureExt::catch_unwind(AssertUnwindSafe(future))
+        .await
+        .unwrap_or_default();
     evidence.truncate(EVIDENCE_ITEMS_MAX);
     evidence
 }
@@ -152,12 +151,17 @@ pub(crate) async fn run_body(
     } else {
         1
     };
-    let mut attempt = 0;
+    let late = started_after_body(ctx);
+    // Attempts an earlier run started (a resume re-running a call that may have run) keep
+    // their numbers: this run's first attempt comes after them.
+    let before = track
+        .attempt()
+        .saturating_sub(u32::from(first_started && !late));
+    let mut attempt = before;
     loop {
         attempt += 1;
-        let late = started_after_body(ctx);
         // This attempt's `started` is ours to write, unless the group start wrote it.
-        let own_start = attempt > 1 || !first_started;
+        let own_start = attempt > before + 1 || !first_started;
         if own_start && !late {
             let group = vec![Starting {
                 track: &mut *track,
@@ -200,7 +204,7 @@ pub(crate) async fn run_body(
         let (joined, timed_out) = run.run(track, cancel, late && own_start).await?;
         let result = body_result(joined, timed_out, timeout_ms);
         let retry = matches!(&result, Err(e) if e.retryable)
-            && attempt < attempts_max
+            && attempt - before < attempts_max
             && !timed_out
             && !cancel.is_cancelled();
         if retry {

@@ -74,6 +74,37 @@ impl Track {
         self.start = start;
     }
 
+    /// The attempt of the call's last `started`; 0 before any.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.machine.attempt()
+    }
+
+    /// A call of a crashed run that a resume runs again: received earlier, and now `approved`
+    /// (never started) or `started` `attempts` times, its last event at `last_seq` (the
+    /// `recovery/rerun` that names it). Nothing is journaled: the journal already says so.
+    pub(crate) fn rerun(
+        call: CallRef,
+        tool: String,
+        attempts: u32,
+        last_seq: u64,
+    ) -> Result<Track, RuntimeError> {
+        let mut machine = CallMachine::received(call);
+        machine.advance(CallState::Parsed)?;
+        machine.advance(CallState::Approved)?;
+        for attempt in 1..=attempts {
+            machine.advance_attempt(CallState::Started, attempt)?;
+        }
+        Ok(Track {
+            machine,
+            last_seq,
+            tool,
+            entry: None,
+            info: None,
+            result: None,
+            start: StartInfo::default(),
+        })
+    }
+
     pub(crate) fn last_seq(&self) -> u64 {
         self.last_seq
     }

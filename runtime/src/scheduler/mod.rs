@@ -348,8 +348,9 @@ async fn start_group(
         let starting = group
             .iter_mut()
             .map(|(_, track, resources)| Starting {
+                // 1, unless a resume re-runs a call an earlier run started.
+                attempt: track.attempt() + 1,
                 track,
-                attempt: 1,
                 resources,
             })
             .collect();

@@ -16,6 +16,7 @@
 
 mod admit;
 mod model_io;
+mod rerun;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
@@ -65,6 +66,9 @@ pub struct Session {
     recorded_schemas: std::collections::HashMap<(String, String), String>,
     /// The last `session/model`, to write it again only when it changes.
     recorded_model: Option<crate::event::SessionModel>,
+    /// Calls of the crashed run a resume runs again before anything else
+    /// ([`Session::run_rerun`]).
+    rerun: Vec<Track>,
 }
 
 /// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
@@ -267,8 +271,24 @@ impl Session {
         options: SessionOptions,
         replay: &crate::replay::SessionReplay,
     ) -> Result<Session, RuntimeError> {
+        resumable(replay)?;
+        Session::continue_from(journal, registry, hooks, config, options, replay)
+    }
+
+    /// The session the journal holds, after its last event (checked by the caller): the
+    /// journal must end where it was replayed.
+    fn continue_from(
+        journal: Journal,
+        registry: Arc<Registry>,
+        hooks: Hooks,
+        config: Config,
+        options: SessionOptions,
+        replay: &crate::replay::SessionReplay,
+    ) -> Result<Session, RuntimeError> {
         config.check()?;
-        let open = resumable(replay)?;
+        let Some(open) = &replay.open else {
+            return Err(RuntimeError::Misuse("the journal holds no session".into()));
+        };
         // The writer lock is held from here on; the replay must be of the journal as it is
         // under that lock, or we would continue a story another process has moved on.
         let appended_seq = journal.stats().appended_seq;
@@ -324,6 +344,7 @@ impl Session {
             plan_mode,
             recorded_schemas: std::collections::HashMap::new(),
             recorded_model: None,
+            rerun: Vec::new(),
         }
     }
 

@@ -433,9 +433,12 @@ pub fn consumed_lines(
             }
         }
         // A stopped or interrupted turn's remaining responses were never played: skip them.
+        // An open turn is one a resume is about to recover (and interrupt) itself.
         if matches!(
             turn.outcome,
-            Some(crate::event::TurnOutcome::Cancelled | crate::event::TurnOutcome::Interrupted)
+            None | Some(
+                crate::event::TurnOutcome::Cancelled | crate::event::TurnOutcome::Interrupted
+            )
         ) {
             while matches!(lines.get(pos).map(|l| &l.step), Some(ModelStep::Respond(_))) {
                 pos += 1;
