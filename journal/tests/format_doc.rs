@@ -575,7 +575,7 @@ fn every_event_and_every_variant_decodes_by_the_document() {
     want.push(0); // text: none
     assert_eq!(answered[12..], want[..]);
     let declined = payload_of("ask/reply", 3);
-    let mut want = call;
+    let mut want = call.clone();
     want.extend([1, 0, 0, 0, 0]); // Declined, text: none
     assert_eq!(declined[12..], want[..]);
     // Hand-checked (schema 4, the context reduction): the fifth `llm/attempt-failed` has kind 4
@@ -603,6 +603,62 @@ fn every_event_and_every_variant_decodes_by_the_document() {
     assert_eq!(threshold[20..24], 1u32.to_le_bytes(), "trigger: threshold");
     let asked = payload_of("context/summary-requested", 0);
     assert_eq!(asked[8..12], 35u32.to_le_bytes());
+    // Hand-checked (schema 5): the first `started` is event 10, the old shape; the next is
+    // event 37: `CallRef`, `attempt`, `Resources`, then the key as a string, the evidence as a
+    // count and each item (`FileReplace` is 0; a `None` before-hash is one 0 byte), then
+    // `source_seqs`.
+    let old_started = payload_of("started", 0);
+    assert_eq!(old_started[8..12], 10u32.to_le_bytes());
+    let started = payload_of("started", 1);
+    let Some(Event::Started(written)) = records
+        .iter()
+        .map(|r| &r.event)
+        .find(|e| matches!(e, Event::Started(_)))
+    else {
+        panic!("the sample has a schema-5 started");
+    };
+    let string = |s: &str| [&(s.len() as u64).to_le_bytes()[..], s.as_bytes()].concat();
+    let mut want = 37u32.to_le_bytes().to_vec();
+    want.extend(&call);
+    want.extend(1u32.to_le_bytes()); // attempt
+    want.extend(0u64.to_le_bytes()); // reads: none
+    want.extend(2u64.to_le_bytes()); // writes: two
+    want.extend(string("new.txt"));
+    want.extend(string("src/old.rs"));
+    want.extend(0u64.to_le_bytes()); // intents: none
+    assert_eq!(written.idempotency_key.len(), 68);
+    want.extend(string(&written.idempotency_key));
+    want.extend(2u64.to_le_bytes()); // two evidence items
+    want.extend(0u32.to_le_bytes()); // FileReplace
+    want.extend(string("new.txt"));
+    want.push(0); // before_sha256: none (the file does not exist)
+    want.extend(string("aa"));
+    want.extend(0u32.to_le_bytes()); // FileReplace
+    want.extend(string("src/old.rs"));
+    want.push(1); // before_sha256: some
+    want.extend(string("bb"));
+    want.extend(string("cc"));
+    want.extend(2u64.to_le_bytes()); // source_seqs
+    want.extend(9u64.to_le_bytes());
+    want.extend(10u64.to_le_bytes());
+    assert_eq!(started[8..], want[..]);
+    // `recovery/rerun` is event 38: the policy's index (`not_started` 0), then the calls.
+    let rerun = payload_of("recovery/rerun", 0);
+    let mut want = 38u32.to_le_bytes().to_vec();
+    want.extend(0u32.to_le_bytes());
+    want.extend(2u64.to_le_bytes());
+    want.extend(&call);
+    want.extend(
+        [
+            &1u32.to_le_bytes()[..],
+            &2u32.to_le_bytes(),
+            &string("call_2"),
+        ]
+        .concat(),
+    );
+    assert_eq!(rerun[8..], want[..]);
+    let safe = payload_of("recovery/rerun", 1);
+    assert_eq!(safe[12..], [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // safe, no calls
 }
 
 /// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.

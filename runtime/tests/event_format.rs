@@ -1,5 +1,8 @@
 //! docs/FORMAT.md's event table against the bytes the codec writes.
 
+#[path = "event_format/schema_5.rs"]
+mod schema_5;
+
 use tooljournal_runtime::event::*;
 use tooljournal_runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use tooljournal_runtime::state::CallState;
@@ -392,6 +395,30 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 preview_chars: 2000,
                 tokens_before: 100,
                 tokens_after: 40,
+            }),
+        ),
+        (
+            37,
+            "started",
+            Event::Started(CallStarted {
+                call: call(),
+                attempt: 2,
+                resources: Resources::default(),
+                idempotency_key: idempotency_key("s", &call()),
+                evidence: vec![Evidence::FileReplace {
+                    path: "a.txt".into(),
+                    before_sha256: None,
+                    after_sha256: "ff".into(),
+                }],
+                source_seqs: s(&[5]),
+            }),
+        ),
+        (
+            38,
+            "recovery/rerun",
+            Event::RecoveryRerun(RecoveryRerun {
+                policy: RerunPolicy::Safe,
+                calls: vec![call()],
             }),
         ),
     ]

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 4;
+pub const DOC_SCHEMA: u32 = 5;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -628,6 +628,43 @@ fn context_compacted(c: &mut Cur) -> R {
     )
 }
 
+// Schema 5.
+fn evidence(c: &mut Cur) -> R {
+    let v = [(
+        "FileReplace",
+        Shape::Fields(&[
+            ("path", strv),
+            ("before_sha256", opt_str),
+            ("after_sha256", strv),
+        ]),
+    )];
+    variant(c, "Evidence", &v)
+}
+fn call_started(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("call", call_ref),
+            ("attempt", u32v),
+            ("resources", resources),
+            ("idempotency_key", strv),
+            ("evidence", |c| seq(c, evidence)),
+            ("source_seqs", seqs),
+        ],
+    )
+}
+fn rerun_policy(c: &mut Cur) -> R {
+    use Shape::Unit;
+    let v = [("not_started", Unit), ("safe", Unit)];
+    variant(c, "RerunPolicy", &v)
+}
+fn recovery_rerun(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[("policy", rerun_policy), ("calls", |c| seq(c, call_ref))],
+    )
+}
+
 /// The event table of FORMAT.md: index → (name, fields).
 fn events() -> Vec<(&'static str, Shape)> {
     use Shape::{Fields, Newtype, Unit};
@@ -674,6 +711,7 @@ fn events() -> Vec<(&'static str, Shape)> {
                 ("source_seqs", seqs),
             ]),
         ),
+        // Schemas 1 to 4: still read, no longer written (event 37 replaces it).
         (
             "started",
             Fields(&[
@@ -774,6 +812,9 @@ fn events() -> Vec<(&'static str, Shape)> {
             Newtype(context_summary_requested),
         ),
         ("context/compacted", Newtype(context_compacted)),
+        // Schema 5.
+        ("started", Newtype(call_started)),
+        ("recovery/rerun", Newtype(recovery_rerun)),
     ]
 }
 
@@ -797,6 +838,8 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("ModelErrorKind", 5),
         ("Reply", 2),
         ("CompactTrigger", 2),
+        ("Evidence", 1),
+        ("RerunPolicy", 2),
         ("ErrorCode", ERROR_CODES.len() as u32),
     ]
 }

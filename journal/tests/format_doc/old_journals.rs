@@ -1,4 +1,4 @@
-//! Journals of the older event schemas (1, 2 and 3), written byte by byte from FORMAT.md alone
+//! Journals of the older event schemas (1 to 4), written byte by byte from FORMAT.md alone
 //! (segment header, frames, CRC and payload layout by hand: no encoder or type of ours), must
 //! still be read by this build. That is the versioning rule's promise: a schema changes by
 //! additions only, so a journal that uses none of them decodes and replays as it always did.
@@ -61,11 +61,14 @@ impl Enc {
     }
 }
 
-/// The payloads of one session of `schema` (1, 2 or 3): one tool call run to its commit. A
-/// schema-2 journal also has `session/policy` and `call/process`; a schema-3 one also
-/// `session/model`, `llm/request` and `llm/response-detail`, and its call is approved by a
-/// person's yes/no answer (`ask/pending`, `ask/answered`), the shape every approval by a person,
-/// the built-in `ask`'s included, had before schema 4.
+/// The payloads of one session of `schema` (1 to 4): one tool call run to its commit, its
+/// `started` the event 10 of schemas 1 to 4. A schema-2 journal also has `session/policy` and
+/// `call/process`; a schema-3 one also `session/model`, `llm/request` and
+/// `llm/response-detail`, and its call is approved by a person's yes/no answer (`ask/pending`,
+/// `ask/answered`), the shape every approval by a person, the built-in `ask`'s included, had
+/// before schema 4. A schema-4 journal is laid out as a schema-3 one (a yes/no approval is
+/// still schema 4's for a tool other than `ask`): what it shows is that its `started`, which
+/// schema 5 no longer writes, still replays.
 fn session(schema: u32) -> Vec<Vec<u8>> {
     let mut records: Vec<Vec<u8>> = Vec::new();
     // Appends `Record {at_ms, event}` with the event index `index`; returns its seq.
@@ -209,7 +212,7 @@ fn segment(payloads: &[Vec<u8>]) -> Vec<u8> {
 /// Replays a hand-written session of `schema` with this build and checks what it read.
 fn reads_as_it_always_did(schema: u32) {
     let payloads = session(schema);
-    // This build's own reader of the document (schema 4) decodes every record.
+    // This build's own reader of the document (schema 5) decodes every record.
     assert_eq!(
         events::verdict(&payloads),
         events::Verdict::Read(payloads.len()),
@@ -266,6 +269,10 @@ fn reads_as_it_always_did(schema: u32) {
     let call = replay.calls().next().expect("call c1");
     assert_eq!(call.call.call_id, "c1");
     assert_eq!(call.state, CallState::Committed);
+    // Event 10 journaled no key and no evidence, and nothing was re-run.
+    assert_eq!(call.attempts, 1);
+    assert_eq!(call.idempotency_key, None);
+    assert!(call.evidence.is_empty() && call.rerun.is_none());
     assert_eq!(call.arguments.as_deref(), Some(r#"{"path":"a"}"#));
     if schema >= 3 {
         // A yes/no answer approves as it always did: schema 4's rule for `Asked` approvals
@@ -336,4 +343,9 @@ fn a_schema_2_journal_written_from_the_document_replays_with_this_build() {
 #[test]
 fn a_schema_3_journal_written_from_the_document_replays_with_this_build() {
     reads_as_it_always_did(3);
+}
+
+#[test]
+fn a_schema_4_journal_with_the_old_started_replays_with_this_build() {
+    reads_as_it_always_did(4);
 }

@@ -2,10 +2,11 @@
 //! for `format_doc.rs` to decode by the document.
 
 use runtime::event::{
-    Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, Classification, CommittedResult,
-    CompactTrigger, ConfigFile, ContextCompacted, ContextSummaryRequested, Event, LlmAttemptFailed,
-    LlmRequest, LlmResponseDetail, ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem,
-    ProcessStarted, Question, QuestionOption, Record, RecoveredCall, Recovery, Reply, Resources,
+    idempotency_key, Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, CallStarted,
+    Classification, CommittedResult, CompactTrigger, ConfigFile, ContextCompacted,
+    ContextSummaryRequested, Event, Evidence, LlmAttemptFailed, LlmRequest, LlmResponseDetail,
+    ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question,
+    QuestionOption, Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy, Resources,
     SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
     Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
@@ -160,6 +161,7 @@ pub fn every_event() -> Vec<Record> {
             source_seqs: vec![],
         });
     }
+    // The `started` of schemas 1 to 4 (event 10): no longer written, still read.
     events.push(Event::StartedV4 {
         call: c.clone(),
         attempt: 1,
@@ -554,6 +556,42 @@ pub fn every_event() -> Vec<Record> {
         preview_chars: 2_000,
         tokens_before: 170_000,
         tokens_after: 9_000,
+    }));
+    // Schema 5: `started` with its key and evidence (none, or a file created and one replaced),
+    // and a re-run under each policy.
+    let evidence = vec![
+        Evidence::FileReplace {
+            path: "new.txt".into(),
+            before_sha256: None,
+            after_sha256: "aa".into(),
+        },
+        Evidence::FileReplace {
+            path: "src/old.rs".into(),
+            before_sha256: Some("bb".into()),
+            after_sha256: "cc".into(),
+        },
+    ];
+    for (attempt, evidence) in [(1, evidence), (2, vec![])] {
+        events.push(Event::Started(CallStarted {
+            call: c.clone(),
+            attempt,
+            resources: Resources {
+                reads: vec![],
+                writes: vec!["new.txt".into(), "src/old.rs".into()],
+                intents: vec![],
+            },
+            idempotency_key: idempotency_key("sess", &c),
+            evidence,
+            source_seqs: vec![9, 10],
+        }));
+    }
+    events.push(Event::RecoveryRerun(RecoveryRerun {
+        policy: RerunPolicy::NotStarted,
+        calls: vec![c.clone(), call_ref("call_2")],
+    }));
+    events.push(Event::RecoveryRerun(RecoveryRerun {
+        policy: RerunPolicy::Safe,
+        calls: vec![],
     }));
     events
         .into_iter()
