@@ -167,6 +167,15 @@ fn rerun_calls<'r>(
         let entry = registry
             .lookup(&c.tool)
             .ok_or_else(|| misuse(format!("{call}: no tool named {}", c.tool)))?;
+        // I19: a call that may have run runs again only if its tool says that is harmless.
+        let harmless = entry.tool.is_retry_safe() || entry.tool.is_read_only();
+        if c.state == CallState::Started && !harmless {
+            return Err(misuse(format!(
+                "{call}: may have run, and {} declares itself neither idempotent nor read-only: \
+                 it is never run again",
+                c.tool
+            )));
+        }
         let text = c.arguments.as_deref().unwrap_or("{}");
         let args = crate::args::parse(text)
             .map_err(|e| misuse(format!("{call}: its journaled arguments: {e}")))?;
