@@ -7,11 +7,15 @@
 //! finished: MCP has no acknowledgement of `notifications/cancelled`, and a dead process answers
 //! nothing. Both settle as `TOOL_OUTCOME_UNKNOWN`, never as a clean abort. Only an answer from
 //! the server (a result, or a JSON-RPC error) is a known outcome.
+//!
+//! Every `tools/call` carries the call's idempotency key in its `_meta`
+//! ([`IDEMPOTENCY_KEY_META`]): a server that deduplicates can tell a retry or a resume's re-run
+//! from a new request.
 
 use crate::server::Link;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ContentBlock, ServerResult,
+    ClientRequest, ContentBlock, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use runtime::args::Args;
@@ -106,6 +110,8 @@ impl McpTool {
     async fn call(&self, args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = args.value().as_object().cloned();
+        // The progress token is added beside it when the request is sent (rmcp merges the two).
+        params.meta = Some(idempotency_meta(ctx.idempotency_key()));
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match self
             .link
@@ -198,6 +204,20 @@ impl McpTool {
         output.value = result.structured_content;
         Ok(output)
     }
+}
+
+/// The `_meta` key under which every `tools/call` carries the call's idempotency key (the same
+/// for every attempt of the call and after any resume), for servers that deduplicate.
+pub(crate) const IDEMPOTENCY_KEY_META: &str = "io.tooljournal/idempotency-key";
+
+/// A `tools/call` request's `_meta` naming the call's idempotency key.
+fn idempotency_meta(key: &str) -> RequestMetaObject {
+    let mut meta = RequestMetaObject::new();
+    meta.insert(
+        IDEMPOTENCY_KEY_META.to_owned(),
+        Value::String(key.to_owned()),
+    );
+    meta
 }
 
 fn pid(pid: Option<u32>) -> String {

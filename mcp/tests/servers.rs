@@ -506,3 +506,58 @@ async fn plan_mode_lets_declared_read_only_mcp_tools_run_and_refuses_the_others(
         .collect();
     assert_eq!(ends, [Some("c4".to_owned())]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tools_call_carries_the_call_s_idempotency_key_in_its_meta() {
+    let script = support::echo_meta_server();
+    // No skip: without node or the SDK the server does not start and `start` fails the test.
+    let server = start(
+        "echo",
+        &ServerConfig::new("node", vec![script.display().to_string()]),
+    )
+    .await;
+    let storage = SimStorage::new();
+    let mut s = session(
+        &storage,
+        registry_with(&server, None),
+        Hooks::default(),
+        Config::default(),
+    );
+    let session_id = s.session_id().to_owned();
+    s.begin_turn("go").unwrap();
+    let r = step(
+        &mut s,
+        vec![
+            call("m1", "mcp__echo__echo_meta", serde_json::json!({})),
+            call("m2", "mcp__echo__echo_meta", serde_json::json!({})),
+        ],
+    )
+    .await;
+    s.end_turn(TurnOutcome::Completed).await.unwrap();
+    server.shutdown().await;
+
+    let all = events(&storage);
+    let mut keys = Vec::new();
+    for (result, id) in r.iter().zip(["m1", "m2"]) {
+        assert!(!result.is_error, "{}", result.content);
+        let received: serde_json::Value = serde_json::from_str(&result.content)
+            .unwrap_or_else(|e| panic!("the server echoes JSON ({e}): {}", result.content));
+        let started = all
+            .iter()
+            .find_map(|e| match e {
+                Event::Started(s) if s.call.call_id == id => Some(s),
+                _ => None,
+            })
+            .expect("started");
+        let key = runtime::event::idempotency_key(&session_id, &started.call);
+        assert_eq!(started.idempotency_key, key);
+        assert_eq!(
+            received["io.tooljournal/idempotency-key"], key,
+            "{received}"
+        );
+        // The progress token rides beside it.
+        assert!(received.get("progressToken").is_some(), "{received}");
+        keys.push(key);
+    }
+    assert_ne!(keys[0], keys[1]);
+}

@@ -4,7 +4,8 @@
 //! `.ci/run` installs them with `npm ci`; a test run without them installs them the same way
 //! (once per test binary, under a lock file so that test binaries running side by side do not
 //! install over each other). A machine without Node.js and npm fails these tests with a message
-//! saying so: they are part of the suite, not optional.
+//! saying so: they are part of the suite, not optional. `echo-meta.mjs` is a server of our own
+//! on the SDK installed with them.
 
 #![allow(dead_code)]
 
@@ -65,4 +66,12 @@ pub fn filesystem_server() -> PathBuf {
 
 pub fn everything_server() -> PathBuf {
     servers().join("mcp-server-everything")
+}
+
+/// Our own minimal MCP server, `tests/mcp/echo-meta.mjs` (on the SDK the pinned servers bring):
+/// its one tool, `echo_meta`, answers with the `_meta` of the `tools/call` it received. Returns
+/// the script, to run with `node`; the packages are installed first, as for the other servers.
+pub fn echo_meta_server() -> PathBuf {
+    servers();
+    package_dir().join("echo-meta.mjs")
 }

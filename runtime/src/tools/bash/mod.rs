@@ -31,6 +31,10 @@
 //! that got the same id after ours emptied, which would need the pid space to wrap around in
 //! between (microseconds): accepted.
 //!
+//! Identity: the command's environment names the call (`TOOLJOURNAL_IDEMPOTENCY_KEY`,
+//! `TOOLJOURNAL_SESSION_ID`, `TOOLJOURNAL_CALL_ID`), so a script can hand the key to a service
+//! that deduplicates requests: a retry or a resume's re-run then cannot act twice there.
+//!
 //! Output: stdout and stderr are one pipe (the shell starts with its stderr a copy of its
 //! stdout, exactly as `2>&1` would make it), so the transcript interleaves the two in the order
 //! they were written. At most [`OUTPUT_BYTES_MAX`] bytes are kept: the first half and the last
@@ -75,6 +79,12 @@ const PROGRESS_LINE_CHARS_MAX: usize = 200;
 /// While waiting for a signalled group to empty, how often to look.
 const GROUP_POLL_MS: u64 = 20;
 const READ_CHUNK: usize = 64 * 1024;
+/// The environment variable that carries the call's idempotency key to the command.
+pub const ENV_IDEMPOTENCY_KEY: &str = "TOOLJOURNAL_IDEMPOTENCY_KEY";
+/// The environment variable that carries the session's id to the command.
+pub const ENV_SESSION_ID: &str = "TOOLJOURNAL_SESSION_ID";
+/// The environment variable that carries the model's id for the call to the command.
+pub const ENV_CALL_ID: &str = "TOOLJOURNAL_CALL_ID";
 
 /// The `bash` tool. Exclusive: a shell command may touch anything, so it never overlaps others.
 pub struct Bash {
@@ -111,7 +121,10 @@ impl Tool for Bash {
          output (stdout and stderr together; very long output keeps its beginning and end) \
          followed by a last line `exit status N`. A non-zero status is reported, not treated as \
          a failure. Processes the command leaves running are killed when it ends. Optional \
-         `timeout_ms` stops the command (and everything it started) after that long."
+         `timeout_ms` stops the command (and everything it started) after that long. The \
+         environment has TOOLJOURNAL_IDEMPOTENCY_KEY (the same for every attempt of this call; \
+         pass it to services that deduplicate requests), TOOLJOURNAL_SESSION_ID and \
+         TOOLJOURNAL_CALL_ID."
     }
 
     fn input_schema(&self) -> Value {
@@ -199,7 +212,7 @@ impl Bash {
             ));
         }
         let began = Instant::now();
-        let (mut child, pid, reader) = self.spawn(command)?;
+        let (mut child, pid, reader) = self.spawn(command, ctx)?;
         let mut group = Group::new(pid);
         // Journaled before the command may do anything we wait for: if the runtime dies from
         // here on, recovery can find the group and resume can refuse to go on beside it.
@@ -285,8 +298,13 @@ impl Bash {
     }
 
     /// Starts the shell on `command` as the leader of a new process group, its stdout and stderr
-    /// one pipe; returns it, its pid and the pipe's read end.
-    fn spawn(&self, command: &str) -> Result<(Child, u32, io::PipeReader), ToolError> {
+    /// one pipe, with the call's identity in its environment ([`ENV_IDEMPOTENCY_KEY`],
+    /// [`ENV_SESSION_ID`], [`ENV_CALL_ID`]); returns it, its pid and the pipe's read end.
+    fn spawn(
+        &self,
+        command: &str,
+        ctx: &ToolContext,
+    ) -> Result<(Child, u32, io::PipeReader), ToolError> {
         let cannot_start = |e: io::Error| {
             ToolError::new(
                 ErrorCode::ToolFailed,
@@ -301,6 +319,10 @@ impl Bash {
             .arg("-c")
             .arg(command)
             .current_dir(self.ws.root())
+            // Always set, so a command never sees an outer session's values by inheritance.
+            .env(ENV_IDEMPOTENCY_KEY, ctx.idempotency_key())
+            .env(ENV_SESSION_ID, ctx.session_id())
+            .env(ENV_CALL_ID, ctx.call_id())
             .stdin(Stdio::null())
             .stdout(writer.try_clone().map_err(cannot_start)?)
             .stderr(writer)

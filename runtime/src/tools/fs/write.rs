@@ -4,14 +4,21 @@
 //! temporary file created in it and renamed over the target with `renameat` within it. A
 //! symlink swapped into the path after the check makes the call fail; a symlink swapped in at
 //! the target's name is itself replaced (a rename never follows it).
+//!
+//! Both tools record, before they act, what they will do: the file's hash now and the hash of
+//! the bytes they will write ([`Evidence::FileReplace`], journaled in `started`). The body
+//! works out the same two hashes again, with the same code, right before it writes, and writes
+//! nothing when they differ from the recorded ones: a probe after a crash can then trust that
+//! the file holds either the recorded before or the recorded after, unless something else
+//! changed it.
 
 use super::{
     aborted, blocking, failed, io_failed, opened, path_resources, required_str, schema, shown,
     stale, Access, Opened, CHUNK_BYTES, EDIT_BYTES_MAX, READ_FLAGS,
 };
 use crate::args::Args;
-use crate::event::{Resources, SideEffect};
-use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::event::{Evidence, Resources, SideEffect};
+use crate::tool::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::workspace::{sha256_hex, Workspace};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawMode};
@@ -201,6 +208,69 @@ impl Target {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Evidence: recorded before the act, honoured by the act.
+
+/// The file evidence of a call that will replace `rel`.
+fn file_replace(rel: &str, before: Option<&str>, after: &str) -> Evidence {
+    Evidence::FileReplace {
+        path: rel.to_owned(),
+        before_sha256: before.map(str::to_owned),
+        after_sha256: after.to_owned(),
+    }
+}
+
+/// A file's hash for a message (`absent` when there is none).
+fn said(sha256: Option<&str>) -> String {
+    match sha256 {
+        Some(hash) => format!("sha256 {hash}"),
+        None => "absent".to_owned(),
+    }
+}
+
+/// Refuses to act against what the call's `started` recorded: if `evidence` names `rel`, the
+/// file must still be as recorded (`before`: its hash now, `None` when absent) and the bytes
+/// about to be written must hash as recorded (`after`). Otherwise nothing may be written: a
+/// probe reading the journal would take the world for something it is not. No evidence for
+/// `rel` (none was recorded): nothing to honour.
+fn honour_evidence(
+    evidence: &[Evidence],
+    rel: &str,
+    before: Option<&str>,
+    after: &str,
+) -> Result<(), ToolError> {
+    for item in evidence {
+        #[allow(unreachable_patterns)]
+        let (path, recorded_before, recorded_after) = match item {
+            Evidence::FileReplace {
+                path,
+                before_sha256,
+                after_sha256,
+            } => (path, before_sha256.as_deref(), after_sha256),
+            // Evidence of another kind says nothing about this file.
+            _ => continue,
+        };
+        if path != rel {
+            continue;
+        }
+        if recorded_before != before {
+            return Err(stale(format!(
+                "{rel} changed after this call's start was journaled (it was {}, it is now {}); \
+                 nothing was written: read it again before writing",
+                said(recorded_before),
+                said(before)
+            )));
+        }
+        if recorded_after != after {
+            return Err(stale(format!(
+                "{rel}: the content this call would write (sha256 {after}) is not what its \
+                 journaled start recorded (sha256 {recorded_after}); nothing was written"
+            )));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // write
 
 /// `write {path, content}`: creates or replaces a file, atomically.
@@ -213,6 +283,42 @@ impl WriteTool {
     pub fn new(ws: Arc<Workspace>) -> WriteTool {
         WriteTool { ws }
     }
+}
+
+/// What a write finds before it writes: where, and the file there now.
+struct WritePlan {
+    target: Target,
+    /// sha256 of the file there now; `None` when there is none.
+    before: Option<String>,
+    /// The existing file's mode, kept by the new one.
+    mode: Option<RawMode>,
+}
+
+/// Looks at the target of a write without changing anything; fails where the write must
+/// (a directory there, a file this session read that changed since, ...). Used by the body and
+/// by `evidence`, so the two agree.
+fn plan_write(ws: &Workspace, absolute: &Path) -> Result<WritePlan, ToolError> {
+    let target = Target::open(ws, absolute)?;
+    let (before, mode) = match target.existing()? {
+        Some(old) => (
+            Some(hash_file(&old.file).map_err(|e| io_failed("read", &target.rel, e))?),
+            Some(old.stat.st_mode),
+        ),
+        None => (None, None),
+    };
+    if let (Some(before), Some(seen)) = (&before, ws.last_read(absolute)) {
+        if *before != seen {
+            return Err(stale(format!(
+                "{} changed since it was read; read it again before writing",
+                target.rel
+            )));
+        }
+    }
+    Ok(WritePlan {
+        target,
+        before,
+        mode,
+    })
 }
 
 impl Tool for WriteTool {
@@ -253,39 +359,54 @@ impl Tool for WriteTool {
     fn resources(&self, args: &Args) -> Resources {
         path_resources(&self.ws, args.str("path"), Access::Write)
     }
+    /// The path, the file's hash now (or that it is absent) and the hash of `content`; nothing
+    /// when the write would fail.
+    fn evidence<'a>(&'a self, args: &'a Args) -> EvidenceFuture<'a> {
+        let ws = self.ws.clone();
+        let parsed = required_str(args, "path").and_then(|path| {
+            let content = required_str(args, "content")?;
+            Ok((ws.resolve(&path)?, content))
+        });
+        Box::pin(async move {
+            let Ok((absolute, content)) = parsed else {
+                return Vec::new();
+            };
+            blocking(move || {
+                let plan = plan_write(&ws, &absolute)?;
+                let after = sha256_hex(content.as_bytes());
+                Ok(vec![file_replace(
+                    &plan.target.rel,
+                    plan.before.as_deref(),
+                    &after,
+                )])
+            })
+            .await
+            .unwrap_or_default()
+        })
+    }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
-        let cancel = ctx.cancel().clone();
         Box::pin(async move {
             let path = required_str(&args, "path")?;
             let content = required_str(&args, "content")?;
             let absolute = ws.resolve(&path)?;
-            if cancel.is_cancelled() {
+            if ctx.cancel().is_cancelled() {
                 return Err(aborted());
             }
             blocking(move || {
-                let mut target = Target::open(&ws, &absolute)?;
+                let WritePlan {
+                    mut target,
+                    before,
+                    mode,
+                } = plan_write(&ws, &absolute)?;
                 let rel = target.rel.clone();
-                let (before, mode) = match target.existing()? {
-                    Some(old) => (
-                        Some(hash_file(&old.file).map_err(|e| io_failed("read", &rel, e))?),
-                        Some(old.stat.st_mode),
-                    ),
-                    None => (None, None),
-                };
-                if let (Some(before), Some(seen)) = (&before, ws.last_read(&absolute)) {
-                    if *before != seen {
-                        return Err(stale(format!(
-                            "{rel} changed since it was read; read it again before writing"
-                        )));
-                    }
-                }
+                let after = sha256_hex(content.as_bytes());
+                honour_evidence(ctx.evidence(), &rel, before.as_deref(), &after)?;
                 let mut effects = target.create_parents(&ws)?;
-                if let Err(mut e) = target.replace(content.as_bytes(), mode, &cancel) {
+                if let Err(mut e) = target.replace(content.as_bytes(), mode, ctx.cancel()) {
                     e.side_effects.splice(0..0, effects);
                     return Err(e);
                 }
-                let after = sha256_hex(content.as_bytes());
                 ws.record_read(&absolute, after.clone());
                 effects.push(SideEffect::FsWrite {
                     path: rel.clone(),
@@ -332,12 +453,46 @@ struct EditRequest {
     replace_all: bool,
 }
 
-fn edit_blocking(
+impl EditRequest {
+    /// The call's arguments: the path, and what to replace.
+    fn from_args(args: &Args) -> Result<(String, EditRequest), ToolError> {
+        let path = required_str(args, "path")?;
+        let request = EditRequest {
+            old: required_str(args, "old_string")?,
+            new: required_str(args, "new_string")?,
+            replace_all: args
+                .get("replace_all")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        };
+        Ok((path, request))
+    }
+}
+
+/// An edit worked out in full before anything is written.
+struct EditPlan {
+    target: Target,
+    /// The file's mode, kept.
+    mode: RawMode,
+    /// sha256 of the file as read.
+    before: String,
+    /// The whole new content.
+    edited: String,
+    /// How many occurrences are replaced.
+    count: usize,
+    /// The line of the first replaced occurrence, from 1.
+    first_line: usize,
+}
+
+/// Reads the file, checks it may be edited (it exists, this session read it and it has not
+/// changed since, it is text and small enough, `old_string` occurs as required) and computes
+/// the new content, without changing anything. Used by the body and by `evidence`, so the two
+/// agree.
+fn plan_edit(
     ws: &Workspace,
     absolute: &Path,
-    request: EditRequest,
-    cancel: &CancellationToken,
-) -> Result<ToolOutput, ToolError> {
+    request: &EditRequest,
+) -> Result<EditPlan, ToolError> {
     let target = Target::open(ws, absolute)?;
     let rel = target.rel.clone();
     let Some(old_file) = target.existing()? else {
@@ -395,22 +550,47 @@ fn edit_blocking(
         )));
     }
     let first_line = text[..first].matches('\n').count() + 1;
-    let edited = if replace_all {
-        text.replace(old.as_str(), &new)
+    let edited = if *replace_all {
+        text.replace(old.as_str(), new)
     } else {
-        text.replacen(old.as_str(), &new, 1)
+        text.replacen(old.as_str(), new, 1)
     };
-    target.replace(edited.as_bytes(), Some(old_file.stat.st_mode), cancel)?;
-    let mut effects = Vec::new();
+    Ok(EditPlan {
+        target,
+        mode: old_file.stat.st_mode,
+        before,
+        edited,
+        count,
+        first_line,
+    })
+}
+
+fn edit_blocking(
+    ws: &Workspace,
+    absolute: &Path,
+    request: &EditRequest,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let EditPlan {
+        target,
+        mode,
+        before,
+        edited,
+        count,
+        first_line,
+    } = plan_edit(ws, absolute, request)?;
+    let rel = target.rel.clone();
     let after = sha256_hex(edited.as_bytes());
+    honour_evidence(ctx.evidence(), &rel, Some(&before), &after)?;
+    target.replace(edited.as_bytes(), Some(mode), ctx.cancel())?;
     ws.record_read(absolute, after.clone());
-    effects.push(SideEffect::FsWrite {
+    let effect = SideEffect::FsWrite {
         path: rel.clone(),
         before_sha256: Some(before.clone()),
         after_sha256: after.clone(),
-    });
+    };
     let plural = if count == 1 { "" } else { "s" };
-    let mut out = ToolOutput::text(format!(
+    let out = ToolOutput::text(format!(
         "edited {rel}: {count} replacement{plural} (first at line {first_line})"
     ))
     .with_value(json!({
@@ -419,8 +599,7 @@ fn edit_blocking(
         "before_sha256": before,
         "after_sha256": after,
     }));
-    out.side_effects = effects;
-    Ok(out)
+    Ok(out.with_side_effect(effect))
 }
 
 impl Tool for EditTool {
@@ -462,24 +641,83 @@ impl Tool for EditTool {
     fn resources(&self, args: &Args) -> Resources {
         path_resources(&self.ws, args.str("path"), Access::Write)
     }
+    /// The path, the file's hash now and the hash of the edited content; nothing when the
+    /// edit would fail.
+    fn evidence<'a>(&'a self, args: &'a Args) -> EvidenceFuture<'a> {
+        let ws = self.ws.clone();
+        let parsed = EditRequest::from_args(args)
+            .and_then(|(path, request)| Ok((ws.resolve(&path)?, request)));
+        Box::pin(async move {
+            let Ok((absolute, request)) = parsed else {
+                return Vec::new();
+            };
+            blocking(move || {
+                let plan = plan_edit(&ws, &absolute, &request)?;
+                let after = sha256_hex(plan.edited.as_bytes());
+                Ok(vec![file_replace(
+                    &plan.target.rel,
+                    Some(&plan.before),
+                    &after,
+                )])
+            })
+            .await
+            .unwrap_or_default()
+        })
+    }
     fn execute(&self, args: Args, ctx: ToolContext) -> ToolFuture<'_> {
         let ws = self.ws.clone();
-        let cancel = ctx.cancel().clone();
         Box::pin(async move {
-            let path = required_str(&args, "path")?;
-            let request = EditRequest {
-                old: required_str(&args, "old_string")?,
-                new: required_str(&args, "new_string")?,
-                replace_all: args
-                    .get("replace_all")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            };
+            let (path, request) = EditRequest::from_args(&args)?;
             let absolute = ws.resolve(&path)?;
-            if cancel.is_cancelled() {
+            if ctx.cancel().is_cancelled() {
                 return Err(aborted());
             }
-            blocking(move || edit_blocking(&ws, &absolute, request, &cancel)).await
+            blocking(move || edit_blocking(&ws, &absolute, &request, &ctx)).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "aa";
+    const B: &str = "bb";
+
+    fn code(r: Result<(), ToolError>) -> Option<crate::code::ErrorCode> {
+        r.err().map(|e| e.code)
+    }
+
+    #[test]
+    fn a_body_honours_the_evidence_of_its_path_only() {
+        let stale = Some(crate::code::ErrorCode::FsStaleVersion);
+        let recorded = [file_replace("f", Some(A), B)];
+        // As recorded.
+        assert_eq!(code(honour_evidence(&recorded, "f", Some(A), B)), None);
+        // The file changed, appeared or vanished since.
+        assert_eq!(code(honour_evidence(&recorded, "f", Some(B), B)), stale);
+        assert_eq!(code(honour_evidence(&recorded, "f", None, B)), stale);
+        let absent = [file_replace("f", None, B)];
+        assert_eq!(code(honour_evidence(&absent, "f", None, B)), None);
+        assert_eq!(code(honour_evidence(&absent, "f", Some(A), B)), stale);
+        // Other bytes than recorded.
+        assert_eq!(code(honour_evidence(&recorded, "f", Some(A), A)), stale);
+        // Evidence of another path, or none: nothing to honour.
+        assert_eq!(code(honour_evidence(&recorded, "g", Some(B), A)), None);
+        assert_eq!(code(honour_evidence(&[], "f", Some(B), A)), None);
+    }
+
+    #[test]
+    fn the_refusal_says_what_changed() {
+        let e = honour_evidence(&[file_replace("f", Some(A), B)], "f", None, B).unwrap_err();
+        assert!(
+            e.message
+                .contains("changed after this call's start was journaled")
+                && e.message.contains("sha256 aa")
+                && e.message.contains("absent")
+                && e.message.contains("nothing was written"),
+            "{}",
+            e.message
+        );
     }
 }
