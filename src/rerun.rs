@@ -121,12 +121,12 @@ pub fn recovery_events(analysis: &Analysis, rerun: &[CallRef], policy: RerunPoli
 
 /// The recovery a resume appends itself, under its writer lock, to a journal that ends inside
 /// a turn (no `recover` ran: the resume found calls it may run again), with the calls the
-/// policy picks now that the tools are known. Says on stdout what it recovered and what runs
-/// again.
+/// policy picks now that the tools are known; and the line that says so, for stdout once the
+/// events are appended.
 pub(crate) fn recovering(
     prepared: &runtime::PreparedSession,
     rerun: Option<RerunPolicy>,
-) -> Result<Vec<Event>, crate::CliError> {
+) -> Result<(Vec<Event>, String), crate::CliError> {
     let torn = prepared.torn_tail();
     let end = match torn {
         Some(torn) => journal::ReadEnd::TornTail(torn.clone()),
@@ -145,7 +145,7 @@ pub(crate) fn recovering(
     let events = recovery_events(&analysis, &chosen, policy);
     let classified = analysis.recovery.as_ref().map_or(0, |r| r.calls.len());
     let ids: Vec<&str> = chosen.iter().map(|c| c.call_id.as_str()).collect();
-    outln!(
+    let said = format!(
         "recovered: {} call(s) classified{}",
         classified - chosen.len(),
         if ids.is_empty() {
@@ -157,8 +157,8 @@ pub(crate) fn recovering(
                 ids.join(", ")
             )
         }
-    )?;
-    Ok(events)
+    );
+    Ok((events, said))
 }
 
 /// Runs the calls the recovering resume left to run again, if any, and says how each ended.

@@ -308,13 +308,14 @@ pub(crate) fn prepare(
     let opened = (|| {
         let (mut session, report) = match opening {
             Opening::Resume { rerun } if prepared.replay().open_turn().is_some() => {
-                let events = crate::rerun::recovering(&prepared, rerun)?;
-                prepared.resume_recovering(events)
+                let (events, said) = crate::rerun::recovering(&prepared, rerun)?;
+                let resumed = prepared.resume_recovering(events).map_err(build_error)?;
+                outln!("{said}")?;
+                resumed
             }
-            Opening::Resume { .. } => prepared.resume_reporting(),
-            Opening::New => prepared.open_reporting(),
-        }
-        .map_err(build_error)?;
+            Opening::Resume { .. } => prepared.resume_reporting().map_err(build_error)?,
+            Opening::New => prepared.open_reporting().map_err(build_error)?,
+        };
         note_torn_tail(&report);
         let changed = if resuming {
             policy::changes(journaled_policy.as_ref(), &policy)
