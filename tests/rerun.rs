@@ -398,7 +398,6 @@ fn killed_long_op() -> KilledLongOp {
 }
 
 #[test]
-#[ignore = "bug: run_rerun never starts a call that is `started` (Track::rerun leaves it Started, the scheduler starts only Approved tracks): the resume panics at runtime/src/scheduler/mod.rs:137"]
 fn safe_reruns_an_unknown_call_of_a_tool_declared_read_only_with_its_key() {
     let KilledLongOp { case, .. } = killed_long_op();
     let call = CallRef {
@@ -565,7 +564,6 @@ fn a_second_crash_during_the_rerun_leaves_the_rerun_call_unknown() {
 }
 
 #[test]
-#[ignore = "bug: a call a killed re-run never started is named by a second recovery/rerun, which replay refuses (named twice): the journal is left corrupt"]
 fn a_second_crash_during_the_rerun_still_runs_what_never_started() {
     let case = Case::new(&sleeping_rerun(vec![call(
         "w1",

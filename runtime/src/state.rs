@@ -111,6 +111,17 @@ impl CallMachine {
         }
     }
 
+    /// A call a resume runs again (`recovery/rerun`): approved, its approval journaled, after
+    /// `attempts` attempts an earlier run started (0: it never started). Its next `started`
+    /// carries attempt `attempts + 1`, as the journal's machine expects.
+    pub(crate) fn approved_for_rerun(call: CallRef, attempts: u32) -> CallMachine {
+        CallMachine {
+            call,
+            state: CallState::Approved,
+            attempt: attempts,
+        }
+    }
+
     /// The current state.
     pub fn state(&self) -> CallState {
         self.state

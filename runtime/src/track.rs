@@ -79,30 +79,20 @@ impl Track {
         self.machine.attempt()
     }
 
-    /// A call of a crashed run that a resume runs again: received earlier, and now `approved`
-    /// (never started) or `started` `attempts` times, its last event at `last_seq` (the
-    /// `recovery/rerun` that names it). Nothing is journaled: the journal already says so.
-    pub(crate) fn rerun(
-        call: CallRef,
-        tool: String,
-        attempts: u32,
-        last_seq: u64,
-    ) -> Result<Track, RuntimeError> {
-        let mut machine = CallMachine::received(call);
-        machine.advance(CallState::Parsed)?;
-        machine.advance(CallState::Approved)?;
-        for attempt in 1..=attempts {
-            machine.advance_attempt(CallState::Started, attempt)?;
-        }
-        Ok(Track {
-            machine,
+    /// A call of a crashed run that a resume runs again: received earlier, approved, and
+    /// started `attempts` times before (0: never), its last event at `last_seq` (the
+    /// `recovery/rerun` that names it). It waits to start like any approved call; nothing is
+    /// journaled here: the journal already says all this.
+    pub(crate) fn rerun(call: CallRef, tool: String, attempts: u32, last_seq: u64) -> Track {
+        Track {
+            machine: CallMachine::approved_for_rerun(call, attempts),
             last_seq,
             tool,
             entry: None,
             info: None,
             result: None,
             start: StartInfo::default(),
-        })
+        }
     }
 
     pub(crate) fn last_seq(&self) -> u64 {

@@ -344,7 +344,6 @@ fn a_recovery_that_does_not_fit_the_journal_is_refused_and_changes_nothing() {
 /// A recovery the shape check lets through but whose events replay refuses once appended: the
 /// library must refuse it before writing, or the journal can never be read again.
 #[test]
-#[ignore = "bug: resume_recovering checks recovery/rerun against the journal before the recovery, not after it: a recovery that closes a call recovery/rerun names is appended, and replay refuses the journal from then on"]
 fn a_recovery_that_closes_a_rerun_call_is_refused_and_changes_nothing() {
     let d = dirs();
     crashed(&d);
@@ -362,7 +361,6 @@ fn a_recovery_that_closes_a_rerun_call_is_refused_and_changes_nothing() {
 
 /// As above: the recovery ends the step (and turn) the re-run is to run in.
 #[test]
-#[ignore = "bug: resume_recovering does not check that the recovery leaves the step open when recovery/rerun follows: it is appended, and replay refuses the journal from then on"]
 fn a_recovery_that_interrupts_the_rerun_step_is_refused_and_changes_nothing() {
     let d = dirs();
     crashed(&d);
@@ -473,7 +471,6 @@ fn not_started_calls_run_once_with_attempt_one_and_their_keys() {
 }
 
 #[test]
-#[ignore = "bug: run_rerun never starts a call that is `started` (Track::rerun leaves it Started, the scheduler starts only Approved tracks): it panics at runtime/src/scheduler/mod.rs:137 (every call of the batch is committed)"]
 fn a_started_call_runs_again_under_safe_with_the_next_attempt_and_the_same_key() {
     let d = dirs();
     crashed(&d);
@@ -538,7 +535,6 @@ fn a_started_call_runs_again_under_safe_with_the_next_attempt_and_the_same_key()
 /// A resume that appended its recovery and `recovery/rerun`, then died before the calls
 /// started: the next resume runs them (they still never started), and the journal reads.
 #[test]
-#[ignore = "bug: a call an earlier recovery/rerun named and that never started cannot be named again: resume_recovering accepts it, replay refuses the journal (named twice)"]
 fn a_rerun_that_died_before_its_calls_started_runs_them_on_the_next_resume() {
     let d = dirs();
     crashed(&d);

@@ -534,6 +534,12 @@ fn apply_recovery<R: Retain>(r: &mut R, at: At, recovery: Recovery) -> Result<()
         c.recovered = true;
         r.call_recovered(rc);
     }
+    // A re-run this recovery follows was interrupted: its calls left open may be named again.
+    if let Some(step) = r.open_step() {
+        for c in step.calls.iter_mut().filter(|c| c.committed.is_none()) {
+            c.rerun = None;
+        }
+    }
     if let Some((turn, step)) = recovery.interrupted_step {
         open_step(r, turn, step).map_err(bad)?;
         r.step_ended(StepOutcome::Interrupted);

@@ -68,6 +68,14 @@ impl Session {
             }
             _ => None,
         };
+        let named: Vec<CallRef> = match &rerun {
+            Some((_, _, calls)) => calls.iter().map(|(c, _)| c.call.clone()).collect(),
+            None => Vec::new(),
+        };
+        if let Some(Event::Recovery(r)) = recovery.iter().find(|e| matches!(e, Event::Recovery(_)))
+        {
+            recovery_fits(replay, r, &named)?;
+        }
         let mut session =
             Session::continue_from(journal, registry, hooks, config, options, replay)?;
         let mut last_seq = 0;
@@ -86,7 +94,7 @@ impl Session {
         session.step_open = true;
         session.step_answered = true;
         for (c, info) in calls {
-            let mut track = Track::rerun(c.call.clone(), c.tool.clone(), c.attempts, last_seq)?;
+            let mut track = Track::rerun(c.call.clone(), c.tool.clone(), c.attempts, last_seq);
             let entry = session
                 .registry
                 .lookup(&c.tool)
@@ -121,6 +129,51 @@ impl Session {
         self.end_turn(TurnOutcome::Interrupted).await?;
         Ok(calls.into_iter().zip(results).collect())
     }
+}
+
+/// Whether `recovery` balances the journal around the calls `named` to run again: it closes
+/// every other unfinished call of the open step and none of those, and it interrupts the open
+/// step and turn exactly when nothing runs again.
+fn recovery_fits(
+    replay: &SessionReplay,
+    recovery: &crate::event::Recovery,
+    named: &[CallRef],
+) -> Result<(), RuntimeError> {
+    let misuse = |m: String| RuntimeError::Misuse(m);
+    if let Some(rc) = recovery.calls.iter().find(|rc| named.contains(&rc.call)) {
+        return Err(misuse(format!(
+            "{}: the recovery closes a call it also leaves to run again",
+            rc.call
+        )));
+    }
+    let open_turn = replay.open_turn().map(|t| t.turn);
+    let closes = recovery.interrupted_turn.is_some() || recovery.interrupted_step.is_some();
+    if named.is_empty() {
+        if recovery.interrupted_turn != open_turn {
+            return Err(misuse(format!(
+                "the recovery interrupts turn {:?}, but turn {open_turn:?} is open",
+                recovery.interrupted_turn
+            )));
+        }
+    } else if closes {
+        return Err(misuse(
+            "the recovery interrupts the step whose calls run again".into(),
+        ));
+    }
+    let open_calls = replay
+        .open_turn()
+        .and_then(|t| t.steps.last().filter(|s| s.outcome.is_none()))
+        .map(|s| s.calls.as_slice())
+        .unwrap_or_default();
+    for c in open_calls.iter().filter(|c| c.committed.is_none()) {
+        if !named.contains(&c.call) && !recovery.calls.iter().any(|rc| rc.call == c.call) {
+            return Err(misuse(format!(
+                "{}: left unfinished by the recovery and not run again",
+                c.call
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The open turn and step of a journal that ends inside a step.
