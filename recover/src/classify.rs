@@ -12,6 +12,7 @@
 //! in words for a question ([`question_withdrawn_text`]): nobody answered it, ask again.
 
 use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
+use crate::probe::{Probe, Prober};
 use history::layout::{layout, StepView, TurnView};
 use journal::ReadEnd;
 use runtime::event::{
@@ -53,6 +54,9 @@ pub struct CallReport {
     pub recovered: bool,
     /// The session is live and this call is still in flight: nothing is said about it.
     pub in_flight: bool,
+    /// What a probe of the workspace found, for a `TOOL_OUTCOME_UNKNOWN` call when one was
+    /// asked for (`--probe`); `None` otherwise.
+    pub probe: Option<Probe>,
 }
 
 impl CallReport {
@@ -80,6 +84,7 @@ impl CallReport {
             },
             recovered: false,
             in_flight: true,
+            probe: None,
         }
     }
 }
@@ -159,6 +164,13 @@ pub fn answer_undelivered_text(code: ErrorCode, answer: &Answer) -> String {
 
 /// What the model is told about a call that may have run.
 pub fn outcome_unknown_text(resources: &Resources) -> String {
+    outcome_unknown_text_probed(resources, None)
+}
+
+/// What the model is told about a call that may have run, with what a probe of the workspace
+/// found (if one was made) in plain words. Evidence is not proof: the text still says the
+/// outcome is unknown. Without a probe, exactly [`outcome_unknown_text`].
+pub fn outcome_unknown_text_probed(resources: &Resources, probe: Option<&Probe>) -> String {
     let mut touched: Vec<String> = Vec::new();
     touched.extend(resources.writes.iter().map(|p| format!("writes {p}")));
     touched.extend(resources.reads.iter().map(|p| format!("reads {p}")));
@@ -168,11 +180,16 @@ pub fn outcome_unknown_text(resources: &Resources) -> String {
     } else {
         format!("check these before retrying: {}", touched.join("; "))
     };
+    let evidence = match probe {
+        Some(p) => format!("{}; ", p.words()),
+        None => String::new(),
+    };
     error_content(
         ErrorCode::ToolOutcomeUnknown,
         &format!(
             "the session was interrupted while this call was running: it may have run, and \
-             its effects may have happened; {what}; retry only if the call is idempotent"
+             its effects may have happened; {what}; {evidence}retry only if the call is \
+             idempotent"
         ),
     )
 }
@@ -218,6 +235,8 @@ pub(crate) struct Unfinished<'a> {
     /// The person's answer to its `ask/question`, journaled before the call ended
     /// ([`answered`]): the model is owed it.
     pub answered: Option<&'a Answer>,
+    /// What a probe of the workspace found (a `started` call's, when one was asked for).
+    pub probe: Option<&'a Probe>,
 }
 
 /// What becomes of a call the journal left unfinished.
@@ -236,7 +255,10 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
         CallState::Started => {
             let text = match c.answered {
                 Some(answer) => answer_undelivered_text(ErrorCode::ToolOutcomeUnknown, answer),
-                None => outcome_unknown_text(c.resources.unwrap_or(&Resources::default())),
+                None => outcome_unknown_text_probed(
+                    c.resources.unwrap_or(&Resources::default()),
+                    c.probe,
+                ),
             };
             (
                 Some(Classification::ToolOutcomeUnknown),
@@ -277,7 +299,10 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
     }
 }
 
-fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) {
+fn classify_orphan(
+    c: &CallReplay,
+    probe: Option<&Probe>,
+) -> (Option<Classification>, CommittedResult) {
     classify_unfinished(Unfinished {
         state: c.state,
         outcome: c.outcome.as_ref(),
@@ -286,7 +311,25 @@ fn classify_orphan(c: &CallReplay) -> (Option<Classification>, CommittedResult) 
         cancel_reason: c.cancel_reason.as_deref(),
         question_pending: question_pending(c),
         answered: answered(c),
+        probe,
     })
+}
+
+/// The probe of a call that may have run (`started`, never settled), when a workspace is
+/// probed: made before its result is worded, so that the result can state it.
+pub(crate) fn probe_started(c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
+    (c.state == CallState::Started)
+        .then_some(prober)
+        .flatten()
+        .map(|p| p.probe(c))
+}
+
+/// The probe a report keeps: only a `TOOL_OUTCOME_UNKNOWN` call's.
+pub(crate) fn kept_probe(
+    classification: Option<Classification>,
+    probe: Option<Probe>,
+) -> Option<Probe> {
+    probe.filter(|_| classification == Some(Classification::ToolOutcomeUnknown))
 }
 
 /// How the journal's bytes ended: torn as read now, torn as cut by this run, or torn as an
@@ -325,6 +368,19 @@ pub fn analyze(
     dropped_now: u64,
     live: bool,
 ) -> Analysis {
+    analyze_probing(replay, read_end, dropped_now, live, None)
+}
+
+/// [`analyze`], probing the workspace for every `TOOL_OUTCOME_UNKNOWN` call when `prober` is
+/// given: each such report carries its [`Probe`], and the result of a call recovered now
+/// states it (a call an earlier recovery committed keeps its journaled result).
+pub fn analyze_probing(
+    replay: SessionReplay,
+    read_end: &ReadEnd,
+    dropped_now: u64,
+    live: bool,
+    prober: Option<&Prober>,
+) -> Analysis {
     let mut orphans = Orphans::default();
     let earlier: Vec<&RecoveredCall> = replay
         .recoveries
@@ -334,7 +390,7 @@ pub fn analyze(
     let unreceived = unreceived_calls(&replay);
     let mut calls: Vec<CallReport> = replay
         .calls()
-        .map(|c| report_call(c, &earlier, live, &mut orphans))
+        .map(|c| report_call(c, &earlier, live, &mut orphans, prober))
         .collect();
     if !live {
         adopt_unreceived(&mut calls, &mut orphans, unreceived);
@@ -396,8 +452,13 @@ fn report_call(
     earlier: &[&RecoveredCall],
     live: bool,
     orphans: &mut Orphans,
+    prober: Option<&Prober>,
 ) -> CallReport {
     if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
+        let probe = (rc.classification == Some(Classification::ToolOutcomeUnknown))
+            .then_some(prober)
+            .flatten()
+            .map(|p| p.probe(c));
         CallReport {
             call: c.call.clone(),
             tool: c.tool.clone(),
@@ -408,6 +469,7 @@ fn report_call(
             result: rc.result.clone(),
             recovered: true,
             in_flight: false,
+            probe,
         }
     } else if c.state == CallState::Committed {
         CallReport {
@@ -420,6 +482,7 @@ fn report_call(
             result: c.committed.clone().expect("committed calls have a result"),
             recovered: false,
             in_flight: false,
+            probe: None,
         }
     } else if live {
         // A running session's unfinished call is running, not orphaned.
@@ -431,17 +494,18 @@ fn report_call(
             c.resources.clone().unwrap_or_default(),
         )
     } else {
-        report_orphan(c, orphans)
+        report_orphan(c, orphans, prober)
     }
 }
 
 /// An orphan's report, its result recorded for the recovery event (and its pending question
 /// for withdrawal).
-fn report_orphan(c: &CallReplay, orphans: &mut Orphans) -> CallReport {
+fn report_orphan(c: &CallReplay, orphans: &mut Orphans, prober: Option<&Prober>) -> CallReport {
     if c.asks.last().is_some_and(|a| a.answer.is_none()) {
         orphans.pending_asks.push(c.call.clone());
     }
-    let (classification, result) = classify_orphan(c);
+    let probe = probe_started(c, prober);
+    let (classification, result) = classify_orphan(c, probe.as_ref());
     orphans.recovered_calls.push(RecoveredCall {
         call: c.call.clone(),
         state: c.state,
@@ -458,6 +522,7 @@ fn report_orphan(c: &CallReplay, orphans: &mut Orphans) -> CallReport {
         result,
         recovered: true,
         in_flight: false,
+        probe: kept_probe(classification, probe),
     }
 }
 
@@ -492,6 +557,7 @@ fn adopt_unreceived(
                 result,
                 recovered: true,
                 in_flight: false,
+                probe: None,
             },
         );
     }

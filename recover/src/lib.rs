@@ -6,6 +6,9 @@
 //! the journal with one `recovery` event; [`classify::Analysis::conversation`] then gives the
 //! conversation, which [`providers::history`] lays out for OpenAI, Anthropic or Gemini, and
 //! [`rebuild::body`] makes a whole request body of (system prompt, tools, settings).
+//! [`session::recover_probing`] also looks at the workspace for each `TOOL_OUTCOME_UNKNOWN`
+//! call ([`probe`]: `applied`, `not_applied`, `changed`, `running`, `no_evidence`), reading
+//! only, and words the evidence into the result recovery gives it.
 //!
 //! ```no_run
 //! use tooljournal_recover as recover;
@@ -32,6 +35,7 @@ pub mod classify;
 pub mod listing;
 #[cfg(feature = "mutant")]
 pub mod mutant;
+pub mod probe;
 pub mod rebuild;
 pub mod report;
 pub mod session;

@@ -5,7 +5,8 @@
 //! (one object, keys in order: `calls`, `end`, `journal`, `live`, and `salvage` after a
 //! salvaging read), so the calls can go out before the end of the journal is known. The table
 //! for people gives the session on its first line and how the journal ended on the line after
-//! the last call.
+//! the last call. With `--probe`, a `TOOL_OUTCOME_UNKNOWN` call's object has a `probe` and the
+//! table a `probe` column ([`TextListing::with_probe_column`]); without, both are as before.
 
 use crate::classify::{CallReport, End};
 use crate::session::ReportSink;
@@ -66,6 +67,9 @@ impl Serialize for ResourceList<'_> {
 struct CallJson<'a> {
     call_id: &'a str,
     classification: Option<&'static str>,
+    /// As a `serde_json::Value`, so that its keys come in the order `classify_json` has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probe: Option<serde_json::Value>,
     resources: ResourceList<'a>,
     state: &'static str,
     step: u32,
@@ -147,9 +151,14 @@ impl<W: Write> ReportSink for JsonListing<W> {
         self.buf
             .extend_from_slice(if self.first { b"{\"calls\":[" } else { b"," });
         self.first = false;
+        let probe = match &c.probe {
+            Some(p) => Some(serde_json::to_value(p).map_err(io_error)?),
+            None => None,
+        };
         let call = CallJson {
             call_id: &c.call.call_id,
             classification: c.classification.map(classification_name),
+            probe,
             resources: ResourceList(&c.resources),
             state: c.state.as_str(),
             step: c.call.step,
@@ -167,6 +176,8 @@ pub struct TextListing<W: Write> {
     journal: String,
     started: bool,
     outcome_unknown: u64,
+    /// A `probe` column, after the classification (`--probe`).
+    probe_column: bool,
 }
 
 impl<W: Write> TextListing<W> {
@@ -177,7 +188,15 @@ impl<W: Write> TextListing<W> {
             journal: journal.to_owned(),
             started: false,
             outcome_unknown: 0,
+            probe_column: false,
         }
+    }
+
+    /// The listing with a `probe` column: each `TOOL_OUTCOME_UNKNOWN` call's verdict, `-` for
+    /// the others.
+    pub fn with_probe_column(mut self) -> TextListing<W> {
+        self.probe_column = true;
+        self
     }
 
     /// How the journal ended, what to do about calls that may have run, and `trailer` (what a
@@ -219,9 +238,14 @@ impl<W: Write> ReportSink for TextListing<W> {
             session_id.unwrap_or("(empty)"),
             if live { ", LIVE (read only)" } else { "" }
         )?;
+        let probe = if self.probe_column {
+            format!("{:<12} ", "probe")
+        } else {
+            String::new()
+        };
         writeln!(
             self.out,
-            "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} resources",
+            "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} {probe}resources",
             "call", "tool", "turn", "step", "state", "classification"
         )
     }
@@ -239,9 +263,15 @@ impl<W: Write> ReportSink for TextListing<W> {
             }
             (_, None) => "-".to_owned(),
         };
+        let probe = if self.probe_column {
+            let verdict = c.probe.as_ref().map_or("-", |p| p.verdict.as_str());
+            format!("{verdict:<12} ")
+        } else {
+            String::new()
+        };
         writeln!(
             self.out,
-            "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} {}",
+            "{:<12} {:<10} {:>4} {:>4}  {:<22} {:<20} {probe}{}",
             c.call.call_id,
             c.tool,
             c.call.turn,
@@ -249,6 +279,11 @@ impl<W: Write> ReportSink for TextListing<W> {
             c.state.as_str(),
             k,
             resource_list(&c).join(", ")
-        )
+        )?;
+        // The evidence in words, under the row (the column has only the verdict).
+        match (&c.probe, self.probe_column) {
+            (Some(p), true) => writeln!(self.out, "             probe: {}", p.detail),
+            _ => Ok(()),
+        }
     }
 }

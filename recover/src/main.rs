@@ -42,6 +42,13 @@ enum Command {
         /// and which calls it affected. Never writes.
         #[arg(long)]
         salvage: bool,
+        /// For each TOOL_OUTCOME_UNKNOWN call, look at this workspace (read only, confined to
+        /// it, no symlink followed) and compare it with what the call recorded before it acted:
+        /// applied, not_applied, changed, running or no_evidence. Evidence, not proof: the
+        /// classification stays TOOL_OUTCOME_UNKNOWN; the result recovery gives such a call
+        /// states the evidence.
+        #[arg(long, value_name = "WORKSPACE")]
+        probe: Option<PathBuf>,
     },
     /// The session as a provider's whole request body: system prompt, the tools the model was
     /// last shown with their input schemas, settings, and the conversation, every assistant
@@ -60,6 +67,9 @@ enum Command {
         /// As for classify; never writes.
         #[arg(long)]
         salvage: bool,
+        /// As for classify: the results of calls recovered by this run state the evidence.
+        #[arg(long, value_name = "WORKSPACE")]
+        probe: Option<PathBuf>,
     },
     /// Every call: tool, arguments, decision, state, classification, side effects, timings.
     Audit {
@@ -82,7 +92,8 @@ impl From<RecoverError> for Failure {
             e @ (RecoverError::OpenDir { .. }
             | RecoverError::Journal { .. }
             | RecoverError::Io { .. }
-            | RecoverError::NoVerdict { .. }) => Failure::Failed(e.to_string()),
+            | RecoverError::NoVerdict { .. }
+            | RecoverError::Workspace(_)) => Failure::Failed(e.to_string()),
             RecoverError::Corrupt(m) => Failure::Corrupt(m),
             RecoverError::Newer(m) => Failure::Newer(m),
         }
@@ -137,9 +148,13 @@ fn with_bar<T>(f: impl FnOnce(&dyn Fn(u64, u64)) -> T) -> T {
     result
 }
 
-/// Recovery with a progress bar on stderr when it is a terminal.
-fn recover_with_bar(dir: &Path, write: bool) -> Result<recover::session::Recovered, RecoverError> {
-    with_bar(|progress| recover::session::recover_reporting(dir, write, progress))
+/// Recovery with a progress bar on stderr when it is a terminal, probing `probe` if given.
+fn recover_with_bar(
+    dir: &Path,
+    write: bool,
+    probe: Option<&Path>,
+) -> Result<recover::session::Recovered, RecoverError> {
+    with_bar(|progress| recover::session::recover_reporting_probing(dir, write, progress, probe))
 }
 
 /// What this run changed (or found changed, or could not do), on stderr: stdout is the same
@@ -161,12 +176,26 @@ fn output_failure(e: std::io::Error) -> Failure {
 /// `classify`: the calls are printed as the journal is read (a salvaging read excepted), so
 /// memory does not grow with the journal. On corruption found on the way the output stops
 /// short and the exit code is 2.
-fn classify(dir: &Path, json: bool, dry_run: bool, salvage: bool) -> Result<(), Failure> {
+fn classify(
+    dir: &Path,
+    json: bool,
+    dry_run: bool,
+    salvage: bool,
+    probe: Option<&Path>,
+) -> Result<(), Failure> {
     use recover::listing::{JsonListing, TextListing};
     let name = dir.display().to_string();
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let text_listing = |out| {
+        let listing = TextListing::new(out, &name);
+        if probe.is_some() {
+            listing.with_probe_column()
+        } else {
+            listing
+        }
+    };
     if salvage {
-        let r = recover::session::salvage(dir)?;
+        let r = recover::session::salvage_probing(dir, probe)?;
         note(dir, r.notes());
         let a = &r.analysis;
         let session_id = a.replay.open.as_ref().map(|o| o.session_id.as_str());
@@ -179,18 +208,18 @@ fn classify(dir: &Path, json: bool, dry_run: bool, salvage: bool) -> Result<(), 
             let salvage = r.salvage.as_ref().map(recover::report::salvage_json);
             give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_ref()))
         } else {
-            let mut listing = TextListing::new(out, &name);
+            let mut listing = text_listing(out);
             let salvage = r.salvage.as_ref().map(recover::report::salvage_text);
             give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_deref()))
         };
         return written.map_err(output_failure);
     }
     if json {
-        classify_streamed(dir, dry_run, JsonListing::new(out, &name), |l, s| {
+        classify_streamed(dir, dry_run, probe, JsonListing::new(out, &name), |l, s| {
             l.finish(s.end, s.live, None)
         })
     } else {
-        classify_streamed(dir, dry_run, TextListing::new(out, &name), |l, s| {
+        classify_streamed(dir, dry_run, probe, text_listing(out), |l, s| {
             l.finish(s.end, s.live, None)
         })
     }
@@ -199,11 +228,12 @@ fn classify(dir: &Path, json: bool, dry_run: bool, salvage: bool) -> Result<(), 
 fn classify_streamed<S: ReportSink>(
     dir: &Path,
     dry_run: bool,
+    probe: Option<&Path>,
     mut listing: S,
     finish: impl FnOnce(S, &recover::session::Streamed) -> std::io::Result<()>,
 ) -> Result<(), Failure> {
     let mut s = with_bar(|progress| {
-        recover::session::recover_streaming(dir, !dry_run, progress, &mut listing)
+        recover::session::recover_streaming_probing(dir, !dry_run, progress, &mut listing, probe)
     })?;
     note(dir, s.notes());
     warn_running(dir, &s.processes);
@@ -239,18 +269,20 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json,
             dry_run,
             salvage,
-        } => classify(&dir, json, dry_run, salvage),
+            probe,
+        } => classify(&dir, json, dry_run, salvage, probe.as_deref()),
         Command::Rebuild {
             dir,
             format,
             out,
             dry_run,
             salvage,
+            probe,
         } => {
             let r = if salvage {
-                recover::session::salvage(&dir)?
+                recover::session::salvage_probing(&dir, probe.as_deref())?
             } else {
-                recover_with_bar(&dir, !dry_run)?
+                recover_with_bar(&dir, !dry_run, probe.as_deref())?
             };
             if let Some(s) = &r.salvage {
                 eprint!("{}", recover::report::salvage_text(s));
@@ -276,7 +308,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
         }
         Command::Audit { dir, json } => {
-            let r = recover_with_bar(&dir, false)?;
+            let r = recover_with_bar(&dir, false, None)?;
             note(&dir, r.notes());
             let name = dir.display().to_string();
             if json {

@@ -6,10 +6,14 @@
 //! what became of it: its text, options, whether several may be chosen and whether the person
 //! may answer in their own words, its state (pending, answered, declined, expired, cancelled)
 //! and the answer or the reason. A call is asked at most once by the runtime, so the last
-//! question is the one shown.
+//! question is the one shown. It also shows each call's idempotency key (`-`, or `null`, for a
+//! call that never started or a journal from before event schema 5) and the evidence its last
+//! `started` recorded, with the process groups it started.
 
 use crate::classify::{Analysis, CallReport};
-use runtime::event::{Approval, AskAnswer, Reply, SideEffect, ToolDescriptor, ToolSource};
+use runtime::event::{
+    Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource,
+};
 use runtime::model::Usage;
 use runtime::replay::AskRecord;
 use serde_json::{json, Value};
@@ -85,16 +89,82 @@ pub fn classify_json(journal: &str, a: &Analysis) -> Value {
             "dropped_bytes": a.end.dropped_bytes,
         },
         "live": a.live,
-        "calls": a.calls.iter().map(|c| json!({
-            "call_id": c.call.call_id,
-            "tool": c.tool,
-            "turn": c.call.turn,
-            "step": c.call.step,
-            "state": c.state.as_str(),
-            "classification": classification(c),
-            "resources": resource_list(c),
-        })).collect::<Vec<_>>(),
+        "calls": a.calls.iter().map(|c| {
+            let mut call = json!({
+                "call_id": c.call.call_id,
+                "tool": c.tool,
+                "turn": c.call.turn,
+                "step": c.call.step,
+                "state": c.state.as_str(),
+                "classification": classification(c),
+                "resources": resource_list(c),
+            });
+            if let Some(p) = &c.probe {
+                // Cannot fail: a probe is strings, numbers and a unit enum.
+                call["probe"] = serde_json::to_value(p).expect("a probe serializes");
+            }
+            call
+        }).collect::<Vec<_>>(),
     })
+}
+
+/// The call's idempotency key, as its last `started` recorded it (schema 5).
+fn idempotency_key<'a>(a: &'a Analysis, c: &CallReport) -> Option<&'a str> {
+    a.replay.call(&c.call)?.idempotency_key.as_deref()
+}
+
+/// What the call recorded for a probe: its last `started`'s evidence, then the process groups
+/// it started, as `audit --json` shows them.
+fn evidence_json(a: &Analysis, c: &CallReport) -> Vec<Value> {
+    let Some(r) = a.replay.call(&c.call) else {
+        return Vec::new();
+    };
+    let files = r.evidence.iter().map(|e| match e {
+        Evidence::FileReplace {
+            path,
+            before_sha256,
+            after_sha256,
+        } => json!({
+            "kind": "file_replace",
+            "path": path,
+            "before_sha256": before_sha256,
+            "after_sha256": after_sha256,
+        }),
+    });
+    let groups = r.processes.iter().map(|p| {
+        json!({
+            "kind": "process_group",
+            "pgid": p.pgid,
+            "pid": p.pid,
+            "start_ticks": p.start_ticks,
+        })
+    });
+    files.chain(groups).collect()
+}
+
+/// The same, for people: `replaces a.txt (new → 3f2a…)`, `process group 1234`.
+fn evidence_text(a: &Analysis, c: &CallReport) -> Vec<String> {
+    let Some(r) = a.replay.call(&c.call) else {
+        return Vec::new();
+    };
+    let short = |h: &str| h[..12.min(h.len())].to_owned();
+    let files = r.evidence.iter().map(|e| match e {
+        Evidence::FileReplace {
+            path,
+            before_sha256,
+            after_sha256,
+        } => format!(
+            "replaces {} ({} → {})",
+            one_line(path, 100),
+            before_sha256.as_deref().map_or("absent".into(), short),
+            short(after_sha256)
+        ),
+    });
+    let groups = r
+        .processes
+        .iter()
+        .map(|p| format!("process group {}", p.pgid));
+    files.chain(groups).collect()
 }
 
 fn truncate(s: &str, max_chars: usize) -> String {
@@ -446,6 +516,8 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
                 "duration_ms": timing_ms(a, c),
                 "resources": resource_list(c),
                 "question": question_json(a, c),
+                "idempotency_key": idempotency_key(a, c),
+                "evidence": evidence_json(a, c),
             })
         })
         .collect();
@@ -502,6 +574,16 @@ pub fn audit_text(journal: &str, a: &Analysis) -> String {
                 .map(|m| m.to_string())
                 .unwrap_or_else(|| "-".into()),
             effects(a, c).join("; ")
+        ));
+        let evidence = evidence_text(a, c);
+        out.push_str(&format!(
+            "          key: {}{}\n",
+            idempotency_key(a, c).unwrap_or("-"),
+            if evidence.is_empty() {
+                String::new()
+            } else {
+                format!("; evidence: {}", evidence.join("; "))
+            }
         ));
         if let Some(ask) = a.replay.call(&c.call).and_then(|r| r.asks.last()) {
             out.push_str(&question_lines(ask));

@@ -28,9 +28,10 @@
 //! resources.
 
 use crate::classify::{
-    answered, classify_unfinished, end_of, error_result, not_started_text, question_pending,
-    CallReport, End, Unfinished,
+    answered, classify_unfinished, end_of, error_result, kept_probe, not_started_text,
+    probe_started, question_pending, CallReport, End, Unfinished,
 };
+use crate::probe::Prober;
 use journal::ReadEnd;
 use runtime::code::ErrorCode;
 use runtime::event::{
@@ -40,6 +41,7 @@ use runtime::event::{
 use runtime::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, TurnCursor};
 use runtime::state::CallState;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// A call of a closed step, with what its report needs beyond the replay's record.
 #[derive(Debug)]
@@ -82,11 +84,13 @@ struct OpenCalls {
     /// Process groups started by calls that have not settled (nor been killed by a resume):
     /// bounded by the calls running at once.
     processes: Vec<(CallRef, ProcessStarted)>,
+    /// The workspace to probe for `TOOL_OUTCOME_UNKNOWN` calls (`--probe`).
+    prober: Option<Arc<Prober>>,
 }
 
 impl OpenCalls {
     /// `live`: a writer holds the journal (a live session's reports keep journal order).
-    fn new(live: bool) -> OpenCalls {
+    fn new(live: bool, prober: Option<Arc<Prober>>) -> OpenCalls {
         OpenCalls {
             live,
             opened: false,
@@ -98,6 +102,7 @@ impl OpenCalls {
             ghosts: Vec::new(),
             last_recovery_dropped: None,
             processes: Vec::new(),
+            prober,
         }
     }
 
@@ -171,7 +176,7 @@ impl OpenCalls {
             let Some(mut c) = self.queue.pop_front() else {
                 break;
             };
-            ready.push_back(committed_report(&mut c));
+            ready.push_back(committed_report(&mut c, self.prober.as_deref()));
             if c.replay.may_still_move() {
                 self.ghosts.push(c);
             }
@@ -341,8 +346,15 @@ pub struct Classifier {
 impl Classifier {
     /// `live`: a writer holds the journal, so unfinished calls are running, not orphaned.
     pub fn new(live: bool) -> Classifier {
+        Classifier::probing(live, None)
+    }
+
+    /// [`Classifier::new`], probing the workspace `prober` opened for every
+    /// `TOOL_OUTCOME_UNKNOWN` call, as [`analyze_probing`](crate::classify::analyze_probing)
+    /// does.
+    pub fn probing(live: bool, prober: Option<Arc<Prober>>) -> Classifier {
         Classifier {
-            replayer: Replayer::with_retention(OpenCalls::new(live)),
+            replayer: Replayer::with_retention(OpenCalls::new(live, prober)),
             ready: VecDeque::new(),
             retained_max: 0,
         }
@@ -397,12 +409,19 @@ impl Classifier {
             .and_then(|t| t.step.as_ref().map(|s| (t.turn, s.step)));
         let rest = remaining_calls(kept);
         kept.turn = None;
+        let prober = kept.prober.clone();
 
         // A recovery lists its calls in journal order, the never received ones last.
         let mut recovered_calls: Vec<((u32, u32, usize), RecoveredCall)> = Vec::new();
         let mut pending_asks = Vec::new();
         for c in rest {
-            let report = report_at_end(c, live, &mut recovered_calls, &mut pending_asks);
+            let report = report_at_end(
+                c,
+                live,
+                &mut recovered_calls,
+                &mut pending_asks,
+                prober.as_deref(),
+            );
             self.ready.push_back(report);
         }
         // Stable: the never received calls (equal keys) keep model order, as `analyze` has them.
@@ -475,9 +494,10 @@ fn report_at_end(
     live: bool,
     recovered_calls: &mut Vec<((u32, u32, usize), RecoveredCall)>,
     pending_asks: &mut Vec<CallRef>,
+    prober: Option<&Prober>,
 ) -> CallReport {
     if c.recovered_by.is_some() || c.replay.state == CallState::Committed {
-        return committed_report(&mut c);
+        return committed_report(&mut c, prober);
     }
     let r = c.replay;
     if live {
@@ -490,6 +510,11 @@ fn report_at_end(
             r.resources.unwrap_or_default(),
         );
     }
+    let probe = if c.never_received {
+        None
+    } else {
+        probe_started(&r, prober)
+    };
     let (classification, result, key) = if c.never_received {
         (
             Some(Classification::ToolNotStarted),
@@ -508,6 +533,7 @@ fn report_at_end(
             cancel_reason: r.cancel_reason.as_deref(),
             question_pending: question_pending(&r),
             answered: answered(&r),
+            probe: probe.as_ref(),
         });
         (
             classification,
@@ -534,6 +560,7 @@ fn report_at_end(
         result,
         recovered: true,
         in_flight: false,
+        probe: kept_probe(classification, probe),
     }
 }
 
@@ -556,7 +583,17 @@ fn payload_bytes(c: &CallReplay) -> usize {
     content + c.arguments.as_ref().map_or(0, String::len)
 }
 
-fn committed_report(c: &mut Call) -> CallReport {
+fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
+    // A call an earlier recovery left `TOOL_OUTCOME_UNKNOWN` is probed too (its journaled
+    // result stays as it is).
+    let probe = match (&c.recovered_by, prober) {
+        (Some(rc), Some(prober))
+            if rc.classification == Some(Classification::ToolOutcomeUnknown) =>
+        {
+            Some(prober.probe(&c.replay))
+        }
+        _ => None,
+    };
     let r = &mut c.replay;
     let resources = r.resources.take().unwrap_or_default();
     let call = r.call.clone();
@@ -573,6 +610,7 @@ fn committed_report(c: &mut Call) -> CallReport {
             result: rc.result.clone(),
             recovered: true,
             in_flight: false,
+            probe,
         },
         None => CallReport {
             call,
@@ -586,6 +624,7 @@ fn committed_report(c: &mut Call) -> CallReport {
             result: r.committed.take().expect("a committed call has its result"),
             recovered: false,
             in_flight: false,
+            probe: None,
         },
     }
 }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 /// Why recovery could not be done. `recover`'s `main` turns each into its exit code: 1 for the
 /// I/O failures, 2 for [`RecoverError::Corrupt`], 3 for [`RecoverError::Newer`]. Every message
-/// starts with the journal's directory.
+/// starts with the journal's directory, but [`RecoverError::Workspace`]'s, which starts with
+/// the workspace's.
 #[derive(Debug, thiserror::Error)]
 pub enum RecoverError {
     /// The journal directory could not be opened: exit 1.
@@ -55,6 +56,10 @@ pub enum RecoverError {
     /// newer event schema (docs/FORMAT.md, *Versioning*): exit 3.
     #[error("{0}")]
     Newer(String),
+    /// The workspace to probe (`--probe`) could not be opened: exit 1. Found before anything
+    /// is read or written.
+    #[error(transparent)]
+    Workspace(#[from] crate::probe::WorkspaceError),
 }
 
 impl RecoverError {

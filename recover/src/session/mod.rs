@@ -25,10 +25,13 @@ mod streaming;
 
 pub use changes::EarlierCut;
 pub use error::RecoverError;
-pub use salvage::{salvage, Salvage};
-pub use streaming::{recover_storage_streaming, recover_streaming, ReportSink, Streamed};
+pub use salvage::{salvage, salvage_probing, Salvage};
+pub use streaming::{
+    recover_storage_streaming, recover_streaming, recover_streaming_probing, ReportSink, Streamed,
+};
 
-use crate::classify::{analyze, Analysis};
+use crate::classify::{analyze_probing, Analysis};
+use crate::probe::Prober;
 use changes::{notes, Changes};
 use error::open_failed;
 use journal::{FsStorage, Limits, ReadEnd, Storage};
@@ -75,6 +78,20 @@ pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
     recover_reporting(dir, write, &|_, _| {})
 }
 
+/// [`recover`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call before
+/// the recovery is built: each such report carries its [`Probe`](crate::probe::Probe), and the
+/// result this run gives such a call (the one appended with `write`) states the evidence in
+/// plain words. A workspace that cannot be opened is an error before anything is read or
+/// written ([`RecoverError::Workspace`]). Reads only the paths the journal names, confined to
+/// the workspace; never writes there, never runs anything.
+pub fn recover_probing(
+    dir: &Path,
+    write: bool,
+    workspace: Option<&Path>,
+) -> Result<Recovered, RecoverError> {
+    recover_reporting_probing(dir, write, &|_, _| {}, workspace)
+}
+
 /// [`recover`], telling `progress` (bytes read, bytes in all) as it reads: for people watching
 /// a long journal.
 pub fn recover_reporting(
@@ -82,8 +99,20 @@ pub fn recover_reporting(
     write: bool,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Recovered, RecoverError> {
+    recover_reporting_probing(dir, write, progress, None)
+}
+
+/// [`recover_reporting`], probing `workspace` as [`recover_probing`] does.
+pub fn recover_reporting_probing(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    workspace: Option<&Path>,
+) -> Result<Recovered, RecoverError> {
+    // The workspace first: a bad one changes nothing.
+    let prober = workspace.map(Prober::open).transpose()?;
     let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
-    recover_storage_reporting(Arc::new(storage), write, progress)
+    recover_storage_reporting(Arc::new(storage), write, progress, prober.as_ref())
 }
 
 /// Replays a journal, reporting bytes read (segments laid end to end) after each record.
@@ -109,7 +138,7 @@ fn replay_with_progress(
 
 /// [`recover`] on any storage (the simulation included).
 pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recovered, RecoverError> {
-    recover_storage_reporting(storage, write, &|_, _| {})
+    recover_storage_reporting(storage, write, &|_, _| {}, None)
 }
 
 /// [`recover_reporting`] on any storage: prepare, read through, repair, classify, append.
@@ -117,6 +146,7 @@ fn recover_storage_reporting(
     storage: Arc<dyn Storage>,
     write: bool,
     progress: &dyn Fn(u64, u64),
+    prober: Option<&Prober>,
 ) -> Result<Recovered, RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
@@ -127,7 +157,7 @@ fn recover_storage_reporting(
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }
     let repaired = repair(&storage, &mut prepared, &end)?;
-    let analysis = analyze(replay, &end, repaired.dropped_bytes, prepared.live);
+    let analysis = analyze_probing(replay, &end, repaired.dropped_bytes, prepared.live, prober);
     let appended = append_recovery(
         dir,
         repaired.journal,

@@ -5,7 +5,8 @@ use super::changes::unrecorded_cut;
 use super::error::{io_failed, journal_failed, open_failed};
 use super::prepare::liveness;
 use super::{RecoverError, Recovered};
-use crate::classify::analyze;
+use crate::classify::analyze_probing;
+use crate::probe::Prober;
 use journal::{FsStorage, Limits, ReadEnd, Storage};
 use runtime::event::{CallRef, Record};
 use std::path::Path;
@@ -27,6 +28,13 @@ pub struct Salvage {
 /// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
 /// recovery appended behind it would hide that.
 pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
+    salvage_probing(dir, None)
+}
+
+/// [`salvage`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call as
+/// [`recover_probing`](super::recover_probing) does (nothing is written, here either).
+pub fn salvage_probing(dir: &Path, workspace: Option<&Path>) -> Result<Recovered, RecoverError> {
+    let prober = workspace.map(Prober::open).transpose()?;
     let storage: Arc<dyn Storage> =
         Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
     let (live, read_only_because) = liveness(storage.as_ref());
@@ -62,7 +70,13 @@ pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
         _ => None,
     };
     let dropped_bytes = earlier_cut.as_ref().map_or(0, |c| c.dropped_bytes);
-    let analysis = analyze(replayer.finish(), &end, dropped_bytes, live);
+    let analysis = analyze_probing(
+        replayer.finish(),
+        &end,
+        dropped_bytes,
+        live,
+        prober.as_ref(),
+    );
     for c in &analysis.calls {
         if c.recovered && !salvage.affected_calls.contains(&c.call) {
             salvage.affected_calls.push(c.call.clone());

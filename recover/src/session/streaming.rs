@@ -9,6 +9,7 @@ use super::progress::Progress;
 use super::repair::{append_recovery, repair};
 use super::RecoverError;
 use crate::classify::{CallReport, End};
+use crate::probe::Prober;
 use crate::stream::Classifier;
 use journal::{FsStorage, Limits, ReadEnd, Storage};
 use runtime::event::{CallRef, Classification, Recovery};
@@ -101,8 +102,22 @@ pub fn recover_streaming(
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
 ) -> Result<Streamed, RecoverError> {
+    recover_streaming_probing(dir, write, progress, sink, None)
+}
+
+/// [`recover_streaming`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN`
+/// call as [`recover_probing`](super::recover_probing) does. A workspace that cannot be opened
+/// is an error before anything is read or written.
+pub fn recover_streaming_probing(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+    workspace: Option<&Path>,
+) -> Result<Streamed, RecoverError> {
+    let prober = workspace.map(Prober::open).transpose()?.map(Arc::new);
     let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
-    recover_storage_streaming(Arc::new(storage), write, progress, sink)
+    storage_streaming(Arc::new(storage), write, progress, sink, prober)
 }
 
 /// [`recover_streaming`] on any storage (the simulation included).
@@ -111,6 +126,16 @@ pub fn recover_storage_streaming(
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
+) -> Result<Streamed, RecoverError> {
+    storage_streaming(storage, write, progress, sink, None)
+}
+
+fn storage_streaming(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+    prober: Option<Arc<Prober>>,
 ) -> Result<Streamed, RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
@@ -126,7 +151,7 @@ pub fn recover_storage_streaming(
         .sink
         .start(prepared.session_id.as_deref(), prepared.live)
         .err();
-    let mut classifier = Classifier::new(prepared.live);
+    let mut classifier = Classifier::probing(prepared.live, prober);
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
     let mut reader = journal::Reader::open(storage.clone(), Limits::default())
         .map_err(|e| replay_error(e.into()))?;
