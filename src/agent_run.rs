@@ -256,6 +256,7 @@ fn play(
         tools: _,
         workspace: _,
         rerun: _,
+        recovered: _,
     } = prepared;
     interrupts.listen(&rt);
     let mut out = StreamOut::new(printer.clone());
@@ -447,6 +448,10 @@ pub fn resume(
         analysis.replay.compaction.as_ref().map(|c| c.compaction()),
     );
     let prepared = run::prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
+    if let Some(analysis) = &prepared.recovered {
+        // Recovered under the lock just now: its results are the ones journaled.
+        turns = analysis.turns();
+    }
     crate::rerun::put_results(&mut turns, &prepared.rerun);
     outln!(
         "resuming session {} with {}",

@@ -81,6 +81,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         tools: _,
         workspace: _,
         rerun: _,
+        recovered: _,
     } = prepared;
     outln!(
         "session {} with {spec} on {}",

@@ -1,5 +1,6 @@
-//! `tooljournal resume --rerun`: which calls of the interrupted step run again, and the
-//! recovery that leaves them open for it.
+//! `tooljournal resume --rerun`: the flag, the recovery a re-running resume appends under its
+//! lock (the choice itself is `recover::rerun`'s), the calls run again, their results put into
+//! the model's history.
 //!
 //! Decided (docs/DESIGN.md §6b): the default is `not-started`. A call the journal shows
 //! approved and never started provably did nothing (I1), and its approval is journaled: running
@@ -11,9 +12,9 @@
 //! decided them; the model is told `TOOL_NOT_STARTED` and may ask again. The built-in `ask` is
 //! never run again: its answer, if any, is delivered by recovery.
 
-use recover::classify::{Analysis, WITHDRAWN_REASON};
-use runtime::event::{CallRef, Classification, Event, Recovery, RecoveryRerun, RerunPolicy};
-use runtime::registry::Registry;
+use recover::classify::Analysis;
+use recover::rerun::{choose, recovery_events};
+use runtime::event::{CallRef, Classification, Event, RerunPolicy};
 use runtime::state::CallState;
 
 /// `--rerun`, as the command line takes it.
@@ -38,102 +39,29 @@ impl RerunFlag {
     }
 }
 
-/// Whether the policy could run `c` again, by what the journal says (its tool still to be
-/// asked): a call of the interrupted step, approved and never started, or (under `safe`)
-/// started with no `settled`. Never the built-in `ask`.
-fn eligible(analysis: &Analysis, c: &recover::classify::CallReport, policy: RerunPolicy) -> bool {
-    let Some(recovery) = &analysis.recovery else {
-        return false;
-    };
-    // Orphans this recovery would close (not calls an earlier one closed), of its step.
-    let in_step = recovery.interrupted_step == Some((c.call.turn, c.call.step))
-        && recovery.calls.iter().any(|rc| rc.call == c.call);
-    let by_state = match (c.classification, c.state) {
-        (Some(Classification::ToolNotStarted), CallState::Approved) => true,
-        (Some(Classification::ToolOutcomeUnknown), CallState::Started) => {
-            policy == RerunPolicy::Safe
-        }
-        _ => false,
-    };
-    in_step && by_state && c.tool != runtime::session::ASK_TOOL
-}
-
-/// The calls the policy could run again, before the tools are known: if there are none, a
-/// resume recovers the journal as `recover` does.
-pub fn candidates(analysis: &Analysis, policy: RerunPolicy) -> Vec<CallRef> {
-    analysis
-        .calls
-        .iter()
-        .filter(|c| eligible(analysis, c, policy))
-        .map(|c| c.call.clone())
-        .collect()
-}
-
-/// The calls that run again, the tools known: a not-started call whose tool is registered;
-/// an unknown call whose tool declares itself idempotent (retry-safe) or read-only.
-pub fn choose(analysis: &Analysis, registry: &Registry, policy: RerunPolicy) -> Vec<CallRef> {
-    analysis
-        .calls
-        .iter()
-        .filter(|c| eligible(analysis, c, policy))
-        .filter(|c| match registry.lookup(&c.tool) {
-            None => false,
-            Some(entry) => {
-                c.state == CallState::Approved
-                    || entry.tool.is_retry_safe()
-                    || entry.tool.is_read_only()
-            }
-        })
-        .map(|c| c.call.clone())
-        .collect()
-}
-
-/// What a recovering resume appends: the pending questions withdrawn, the `recovery` without
-/// the calls that run again (leaving their step and turn open when there are any), and
-/// `recovery/rerun` naming them. Empty when the journal needs no recovery.
-pub fn recovery_events(analysis: &Analysis, rerun: &[CallRef], policy: RerunPolicy) -> Vec<Event> {
-    let Some(recovery) = &analysis.recovery else {
-        return Vec::new();
-    };
-    let mut events: Vec<Event> = analysis
-        .pending_asks
-        .iter()
-        .map(|call| Event::AskCancelled {
-            call: call.clone(),
-            reason: WITHDRAWN_REASON.into(),
-        })
-        .collect();
-    let mut recovery: Recovery = recovery.clone();
-    if !rerun.is_empty() {
-        recovery.calls.retain(|rc| !rerun.contains(&rc.call));
-        recovery.interrupted_step = None;
-        recovery.interrupted_turn = None;
-    }
-    events.push(Event::Recovery(recovery));
-    if !rerun.is_empty() {
-        events.push(Event::RecoveryRerun(RecoveryRerun {
-            policy,
-            calls: rerun.to_vec(),
-        }));
-    }
-    events
-}
-
 /// The recovery a resume appends itself, under its writer lock, to a journal that ends inside
 /// a turn (no `recover` ran: the resume found calls it may run again), with the calls the
-/// policy picks now that the tools are known; and the line that says so, for stdout once the
-/// events are appended.
+/// policy picks now that the tools are known; the line that says so, for stdout once the
+/// events are appended; and the analysis they come from (its results are the history's).
 pub(crate) fn recovering(
     prepared: &runtime::PreparedSession,
     rerun: Option<RerunPolicy>,
-) -> Result<(Vec<Event>, String), crate::CliError> {
+) -> Result<(Vec<Event>, String, Analysis), crate::CliError> {
     let torn = prepared.torn_tail();
     let end = match torn {
         Some(torn) => journal::ReadEnd::TornTail(torn.clone()),
         None => journal::ReadEnd::Clean,
     };
     let dropped = torn.map_or(0, |t| t.dropped_bytes);
-    let analysis = recover::classify::analyze(prepared.replay().clone(), &end, dropped, false);
+    let replay = prepared.replay().clone();
+    let prober = match probe_target_of(&replay, analysis_needs_probe(&replay)) {
+        Some(root) => Some(
+            recover::probe::Prober::open(&root).map_err(|e| crate::run::failed(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let analysis =
+        recover::classify::analyze_probing(replay, &end, dropped, false, prober.as_ref());
     let Some(policy) = rerun else {
         // Only a re-running resume leaves a journal unrecovered for us.
         return Err(crate::run::failed(
@@ -158,7 +86,7 @@ pub(crate) fn recovering(
             )
         }
     );
-    Ok((events, said))
+    Ok((events, said, analysis))
 }
 
 /// Runs the calls the recovering resume left to run again, if any, and says how each ended.
@@ -199,4 +127,32 @@ pub(crate) fn put_results(
             slot.is_error = result.is_error;
         }
     }
+}
+
+/// The workspace a resume probes: the session's own, when recovery will classify a call as
+/// `TOOL_OUTCOME_UNKNOWN` (nothing to probe otherwise).
+pub(crate) fn probe_target(analysis: &Analysis) -> Option<std::path::PathBuf> {
+    let unknown = analysis.recovery.as_ref().is_some_and(|r| {
+        r.calls
+            .iter()
+            .any(|c| c.classification == Some(Classification::ToolOutcomeUnknown))
+    });
+    probe_target_of(&analysis.replay, unknown)
+}
+
+/// Whether a journal that ends inside a turn has a call recovery will call unknown: one of the
+/// open step that started and did not settle.
+fn analysis_needs_probe(replay: &runtime::replay::SessionReplay) -> bool {
+    replay
+        .open_turn()
+        .and_then(|t| t.steps.last())
+        .is_some_and(|s| s.calls.iter().any(|c| c.state == CallState::Started))
+}
+
+fn probe_target_of(
+    replay: &runtime::replay::SessionReplay,
+    needed: bool,
+) -> Option<std::path::PathBuf> {
+    let open = replay.open.as_ref().filter(|_| needed)?;
+    Some(std::path::PathBuf::from(&open.workspace))
 }

@@ -142,41 +142,48 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     play(prepared, model, false)
 }
 
-/// Recovery first: balances the journal so a resume continues a balanced session; refuses a
-/// live session and one recovery could not write to. Under a `--rerun` policy the journal is
-/// first read without writing: when calls of the interrupted step may run again it is left
-/// as it is, and the resume recovers it under its own lock, its tools known
-/// (`run::Opening::Resume`).
+/// Recovery first: balances the journal so a resume continues a balanced session, probing the
+/// session's workspace for calls that may have run (their results say what it found); refuses
+/// a live session and one recovery could not write to. The journal is first read without
+/// writing: when calls of the interrupted step may run again (`--rerun`) it is left as it is,
+/// and the resume recovers it under its own lock, its tools known (`run::Opening::Resume`).
 fn recover_first(
     journal_dir: &Path,
     rerun: Option<RerunPolicy>,
 ) -> Result<recover::session::Recovered, CliError> {
+    let looked = recover_checked(journal_dir, false, None, false)?;
     if let Some(policy) = rerun {
-        let looked = recover_checked(journal_dir, false)?;
-        if !crate::rerun::candidates(&looked.analysis, policy).is_empty() {
+        if !recover::rerun::candidates(&looked.analysis, policy).is_empty() {
             return Ok(looked);
         }
     }
-    let recovered = recover_checked(journal_dir, true)?;
+    let workspace = crate::rerun::probe_target(&looked.analysis);
+    let recovered = recover_checked(journal_dir, true, workspace.as_deref(), true)?;
     if recovered.appended {
         print_recovered(&recovered)?;
     }
     Ok(recovered)
 }
 
-/// Recovery, read-only or not, refusing a live session and one it could not write to.
+/// Recovery, read-only or not (probing `workspace` when given), refusing a live session and
+/// one it could not write to; with `say`, its notes go to stderr.
 fn recover_checked(
     journal_dir: &Path,
     write: bool,
+    workspace: Option<&Path>,
+    say: bool,
 ) -> Result<recover::session::Recovered, CliError> {
-    let recovered = recover::session::recover(journal_dir, write).map_err(|e| match e {
-        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
-        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
-        // The rest are I/O failures: exit 1.
-        other => CliError::Failed(other.to_string()),
-    })?;
-    for note in recovered.notes() {
-        eprintln!("note: {}: {note}", journal_dir.display());
+    let recovered =
+        recover::session::recover_probing(journal_dir, write, workspace).map_err(|e| match e {
+            recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+            recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+            // The rest are I/O failures: exit 1.
+            other => CliError::Failed(other.to_string()),
+        })?;
+    if say {
+        for note in recovered.notes() {
+            eprintln!("note: {}: {note}", journal_dir.display());
+        }
     }
     if recovered.analysis.live {
         let storage = FsStorage::open(journal_dir).map_err(failed)?;

@@ -96,6 +96,9 @@ pub(crate) struct Prepared {
     /// Calls of the crashed run this resume ran again (`--rerun`), each with its one result,
     /// in model order: the model's history gets these results instead of recovery's.
     pub rerun: Vec<(CallRef, runtime::ToolResult)>,
+    /// The analysis a resume that recovered the journal itself appended its recovery from:
+    /// the history's results (probed texts included) are its.
+    pub recovered: Option<recover::classify::Analysis>,
 }
 
 /// How [`prepare`] opens the journal.
@@ -305,12 +308,14 @@ pub(crate) fn prepare(
     let journaled_policy = prepared.replay().policy.clone();
     // Everything after the servers started: if it fails, they are stopped inside the runtime
     // (their transports' cleanup needs one).
+    let mut recovered = None;
     let opened = (|| {
         let (mut session, report) = match opening {
             Opening::Resume { rerun } if prepared.replay().open_turn().is_some() => {
-                let (events, said) = crate::rerun::recovering(&prepared, rerun)?;
+                let (events, said, analysis) = crate::rerun::recovering(&prepared, rerun)?;
                 let resumed = prepared.resume_recovering(events).map_err(build_error)?;
                 outln!("{said}")?;
+                recovered = Some(analysis);
                 resumed
             }
             Opening::Resume { .. } => prepared.resume_reporting().map_err(build_error)?,
@@ -364,6 +369,7 @@ pub(crate) fn prepare(
         tools,
         workspace,
         rerun,
+        recovered,
     })
 }
 
@@ -390,6 +396,7 @@ pub(crate) fn play(
         tools: _,
         workspace: _,
         rerun: _,
+        recovered: _,
     } = prepared;
     let report = rt.block_on(async {
         let report = drive(&mut session, &mut model, &approver).await;

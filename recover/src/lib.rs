@@ -38,6 +38,7 @@ pub mod mutant;
 pub mod probe;
 pub mod rebuild;
 pub mod report;
+pub mod rerun;
 pub mod session;
 pub mod stream;
 pub mod verify;
