@@ -254,3 +254,74 @@ fn group_runs(journal: &Path, call: &CallRef) -> bool {
         .iter()
         .any(|p| runtime::process::still_running(p).is_some())
 }
+
+/// The text recovery gives call `id` in the journal as it now is (a `recovery` event's).
+fn recovered_text(case: &Case, id: &str) -> String {
+    let r = common::kill::recover_ok(&case.journal, false, "after the resume").unwrap();
+    r.analysis
+        .replay
+        .recoveries
+        .iter()
+        .flat_map(|rec| rec.calls.iter())
+        .find(|rc| rc.call.call_id == id)
+        .unwrap_or_else(|| panic!("{id} was not recovered"))
+        .result
+        .content
+        .clone()
+}
+
+/// `tooljournal resume` probes the session's own workspace: the recovery it appends says in
+/// words what the probe found, both when `recover` balances the journal first (`--rerun none`)
+/// and when the resume recovers it itself because a call that never started runs again (the
+/// default). The third call, a `bash`, waits for the writes to settle (a barrier), so it never
+/// started, and the first write's `settled` is still unsynced when the run is killed.
+#[test]
+fn a_resume_words_what_the_probe_of_its_workspace_found() {
+    for (policy, reran) in [("none", false), ("not-started", true)] {
+        let case = Case::new(&script(vec![
+            tool_call("wa", "write", json!({"path": "a.txt", "content": AFTER})),
+            tool_call(
+                "wb",
+                "write",
+                json!({"path": "big.bin", "content": "small now\n"}),
+            ),
+            tool_call("wc", "bash", json!({"command": "printf 'c\\n' > c.txt"})),
+        ]));
+        std::fs::write(case.ws.join("a.txt"), BEFORE).unwrap();
+        let big = std::fs::File::create(case.ws.join("big.bin")).unwrap();
+        big.set_len(BIG_BYTES).unwrap();
+        drop(big);
+        let mut leftovers = Leftovers {
+            run: Some(case.spawn_run("group", 2)),
+            pgid: None,
+        };
+        let a = case.ws.join("a.txt");
+        wait_for("a.txt to hold the write's content", &case, || {
+            std::fs::read_to_string(&a).is_ok_and(|t| t == AFTER)
+        });
+        kill(&mut leftovers, &case);
+        common::kill::wait_for_lock(&case.journal).unwrap();
+        let status = case
+            .wait_resume(case.spawn_resume("resume", &["--rerun", policy]), "resume")
+            .unwrap();
+        assert!(status.success(), "{policy}: {}", case.logs("resume"));
+
+        let wa = recovered_text(&case, "wa");
+        assert!(wa.starts_with("TOOL_OUTCOME_UNKNOWN: "), "{policy}: {wa}");
+        assert!(
+            wa.contains("a probe of the workspace found that a.txt now holds exactly the content")
+                && wa.contains(&sha(AFTER)),
+            "{policy}: {wa}"
+        );
+        let wb = recovered_text(&case, "wb");
+        assert!(
+            wb.contains("big.bin") && wb.contains("still holds exactly what it held before"),
+            "{policy}: {wb}"
+        );
+        // The third call ran again only under not-started, and said so.
+        let c = std::fs::read_to_string(case.ws.join("c.txt")).ok();
+        assert_eq!(c.as_deref(), reran.then_some("c\n"), "{policy}");
+        let out = case.logs("resume");
+        assert_eq!(out.contains("ran again: call wc"), reran, "{policy}: {out}");
+    }
+}
