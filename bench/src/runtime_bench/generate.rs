@@ -18,6 +18,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// What [`generate`] wrote.
+/// The generated session's id (its calls' idempotency keys derive from it).
+const SESSION_ID: &str = "00000000-bench-4000-8000-000000000000";
+
 pub(super) struct GenStats {
     pub(super) bytes: u64,
     pub(super) segments: u64,
@@ -330,7 +333,7 @@ impl Gen {
             .collect();
         self.put(Event::SessionOpen(SessionOpen {
             schema_version: EVENT_SCHEMA_VERSION,
-            session_id: "00000000-bench-4000-8000-000000000000".into(),
+            session_id: SESSION_ID.into(),
             workspace: "/home/dev/project".into(),
             tools,
         }))?;
@@ -393,11 +396,26 @@ impl Gen {
         for (i, c) in calls.iter_mut().enumerate() {
             self.calls += 1;
             let resources = c.resources.clone();
-            self.call_event(c, |call, source_seqs| Event::StartedV4 {
-                call,
-                attempt: 1,
-                resources,
-                source_seqs,
+            // As the runtime writes it: the key, and for file writes what they expect
+            // (hashes derived from the call, so that the draws that follow stay put).
+            let evidence = match c.tool {
+                "write_file" | "edit_file" => vec![runtime::event::Evidence::FileReplace {
+                    path: c.resources.writes[0].clone(),
+                    before_sha256: (c.tool == "edit_file")
+                        .then(|| runtime::tools::sha256_hex(c.resources.writes[0].as_bytes())),
+                    after_sha256: runtime::tools::sha256_hex(c.call.call_id.as_bytes()),
+                }],
+                _ => Vec::new(),
+            };
+            self.call_event(c, |call, source_seqs| {
+                Event::Started(runtime::event::CallStarted {
+                    idempotency_key: runtime::event::idempotency_key(SESSION_ID, &call),
+                    call,
+                    attempt: 1,
+                    resources,
+                    evidence,
+                    source_seqs,
+                })
             })?;
             if crash && i == 0 {
                 // The process died while the first call ran; the second never started.

@@ -8,6 +8,10 @@ pub(super) mod sled;
 pub(super) mod sqlite;
 
 use super::session::NOOP_ARGS;
+
+/// The session the baselines' records belong to (their `started` carries a key derived from it,
+/// as the runtime's does).
+const BASELINE_SESSION_ID: &str = "baseline";
 use runtime::event::{
     Approval, CallRef, CommittedResult, Event, Outcome, OutcomeStatus, Resources, Text,
 };
@@ -45,12 +49,14 @@ fn call_events(n: u64, seq: u64) -> [Event; 6] {
             approval: Approval::Default,
             source_seqs: vec![seq + 1],
         },
-        Event::StartedV4 {
+        Event::Started(runtime::event::CallStarted {
             call: call.clone(),
             attempt: 1,
             resources: Resources::default(),
+            idempotency_key: runtime::event::idempotency_key(BASELINE_SESSION_ID, &call),
+            evidence: Vec::new(),
             source_seqs: vec![seq + 2],
-        },
+        }),
         Event::Settled {
             call: call.clone(),
             outcome: Outcome {
