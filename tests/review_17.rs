@@ -162,3 +162,32 @@ fn a_resume_that_says_balanced_has_balanced_the_journal() {
         );
     }
 }
+
+/// `tooljournal resume --plan-mode` after a crash whose batch left a `write` approved and never
+/// started: plan mode is how a person says "look, change nothing" (only read-only tools run,
+/// README *plan mode*), yet the default re-run (`not-started`) runs the write first and turns
+/// plan mode on only after it (`run::prepare`). With `--plan-mode`, a call that is not
+/// read-only must not be run again (it gets `TOOL_NOT_STARTED`, or `POLICY_DENIED`, and the
+/// model may ask again under plan mode).
+#[test]
+fn a_resume_in_plan_mode_runs_no_write_again() {
+    let case = Case::new(&[
+        json!({"user": "go"}),
+        batch(vec![
+            call("b1", "bash", marking("b1", 30)),
+            call("w1", "write", json!({"path": "w1.txt", "content": "one\n"})),
+        ]),
+        end("done"),
+    ]);
+    let mut run = case.spawn_run(&[]);
+    case.kill_when_marked(&mut run, "b1");
+    assert!(!case.ws.join("w1.txt").exists(), "w1 never started");
+    let out = case.resume(&case.journal, &["--plan-mode"]);
+    kill_group(&case.journal);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert!(
+        !case.ws.join("w1.txt").exists(),
+        "resumed with --plan-mode, yet w1 wrote w1.txt: {}",
+        shown(&out)
+    );
+}
