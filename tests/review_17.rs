@@ -191,3 +191,43 @@ fn a_resume_in_plan_mode_runs_no_write_again() {
         shown(&out)
     );
 }
+
+/// A batch that reads a file, then (behind a bash barrier) edits it; killed while the barrier
+/// runs, so the edit is approved and never started. The default re-run runs the edit again
+/// ("what was decided before the crash", DESIGN.md §6b), but in the new process the workspace
+/// has no record of the read (read versions live in memory, `Workspace::record_read`), so the
+/// edit's evidence is empty and its body refuses with FS_STALE_VERSION ("has not been read in
+/// this session"): a re-run edit can never succeed. The resume should know what the session
+/// read (from the journal's settled `read` results) or not offer to run an `edit` again.
+#[test]
+fn a_rerun_edit_of_a_file_read_before_the_crash_succeeds() {
+    let case = Case::new(&[
+        json!({"user": "go"}),
+        batch(vec![
+            call("r1", "read", json!({"path": "notes.txt"})),
+            call("b1", "bash", marking("b1", 30)),
+            call(
+                "e1",
+                "edit",
+                json!({"path": "notes.txt", "old_string": "line0", "new_string": "LINE0"}),
+            ),
+        ]),
+        end("done"),
+    ]);
+    let mut run = case.spawn_run(&[]);
+    case.kill_when_marked(&mut run, "b1");
+    let out = case.resume(&case.journal, &[]);
+    kill_group(&case.journal);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert!(
+        stdout(&out).contains("running again (--rerun not-started): e1"),
+        "{}",
+        shown(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(case.ws.join("notes.txt")).unwrap(),
+        "LINE0\nline1\n",
+        "the re-run edit did not apply: {}",
+        shown(&out)
+    );
+}
