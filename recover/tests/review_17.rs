@@ -62,7 +62,7 @@ fn the_probe_never_says_not_applied_for_a_file_written_through_a_non_utf8_direct
     std::os::unix::fs::symlink(&odd, ws.join("cafe")).unwrap();
     let journal = d.path().join("journal");
 
-    let workspace = Arc::new(Workspace::new(&ws, &[journal.clone()]).unwrap());
+    let workspace = Arc::new(Workspace::new(&ws, std::slice::from_ref(&journal)).unwrap());
     let mut registry = Registry::new();
     for tool in runtime::tools::fs::file_tools(workspace) {
         registry.register(tool, ToolSource::BuiltIn).unwrap();
@@ -130,10 +130,7 @@ fn the_probe_never_says_not_applied_for_a_file_written_through_a_non_utf8_direct
         .unwrap()
         .analysis
         .replay;
-    let w1 = replay
-        .calls()
-        .find(|c| c.call.call_id == "w1")
-        .expect("w1");
+    let w1 = replay.calls().find(|c| c.call.call_id == "w1").expect("w1");
     let probe = Prober::open(&ws).unwrap().probe(w1);
     assert_ne!(
         probe.verdict,

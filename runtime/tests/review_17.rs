@@ -315,7 +315,11 @@ async fn a_write_refuses_when_its_path_now_resolves_to_another_file_than_its_evi
             Evidence::FileReplace { path, .. } => path.as_str(),
         })
         .collect();
-    assert_eq!(recorded, ["d1/f.txt"], "the evidence names the file as resolved");
+    assert_eq!(
+        recorded,
+        ["d1/f.txt"],
+        "the evidence names the file as resolved"
+    );
     assert!(
         !dir.path().join("d2/f.txt").exists(),
         "the body wrote d2/f.txt, a file its journaled evidence never named (result: {r:?})"
