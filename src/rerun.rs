@@ -46,6 +46,7 @@ impl RerunFlag {
 pub(crate) fn recovering(
     prepared: &runtime::PreparedSession,
     rerun: Option<RerunPolicy>,
+    plan_mode: bool,
 ) -> Result<(Vec<Event>, String, Analysis), crate::CliError> {
     let torn = prepared.torn_tail();
     let end = match torn {
@@ -69,13 +70,27 @@ pub(crate) fn recovering(
              resume it again",
         ));
     };
-    let chosen = choose(&analysis, prepared.registry(), policy);
+    let plan_mode = plan_mode || prepared.replay().plan_mode;
+    let chosen = choose(&analysis, prepared.registry(), policy, plan_mode);
     let events = recovery_events(&analysis, &chosen, policy);
     let classified = analysis.recovery.as_ref().map_or(0, |r| r.calls.len());
     let ids: Vec<&str> = chosen.iter().map(|c| c.call_id.as_str()).collect();
+    let unknown: Vec<&str> = analysis
+        .recovery
+        .iter()
+        .flat_map(|r| r.calls.iter())
+        .filter(|c| c.classification == Some(Classification::ToolOutcomeUnknown))
+        .filter(|c| !chosen.contains(&c.call))
+        .map(|c| c.call.call_id.as_str())
+        .collect();
     let said = format!(
-        "recovered: {} call(s) classified{}",
+        "recovered: {} call(s) classified{}{}",
         classified - chosen.len(),
+        if unknown.is_empty() {
+            String::new()
+        } else {
+            format!("; may have run, not re-run: {}", unknown.join(", "))
+        },
         if ids.is_empty() {
             String::new()
         } else {

@@ -47,10 +47,11 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             "--script plays a transcript: it goes with neither --model nor --prompt",
         ));
     }
-    let recovered = recover_first(journal_dir, rerun)?;
+    // Read first, writing nothing: what the journal says decides what this resume does.
+    let looked = recover_checked(journal_dir, false, None, false)?;
     // The policy the journal holds decides how the journal is opened (its fsync), so it is
     // read before the lock, and checked again under it.
-    let journaled = recovered.analysis.replay.policy.clone();
+    let journaled = looked.analysis.replay.policy.clone();
     let resolved = policy::for_resume(journaled.as_ref(), flags)?;
     for note in &resolved.notes {
         eprintln!("note: {note}");
@@ -74,9 +75,21 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             &model,
             prompts,
             &resolved.config.config.model,
-            &recovered.analysis,
+            &looked.analysis,
         )?,
     };
+    // Calls run again only in a session that goes on; otherwise recovery balances the journal
+    // as `recover` would, and nothing runs.
+    let going_on = script.is_some() || matches!(live, agent_run::Live::Go(_));
+    let rerun = rerun.filter(|_| going_on);
+    // Groups killed before recovery probes the workspace: what it journals of them is then
+    // true (they ended), not what it would have seen a moment before the kill.
+    let mut killed = if kill_orphans && going_on {
+        stop_orphans(journal_dir, &looked.analysis.replay, true)?
+    } else {
+        Vec::new()
+    };
+    let recovered = recover_first(journal_dir, looked, rerun)?;
     if matches!(live, agent_run::Live::Go(_)) {
         setup.person = agent_run::resume_person(resolved.approve);
     }
@@ -104,7 +117,8 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let script = match (script, live) {
         (Some(script), _) => script,
         (None, agent_run::Live::Go(mut go)) => {
-            setup.killed = stop_orphans(journal_dir, replay, kill_orphans)?;
+            killed.extend(stop_orphans(journal_dir, replay, kill_orphans)?);
+            setup.killed = killed;
             if let Some(note) =
                 crate::withdrawn::withdrawal_note(replay, Path::new(&open.workspace))
             {
@@ -131,7 +145,8 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             return Ok(());
         }
     };
-    setup.killed = stop_orphans(journal_dir, replay, kill_orphans)?;
+    killed.extend(stop_orphans(journal_dir, replay, kill_orphans)?);
+    setup.killed = killed;
     let mut model = load_script(script)?;
     let consumed = consumed_lines(model.lines(), replay)
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
@@ -144,14 +159,14 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
 
 /// Recovery first: balances the journal so a resume continues a balanced session, probing the
 /// session's workspace for calls that may have run (their results say what it found); refuses
-/// a live session and one recovery could not write to. The journal is first read without
-/// writing: when calls of the interrupted step may run again (`--rerun`) it is left as it is,
-/// and the resume recovers it under its own lock, its tools known (`run::Opening::Resume`).
+/// one recovery could not write to. `looked` is the journal read without writing: when calls
+/// of the interrupted step may run again (`--rerun`) it is left as it is, and the resume
+/// recovers it under its own lock, its tools known (`run::Opening::Resume`).
 fn recover_first(
     journal_dir: &Path,
+    looked: recover::session::Recovered,
     rerun: Option<RerunPolicy>,
 ) -> Result<recover::session::Recovered, CliError> {
-    let looked = recover_checked(journal_dir, false, None, false)?;
     if let Some(policy) = rerun {
         if !recover::rerun::candidates(&looked.analysis, policy).is_empty() {
             return Ok(looked);

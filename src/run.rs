@@ -312,7 +312,8 @@ pub(crate) fn prepare(
     let opened = (|| {
         let (mut session, report) = match opening {
             Opening::Resume { rerun } if prepared.replay().open_turn().is_some() => {
-                let (events, said, analysis) = crate::rerun::recovering(&prepared, rerun)?;
+                let (events, said, analysis) =
+                    crate::rerun::recovering(&prepared, rerun, plan_mode)?;
                 let resumed = prepared.resume_recovering(events).map_err(build_error)?;
                 outln!("{said}")?;
                 recovered = Some(analysis);

@@ -8,10 +8,10 @@
 //! names, confined like the file tools (the path resolved by [`Workspace::resolve`], which
 //! refuses `..`, absolute paths and symlinks that lead out, then opened below a handle on the
 //! workspace's root following no symlink at all), and hashes what it finds, streamed, up to
-//! [`PROBE_FILE_BYTES_MAX`] bytes. Whatever it cannot read as a plain file (a directory, a
-//! symlink, a path that leads out, a special file, an unreadable or too large file) is
-//! `changed`, with the reason in the probe's `detail`: it is neither of the two states the call
-//! recorded.
+//! [`PROBE_FILE_BYTES_MAX`] bytes. What is not a plain file (a directory, a symlink, a path
+//! that leads out, a special file) is `changed`, with the reason in the probe's `detail`: it is
+//! neither of the two states the call recorded. A plain file it cannot compare (unreadable, too
+//! large) is `no_evidence`, saying why: it may still be either.
 
 use runtime::event::Evidence;
 use runtime::replay::CallReplay;
@@ -24,9 +24,8 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 /// Largest file the probe hashes, in bytes (1 GiB: a few seconds of hashing). A larger file is
-/// not compared and is reported `changed`, saying so: no `write` or `edit` produces one (their
-/// content comes whole in the call's arguments), so it cannot be the state the call would
-/// produce, and reading more than this to compare it with the state before is not worth it.
+/// not compared and is reported `no_evidence`, saying so: it may be the state before (a write
+/// that replaces a large file), and reading more than this to find out is not worth it.
 pub const PROBE_FILE_BYTES_MAX: u64 = 1 << 30;
 
 /// Bytes read at a time while hashing.
@@ -126,8 +125,11 @@ enum Found {
     Absent,
     /// A plain file with these contents' sha256.
     File(String),
-    /// Something the probe cannot compare, and why.
+    /// Something that is neither state: not a plain file, or beyond where the probe looks.
     Other(String),
+    /// A plain file the probe could not compare (too large, unreadable), and why: nothing can
+    /// be said of it either way.
+    Uncompared(String),
 }
 
 /// One evidence item's own verdict and what it rests on.
@@ -252,6 +254,11 @@ impl Prober {
                     shown(after)
                 ),
             ),
+            Found::Uncompared(why) => (
+                Verdict::NoEvidence,
+                None,
+                format!("{path} could not be compared with what the call recorded: {why}"),
+            ),
             Found::Other(why) => (
                 Verdict::Changed,
                 None,
@@ -298,7 +305,7 @@ impl Prober {
         };
         let stat = match rustix::fs::fstat(&at) {
             Ok(stat) => stat,
-            Err(e) => return Found::Other(format!("it cannot be inspected ({e})")),
+            Err(e) => return Found::Uncompared(format!("it cannot be inspected ({e})")),
         };
         if let Some(other) = not_a_plain_file(&stat) {
             return other;
@@ -317,13 +324,13 @@ impl Prober {
         };
         match rustix::fs::fstat(&fd) {
             Ok(now) if now.st_dev == stat.st_dev && now.st_ino == stat.st_ino => {}
-            Ok(_) => return Found::Other("it was replaced while the probe looked".into()),
-            Err(e) => return Found::Other(format!("it cannot be inspected ({e})")),
+            Ok(_) => return Found::Uncompared("it was replaced while the probe looked".into()),
+            Err(e) => return Found::Uncompared(format!("it cannot be inspected ({e})")),
         }
         match hash_bounded(std::fs::File::from(fd)) {
             Ok(Some(hash)) => Found::File(hash),
-            Ok(None) => Found::Other(too_large()),
-            Err(e) => Found::Other(format!("it cannot be read ({e})")),
+            Ok(None) => Found::Uncompared(too_large()),
+            Err(e) => Found::Uncompared(format!("it cannot be read ({e})")),
         }
     }
 
@@ -351,14 +358,16 @@ fn not_opened(e: &std::io::Error) -> Found {
     } else if e.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()) {
         Found::Other("a file stands where its path needs a directory".into())
     } else {
-        Found::Other(format!("it cannot be opened ({e})"))
+        Found::Uncompared(format!("it cannot be opened ({e})"))
     }
 }
 
 /// A finding for what is not a plain file of a size the probe hashes; `None` for one it does.
 fn not_a_plain_file(stat: &Stat) -> Option<Found> {
     let why = match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile if stat.st_size as u64 > PROBE_FILE_BYTES_MAX => too_large(),
+        FileType::RegularFile if stat.st_size as u64 > PROBE_FILE_BYTES_MAX => {
+            return Some(Found::Uncompared(too_large()))
+        }
         FileType::RegularFile => return None,
         FileType::Directory => "a directory stands there now".into(),
         FileType::Symlink => "a symlink stands there now; the probe follows no symlink".into(),
@@ -402,7 +411,14 @@ fn hash_bounded(file: std::fs::File) -> std::io::Result<Option<String>> {
 /// the first item that is neither, or on the first when they disagree).
 fn combine(mut items: Vec<Item>) -> Probe {
     let all = |v: Verdict| items.iter().all(|i| i.verdict == v);
-    let verdict = if all(Verdict::Applied) {
+    let any = |v: Verdict| items.iter().any(|i| i.verdict == v);
+    // A file in neither state decides; then one that could not be compared leaves nothing to
+    // say; then the files agree, or they disagree.
+    let verdict = if any(Verdict::Changed) {
+        Verdict::Changed
+    } else if any(Verdict::NoEvidence) {
+        Verdict::NoEvidence
+    } else if all(Verdict::Applied) {
         Verdict::Applied
     } else if all(Verdict::NotApplied) {
         Verdict::NotApplied
@@ -412,7 +428,7 @@ fn combine(mut items: Vec<Item>) -> Probe {
     let count = items.len();
     let at = items
         .iter()
-        .position(|i| i.verdict == Verdict::Changed)
+        .position(|i| i.verdict == verdict && verdict != Verdict::Applied)
         .unwrap_or(0);
     let detail = if count == 1 {
         std::mem::take(&mut items[0].detail)

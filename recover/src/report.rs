@@ -147,7 +147,7 @@ fn evidence_text(a: &Analysis, c: &CallReport) -> Vec<String> {
     let Some(r) = a.replay.call(&c.call) else {
         return Vec::new();
     };
-    let short = |h: &str| h[..12.min(h.len())].to_owned();
+    let short = |h: &str| short_hash(h);
     let files = r.evidence.iter().map(|e| match e {
         Evidence::FileReplace {
             path,
@@ -395,11 +395,8 @@ fn effects(a: &Analysis, c: &CallReport) -> Vec<String> {
                 after_sha256,
             } => format!(
                 "wrote {path} ({} → {})",
-                before_sha256
-                    .as_deref()
-                    .map(|h| &h[..12.min(h.len())])
-                    .unwrap_or("new"),
-                &after_sha256[..12.min(after_sha256.len())]
+                before_sha256.as_deref().map_or("new".into(), short_hash),
+                short_hash(after_sha256)
             ),
             SideEffect::ProcExit {
                 pid,
@@ -608,4 +605,10 @@ pub fn audit_text(journal: &str, a: &Analysis) -> String {
         ));
     }
     out
+}
+
+/// A hash's first 12 characters, for a table: cut by characters, since a journal written by
+/// hand may hold anything there.
+fn short_hash(h: &str) -> String {
+    h.chars().take(12).collect()
 }

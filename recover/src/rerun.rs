@@ -45,13 +45,22 @@ pub fn candidates(analysis: &Analysis, policy: RerunPolicy) -> Vec<CallRef> {
 
 /// The calls that run again, the tools known: a not-started call whose tool is registered;
 /// an unknown call whose tool declares itself idempotent (retry-safe) or read-only.
-pub fn choose(analysis: &Analysis, registry: &Registry, policy: RerunPolicy) -> Vec<CallRef> {
+///
+/// In plan mode (`plan_mode`: the journal's, or the resume's `--plan-mode`) only read-only
+/// tools run again: plan mode lets nothing else run, whatever was approved before the crash.
+pub fn choose(
+    analysis: &Analysis,
+    registry: &Registry,
+    policy: RerunPolicy,
+    plan_mode: bool,
+) -> Vec<CallRef> {
     analysis
         .calls
         .iter()
         .filter(|c| eligible(analysis, c, policy))
         .filter(|c| match registry.lookup(&c.tool) {
             None => false,
+            Some(entry) if plan_mode => entry.tool.is_read_only(),
             Some(entry) => {
                 c.state == CallState::Approved
                     || entry.tool.is_retry_safe()

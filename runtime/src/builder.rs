@@ -391,6 +391,7 @@ impl LockedJournal {
                 source,
             }
         })?;
+        remember_reads(&workspace, &replay);
         let workspace = Arc::new(workspace);
         let mut registry = if settings.builtins {
             builtin_registry(&workspace)?
@@ -600,5 +601,38 @@ impl PreparedSession {
             options,
             replay,
         ))
+    }
+}
+
+/// What the session's file tools saw before this process: each path's hash as its last
+/// successful `read`, `write` or `edit` left it (their structured values), so that an `edit`
+/// of a file the session read before a crash (one a resume runs again, or the model's next)
+/// is checked against that read, as it would have been in one process. Safe: an edit still
+/// refuses a file that changed since (its hash differs), and a path that no longer resolves
+/// inside the workspace is left out.
+fn remember_reads(workspace: &Workspace, replay: &SessionReplay) {
+    for c in replay.calls() {
+        let field = match c.tool.as_str() {
+            "read" => "sha256",
+            "write" | "edit" => "after_sha256",
+            _ => continue,
+        };
+        let Some(outcome) = &c.outcome else { continue };
+        if outcome.status != crate::event::OutcomeStatus::Success {
+            continue;
+        }
+        let Some(value) = outcome
+            .value
+            .as_deref()
+            .and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok())
+        else {
+            continue;
+        };
+        let (Some(path), Some(sha256)) = (value["path"].as_str(), value[field].as_str()) else {
+            continue;
+        };
+        if let Ok(absolute) = workspace.resolve(path) {
+            workspace.record_read(&absolute, sha256.to_owned());
+        }
     }
 }

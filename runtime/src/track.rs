@@ -64,12 +64,12 @@ impl Track {
         Ok(seq)
     }
 
-    /// The seq of the call's last event.
     /// What the current attempt's `started` recorded.
     pub(crate) fn start(&self) -> &StartInfo {
         &self.start
     }
 
+    /// Keeps what the attempt's `started` records, for its body.
     pub(crate) fn set_start(&mut self, start: StartInfo) {
         self.start = start;
     }
@@ -95,6 +95,7 @@ impl Track {
         }
     }
 
+    /// The seq of the call's last event.
     pub(crate) fn last_seq(&self) -> u64 {
         self.last_seq
     }

@@ -312,6 +312,12 @@ fn apply_call_event<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), Re
             evidence,
             source_seqs,
         }) => {
+            if let Some(bad_hash) = evidence.iter().find_map(malformed_hash) {
+                return Err(bad(format!(
+                    "{call}: started with evidence whose sha256 {bad_hash:?} is not 64 lowercase \
+                     hex digits"
+                )));
+            }
             let c = advance(r, &call, CallState::Started, attempt, &source_seqs, at)?;
             c.attempts = attempt;
             c.resources = Some(resources);
@@ -550,6 +556,27 @@ fn apply_recovery<R: Retain>(r: &mut R, at: At, recovery: Recovery) -> Result<()
     }
     r.recovery_applied(recovery);
     Ok(())
+}
+
+/// A hash in `evidence` that is not a sha256 as the runtime writes it (64 lowercase hex
+/// digits): what reads it (a probe, an audit) may then rely on its shape.
+fn malformed_hash(evidence: &crate::event::Evidence) -> Option<&str> {
+    let well_formed = |h: &str| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    match evidence {
+        crate::event::Evidence::FileReplace {
+            before_sha256,
+            after_sha256,
+            ..
+        } => before_sha256
+            .iter()
+            .chain(std::iter::once(after_sha256))
+            .map(String::as_str)
+            .find(|h| !well_formed(h)),
+    }
 }
 
 /// `recovery/rerun`: the calls the `recovery` before it left open in the open step, each

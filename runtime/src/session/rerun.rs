@@ -200,11 +200,18 @@ fn rerun_calls<'r>(
     let misuse = |m: String| RuntimeError::Misuse(m);
     let step_calls = &replay.turns[turn as usize - 1].steps[step as usize - 1].calls;
     let mut calls = Vec::with_capacity(rerun.calls.len());
-    for call in &rerun.calls {
+    for (i, call) in rerun.calls.iter().enumerate() {
+        if rerun.calls[..i].contains(call) {
+            return Err(misuse(format!("{call}: named twice to run again")));
+        }
         let c = step_calls
             .iter()
             .find(|c| &c.call == call)
             .ok_or_else(|| misuse(format!("{call}: not a call of the open step")))?;
+        if c.tool == super::ASK_TOOL {
+            // Its answer, if any, is recovery's to deliver; a question is never put again.
+            return Err(misuse(format!("{call}: the built-in ask never runs again")));
+        }
         let fits = match c.state {
             CallState::Approved => true,
             CallState::Started => rerun.policy == RerunPolicy::Safe,
@@ -220,6 +227,12 @@ fn rerun_calls<'r>(
         let entry = registry
             .lookup(&c.tool)
             .ok_or_else(|| misuse(format!("{call}: no tool named {}", c.tool)))?;
+        if replay.plan_mode && !entry.tool.is_read_only() {
+            return Err(misuse(format!(
+                "{call}: plan mode is on and {} is not read-only",
+                c.tool
+            )));
+        }
         // I19: a call that may have run runs again only if its tool says that is harmless.
         let harmless = entry.tool.is_retry_safe() || entry.tool.is_read_only();
         if c.state == CallState::Started && !harmless {

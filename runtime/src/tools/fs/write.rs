@@ -219,6 +219,13 @@ fn file_replace(rel: &str, before: Option<&str>, after: &str) -> Evidence {
     }
 }
 
+/// Whether the path shown for `absolute` names it exactly: a path that is not UTF-8 is shown
+/// lossily, and evidence naming another path than the one written would mislead a probe, so
+/// such a call records none.
+fn names_exactly(ws: &Workspace, absolute: &Path) -> bool {
+    ws.relative(absolute).to_str().is_some()
+}
+
 /// A file's hash for a message (`absent` when there is none).
 fn said(sha256: Option<&str>) -> String {
     match sha256 {
@@ -238,6 +245,7 @@ fn honour_evidence(
     before: Option<&str>,
     after: &str,
 ) -> Result<(), ToolError> {
+    let mut files = 0;
     for item in evidence {
         #[allow(unreachable_patterns)]
         let (path, recorded_before, recorded_after) = match item {
@@ -249,9 +257,11 @@ fn honour_evidence(
             // Evidence of another kind says nothing about this file.
             _ => continue,
         };
+        files += 1;
         if path != rel {
             continue;
         }
+        files = 0;
         if recorded_before != before {
             return Err(stale(format!(
                 "{rel} changed after this call's start was journaled (it was {}, it is now {}); \
@@ -266,6 +276,14 @@ fn honour_evidence(
                  journaled start recorded (sha256 {recorded_after}); nothing was written"
             )));
         }
+    }
+    if files > 0 {
+        // The path now leads to another file than the one the start recorded (a directory
+        // on the way was swapped): acting would make the recorded evidence false.
+        return Err(stale(format!(
+            "{rel} is not the file this call's journaled start named (a directory on its path \
+             changed since); nothing was written"
+        )));
     }
     Ok(())
 }
@@ -371,6 +389,9 @@ impl Tool for WriteTool {
             let Ok((absolute, content)) = parsed else {
                 return Vec::new();
             };
+            if !names_exactly(&ws, &absolute) {
+                return Vec::new();
+            }
             blocking(move || {
                 let plan = plan_write(&ws, &absolute)?;
                 let after = sha256_hex(content.as_bytes());
@@ -651,6 +672,9 @@ impl Tool for EditTool {
             let Ok((absolute, request)) = parsed else {
                 return Vec::new();
             };
+            if !names_exactly(&ws, &absolute) {
+                return Vec::new();
+            }
             blocking(move || {
                 let plan = plan_edit(&ws, &absolute, &request)?;
                 let after = sha256_hex(plan.edited.as_bytes());

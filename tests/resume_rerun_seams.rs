@@ -1,6 +1,7 @@
-//! Review of issue #17 (the CLI's side): where `tooljournal resume`'s re-running path and its
-//! normal path (`--rerun none`) disagree. Each test fails on the reviewed commit and says what
-//! it shows.
+//! `tooljournal resume`'s re-running path against its normal path (`--rerun none`): they must
+//! agree on what they journal, and each must keep the session's promises (plan mode, a journal
+//! said balanced, an edit of a file read before the crash). Found in review; each test failed
+//! before its fix.
 
 mod common;
 

@@ -1,6 +1,6 @@
-//! Review of issue #17 (runtime side): defects found in the re-run path and in how `write`
-//! honours the evidence its `started` recorded. Each test fails on the reviewed commit and
-//! says what it shows.
+//! Seams of the re-run path and of how `write` honours the evidence its `started` recorded,
+//! where a careless embedding or a swapped directory meets them (found in review; each test
+//! failed before its fix).
 
 mod common;
 
