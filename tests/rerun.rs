@@ -702,3 +702,26 @@ fn a_live_model_is_sent_the_rerun_calls_real_results() {
         );
     }
 }
+
+/// A session journaled with fsync `never` runs nothing again, whatever `--rerun` says: a power
+/// loss may have dropped a `started` whose body ran, so "approved and never started" proves
+/// nothing there (a SIGKILL does not drop it, which is why the calls below are approved).
+#[test]
+fn a_session_journaled_without_fsync_runs_nothing_again() {
+    let case = Case::new(&parallel_batch());
+    let mut run = case.spawn_run(&["--max-parallel", "2", "--fsync", "never"]);
+    case.kill_when_marked(&mut run, "b1");
+    check_killed(&case.journal);
+    case.snapshot();
+    let journal = case.fresh_copy("never");
+    let out = case.resume(&journal, &["--rerun", "not-started"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    let said = stdout(&out);
+    assert!(!said.contains("ran again"), "{said}");
+    assert_eq!(case.marks(), ["b1", "n1"]);
+    let events = journal_events(&journal);
+    assert!(reruns(&events).is_empty());
+    for id in NOT_STARTED {
+        assert!(started_of(&events, id).is_empty(), "{id}");
+    }
+}

@@ -19,6 +19,16 @@ fn eligible(analysis: &Analysis, c: &CallReport, policy: RerunPolicy) -> bool {
     let Some(recovery) = &analysis.recovery else {
         return false;
     };
+    // Under fsync `never` a power loss can drop a `started` whose body ran: "approved and
+    // never started" is then no proof, and nothing runs again.
+    let unsynced = analysis
+        .replay
+        .policy
+        .as_ref()
+        .is_some_and(|p| p.fsync == runtime::event::SyncPolicy::Never);
+    if unsynced {
+        return false;
+    }
     // Orphans this recovery would close (not calls an earlier one closed), of its step.
     let in_step = recovery.interrupted_step == Some((c.call.turn, c.call.step))
         && recovery.calls.iter().any(|rc| rc.call == c.call);
