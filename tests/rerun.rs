@@ -118,7 +118,8 @@ fn check_rerun(case: &Case, journal: &Path, policy: RerunPolicy, out: &std::proc
     let said = stdout(out);
     assert!(
         said.contains(&format!(
-            "recovered: 1 call(s) classified; running again (--rerun {how}): w3, r2, w4, b2"
+            "recovered: 1 call(s) classified; may have run, not re-run: b1; running again \
+             (--rerun {how}): w3, r2, w4, b2"
         )),
         "{how}: {said}"
     );

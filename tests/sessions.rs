@@ -316,11 +316,13 @@ fn a_session_killed_mid_bash_resumes_without_rerunning_the_unknown_call() {
         Some(runtime::ErrorCode::ToolOutcomeUnknown)
     );
     assert!(k1.recovered);
+    // k2 was approved and never started (it waited behind the bash barrier): the resume ran
+    // it again (`--rerun not-started`, the default), once, with its real result.
     let k2 = replay.calls().find(|c| c.call.call_id == "k2").unwrap();
-    assert_eq!(
-        k2.committed.as_ref().unwrap().code,
-        Some(runtime::ErrorCode::ToolNotStarted)
-    );
+    assert_eq!(k2.committed.as_ref().unwrap().code, None);
+    assert_eq!(k2.rerun, Some(runtime::event::RerunPolicy::NotStarted));
+    assert_eq!(k2.attempts, 1);
+    assert!(stdout.contains("ran again: call k2"), "{stdout}");
     let k4 = replay.calls().find(|c| c.call.call_id == "k4").unwrap();
     assert!(!k4.committed.as_ref().unwrap().is_error);
     assert!(

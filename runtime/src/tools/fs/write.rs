@@ -713,7 +713,7 @@ mod tests {
     }
 
     #[test]
-    fn a_body_honours_the_evidence_of_its_path_only() {
+    fn a_body_honours_the_evidence_of_its_path_and_refuses_another_path() {
         let stale = Some(crate::code::ErrorCode::FsStaleVersion);
         let recorded = [file_replace("f", Some(A), B)];
         // As recorded.
@@ -726,8 +726,12 @@ mod tests {
         assert_eq!(code(honour_evidence(&absent, "f", Some(A), B)), stale);
         // Other bytes than recorded.
         assert_eq!(code(honour_evidence(&recorded, "f", Some(A), A)), stale);
-        // Evidence of another path, or none: nothing to honour.
-        assert_eq!(code(honour_evidence(&recorded, "g", Some(B), A)), None);
+        // Evidence of another path only: the path now leads elsewhere than recorded.
+        assert_eq!(code(honour_evidence(&recorded, "g", Some(B), A)), stale);
+        // Of this path among others: this one decides.
+        let both = [file_replace("g", None, A), file_replace("f", Some(A), B)];
+        assert_eq!(code(honour_evidence(&both, "f", Some(A), B)), None);
+        // None recorded: nothing to honour.
         assert_eq!(code(honour_evidence(&[], "f", Some(B), A)), None);
     }
 
