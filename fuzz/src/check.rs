@@ -35,11 +35,12 @@ pub fn check_covering(
 ) -> Vec<String> {
     let mut v: Vec<String> = run.live_violations.clone();
     live(run, &mut v);
-    // The journal as the crash left it: recovery appends to `run.image` (clones share bytes).
-    let pristine = copy_of(&run.image);
 
     // `recover classify` streams: it must say what the full analysis says, and append the same.
-    v.extend(streaming_disagreements(&run.image));
+    // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
+    // is the copy the read-only comparison leaves untouched.
+    let (disagreements, pristine) = streaming_disagreements(&run.image);
+    v.extend(disagreements);
 
     // Recovery on the surviving bytes.
     let first = match recover_storage(Arc::new(run.image.clone()), true) {
@@ -77,7 +78,7 @@ pub fn check_covering(
     crate::questions::questions(run, a, &reports, &mut v);
     commit_order(run, &run.image, &mut v);
     idempotence(run, a, &mut v);
-    crate::evidence::check(run, a, &pristine, coverage, &mut v);
+    let laid_out = crate::evidence::check(run, a, coverage, &mut v);
     if case.resume {
         match case.rerun {
             Some(policy) => {
@@ -87,6 +88,7 @@ pub fn check_covering(
                     a,
                     policy,
                     mutant,
+                    prober: laid_out.as_ref().map(|l| &l.prober),
                 };
                 resumed.check(&pristine, coverage, &mut v);
             }
@@ -576,11 +578,16 @@ pub(crate) fn events(s: &SimStorage) -> Option<Vec<Event>> {
 }
 
 /// Where the streaming classifier and the full analysis disagree on `image`, read only and
-/// writing (each on its own copy).
-fn streaming_disagreements(image: &SimStorage) -> Vec<String> {
+/// writing (each on its own copy); and the copy the full analysis read without writing, as
+/// `image` was.
+fn streaming_disagreements(image: &SimStorage) -> (Vec<String>, SimStorage) {
     let mut v = Vec::new();
+    let mut untouched = None;
     for write in [false, true] {
         let (full_disk, stream_disk) = (copy_of(image), copy_of(image));
+        if !write {
+            untouched = Some(full_disk.clone());
+        }
         let full = recover_storage(Arc::new(full_disk.clone()), write);
         let mut reports: Vec<CallReport> = Vec::new();
         let streamed = recover_storage_streaming(
@@ -617,7 +624,8 @@ fn streaming_disagreements(image: &SimStorage) -> Vec<String> {
             )),
         }
     }
-    v
+    // The first pass made the copy: it is there.
+    (v, untouched.unwrap_or_else(|| copy_of(image)))
 }
 
 fn reached_start(state: CallState) -> bool {

@@ -14,23 +14,30 @@ use crate::sim::Run;
 use crate::tools::{SIM, SIM_IDEMPOTENT};
 use crate::world::{snapshot, World, Writer};
 use crate::Coverage;
-use journal::{Limits, SimStorage};
+use journal::ReadEnd;
 use recover::classify::{analyze_probing, Analysis, CallReport};
 use recover::probe::{Probe, Prober, Verdict};
 use runtime::event::{Classification, Evidence};
 use runtime::replay::CallReplay;
 use std::collections::HashMap;
-use std::sync::Arc;
 
-/// Every I20 violation in `run`, whose first recovery gave `a`; `pristine` is the journal as
-/// the crash left it (read only). Adds the verdicts met to `coverage`.
+/// The world laid out as real files, and a prober on them.
+pub struct LaidOut {
+    /// The directory (removed when dropped).
+    pub dir: tempfile::TempDir,
+    /// A prober on it.
+    pub prober: Prober,
+}
+
+/// Every I20 violation in `run`, whose first recovery gave `a`. Adds the verdicts met to
+/// `coverage`. Returns the world laid out, if a call's outcome is unknown (a resume probes it
+/// too).
 pub fn check(
     run: &Run,
     a: &Analysis,
-    pristine: &SimStorage,
     coverage: &mut Coverage,
     v: &mut Vec<String>,
-) {
+) -> Option<LaidOut> {
     journaled(run, a, v);
     let unknown: Vec<&CallReport> = a
         .calls
@@ -38,15 +45,21 @@ pub fn check(
         .filter(|c| c.classification == Some(Classification::ToolOutcomeUnknown))
         .collect();
     if unknown.is_empty() {
-        return;
+        return None;
     }
     let dir = match run.world.materialize() {
         Ok(dir) => dir,
-        Err(e) => return v.push(format!("I20 probe: cannot lay the world out to probe: {e}")),
+        Err(e) => {
+            v.push(format!("I20 probe: cannot lay the world out to probe: {e}"));
+            return None;
+        }
     };
     let prober = match Prober::open(dir.path()) {
         Ok(p) => p,
-        Err(e) => return v.push(format!("I20 probe: the world's directory: {e}")),
+        Err(e) => {
+            v.push(format!("I20 probe: the world's directory: {e}"));
+            return None;
+        }
     };
     let before = snapshot(dir.path()).map_err(|e| e.to_string());
     let mut probes = HashMap::new();
@@ -70,13 +83,14 @@ pub fn check(
         }
         probes.insert(id, probe);
     }
-    classification_stays(a, pristine, &prober, &probes, v);
+    classification_stays(a, &prober, &probes, v);
     let after = snapshot(dir.path()).map_err(|e| e.to_string());
     if before.is_err() || before != after {
         v.push(format!(
             "I20 probe: the world's directory was {before:?} before probing and {after:?} after"
         ));
     }
+    Some(LaidOut { dir, prober })
 }
 
 /// Every started call of a simulated tool journals what its tool recorded right before it.
@@ -206,16 +220,12 @@ fn expected_item(
 /// (`probes`) and of no other.
 fn classification_stays(
     a: &Analysis,
-    pristine: &SimStorage,
     prober: &Prober,
     probes: &HashMap<&str, Probe>,
     v: &mut Vec<String>,
 ) {
-    let storage: Arc<dyn journal::Storage> = Arc::new(pristine.clone());
-    let Ok((replay, end)) = runtime::replay::replay_storage(storage, Limits::default()) else {
-        return v.push("I20 probe: the journal the crash left does not replay again".into());
-    };
-    let probed = analyze_probing(replay, &end, 0, false, Some(prober));
+    // The first recovery's replay is of the same bytes (how they end matters to no call).
+    let probed = analyze_probing(a.replay.clone(), &ReadEnd::Clean, 0, false, Some(prober));
     let first: HashMap<&str, &CallReport> = a
         .calls
         .iter()

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A re-running resume to check: of `run` (of `case`, with `mutant`), whose first recovery
-/// gave `a`, under `policy`.
+/// gave `a`, under `policy`, probing with `prober` (on the world as the run left it) if any.
 pub struct Resuming<'a> {
     /// The case.
     pub case: &'a crate::case::Case,
@@ -38,6 +38,9 @@ pub struct Resuming<'a> {
     pub policy: RerunPolicy,
     /// The mutant the case runs with, if any.
     pub mutant: Option<Mutant>,
+    /// The prober the resume probes the world with (a resume probes its workspace when a
+    /// call's outcome is unknown).
+    pub prober: Option<&'a Prober>,
 }
 
 impl Resuming<'_> {
@@ -45,29 +48,12 @@ impl Resuming<'_> {
     /// what the resume did, adding to `coverage` what it met.
     pub fn check(&self, pristine: &SimStorage, coverage: &mut Coverage, v: &mut Vec<String>) {
         let (run, a, policy) = (self.run, self.a, self.policy);
-        // A resume probes its workspace when a call's outcome is unknown.
-        let unknown = a
-            .calls
-            .iter()
-            .any(|c| c.classification == Some(Classification::ToolOutcomeUnknown));
-        let dir = if unknown {
-            match run.world.materialize() {
-                Ok(dir) => Some(dir),
-                Err(e) => return v.push(format!("I19 re-run: cannot lay the world out: {e}")),
-            }
-        } else {
-            None
-        };
-        let prober = match dir.as_ref().map(|d| Prober::open(d.path())).transpose() {
-            Ok(p) => p,
-            Err(e) => return v.push(format!("I19 re-run: the world's directory: {e}")),
-        };
         let resumed = resume_rerunning(
             pristine,
             &run.world,
             self.case,
             policy,
-            prober.as_ref(),
+            self.prober,
             self.mutant,
         );
         let resumed = match resumed {
