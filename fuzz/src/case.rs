@@ -212,7 +212,8 @@ pub struct Case {
     pub observer_panics: bool,
     /// Whether the spill store fails every write (large results cannot be spilled).
     pub spill_fails: bool,
-    /// After the first recovery, resume and run one more turn, then recover again.
+    /// Resume and run one more turn (after the first recovery, or re-running: see `rerun`),
+    /// then recover again.
     pub resume: bool,
     /// How the resume goes: `None`, recovered first and then resumed (the calls of the crashed
     /// run never run again); `Some`, resumed on the journal as the crash left it, running again

@@ -1,6 +1,8 @@
 //! `fuzz`: a deterministic simulation of whole sessions (turns, batches, cancels, panics, asks,
 //! spill and observer failures) on an in-memory disk that fails or loses power where the case
-//! says, followed by recovery and a check of every invariant of DESIGN.md §7.
+//! says, with tools that replace files of a simulated world (kept apart from the journal, as a
+//! real disk is), followed by recovery, a probe of that world, a resume (which may run
+//! interrupted calls again) and a check of every invariant of DESIGN.md §7.
 //!
 //! Cases come from proptest strategies; a seed picks one, so a violation is replayed from its
 //! seed, and proptest shrinks it to a small case.

@@ -207,10 +207,7 @@ fn act(shared: &Shared, args: &runtime::args::Args, ctx: &ToolContext) -> Result
         }
     }
     let written = if shared.plants(Mutant::WritesOtherBytes) {
-        format!(
-            "{content}and more than it recorded
-"
-        )
+        format!("{content}and more than it recorded\n")
     } else {
         content
     };
