@@ -1,7 +1,7 @@
 //! What a simulated session is made of, and how proptest generates (and shrinks) one.
 
 use proptest::prelude::*;
-use runtime::event::AskAnswer;
+use runtime::event::{AskAnswer, RerunPolicy};
 
 /// A path a call may read or write: few, so calls collide.
 pub const PATHS: [&str; 3] = ["a", "b", "c"];
@@ -84,8 +84,15 @@ pub struct CallSpec {
     pub duration_ms: u64,
     /// Paths (from [`PATHS`]) the call declares it reads; recorded in its `started`.
     pub reads: Vec<&'static str>,
-    /// Paths (from [`PATHS`]) the call declares it writes; recorded in its `started`.
+    /// Paths (from [`PATHS`]) the call declares it writes; recorded in its `started`. The
+    /// simulated tool replaces each of these files in the simulated world ([`crate::world`])
+    /// when its body succeeds (or fails after a side effect), and records the replacement as
+    /// evidence in its `started`.
     pub writes: Vec<&'static str>,
+    /// The call is to the simulated tool that declares itself idempotent (`sim_idem`, which a
+    /// resume under `--rerun safe` may run again when its outcome is unknown) rather than to
+    /// the one that does not (`sim`).
+    pub idempotent: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,8 +212,28 @@ pub struct Case {
     pub observer_panics: bool,
     /// Whether the spill store fails every write (large results cannot be spilled).
     pub spill_fails: bool,
-    /// After the first recovery, resume and run one more turn, then recover again.
+    /// Resume and run one more turn (after the first recovery, or re-running: see `rerun`),
+    /// then recover again.
     pub resume: bool,
+    /// How the resume goes: `None`, recovered first and then resumed (the calls of the crashed
+    /// run never run again); `Some`, resumed on the journal as the crash left it, running again
+    /// what the policy picks (`tooljournal resume --rerun`), then one more turn.
+    pub rerun: Option<RerunPolicy>,
+    /// The files of the simulated world that exist when the session begins (from [`PATHS`]).
+    pub initial: Vec<&'static str>,
+    /// Someone changes a file of the world after the session ended (before recovery probes it).
+    pub change_back: Option<ChangeBack>,
+}
+
+/// A change to the world after the session ended, behind the journal's back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeBack {
+    /// The file changed (from [`PATHS`]).
+    pub path: &'static str,
+    /// `true`: the last write to it is undone (the file holds what it held before that write,
+    /// or is removed if it was absent; nothing happens if nothing wrote it); `false`: it is
+    /// given other content.
+    pub restore: bool,
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -270,14 +297,18 @@ fn call() -> impl Strategy<Value = CallSpec> {
         0u64..40,
         proptest::collection::vec(path.clone(), 0..2),
         proptest::collection::vec(path, 0..2),
+        proptest::bool::weighted(0.3),
     )
-        .prop_map(|(kind, parallel, duration_ms, reads, writes)| CallSpec {
-            kind,
-            parallel,
-            duration_ms,
-            reads,
-            writes,
-        })
+        .prop_map(
+            |(kind, parallel, duration_ms, reads, writes, idempotent)| CallSpec {
+                kind,
+                parallel,
+                duration_ms,
+                reads,
+                writes,
+                idempotent,
+            },
+        )
 }
 
 fn step() -> impl Strategy<Value = StepSpec> {
@@ -324,15 +355,45 @@ pub fn case() -> impl Strategy<Value = Case> {
         proptest::bool::weighted(0.2),
         proptest::bool::weighted(0.2),
         proptest::bool::weighted(0.3),
+        rerun(),
+        proptest::sample::subsequence(&PATHS[..], 0..=PATHS.len()),
+        proptest::option::weighted(0.3, change_back()),
     )
         .prop_map(
-            |(turns, parallel_max, fault, observer_panics, spill_fails, resume)| Case {
+            |(
                 turns,
                 parallel_max,
                 fault,
                 observer_panics,
                 spill_fails,
                 resume,
+                rerun,
+                initial,
+                change_back,
+            )| Case {
+                turns,
+                parallel_max,
+                fault,
+                observer_panics,
+                spill_fails,
+                resume,
+                rerun,
+                initial,
+                change_back,
             },
         )
+}
+
+/// Half the resumes run again what the crash interrupted, under either policy.
+fn rerun() -> impl Strategy<Value = Option<RerunPolicy>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(RerunPolicy::NotStarted)),
+        1 => Just(Some(RerunPolicy::Safe)),
+    ]
+}
+
+fn change_back() -> impl Strategy<Value = ChangeBack> {
+    (proptest::sample::select(&PATHS[..]), any::<bool>())
+        .prop_map(|(path, restore)| ChangeBack { path, restore })
 }

@@ -8,6 +8,7 @@
 
 use crate::case::{CallSpec, Case, Kind};
 use crate::sim::{BodyEnd, Run, SentStep};
+use crate::{Coverage, Mutant};
 use journal::{Limits, Reader, SimStorage, Storage};
 use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
 use recover::conversation::{Conversation, Message};
@@ -19,13 +20,27 @@ use runtime::ErrorCode;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Every violation found in `run`.
-pub fn check(case: &Case, run: &Run) -> Vec<String> {
+/// Every violation found in `run` (made with `mutant`, if any: the simulation's own act on
+/// the resume too).
+pub fn check(case: &Case, run: &Run, mutant: Option<Mutant>) -> Vec<String> {
+    check_covering(case, run, mutant, &mut Coverage::default())
+}
+
+/// [`check`], adding to `coverage` what the probe and re-run checks met.
+pub fn check_covering(
+    case: &Case,
+    run: &Run,
+    mutant: Option<Mutant>,
+    coverage: &mut Coverage,
+) -> Vec<String> {
     let mut v: Vec<String> = run.live_violations.clone();
     live(run, &mut v);
 
     // `recover classify` streams: it must say what the full analysis says, and append the same.
-    v.extend(streaming_disagreements(&run.image));
+    // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
+    // is the copy the read-only comparison leaves untouched.
+    let (disagreements, pristine) = streaming_disagreements(&run.image);
+    v.extend(disagreements);
 
     // Recovery on the surviving bytes.
     let first = match recover_storage(Arc::new(run.image.clone()), true) {
@@ -63,15 +78,29 @@ pub fn check(case: &Case, run: &Run) -> Vec<String> {
     crate::questions::questions(run, a, &reports, &mut v);
     commit_order(run, &run.image, &mut v);
     idempotence(run, a, &mut v);
+    let laid_out = crate::evidence::check(run, a, coverage, &mut v);
     if case.resume {
-        resume(case, run, &mut v);
+        match case.rerun {
+            Some(policy) => {
+                let resumed = crate::rerun::Resuming {
+                    case,
+                    run,
+                    a,
+                    policy,
+                    mutant,
+                    prober: laid_out.as_ref().map(|l| &l.prober),
+                };
+                resumed.check(&pristine, coverage, &mut v);
+            }
+            None => resume(case, run, &mut v),
+        }
     }
     v
 }
 
 /// Each provider format whose validator rejects the rendered `conv`, with why. With stand-ins
 /// for the tools it calls: Anthropic takes no tool calls without tools.
-fn provider_rejections(conv: &Conversation) -> Vec<(&'static str, String)> {
+pub(crate) fn provider_rejections(conv: &Conversation) -> Vec<(&'static str, String)> {
     let tools = stand_in_tools(conv);
     Format::ALL
         .into_iter()
@@ -210,11 +239,11 @@ fn idempotence(run: &Run, a: &Analysis, v: &mut Vec<String>) {
 /// Resume after recovery: the session goes on, runs only the new call, and ends balanced,
 /// with a history every provider accepts.
 fn resume(case: &Case, run: &Run, v: &mut Vec<String>) {
-    let ran = match crate::sim::resume_one_turn(&run.image, case) {
+    let ran = match crate::resume::resume_one_turn(&run.image, &run.world, case) {
         Ok(ran) => ran,
         Err(e) => return v.push(format!("I5 resume: {e}")),
     };
-    if ran.iter().any(|id| id != "resumed") {
+    if ran.iter().any(|id| id != crate::resume::RESUMED_CALL) {
         v.push(format!(
             "I5 resume: calls ran again after recovery: {ran:?}"
         ));
@@ -530,7 +559,7 @@ fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
 }
 
 /// An independent copy of a simulated disk (clones share theirs).
-fn copy_of(s: &SimStorage) -> SimStorage {
+pub(crate) fn copy_of(s: &SimStorage) -> SimStorage {
     let copy = SimStorage::new();
     for name in s.file_names() {
         if let Some(bytes) = s.read_file(&name) {
@@ -541,7 +570,7 @@ fn copy_of(s: &SimStorage) -> SimStorage {
 }
 
 /// The events of a journal, timestamps aside (`None` if it does not read back).
-fn events(s: &SimStorage) -> Option<Vec<Event>> {
+pub(crate) fn events(s: &SimStorage) -> Option<Vec<Event>> {
     let reader = Reader::open(Arc::new(s.clone()) as Arc<dyn Storage>, Limits::default()).ok()?;
     reader
         .map(|r| r.ok()?.decode::<Record>().ok().map(|r| r.event))
@@ -549,11 +578,16 @@ fn events(s: &SimStorage) -> Option<Vec<Event>> {
 }
 
 /// Where the streaming classifier and the full analysis disagree on `image`, read only and
-/// writing (each on its own copy).
-fn streaming_disagreements(image: &SimStorage) -> Vec<String> {
+/// writing (each on its own copy); and the copy the full analysis read without writing, as
+/// `image` was.
+fn streaming_disagreements(image: &SimStorage) -> (Vec<String>, SimStorage) {
     let mut v = Vec::new();
+    let mut untouched = None;
     for write in [false, true] {
         let (full_disk, stream_disk) = (copy_of(image), copy_of(image));
+        if !write {
+            untouched = Some(full_disk.clone());
+        }
         let full = recover_storage(Arc::new(full_disk.clone()), write);
         let mut reports: Vec<CallReport> = Vec::new();
         let streamed = recover_storage_streaming(
@@ -590,7 +624,8 @@ fn streaming_disagreements(image: &SimStorage) -> Vec<String> {
             )),
         }
     }
-    v
+    // The first pass made the copy: it is there.
+    (v, untouched.unwrap_or_else(|| copy_of(image)))
 }
 
 fn reached_start(state: CallState) -> bool {

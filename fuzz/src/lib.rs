@@ -1,6 +1,8 @@
 //! `fuzz`: a deterministic simulation of whole sessions (turns, batches, cancels, panics, asks,
 //! spill and observer failures) on an in-memory disk that fails or loses power where the case
-//! says, followed by recovery and a check of every invariant of DESIGN.md §7.
+//! says, with tools that replace files of a simulated world (kept apart from the journal, as a
+//! real disk is), followed by recovery, a probe of that world, a resume (which may run
+//! interrupted calls again) and a check of every invariant of DESIGN.md §7.
 //!
 //! Cases come from proptest strategies; a seed picks one, so a violation is replayed from its
 //! seed, and proptest shrinks it to a small case.
@@ -17,9 +19,14 @@
 pub mod case;
 pub mod check;
 pub mod counted;
+pub mod evidence;
 pub mod person;
 pub mod questions;
+pub mod rerun;
+pub mod resume;
 pub mod sim;
+pub mod tools;
+pub mod world;
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -55,9 +62,9 @@ pub fn tree_for_seed(seed: u64) -> impl ValueTree<Value = case::Case> {
         .expect("the case strategy never rejects")
 }
 
-/// A deliberately broken build of the runtime or of recovery that the campaign must catch.
-/// Each one acts only where the test-only `mutant` features are compiled in (`fuzz`'s
-/// dev-dependencies turn them on) and only in a run that asks for it.
+/// A deliberately broken build of the runtime, of recovery or of the simulation's tools that
+/// the campaign must catch. Each one acts only where the test-only `mutant` features are
+/// compiled in (`fuzz`'s dev-dependencies turn them on) and only in a run that asks for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mutant {
     /// `started` written after the body ran.
@@ -72,17 +79,25 @@ pub enum Mutant {
     CommitOutOfOrder,
     /// A call journaled `cancelled-before-start` whose body runs anyway.
     CancelledCallRuns,
+    /// The simulated tool writes other bytes than the evidence its `started` records (a probe
+    /// then cannot say `applied` for a file its body wrote).
+    WritesOtherBytes,
+    /// A resume runs again a call of unknown outcome of the tool that is not idempotent (the
+    /// resume registers it as retry-safe, as a wrong re-run choice would treat it).
+    RerunsUnknownNonIdempotent,
 }
 
 impl Mutant {
     /// Every mutant, in the order the campaign runs them.
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 8] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
         Mutant::SettledBeforeEffect,
         Mutant::StartedReadAsNotStarted,
         Mutant::CommitOutOfOrder,
         Mutant::CancelledCallRuns,
+        Mutant::WritesOtherBytes,
+        Mutant::RerunsUnknownNonIdempotent,
     ];
 
     /// A short description of the bug the mutant plants, for reports.
@@ -94,10 +109,14 @@ impl Mutant {
             Mutant::StartedReadAsNotStarted => "recovery reads a started call as not started",
             Mutant::CommitOutOfOrder => "a commit out of model order",
             Mutant::CancelledCallRuns => "a cancelled-before-start call that runs anyway",
+            Mutant::WritesOtherBytes => "a tool writes other bytes than its evidence records",
+            Mutant::RerunsUnknownNonIdempotent => {
+                "a resume runs again an unknown call of a tool that is not idempotent"
+            }
         }
     }
 
-    /// The runtime failpoint that turns it on (`None`: it is recovery's).
+    /// The runtime failpoint that turns it on (`None`: it is recovery's or the simulation's).
     pub fn failpoint(self) -> Option<&'static str> {
         match self {
             Mutant::StartedAfterBody => Some("mutant.started_after_body"),
@@ -106,13 +125,24 @@ impl Mutant {
             Mutant::StartedReadAsNotStarted => None,
             Mutant::CommitOutOfOrder => Some("mutant.commit_out_of_order"),
             Mutant::CancelledCallRuns => Some("mutant.cancelled_call_runs"),
+            Mutant::WritesOtherBytes | Mutant::RerunsUnknownNonIdempotent => None,
         }
+    }
+
+    /// Whether the simulation itself plants it (its tools, its resume), not the runtime or
+    /// recovery.
+    pub fn simulated(self) -> bool {
+        matches!(
+            self,
+            Mutant::WritesOtherBytes | Mutant::RerunsUnknownNonIdempotent
+        )
     }
 
     /// Whether this build can run it at all (its crate's `mutant` feature is on).
     pub fn compiled(self) -> bool {
         match self.failpoint() {
             Some(_) => runtime::failpoint::MUTANTS_COMPILED,
+            None if self.simulated() => cfg!(feature = "mutant"),
             None => recover::MUTANTS_COMPILED,
         }
     }
@@ -125,6 +155,8 @@ pub struct Verdict {
     pub violations: Vec<String>,
     /// The fault the case drew and whether it fired; `None` when the case drew none.
     pub fault: Option<sim::FaultReport>,
+    /// What the case's probe and re-run checks met.
+    pub coverage: Coverage,
 }
 
 /// Runs one case (with `mutant`, if any) and checks it.
@@ -134,9 +166,62 @@ pub fn check_case(case: &case::Case, mutant: Option<Mutant>) -> Verdict {
     #[cfg(feature = "mutant")]
     let _recovery_mutant = (mutant == Some(Mutant::StartedReadAsNotStarted))
         .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
+    let mut coverage = Coverage::default();
     Verdict {
-        violations: check::check(case, &run),
+        violations: check::check_covering(case, &run, mutant, &mut coverage),
         fault: run.fault,
+        coverage,
+    }
+}
+
+/// What the probe and re-run checks met: a check that never meets its case checks nothing.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Coverage {
+    /// Probe verdicts given to calls of unknown outcome, by verdict.
+    pub verdicts: BTreeMap<&'static str, u64>,
+    /// Probed calls whose file the case changed behind the journal's back.
+    pub changed_back: u64,
+    /// Resumes that re-ran under a policy with a turn open.
+    pub rerun_resumes: u64,
+    /// Calls run again that had never started.
+    pub rerun_not_started: u64,
+    /// Calls run again whose outcome was unknown (of the idempotent tool).
+    pub rerun_unknown: u64,
+    /// Calls of unknown outcome of the tool that is not idempotent, in a re-running resume's
+    /// interrupted step (each must not run again).
+    pub kept_unknown: u64,
+}
+
+impl Coverage {
+    /// Adds another case's coverage.
+    pub fn add(&mut self, other: &Coverage) {
+        for (verdict, n) in &other.verdicts {
+            *self.verdicts.entry(verdict).or_default() += n;
+        }
+        self.changed_back += other.changed_back;
+        self.rerun_resumes += other.rerun_resumes;
+        self.rerun_not_started += other.rerun_not_started;
+        self.rerun_unknown += other.rerun_unknown;
+        self.kept_unknown += other.kept_unknown;
+    }
+}
+
+impl std::fmt::Display for Coverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "probe verdicts:")?;
+        for (verdict, n) in &self.verdicts {
+            write!(f, " {verdict} {n}")?;
+        }
+        write!(
+            f,
+            " (files changed back: {})\nre-running resumes: {}; run again: {} never started, {} \
+             of unknown outcome; unknown calls of the tool that is not idempotent kept: {}",
+            self.changed_back,
+            self.rerun_resumes,
+            self.rerun_not_started,
+            self.rerun_unknown,
+            self.kept_unknown
+        )
     }
 }
 
@@ -248,6 +333,8 @@ pub struct Campaign {
     pub found: Option<Found>,
     /// How the faults the cases drew fared.
     pub faults: FaultStats,
+    /// What the probe and re-run checks met, over all cases.
+    pub coverage: Coverage,
 }
 
 /// Runs cases for seeds `first_seed`, `first_seed + 1`, … until `cases` ran or `deadline`
@@ -260,6 +347,7 @@ pub fn campaign(
 ) -> Campaign {
     let mut ran = 0;
     let mut faults = FaultStats::default();
+    let mut coverage = Coverage::default();
     while ran < cases && std::time::Instant::now() < deadline {
         let seed = first_seed.wrapping_add(ran);
         ran += 1;
@@ -267,11 +355,13 @@ pub fn campaign(
         if let Some(fault) = &verdict.fault {
             faults.add(fault);
         }
+        coverage.add(&verdict.coverage);
         if !verdict.violations.is_empty() {
             return Campaign {
                 ran,
                 found: shrink(seed, mutant),
                 faults,
+                coverage,
             };
         }
     }
@@ -279,5 +369,6 @@ pub fn campaign(
         ran,
         found: None,
         faults,
+        coverage,
     }
 }

@@ -61,6 +61,7 @@ fn main() -> ExitCode {
         cases as f64 / elapsed.max(1e-9)
     );
     println!("{}", campaign.faults);
+    println!("{}", campaign.coverage);
     match campaign.found {
         None => {
             println!("cases: {cases}, violations: 0");

@@ -2,50 +2,26 @@
 //! faults the case asks for. Everything that happens is a function of the case: the same case
 //! gives the same bytes.
 
-use crate::case::{CallSpec, Cancel, Case, Kind, StepSpec, StorageFault};
+use crate::case::{CallSpec, Cancel, Case, StepSpec, StorageFault};
 use crate::counted::{Counted, Ops};
-use crate::person::{ask_arguments, AsksForApproval, Said, SimPerson, QUESTION_TIMEOUT_MS};
+use crate::person::{Said, SimPerson};
+use crate::tools::{model_call, session_parts, Shared};
+use crate::world::World;
 use crate::Mutant;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
-use runtime::event::{
-    CallRef, ModelCall, ModelResponse, Resources, SideEffect, StepOutcome, StopReason, ToolSource,
-    TurnOutcome,
-};
-use runtime::hooks::{Hooks, Observer};
+use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, TurnOutcome};
+use runtime::hooks::Hooks;
 use runtime::registry::Registry;
-use runtime::spill::SpillStore;
 use runtime::testing::ManualClock;
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
-use serde_json::{json, Value};
+use runtime::{Config, Session, SessionOptions, ToolResult};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// A body that ran, as the tool saw it (outside the journal).
-#[derive(Debug, Clone)]
-pub struct Body {
-    /// The id of the call the body ran for.
-    pub call_id: String,
-    /// When the body started, in simulated ms since the run began.
-    pub started_ms: u64,
-    /// What the body returned; `None` if it never finished (it was dropped while running).
-    pub end: Option<BodyEnd>,
-}
-
-/// What a body returned, as the tool recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BodyEnd {
-    /// The body succeeded with this content.
-    Ok(String),
-    /// The body failed with this code and message.
-    Err(ErrorCode, String),
-    /// The body panicked.
-    Panicked,
-}
+pub use crate::tools::{declared, Body, BodyEnd};
 
 /// One step's model response as the model sent it: its calls, in model order.
 #[derive(Debug, Clone)]
@@ -100,6 +76,9 @@ pub struct Run {
     pub fault: Option<FaultReport>,
     /// What the simulated person said, by call id (outside the journal).
     pub said: HashMap<String, Said>,
+    /// The simulated world as the session left it (and the case changed it after), with its
+    /// history (outside the journal).
+    pub world: World,
 }
 
 impl Run {
@@ -119,258 +98,8 @@ impl Run {
     }
 }
 
-struct Shared {
-    epoch: Instant,
-    bodies: Mutex<Vec<Body>>,
-    journal: OnceLock<Arc<Journal>>,
-    violations: Mutex<Vec<String>>,
-}
-
-/// The simulated tool: what it does is in its arguments.
-struct Sim(Arc<Shared>);
-
-impl Tool for Sim {
-    fn name(&self) -> &str {
-        "sim"
-    }
-    fn description(&self) -> &str {
-        "a simulated tool"
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
-        args.get("parallel").and_then(Value::as_bool) == Some(true)
-    }
-    fn resources(&self, args: &runtime::args::Args) -> Resources {
-        let list = |k: &str| -> Vec<String> {
-            args.get(k)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        Resources {
-            reads: list("reads"),
-            writes: list("writes"),
-            intents: vec![format!("simulate {}", args.str("kind").unwrap_or("?"))],
-        }
-    }
-    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
-        let shared = self.0.clone();
-        let started_ms = shared.epoch.elapsed().as_millis() as u64;
-        if let Some(j) = shared.journal.get() {
-            if let Some(cause) = j.poisoned() {
-                shared.violations.lock().unwrap().push(format!(
-                    "I10 fail-stop: the body of {} started after the journal failed ({cause})",
-                    ctx.call_id()
-                ));
-            }
-        }
-        let index = {
-            let mut bodies = shared.bodies.lock().unwrap();
-            bodies.push(Body {
-                call_id: ctx.call_id().to_owned(),
-                started_ms,
-                end: None,
-            });
-            bodies.len() - 1
-        };
-        Box::pin(async move {
-            let kind = args.str("kind").unwrap_or("ok").to_owned();
-            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-            if kind == "panics" {
-                shared.bodies.lock().unwrap()[index].end = Some(BodyEnd::Panicked);
-                panic!("simulated panic");
-            }
-            let result = body(&kind, ms, &ctx).await;
-            // Recorded when the body returns, not before: a body dropped while running has no end.
-            shared.bodies.lock().unwrap()[index].end = Some(match &result {
-                Ok(output) => BodyEnd::Ok(output.content.clone()),
-                Err(e) => BodyEnd::Err(e.code, e.message.clone()),
-            });
-            result
-        })
-    }
-}
-
-/// What the simulated tool does, by its `kind` argument.
-async fn body(kind: &str, ms: u64, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let effect = SideEffect::Other {
-        kind: "sim".into(),
-        detail: ctx.call_id().to_owned(),
-    };
-    match kind {
-        "ignores_cancel" => {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
-        }
-        _ => {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-                _ = ctx.cancel().cancelled() => {
-                    // Stopping takes a moment (a write to finish), as in a real tool.
-                    tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
-                    return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
-                }
-            }
-            match kind {
-                "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
-                    .with_side_effect(effect)),
-                "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
-                "late_progress" => {
-                    let sink = ctx.progress().clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        let _ = sink.report("too late");
-                    });
-                    Ok(ToolOutput::text("done").with_side_effect(effect))
-                }
-                _ => Ok(
-                    ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)
-                ),
-            }
-        }
-    }
-}
-
-/// A spill store in memory, or one that always fails.
-struct MemSpill {
-    fails: bool,
-    blobs: Mutex<HashMap<String, String>>,
-}
-
-impl SpillStore for MemSpill {
-    fn put(&self, text: &str) -> Result<String, String> {
-        if self.fails {
-            return Err("simulated spill failure".into());
-        }
-        let locator = format!(
-            "spill:sha256:{}",
-            runtime::tools::sha256_hex(text.as_bytes())
-        );
-        self.blobs
-            .lock()
-            .unwrap()
-            .insert(locator.clone(), text.to_owned());
-        Ok(locator)
-    }
-    fn get(&self, locator: &str) -> Result<Option<String>, String> {
-        Ok(self.blobs.lock().unwrap().get(locator).cloned())
-    }
-}
-
-struct PanickyObserver;
-
-impl Observer for PanickyObserver {
-    fn name(&self) -> &str {
-        "panicky"
-    }
-    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
-        panic!("simulated observer panic")
-    }
-}
-
 fn call_id(t: usize, s: usize, i: usize) -> String {
     format!("t{t}s{s}c{i}")
-}
-
-/// The simulated tool's `kind` argument for a call.
-fn kind_arg(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Ok => "ok",
-        Kind::Fails => "fails",
-        Kind::Panics => "panics",
-        Kind::IgnoresCancel => "ignores_cancel",
-        Kind::LateProgress => "late_progress",
-        Kind::Big => "big",
-        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) => "ok",
-    }
-}
-
-/// What the simulated tool declares a call will touch (what its `started` records).
-pub fn declared(spec: &CallSpec) -> Resources {
-    Resources {
-        reads: spec.reads.iter().map(|p| (*p).to_owned()).collect(),
-        writes: spec.writes.iter().map(|p| (*p).to_owned()).collect(),
-        intents: vec![format!("simulate {}", kind_arg(spec.kind))],
-    }
-}
-
-fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
-    let kind = kind_arg(spec.kind);
-    let approval = matches!(spec.kind, Kind::Approval(_));
-    let args = json!({"kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
-                      "reads": spec.reads, "writes": spec.writes, "approval": approval});
-    match spec.kind {
-        Kind::Unknown => ModelCall {
-            call_id: id.into(),
-            name: "nope".into(),
-            arguments: args.to_string(),
-        },
-        Kind::BadJson => ModelCall {
-            call_id: id.into(),
-            name: "sim".into(),
-            arguments: "{\"kind\": ".into(),
-        },
-        Kind::Ask(ask) => ModelCall {
-            call_id: id.into(),
-            name: "ask".into(),
-            arguments: ask_arguments(id, &ask).to_string(),
-        },
-        _ => ModelCall {
-            call_id: id.into(),
-            name: "sim".into(),
-            arguments: args.to_string(),
-        },
-    }
-}
-
-/// The registry, hooks and config a case runs with.
-fn session_parts(
-    case: &Case,
-    shared: &Arc<Shared>,
-    mutant: Option<Mutant>,
-) -> (Arc<Registry>, Hooks, Config, Arc<SimPerson>) {
-    let mut registry = Registry::new();
-    registry
-        .register(Arc::new(Sim(shared.clone())), ToolSource::BuiltIn)
-        .expect("sim registers");
-    registry
-        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
-        .expect("ask registers");
-    let approver = Arc::new(SimPerson::default());
-    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
-    if case.observer_panics {
-        observers.push(Arc::new(PanickyObserver));
-    }
-    let hooks = Hooks {
-        pre_execute: vec![Arc::new(AsksForApproval)],
-        approver: Some(approver.clone()),
-        observers,
-        ..Hooks::default()
-    };
-    let failpoints = runtime::failpoint::Failpoints::armable();
-    if let Some(name) = mutant.and_then(Mutant::failpoint) {
-        failpoints.enable(name);
-    }
-    let config = Config {
-        parallel_max: case.parallel_max,
-        timeout_ms: 1_000,
-        cancel_grace_ms: 50,
-        model_inline_bytes_max: 256,
-        spill: Some(Arc::new(MemSpill {
-            fails: case.spill_fails,
-            blobs: Mutex::default(),
-        })),
-        failpoints,
-        question_timeout_ms: Some(QUESTION_TIMEOUT_MS),
-        ..Config::default()
-    };
-    (Arc::new(registry), hooks, config, approver)
 }
 
 /// The operation a fault is counted on, and what it does there.
@@ -453,13 +182,12 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         .start_paused(true)
         .build()
         .expect("a current-thread runtime builds");
-    let shared = Arc::new(Shared {
-        epoch: rt.block_on(async { Instant::now() }),
-        bodies: Mutex::default(),
-        journal: OnceLock::new(),
-        violations: Mutex::default(),
-    });
-    let (registry, hooks, config, approver) = session_parts(case, &shared, mutant);
+    let shared = Shared::new(
+        rt.block_on(async { Instant::now() }),
+        World::new(&case.initial),
+        mutant,
+    );
+    let (registry, hooks, config, approver) = session_parts(case, &shared, mutant, false);
     let mut play = Play {
         shared: &shared,
         approver: &approver,
@@ -480,6 +208,10 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         }
     });
     let image = surviving_image(&storage, case.fault);
+    let mut world = shared.world.lock().unwrap().clone();
+    if let Some(change) = case.change_back {
+        world.change_back(change);
+    }
     let bodies = shared.bodies.lock().unwrap().clone();
     let live_violations = shared.violations.lock().unwrap().clone();
     let cancels = play.cancels.lock().unwrap().clone();
@@ -492,6 +224,7 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         live_violations,
         fault: None,
         said: approver.said(),
+        world,
     };
     (run, Ops(ops))
 }
@@ -701,82 +434,4 @@ fn sent_step(turn: u32, step_no: u32, step: &StepSpec, calls: &[ModelCall]) -> S
             .collect(),
         results: None,
     }
-}
-
-/// Resumes a recovered journal for one more turn with one call, and closes it. Returns the
-/// call ids whose bodies ran during the resume.
-pub fn resume_one_turn(image: &SimStorage, case: &Case) -> Result<Vec<String>, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let shared = Arc::new(Shared {
-            epoch: Instant::now(),
-            bodies: Mutex::default(),
-            journal: OnceLock::new(),
-            violations: Mutex::default(),
-        });
-        let (registry, hooks, config, _) = session_parts(case, &shared, None);
-        let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());
-        let (replay, _) =
-            runtime::replay::replay_storage(storage.clone(), journal::Limits::default())
-                .map_err(|e| e.to_string())?;
-        if replay.open.is_none() || replay.closed {
-            return Ok(Vec::new());
-        }
-        let (journal, _) = Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
-        let mut session = Session::resume(
-            journal,
-            registry,
-            hooks,
-            config,
-            SessionOptions {
-                session_id: None,
-                workspace: "/sim".into(),
-                clock: Arc::new(ManualClock::new(2)),
-            },
-            &replay,
-        )
-        .map_err(|e| format!("resume refused a recovered journal: {e}"))?;
-        session
-            .begin_turn("after the crash")
-            .map_err(|e| e.to_string())?;
-        session.begin_step().map_err(|e| e.to_string())?;
-        let spec = crate::case::CallSpec {
-            kind: Kind::Ok,
-            parallel: false,
-            duration_ms: 1,
-            reads: vec![],
-            writes: vec![],
-        };
-        let results = session
-            .run_batch(ModelResponse {
-                text: "resumed".into(),
-                tool_calls: vec![model_call("resumed", &spec)],
-                stop_reason: StopReason::EndTurn,
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        if results.len() != 1 || results[0].is_error {
-            return Err(format!("the resumed call failed: {results:?}"));
-        }
-        session
-            .end_step(StepOutcome::Completed)
-            .map_err(|e| e.to_string())?;
-        session
-            .end_turn(TurnOutcome::Completed)
-            .await
-            .map_err(|e| e.to_string())?;
-        session.close().await.map_err(|e| e.to_string())?;
-        let ran = shared
-            .bodies
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|b| b.call_id.clone())
-            .collect();
-        Ok(ran)
-    })
 }

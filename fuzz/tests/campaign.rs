@@ -1,10 +1,11 @@
 //! The campaign in CI: bounded, seeded (a fixed seed and a random one, printed), and checked
-//! for its own power: every fault kind must fire in nearly every case that draws it, and every
+//! for its own power: every fault kind must fire in nearly every case that draws it, the probe
+//! and re-run checks must meet every verdict and both kinds of call run again, and every
 //! deliberately broken build (`tooljournal_fuzz::Mutant`) must be caught within its budget from a random
 //! seed.
 
 use std::time::{Duration, Instant};
-use tooljournal_fuzz::{Campaign, FaultStats, Mutant};
+use tooljournal_fuzz::{Campaign, Coverage, FaultStats, Mutant};
 
 /// Cases per campaign (`FUZZ_CASES` changes it).
 fn budget() -> u64 {
@@ -51,13 +52,18 @@ fn fail_on_violation(c: &Campaign) {
 fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
     tooljournal_fuzz::quiet_simulated_panics();
     let mut faults = FaultStats::default();
+    let mut coverage = Coverage::default();
     for seed in [0u64, random_seed()] {
         println!(
             "fuzz campaign from seed {seed} (replay: cargo run --release -p tooljournal-fuzz -- --seed {seed})"
         );
         let c = tooljournal_fuzz::campaign(seed, budget(), hang_guard(), None);
         fail_on_violation(&c);
-        println!("cases: {}, violations: 0\n{}", c.ran, c.faults);
+        println!(
+            "cases: {}, violations: 0\n{}\n{}",
+            c.ran, c.faults, c.coverage
+        );
+        coverage.add(&c.coverage);
         assert_eq!(c.ran, budget(), "the campaign stopped before its budget");
         for (kind, (drawn, fired)) in c.faults.kinds {
             let total = faults.kinds.entry(kind).or_default();
@@ -67,7 +73,7 @@ fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
         faults.pairs.extend(c.faults.pairs);
         faults.at_risk.extend(c.faults.at_risk);
     }
-    println!("both campaigns:\n{faults}");
+    println!("both campaigns:\n{faults}\n{coverage}");
     for kind in ["power loss", "failed fsync", "disk full", "short write"] {
         let (drawn, fired) = faults.kinds.get(kind).copied().unwrap_or_default();
         assert!(drawn > 0, "no case drew a {kind}");
@@ -76,6 +82,25 @@ fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
             "{kind} fired in {fired} of the {drawn} cases that drew it (90 % at least)"
         );
     }
+    // The probe and re-run checks (I20, I19) checked something.
+    for verdict in ["applied", "not_applied", "changed", "no_evidence"] {
+        assert!(
+            coverage.verdicts.get(verdict).copied().unwrap_or(0) > 0,
+            "no call of unknown outcome was probed {verdict}: {coverage}"
+        );
+    }
+    assert!(
+        coverage.changed_back > 0,
+        "no probed file was changed back: {coverage}"
+    );
+    assert!(
+        coverage.rerun_not_started > 0 && coverage.rerun_unknown > 0,
+        "a re-running resume ran no call again of some kind: {coverage}"
+    );
+    assert!(
+        coverage.kept_unknown > 0,
+        "no re-running resume met an unknown call it must not run again: {coverage}"
+    );
 }
 
 /// Seeds that once found a violation (`REGRESSION_SEEDS`), kept as regressions.
@@ -202,8 +227,8 @@ fn the_same_seed_gives_the_same_bytes_and_verdict() {
             );
         }
         assert_eq!(
-            tooljournal_fuzz::check::check(&case, &a),
-            tooljournal_fuzz::check::check(&case, &b),
+            tooljournal_fuzz::check::check(&case, &a, None),
+            tooljournal_fuzz::check::check(&case, &b, None),
             "seed {seed}"
         );
     }

@@ -1,0 +1,203 @@
+//! The resumes a case may end with, on what its run left behind, each followed by one more turn
+//! with one new call: after recovery (the crashed run's calls never run again), or on the
+//! journal as the crash left it, running again what a `--rerun` policy picks, as
+//! `tooljournal resume --rerun` does (`recover::rerun` chooses on the analysis,
+//! `Session::resume_recovering` appends the recovery, `Session::run_rerun` runs the calls).
+
+use crate::case::{CallSpec, Case, Kind};
+use crate::tools::{model_call, session_parts, Body, Shared};
+use crate::world::World;
+use crate::Mutant;
+use journal::{Journal, Options, ReadEnd, SimStorage};
+use recover::classify::{analyze_probing, Analysis};
+use recover::probe::Prober;
+use recover::rerun::{choose, recovery_events};
+use runtime::event::{CallRef, ModelResponse, RerunPolicy, StepOutcome, StopReason, TurnOutcome};
+use runtime::testing::ManualClock;
+use runtime::{RuntimeError, Session, SessionOptions, ToolResult};
+use std::sync::Arc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The id of the call the resumed session's extra turn makes.
+pub const RESUMED_CALL: &str = "resumed";
+
+/// What a re-running resume did.
+#[derive(Debug, Default)]
+pub struct Resumed {
+    /// The analysis the re-run choice was made from; `None` when no turn was open (the session
+    /// then resumed as it was) or there was no session to resume.
+    pub analysis: Option<Analysis>,
+    /// The calls chosen to run again, in the order `choose` gave them.
+    pub chosen: Vec<CallRef>,
+    /// What `run_rerun` returned: each call run again with its one result.
+    pub results: Vec<(CallRef, ToolResult)>,
+    /// The bodies that ran during the resume, in the order they started.
+    pub bodies: Vec<Body>,
+    /// The world after the resume.
+    pub world: World,
+    /// A session was resumed (false: the journal holds none, or a closed one).
+    pub went_on: bool,
+    /// Why the session stopped while running calls again, if it did (its spill store failed,
+    /// as the case's does): the journal is left as a crash leaves it, and there is no extra
+    /// turn.
+    pub stopped: Option<String>,
+}
+
+fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn options() -> SessionOptions {
+    SessionOptions {
+        session_id: None,
+        workspace: "/sim".into(),
+        clock: Arc::new(ManualClock::new(2)),
+    }
+}
+
+/// Resumes a recovered journal for one more turn with one call, and closes it. Returns the
+/// call ids whose bodies ran during the resume.
+pub fn resume_one_turn(
+    image: &SimStorage,
+    world: &World,
+    case: &Case,
+) -> Result<Vec<String>, String> {
+    let rt = paused_runtime()?;
+    rt.block_on(async {
+        let shared = Shared::new(Instant::now(), world.clone(), None);
+        let (registry, hooks, config, _) = session_parts(case, &shared, None, false);
+        let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());
+        let (replay, _) =
+            runtime::replay::replay_storage(storage.clone(), journal::Limits::default())
+                .map_err(|e| e.to_string())?;
+        if replay.open.is_none() || replay.closed {
+            return Ok(Vec::new());
+        }
+        let (journal, _) = Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+        let session = Session::resume(journal, registry, hooks, config, options(), &replay)
+            .map_err(|e| format!("resume refused a recovered journal: {e}"))?;
+        one_more_turn(session).await?;
+        let ran = shared
+            .bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| b.call_id.clone())
+            .collect();
+        Ok(ran)
+    })
+}
+
+/// Resumes the journal `image` holds as the crash left it (appending to it), as
+/// `tooljournal resume --rerun POLICY` does: if a turn is open, the analysis (probing with
+/// `prober`, as a resume probes its workspace), the calls `policy` picks, the recovery that
+/// leaves them open, the resume that appends it, and the calls run again; otherwise a plain
+/// resume. Then one more turn, and the session closes. `mutant`: the simulation's own, if any.
+pub fn resume_rerunning(
+    image: &SimStorage,
+    world: &World,
+    case: &Case,
+    policy: RerunPolicy,
+    prober: Option<&Prober>,
+    mutant: Option<Mutant>,
+) -> Result<Resumed, String> {
+    let rt = paused_runtime()?;
+    rt.block_on(async {
+        let shared = Shared::new(Instant::now(), world.clone(), mutant);
+        let sim_lies = shared.plants(Mutant::RerunsUnknownNonIdempotent);
+        let (registry, hooks, config, _) = session_parts(case, &shared, None, sim_lies);
+        let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());
+        let (replay, end) =
+            runtime::replay::replay_storage(storage.clone(), journal::Limits::default())
+                .map_err(|e| e.to_string())?;
+        let mut resumed = Resumed::default();
+        if replay.open.is_none() || replay.closed {
+            resumed.world = world.clone();
+            return Ok(resumed);
+        }
+        let dropped = match &end {
+            ReadEnd::TornTail(torn) => torn.dropped_bytes,
+            ReadEnd::Clean => 0,
+            ReadEnd::Corrupt(c) => return Err(format!("the journal is corrupt: {c}")),
+        };
+        let session = if replay.open_turn().is_some() {
+            let analysis = analyze_probing(replay.clone(), &end, dropped, false, prober);
+            resumed.chosen = choose(&analysis, &registry, policy);
+            let events = recovery_events(&analysis, &resumed.chosen, policy);
+            resumed.analysis = Some(analysis);
+            let (journal, _) =
+                Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+            let mut session = Session::resume_recovering(
+                journal,
+                registry,
+                hooks,
+                config,
+                options(),
+                &replay,
+                events,
+            )
+            .map_err(|e| format!("a re-running resume was refused: {e}"))?;
+            match session.run_rerun(CancellationToken::new()).await {
+                Ok(results) => resumed.results = results,
+                Err(RuntimeError::Spill(why)) if case.spill_fails => {
+                    resumed.stopped = Some(why);
+                    resumed.bodies = shared.bodies.lock().unwrap().clone();
+                    resumed.world = shared.world.lock().unwrap().clone();
+                    return Ok(resumed);
+                }
+                Err(e) => return Err(format!("running again failed: {e}")),
+            }
+            session
+        } else {
+            let (journal, _) =
+                Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+            Session::resume(journal, registry, hooks, config, options(), &replay)
+                .map_err(|e| format!("resume refused a journal with no open turn: {e}"))?
+        };
+        one_more_turn(session).await?;
+        resumed.went_on = true;
+        resumed.bodies = shared.bodies.lock().unwrap().clone();
+        resumed.world = shared.world.lock().unwrap().clone();
+        Ok(resumed)
+    })
+}
+
+/// One more turn with one call that writes nothing, then the session closes.
+async fn one_more_turn(mut session: Session) -> Result<(), String> {
+    session
+        .begin_turn("after the crash")
+        .map_err(|e| e.to_string())?;
+    session.begin_step().map_err(|e| e.to_string())?;
+    let spec = CallSpec {
+        kind: Kind::Ok,
+        parallel: false,
+        duration_ms: 1,
+        reads: vec![],
+        writes: vec![],
+        idempotent: false,
+    };
+    let results = session
+        .run_batch(ModelResponse {
+            text: "resumed".into(),
+            tool_calls: vec![model_call(RESUMED_CALL, &spec)],
+            stop_reason: StopReason::EndTurn,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if results.len() != 1 || results[0].is_error {
+        return Err(format!("the resumed call failed: {results:?}"));
+    }
+    session
+        .end_step(StepOutcome::Completed)
+        .map_err(|e| e.to_string())?;
+    session
+        .end_turn(TurnOutcome::Completed)
+        .await
+        .map_err(|e| e.to_string())?;
+    session.close().await.map_err(|e| e.to_string())
+}

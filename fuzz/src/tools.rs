@@ -1,0 +1,410 @@
+//! The simulated tools a case's sessions run (`sim`, which does not declare itself idempotent,
+//! and `sim_idem`, which does), the spill store and observer around them, and the calls the
+//! simulated model sends them. Each tool records what its bodies did (outside the journal): the
+//! ground truth the checks hold the journal to.
+
+use crate::case::{CallSpec, Case, Kind};
+use crate::person::{ask_arguments, AsksForApproval, SimPerson, QUESTION_TIMEOUT_MS};
+use crate::world::{content_of, World, Writer};
+use crate::Mutant;
+use journal::Journal;
+use runtime::event::{CallRef, Evidence, ModelCall, Resources, SideEffect, ToolSource};
+use runtime::hooks::{Hooks, Observer};
+use runtime::registry::Registry;
+use runtime::spill::SpillStore;
+use runtime::tool::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::{Config, ErrorCode, ToolResult};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A body that ran, as the tool saw it (outside the journal).
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// The id of the call the body ran for.
+    pub call_id: String,
+    /// When the body started, in simulated ms since the run began.
+    pub started_ms: u64,
+    /// What the body returned; `None` if it never finished (it was dropped while running).
+    pub end: Option<BodyEnd>,
+    /// The idempotency key the body was given.
+    pub key: String,
+    /// The attempt number the body was given.
+    pub attempt: u32,
+}
+
+/// What a body returned, as the tool recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// The body succeeded with this content.
+    Ok(String),
+    /// The body failed with this code and message.
+    Err(ErrorCode, String),
+    /// The body panicked.
+    Panicked,
+}
+
+/// What a session's simulated tools share: the ground truth they record, and the world.
+pub(crate) struct Shared {
+    pub(crate) epoch: Instant,
+    pub(crate) bodies: Mutex<Vec<Body>>,
+    pub(crate) journal: OnceLock<Arc<Journal>>,
+    pub(crate) violations: Mutex<Vec<String>>,
+    pub(crate) world: Mutex<World>,
+    /// The mutant this session plants, if any (the simulation's own act on it).
+    pub(crate) mutant: Option<Mutant>,
+}
+
+impl Shared {
+    pub(crate) fn new(epoch: Instant, world: World, mutant: Option<Mutant>) -> Arc<Shared> {
+        Arc::new(Shared {
+            epoch,
+            bodies: Mutex::default(),
+            journal: OnceLock::new(),
+            violations: Mutex::default(),
+            world: Mutex::new(world),
+            mutant,
+        })
+    }
+
+    /// Whether this session plants the simulation's own `mutant` (only where the test-only
+    /// `mutant` feature is compiled in).
+    pub(crate) fn plants(&self, mutant: Mutant) -> bool {
+        cfg!(feature = "mutant") && self.mutant == Some(mutant)
+    }
+}
+
+/// The simulated tool that does not declare itself idempotent.
+pub const SIM: &str = "sim";
+/// The simulated tool that declares itself idempotent (retry-safe).
+pub const SIM_IDEMPOTENT: &str = "sim_idem";
+
+/// A simulated tool: what it does is in its arguments.
+struct Sim {
+    shared: Arc<Shared>,
+    name: &'static str,
+    retry_safe: bool,
+}
+
+/// A list of strings among the arguments.
+fn list(args: &runtime::args::Args, key: &str) -> Vec<String> {
+    args.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Tool for Sim {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "a simulated tool"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
+        args.get("parallel").and_then(Value::as_bool) == Some(true)
+    }
+    fn is_retry_safe(&self) -> bool {
+        self.retry_safe
+    }
+    fn resources(&self, args: &runtime::args::Args) -> Resources {
+        Resources {
+            reads: list(args, "reads"),
+            writes: list(args, "writes"),
+            intents: vec![format!("simulate {}", args.str("kind").unwrap_or("?"))],
+        }
+    }
+    /// One file replacement per path it writes, as the world is now; noted in the ground truth.
+    fn evidence<'a>(&'a self, args: &'a runtime::args::Args) -> EvidenceFuture<'a> {
+        let writes = list(args, "writes");
+        let evidence = match args.str("id") {
+            Some(id) if !writes.is_empty() => {
+                let mut world = self.shared.world.lock().unwrap();
+                let evidence = world.evidence(&writes, &content_of(id));
+                world.gather(id, evidence.clone());
+                evidence
+            }
+            _ => Vec::new(),
+        };
+        Box::pin(std::future::ready(evidence))
+    }
+    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+        let shared = self.shared.clone();
+        let started_ms = shared.epoch.elapsed().as_millis() as u64;
+        if let Some(j) = shared.journal.get() {
+            if let Some(cause) = j.poisoned() {
+                shared.violations.lock().unwrap().push(format!(
+                    "I10 fail-stop: the body of {} started after the journal failed ({cause})",
+                    ctx.call_id()
+                ));
+            }
+        }
+        let index = {
+            let mut bodies = shared.bodies.lock().unwrap();
+            bodies.push(Body {
+                call_id: ctx.call_id().to_owned(),
+                started_ms,
+                end: None,
+                key: ctx.idempotency_key().to_owned(),
+                attempt: ctx.attempt(),
+            });
+            bodies.len() - 1
+        };
+        Box::pin(async move {
+            let kind = args.str("kind").unwrap_or("ok").to_owned();
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            if kind == "panics" {
+                shared.bodies.lock().unwrap()[index].end = Some(BodyEnd::Panicked);
+                panic!("simulated panic");
+            }
+            let act = || act(&shared, &args, &ctx);
+            let result = body(&kind, ms, &ctx, act).await;
+            // Recorded when the body returns, not before: a body dropped while running has no end.
+            shared.bodies.lock().unwrap()[index].end = Some(match &result {
+                Ok(output) => BodyEnd::Ok(output.content.clone()),
+                Err(e) => BodyEnd::Err(e.code, e.message.clone()),
+            });
+            result
+        })
+    }
+}
+
+/// The body's act on the world: replaces every file it writes with its content, all at once,
+/// unless the world is no longer as its evidence recorded (then, like `write`, it writes
+/// nothing and fails `FS_STALE_VERSION`).
+fn act(shared: &Shared, args: &runtime::args::Args, ctx: &ToolContext) -> Result<(), ToolError> {
+    let writes = list(args, "writes");
+    let Some(id) = args.str("id").filter(|_| !writes.is_empty()) else {
+        return Ok(());
+    };
+    let content = content_of(id);
+    let after = runtime::tools::sha256_hex(content.as_bytes());
+    let mut world = shared.world.lock().unwrap();
+    for path in &writes {
+        let recorded = ctx.evidence().iter().find_map(|e| match e {
+            Evidence::FileReplace {
+                path: p,
+                before_sha256,
+                after_sha256,
+            } => (p == path).then_some((before_sha256, after_sha256)),
+        });
+        if let Some((before, recorded_after)) = recorded {
+            if &world.sha256(path) != before || recorded_after != &after {
+                return Err(ToolError::new(
+                    ErrorCode::FsStaleVersion,
+                    format!("{path} is no longer as it was recorded before this call started"),
+                ));
+            }
+        }
+    }
+    let written = if shared.plants(Mutant::WritesOtherBytes) {
+        format!("{content}and more than it recorded\n")
+    } else {
+        content
+    };
+    for path in &writes {
+        world.write(path, Writer::Call(id.to_owned()), Some(written.clone()));
+    }
+    Ok(())
+}
+
+/// What the simulated tool does, by its `kind` argument; `act` is its effect on the world, made
+/// once its work is done (never when it stopped first, nor when it panics).
+async fn body(
+    kind: &str,
+    ms: u64,
+    ctx: &ToolContext,
+    act: impl FnOnce() -> Result<(), ToolError>,
+) -> Result<ToolOutput, ToolError> {
+    let effect = SideEffect::Other {
+        kind: "sim".into(),
+        detail: ctx.call_id().to_owned(),
+    };
+    match kind {
+        "ignores_cancel" => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            act()?;
+            Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
+        }
+        _ => {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                _ = ctx.cancel().cancelled() => {
+                    // Stopping takes a moment (a write to finish), as in a real tool.
+                    tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
+                    return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
+                }
+            }
+            act()?;
+            match kind {
+                "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
+                    .with_side_effect(effect)),
+                "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
+                "late_progress" => {
+                    let sink = ctx.progress().clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        let _ = sink.report("too late");
+                    });
+                    Ok(ToolOutput::text("done").with_side_effect(effect))
+                }
+                _ => Ok(
+                    ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)
+                ),
+            }
+        }
+    }
+}
+
+/// A spill store in memory, or one that always fails.
+struct MemSpill {
+    fails: bool,
+    blobs: Mutex<HashMap<String, String>>,
+}
+
+impl SpillStore for MemSpill {
+    fn put(&self, text: &str) -> Result<String, String> {
+        if self.fails {
+            return Err("simulated spill failure".into());
+        }
+        let locator = format!(
+            "spill:sha256:{}",
+            runtime::tools::sha256_hex(text.as_bytes())
+        );
+        self.blobs
+            .lock()
+            .unwrap()
+            .insert(locator.clone(), text.to_owned());
+        Ok(locator)
+    }
+    fn get(&self, locator: &str) -> Result<Option<String>, String> {
+        Ok(self.blobs.lock().unwrap().get(locator).cloned())
+    }
+}
+
+struct PanickyObserver;
+
+impl Observer for PanickyObserver {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
+        panic!("simulated observer panic")
+    }
+}
+
+/// The simulated tool's `kind` argument for a call.
+fn kind_arg(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Ok => "ok",
+        Kind::Fails => "fails",
+        Kind::Panics => "panics",
+        Kind::IgnoresCancel => "ignores_cancel",
+        Kind::LateProgress => "late_progress",
+        Kind::Big => "big",
+        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) => "ok",
+    }
+}
+
+/// What the simulated tool declares a call will touch (what its `started` records).
+pub fn declared(spec: &CallSpec) -> Resources {
+    Resources {
+        reads: spec.reads.iter().map(|p| (*p).to_owned()).collect(),
+        writes: spec.writes.iter().map(|p| (*p).to_owned()).collect(),
+        intents: vec![format!("simulate {}", kind_arg(spec.kind))],
+    }
+}
+
+/// The call the simulated model sends for `spec`, with id `id`.
+pub(crate) fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
+    let kind = kind_arg(spec.kind);
+    let approval = matches!(spec.kind, Kind::Approval(_));
+    let args = json!({"id": id, "kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
+                      "reads": spec.reads, "writes": spec.writes, "approval": approval});
+    let sim = if spec.idempotent { SIM_IDEMPOTENT } else { SIM };
+    match spec.kind {
+        Kind::Unknown => ModelCall {
+            call_id: id.into(),
+            name: "nope".into(),
+            arguments: args.to_string(),
+        },
+        Kind::BadJson => ModelCall {
+            call_id: id.into(),
+            name: sim.into(),
+            arguments: "{\"kind\": ".into(),
+        },
+        Kind::Ask(ask) => ModelCall {
+            call_id: id.into(),
+            name: "ask".into(),
+            arguments: ask_arguments(id, &ask).to_string(),
+        },
+        _ => ModelCall {
+            call_id: id.into(),
+            name: sim.into(),
+            arguments: args.to_string(),
+        },
+    }
+}
+
+/// The registry, hooks and config a case runs with (`mutant`: the runtime's, if any). `sim`
+/// declares itself retry-safe only when `sim_lies` (a mutant's doing).
+pub(crate) fn session_parts(
+    case: &Case,
+    shared: &Arc<Shared>,
+    mutant: Option<Mutant>,
+    sim_lies: bool,
+) -> (Arc<Registry>, Hooks, Config, Arc<SimPerson>) {
+    let mut registry = Registry::new();
+    for (name, retry_safe) in [(SIM, sim_lies), (SIM_IDEMPOTENT, true)] {
+        let sim = Sim {
+            shared: shared.clone(),
+            name,
+            retry_safe,
+        };
+        // Two distinct valid names on a new registry: registering cannot fail.
+        registry
+            .register(Arc::new(sim), ToolSource::BuiltIn)
+            .expect("the simulated tools register");
+    }
+    registry
+        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .expect("ask registers");
+    let approver = Arc::new(SimPerson::default());
+    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
+    if case.observer_panics {
+        observers.push(Arc::new(PanickyObserver));
+    }
+    let hooks = Hooks {
+        pre_execute: vec![Arc::new(AsksForApproval)],
+        approver: Some(approver.clone()),
+        observers,
+        ..Hooks::default()
+    };
+    let failpoints = runtime::failpoint::Failpoints::armable();
+    if let Some(name) = mutant.and_then(Mutant::failpoint) {
+        failpoints.enable(name);
+    }
+    let config = Config {
+        parallel_max: case.parallel_max,
+        timeout_ms: 1_000,
+        cancel_grace_ms: 50,
+        model_inline_bytes_max: 256,
+        spill: Some(Arc::new(MemSpill {
+            fails: case.spill_fails,
+            blobs: Mutex::default(),
+        })),
+        failpoints,
+        question_timeout_ms: Some(QUESTION_TIMEOUT_MS),
+        ..Config::default()
+    };
+    (Arc::new(registry), hooks, config, approver)
+}
