@@ -63,7 +63,14 @@ pub fn idempotency_key(session_id: &str, call: &CallRef) -> String {
     hash.update(u64::from(call.step).to_le_bytes());
     hash.update((call.call_id.len() as u64).to_le_bytes());
     hash.update(call.call_id.as_bytes());
-    let key = format!("tj1-{}", hex::encode(hash.finalize()));
+    // Written into one allocation (this runs once per call, on the way to its `started`).
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut key = String::with_capacity(IDEMPOTENCY_KEY_BYTES);
+    key.push_str("tj1-");
+    for byte in hash.finalize() {
+        key.push(char::from(HEX[usize::from(byte >> 4)]));
+        key.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
     debug_assert_eq!(key.len(), IDEMPOTENCY_KEY_BYTES);
     key
 }
