@@ -549,6 +549,32 @@ fn forged(journal: &Path, calls: &[(&str, Vec<Evidence>)], extra: Vec<Event>) {
     j.close().unwrap();
 }
 
+/// A hand-made journal whose evidence hash is not hex (FORMAT.md: 64 lowercase hex digits) is
+/// refused as inconsistent, naming the record, by every command that reads it; never a panic
+/// (`audit` once cut such a hash at byte 12, inside a character).
+#[test]
+fn evidence_whose_hash_is_not_hex_is_refused_naming_it_never_a_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let journal = d.path().join("journal");
+    let odd = vec![Evidence::FileReplace {
+        path: "x".into(),
+        // 2 + 3 × 5 bytes: byte 12 falls inside the fourth `€`.
+        before_sha256: Some("aa€€€€€".into()),
+        after_sha256: "bb€€€€€".into(),
+    }];
+    forged(&journal, &[("w1", odd)], vec![]);
+    for command in ["audit", "verify"] {
+        let out = recover(&[command, journal.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("not 64 lowercase hex digits") && stderr.contains("started"),
+            "{command}: {stderr}"
+        );
+    }
+}
+
 fn replace(path: &str) -> Vec<Evidence> {
     vec![Evidence::FileReplace {
         path: path.into(),

@@ -326,12 +326,26 @@ async fn a_write_or_edit_that_would_fail_records_no_evidence() {
 // ---------------------------------------------------------------------------------------------
 // The body honours its evidence
 
+/// What someone else does to the workspace between a call's evidence and its `started`.
+type Meddle = Box<dyn Fn(&std::path::Path, &Args) + Send + Sync>;
+
 /// `write`, with a twist: right after its evidence is taken (and before `started` is journaled
-/// and the body runs), someone else puts `intruder` at `path`.
+/// and the body runs), someone else meddles with the workspace (`meddle`, given its root and the
+/// call's arguments): what a concurrent process, or an MCP tool running beside it, can do.
 struct RacedWrite {
     inner: WriteTool,
     ws: Arc<Workspace>,
-    intruder: &'static str,
+    meddle: Meddle,
+}
+
+impl RacedWrite {
+    fn tool(ws: &Arc<Workspace>, meddle: Meddle) -> Arc<dyn Tool> {
+        Arc::new(RacedWrite {
+            inner: WriteTool::new(ws.clone()),
+            ws: ws.clone(),
+            meddle,
+        })
+    }
 }
 
 impl Tool for RacedWrite {
@@ -350,8 +364,7 @@ impl Tool for RacedWrite {
     fn evidence<'a>(&'a self, args: &'a Args) -> EvidenceFuture<'a> {
         Box::pin(async move {
             let evidence = self.inner.evidence(args).await;
-            let path = self.ws.root().join(args.str("path").unwrap());
-            fs::write(path, self.intruder).unwrap();
+            (self.meddle)(self.ws.root(), args);
             evidence
         })
     }
@@ -363,11 +376,16 @@ impl Tool for RacedWrite {
 #[tokio::test]
 async fn a_write_refuses_when_the_file_changed_after_its_start_was_journaled() {
     let mut env = Env::build("s-race", Config::default(), |ws| {
-        vec![Arc::new(RacedWrite {
-            inner: WriteTool::new(ws.clone()),
-            ws: ws.clone(),
-            intruder: "written by someone else\n",
-        }) as Arc<dyn Tool>]
+        vec![RacedWrite::tool(
+            ws,
+            Box::new(|root, args| {
+                fs::write(
+                    root.join(args.str("path").unwrap()),
+                    "written by someone else\n",
+                )
+                .unwrap()
+            }),
+        )]
     });
     env.put("existing.txt", "before\n");
 
@@ -404,6 +422,39 @@ async fn a_write_refuses_when_the_file_changed_after_its_start_was_journaled() {
     assert_eq!(env.get("fresh.txt"), "written by someone else\n");
     assert_eq!(env.evidence("c2"), [replace("fresh.txt", None, "mine\n")]);
     assert!(env.settled_effects("c2").is_empty());
+}
+
+/// A directory symlink on the path is retargeted (`link` from `d1` to `d2`) after the
+/// evidence named `d1/f.txt`: the body, resolving the path again, would write `d2/f.txt`, a
+/// file the journaled evidence never named (after a crash a probe would say `not_applied` for a
+/// call that wrote). It refuses instead (`FS_STALE_VERSION`, nothing written).
+#[tokio::test]
+async fn a_write_refuses_when_its_path_now_resolves_to_another_file_than_its_evidence() {
+    let mut env = Env::build("s-swap", Config::default(), |ws| {
+        vec![RacedWrite::tool(
+            ws,
+            Box::new(|root, _| {
+                fs::remove_file(root.join("link")).unwrap();
+                std::os::unix::fs::symlink("d2", root.join("link")).unwrap();
+            }),
+        )]
+    });
+    fs::create_dir(env.path("d1")).unwrap();
+    fs::create_dir(env.path("d2")).unwrap();
+    std::os::unix::fs::symlink("d1", env.path("link")).unwrap();
+    let r = env
+        .run(
+            "w1",
+            "write",
+            json!({"path": "link/f.txt", "content": "mine\n"}),
+        )
+        .await;
+    assert_eq!(env.evidence("w1"), [replace("d1/f.txt", None, "mine\n")]);
+    assert!(
+        !env.path("d2/f.txt").exists() && !env.path("d1/f.txt").exists(),
+        "nothing written: {r:?}"
+    );
+    assert_code(&r, ErrorCode::FsStaleVersion);
 }
 
 // ---------------------------------------------------------------------------------------------

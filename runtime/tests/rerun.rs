@@ -274,6 +274,16 @@ fn a_recovery_that_does_not_fit_the_journal_is_refused_and_changes_nothing() {
         RerunPolicy::NotStarted,
         &[c1.clone(), c2.clone()],
     );
+    // A call named twice would run twice (and the journal's replay refuses it).
+    refused(
+        &d,
+        rerunning(
+            vec![unknown(h1.clone()), not_started(c2.clone())],
+            RerunPolicy::NotStarted,
+            &[c1.clone(), c1.clone()],
+        ),
+        "named twice",
+    );
     // The shape: ask/cancelled events, a recovery, and recovery/rerun when calls run again.
     let shape = "a recovering resume appends";
     refused(&d, vec![], shape);
