@@ -575,6 +575,44 @@ fn evidence_whose_hash_is_not_hex_is_refused_naming_it_never_a_panic() {
     }
 }
 
+/// A `write` through a symlink to a directory whose name is not UTF-8: the write succeeds. Its
+/// evidence could name the path only lossily (`\u{FFFD}` for the bad byte), a path that names
+/// no file, and the probe would then say `not_applied` for a file the call wrote. So it records
+/// none, and the probe says `no_evidence`.
+#[test]
+fn a_path_that_is_not_utf8_records_no_evidence_and_is_never_not_applied() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let odd = ws.join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&odd).unwrap();
+    symlink(&odd, ws.join("cafe")).unwrap();
+    let journal = d.path().join("journal");
+    record(
+        &journal,
+        &ws,
+        vec![vec![model_call(
+            "w1",
+            "write",
+            json!({"path": "cafe/notes.txt", "content": AFTER}),
+        )]],
+    );
+    assert_eq!(
+        std::fs::read_to_string(odd.join("notes.txt")).unwrap(),
+        AFTER
+    );
+    let replay = recover_probing(&journal, false, None)
+        .unwrap()
+        .analysis
+        .replay;
+    let w1 = replay.calls().find(|c| c.call.call_id == "w1").unwrap();
+    assert_eq!(w1.evidence, [], "no lossy path journaled");
+    // As a crash right after this `started` would have left it: the file written.
+    let probe = Prober::open(&ws).unwrap().probe(w1);
+    assert_eq!(probe.verdict, Verdict::NoEvidence, "{}", probe.detail);
+}
+
 fn replace(path: &str) -> Vec<Evidence> {
     vec![Evidence::FileReplace {
         path: path.into(),
