@@ -229,7 +229,7 @@ fn print_durable(plan: &Plan, f: &Figures) {
     durable_row(
         "sled_flush_calls_per_s",
         &r.sled,
-        "sled 0.34.7, flush after each record",
+        "sled 0.34.7, flush after each record (sync_file_range: not power-loss durable)",
     );
 }
 

@@ -1,4 +1,7 @@
-//! sled 0.34.7 with its defaults, `flush` (which fsyncs its log) after every record.
+//! sled 0.34.7 with its defaults, `flush` after every record. Not durable against power loss:
+//! on Linux its log write ends in `sync_file_range` (the pages written and waited for), not
+//! `fsync`/`fdatasync`, so neither the disk's write cache nor the file's size is made durable
+//! (`pagecache/iobuf.rs`, sled 0.34.7). Measured as what a user of sled's `flush` gets.
 
 use super::{call_events, now_ms};
 use crate::runtime_bench::measured::Measured;
