@@ -137,22 +137,26 @@ fn verdict(case: &Case, id: &str) -> Value {
     c["probe"].clone()
 }
 
-#[test]
-fn a_write_killed_before_its_settled_was_synced_is_probed_against_its_file() {
-    let case = Case::new(&script(vec![
+/// A run of one batch, `wa` (a.txt: `BEFORE` → `AFTER`), `wb` (replacing a file large enough
+/// that hashing it keeps the call busy), then `then`, SIGKILLed as soon as a.txt holds `wa`'s
+/// content: `wa`'s `settled` is still in the writer's memory.
+fn killed_mid_write(then: Vec<Value>, max_parallel: u64) -> Case {
+    let mut calls = vec![
         tool_call("wa", "write", json!({"path": "a.txt", "content": AFTER})),
         tool_call(
             "wb",
             "write",
             json!({"path": "big.bin", "content": "small now\n"}),
         ),
-    ]));
+    ];
+    calls.extend(then);
+    let case = Case::new(&script(calls));
     std::fs::write(case.ws.join("a.txt"), BEFORE).unwrap();
     let big = std::fs::File::create(case.ws.join("big.bin")).unwrap();
     big.set_len(BIG_BYTES).unwrap();
     drop(big);
     let mut leftovers = Leftovers {
-        run: Some(case.spawn_run("group", 4)),
+        run: Some(case.spawn_run("group", max_parallel)),
         pgid: None,
     };
     let a = case.ws.join("a.txt");
@@ -160,6 +164,13 @@ fn a_write_killed_before_its_settled_was_synced_is_probed_against_its_file() {
         std::fs::read_to_string(&a).is_ok_and(|t| t == AFTER)
     });
     kill(&mut leftovers, &case);
+    case
+}
+
+#[test]
+fn a_write_killed_before_its_settled_was_synced_is_probed_against_its_file() {
+    let case = killed_mid_write(vec![], 4);
+    let a = case.ws.join("a.txt");
     // The second write was still hashing: big.bin is as it was.
     let big_len = std::fs::metadata(case.ws.join("big.bin")).unwrap().len();
     assert_eq!(big_len, BIG_BYTES, "the second write was still running");
@@ -278,28 +289,14 @@ fn recovered_text(case: &Case, id: &str) -> String {
 #[test]
 fn a_resume_words_what_the_probe_of_its_workspace_found() {
     for (policy, reran) in [("none", false), ("not-started", true)] {
-        let case = Case::new(&script(vec![
-            tool_call("wa", "write", json!({"path": "a.txt", "content": AFTER})),
-            tool_call(
-                "wb",
-                "write",
-                json!({"path": "big.bin", "content": "small now\n"}),
-            ),
-            tool_call("wc", "bash", json!({"command": "printf 'c\\n' > c.txt"})),
-        ]));
-        std::fs::write(case.ws.join("a.txt"), BEFORE).unwrap();
-        let big = std::fs::File::create(case.ws.join("big.bin")).unwrap();
-        big.set_len(BIG_BYTES).unwrap();
-        drop(big);
-        let mut leftovers = Leftovers {
-            run: Some(case.spawn_run("group", 2)),
-            pgid: None,
-        };
-        let a = case.ws.join("a.txt");
-        wait_for("a.txt to hold the write's content", &case, || {
-            std::fs::read_to_string(&a).is_ok_and(|t| t == AFTER)
-        });
-        kill(&mut leftovers, &case);
+        let case = killed_mid_write(
+            vec![tool_call(
+                "wc",
+                "bash",
+                json!({"command": "printf 'c\\n' > c.txt"}),
+            )],
+            2,
+        );
         common::kill::wait_for_lock(&case.journal).unwrap();
         let status = case
             .wait_resume(case.spawn_resume("resume", &["--rerun", policy]), "resume")

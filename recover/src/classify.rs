@@ -318,10 +318,12 @@ fn classify_orphan(
 /// The probe of a call that may have run (`started`, never settled), when a workspace is
 /// probed: made before its result is worded, so that the result can state it.
 pub(crate) fn probe_started(c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
-    (c.state == CallState::Started)
-        .then_some(prober)
-        .flatten()
-        .map(|p| p.probe(c))
+    probe_if(c.state == CallState::Started, c, prober)
+}
+
+/// The probe of `c` when `unknown` (its outcome is unknown) and a workspace is probed.
+fn probe_if(unknown: bool, c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
+    prober.filter(|_| unknown).map(|p| p.probe(c))
 }
 
 /// The probe a report keeps: only a `TOOL_OUTCOME_UNKNOWN` call's.
@@ -455,10 +457,8 @@ fn report_call(
     prober: Option<&Prober>,
 ) -> CallReport {
     if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
-        let probe = (rc.classification == Some(Classification::ToolOutcomeUnknown))
-            .then_some(prober)
-            .flatten()
-            .map(|p| p.probe(c));
+        let unknown = rc.classification == Some(Classification::ToolOutcomeUnknown);
+        let probe = probe_if(unknown, c, prober);
         CallReport {
             call: c.call.clone(),
             tool: c.tool.clone(),

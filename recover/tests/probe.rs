@@ -238,9 +238,12 @@ fn check_verdict(journal: &Path, ws: &Path, id: &str, verdict: &str, found: Opti
     probe
 }
 
-#[test]
-fn a_write_cut_after_its_started_is_probed_in_every_state_of_its_file() {
-    let (_d, ws, full) = setup(Some(BEFORE));
+/// A workspace whose `a.txt` holds `before` (absent: `None`), a session that wrote `AFTER` to
+/// it (call `w1`), and a copy of its journal cut right after `w1`'s `started`: what a power loss
+/// right after the write-ahead sync leaves. Returns the directory, the workspace and the cut
+/// journal.
+fn write_cut_after_started(before: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (d, ws, full) = setup(before);
     record(
         &full,
         &ws,
@@ -252,6 +255,12 @@ fn a_write_cut_after_its_started_is_probed_in_every_state_of_its_file() {
     );
     let journal = full.with_file_name("cut");
     cut_after_started(&full, "w1", &journal);
+    (d, ws, journal)
+}
+
+#[test]
+fn a_write_cut_after_its_started_is_probed_in_every_state_of_its_file() {
+    let (_d, ws, journal) = write_cut_after_started(Some(BEFORE));
 
     set(&ws, Some(AFTER));
     let p = check_verdict(&journal, &ws, "w1", "applied", Some(&sha(AFTER)));
@@ -277,18 +286,7 @@ fn a_write_cut_after_its_started_is_probed_in_every_state_of_its_file() {
 
 #[test]
 fn a_write_that_creates_its_file_is_not_applied_while_the_file_is_absent() {
-    let (_d, ws, full) = setup(None);
-    record(
-        &full,
-        &ws,
-        vec![vec![model_call(
-            "w1",
-            "write",
-            json!({"path": "a.txt", "content": AFTER}),
-        )]],
-    );
-    let journal = full.with_file_name("cut");
-    cut_after_started(&full, "w1", &journal);
+    let (_d, ws, journal) = write_cut_after_started(None);
     set(&ws, None);
     let p = check_verdict(&journal, &ws, "w1", "not_applied", None);
     assert_eq!(p["before_sha256"], Value::Null);
@@ -333,18 +331,7 @@ fn an_edit_cut_after_its_started_is_probed_in_every_state_of_its_file() {
 
 #[test]
 fn the_recovery_appended_states_the_evidence_and_a_later_run_keeps_it() {
-    let (_d, ws, full) = setup(Some(BEFORE));
-    record(
-        &full,
-        &ws,
-        vec![vec![model_call(
-            "w1",
-            "write",
-            json!({"path": "a.txt", "content": AFTER}),
-        )]],
-    );
-    let journal = full.with_file_name("cut");
-    cut_after_started(&full, "w1", &journal);
+    let (_d, ws, journal) = write_cut_after_started(Some(BEFORE));
     // The body ran: the file holds what it wrote.
     let r = recover_probing(&journal, true, Some(&ws)).unwrap();
     assert!(r.appended);
@@ -396,18 +383,7 @@ fn the_recovery_appended_states_the_evidence_and_a_later_run_keeps_it() {
 
 #[test]
 fn rebuild_with_a_probe_tells_the_model_the_evidence() {
-    let (_d, ws, full) = setup(Some(BEFORE));
-    record(
-        &full,
-        &ws,
-        vec![vec![model_call(
-            "w1",
-            "write",
-            json!({"path": "a.txt", "content": AFTER}),
-        )]],
-    );
-    let journal = full.with_file_name("cut");
-    cut_after_started(&full, "w1", &journal);
+    let (_d, ws, journal) = write_cut_after_started(Some(BEFORE));
     set(&ws, Some(BEFORE));
     let out = recover(&[
         "rebuild",
