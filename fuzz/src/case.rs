@@ -30,6 +30,12 @@ pub enum Kind {
     /// A simulated call (as [`Kind::Ok`]) that a listener asks the person to approve, yes or no:
     /// answered so, or never (`None`: the question expires).
     Approval(Option<AskAnswer>),
+    /// A call to one of the user's tools (a case of [`crate::harness`]): the user's body runs;
+    /// `asked` when a listener asks the person before it may.
+    User {
+        /// The person is asked first.
+        asked: bool,
+    },
 }
 
 /// Option labels an `ask` offers, in order: `options` of them.
@@ -335,7 +341,7 @@ fn at() -> impl Strategy<Value = At> {
     ]
 }
 
-fn fault() -> impl Strategy<Value = StorageFault> {
+pub(crate) fn fault() -> impl Strategy<Value = StorageFault> {
     prop_oneof![
         1 => Just(StorageFault::None),
         6 => (at(), prop_oneof![Just(512u64), Just(4096u64)], 0u64..3, any::<bool>())

@@ -33,51 +33,11 @@ pub fn check_covering(
     mutant: Option<Mutant>,
     coverage: &mut Coverage,
 ) -> Vec<String> {
-    let mut v: Vec<String> = run.live_violations.clone();
-    live(run, &mut v);
-
-    // `recover classify` streams: it must say what the full analysis says, and append the same.
-    // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
-    // is the copy the read-only comparison leaves untouched.
-    let (disagreements, pristine) = streaming_disagreements(&run.image);
-    v.extend(disagreements);
-
-    // Recovery on the surviving bytes.
-    let first = match recover_storage(Arc::new(run.image.clone()), true) {
-        Ok(r) => r,
-        Err(e) => {
-            v.push(format!(
-                "I6/I7 recovery: the surviving journal does not recover: {e}"
-            ));
-            return v;
-        }
+    let mut v = Vec::new();
+    let Some((a, pristine)) = invariants(run, &mut v) else {
+        return v;
     };
-    let a = &first.analysis;
-    let conv = a.conversation();
-    for (format, e) in provider_rejections(&conv) {
-        v.push(format!(
-            "I6 provider validity: {format} rejects the rebuilt history: {e}"
-        ));
-    }
-    let reports: HashMap<&str, &CallReport> = a
-        .calls
-        .iter()
-        .map(|c| (c.call.call_id.as_str(), c))
-        .collect();
-    presence(run, &reports, &mut v);
-    write_ahead(run, &reports, &mut v);
-    for step in &run.steps {
-        for call in &step.calls {
-            let Some(c) = reports.get(call.0.as_str()) else {
-                continue;
-            };
-            recovered_call(run, a, step, call, c, &mut v);
-        }
-    }
-    conversation(run, &reports, &conv.messages, &mut v);
-    crate::questions::questions(run, a, &reports, &mut v);
-    commit_order(run, &run.image, &mut v);
-    idempotence(run, a, &mut v);
+    let a = &a;
     let laid_out = crate::evidence::check(run, a, coverage, &mut v);
     if case.resume {
         match case.rerun {
@@ -96,6 +56,61 @@ pub fn check_covering(
         }
     }
     v
+}
+
+/// The invariants every run is held to, whoever's tools ran (the simulation's or a user's,
+/// [`crate::harness`]): the results the model got, recovery (streaming and not, twice) and the
+/// history it rebuilds, each call the model sent against what its body did. Adds violations to
+/// `v`; returns the first recovery's analysis and a copy of the journal as the run left it
+/// (recovery appends to `run.image`), or `None` when the journal does not recover.
+pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, SimStorage)> {
+    v.extend(run.live_violations.iter().cloned());
+    live(run, v);
+
+    // `recover classify` streams: it must say what the full analysis says, and append the same.
+    // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
+    // is the copy the read-only comparison leaves untouched.
+    let (disagreements, pristine) = streaming_disagreements(&run.image);
+    v.extend(disagreements);
+
+    // Recovery on the surviving bytes.
+    let first = match recover_storage(Arc::new(run.image.clone()), true) {
+        Ok(r) => r,
+        Err(e) => {
+            v.push(format!(
+                "I6/I7 recovery: the surviving journal does not recover: {e}"
+            ));
+            return None;
+        }
+    };
+    let a = first.analysis;
+    let conv = a.conversation();
+    for (format, e) in provider_rejections(&conv) {
+        v.push(format!(
+            "I6 provider validity: {format} rejects the rebuilt history: {e}"
+        ));
+    }
+    let reports: HashMap<&str, &CallReport> = a
+        .calls
+        .iter()
+        .map(|c| (c.call.call_id.as_str(), c))
+        .collect();
+    presence(run, &reports, v);
+    write_ahead(run, &reports, v);
+    for step in &run.steps {
+        for call in &step.calls {
+            let Some(c) = reports.get(call.0.as_str()) else {
+                continue;
+            };
+            recovered_call(run, &a, step, call, c, v);
+        }
+    }
+    conversation(run, &reports, &conv.messages, v);
+    crate::questions::questions(run, &a, &reports, v);
+    commit_order(run, &run.image, v);
+    idempotence(run, &a, v);
+    drop(reports);
+    Some((a, pristine))
 }
 
 /// Each provider format whose validator rejects the rendered `conv`, with why. With stand-ins
@@ -371,7 +386,8 @@ fn truthful(
         // The ask tool's body is the runtime's own: its truth is what the person said.
         return crate::questions::truthful_ask(run, id, ask, truncated, content, is_error);
     }
-    if let (Kind::Approval(_), Some(_)) = (spec.kind, run.body(id)) {
+    let asked = matches!(spec.kind, Kind::Approval(_) | Kind::User { asked: true });
+    if let (true, Some(_)) = (asked, run.body(id)) {
         crate::questions::ran_on_a_yes(run, id).or_else(|why| fail(&why))?;
     }
     // Texts only recovery writes, exactly as its classification says.
@@ -380,7 +396,12 @@ fn truthful(
             return fail("not the TOOL_NOT_STARTED text");
         }
         Some(ErrorCode::ToolOutcomeUnknown) => {
-            if content != outcome_unknown_text(&crate::sim::declared(spec)) {
+            let declared = run
+                .declared
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| crate::sim::declared(spec));
+            if content != outcome_unknown_text(&declared) {
                 return fail("not the TOOL_OUTCOME_UNKNOWN text for what the call declared");
             }
             return Ok(());
@@ -431,6 +452,27 @@ fn truthful(
                         ErrorCode::SyntaxError,
                         ErrorCode::ToolNotStarted,
                         ErrorCode::AbortedBeforeDispatch,
+                    ],
+                    // A user's tool may refuse its arguments by its schema, or the model may
+                    // send no JSON at all.
+                    Kind::User { asked }
+                        if asked && crate::questions::ran_on_a_yes(run, id).is_err() =>
+                    {
+                        &[
+                            ErrorCode::PolicyDenied,
+                            ErrorCode::SchemaError,
+                            ErrorCode::SyntaxError,
+                            ErrorCode::ToolNotStarted,
+                            ErrorCode::AbortedBeforeDispatch,
+                            ErrorCode::Aborted,
+                        ]
+                    }
+                    Kind::User { .. } => &[
+                        ErrorCode::SchemaError,
+                        ErrorCode::SyntaxError,
+                        ErrorCode::ToolNotStarted,
+                        ErrorCode::AbortedBeforeDispatch,
+                        ErrorCode::Aborted,
                     ],
                     // Refused unless the person said yes (I16: silence is no consent).
                     Kind::Approval(_) if crate::questions::ran_on_a_yes(run, id).is_err() => &[

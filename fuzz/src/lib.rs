@@ -20,6 +20,7 @@ pub mod case;
 pub mod check;
 pub mod counted;
 pub mod evidence;
+pub mod harness;
 pub mod person;
 pub mod questions;
 pub mod rerun;
@@ -51,15 +52,22 @@ pub fn quiet_simulated_panics() {
 
 /// The case a seed stands for, as a tree proptest can shrink.
 pub fn tree_for_seed(seed: u64) -> impl ValueTree<Value = case::Case> {
+    tree_of(&case::case(), seed)
+}
+
+/// The value of `strategy` a seed stands for, as a tree proptest can shrink: the same seed
+/// always gives the same tree.
+pub fn tree_of<S: Strategy>(strategy: &S, seed: u64) -> S::Tree {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
     );
-    case::case()
+    // The strategies here have no filters: a tree is always made.
+    strategy
         .new_tree(&mut runner)
-        .expect("the case strategy never rejects")
+        .expect("the fuzz strategies never reject")
 }
 
 /// A deliberately broken build of the runtime, of recovery or of the simulation's tools that

@@ -79,6 +79,9 @@ pub struct Run {
     /// The simulated world as the session left it (and the case changed it after), with its
     /// history (outside the journal).
     pub world: World,
+    /// What calls to tools other than the simulated ones declared they would touch, by call id
+    /// (a user's tools, as the harness asked them): what a `TOOL_OUTCOME_UNKNOWN` names.
+    pub declared: HashMap<String, runtime::event::Resources>,
 }
 
 impl Run {
@@ -114,18 +117,35 @@ fn fault_op(fault: StorageFault) -> Option<(Op, Fault)> {
 }
 
 /// Runs the case's session and returns what survives and what was seen. A case with a fault
-/// runs twice: a dry run counts the session's operations (and notes the event each one follows),
-/// then the real run has the fault at the case's point among them.
+/// runs twice (see [`with_fault`]).
 pub fn run(case: &Case, mutant: Option<Mutant>) -> Run {
-    let (Some((op, fault)), Some(at)) = (fault_op(case.fault), case.fault.at()) else {
-        return session(case, mutant, None).0;
+    let (mut run, report) = with_fault(
+        case.fault,
+        |inject| session(case, mutant, inject),
+        |run| &run.image,
+    );
+    run.fault = report;
+    run
+}
+
+/// Runs a session (`session`, given the fault to inject) with `fault` inside it: a dry run
+/// counts the session's operations (and notes the event each one follows), then the real run
+/// has the fault at the case's point among them. The simulation is deterministic, so the faulted
+/// run makes the same operations up to the fault. `image` is the disk a run left.
+pub(crate) fn with_fault<R>(
+    fault: StorageFault,
+    mut session: impl FnMut(Option<(Op, u64, Fault)>) -> (R, Ops),
+    image: impl Fn(&R) -> &SimStorage,
+) -> (R, Option<FaultReport>) {
+    let (Some((op, kind)), Some(at)) = (fault_op(fault), fault.at()) else {
+        return (session(None).0, None);
     };
-    let (dry, dry_ops) = session(case, mutant, None);
+    let (dry, dry_ops) = session(None);
     let count = dry_ops.count(op);
     let nth = at.nth(count);
-    let (mut run, ops) = session(case, mutant, Some((op, nth, fault)));
+    let (run, ops) = session(Some((op, nth, kind)));
     let fired = ops.count(op) >= nth;
-    let kinds = event_kinds(&dry.image);
+    let kinds = event_kinds(image(&dry));
     let kind_of = |seq: u64| {
         kinds
             .get(&seq)
@@ -137,15 +157,15 @@ pub fn run(case: &Case, mutant: Option<Mutant>) -> Run {
         Some((appended, durable)) if durable >= appended => (kind_of(appended), "none".to_owned()),
         Some((appended, durable)) => (kind_of(appended), kind_of(durable + 1)),
     };
-    run.fault = Some(FaultReport {
-        kind: case.fault.kind(),
+    let report = FaultReport {
+        kind: fault.kind(),
         nth,
         count,
         fired,
         event_before,
         first_at_risk,
-    });
-    run
+    };
+    (run, Some(report))
 }
 
 /// The kind of every event on `image`, by seq.
@@ -225,6 +245,7 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         fault: None,
         said: approver.said(),
         world,
+        declared: HashMap::new(),
     };
     (run, Ops(ops))
 }
@@ -265,7 +286,7 @@ fn open_session(
 
 /// What the disk holds after the run: if the fault cut the power, the unsynced tail is lost
 /// as the case says.
-fn surviving_image(storage: &SimStorage, fault: StorageFault) -> SimStorage {
+pub(crate) fn surviving_image(storage: &SimStorage, fault: StorageFault) -> SimStorage {
     match fault {
         StorageFault::PowerLoss {
             granule_bytes,
@@ -298,7 +319,7 @@ struct Play<'a> {
 }
 
 /// How a step left its turn.
-enum StepEnd {
+pub(crate) enum StepEnd {
     /// The step completed; the turn goes on to its next step.
     Completed,
     /// The step was cancelled and so was its turn; the next turn comes.
@@ -411,7 +432,7 @@ impl Play<'_> {
 }
 
 /// Ends the current step and its turn as cancelled. `Stop` when the session refuses.
-async fn cancel_turn(session: &mut Session) -> StepEnd {
+pub(crate) async fn cancel_turn(session: &mut Session) -> StepEnd {
     if session.end_step(StepOutcome::Cancelled).is_err()
         || session.end_turn(TurnOutcome::Cancelled).await.is_err()
     {

@@ -311,7 +311,9 @@ fn kind_arg(kind: Kind) -> &'static str {
         Kind::IgnoresCancel => "ignores_cancel",
         Kind::LateProgress => "late_progress",
         Kind::Big => "big",
-        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) => "ok",
+        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) | Kind::User { .. } => {
+            "ok"
+        }
     }
 }
 

@@ -1,0 +1,1 @@
+//! The truth property (stub while it is written).
