@@ -66,6 +66,8 @@ mod observe;
 mod play;
 mod report;
 mod truth;
+mod workspace;
+pub use workspace::{written_paths, Files, WorkspaceWorld, FILE_TOOLS};
 
 pub use case::{
     random_cases, script_cases, turns_of, Approval, Call, CancelAt, PlanSpace, Resume, Step, Turn,
