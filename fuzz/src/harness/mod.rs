@@ -25,8 +25,9 @@
 //! use std::sync::{Arc, Mutex};
 //! use serde_json::{json, Value};
 //! use tooljournal_fuzz::harness::{Harness, Observer, CallView, Budget};
-//! use tooljournal_runtime::args::Args;
-//! use tooljournal_runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
+//! use tooljournal_fuzz::proptest::strategy::Strategy;
+//! use tooljournal_fuzz::runtime::args::Args;
+//! use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 //!
 //! /// A tool that adds to a counter.
 //! struct Add(Arc<Mutex<i64>>);
@@ -56,7 +57,6 @@
 //! let mut harness = Harness::new();
 //! harness.tool_with_args(Arc::new(Add(counter.clone())), (1i64..5).prop_map(|n| json!({"n": n})));
 //! harness.observe(Counter(counter), &["add"]);
-//! # use proptest::strategy::Strategy;
 //! let report = harness.campaign(&harness.cases(), Budget::cases(7, 20));
 //! assert_eq!(report.violations(), 0, "{report}");
 //! ```
@@ -66,6 +66,8 @@ mod observe;
 mod play;
 mod report;
 mod truth;
+mod verdict;
+mod watch;
 
 pub use case::{
     random_cases, script_cases, turns_of, Approval, Call, CancelAt, PlanSpace, Resume, Step, Turn,
@@ -342,7 +344,7 @@ impl Harness {
 
     /// Runs one case and checks it.
     pub fn check(&self, case: &UserCase) -> Checked {
-        play::check(self, case)
+        verdict::check(self, case)
     }
 
     /// Runs cases of `cases` from `budget`'s first seed until its budget is spent, stopping at
