@@ -225,6 +225,9 @@ pub struct Checked {
     pub fault: Option<FaultReport>,
     /// Worlds whose truth could not be checked (too many calls of undecided outcome).
     pub unchecked_worlds: usize,
+    /// The probe's verdict on each call of unknown outcome it looked at (with
+    /// [`Harness::probe`]), by call id.
+    pub probes: Vec<(String, recover::probe::Verdict)>,
 }
 
 impl Checked {
@@ -256,6 +259,8 @@ pub struct Harness {
     pub(crate) properties: Vec<Property>,
     pub(crate) settings: Settings,
     pub(crate) mutant: Option<crate::Mutant>,
+    /// The workspace `recover --probe` looks at, when the tools act on one.
+    pub(crate) probe: Option<std::path::PathBuf>,
 }
 
 impl Harness {
@@ -311,6 +316,15 @@ impl Harness {
         property: impl Fn(&Outcome<'_>) -> Result<(), String> + Send + Sync + 'static,
     ) -> &mut Harness {
         self.properties.push((name.to_owned(), Box::new(property)));
+        self
+    }
+
+    /// The directory the tools act on, for the probe (`recover --probe DIR`): each call of
+    /// unknown outcome whose `started` recorded evidence is probed there after the crash, and
+    /// the verdict is held to what its body did (`applied` only if it began; `not_applied` not
+    /// for a body that finished its act, unless a later call wrote the same file).
+    pub fn probe(&mut self, workspace: impl Into<std::path::PathBuf>) -> &mut Harness {
+        self.probe = Some(workspace.into());
         self
     }
 

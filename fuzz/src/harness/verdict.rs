@@ -6,9 +6,11 @@ use super::play::{first_run, rerun_policy, resume, Resumed};
 use super::truth::{self, Subject};
 use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
 use crate::check::{copy_of, provider_rejections};
-use crate::tools::Body;
-use recover::classify::Analysis;
+use crate::tools::{Body, BodyEnd};
+use recover::classify::{analyze_probing, Analysis};
+use recover::probe::{Prober, Verdict};
 use recover::session::recover_storage;
+use runtime::event::Evidence;
 use runtime::event::{Classification, RerunPolicy};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -28,7 +30,12 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
             calls: Vec::new(),
             fault,
             unchecked_worlds: 0,
+            probes: Vec::new(),
         };
+    };
+    let probes = match &harness.probe {
+        Some(dir) => probe_agrees(dir, &pristine, &played.run.bodies, &mut v),
+        None => Vec::new(),
     };
     let mut bodies = played.run.bodies.clone();
     let mut late = BTreeSet::new();
@@ -59,6 +66,7 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
                 calls: Vec::new(),
                 fault,
                 unchecked_worlds: 0,
+                probes,
             };
         }
     };
@@ -107,7 +115,94 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
         calls,
         fault,
         unchecked_worlds,
+        probes,
     }
+}
+
+/// The probe's verdicts on the journal as the crash left it (`pristine`) and the workspace
+/// `dir` as the crash left it, each held to what the call's body did: `applied` only when its
+/// body began, `not_applied` not when its body finished with a success, unless another call
+/// (one writing the same bytes, or one whose body began later) touched the same file.
+fn probe_agrees(
+    dir: &std::path::Path,
+    pristine: &journal::SimStorage,
+    bodies: &[Body],
+    v: &mut Vec<String>,
+) -> Vec<(String, Verdict)> {
+    let prober = match Prober::open(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            v.push(format!(
+                "truth (probe): the workspace cannot be probed: {e}"
+            ));
+            return Vec::new();
+        }
+    };
+    let storage: Arc<dyn journal::Storage> = Arc::new(copy_of(pristine));
+    let Ok((replay, end)) = runtime::replay::replay_storage(storage, journal::Limits::default())
+    else {
+        // The invariants said why the journal does not replay.
+        return Vec::new();
+    };
+    let dropped = match &end {
+        journal::ReadEnd::TornTail(torn) => torn.dropped_bytes,
+        _ => 0,
+    };
+    let analysis = analyze_probing(replay, &end, dropped, false, Some(&prober));
+    let touched = |call: &str| -> Vec<(String, String)> {
+        analysis
+            .calls
+            .iter()
+            .find(|c| c.call.call_id == call)
+            .and_then(|c| analysis.replay.call(&c.call))
+            .map(|r| {
+                r.evidence
+                    .iter()
+                    .map(
+                        |Evidence::FileReplace {
+                             path, after_sha256, ..
+                         }| { (path.clone(), after_sha256.clone()) },
+                    )
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut verdicts = Vec::new();
+    for report in &analysis.calls {
+        let Some(probe) = &report.probe else { continue };
+        let id = &report.call.call_id;
+        verdicts.push((id.clone(), probe.verdict));
+        let mine = touched(id);
+        let body = bodies.iter().rev().find(|b| &b.call_id == id);
+        // Another call that touched one of the same files and whose body began (after this
+        // one's, for `not_applied`; at all, for `applied`, when it wrote the same bytes).
+        let others = |same_bytes: bool| {
+            bodies.iter().any(|b| {
+                &b.call_id != id
+                    && body.is_none_or(|mine_b| same_bytes || b.started_ms >= mine_b.started_ms)
+                    && touched(&b.call_id).iter().any(|(p, after)| {
+                        mine.iter()
+                            .any(|(mp, mafter)| mp == p && (!same_bytes || mafter == after))
+                    })
+            })
+        };
+        match probe.verdict {
+            Verdict::Applied if body.is_none() && !others(true) => v.push(format!(
+                "truth (probe): {id} is `applied` by the probe, but its body never began"
+            )),
+            Verdict::NotApplied
+                if matches!(body.and_then(|b| b.end.as_ref()), Some(BodyEnd::Ok(_)))
+                    && !others(false) =>
+            {
+                v.push(format!(
+                    "truth (probe): {id} is `not_applied` by the probe, but its body finished \
+                     with a success"
+                ))
+            }
+            _ => {}
+        }
+    }
+    verdicts
 }
 
 /// I19: a resume ran again only calls that provably never started, or (under `safe`) calls of
