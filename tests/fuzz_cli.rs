@@ -1,21 +1,28 @@
 //! `tooljournal fuzz` through the binary (issue #22, item 2): a transcript with a parallel batch
 //! run many times with the real tools, its report, its determinism and its refusals.
 //!
-//! `tests/data/fuzz_batch.jsonl` reads `notes.txt` (from `tests/data/fuzz_template`), then sends
-//! one batch: `b1` `bash sleep 30` (exclusive, so it runs alone and first; its own
-//! `timeout_ms` of 300 ends it when no cancel does, so no case waits 30 s), then `w1` `write`
-//! and `e1` `edit` (concurrency-safe, together), then `t1` `todo` (exclusive). A stop the moment
-//! `b1`'s body begins aborts it (`ABORTED`) and leaves the three behind it never dispatched
-//! (`ABORTED_BEFORE_DISPATCH`).
+//! `tests/data/fuzz_batch.jsonl` sends one batch on a copy of `tests/data/fuzz_template`:
+//! `b1` `bash sleep 30`, `r1` `read notes.txt`, `e1` `edit notes.txt`, `b2` `bash sleep 30`,
+//! `w1` `write out/summary.txt`, `t1` `todo`. `bash` and `todo` are exclusive and the read and
+//! the edit share a path, so the bodies run one after the other in that order. A stop the
+//! moment body n begins (the harness's `AtBody(n)`, drawn for n < 4) stops that body and leaves
+//! every call behind it never dispatched: `b1` or `b2` `ABORTED` for n = 0 or 3, and `w1` and
+//! `t1` `ABORTED_BEFORE_DISPATCH` for every n. Each `sleep 30` carries `timeout_ms` 200, so a
+//! case nobody stops never waits for it (it ends `TIMEOUT`).
+
+#[path = "mcp/support.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The seed the report tests start from; with [`CASES`] cases it draws the stops above.
-const SEED: u64 = 7;
-/// Enough cases for both words from [`SEED`], few enough for a debug build on 2 cores.
-const CASES: u64 = 12;
+/// The seed the report test starts from: its [`CASES`] cases draw both stops above (a seed, not
+/// luck: the same seed draws the same cases, and stops at events land the same way each run).
+const SEED: u64 = 100;
+/// Enough cases for both words from [`SEED`], few enough for a debug build on 2 cores (about
+/// half a second each).
+const CASES: u64 = 20;
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -88,24 +95,26 @@ fn a_stopped_parallel_batch_reaches_aborted_and_aborted_before_dispatch_with_no_
     );
     let words = outcomes(&stdout);
     let count = |id: &str, word: &str| words.get(id).and_then(|w| w.get(word)).copied();
-    assert!(
-        count("b1", "ABORTED") > Some(0),
-        "b1 never aborted:\n{stdout}"
-    );
-    for queued in ["w1", "e1", "t1"] {
+    for running in ["b1", "b2"] {
+        assert!(
+            count(running, "ABORTED") > Some(0),
+            "{running} never stopped while running:\n{stdout}"
+        );
+    }
+    for queued in ["w1", "t1"] {
         assert!(
             count(queued, "ABORTED_BEFORE_DISPATCH") > Some(0),
             "{queued} never aborted before dispatch:\n{stdout}"
         );
     }
-    // Only a call queued behind a running body is refused before dispatch: `b1` runs first.
+    // The first body is never queued behind another.
     assert_eq!(count("b1", "ABORTED_BEFORE_DISPATCH"), None, "{stdout}");
-    // The calls also ran to their end in some cases: the write, the edit, the plan.
-    for done in ["w1", "e1", "t1"] {
+    // The watched files' calls also ran to their end, so the truth check had effects to find.
+    for done in ["e1", "w1", "t1"] {
         assert!(count(done, "ok") > Some(0), "{done} never ok:\n{stdout}");
     }
-    // Every case's words add up to the cases run, for every call the model sent.
-    for id in ["r1", "b1", "w1", "e1", "t1"] {
+    // Every call the model sent has one word per case.
+    for id in ["b1", "r1", "e1", "b2", "w1", "t1"] {
         let total: u64 = words.get(id).map_or(0, |w| w.values().sum());
         assert_eq!(total, CASES, "{id}:\n{stdout}");
     }
@@ -178,4 +187,102 @@ fn a_transcript_that_cannot_be_used_exits_2_naming_the_file_and_line() {
         ],
         &[template.to_str().unwrap()],
     );
+}
+
+#[test]
+fn a_change_the_journal_cannot_explain_is_a_violation_shrunk_and_exit_1() {
+    // `bash` rewrites the file `write` wrote: the check assumes `bash` changes no watched file
+    // (the documented limit), so no outcome the journal allows explains the workspace.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("shell-rewrites.jsonl");
+    let lines = [
+        serde_json::json!({"user": "Write it, then let the shell change it."}),
+        serde_json::json!({"assistant": {"text": "Writing.", "tool_calls": [
+            {"id": "w1", "name": "write", "arguments": r#"{"path": "a.txt", "content": "one"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Shell.", "tool_calls": [
+            {"id": "b1", "name": "bash", "arguments": r#"{"command": "echo two > a.txt"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
+    ];
+    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text_of.join("\n")).unwrap();
+    let out = fuzz(&[
+        "--script",
+        script.to_str().unwrap(),
+        "--seed",
+        "1",
+        "--cases",
+        "20",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.starts_with("first seed 1\n"), "{stdout}");
+    assert!(stdout.contains("truth (write, edit)"), "{stdout}");
+    assert!(stdout.contains("\"a.txt\""), "{stdout}");
+    assert!(stdout.contains("shrunk case, as a transcript:"), "{stdout}");
+    assert!(stdout.trim_end().ends_with(", violations: 1"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("--seed"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn mcp_tools_of_the_configuration_run_in_every_case_beside_the_built_ins() {
+    // The server starts once; every case's session, on a runtime of its own, calls it.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            support::everything_server().display().to_string()
+        ),
+    )
+    .unwrap();
+    let script = dir.path().join("mcp.jsonl");
+    let lines = [
+        serde_json::json!({"user": "Echo, write, echo."}),
+        serde_json::json!({"assistant": {"text": "All three.", "tool_calls": [
+            {"id": "m1", "name": "mcp__everything__echo", "arguments": r#"{"message": "hi"}"#},
+            {"id": "w1", "name": "write", "arguments": r#"{"path": "a.txt", "content": "one"}"#},
+            {"id": "m2", "name": "mcp__everything__echo", "arguments": r#"{"message": "again"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
+    ];
+    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text_of.join("\n")).unwrap();
+    let out = fuzz(&[
+        "--script",
+        script.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--seed",
+        "3",
+        "--cases",
+        "15",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.trim_end().ends_with("cases: 15, violations: 0"),
+        "{stdout}"
+    );
+    let words = outcomes(&stdout);
+    for id in ["m1", "w1", "m2"] {
+        let ok = words.get(id).and_then(|w| w.get("ok")).copied();
+        assert!(ok > Some(0), "{id} never ok:\n{stdout}");
+    }
 }
