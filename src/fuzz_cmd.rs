@@ -8,7 +8,7 @@
 //! Why the real clock with cancels at events only: real tools take real time, so a cancel "after
 //! 20 ms" would land at a different point of a real command from one run to the next; a cancel
 //! at step start or the moment a body begins lands at the same point every time, so one seed
-//! gives one report (docs/DESIGN.md decisions, *fuzzing a transcript*).
+//! gives one report (DESIGN.md §12, *Real tools, real clock*).
 //!
 //! Limits, said in `--help` and README too: `bash` and MCP calls are assumed not to change the
 //! files `write` and `edit` name; the workspace's files are real, so they are not subject to the
