@@ -52,7 +52,7 @@ pub struct FuzzArgs {
 
 /// Bad input: the transcript or the template cannot be used (exit 2).
 fn bad_input(message: String) -> CliError {
-    CliError::Corrupt(message)
+    CliError::BadInput(message)
 }
 
 pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
@@ -117,6 +117,8 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     settings.plan.timed_cancels = false;
     // A call's time limit as `tooljournal run` has it: real tools, real time.
     settings.timeout_ms = runtime::Config::default().timeout_ms;
+    // And as long to stop after a cancel: a real command takes real time to stop.
+    settings.cancel_grace_ms = runtime::Config::default().cancel_grace_ms;
     let factory_dir = dir.clone();
     let factory: ToolFactory = Arc::new(move || {
         let ws = Workspace::new(&factory_dir, &forbidden)
@@ -130,6 +132,9 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     });
     harness.tools_each_session(factory);
     harness.observe(world, &FILE_TOOLS);
+    // Calls of unknown outcome are probed in the workspace as the crash left it, as
+    // `recover --probe` would, and the verdicts held to what the bodies did.
+    harness.probe(&dir);
 
     let budget = Budget {
         first_seed: seed,

@@ -258,9 +258,11 @@ enum JournalCommand {
 pub enum CliError {
     /// Bad arguments, or an I/O error: exit 1.
     Failed(String),
-    /// The journal is corrupt (not merely torn), or `fuzz`'s transcript or template cannot be
-    /// used: exit 2.
+    /// The journal is corrupt (not merely torn): exit 2.
     Corrupt(String),
+    /// `fuzz`'s transcript or template cannot be used, so nothing was fuzzed: exit 2, apart from
+    /// 1 (a violation found), so a pipeline tells "found a bug" from "could not run".
+    BadInput(String),
     /// The journal was written by a newer tooljournal (a newer event schema): exit 3.
     Newer(String),
     /// Whoever reads our stdout went away (`| head`): stop quietly, exit 0.
@@ -439,7 +441,7 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::from(1)
         }
-        Err(CliError::Corrupt(message)) => {
+        Err(CliError::Corrupt(message) | CliError::BadInput(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
         }

@@ -120,6 +120,9 @@ pub struct Settings {
     pub timeout_ms: u64,
     /// How long an approval waits for its answer, in ms of the clock.
     pub question_timeout_ms: u64,
+    /// How long a cancelled body has to stop before the runtime stops waiting for it
+    /// (`Config::cancel_grace_ms`), in ms of the clock.
+    pub cancel_grace_ms: u64,
 }
 
 impl Default for Settings {
@@ -129,6 +132,7 @@ impl Default for Settings {
             plan: PlanSpace::default(),
             timeout_ms: 1_000,
             question_timeout_ms: 80,
+            cancel_grace_ms: 50,
         }
     }
 }

@@ -29,8 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How long a cancelled body has to stop before the runtime gives up waiting, in ms.
-const CANCEL_GRACE_MS: u64 = 50;
 /// Results longer than this are spilled (to the harness's store in memory), in bytes.
 const MODEL_INLINE_BYTES_MAX: usize = 4096;
 
@@ -112,7 +110,7 @@ fn parts(harness: &Harness, parallel_max: usize, ground: &Arc<Ground>) -> Result
     let config = Config {
         parallel_max,
         timeout_ms: harness.settings.timeout_ms,
-        cancel_grace_ms: CANCEL_GRACE_MS,
+        cancel_grace_ms: harness.settings.cancel_grace_ms,
         model_inline_bytes_max: MODEL_INLINE_BYTES_MAX,
         spill: Some(Arc::new(MemSpill::new(false))),
         failpoints,
