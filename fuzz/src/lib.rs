@@ -29,6 +29,11 @@ pub mod sim;
 pub mod tools;
 pub mod world;
 
+/// The property-testing crate the cases come from, re-exported for composing strategies.
+pub use proptest;
+/// The runtime the harness drives, re-exported so a harness's tools need no other dependency.
+pub use runtime;
+
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::{BTreeMap, BTreeSet};

@@ -56,6 +56,15 @@ impl SimPerson {
         *self.plans.lock().unwrap() = plans;
     }
 
+    /// What to answer to the next batch's yes/no approvals, by call id: an answer, or never
+    /// (`None`: the question expires).
+    pub fn plan_answers(&self, answers: impl IntoIterator<Item = (String, Option<AskAnswer>)>) {
+        *self.plans.lock().unwrap() = answers
+            .into_iter()
+            .map(|(id, answer)| (id, Plan::YesNo(answer)))
+            .collect();
+    }
+
     /// Everything the person said, by call id.
     pub fn said(&self) -> HashMap<String, Said> {
         self.said.lock().unwrap().clone()

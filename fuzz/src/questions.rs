@@ -230,7 +230,7 @@ pub fn questions(
                         ));
                     }
                 }
-                Kind::Approval(_) => {
+                Kind::Approval(_) | Kind::User { asked: true } => {
                     for q in &c.asks {
                         if q.structured.is_some() || q.reply.is_some() {
                             bad("was put a structured question".into());

@@ -266,9 +266,19 @@ async fn body(
 }
 
 /// A spill store in memory, or one that always fails.
-struct MemSpill {
+pub(crate) struct MemSpill {
     fails: bool,
     blobs: Mutex<HashMap<String, String>>,
+}
+
+impl MemSpill {
+    /// An empty store; `fails`: every write fails.
+    pub(crate) fn new(fails: bool) -> MemSpill {
+        MemSpill {
+            fails,
+            blobs: Mutex::default(),
+        }
+    }
 }
 
 impl SpillStore for MemSpill {
@@ -400,10 +410,7 @@ pub(crate) fn session_parts(
         timeout_ms: 1_000,
         cancel_grace_ms: 50,
         model_inline_bytes_max: 256,
-        spill: Some(Arc::new(MemSpill {
-            fails: case.spill_fails,
-            blobs: Mutex::default(),
-        })),
+        spill: Some(Arc::new(MemSpill::new(case.spill_fails))),
         failpoints,
         question_timeout_ms: Some(QUESTION_TIMEOUT_MS),
         ..Config::default()

@@ -25,8 +25,9 @@
 //! use std::sync::{Arc, Mutex};
 //! use serde_json::{json, Value};
 //! use tooljournal_fuzz::harness::{Harness, Observer, CallView, Budget};
-//! use tooljournal_runtime::args::Args;
-//! use tooljournal_runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
+//! use tooljournal_fuzz::proptest::strategy::Strategy;
+//! use tooljournal_fuzz::runtime::args::Args;
+//! use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 //!
 //! /// A tool that adds to a counter.
 //! struct Add(Arc<Mutex<i64>>);
@@ -56,7 +57,6 @@
 //! let mut harness = Harness::new();
 //! harness.tool_with_args(Arc::new(Add(counter.clone())), (1i64..5).prop_map(|n| json!({"n": n})));
 //! harness.observe(Counter(counter), &["add"]);
-//! # use proptest::strategy::Strategy;
 //! let report = harness.campaign(&harness.cases(), Budget::cases(7, 20));
 //! assert_eq!(report.violations(), 0, "{report}");
 //! ```
@@ -66,6 +66,8 @@ mod observe;
 mod play;
 mod report;
 mod truth;
+mod verdict;
+mod watch;
 
 pub use case::{
     random_cases, script_cases, turns_of, Approval, Call, CancelAt, PlanSpace, Resume, Step, Turn,
@@ -223,6 +225,9 @@ pub struct Checked {
     pub fault: Option<FaultReport>,
     /// Worlds whose truth could not be checked (too many calls of undecided outcome).
     pub unchecked_worlds: usize,
+    /// The probe's verdict on each call of unknown outcome it looked at (with
+    /// [`Harness::probe`]), by call id.
+    pub probes: Vec<(String, recover::probe::Verdict)>,
 }
 
 impl Checked {
@@ -254,6 +259,8 @@ pub struct Harness {
     pub(crate) properties: Vec<Property>,
     pub(crate) settings: Settings,
     pub(crate) mutant: Option<crate::Mutant>,
+    /// The workspace `recover --probe` looks at, when the tools act on one.
+    pub(crate) probe: Option<std::path::PathBuf>,
 }
 
 impl Harness {
@@ -312,6 +319,15 @@ impl Harness {
         self
     }
 
+    /// The directory the tools act on, for the probe (`recover --probe DIR`): each call of
+    /// unknown outcome whose `started` recorded evidence is probed there after the crash, and
+    /// the verdict is held to what its body did (`applied` only if it began; `not_applied` not
+    /// for a body that finished its act, unless a later call wrote the same file).
+    pub fn probe(&mut self, workspace: impl Into<std::path::PathBuf>) -> &mut Harness {
+        self.probe = Some(workspace.into());
+        self
+    }
+
     /// How sessions run.
     pub fn settings_mut(&mut self) -> &mut Settings {
         &mut self.settings
@@ -342,7 +358,7 @@ impl Harness {
 
     /// Runs one case and checks it.
     pub fn check(&self, case: &UserCase) -> Checked {
-        play::check(self, case)
+        verdict::check(self, case)
     }
 
     /// Runs cases of `cases` from `budget`'s first seed until its budget is spent, stopping at

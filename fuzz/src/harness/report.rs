@@ -70,6 +70,8 @@ pub struct Report {
     pub unchecked_worlds: u64,
     /// How the faults the cases drew fared.
     pub faults: FaultStats,
+    /// The probe's verdicts on calls of unknown outcome (with [`Harness::probe`]), by verdict.
+    pub probe_verdicts: BTreeMap<&'static str, u64>,
 }
 
 impl Report {
@@ -100,6 +102,9 @@ impl Report {
             *self.outcomes[at].1.entry(call.word.label()).or_default() += 1;
         }
         self.unchecked_worlds += checked.unchecked_worlds as u64;
+        for (_, verdict) in &checked.probes {
+            *self.probe_verdicts.entry(verdict.as_str()).or_default() += 1;
+        }
         if let Some(fault) = &checked.fault {
             self.faults.add(fault);
         }
@@ -118,6 +123,18 @@ impl std::fmt::Display for Report {
                 f,
                 "truth unchecked in {} worlds (too many calls of undecided outcome)",
                 self.unchecked_worlds
+            )?;
+        }
+        if !self.probe_verdicts.is_empty() {
+            let verdicts: Vec<String> = self
+                .probe_verdicts
+                .iter()
+                .map(|(v, n)| format!("{v} {n}"))
+                .collect();
+            writeln!(
+                f,
+                "probe verdicts on unknown calls: {}",
+                verdicts.join(", ")
             )?;
         }
         if !self.faults.kinds.is_empty() {

@@ -1,0 +1,304 @@
+//! Checking one case: the runtime's invariants on the session, the resume's choice (I19), the
+//! final word on every call, the truth property and the user's properties.
+
+use super::observe::AnySnapshot;
+use super::play::{first_run, rerun_policy, resume, Resumed};
+use super::truth::{self, Subject};
+use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
+use crate::check::{copy_of, provider_rejections};
+use crate::tools::{Body, BodyEnd};
+use recover::classify::{analyze_probing, Analysis};
+use recover::probe::{Prober, Verdict};
+use recover::session::recover_storage;
+use runtime::event::Evidence;
+use runtime::event::{Classification, RerunPolicy};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Runs `case` and checks it.
+pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
+    // Recovery's mutant acts on this thread while the checks recover.
+    #[cfg(feature = "mutant")]
+    let _recovery_mutant = (harness.mutant == Some(crate::Mutant::StartedReadAsNotStarted))
+        .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
+    let (played, fault) = first_run(harness, case);
+    let mut v = Vec::new();
+    let Some((_, pristine)) = crate::check::invariants(&played.run, &mut v) else {
+        return Checked {
+            violations: v,
+            calls: Vec::new(),
+            fault,
+            unchecked_worlds: 0,
+            probes: Vec::new(),
+        };
+    };
+    let probes = match &harness.probe {
+        Some(dir) => probe_agrees(dir, &pristine, &played.run.bodies, &mut v),
+        None => Vec::new(),
+    };
+    let mut bodies = played.run.bodies.clone();
+    let mut late = BTreeSet::new();
+    // The journal whose word is final: recovered (the invariants appended the recovery), or
+    // resumed from the journal as the crash left it.
+    let mut last_journal = played.run.image.clone();
+    if let Some(policy) = rerun_policy(case) {
+        match resume(harness, case, &pristine, policy) {
+            Err(e) => v.push(format!("I5 resume: {e}")),
+            Ok(None) => {}
+            Ok(Some(resumed)) => {
+                rerun_choice(&resumed, policy, &mut v);
+                late.extend(resumed.bodies.iter().map(|b| b.call_id.clone()));
+                bodies.extend(resumed.bodies);
+                after_resume(&pristine, &mut v);
+                last_journal = pristine;
+            }
+        }
+    }
+    let last_analysis = match recover_storage(Arc::new(copy_of(&last_journal)), false) {
+        Ok(r) => r.analysis,
+        Err(e) => {
+            v.push(format!(
+                "I5 resume: the final journal does not recover: {e}"
+            ));
+            return Checked {
+                violations: v,
+                calls: Vec::new(),
+                fault,
+                unchecked_worlds: 0,
+                probes,
+            };
+        }
+    };
+    let calls = settle(case, &last_analysis, &bodies);
+    let last: Vec<AnySnapshot> = harness.worlds.iter().map(|w| w.world.snapshot()).collect();
+    let args: Vec<Value> = case
+        .calls()
+        .map(|(_, c)| serde_json::from_str(&c.arguments).unwrap_or(Value::Null))
+        .collect();
+    let started: Vec<(Vec<runtime::event::Evidence>, String)> = calls
+        .iter()
+        .map(|c| journaled_start(&last_analysis, &c.id))
+        .collect();
+    let subjects: Vec<Subject<'_>> = calls
+        .iter()
+        .zip(&args)
+        .zip(&started)
+        .map(|((c, args), (evidence, key))| Subject {
+            view: CallView {
+                id: &c.id,
+                tool: &c.tool,
+                args,
+                evidence,
+                idempotency_key: key,
+            },
+            word: c.word,
+            late: late.contains(&c.id),
+        })
+        .collect();
+    let unchecked_worlds = truth::check(harness, &subjects, &played.initial, &last, &mut v);
+    let outcome = Outcome {
+        calls: &calls,
+        initial: &played.initial,
+        last: &last,
+        crash: played.crash,
+    };
+    for (name, property) in &harness.properties {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| property(&outcome))) {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => v.push(format!("property {name}: {why}")),
+            Err(_) => v.push(format!("property {name}: it panicked")),
+        }
+    }
+    Checked {
+        violations: v,
+        calls,
+        fault,
+        unchecked_worlds,
+        probes,
+    }
+}
+
+/// The probe's verdicts on the journal as the crash left it (`pristine`) and the workspace
+/// `dir` as the crash left it, each held to what the call's body did: `applied` only when its
+/// body began, `not_applied` not when its body finished with a success, unless another call
+/// (one writing the same bytes, or one whose body began later) touched the same file.
+fn probe_agrees(
+    dir: &std::path::Path,
+    pristine: &journal::SimStorage,
+    bodies: &[Body],
+    v: &mut Vec<String>,
+) -> Vec<(String, Verdict)> {
+    let prober = match Prober::open(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            v.push(format!(
+                "truth (probe): the workspace cannot be probed: {e}"
+            ));
+            return Vec::new();
+        }
+    };
+    let storage: Arc<dyn journal::Storage> = Arc::new(copy_of(pristine));
+    let Ok((replay, end)) = runtime::replay::replay_storage(storage, journal::Limits::default())
+    else {
+        // The invariants said why the journal does not replay.
+        return Vec::new();
+    };
+    let dropped = match &end {
+        journal::ReadEnd::TornTail(torn) => torn.dropped_bytes,
+        _ => 0,
+    };
+    let analysis = analyze_probing(replay, &end, dropped, false, Some(&prober));
+    let touched = |call: &str| -> Vec<(String, String)> {
+        analysis
+            .calls
+            .iter()
+            .find(|c| c.call.call_id == call)
+            .and_then(|c| analysis.replay.call(&c.call))
+            .map(|r| {
+                r.evidence
+                    .iter()
+                    .map(
+                        |Evidence::FileReplace {
+                             path, after_sha256, ..
+                         }| { (path.clone(), after_sha256.clone()) },
+                    )
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut verdicts = Vec::new();
+    for report in &analysis.calls {
+        let Some(probe) = &report.probe else { continue };
+        let id = &report.call.call_id;
+        verdicts.push((id.clone(), probe.verdict));
+        let mine = touched(id);
+        let body = bodies.iter().rev().find(|b| &b.call_id == id);
+        // Another call that touched one of the same files and whose body began (after this
+        // one's, for `not_applied`; at all, for `applied`, when it wrote the same bytes).
+        let others = |same_bytes: bool| {
+            bodies.iter().any(|b| {
+                &b.call_id != id
+                    && body.is_none_or(|mine_b| same_bytes || b.started_ms >= mine_b.started_ms)
+                    && touched(&b.call_id).iter().any(|(p, after)| {
+                        mine.iter()
+                            .any(|(mp, mafter)| mp == p && (!same_bytes || mafter == after))
+                    })
+            })
+        };
+        match probe.verdict {
+            Verdict::Applied if body.is_none() && !others(true) => v.push(format!(
+                "truth (probe): {id} is `applied` by the probe, but its body never began"
+            )),
+            Verdict::NotApplied
+                if matches!(body.and_then(|b| b.end.as_ref()), Some(BodyEnd::Ok(_)))
+                    && !others(false) =>
+            {
+                v.push(format!(
+                    "truth (probe): {id} is `not_applied` by the probe, but its body finished \
+                     with a success"
+                ))
+            }
+            _ => {}
+        }
+    }
+    verdicts
+}
+
+/// I19: a resume ran again only calls that provably never started, or (under `safe`) calls of
+/// unknown outcome whose tool is retry-safe or read-only; and only the calls it chose.
+fn rerun_choice(resumed: &Resumed, policy: RerunPolicy, v: &mut Vec<String>) {
+    for body in &resumed.bodies {
+        if !resumed.chosen.contains(&body.call_id) {
+            v.push(format!(
+                "I19 re-run: the body of {} ran during the resume, which did not choose it",
+                body.call_id
+            ));
+        }
+    }
+    for id in &resumed.chosen {
+        let Some(report) = resumed
+            .analysis
+            .calls
+            .iter()
+            .find(|c| &c.call.call_id == id)
+        else {
+            v.push(format!(
+                "I19 re-run: {id} was chosen but the journal has no such call"
+            ));
+            continue;
+        };
+        let may = match report.classification {
+            Some(Classification::ToolNotStarted) => true,
+            Some(Classification::ToolOutcomeUnknown) => {
+                policy == RerunPolicy::Safe && resumed.safe_tools.contains(&report.tool)
+            }
+            None => false,
+        };
+        if !may {
+            v.push(format!(
+                "I19 re-run: {id} ({}) ran again under --rerun {} though it was {:?}",
+                report.tool,
+                policy.as_str(),
+                report.classification
+            ));
+        }
+    }
+}
+
+/// After a re-running resume: the journal ends balanced and its history is accepted.
+fn after_resume(journal: &journal::SimStorage, v: &mut Vec<String>) {
+    match recover_storage(Arc::new(copy_of(journal)), true) {
+        Ok(after) => {
+            if after.appended {
+                v.push("I5 resume: the resumed session ended unbalanced".into());
+            }
+            for (format, e) in provider_rejections(&after.analysis.conversation()) {
+                v.push(format!(
+                    "I6 after resume: {format} rejects the history: {e}"
+                ));
+            }
+        }
+        Err(e) => v.push(format!(
+            "I5 resume: the resumed journal does not recover: {e}"
+        )),
+    }
+}
+
+/// Every call of the case with the final word of `analysis` and how many bodies began.
+fn settle(case: &UserCase, analysis: &Analysis, bodies: &[Body]) -> Vec<Settled> {
+    case.calls()
+        .map(|(_, call)| {
+            let word = match analysis.calls.iter().find(|c| c.call.call_id == call.id) {
+                None => Word::Missing,
+                Some(report) if !report.result.is_error => Word::Ok,
+                Some(report) => {
+                    Word::Error(report.result.code.unwrap_or(runtime::ErrorCode::ToolFailed))
+                }
+            };
+            Settled {
+                id: call.id.clone(),
+                tool: call.tool.clone(),
+                arguments: call.arguments.clone(),
+                word,
+                bodies: bodies.iter().filter(|b| b.call_id == call.id).count() as u32,
+            }
+        })
+        .collect()
+}
+
+/// The evidence and idempotency key the call's last `started` journaled (none: empty).
+fn journaled_start(analysis: &Analysis, id: &str) -> (Vec<runtime::event::Evidence>, String) {
+    analysis
+        .calls
+        .iter()
+        .find(|c| c.call.call_id == id)
+        .and_then(|c| analysis.replay.call(&c.call))
+        .map(|r| {
+            (
+                r.evidence.clone(),
+                r.idempotency_key.clone().unwrap_or_default(),
+            )
+        })
+        .unwrap_or_default()
+}
