@@ -14,9 +14,9 @@
 //!
 //! `cargo test` runs this example's tests too (at the bottom).
 
-// What `counter.rs` is written against: the crates' published names.
+// The workspace calls the harness crate `fuzz`; `counter.rs` is written against its published
+// name, as your code would be.
 extern crate fuzz as tooljournal_fuzz;
-extern crate runtime as tooljournal_runtime;
 
 #[path = "fuzz_my_tool/counter.rs"]
 mod counter;
@@ -47,7 +47,7 @@ fn main() {
 mod tests {
     use super::*;
     use tooljournal_fuzz::harness::turns_of;
-    use tooljournal_runtime::transcript::parse_script;
+    use tooljournal_fuzz::runtime::transcript::parse_script;
 
     /// The buggy `variant` is caught within the budget, for the truth property, and its shrunk
     /// case is a transcript that parses back to the same calls and fails again when checked.
@@ -84,6 +84,15 @@ mod tests {
         println!("{report}");
     }
 
+    /// How many calls, over the whole campaign, ended with the word labelled `label`.
+    fn reached(report: &Report, label: &str) -> u64 {
+        report
+            .outcomes
+            .iter()
+            .filter_map(|(_, words)| words.get(label))
+            .sum()
+    }
+
     #[test]
     fn the_correct_tool_passes_the_budget() {
         let report = campaign(Variant::Correct, SEED, CASES);
@@ -92,6 +101,21 @@ mod tests {
         assert!(report
             .to_string()
             .ends_with(&format!("cases: {CASES}, violations: 0")));
+        // The budget met what the buggy tools fail on, so passing it means something: calls
+        // settled ok, stopped mid-body, of unknown outcome after a crash, and never started.
+        for label in ["ok", "ABORTED", "TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"] {
+            assert!(
+                reached(&report, label) > 0,
+                "no call ended {label}:\n{report}"
+            );
+        }
+        let (drawn, fired) = report
+            .faults
+            .kinds
+            .get("power loss")
+            .copied()
+            .unwrap_or_default();
+        assert!(drawn > 0 && fired > 0, "no power loss fired:\n{report}");
     }
 
     #[test]

@@ -3,21 +3,21 @@
 //! of the user's own. `examples/fuzz_my_tool.rs` runs campaigns over it; `fuzz/tests/harness.rs`
 //! includes this same file to test the harness with a user's tool.
 //!
-//! Written against the crates' published names (`tooljournal_fuzz`, `tooljournal_runtime`), as
-//! a user's code would be.
+//! Written against the harness crate's published name (`tooljournal_fuzz`, which re-exports the
+//! runtime and proptest), as a user's code would be.
 
 // Two crates include this file and each uses only part of it.
 #![allow(dead_code)]
 
-use proptest::strategy::Strategy;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tooljournal_fuzz::harness::{CallView, Crash, Harness, Observer, Outcome, WorldId};
-use tooljournal_runtime::args::Args;
-use tooljournal_runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use tooljournal_runtime::ErrorCode;
+use tooljournal_fuzz::proptest::strategy::Strategy;
+use tooljournal_fuzz::runtime::args::Args;
+use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use tooljournal_fuzz::runtime::ErrorCode;
 
 /// The largest `by` a call may ask for (the smallest is 1).
 pub const BY_MAX: i64 = 5;
