@@ -39,7 +39,15 @@ fn campaign(variant: Variant, seed: u64, cases: u64) -> Report {
 fn main() {
     for variant in Variant::ALL {
         println!("== increment, {}", variant.describe());
-        println!("{}\n", campaign(variant, SEED, CASES));
+        let report = campaign(variant, SEED, CASES);
+        println!("{report}");
+        if let Some(found) = &report.found {
+            println!(
+                "replay it: harness.campaign(&harness.cases(), Budget::cases({}, 1))",
+                found.seed
+            );
+        }
+        println!();
     }
 }
 
