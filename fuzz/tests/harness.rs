@@ -8,6 +8,7 @@ mod counter;
 
 use counter::Variant;
 use proptest::prelude::*;
+use tooljournal_fuzz::case::StorageFault;
 use tooljournal_fuzz::harness::{turns_of, Budget, Report};
 use tooljournal_fuzz::runtime::transcript::parse_script;
 use tooljournal_fuzz::Mutant;
@@ -27,7 +28,17 @@ const SCRIPT: &str = r#"{"user": "count to nine"}
 "#;
 
 fn random_campaign(variant: Variant, mutant: Option<Mutant>, budget: Budget) -> Report {
+    random_campaign_with(variant, mutant, budget, true)
+}
+
+fn random_campaign_with(
+    variant: Variant,
+    mutant: Option<Mutant>,
+    budget: Budget,
+    resumes: bool,
+) -> Report {
     let mut harness = counter::harness(variant);
+    harness.settings_mut().plan.resumes = resumes;
     if let Some(mutant) = mutant {
         harness.plant(mutant);
     }
@@ -54,6 +65,32 @@ fn a_runtime_mutant_is_caught_with_the_users_tool() {
 
     let clean = random_campaign(Variant::Correct, None, budget);
     assert_eq!(clean.ran, MUTANT_CASES, "{clean}");
+    assert_eq!(clean.violations(), 0, "{clean}");
+}
+
+/// The mutant hands the body the key of a `started` not yet written (empty), so the correct
+/// tool, deduplicating by key, drops every increment after the first and is caught without any
+/// crash. A tool that ignores the key (the `TwiceOnRetry` variant, correct when no resume runs
+/// a call again) sees only what the mutant is about: a crash between the body and its late
+/// `started` leaves an effect the journal says never happened.
+#[test]
+fn a_runtime_mutant_is_caught_by_a_crash_with_a_tool_that_ignores_the_key() {
+    let mutant = Mutant::StartedAfterBody;
+    let budget = Budget::cases(SEED, MUTANT_CASES);
+    let planted = random_campaign_with(Variant::TwiceOnRetry, Some(mutant), budget, false);
+    let Some(found) = &planted.found else {
+        panic!(
+            "{} survived {MUTANT_CASES} cases from seed {SEED}:\n{planted}",
+            mutant.name()
+        );
+    };
+    assert_ne!(found.case.fault, StorageFault::None, "{planted}");
+    assert!(
+        found.violations.iter().any(|v| v.starts_with("truth")),
+        "{planted}"
+    );
+
+    let clean = random_campaign_with(Variant::TwiceOnRetry, None, budget, false);
     assert_eq!(clean.violations(), 0, "{clean}");
 }
 
