@@ -2,7 +2,8 @@
 //!
 //! This file parses arguments and is the one place that turns errors into exit codes
 //! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal, 3 a journal written by
-//! a newer tooljournal (docs/FORMAT.md, *Versioning*).
+//! a newer tooljournal (docs/FORMAT.md, *Versioning*). `fuzz` says 1 also when it found a
+//! violation, and 2 when its transcript or workspace template cannot be used.
 
 /// `println!` that returns [`CliError::StdoutClosed`] instead of panicking on a closed pipe.
 macro_rules! outln {
@@ -14,6 +15,7 @@ mod approval;
 mod chat;
 mod config;
 mod demo;
+mod fuzz_cmd;
 mod journal_cmd;
 mod model_cli;
 mod policy;
@@ -174,6 +176,52 @@ enum Command {
         #[arg(long, value_name = "N")]
         max_steps: Option<u32>,
     },
+    /// Fuzz a transcript: run it many times with the real built-in and MCP tools, varying
+    /// where the user stops a step, how approvals are answered and where the journal's disk
+    /// fails; check the invariants and that the journal's word on every call agrees with the
+    /// workspace's files.
+    ///
+    /// Each case runs on a fresh copy of the template workspace (empty without one), with the
+    /// journal on a simulated disk that may fail or lose power at any I/O operation; then
+    /// recovery, maybe a resume (`--rerun`), and the checks: the runtime's invariants, and the
+    /// truth property over the files the transcript's `write` and `edit` calls name (by
+    /// sha256): a call the journal says succeeded took effect, one it says never ran did not.
+    /// A step is stopped at its start or the moment one of its bodies begins, never after a
+    /// number of ms (real tools take real time: events, not times, make one seed give one
+    /// report; a `cancel_after_ms` the transcript writes is kept, and may vary).
+    ///
+    /// Prints the first seed, then per call which final words were reached and how often (ok,
+    /// each error code, ABORTED, ABORTED_BEFORE_DISPATCH, TOOL_NOT_STARTED,
+    /// TOOL_OUTCOME_UNKNOWN), then `cases: N, violations: V`. The first violation stops the
+    /// campaign; it is shrunk and printed as a transcript, and the exit status is 1. Exit 2:
+    /// the transcript or the template cannot be used.
+    ///
+    /// Limits: `bash` and MCP calls are assumed not to change the files `write` and `edit`
+    /// name (a transcript whose `bash` call edits such a file reports a false violation); the
+    /// workspace's files are real, so a simulated power loss does not reach them; MCP servers
+    /// start once for the whole campaign and are not reset between cases; tool exposure
+    /// settings of the configuration are not applied.
+    Fuzz {
+        /// The transcript (DESIGN.md §10 format).
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        /// The directory every case's workspace starts as a copy of (default: empty).
+        #[arg(long, value_name = "DIR")]
+        workspace_template: Option<PathBuf>,
+        /// No case begins after this many seconds (with --cases: whichever comes first).
+        #[arg(long, value_name = "S")]
+        seconds: Option<u64>,
+        /// Most cases (default: 100 when --seconds is not given).
+        #[arg(long, value_name = "N")]
+        cases: Option<u64>,
+        /// The first case's seed; case k has seed + k (default: from the clock).
+        #[arg(long, value_name = "S")]
+        seed: Option<u64>,
+        /// The configuration file, for its MCP servers (default:
+        /// $XDG_CONFIG_HOME/tooljournal/config.toml, if it exists).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// List the sessions under the state directory.
     Sessions {
         #[arg(long)]
@@ -210,7 +258,8 @@ enum JournalCommand {
 pub enum CliError {
     /// Bad arguments, or an I/O error: exit 1.
     Failed(String),
-    /// The journal is corrupt (not merely torn): exit 2.
+    /// The journal is corrupt (not merely torn), or `fuzz`'s transcript or template cannot be
+    /// used: exit 2.
     Corrupt(String),
     /// The journal was written by a newer tooljournal (a newer event schema): exit 3.
     Newer(String),
@@ -362,6 +411,21 @@ fn main() -> ExitCode {
                 steps_max: max_steps,
             },
             prompts: prompt,
+        }),
+        Command::Fuzz {
+            script,
+            workspace_template,
+            seconds,
+            cases,
+            seed,
+            config,
+        } => fuzz_cmd::fuzz(fuzz_cmd::FuzzArgs {
+            script,
+            workspace_template,
+            seconds,
+            cases,
+            seed,
+            config,
         }),
         Command::Sessions { json } => sessions::list(json),
         Command::Journal { command } => match command {

@@ -1,0 +1,401 @@
+//! A real workspace directory as an [`Observer`]'s world: what `tooljournal fuzz` checks the
+//! truth property against when it runs a transcript with the real built-in tools.
+//!
+//! The world is the content (sha256) of the files the transcript's `write` and `edit` calls
+//! name, nothing else. The model of a call's effect is its journaled evidence: a started
+//! `write` or `edit` records [`Evidence::FileReplace`] (the path, and the hash of the bytes it
+//! will write), so applying the call sets that file to that hash. Limits, said plainly:
+//!
+//! - other calls (`bash`, MCP tools) are assumed not to change the watched files: a transcript
+//!   whose `bash` call appends to a file it also edits makes the check report a violation that
+//!   is the model's, not the runtime's;
+//! - a crash is a process crash for the files: what the tools handed the operating system
+//!   stays. The workspace's power loss is not simulated (the journal's is, on the simulated
+//!   disk), so [`Observer::crash`] drops nothing;
+//! - a path is checked where the transcript names it; a symlink in the template is recorded as
+//!   the link, not followed (a write through it lands on, and is recorded by evidence for, its
+//!   target).
+
+use super::observe::{CallView, Observer};
+use runtime::event::Evidence;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// The tools whose calls name the files a [`WorkspaceWorld`] watches.
+pub const FILE_TOOLS: [&str; 2] = ["write", "edit"];
+
+/// A workspace directory, reset from a template before every session and observed by the
+/// content of some of its files.
+#[derive(Debug, Clone)]
+pub struct WorkspaceWorld {
+    template: Option<PathBuf>,
+    dir: PathBuf,
+    /// Workspace-relative, normalised (see [`normalise`]), sorted, without duplicates.
+    paths: Vec<String>,
+}
+
+/// The files a [`WorkspaceWorld`] compares: each watched path and the sha256 (hex) of its
+/// content, `None` when absent. Something else at the path (a directory, a symlink, a file that
+/// cannot be read) is described in words, which never equal a hash.
+pub type Files = BTreeMap<String, Option<String>>;
+
+impl WorkspaceWorld {
+    /// The workspace `dir`, which [`Observer::reset`] fills with a copy of `template`'s tree (an
+    /// empty directory without one), watching `paths` (relative to the workspace; a path that
+    /// could not be in it, absolute or with `..`, is left out: the file tools refuse it).
+    pub fn new(template: Option<PathBuf>, dir: PathBuf, paths: Vec<String>) -> WorkspaceWorld {
+        let mut paths: Vec<String> = paths.iter().filter_map(|p| normalise(p)).collect();
+        paths.sort();
+        paths.dedup();
+        WorkspaceWorld {
+            template,
+            dir,
+            paths,
+        }
+    }
+
+    /// The watched paths, normalised.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// [`Observer::reset`], saying what went wrong: empties `dir` (creating it if it is
+    /// missing; the directory itself stays, so a tool holding a handle on it keeps working)
+    /// and copies the template's tree into it.
+    pub fn try_reset(&self) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                fs::remove_dir_all(entry.path())?;
+            } else {
+                fs::remove_file(entry.path())?;
+            }
+        }
+        match &self.template {
+            Some(template) => copy_tree(template, &self.dir),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Observer for WorkspaceWorld {
+    type Snapshot = Files;
+
+    /// # Panics
+    ///
+    /// When the workspace cannot be emptied or the template copied: a case run on a world
+    /// other than the template's would check nothing true. Call [`WorkspaceWorld::try_reset`]
+    /// first to report such an error instead.
+    fn reset(&self) {
+        if let Err(e) = self.try_reset() {
+            panic!(
+                "cannot reset the workspace {} from {}: {e}",
+                self.dir.display(),
+                self.template
+                    .as_deref()
+                    .map_or("nothing".into(), |t| t.display().to_string())
+            );
+        }
+    }
+
+    fn snapshot(&self) -> Files {
+        self.paths
+            .iter()
+            .map(|p| (p.clone(), file_state(&self.dir.join(p))))
+            .collect()
+    }
+
+    fn apply(&self, state: &mut Files, call: &CallView<'_>) {
+        for evidence in call.evidence {
+            #[allow(unreachable_patterns)] // Evidence may grow kinds that touch no file.
+            let (path, after) = match evidence {
+                Evidence::FileReplace {
+                    path, after_sha256, ..
+                } => (path, after_sha256),
+                _ => continue,
+            };
+            // Evidence paths are relative to the workspace, as the tools show them.
+            if let Some(watched) = normalise(path).and_then(|p| state.get_mut(&p)) {
+                *watched = Some(after.clone());
+            }
+        }
+    }
+
+    // `crash`: the default (nothing lost). The files are real: a process crash keeps what the
+    // tools handed the OS, and the workspace's power loss is not simulated.
+}
+
+/// The paths the `write` and `edit` calls of `turns` name (their `path` argument), as a
+/// [`WorkspaceWorld`] watches them.
+pub fn written_paths(turns: &[super::Turn]) -> Vec<String> {
+    let mut paths: Vec<String> = turns
+        .iter()
+        .flat_map(|t| &t.steps)
+        .flat_map(|s| &s.calls)
+        .filter(|c| FILE_TOOLS.contains(&c.tool.as_str()))
+        .filter_map(|c| {
+            let args: serde_json::Value = serde_json::from_str(&c.arguments).ok()?;
+            normalise(args.get("path")?.as_str()?)
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// `path` as the file tools show it: relative, `.` components dropped, `/`-separated. `None`
+/// for a path they refuse (empty, absolute, or with `..`).
+fn normalise(path: &str) -> Option<String> {
+    let mut parts = Vec::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str()?),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// The file at `path`: its content's sha256, `None` when nothing is there, or what else is
+/// there in words.
+fn file_state(path: &Path) -> Option<String> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(format!("cannot be inspected: {e}")),
+    };
+    if meta.file_type().is_symlink() {
+        return Some(match fs::read_link(path) {
+            Ok(target) => format!("a symlink to {}", target.display()),
+            Err(e) => format!("a symlink that cannot be read: {e}"),
+        });
+    }
+    if !meta.is_file() {
+        return Some("not a regular file".to_owned());
+    }
+    Some(match fs::read(path) {
+        Ok(bytes) => runtime::tools::sha256_hex(&bytes),
+        Err(e) => format!("cannot be read: {e}"),
+    })
+}
+
+/// Copies the tree under `from` into the existing directory `to`: directories, regular files
+/// (with their permissions) and symlinks (as links). Anything else (a FIFO, a socket) is
+/// refused: copying it would block or mean nothing.
+fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    let entries = fs::read_dir(from).map_err(|e| in_path(from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| in_path(from, e))?;
+        let source = entry.path();
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type().map_err(|e| in_path(&source, e))?;
+        if kind.is_dir() {
+            fs::create_dir(&target).map_err(|e| in_path(&target, e))?;
+            copy_tree(&source, &target)?;
+        } else if kind.is_symlink() {
+            let link = fs::read_link(&source).map_err(|e| in_path(&source, e))?;
+            std::os::unix::fs::symlink(link, &target).map_err(|e| in_path(&target, e))?;
+        } else if kind.is_file() {
+            fs::copy(&source, &target).map_err(|e| in_path(&source, e))?;
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: not a regular file, directory or symlink",
+                    source.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `e`, naming the path it happened at.
+fn in_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn sha(text: &str) -> Option<String> {
+        Some(runtime::tools::sha256_hex(text.as_bytes()))
+    }
+
+    fn replace(path: &str, after: &str) -> Evidence {
+        Evidence::FileReplace {
+            path: path.to_owned(),
+            before_sha256: None,
+            after_sha256: runtime::tools::sha256_hex(after.as_bytes()),
+        }
+    }
+
+    fn view<'a>(evidence: &'a [Evidence], args: &'a Value) -> CallView<'a> {
+        CallView {
+            id: "c1",
+            tool: "write",
+            args,
+            evidence,
+            idempotency_key: "tj1-x",
+        }
+    }
+
+    fn template() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join("notes.txt"), "TODO\n").unwrap();
+        fs::create_dir_all(t.path().join("src/deep")).unwrap();
+        fs::write(t.path().join("src/deep/lib.rs"), "fn f() {}\n").unwrap();
+        std::os::unix::fs::symlink("notes.txt", t.path().join("link")).unwrap();
+        t
+    }
+
+    #[test]
+    fn reset_empties_the_directory_and_copies_the_template_tree() {
+        let t = template();
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("ws");
+        let world = WorkspaceWorld::new(Some(t.path().to_owned()), dir.clone(), vec![]);
+        world.reset();
+        fs::write(dir.join("left-over.txt"), "x").unwrap();
+        fs::create_dir_all(dir.join("made/by/bash")).unwrap();
+        fs::write(dir.join("notes.txt"), "changed").unwrap();
+        world.reset();
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["link", "notes.txt", "src"]);
+        assert_eq!(fs::read_to_string(dir.join("notes.txt")).unwrap(), "TODO\n");
+        assert_eq!(
+            fs::read_to_string(dir.join("src/deep/lib.rs")).unwrap(),
+            "fn f() {}\n"
+        );
+        assert_eq!(
+            fs::read_link(dir.join("link")).unwrap(),
+            Path::new("notes.txt")
+        );
+    }
+
+    #[test]
+    fn reset_without_a_template_leaves_an_empty_directory_and_a_bad_template_is_an_error() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("ws");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("a"), "x").unwrap();
+        WorkspaceWorld::new(None, dir.clone(), vec![]).reset();
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+        let missing = root.path().join("no-such-template");
+        let e = WorkspaceWorld::new(Some(missing.clone()), dir, vec![])
+            .try_reset()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(&missing.display().to_string()),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_holds_exactly_the_watched_paths_hashed_or_absent() {
+        let t = template();
+        let root = tempfile::tempdir().unwrap();
+        let world = WorkspaceWorld::new(
+            Some(t.path().to_owned()),
+            root.path().join("ws"),
+            vec![
+                "./notes.txt".into(),
+                "new/file.txt".into(),
+                "notes.txt".into(),
+                "../outside".into(),
+                "/abs".into(),
+                "link".into(),
+                "src".into(),
+            ],
+        );
+        world.reset();
+        let snapshot = world.snapshot();
+        let expected: Files = [
+            ("link".to_owned(), Some("a symlink to notes.txt".to_owned())),
+            ("new/file.txt".to_owned(), None),
+            ("notes.txt".to_owned(), sha("TODO\n")),
+            ("src".to_owned(), Some("not a regular file".to_owned())),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(snapshot, expected);
+    }
+
+    #[test]
+    fn apply_sets_each_watched_file_its_evidence_names_to_the_hash_written() {
+        let root = tempfile::tempdir().unwrap();
+        let world = WorkspaceWorld::new(
+            None,
+            root.path().join("ws"),
+            vec!["a.txt".into(), "sub/b.txt".into()],
+        );
+        world.reset();
+        let mut state = world.snapshot();
+        assert_eq!(state.values().flatten().count(), 0, "{state:?}");
+        let args = Value::Null;
+        let evidence = [
+            replace("a.txt", "one"),
+            replace("./sub/b.txt", "two"),
+            replace("unwatched.txt", "three"),
+        ];
+        world.apply(&mut state, &view(&evidence, &args));
+        let expected: Files = [
+            ("a.txt".to_owned(), sha("one")),
+            ("sub/b.txt".to_owned(), sha("two")),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(state, expected);
+        // A call without evidence changes nothing.
+        world.apply(&mut state, &view(&[], &args));
+        assert_eq!(state, expected);
+        // The model agrees with the files a real write leaves.
+        fs::write(root.path().join("ws/a.txt"), "one").unwrap();
+        fs::create_dir(root.path().join("ws/sub")).unwrap();
+        fs::write(root.path().join("ws/sub/b.txt"), "two").unwrap();
+        assert_eq!(world.snapshot(), expected);
+    }
+
+    #[test]
+    fn written_paths_are_the_path_arguments_of_write_and_edit_calls() {
+        use crate::harness::{Call, Step, Turn};
+        use runtime::event::StopReason;
+        let call = |id: &str, tool: &str, arguments: &str| Call {
+            id: id.into(),
+            tool: tool.into(),
+            arguments: arguments.into(),
+            approval: None,
+        };
+        let turns = vec![Turn {
+            user: "u".into(),
+            steps: vec![Step {
+                text: String::new(),
+                calls: vec![
+                    call("1", "write", r#"{"path":"./b.txt","content":"x"}"#),
+                    call(
+                        "2",
+                        "edit",
+                        r#"{"path":"a.txt","old_string":"x","new_string":"y"}"#,
+                    ),
+                    call("3", "read", r#"{"path":"c.txt"}"#),
+                    call("4", "write", r#"{"path":"b.txt","content":"y"}"#),
+                    call("5", "write", "{not json"),
+                    call("6", "bash", r#"{"command":"echo > d.txt","path":"d.txt"}"#),
+                ],
+                stop_reason: StopReason::ToolUse,
+                cancel: None,
+            }],
+        }];
+        assert_eq!(written_paths(&turns), ["a.txt", "b.txt"]);
+    }
+}

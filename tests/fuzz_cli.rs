@@ -1,0 +1,288 @@
+//! `tooljournal fuzz` through the binary (issue #22, item 2): a transcript with a parallel batch
+//! run many times with the real tools, its report, its determinism and its refusals.
+//!
+//! `tests/data/fuzz_batch.jsonl` sends one batch on a copy of `tests/data/fuzz_template`:
+//! `b1` `bash sleep 30`, `r1` `read notes.txt`, `e1` `edit notes.txt`, `b2` `bash sleep 30`,
+//! `w1` `write out/summary.txt`, `t1` `todo`. `bash` and `todo` are exclusive and the read and
+//! the edit share a path, so the bodies run one after the other in that order. A stop the
+//! moment body n begins (the harness's `AtBody(n)`, drawn for n < 4) stops that body and leaves
+//! every call behind it never dispatched: `b1` or `b2` `ABORTED` for n = 0 or 3, and `w1` and
+//! `t1` `ABORTED_BEFORE_DISPATCH` for every n. Each `sleep 30` carries `timeout_ms` 200, so a
+//! case nobody stops never waits for it (it ends `TIMEOUT`).
+
+#[path = "mcp/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The seed the report test starts from: its [`CASES`] cases draw both stops above (a seed, not
+/// luck: the same seed draws the same cases, and stops at events land the same way each run).
+const SEED: u64 = 100;
+/// Enough cases for both words from [`SEED`], few enough for a debug build on 2 cores (about
+/// half a second each).
+const CASES: u64 = 20;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `tooljournal fuzz ARGS`, with no configuration file of the user's in the way.
+fn fuzz(args: &[&str]) -> Output {
+    let config_home = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .arg("fuzz")
+        .args(args)
+        .env("XDG_CONFIG_HOME", config_home.path())
+        .output()
+        .expect("the binary runs")
+}
+
+/// `fuzz_batch.jsonl` on its template, from `seed`, `cases` cases.
+fn fuzz_batch(seed: u64, cases: u64) -> Output {
+    fuzz(&[
+        "--script",
+        data("fuzz_batch.jsonl").to_str().unwrap(),
+        "--workspace-template",
+        data("fuzz_template").to_str().unwrap(),
+        "--seed",
+        &seed.to_string(),
+        "--cases",
+        &cases.to_string(),
+    ])
+}
+
+/// The report's per-call lines (`id (tool): word n, word n`), by id.
+fn outcomes(stdout: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let (call, words) = line.split_once("): ")?;
+            let (id, _tool) = call.split_once(" (")?;
+            let words = words
+                .split(", ")
+                .map(|w| {
+                    let (word, n) = w.rsplit_once(' ').unwrap_or((w, "?"));
+                    (word.to_owned(), n.parse().unwrap_or(0))
+                })
+                .collect();
+            Some((id.to_owned(), words))
+        })
+        .collect()
+}
+
+#[test]
+fn a_stopped_parallel_batch_reaches_aborted_and_aborted_before_dispatch_with_no_violation() {
+    let out = fuzz_batch(SEED, CASES);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.lines().next(),
+        Some(format!("first seed {SEED}").as_str())
+    );
+    assert_eq!(
+        stdout.trim_end().lines().last(),
+        Some(format!("cases: {CASES}, violations: 0").as_str()),
+        "{stdout}"
+    );
+    let words = outcomes(&stdout);
+    let count = |id: &str, word: &str| words.get(id).and_then(|w| w.get(word)).copied();
+    for running in ["b1", "b2"] {
+        assert!(
+            count(running, "ABORTED") > Some(0),
+            "{running} never stopped while running:\n{stdout}"
+        );
+    }
+    for queued in ["w1", "t1"] {
+        assert!(
+            count(queued, "ABORTED_BEFORE_DISPATCH") > Some(0),
+            "{queued} never aborted before dispatch:\n{stdout}"
+        );
+    }
+    // The first body is never queued behind another.
+    assert_eq!(count("b1", "ABORTED_BEFORE_DISPATCH"), None, "{stdout}");
+    // The watched files' calls also ran to their end, so the truth check had effects to find.
+    for done in ["e1", "w1", "t1"] {
+        assert!(count(done, "ok") > Some(0), "{done} never ok:\n{stdout}");
+    }
+    // Every call the model sent has one word per case.
+    for id in ["b1", "r1", "e1", "b2", "w1", "t1"] {
+        let total: u64 = words.get(id).map_or(0, |w| w.values().sum());
+        assert_eq!(total, CASES, "{id}:\n{stdout}");
+    }
+}
+
+#[test]
+fn the_same_seed_prints_the_same_report_byte_for_byte() {
+    let first = fuzz_batch(SEED + 100, 6);
+    let second = fuzz_batch(SEED + 100, 6);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_eq!(
+        text(&first.stdout),
+        text(&second.stdout),
+        "stderr:\n{}",
+        text(&second.stderr)
+    );
+    assert!(
+        text(&first.stdout).contains("b1 (bash): "),
+        "{}",
+        text(&first.stdout)
+    );
+}
+
+#[test]
+fn a_transcript_that_cannot_be_used_exits_2_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str], said: &[&str]| {
+        let out = fuzz(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for s in said {
+            assert!(stderr.contains(s), "{args:?}: {s:?} not in {stderr}");
+        }
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    };
+
+    let missing = dir.path().join("no-such.jsonl");
+    let missing = missing.to_str().unwrap();
+    refused(
+        &["--script", missing],
+        &[missing, "cannot read the transcript"],
+    );
+
+    let bad_line = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad_line,
+        "{\"user\": \"hi\"}\n{\"assistant\": {\"tool_calls\": 3}}\n",
+    )
+    .unwrap();
+    let bad_line = bad_line.to_str().unwrap();
+    refused(&["--script", bad_line], &[&format!("{bad_line}:2")]);
+
+    let no_user = dir.path().join("no-user.jsonl");
+    std::fs::write(
+        &no_user,
+        "{\"assistant\": {\"text\": \"hi\", \"stop_reason\": \"end_turn\"}}\n",
+    )
+    .unwrap();
+    let no_user = no_user.to_str().unwrap();
+    refused(&["--script", no_user], &[no_user, "line 1"]);
+
+    let script = data("fuzz_batch.jsonl");
+    let template = dir.path().join("no-such-template");
+    refused(
+        &[
+            "--script",
+            script.to_str().unwrap(),
+            "--workspace-template",
+            template.to_str().unwrap(),
+        ],
+        &[template.to_str().unwrap()],
+    );
+}
+
+#[test]
+fn a_change_the_journal_cannot_explain_is_a_violation_shrunk_and_exit_1() {
+    // `bash` rewrites the file `write` wrote: the check assumes `bash` changes no watched file
+    // (the documented limit), so no outcome the journal allows explains the workspace.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("shell-rewrites.jsonl");
+    let lines = [
+        serde_json::json!({"user": "Write it, then let the shell change it."}),
+        serde_json::json!({"assistant": {"text": "Writing.", "tool_calls": [
+            {"id": "w1", "name": "write", "arguments": r#"{"path": "a.txt", "content": "one"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Shell.", "tool_calls": [
+            {"id": "b1", "name": "bash", "arguments": r#"{"command": "echo two > a.txt"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
+    ];
+    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text_of.join("\n")).unwrap();
+    let out = fuzz(&[
+        "--script",
+        script.to_str().unwrap(),
+        "--seed",
+        "1",
+        "--cases",
+        "20",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.starts_with("first seed 1\n"), "{stdout}");
+    assert!(stdout.contains("truth (write, edit)"), "{stdout}");
+    assert!(stdout.contains("\"a.txt\""), "{stdout}");
+    assert!(stdout.contains("shrunk case, as a transcript:"), "{stdout}");
+    assert!(stdout.trim_end().ends_with(", violations: 1"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("--seed"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn mcp_tools_of_the_configuration_run_in_every_case_beside_the_built_ins() {
+    // The server starts once; every case's session, on a runtime of its own, calls it.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            support::everything_server().display().to_string()
+        ),
+    )
+    .unwrap();
+    let script = dir.path().join("mcp.jsonl");
+    let lines = [
+        serde_json::json!({"user": "Echo, write, echo."}),
+        serde_json::json!({"assistant": {"text": "All three.", "tool_calls": [
+            {"id": "m1", "name": "mcp__everything__echo", "arguments": r#"{"message": "hi"}"#},
+            {"id": "w1", "name": "write", "arguments": r#"{"path": "a.txt", "content": "one"}"#},
+            {"id": "m2", "name": "mcp__everything__echo", "arguments": r#"{"message": "again"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
+    ];
+    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text_of.join("\n")).unwrap();
+    let out = fuzz(&[
+        "--script",
+        script.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--seed",
+        "3",
+        "--cases",
+        "15",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.trim_end().ends_with("cases: 15, violations: 0"),
+        "{stdout}"
+    );
+    let words = outcomes(&stdout);
+    for id in ["m1", "w1", "m2"] {
+        let ok = words.get(id).and_then(|w| w.get("ok")).copied();
+        assert!(ok > Some(0), "{id} never ok:\n{stdout}");
+    }
+}
