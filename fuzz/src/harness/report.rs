@@ -143,8 +143,9 @@ impl std::fmt::Display for Report {
         if let Some(found) = &self.found {
             writeln!(
                 f,
-                "violation at seed {} (replay: --seed {} --cases 1)",
-                found.seed, found.seed
+                "violation at seed {} (replay that case alone: `--seed {} --cases 1`, or \
+                 `Budget::cases({}, 1)` in a harness of your own)",
+                found.seed, found.seed, found.seed
             )?;
             for v in &found.violations {
                 writeln!(f, "  {v}")?;

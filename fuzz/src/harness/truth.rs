@@ -138,7 +138,12 @@ impl Weighing<'_> {
 
     /// The one call whose word, changed, explains the world; or what is known.
     fn diagnose(&self, base: &[Part], undecided: &[usize]) -> String {
-        for (i, s) in self.calls.iter().enumerate() {
+        // Calls a resume ran again first: with equal arguments, an effect taken twice is more
+        // likely theirs than an earlier call's.
+        let mut order: Vec<usize> = (0..self.calls.len()).collect();
+        order.sort_by_key(|&i| !self.calls[i].late);
+        for i in order {
+            let s = self.calls[i];
             let (id, word) = (s.view.id, s.word.label());
             let tweaks: &[(Part, &str)] = match (s.word == Word::Ok, s.word.never_ran()) {
                 (true, _) => &[
