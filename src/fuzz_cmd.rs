@@ -103,7 +103,7 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     // The servers' transports run on this runtime, kept alive for the whole campaign; each case
     // runs on a runtime of its own and talks to them through it.
     let rt = tokio_runtime()?;
-    let servers = start_servers(&rt, &loaded.config, temp.path())?;
+    let servers = start_servers(&rt, &loaded.config, temp.path(), &dir)?;
     let mcp_tools: Vec<(Arc<dyn Tool>, ToolSource)> = servers
         .iter()
         .flat_map(|s| s.tools())
@@ -130,8 +130,18 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
         tools.extend(mcp_tools.iter().cloned());
         Ok(tools)
     });
+    // Every tool acts on the workspace as far as the check knows, save those that say they
+    // only read: a `bash` or MCP call may have changed any watched file.
+    let tools = factory().map_err(failed)?;
+    let read_only = tools
+        .iter()
+        .filter(|(t, _)| t.is_read_only())
+        .map(|(t, _)| t.name().to_owned());
+    let world = world.reading_only(read_only);
+    let names: Vec<String> = tools.iter().map(|(t, _)| t.name().to_owned()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     harness.tools_each_session(factory);
-    harness.observe(world, &FILE_TOOLS);
+    harness.observe(world, &names);
     // Calls of unknown outcome are probed in the workspace as the crash left it, as
     // `recover --probe` would, and the verdicts held to what the bodies did.
     harness.probe(&dir);
@@ -240,9 +250,17 @@ fn start_servers(
     rt: &tokio::runtime::Runtime,
     config: &FileConfig,
     logs: &Path,
+    workspace: &Path,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
     let mut servers = Vec::new();
     for (name, server_config) in &config.mcp_servers {
+        // In the workspace unless the configuration says where, as `tooljournal run` starts
+        // them in its working directory, the workspace by default.
+        let mut server_config = server_config.clone();
+        server_config
+            .cwd
+            .get_or_insert_with(|| workspace.to_owned());
+        let server_config = &server_config;
         let log = logs.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
         let started = std::fs::File::create(&log)
             .map_err(|e| failed(format!("{}: {e}", log.display())))

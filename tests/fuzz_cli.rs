@@ -189,12 +189,95 @@ fn a_transcript_that_cannot_be_used_exits_2_naming_the_file_and_line() {
     );
 }
 
-#[test]
-fn a_change_the_journal_cannot_explain_is_a_violation_shrunk_and_exit_1() {
-    // `bash` rewrites the file `write` wrote: the check assumes `bash` changes no watched file
-    // (the documented limit), so no outcome the journal allows explains the workspace.
+/// Writes `lines` as a transcript in `dir` and fuzzes it for `cases` cases from `seed`, with the
+/// configuration `config` (TOML) if given.
+fn fuzz_lines(
+    dir: &std::path::Path,
+    lines: &[serde_json::Value],
+    config: Option<&str>,
+    seed: u64,
+    cases: u64,
+) -> Output {
+    let script = dir.join("transcript.jsonl");
+    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text_of.join("\n")).unwrap();
+    let (seed, cases) = (seed.to_string(), cases.to_string());
+    let mut args = vec![
+        "--script",
+        script.to_str().unwrap(),
+        "--seed",
+        &seed,
+        "--cases",
+        &cases,
+    ];
+    let config_file = dir.join("config.toml");
+    if let Some(config) = config {
+        std::fs::write(&config_file, config).unwrap();
+        args.extend(["--config", config_file.to_str().unwrap()]);
+    }
+    fuzz(&args)
+}
+
+/// `write` writes a.txt, then an MCP filesystem server's `write_file` rewrites it; `declared`
+/// is the configuration's word on that tool (`read_only = true`: a lie).
+fn written_then_rewritten_by_mcp(read_only: bool) -> Output {
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("shell-rewrites.jsonl");
+    let mut config = format!(
+        "[mcp_servers.fs]\ncommand = {:?}\nargs = [\".\"]\n",
+        support::filesystem_server().display().to_string()
+    );
+    if read_only {
+        config.push_str("[mcp_servers.fs.tools.write_file]\nread_only = true\n");
+    }
+    let lines = [
+        serde_json::json!({"user": "Write it, then let the server change it."}),
+        serde_json::json!({"assistant": {"text": "Writing.", "tool_calls": [
+            {"id": "w1", "name": "write", "arguments": r#"{"path": "a.txt", "content": "one"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Server.", "tool_calls": [
+            {"id": "m1", "name": "mcp__fs__write_file", "arguments": r#"{"path": "a.txt", "content": "two"}"#}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
+    ];
+    fuzz_lines(dir.path(), &lines, Some(&config), 1, 20)
+}
+
+#[test]
+fn a_tool_declared_read_only_that_writes_is_a_violation_shrunk_and_exit_1() {
+    let out = written_then_rewritten_by_mcp(true);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.starts_with("first seed 1\n"), "{stdout}");
+    assert!(stdout.contains("truth ("), "{stdout}");
+    assert!(stdout.contains("\"a.txt\""), "{stdout}");
+    assert!(stdout.contains("shrunk case, as a transcript:"), "{stdout}");
+    assert!(stdout.trim_end().ends_with(", violations: 1"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("--seed"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_tool_that_may_write_leaves_the_files_it_may_touch_unknown_no_violation() {
+    // Not declared read-only: the server's call may have changed any watched file, so the
+    // rewrite is explained; and a `bash` call rewriting a written file is explained the same way.
+    let out = written_then_rewritten_by_mcp(false);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(outcomes(&stdout)["m1"].get("ok") > Some(&0), "{stdout}");
+    let dir = tempfile::tempdir().unwrap();
     let lines = [
         serde_json::json!({"user": "Write it, then let the shell change it."}),
         serde_json::json!({"assistant": {"text": "Writing.", "tool_calls": [
@@ -205,33 +288,15 @@ fn a_change_the_journal_cannot_explain_is_a_violation_shrunk_and_exit_1() {
         ], "stop_reason": "tool_use"}}),
         serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
     ];
-    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    std::fs::write(&script, text_of.join("\n")).unwrap();
-    let out = fuzz(&[
-        "--script",
-        script.to_str().unwrap(),
-        "--seed",
-        "1",
-        "--cases",
-        "20",
-    ]);
+    let out = fuzz_lines(dir.path(), &lines, None, 1, 20);
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(0),
         "{stdout}\n{}",
         text(&out.stderr)
     );
-    assert!(stdout.starts_with("first seed 1\n"), "{stdout}");
-    assert!(stdout.contains("truth (write, edit)"), "{stdout}");
-    assert!(stdout.contains("\"a.txt\""), "{stdout}");
-    assert!(stdout.contains("shrunk case, as a transcript:"), "{stdout}");
-    assert!(stdout.trim_end().ends_with(", violations: 1"), "{stdout}");
-    assert!(
-        text(&out.stderr).contains("--seed"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(outcomes(&stdout)["b1"].get("ok") > Some(&0), "{stdout}");
 }
 
 #[test]

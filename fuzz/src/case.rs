@@ -35,6 +35,9 @@ pub enum Kind {
     User {
         /// The person is asked first.
         asked: bool,
+        /// It calls the built-in `ask`: its body is the runtime's, its result the person's
+        /// answer (or what became of the question).
+        question: bool,
     },
 }
 

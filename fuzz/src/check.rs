@@ -386,14 +386,24 @@ fn truthful(
         // The ask tool's body is the runtime's own: its truth is what the person said.
         return crate::questions::truthful_ask(run, id, ask, truncated, content, is_error);
     }
-    let asked = matches!(spec.kind, Kind::Approval(_) | Kind::User { asked: true });
+    let asked = matches!(spec.kind, Kind::Approval(_) | Kind::User { asked: true, .. });
     if let (true, Some(_)) = (asked, run.body(id)) {
         crate::questions::ran_on_a_yes(run, id).or_else(|why| fail(&why))?;
     }
     // Texts only recovery writes, exactly as its classification says.
     match code {
-        Some(ErrorCode::ToolNotStarted) if content != not_started_text() => {
+        Some(ErrorCode::ToolNotStarted)
+            if content != not_started_text()
+                && !crate::questions::withdrawn_by_recovery(run, id, spec, content) =>
+        {
             return fail("not the TOOL_NOT_STARTED text");
+        }
+        // A tool may say so itself (an MCP call it lost track of): its own words, then.
+        Some(ErrorCode::ToolOutcomeUnknown)
+            if matches!(run.body(id).and_then(|b| b.end.as_ref()),
+                Some(BodyEnd::Err(ErrorCode::ToolOutcomeUnknown, message)) if content.contains(message.as_str())) =>
+        {
+            return Ok(());
         }
         Some(ErrorCode::ToolOutcomeUnknown) => {
             let declared = run
@@ -453,27 +463,10 @@ fn truthful(
                         ErrorCode::ToolNotStarted,
                         ErrorCode::AbortedBeforeDispatch,
                     ],
-                    // A user's tool may refuse its arguments by its schema, or the model may
-                    // send no JSON at all.
-                    Kind::User { asked }
-                        if asked && crate::questions::ran_on_a_yes(run, id).is_err() =>
-                    {
-                        &[
-                            ErrorCode::PolicyDenied,
-                            ErrorCode::SchemaError,
-                            ErrorCode::SyntaxError,
-                            ErrorCode::ToolNotStarted,
-                            ErrorCode::AbortedBeforeDispatch,
-                            ErrorCode::Aborted,
-                        ]
-                    }
-                    Kind::User { .. } => &[
-                        ErrorCode::SchemaError,
-                        ErrorCode::SyntaxError,
-                        ErrorCode::ToolNotStarted,
-                        ErrorCode::AbortedBeforeDispatch,
-                        ErrorCode::Aborted,
-                    ],
+                    Kind::User { asked, question } => user_not_run(
+                        asked && crate::questions::ran_on_a_yes(run, id).is_err(),
+                        question,
+                    ),
                     // Refused unless the person said yes (I16: silence is no consent).
                     Kind::Approval(_) if crate::questions::ran_on_a_yes(run, id).is_err() => &[
                         ErrorCode::PolicyDenied,
@@ -497,6 +490,45 @@ fn truthful(
         }
     }
     Ok(())
+}
+
+/// The codes a call to a user's tool whose body never ran may end with: refused before
+/// dispatch (no such tool, arguments that are not JSON or not of its schema), never started,
+/// stopped first; `refused`: the person did not say yes to its approval; `question`: a call of
+/// the built-in `ask`, which ends unanswered or declined without its body.
+fn user_not_run(refused: bool, question: bool) -> &'static [ErrorCode] {
+    const BEFORE_DISPATCH: [ErrorCode; 6] = [
+        ErrorCode::UnknownTool,
+        ErrorCode::SchemaError,
+        ErrorCode::SyntaxError,
+        ErrorCode::ToolNotStarted,
+        ErrorCode::AbortedBeforeDispatch,
+        ErrorCode::Aborted,
+    ];
+    const REFUSED: [ErrorCode; 7] = [
+        ErrorCode::PolicyDenied,
+        ErrorCode::UnknownTool,
+        ErrorCode::SchemaError,
+        ErrorCode::SyntaxError,
+        ErrorCode::ToolNotStarted,
+        ErrorCode::AbortedBeforeDispatch,
+        ErrorCode::Aborted,
+    ];
+    const QUESTION: [ErrorCode; 8] = [
+        ErrorCode::QuestionUnanswered,
+        ErrorCode::QuestionDeclined,
+        ErrorCode::UnknownTool,
+        ErrorCode::SchemaError,
+        ErrorCode::SyntaxError,
+        ErrorCode::ToolNotStarted,
+        ErrorCode::AbortedBeforeDispatch,
+        ErrorCode::Aborted,
+    ];
+    match (refused, question) {
+        (_, true) => &QUESTION,
+        (true, false) => &REFUSED,
+        (false, false) => &BEFORE_DISPATCH,
+    }
 }
 
 /// I3 in the rebuilt history: every step of the journal is the model's message with its calls

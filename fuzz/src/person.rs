@@ -28,10 +28,12 @@ pub enum Said {
 }
 
 /// What the person will do with a call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Plan {
     Question(AskSpec),
     YesNo(Option<AskAnswer>),
+    /// A question's end, as a transcript gives it.
+    Given(QuestionOutcome),
 }
 
 /// The simulated person, as the session's approver.
@@ -56,13 +58,19 @@ impl SimPerson {
         *self.plans.lock().unwrap() = plans;
     }
 
-    /// What to answer to the next batch's yes/no approvals, by call id: an answer, or never
-    /// (`None`: the question expires).
-    pub fn plan_answers(&self, answers: impl IntoIterator<Item = (String, Option<AskAnswer>)>) {
-        *self.plans.lock().unwrap() = answers
+    /// What to answer to the next batch's yes/no approvals, by call id (an answer, or never:
+    /// `None`, the question expires), and how its `ask` calls' questions end.
+    pub fn plan_answers(
+        &self,
+        answers: impl IntoIterator<Item = (String, Option<AskAnswer>)>,
+        questions: impl IntoIterator<Item = (String, QuestionOutcome)>,
+    ) {
+        let mut plans: BTreeMap<String, Plan> = answers
             .into_iter()
             .map(|(id, answer)| (id, Plan::YesNo(answer)))
             .collect();
+        plans.extend(questions.into_iter().map(|(id, end)| (id, Plan::Given(end))));
+        *self.plans.lock().unwrap() = plans;
     }
 
     /// Everything the person said, by call id.
@@ -71,7 +79,7 @@ impl SimPerson {
     }
 
     fn plan(&self, call: &CallInfo) -> Option<Plan> {
-        self.plans.lock().unwrap().get(&call.call.call_id).copied()
+        self.plans.lock().unwrap().get(&call.call.call_id).cloned()
     }
 
     fn note(&self, call: &CallInfo, said: Said) {
@@ -100,10 +108,17 @@ impl Approver for SimPerson {
     fn question(&self, call: CallInfo, question: Question) -> QuestionFuture<'_> {
         let plan = self.plan(&call);
         Box::pin(async move {
-            let Some(Plan::Question(spec)) = plan else {
-                return QuestionOutcome::Withdrawn {
-                    reason: "the simulation has no answer for this call".into(),
-                };
+            let spec = match plan {
+                Some(Plan::Question(spec)) => spec,
+                Some(Plan::Given(end)) => {
+                    self.note(&call, Said::Question(end.clone()));
+                    return end;
+                }
+                _ => {
+                    return QuestionOutcome::Withdrawn {
+                        reason: "the simulation has no answer for this call".into(),
+                    }
+                }
             };
             tokio::time::sleep(Duration::from_millis(spec.delay_ms)).await;
             let outcome = match spec.person {

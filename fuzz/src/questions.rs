@@ -48,6 +48,21 @@ fn said_to_question<'a>(run: &'a Run, id: &str) -> Option<&'a QuestionOutcome> {
     }
 }
 
+/// Whether `content` is recovery's word for a transcript's `ask` call (`spec`) whose question was
+/// pending when the session died: withdrawn unanswered, or the answer the person gave and the
+/// model never got.
+pub(crate) fn withdrawn_by_recovery(run: &Run, id: &str, spec: &crate::case::CallSpec, content: &str) -> bool {
+    if !matches!(spec.kind, Kind::User { question: true, .. }) {
+        return false;
+    }
+    let given = match said_to_question(run, id) {
+        Some(QuestionOutcome::Answered(a)) => Some(a),
+        _ => None,
+    };
+    content == question_withdrawn_text()
+        || given.is_some_and(|a| content == answer_undelivered_text(ErrorCode::ToolNotStarted, a))
+}
+
 /// Whether `content` is what the model may truthfully be told about the `ask` call `id`, given
 /// what the person said. `Err` says why not.
 pub fn truthful_ask(
@@ -230,7 +245,37 @@ pub fn questions(
                         ));
                     }
                 }
-                Kind::Approval(_) | Kind::User { asked: true } => {
+                // A transcript's `ask`: every reply is what the person said, and a success
+                // is an answer.
+                Kind::User { question: true, .. } => {
+                    let said = said_to_question(run, id);
+                    for q in &c.asks {
+                        match &q.reply {
+                            Some(Reply::Answered(answer))
+                                if !matches!(said, Some(QuestionOutcome::Answered(a)) if a == answer) =>
+                            {
+                                bad(format!("has the reply {answer:?}; the person said {said:?}"))
+                            }
+                            Some(Reply::Declined { .. })
+                                if !matches!(said, Some(QuestionOutcome::Declined { .. })) =>
+                            {
+                                bad("has a decline the person did not give".into())
+                            }
+                            _ => {}
+                        }
+                    }
+                    let answered = matches!(
+                        c.asks.last().and_then(|q| q.reply.as_ref()),
+                        Some(Reply::Answered(_))
+                    );
+                    if !report.result.is_error && !answered {
+                        bad(format!(
+                            "committed {:?} with no answer",
+                            report.result.content
+                        ));
+                    }
+                }
+                Kind::Approval(_) | Kind::User { asked: true, .. } => {
                     for q in &c.asks {
                         if q.structured.is_some() || q.reply.is_some() {
                             bad("was put a structured question".into());

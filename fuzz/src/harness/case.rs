@@ -7,6 +7,7 @@
 use crate::case::StorageFault;
 use proptest::prelude::*;
 use runtime::event::{RerunPolicy, StopReason};
+use runtime::hooks::QuestionOutcome;
 use runtime::transcript::{ModelStep, ScriptLine};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -65,6 +66,9 @@ pub struct Call {
     pub arguments: String,
     /// Whether a listener asks the person before it runs, and what they answer.
     pub approval: Option<Approval>,
+    /// For a call of the built-in `ask`: what becomes of its question (`None`: the person has
+    /// no answer and it is withdrawn).
+    pub answer: Option<QuestionOutcome>,
 }
 
 /// What the person answers when asked whether a call may run.
@@ -168,6 +172,19 @@ fn approval() -> impl Strategy<Value = Option<Approval>> {
     )
 }
 
+/// What becomes of an `ask` call's question instead of what the transcript says: declined,
+/// expired, withdrawn, or no answer at all.
+fn question_end() -> impl Strategy<Value = Option<QuestionOutcome>> {
+    prop_oneof![
+        Just(Some(QuestionOutcome::Declined { text: None })),
+        Just(Some(QuestionOutcome::Expired)),
+        Just(Some(QuestionOutcome::Withdrawn {
+            reason: "the terminal went away".into()
+        })),
+        Just(None),
+    ]
+}
+
 fn fault(space: PlanSpace) -> BoxedStrategy<StorageFault> {
     if space.faults {
         crate::case::fault().boxed()
@@ -243,6 +260,7 @@ pub fn random_cases(
                                             tool,
                                             arguments: args.to_string(),
                                             approval,
+                                            answer: None,
                                         })
                                         .collect(),
                                     stop_reason,
@@ -296,6 +314,7 @@ pub fn turns_of(lines: &[ScriptLine]) -> Result<Vec<Turn>, String> {
                             runtime::event::AskAnswer::Expired => Approval::Expire,
                             _ => Approval::Allow,
                         }),
+                        answer: r.answers.get(&c.call_id).cloned(),
                     });
                 }
                 turn.steps.push(Step {
@@ -326,12 +345,17 @@ pub fn script_cases(turns: Vec<Turn>, space: PlanSpace) -> BoxedStrategy<UserCas
             prop_oneof![1 => Just(None), 1 => approval().prop_map(Some)],
             calls_n,
         ),
+        proptest::collection::vec(
+            prop_oneof![1 => Just(None), 1 => question_end().prop_map(Some)],
+            calls_n,
+        ),
         1..=space.parallel_max.max(1),
         fault(space),
         resume(space),
     )
-        .prop_map(move |(cancels, approvals, parallel_max, fault, resume)| {
+        .prop_map(move |(cancels, approvals, answers, parallel_max, fault, resume)| {
             let (mut cancels, mut approvals) = (cancels.into_iter(), approvals.into_iter());
+            let mut answers = answers.into_iter();
             let mut turns = turns.clone();
             for step in turns.iter_mut().flat_map(|t| &mut t.steps) {
                 if let Some(Some(drawn)) = cancels.next() {
@@ -340,6 +364,11 @@ pub fn script_cases(turns: Vec<Turn>, space: PlanSpace) -> BoxedStrategy<UserCas
                 for call in &mut step.calls {
                     if let Some(Some(drawn)) = approvals.next() {
                         call.approval = drawn;
+                    }
+                    if let Some(Some(drawn)) = answers.next() {
+                        if call.tool == "ask" {
+                            call.answer = drawn;
+                        }
                     }
                 }
             }
@@ -351,6 +380,16 @@ pub fn script_cases(turns: Vec<Turn>, space: PlanSpace) -> BoxedStrategy<UserCas
             }
         })
         .boxed()
+}
+
+/// A question's end as transcripts spell it (`answers`).
+fn answer_line(end: &QuestionOutcome) -> Value {
+    match end {
+        QuestionOutcome::Answered(a) => json!({"choice": a.choice, "text": a.text}),
+        QuestionOutcome::Declined { .. } => json!("decline"),
+        QuestionOutcome::Expired => json!("expire"),
+        QuestionOutcome::Withdrawn { .. } => json!("withdraw"),
+    }
 }
 
 impl UserCase {
@@ -390,6 +429,14 @@ impl UserCase {
                     .collect();
                 if !approvals.is_empty() {
                     assistant["approvals"] = json!(approvals);
+                }
+                let answers: BTreeMap<&str, Value> = step
+                    .calls
+                    .iter()
+                    .filter_map(|c| Some((c.id.as_str(), answer_line(c.answer.as_ref()?))))
+                    .collect();
+                if !answers.is_empty() {
+                    assistant["answers"] = json!(answers);
                 }
                 let _ = writeln!(out, "{}", json!({ "assistant": assistant }));
             }

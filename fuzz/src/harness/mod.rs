@@ -69,7 +69,7 @@ mod truth;
 mod verdict;
 mod watch;
 mod workspace;
-pub use workspace::{written_paths, Files, WorkspaceWorld, FILE_TOOLS};
+pub use workspace::{written_paths, FileState, Files, WorkspaceWorld, FILE_TOOLS};
 
 pub use case::{
     random_cases, script_cases, turns_of, Approval, Call, CancelAt, PlanSpace, Resume, Step, Turn,

@@ -354,7 +354,11 @@ impl Play<'_> {
         if let Ok(mut asked) = self.parts.asks.planned.lock() {
             *asked = planned.iter().map(|(id, _)| id.clone()).collect();
         }
-        self.parts.person.plan_answers(planned);
+        let questions = step
+            .calls
+            .iter()
+            .filter_map(|c| Some((c.id.clone(), c.answer.clone()?)));
+        self.parts.person.plan_answers(planned, questions);
     }
 
     /// A cancel after some ms: now (0), or by a timer task.
@@ -396,6 +400,7 @@ fn sent_step((turn, step): (u32, u32), s: &Step) -> SentStep {
                 let spec = CallSpec {
                     kind: Kind::User {
                         asked: c.approval.is_some(),
+                        question: c.tool == "ask",
                     },
                     parallel: false,
                     duration_ms: 0,

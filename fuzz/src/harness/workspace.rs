@@ -6,9 +6,10 @@
 //! `write` or `edit` records [`Evidence::FileReplace`] (the path, and the hash of the bytes it
 //! will write), so applying the call sets that file to that hash. Limits, said plainly:
 //!
-//! - other calls (`bash`, MCP tools) are assumed not to change the watched files: a transcript
-//!   whose `bash` call appends to a file it also edits makes the check report a violation that
-//!   is the model's, not the runtime's;
+//! - a call the model cannot see into (`bash`, an MCP tool that is not read-only) may have
+//!   changed any watched file: applying it leaves every watched file in [`FileState::AnyState`],
+//!   which equals whatever is there, until a later `write` or `edit` sets it again (the check
+//!   after such a call is only as strong as the calls after it);
 //! - a crash is a process crash for the files: what the tools handed the operating system
 //!   stays. The workspace's power loss is not simulated (the journal's is, on the simulated
 //!   disk), so [`Observer::crash`] drops nothing;
@@ -34,12 +35,39 @@ pub struct WorkspaceWorld {
     dir: PathBuf,
     /// Workspace-relative, normalised (see [`normalise`]), sorted, without duplicates.
     paths: Vec<String>,
+    /// Tools that change nothing: applying their calls leaves the files as they are.
+    read_only: Vec<String>,
 }
 
-/// The files a [`WorkspaceWorld`] compares: each watched path and the sha256 (hex) of its
-/// content, `None` when absent. Something else at the path (a directory, a symlink, a file that
-/// cannot be read) is described in words, which never equal a hash.
-pub type Files = BTreeMap<String, Option<String>>;
+/// The files a [`WorkspaceWorld`] compares: each watched path and what it holds.
+pub type Files = BTreeMap<String, FileState>;
+
+/// What a watched path holds, as the truth property compares it.
+#[derive(Debug, Clone, Eq)]
+pub enum FileState {
+    /// Nothing is there.
+    Absent,
+    /// A regular file; the sha256 (hex) of its content.
+    Sha256(String),
+    /// Something else, in words (a directory, a symlink, a file that cannot be read): never
+    /// equal to a file.
+    Other(String),
+    /// A call the model cannot see into may have changed it: equal to any state (only ever
+    /// made by [`Observer::apply`], never found on disk).
+    AnyState,
+}
+
+impl PartialEq for FileState {
+    fn eq(&self, other: &FileState) -> bool {
+        match (self, other) {
+            (FileState::AnyState, _) | (_, FileState::AnyState) => true,
+            (FileState::Absent, FileState::Absent) => true,
+            (FileState::Sha256(a), FileState::Sha256(b)) => a == b,
+            (FileState::Other(a), FileState::Other(b)) => a == b,
+            _ => false,
+        }
+    }
+}
 
 impl WorkspaceWorld {
     /// The workspace `dir`, which [`Observer::reset`] fills with a copy of `template`'s tree (an
@@ -53,7 +81,15 @@ impl WorkspaceWorld {
             template,
             dir,
             paths,
+            read_only: Vec::new(),
         }
+    }
+
+    /// The tools (besides `write` and `edit`) that change nothing: every other tool's call may
+    /// have changed any watched file ([`FileState::AnyState`]).
+    pub fn reading_only(mut self, tools: impl IntoIterator<Item = String>) -> WorkspaceWorld {
+        self.read_only = tools.into_iter().collect();
+        self
     }
 
     /// The watched paths, normalised.
@@ -109,6 +145,27 @@ impl Observer for WorkspaceWorld {
     }
 
     fn apply(&self, state: &mut Files, call: &CallView<'_>) {
+        if self.read_only.iter().any(|t| t == call.tool) {
+            return;
+        }
+        if !FILE_TOOLS.contains(&call.tool) {
+            for watched in state.values_mut() {
+                *watched = FileState::AnyState;
+            }
+            return;
+        }
+        // A file tool's call that recorded no evidence (a path that is not UTF-8, a file it
+        // could not read first): whatever it did to the path it names is unknown.
+        if call.evidence.is_empty() {
+            let named = call
+                .args
+                .get("path")
+                .and_then(|p| p.as_str())
+                .and_then(normalise);
+            if let Some(watched) = named.and_then(|p| state.get_mut(&p)) {
+                *watched = FileState::AnyState;
+            }
+        }
         for evidence in call.evidence {
             #[allow(unreachable_patterns)] // Evidence may grow kinds that touch no file.
             let (path, after) = match evidence {
@@ -119,7 +176,7 @@ impl Observer for WorkspaceWorld {
             };
             // Evidence paths are relative to the workspace, as the tools show them.
             if let Some(watched) = normalise(path).and_then(|p| state.get_mut(&p)) {
-                *watched = Some(after.clone());
+                *watched = FileState::Sha256(after.clone());
             }
         }
     }
@@ -160,27 +217,26 @@ fn normalise(path: &str) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// The file at `path`: its content's sha256, `None` when nothing is there, or what else is
-/// there in words.
-fn file_state(path: &Path) -> Option<String> {
+/// What is at `path`: a file's content's sha256, nothing, or what else is there in words.
+fn file_state(path: &Path) -> FileState {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
-        Err(e) => return Some(format!("cannot be inspected: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return FileState::Absent,
+        Err(e) => return FileState::Other(format!("cannot be inspected: {e}")),
     };
     if meta.file_type().is_symlink() {
-        return Some(match fs::read_link(path) {
+        return FileState::Other(match fs::read_link(path) {
             Ok(target) => format!("a symlink to {}", target.display()),
             Err(e) => format!("a symlink that cannot be read: {e}"),
         });
     }
     if !meta.is_file() {
-        return Some("not a regular file".to_owned());
+        return FileState::Other("not a regular file".to_owned());
     }
-    Some(match fs::read(path) {
-        Ok(bytes) => runtime::tools::sha256_hex(&bytes),
-        Err(e) => format!("cannot be read: {e}"),
-    })
+    match fs::read(path) {
+        Ok(bytes) => FileState::Sha256(runtime::tools::sha256_hex(&bytes)),
+        Err(e) => FileState::Other(format!("cannot be read: {e}")),
+    }
 }
 
 /// Copies the tree under `from` into the existing directory `to`: directories, regular files
@@ -224,8 +280,8 @@ mod tests {
     use super::*;
     use serde_json::Value;
 
-    fn sha(text: &str) -> Option<String> {
-        Some(runtime::tools::sha256_hex(text.as_bytes()))
+    fn sha(text: &str) -> FileState {
+        FileState::Sha256(runtime::tools::sha256_hex(text.as_bytes()))
     }
 
     fn replace(path: &str, after: &str) -> Evidence {
@@ -321,10 +377,16 @@ mod tests {
         world.reset();
         let snapshot = world.snapshot();
         let expected: Files = [
-            ("link".to_owned(), Some("a symlink to notes.txt".to_owned())),
-            ("new/file.txt".to_owned(), None),
+            (
+                "link".to_owned(),
+                FileState::Other("a symlink to notes.txt".to_owned()),
+            ),
+            ("new/file.txt".to_owned(), FileState::Absent),
             ("notes.txt".to_owned(), sha("TODO\n")),
-            ("src".to_owned(), Some("not a regular file".to_owned())),
+            (
+                "src".to_owned(),
+                FileState::Other("not a regular file".to_owned()),
+            ),
         ]
         .into_iter()
         .collect();
@@ -341,7 +403,10 @@ mod tests {
         );
         world.reset();
         let mut state = world.snapshot();
-        assert_eq!(state.values().flatten().count(), 0, "{state:?}");
+        assert!(
+            state.values().all(|f| matches!(f, FileState::Absent)),
+            "{state:?}"
+        );
         let args = Value::Null;
         let evidence = [
             replace("a.txt", "one"),
@@ -356,14 +421,42 @@ mod tests {
         .into_iter()
         .collect();
         assert_eq!(state, expected);
-        // A call without evidence changes nothing.
-        world.apply(&mut state, &view(&[], &args));
-        assert_eq!(state, expected);
         // The model agrees with the files a real write leaves.
         fs::write(root.path().join("ws/a.txt"), "one").unwrap();
         fs::create_dir(root.path().join("ws/sub")).unwrap();
         fs::write(root.path().join("ws/sub/b.txt"), "two").unwrap();
         assert_eq!(world.snapshot(), expected);
+        // A write that recorded no evidence leaves the file it names unknown, and only that one.
+        let named = serde_json::json!({"path": "a.txt"});
+        world.apply(&mut state, &view(&[], &named));
+        assert!(matches!(state["a.txt"], FileState::AnyState), "{state:?}");
+        assert!(
+            matches!(state["sub/b.txt"], FileState::Sha256(_)),
+            "{state:?}"
+        );
+    }
+
+    #[test]
+    fn a_call_the_model_cannot_see_into_leaves_every_file_unknown_a_read_only_one_none() {
+        let root = tempfile::tempdir().unwrap();
+        let world = WorkspaceWorld::new(None, root.path().join("ws"), vec!["a.txt".into()])
+            .reading_only(["read".to_owned()]);
+        world.reset();
+        let initial = world.snapshot();
+        let args = Value::Null;
+        let call = |tool| CallView {
+            tool,
+            ..view(&[], &args)
+        };
+        let mut state = initial.clone();
+        world.apply(&mut state, &call("read"));
+        assert!(matches!(state["a.txt"], FileState::Absent), "{state:?}");
+        world.apply(&mut state, &call("bash"));
+        assert!(matches!(state["a.txt"], FileState::AnyState), "{state:?}");
+        // Unknown equals whatever is there; a known state does not.
+        fs::write(root.path().join("ws/a.txt"), "changed by bash").unwrap();
+        assert_eq!(state, world.snapshot());
+        assert_ne!(initial, world.snapshot());
     }
 
     #[test]
@@ -375,6 +468,7 @@ mod tests {
             tool: tool.into(),
             arguments: arguments.into(),
             approval: None,
+            answer: None,
         };
         let turns = vec![Turn {
             user: "u".into(),
