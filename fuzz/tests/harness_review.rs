@@ -218,7 +218,9 @@ impl Tool for Boom {
         json!({"type": "object"})
     }
     fn execute(&self, args: Args, _ctx: ToolContext) -> ToolFuture<'_> {
-        let _missing = args.get("missing").expect("the user's bug: no such argument");
+        let _missing = args
+            .get("missing")
+            .expect("the user's bug: no such argument");
         Box::pin(async move { Ok(ToolOutput::text("unreachable")) })
     }
 }
@@ -314,8 +316,7 @@ fn no_case_begins_after_the_deadline_not_even_to_shrink() {
         .filter(|t| **t > deadline)
         .count();
     assert_eq!(
-        late,
-        0,
+        late, 0,
         "{late} sessions began after the deadline ({} cases ran before it)",
         report.ran
     );
@@ -395,4 +396,35 @@ fn baseline_one_tick_passes() {
     let checked = harness.check(&one_step(vec![call("c1", "tick", "{}")], 1));
     assert!(checked.passed(), "{:?}", checked.violations);
     assert_eq!(sessions.load(Ordering::SeqCst), 1);
+}
+
+/// Defect 6. A transcript the runtime refuses (a call with an empty id: `InvalidResponse`) is
+/// accepted by `turns_of`, so `tooljournal fuzz` runs it instead of refusing it as bad input
+/// (exit 2); every case then stops at that response.
+#[test]
+fn a_transcript_the_runtime_refuses_is_refused_by_turns_of() {
+    let script = r#"{"user": "tick"}
+{"assistant": {"text": "", "tool_calls": [{"id": "", "name": "tick", "arguments": "{}"}], "stop_reason": "tool_use"}}
+{"assistant": {"text": "Done.", "tool_calls": [], "stop_reason": "end_turn"}}
+"#;
+    let lines = parse_script(script, "script").unwrap();
+    let turns = turns_of(&lines);
+    let cell = Cell::default();
+    let mut harness = Harness::new();
+    harness.tool(Arc::new(Tick(cell.clone())));
+    harness.observe(Counted(cell, Arc::default()), &["tick"]);
+    let what_a_case_gives = turns.as_ref().ok().map(|turns| {
+        let case = UserCase {
+            turns: turns.clone(),
+            parallel_max: 1,
+            fault: StorageFault::None,
+            resume: Resume::No,
+        };
+        let checked = harness.check(&case);
+        (checked.calls, checked.violations)
+    });
+    assert!(
+        turns.is_err(),
+        "accepted; a case of it gives {what_a_case_gives:?}"
+    );
 }
