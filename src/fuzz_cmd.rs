@@ -10,17 +10,18 @@
 //! at step start or the moment a body begins lands at the same point every time, so one seed
 //! gives one report (DESIGN.md §12, *Real tools, real clock*).
 //!
-//! Limits, said in `--help` and README too: `bash` and MCP calls are assumed not to change the
-//! files `write` and `edit` name; the workspace's files are real, so they are not subject to the
-//! simulated power loss; MCP servers are started once for the whole campaign and their state
-//! is not reset between cases.
+//! Limits, said in `--help` and README too: a `bash` call, or an MCP call the configuration does
+//! not declare read-only, may have changed any watched file, so after one the check knows those
+//! files only as far as later `write` and `edit` calls set them; the workspace's files are real,
+//! so they are not subject to the simulated power loss; MCP servers are started once for the
+//! whole campaign (in the workspace, unless the configuration says where) and their state is
+//! not reset between cases.
 
 use crate::config::{self, FileConfig};
 use crate::run::{failed, state_root, tokio_runtime};
 use crate::CliError;
 use fuzz::harness::{
     turns_of, written_paths, Budget, Clock, Harness, Progress, ToolFactory, Turn, WorkspaceWorld,
-    FILE_TOOLS,
 };
 use runtime::event::ToolSource;
 use runtime::tool::Tool;

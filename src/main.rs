@@ -196,11 +196,12 @@ enum Command {
     /// campaign; it is shrunk and printed as a transcript, and the exit status is 1. Exit 2:
     /// the transcript or the template cannot be used.
     ///
-    /// Limits: `bash` and MCP calls are assumed not to change the files `write` and `edit`
-    /// name (a transcript whose `bash` call edits such a file reports a false violation); the
-    /// workspace's files are real, so a simulated power loss does not reach them; MCP servers
-    /// start once for the whole campaign and are not reset between cases; tool exposure
-    /// settings of the configuration are not applied.
+    /// Limits: a `bash` call, or an MCP call not declared read-only, may have changed any
+    /// watched file, so after one the check knows those files only as far as later `write` and
+    /// `edit` calls set them; the workspace's files are real, so a simulated power loss does not
+    /// reach them; MCP servers start once for the whole campaign, in the workspace unless the
+    /// configuration says where, and are not reset between cases; tool exposure settings of the
+    /// configuration are not applied.
     Fuzz {
         /// The transcript (DESIGN.md §10 format).
         #[arg(long, value_name = "FILE")]

@@ -386,7 +386,10 @@ fn truthful(
         // The ask tool's body is the runtime's own: its truth is what the person said.
         return crate::questions::truthful_ask(run, id, ask, truncated, content, is_error);
     }
-    let asked = matches!(spec.kind, Kind::Approval(_) | Kind::User { asked: true, .. });
+    let asked = matches!(
+        spec.kind,
+        Kind::Approval(_) | Kind::User { asked: true, .. }
+    );
     if let (true, Some(_)) = (asked, run.body(id)) {
         crate::questions::ran_on_a_yes(run, id).or_else(|why| fail(&why))?;
     }

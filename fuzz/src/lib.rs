@@ -57,22 +57,23 @@ pub fn quiet_simulated_panics() {
 
 /// The case a seed stands for, as a tree proptest can shrink.
 pub fn tree_for_seed(seed: u64) -> impl ValueTree<Value = case::Case> {
-    tree_of(&case::case(), seed)
+    // The campaign's strategy has no filter: it never rejects.
+    tree_of(&case::case(), seed).expect("the case strategy never rejects")
 }
 
 /// The value of `strategy` a seed stands for, as a tree proptest can shrink: the same seed
-/// always gives the same tree.
-pub fn tree_of<S: Strategy>(strategy: &S, seed: u64) -> S::Tree {
+/// always gives the same tree. `Err` when the strategy rejected every value it drew (a filter
+/// that too few values pass).
+pub fn tree_of<S: Strategy>(strategy: &S, seed: u64) -> Result<S::Tree, String> {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
     );
-    // The strategies here have no filters: a tree is always made.
     strategy
         .new_tree(&mut runner)
-        .expect("the fuzz strategies never reject")
+        .map_err(|why| why.to_string())
 }
 
 /// A deliberately broken build of the runtime, of recovery or of the simulation's tools that

@@ -69,7 +69,11 @@ impl SimPerson {
             .into_iter()
             .map(|(id, answer)| (id, Plan::YesNo(answer)))
             .collect();
-        plans.extend(questions.into_iter().map(|(id, end)| (id, Plan::Given(end))));
+        plans.extend(
+            questions
+                .into_iter()
+                .map(|(id, end)| (id, Plan::Given(end))),
+        );
         *self.plans.lock().unwrap() = plans;
     }
 

@@ -51,7 +51,12 @@ fn said_to_question<'a>(run: &'a Run, id: &str) -> Option<&'a QuestionOutcome> {
 /// Whether `content` is recovery's word for a transcript's `ask` call (`spec`) whose question was
 /// pending when the session died: withdrawn unanswered, or the answer the person gave and the
 /// model never got.
-pub(crate) fn withdrawn_by_recovery(run: &Run, id: &str, spec: &crate::case::CallSpec, content: &str) -> bool {
+pub(crate) fn withdrawn_by_recovery(
+    run: &Run,
+    id: &str,
+    spec: &crate::case::CallSpec,
+    content: &str,
+) -> bool {
     if !matches!(spec.kind, Kind::User { question: true, .. }) {
         return false;
     }
@@ -251,10 +256,10 @@ pub fn questions(
                     let said = said_to_question(run, id);
                     for q in &c.asks {
                         match &q.reply {
-                            Some(Reply::Answered(answer))
-                                if !matches!(said, Some(QuestionOutcome::Answered(a)) if a == answer) =>
-                            {
-                                bad(format!("has the reply {answer:?}; the person said {said:?}"))
+                            Some(Reply::Answered(answer)) if !matches!(said, Some(QuestionOutcome::Answered(a)) if a == answer) => {
+                                bad(format!(
+                                    "has the reply {answer:?}; the person said {said:?}"
+                                ))
                             }
                             Some(Reply::Declined { .. })
                                 if !matches!(said, Some(QuestionOutcome::Declined { .. })) =>

@@ -33,6 +33,9 @@ pub struct Body {
     pub key: String,
     /// The attempt number the body was given.
     pub attempt: u32,
+    /// Where its beginning and its end (if it ended) fall among every body's beginnings and
+    /// ends (the user harness orders effects by them; 0 and `None` in the simulation).
+    pub order: (u64, Option<u64>),
 }
 
 /// What a body returned, as the tool recorded it.
@@ -156,6 +159,7 @@ impl Tool for Sim {
                 end: None,
                 key: ctx.idempotency_key().to_owned(),
                 attempt: ctx.attempt(),
+                order: (0, None),
             });
             bodies.len() - 1
         };

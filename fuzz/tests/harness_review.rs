@@ -51,6 +51,7 @@ fn call(id: &str, tool: &str, arguments: &str) -> Call {
         tool: tool.into(),
         arguments: arguments.into(),
         approval: None,
+        answer: None,
     }
 }
 

@@ -278,9 +278,9 @@ pub fn random_cases(
         .boxed()
 }
 
-/// The turns a transcript plays, as written (its cancels and approvals included). `Err` names
-/// the line of a transcript that is not one: a response before any user line, or a call id
-/// used twice.
+/// The turns a transcript plays, as written (its cancels, approvals and answers included).
+/// `Err` names the line of a transcript the runtime would refuse: a response before any user
+/// line, a call id empty or used twice, more calls in a response than a batch may have.
 pub fn turns_of(lines: &[ScriptLine]) -> Result<Vec<Turn>, String> {
     let mut turns: Vec<Turn> = Vec::new();
     let mut ids = std::collections::BTreeSet::new();
@@ -298,7 +298,18 @@ pub fn turns_of(lines: &[ScriptLine]) -> Result<Vec<Turn>, String> {
                     ));
                 };
                 let mut calls = Vec::new();
+                let calls_max = runtime::Config::default().calls_per_batch_max;
+                if r.response.tool_calls.len() > calls_max {
+                    return Err(format!(
+                        "line {}: {} calls in one response, more than the {calls_max} a batch may have",
+                        line.line,
+                        r.response.tool_calls.len()
+                    ));
+                }
                 for c in &r.response.tool_calls {
+                    if c.call_id.is_empty() {
+                        return Err(format!("line {}: a call with an empty id", line.line));
+                    }
                     if !ids.insert(c.call_id.clone()) {
                         return Err(format!(
                             "line {}: call id {} is used twice",
@@ -353,32 +364,34 @@ pub fn script_cases(turns: Vec<Turn>, space: PlanSpace) -> BoxedStrategy<UserCas
         fault(space),
         resume(space),
     )
-        .prop_map(move |(cancels, approvals, answers, parallel_max, fault, resume)| {
-            let (mut cancels, mut approvals) = (cancels.into_iter(), approvals.into_iter());
-            let mut answers = answers.into_iter();
-            let mut turns = turns.clone();
-            for step in turns.iter_mut().flat_map(|t| &mut t.steps) {
-                if let Some(Some(drawn)) = cancels.next() {
-                    step.cancel = drawn;
-                }
-                for call in &mut step.calls {
-                    if let Some(Some(drawn)) = approvals.next() {
-                        call.approval = drawn;
+        .prop_map(
+            move |(cancels, approvals, answers, parallel_max, fault, resume)| {
+                let (mut cancels, mut approvals) = (cancels.into_iter(), approvals.into_iter());
+                let mut answers = answers.into_iter();
+                let mut turns = turns.clone();
+                for step in turns.iter_mut().flat_map(|t| &mut t.steps) {
+                    if let Some(Some(drawn)) = cancels.next() {
+                        step.cancel = drawn;
                     }
-                    if let Some(Some(drawn)) = answers.next() {
-                        if call.tool == "ask" {
-                            call.answer = drawn;
+                    for call in &mut step.calls {
+                        if let Some(Some(drawn)) = approvals.next() {
+                            call.approval = drawn;
+                        }
+                        if let Some(Some(drawn)) = answers.next() {
+                            if call.tool == "ask" {
+                                call.answer = drawn;
+                            }
                         }
                     }
                 }
-            }
-            UserCase {
-                turns,
-                parallel_max,
-                fault,
-                resume,
-            }
-        })
+                UserCase {
+                    turns,
+                    parallel_max,
+                    fault,
+                    resume,
+                }
+            },
+        )
         .boxed()
 }
 

@@ -112,7 +112,8 @@ pub enum Clock {
 /// How the harness runs its sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
-    /// The clock.
+    /// The clock. With [`Clock::Real`], also turn `plan.timed_cancels` off for reports that
+    /// a seed repeats (as `tooljournal fuzz` does).
     pub clock: Clock,
     /// What the plans around transcripts are drawn from.
     pub plan: PlanSpace,
@@ -216,8 +217,9 @@ impl Outcome<'_> {
 fn typed<O: Observer>(snapshot: &AnySnapshot) -> &O::Snapshot {
     snapshot
         .downcast_ref::<O::Snapshot>()
-        // A WorldId<O> is only made by `observe::<O>`, for the world at its index.
-        .expect("a world's snapshots are of its observer's type")
+        // A WorldId<O> is made only by `observe::<O>`, for the world at its index; one from
+        // another harness is a misuse this panic names.
+        .expect("a world's snapshots are of its observer's type (a WorldId of this harness?)")
 }
 
 /// What checking one case found.
@@ -348,6 +350,11 @@ impl Harness {
     }
 
     /// Random cases over the tools registered with arguments.
+    ///
+    /// # Panics
+    ///
+    /// When no tool was registered with arguments ([`Harness::tool_with_args`]): there is
+    /// nothing to call.
     pub fn cases(&self) -> BoxedStrategy<UserCase> {
         let tools = self
             .tools

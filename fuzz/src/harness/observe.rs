@@ -26,7 +26,8 @@ pub struct CallView<'a> {
     pub id: &'a str,
     /// The tool it called.
     pub tool: &'a str,
-    /// Its arguments (`Value::Null` when they are not JSON: such a call never runs).
+    /// Its arguments as its body got them (empty arguments are `{}`; `Value::Null` when they
+    /// are not JSON: such a call never runs).
     pub args: &'a Value,
     /// The evidence its last `started` recorded (empty when it recorded none).
     pub evidence: &'a [Evidence],
@@ -49,8 +50,9 @@ pub trait Observer: Send + Sync + 'static {
     /// The world now.
     fn snapshot(&self) -> Self::Snapshot;
 
-    /// What `call`'s effect, taken once, does to `state`: the tool's specification. Called only
-    /// for calls whose `started` was journaled.
+    /// What `call`'s effect, taken once, does to `state`: the tool's specification. Called for
+    /// the calls whose journal word allows an effect, in the order their bodies ended; and, to
+    /// name the call a contradiction comes from, for others too.
     fn apply(&self, state: &mut Self::Snapshot, call: &CallView<'_>);
 
     /// The session ended with `crash`: drop what the world would lose (an unflushed buffer, an
@@ -106,6 +108,7 @@ pub(crate) struct Erased<O>(pub(crate) O);
 impl<O: Observer> Erased<O> {
     /// Every snapshot this world handles was made by its own `snapshot`.
     fn typed(a: &AnySnapshot) -> &O::Snapshot {
+        // The harness hands a world only the snapshots its own `snapshot` made (and copies).
         a.downcast_ref::<O::Snapshot>()
             .expect("a world only meets snapshots of its own type")
     }
@@ -119,6 +122,7 @@ impl<O: Observer> World for Erased<O> {
         Box::new(self.0.snapshot())
     }
     fn apply(&self, state: &mut AnySnapshot, call: &CallView<'_>) {
+        // As in `typed`: a snapshot of this world.
         let typed = state
             .downcast_mut::<O::Snapshot>()
             .expect("a world only meets snapshots of its own type");

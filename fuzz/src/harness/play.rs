@@ -469,6 +469,7 @@ pub(crate) fn resume(
             events,
         )
         .map_err(|e| format!("the re-running resume was refused: {e}"))?;
+        let _ = ground.journal.set(session.event_log().journal().clone());
         session
             .run_rerun(CancellationToken::new())
             .await

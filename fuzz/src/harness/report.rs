@@ -173,10 +173,19 @@ pub(crate) fn campaign(
     while report.ran < budget.cases && budget.deadline.is_none_or(|d| Instant::now() < d) {
         let seed = budget.first_seed.wrapping_add(report.ran);
         report.ran += 1;
-        let checked = harness.check(&crate::tree_of(cases, seed).current());
+        let checked = match crate::tree_of(cases, seed) {
+            Ok(tree) => check_guarded(harness, &tree.current()),
+            Err(why) => not_run(format!("the case strategy drew no case: {why}")),
+        };
         report.tally(&checked);
         if !checked.passed() {
-            report.found = Some(shrink(harness, cases, seed, checked.violations));
+            report.found = Some(shrink(
+                harness,
+                cases,
+                seed,
+                checked.violations,
+                budget.deadline,
+            ));
         }
         progress(Progress {
             ran: report.ran,
@@ -190,21 +199,63 @@ pub(crate) fn campaign(
     report
 }
 
-/// Shrinks the failing case of `seed` (which broke `violations`) as far as it keeps failing.
+/// [`Harness::check`], with a panic of the user's code (an observer, a tool's setup) reported
+/// as what broke the case rather than ending the campaign.
+fn check_guarded(harness: &Harness, case: &UserCase) -> super::Checked {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| harness.check(case))) {
+        Ok(checked) => checked,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            not_run(format!("the case could not be run: {why}"))
+        }
+    }
+}
+
+/// A case the harness could not run, saying why.
+fn not_run(why: String) -> super::Checked {
+    super::Checked {
+        violations: vec![format!("harness: {why}")],
+        calls: Vec::new(),
+        fault: None,
+        unchecked_worlds: 0,
+        probes: Vec::new(),
+    }
+}
+
+/// Shrinks the failing case of `seed` (which broke `violations`) as far as it keeps failing,
+/// and no further than `deadline`: no case begins after it.
 fn shrink(
     harness: &Harness,
     cases: &BoxedStrategy<UserCase>,
     seed: u64,
     mut violations: Vec<String>,
+    deadline: Option<Instant>,
 ) -> Found {
-    let mut tree = crate::tree_of(cases, seed);
+    // It drew a case a moment ago, from the same seed.
+    let Ok(mut tree) = crate::tree_of(cases, seed) else {
+        return Found {
+            seed,
+            case: UserCase {
+                turns: Vec::new(),
+                parallel_max: 1,
+                fault: crate::case::StorageFault::None,
+                resume: super::Resume::No,
+            },
+            violations,
+        };
+    };
     // The smallest case seen failing: the tree's current one after a `complicate` is not
     // always checked.
     let mut smallest = tree.current();
     let mut steps = 0;
-    while steps < SHRINK_STEPS_MAX && tree.simplify() {
+    while steps < SHRINK_STEPS_MAX && deadline.is_none_or(|d| Instant::now() < d) && tree.simplify()
+    {
         steps += 1;
-        let checked = harness.check(&tree.current());
+        let checked = check_guarded(harness, &tree.current());
         if checked.passed() {
             if !tree.complicate() {
                 break;

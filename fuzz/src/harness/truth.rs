@@ -4,7 +4,9 @@
 //! the observer's model, [`super::Observer::apply`]) every call of its tools whose final word is
 //! a success, none whose word says it never ran ([`super::Word::never_ran`]), and any subset of
 //! the rest (`TOOL_OUTCOME_UNKNOWN`, a failure or a stop after the body began: the journal does
-//! not claim either way), in model order, calls run again by a resume last. The world the
+//! not claim either way), in the order the harness saw their bodies end (a body that never
+//! ended: when it began), so parallel calls and calls a resume ran again take effect when they
+//! did, not in model order. The world the
 //! session left must be one of the results. When none is, the harness looks for the one call
 //! whose word explains the difference (a call said not to have run whose effect is there, a
 //! success whose effect is not, an effect taken twice) and names it.
@@ -20,8 +22,10 @@ pub(crate) const UNDECIDED_MAX: usize = 12;
 pub(crate) struct Subject<'a> {
     pub(crate) view: CallView<'a>,
     pub(crate) word: Word,
-    /// A resume ran it again: its effect comes after every other call's.
-    pub(crate) late: bool,
+    /// When its effect happened, as far as the harness saw (the end of its first body).
+    pub(crate) moment: u64,
+    /// How many of its bodies began (a resume may have run it again).
+    pub(crate) bodies: u32,
 }
 
 /// How one call takes part in a fold.
@@ -47,8 +51,8 @@ pub(crate) fn check(
             .iter()
             .filter(|s| entry.tools.iter().any(|t| t == s.view.tool))
             .collect();
-        // Stable: model order within each group.
-        mine.sort_by_key(|s| s.late);
+        // Stable: calls with no body keep model order, last.
+        mine.sort_by_key(|s| s.moment);
         let world = Weighing {
             world: entry.world.as_ref(),
             calls: &mine,
@@ -138,10 +142,10 @@ impl Weighing<'_> {
 
     /// The one call whose word, changed, explains the world; or what is known.
     fn diagnose(&self, base: &[Part], undecided: &[usize]) -> String {
-        // Calls a resume ran again first: with equal arguments, an effect taken twice is more
-        // likely theirs than an earlier call's.
+        // Calls whose body ran more than once first: with equal arguments, an effect taken
+        // twice is more likely theirs than another call's.
         let mut order: Vec<usize> = (0..self.calls.len()).collect();
-        order.sort_by_key(|&i| !self.calls[i].late);
+        order.sort_by_key(|&i| std::cmp::Reverse(self.calls[i].bodies));
         for i in order {
             let s = self.calls[i];
             let (id, word) = (s.view.id, s.word.label());

@@ -13,7 +13,6 @@ use recover::session::recover_storage;
 use runtime::event::Evidence;
 use runtime::event::{Classification, RerunPolicy};
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Runs `case` and checks it.
@@ -38,7 +37,6 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
         None => Vec::new(),
     };
     let mut bodies = played.run.bodies.clone();
-    let mut late = BTreeSet::new();
     // The journal whose word is final: recovered (the invariants appended the recovery), or
     // resumed from the journal as the crash left it.
     let mut last_journal = played.run.image.clone();
@@ -48,7 +46,6 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
             Ok(None) => {}
             Ok(Some(resumed)) => {
                 rerun_choice(&resumed, policy, &mut v);
-                late.extend(resumed.bodies.iter().map(|b| b.call_id.clone()));
                 bodies.extend(resumed.bodies);
                 after_resume(&pristine, &mut v);
                 last_journal = pristine;
@@ -72,9 +69,10 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
     };
     let calls = settle(case, &last_analysis, &bodies);
     let last: Vec<AnySnapshot> = harness.worlds.iter().map(|w| w.world.snapshot()).collect();
+    // As the body got them: empty arguments are `{}`.
     let args: Vec<Value> = case
         .calls()
-        .map(|(_, c)| serde_json::from_str(&c.arguments).unwrap_or(Value::Null))
+        .map(|(_, c)| runtime::args::parse(&c.arguments).map_or(Value::Null, |a| a.value().clone()))
         .collect();
     let started: Vec<(Vec<runtime::event::Evidence>, String)> = calls
         .iter()
@@ -93,7 +91,8 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
                 idempotency_key: key,
             },
             word: c.word,
-            late: late.contains(&c.id),
+            moment: moment_of(&bodies, &c.id),
+            bodies: c.bodies,
         })
         .collect();
     let unchecked_worlds = truth::check(harness, &subjects, &played.initial, &last, &mut v);
@@ -186,8 +185,11 @@ fn probe_agrees(
                     })
             })
         };
+        // A file that already held the bytes the call would write is `applied` whether or not
+        // the body ran.
+        let no_op = evidence_is_a_no_op(&analysis, report);
         match probe.verdict {
-            Verdict::Applied if body.is_none() && !others(true) => v.push(format!(
+            Verdict::Applied if body.is_none() && !no_op && !others(true) => v.push(format!(
                 "truth (probe): {id} is `applied` by the probe, but its body never began"
             )),
             Verdict::NotApplied
@@ -203,6 +205,17 @@ fn probe_agrees(
         }
     }
     verdicts
+}
+
+/// When the call's effect happened, as far as the harness saw: the end of its first body (most
+/// tools act last), or that body's beginning if it never ended (it was stopped or frozen); calls
+/// with no body last (no word of theirs allows an effect).
+fn moment_of(bodies: &[Body], id: &str) -> u64 {
+    bodies
+        .iter()
+        .filter(|b| b.call_id == id)
+        .min_by_key(|b| b.order.0)
+        .map_or(u64::MAX, |b| b.order.1.unwrap_or(b.order.0))
 }
 
 /// I19: a resume ran again only calls that provably never started, or (under `safe`) calls of
@@ -285,6 +298,20 @@ fn settle(case: &UserCase, analysis: &Analysis, bodies: &[Body]) -> Vec<Settled>
             }
         })
         .collect()
+}
+
+/// Whether every file the call's evidence names already held the bytes it would write.
+fn evidence_is_a_no_op(analysis: &Analysis, report: &recover::classify::CallReport) -> bool {
+    analysis.replay.call(&report.call).is_some_and(|r| {
+        !r.evidence.is_empty()
+            && r.evidence.iter().all(
+                |Evidence::FileReplace {
+                     before_sha256,
+                     after_sha256,
+                     ..
+                 }| { before_sha256.as_deref() == Some(after_sha256.as_str()) },
+            )
+    })
 }
 
 /// The evidence and idempotency key the call's last `started` journaled (none: empty).

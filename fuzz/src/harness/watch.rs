@@ -13,10 +13,19 @@ use runtime::ErrorCode;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// Numbers every body's beginning and end, across sessions (a resume's bodies come after the
+/// crashed run's): the order effects happened in, as far as the harness can see.
+static MOMENTS: AtomicU64 = AtomicU64::new(1);
+
+fn moment() -> u64 {
+    MOMENTS.fetch_add(1, Ordering::Relaxed)
+}
 
 /// The ground truth of one session, shared by its watched tools.
 pub(crate) struct Ground {
@@ -96,6 +105,7 @@ impl Ground {
     fn end(&self, index: usize, end: BodyEnd) {
         if let Some(body) = lock(&self.bodies).get_mut(index) {
             body.end = Some(end);
+            body.order.1 = Some(moment());
         }
     }
 }
@@ -166,12 +176,21 @@ impl Tool for Watched {
                 end: None,
                 key: ctx.idempotency_key().to_owned(),
                 attempt: ctx.attempt(),
+                order: (moment(), None),
             });
             bodies.len() - 1
         };
         ground.body_began();
         let inner = &self.inner;
-        let mut body = inner.execute(args, ctx);
+        // A tool may panic before it returns its future: that is its body panicking too.
+        let mut body = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.execute(args, ctx)))
+        {
+            Ok(body) => body,
+            Err(panic) => {
+                ground.end(index, BodyEnd::Panicked);
+                std::panic::resume_unwind(panic)
+            }
+        };
         Box::pin(async move {
             std::future::poll_fn(|cx| {
                 // The machine is off: the body never takes another step.
