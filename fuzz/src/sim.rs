@@ -117,7 +117,7 @@ fn fault_op(fault: StorageFault) -> Option<(Op, Fault)> {
 }
 
 /// Runs the case's session and returns what survives and what was seen. A case with a fault
-/// runs twice (see [`with_fault`]).
+/// runs twice: a dry run counts its operations, then the fault lands among them.
 pub fn run(case: &Case, mutant: Option<Mutant>) -> Run {
     let (mut run, report) = with_fault(
         case.fault,
