@@ -253,35 +253,19 @@ fn start_servers(
     logs: &Path,
     workspace: &Path,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
-    let mut servers = Vec::new();
-    for (name, server_config) in &config.mcp_servers {
+    crate::run::start_all(rt, config, |name, server_config| {
         // In the workspace unless the configuration says where, as `tooljournal run` starts
         // them in its working directory, the workspace by default.
         let mut server_config = server_config.clone();
         server_config
             .cwd
             .get_or_insert_with(|| workspace.to_owned());
-        let server_config = &server_config;
         let log = logs.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
-        let started = std::fs::File::create(&log)
-            .map_err(|e| failed(format!("{}: {e}", log.display())))
-            .and_then(|file| {
-                rt.block_on(mcp::McpServer::start(name, server_config, file.into()))
-                    .map_err(|e| failed(format!("{e}{}", quoted_log(&log))))
-            });
-        match started {
-            Ok(server) => servers.push(server),
-            Err(e) => {
-                rt.block_on(async {
-                    for s in servers {
-                        s.shutdown().await;
-                    }
-                });
-                return Err(e);
-            }
-        }
-    }
-    Ok(servers)
+        let file =
+            std::fs::File::create(&log).map_err(|e| failed(format!("{}: {e}", log.display())))?;
+        rt.block_on(mcp::McpServer::start(name, &server_config, file.into()))
+            .map_err(|e| failed(format!("{e}{}", quoted_log(&log))))
+    })
 }
 
 /// The end of a server's stderr, for its startup failure's message ("" when it said nothing).

@@ -138,24 +138,32 @@ fn start_servers(
     journal_dir: &Path,
     registry: &mut runtime::registry::Registry,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
-    let mut servers = Vec::new();
-    for (name, server_config) in &config.mcp_servers {
+    start_all(rt, config, |name, server_config| {
         let log = journal_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
         // Appended to: a resumed session keeps what the server said in earlier runs.
-        let started = std::fs::OpenOptions::new()
+        let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)
-            .map_err(|e| failed(format!("{}: {e}", log.display())))
-            .and_then(|log| {
-                rt.block_on(mcp::McpServer::start(name, server_config, log.into()))
-                    .map_err(failed)
-            })
-            .and_then(|server| {
-                mcp::register(&server, registry).map_err(failed)?;
-                Ok(server)
-            });
-        match started {
+            .map_err(|e| failed(format!("{}: {e}", log.display())))?;
+        let server = rt
+            .block_on(mcp::McpServer::start(name, server_config, log.into()))
+            .map_err(failed)?;
+        mcp::register(&server, registry).map_err(failed)?;
+        Ok(server)
+    })
+}
+
+/// Starts every configured MCP server with `start`, in the configuration's order; on the first
+/// failure, the servers already started are stopped and the failure returned.
+pub(crate) fn start_all(
+    rt: &tokio::runtime::Runtime,
+    config: &FileConfig,
+    mut start: impl FnMut(&str, &mcp::ServerConfig) -> Result<mcp::McpServer, CliError>,
+) -> Result<Vec<mcp::McpServer>, CliError> {
+    let mut servers = Vec::new();
+    for (name, server_config) in &config.mcp_servers {
+        match start(name, server_config) {
             Ok(server) => servers.push(server),
             Err(e) => {
                 rt.block_on(async {

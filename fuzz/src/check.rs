@@ -263,7 +263,13 @@ fn resume(case: &Case, run: &Run, v: &mut Vec<String>) {
             "I5 resume: calls ran again after recovery: {ran:?}"
         ));
     }
-    match recover_storage(Arc::new(run.image.clone()), true) {
+    ended_balanced(&run.image, v);
+}
+
+/// After a resume: recovering `journal` appends nothing (the session ended balanced), and the
+/// history it rebuilds is accepted by every provider.
+pub(crate) fn ended_balanced(journal: &SimStorage, v: &mut Vec<String>) {
+    match recover_storage(Arc::new(journal.clone()), true) {
         Ok(after) => {
             if after.appended {
                 v.push("I5 resume: the resumed session ended unbalanced".into());
@@ -500,24 +506,9 @@ fn truthful(
 /// stopped first; `refused`: the person did not say yes to its approval; `question`: a call of
 /// the built-in `ask`, which ends unanswered or declined without its body.
 fn user_not_run(refused: bool, question: bool) -> &'static [ErrorCode] {
-    const BEFORE_DISPATCH: [ErrorCode; 6] = [
-        ErrorCode::UnknownTool,
-        ErrorCode::SchemaError,
-        ErrorCode::SyntaxError,
-        ErrorCode::ToolNotStarted,
-        ErrorCode::AbortedBeforeDispatch,
-        ErrorCode::Aborted,
-    ];
-    const REFUSED: [ErrorCode; 7] = [
-        ErrorCode::PolicyDenied,
-        ErrorCode::UnknownTool,
-        ErrorCode::SchemaError,
-        ErrorCode::SyntaxError,
-        ErrorCode::ToolNotStarted,
-        ErrorCode::AbortedBeforeDispatch,
-        ErrorCode::Aborted,
-    ];
-    const QUESTION: [ErrorCode; 8] = [
+    // Ordered so that each case is one run of it: the question's codes, those of every call,
+    // then a refusal's.
+    const CODES: [ErrorCode; 9] = [
         ErrorCode::QuestionUnanswered,
         ErrorCode::QuestionDeclined,
         ErrorCode::UnknownTool,
@@ -526,12 +517,15 @@ fn user_not_run(refused: bool, question: bool) -> &'static [ErrorCode] {
         ErrorCode::ToolNotStarted,
         ErrorCode::AbortedBeforeDispatch,
         ErrorCode::Aborted,
+        ErrorCode::PolicyDenied,
     ];
-    match (refused, question) {
-        (_, true) => &QUESTION,
-        (true, false) => &REFUSED,
-        (false, false) => &BEFORE_DISPATCH,
-    }
+    let from = if question { 0 } else { 2 };
+    let to = if refused {
+        CODES.len()
+    } else {
+        CODES.len() - 1
+    };
+    &CODES[from..to]
 }
 
 /// I3 in the rebuilt history: every step of the journal is the model's message with its calls

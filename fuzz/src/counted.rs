@@ -41,6 +41,23 @@ pub(crate) struct Counted {
 }
 
 impl Counted {
+    /// A fresh simulated disk with `inject`'s fault set on it (the `nth` operation of a kind),
+    /// and the counting view of it the journal is opened on.
+    pub(crate) fn fresh(
+        inject: Option<(Op, u64, journal::storage::Fault)>,
+    ) -> (SimStorage, Counted) {
+        let storage = SimStorage::new();
+        if let Some((op, nth, fault)) = inject {
+            storage.inject(op, nth, fault);
+        }
+        let counted = Counted {
+            inner: storage.clone(),
+            journal: Arc::default(),
+            ops: Arc::default(),
+        };
+        (storage, counted)
+    }
+
     fn note(&self, op: Op) {
         let (appended, durable) = match self.journal.get() {
             None => (0, 0),

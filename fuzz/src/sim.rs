@@ -188,15 +188,7 @@ fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
 /// One session of the case on a fresh disk, with `inject`'s fault; returns the run (no fault
 /// report yet) and the operations it made.
 fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>) -> (Run, Ops) {
-    let storage = SimStorage::new();
-    if let Some((op, nth, fault)) = inject {
-        storage.inject(op, nth, fault);
-    }
-    let counted = Counted {
-        inner: storage.clone(),
-        journal: Arc::default(),
-        ops: Arc::default(),
-    };
+    let (storage, counted) = Counted::fresh(inject);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -382,19 +374,7 @@ impl Play<'_> {
         if let Some(timer) = timer {
             timer.abort();
         }
-        let Ok(batch) = outcome else {
-            return StepEnd::Stop;
-        };
-        if let Some(sent) = self.sent_steps.last_mut() {
-            sent.results = Some(batch);
-        }
-        if token.is_cancelled() {
-            return cancel_turn(session).await;
-        }
-        if session.end_step(StepOutcome::Completed).is_err() {
-            return StepEnd::Stop;
-        }
-        StepEnd::Completed
+        end_batch(session, outcome, &token, self.sent_steps.last_mut()).await
     }
 
     /// Arranges the step's cancel: now (after 0 ms), or by a timer task after its ms, noting
@@ -429,6 +409,30 @@ impl Play<'_> {
             _ => None,
         }
     }
+}
+
+/// Ends a batch the model's side ran (`outcome`, stopped by `token` or not): its results noted
+/// in `sent`, then its step ended (and its turn, when the user stopped it). `Stop` when the
+/// session refused to go on.
+pub(crate) async fn end_batch(
+    session: &mut Session,
+    outcome: Result<Vec<ToolResult>, runtime::RuntimeError>,
+    token: &CancellationToken,
+    sent: Option<&mut SentStep>,
+) -> StepEnd {
+    let Ok(results) = outcome else {
+        return StepEnd::Stop;
+    };
+    if let Some(sent) = sent {
+        sent.results = Some(results);
+    }
+    if token.is_cancelled() {
+        return cancel_turn(session).await;
+    }
+    if session.end_step(StepOutcome::Completed).is_err() {
+        return StepEnd::Stop;
+    }
+    StepEnd::Completed
 }
 
 /// Ends the current step and its turn as cancelled. `Stop` when the session refuses.

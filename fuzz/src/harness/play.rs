@@ -9,7 +9,9 @@ use super::{Clock, Harness};
 use crate::case::{CallSpec, Kind};
 use crate::counted::{Counted, Ops};
 use crate::person::SimPerson;
-use crate::sim::{cancel_turn, surviving_image, with_fault, FaultReport, Run, SentStep, StepEnd};
+use crate::sim::{
+    cancel_turn, end_batch, surviving_image, with_fault, FaultReport, Run, SentStep, StepEnd,
+};
 use crate::tools::{Body, MemSpill};
 use crate::world::World;
 use journal::storage::{Fault, Op};
@@ -17,8 +19,7 @@ use journal::{Journal, Options, ReadEnd, SimStorage};
 use recover::classify::{analyze_probing, Analysis};
 use recover::rerun::{choose, recovery_events};
 use runtime::event::{
-    AskAnswer, ModelCall, ModelResponse, RerunPolicy, Resources, StepOutcome, StopReason,
-    TurnOutcome,
+    AskAnswer, ModelCall, ModelResponse, RerunPolicy, Resources, StopReason, TurnOutcome,
 };
 use runtime::hooks::Hooks;
 use runtime::registry::Registry;
@@ -140,15 +141,7 @@ fn session(harness: &Harness, case: &UserCase, inject: Option<(Op, u64, Fault)>)
         w.world.reset();
     }
     let initial: Vec<AnySnapshot> = harness.worlds.iter().map(|w| w.world.snapshot()).collect();
-    let storage = SimStorage::new();
-    if let Some((op, nth, fault)) = inject {
-        storage.inject(op, nth, fault);
-    }
-    let counted = Counted {
-        inner: storage.clone(),
-        journal: Arc::default(),
-        ops: Arc::default(),
-    };
+    let (storage, counted) = Counted::fresh(inject);
     let rt = tokio_runtime(harness.settings.clock);
     let ground = Ground::new(
         rt.block_on(async { tokio::time::Instant::now() }),
@@ -321,19 +314,7 @@ impl Play<'_> {
             timer.abort();
         }
         self.ground.disarm();
-        let Ok(results) = outcome else {
-            return StepEnd::Stop;
-        };
-        if let Some(sent) = self.sent.last_mut() {
-            sent.results = Some(results);
-        }
-        if token.is_cancelled() {
-            return cancel_turn(session).await;
-        }
-        if session.end_step(StepOutcome::Completed).is_err() {
-            return StepEnd::Stop;
-        }
-        StepEnd::Completed
+        end_batch(session, outcome, &token, self.sent.last_mut()).await
     }
 
     /// Tells the listener which calls to ask about, and the person what to answer.

@@ -5,7 +5,7 @@ use super::observe::AnySnapshot;
 use super::play::{first_run, rerun_policy, resume, Resumed};
 use super::truth::{self, Subject};
 use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
-use crate::check::{copy_of, provider_rejections};
+use crate::check::copy_of;
 use crate::tools::{Body, BodyEnd};
 use recover::classify::{analyze_probing, Analysis};
 use recover::probe::{Prober, Verdict};
@@ -47,7 +47,7 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
             Ok(Some(resumed)) => {
                 rerun_choice(&resumed, policy, &mut v);
                 bodies.extend(resumed.bodies);
-                after_resume(&pristine, &mut v);
+                crate::check::ended_balanced(&copy_of(&pristine), &mut v);
                 last_journal = pristine;
             }
         }
@@ -256,25 +256,6 @@ fn rerun_choice(resumed: &Resumed, policy: RerunPolicy, v: &mut Vec<String>) {
                 report.classification
             ));
         }
-    }
-}
-
-/// After a re-running resume: the journal ends balanced and its history is accepted.
-fn after_resume(journal: &journal::SimStorage, v: &mut Vec<String>) {
-    match recover_storage(Arc::new(copy_of(journal)), true) {
-        Ok(after) => {
-            if after.appended {
-                v.push("I5 resume: the resumed session ended unbalanced".into());
-            }
-            for (format, e) in provider_rejections(&after.analysis.conversation()) {
-                v.push(format!(
-                    "I6 after resume: {format} rejects the history: {e}"
-                ));
-            }
-        }
-        Err(e) => v.push(format!(
-            "I5 resume: the resumed journal does not recover: {e}"
-        )),
     }
 }
 
