@@ -13,11 +13,11 @@
 //! Limits, said in `--help` and README too: a `bash` call, or an MCP call the configuration does
 //! not declare read-only, may have changed any watched file, so after one the check knows those
 //! files only as far as later `write` and `edit` calls set them; the workspace's files are real,
-//! so they are not subject to the simulated power loss; MCP servers are started once for the
-//! whole campaign (in the workspace, unless the configuration says where) and their state is
-//! not reset between cases.
+//! so they are not subject to the simulated power loss. MCP servers start afresh for every
+//! session, in the workspace unless the configuration says where (`fuzz_world`).
 
-use crate::config::{self, FileConfig};
+use crate::config;
+use crate::fuzz_world::{CaseWorld, Servers};
 use crate::run::{failed, state_root, tokio_runtime};
 use crate::CliError;
 use fuzz::harness::{
@@ -32,9 +32,6 @@ use std::time::{Duration, Instant};
 
 /// Cases a campaign runs when neither `--cases` nor `--seconds` bounds it.
 pub const CASES_DEFAULT: u64 = 100;
-
-/// Most bytes of a server's stderr quoted when it fails to start.
-const SERVER_LOG_QUOTED_BYTES_MAX: u64 = 2_000;
 
 pub struct FuzzArgs {
     /// The transcript.
@@ -104,12 +101,12 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     // The servers' transports run on this runtime, kept alive for the whole campaign; each case
     // runs on a runtime of its own and talks to them through it.
     let rt = tokio_runtime()?;
-    let servers = start_servers(&rt, &loaded.config, temp.path(), &dir)?;
-    let mcp_tools: Vec<(Arc<dyn Tool>, ToolSource)> = servers
-        .iter()
-        .flat_map(|s| s.tools())
-        .map(|t| (t.clone() as Arc<dyn Tool>, t.source().clone()))
-        .collect();
+    let servers = Arc::new(Servers::new(
+        rt.handle().clone(),
+        loaded.config,
+        temp.path().to_owned(),
+        dir.clone(),
+    ));
     let forbidden: Vec<PathBuf> = state_root().into_iter().collect();
 
     let mut harness = Harness::new();
@@ -121,6 +118,8 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     // And as long to stop after a cancel: a real command takes real time to stop.
     settings.cancel_grace_ms = runtime::Config::default().cancel_grace_ms;
     let factory_dir = dir.clone();
+    let factory_servers = servers.clone();
+    // Every session gets its own servers, as every run of `tooljournal` does.
     let factory: ToolFactory = Arc::new(move || {
         let ws = Workspace::new(&factory_dir, &forbidden)
             .map_err(|e| format!("the workspace {}: {e}", factory_dir.display()))?;
@@ -128,17 +127,21 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
             .into_iter()
             .map(|t| (t, ToolSource::BuiltIn))
             .collect();
-        tools.extend(mcp_tools.iter().cloned());
+        tools.extend(factory_servers.restart()?);
         Ok(tools)
     });
     // Every tool acts on the workspace as far as the check knows, save those that say they
     // only read: a `bash` or MCP call may have changed any watched file.
+    // (Its servers starting is also where a server that cannot start is reported.)
     let tools = factory().map_err(failed)?;
     let read_only = tools
         .iter()
         .filter(|(t, _)| t.is_read_only())
         .map(|(t, _)| t.name().to_owned());
-    let world = world.reading_only(read_only);
+    let world = CaseWorld {
+        files: world.reading_only(read_only),
+        servers: servers.clone(),
+    };
     let names: Vec<String> = tools.iter().map(|(t, _)| t.name().to_owned()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     harness.tools_each_session(factory);
@@ -168,11 +171,7 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    rt.block_on(async {
-        for server in servers {
-            server.shutdown().await;
-        }
-    });
+    servers.stop();
 
     // The report opens with the seed, already printed.
     let text = report.to_string();
@@ -242,49 +241,4 @@ fn progress_bar(cases: u64) -> Option<indicatif::ProgressBar> {
     }
     bar.enable_steady_tick(Duration::from_millis(200));
     Some(bar)
-}
-
-/// Starts every configured MCP server, its stderr going to `mcp-<server>.stderr` in `logs`. On a
-/// failure the servers already started are stopped and the failing one's stderr is quoted (the
-/// log goes with the temporary directory).
-fn start_servers(
-    rt: &tokio::runtime::Runtime,
-    config: &FileConfig,
-    logs: &Path,
-    workspace: &Path,
-) -> Result<Vec<mcp::McpServer>, CliError> {
-    crate::run::start_all(rt, config, |name, server_config| {
-        // In the workspace unless the configuration says where, as `tooljournal run` starts
-        // them in its working directory, the workspace by default.
-        let mut server_config = server_config.clone();
-        server_config
-            .cwd
-            .get_or_insert_with(|| workspace.to_owned());
-        let log = logs.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
-        let file =
-            std::fs::File::create(&log).map_err(|e| failed(format!("{}: {e}", log.display())))?;
-        rt.block_on(mcp::McpServer::start(name, &server_config, file.into()))
-            .map_err(|e| failed(format!("{e}{}", quoted_log(&log))))
-    })
-}
-
-/// The end of a server's stderr, for its startup failure's message ("" when it said nothing).
-fn quoted_log(log: &Path) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(log) else {
-        return String::new();
-    };
-    let len = file.metadata().map_or(0, |m| m.len());
-    let from = len.saturating_sub(SERVER_LOG_QUOTED_BYTES_MAX);
-    let mut tail = Vec::new();
-    if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut tail).is_err() {
-        return String::new();
-    }
-    let tail = String::from_utf8_lossy(&tail);
-    let tail = tail.trim();
-    if tail.is_empty() {
-        String::new()
-    } else {
-        format!("; its stderr ends:\n{tail}")
-    }
 }

@@ -16,6 +16,7 @@ mod chat;
 mod config;
 mod demo;
 mod fuzz_cmd;
+mod fuzz_world;
 mod journal_cmd;
 mod model_cli;
 mod policy;
@@ -199,8 +200,8 @@ enum Command {
     /// Limits: a `bash` call, or an MCP call not declared read-only, may have changed any
     /// watched file, so after one the check knows those files only as far as later `write` and
     /// `edit` calls set them; the workspace's files are real, so a simulated power loss does not
-    /// reach them; MCP servers start once for the whole campaign, in the workspace unless the
-    /// configuration says where, and are not reset between cases; tool exposure settings of the
+    /// reach them; MCP servers start afresh for every session (in the workspace unless the
+    /// configuration says where), so a case costs their start; tool exposure settings of the
     /// configuration are not applied.
     Fuzz {
         /// The transcript (DESIGN.md §10 format).

@@ -138,7 +138,7 @@ fn start_servers(
     journal_dir: &Path,
     registry: &mut runtime::registry::Registry,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
-    start_all(rt, config, |name, server_config| {
+    start_all(rt.handle(), config, |name, server_config| {
         let log = journal_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
         // Appended to: a resumed session keeps what the server said in earlier runs.
         let log = std::fs::OpenOptions::new()
@@ -156,11 +156,11 @@ fn start_servers(
 
 /// Starts every configured MCP server with `start`, in the configuration's order; on the first
 /// failure, the servers already started are stopped and the failure returned.
-pub(crate) fn start_all(
-    rt: &tokio::runtime::Runtime,
+pub(crate) fn start_all<E>(
+    rt: &tokio::runtime::Handle,
     config: &FileConfig,
-    mut start: impl FnMut(&str, &mcp::ServerConfig) -> Result<mcp::McpServer, CliError>,
-) -> Result<Vec<mcp::McpServer>, CliError> {
+    mut start: impl FnMut(&str, &mcp::ServerConfig) -> Result<mcp::McpServer, E>,
+) -> Result<Vec<mcp::McpServer>, E> {
     let mut servers = Vec::new();
     for (name, server_config) in &config.mcp_servers {
         match start(name, server_config) {
