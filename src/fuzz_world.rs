@@ -8,7 +8,7 @@
 //! the world: nothing of an earlier case may land after the copy.
 
 use crate::config::FileConfig;
-use fuzz::harness::{CallView, Crash, Files, Observer, WorkspaceWorld};
+use fuzz::harness::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};
 use runtime::event::ToolSource;
 use runtime::tool::Tool;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ impl Servers {
 
     /// Stops the running servers and starts new ones; their tools, to register. `Err` says
     /// which server did not start and why (its stderr's end quoted).
-    pub fn restart(&self) -> Result<Vec<(Arc<dyn Tool>, ToolSource)>, String> {
+    pub fn restart(&self) -> Result<Tools, String> {
         self.stop();
         let started = crate::run::start_all(&self.rt, &self.config, |name, server_config| {
             // In the workspace unless the configuration says where, as `tooljournal run`

@@ -87,10 +87,12 @@ use runtime::ErrorCode;
 use serde_json::Value;
 use std::sync::Arc;
 
+/// Tools with where each comes from, as a session registers them.
+pub type Tools = Vec<(Arc<dyn Tool>, ToolSource)>;
+
 /// Tools made afresh for every session the harness runs (a tool bound to a workspace the
 /// harness copies anew for each case, say). `Err` says why they could not be made.
-pub type ToolFactory =
-    Arc<dyn Fn() -> Result<Vec<(Arc<dyn Tool>, ToolSource)>, String> + Send + Sync>;
+pub type ToolFactory = Arc<dyn Fn() -> Result<Tools, String> + Send + Sync>;
 
 /// A property of yours, checked on every case's outcome.
 type Property = (
