@@ -9,7 +9,6 @@
 
 use crate::config::FileConfig;
 use fuzz::harness::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};
-use runtime::event::ToolSource;
 use runtime::tool::Tool;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
