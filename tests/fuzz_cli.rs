@@ -84,6 +84,8 @@ fn a_stopped_parallel_batch_reaches_aborted_and_aborted_before_dispatch_with_no_
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Not a terminal: no progress bar anywhere.
+    assert!(!stderr.contains(" cases, violations"), "{stderr}");
     assert_eq!(
         stdout.lines().next(),
         Some(format!("first seed {SEED}").as_str())
@@ -350,4 +352,35 @@ fn mcp_tools_of_the_configuration_run_in_every_case_beside_the_built_ins() {
         let ok = words.get(id).and_then(|w| w.get("ok")).copied();
         assert!(ok > Some(0), "{id} never ok:\n{stdout}");
     }
+}
+
+#[test]
+fn on_a_terminal_a_progress_bar_counts_the_cases_before_the_report() {
+    use expectrl::Expect;
+    // Slow enough cases that the bar is drawn: each stops a 30 s `sleep` (killed at its cancel
+    // or its 200 ms limit).
+    let config_home = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tooljournal"));
+    command
+        .env("XDG_CONFIG_HOME", config_home.path())
+        .env("TERM", "xterm")
+        .args(["fuzz", "--script"])
+        .arg(data("fuzz_batch.jsonl"))
+        .arg("--workspace-template")
+        .arg(data("fuzz_template"))
+        .args(["--seed", "100", "--cases", "6"]);
+    let mut session = expectrl::Session::spawn(command).expect("fuzz starts on a pty");
+    session.set_expect_timeout(Some(std::time::Duration::from_secs(120)));
+    // The bar's count, "N/6 cases", before the report.
+    session
+        .expect(expectrl::Regex("[0-9]/6 cases, violations: 0"))
+        .expect("the progress bar counts the cases");
+    session
+        .expect("cases: 6, violations: 0")
+        .expect("the report's last line");
+    let status = session.get_process().wait().expect("reaped");
+    assert!(
+        matches!(status, expectrl::process::unix::WaitStatus::Exited(_, 0)),
+        "{status:?}"
+    );
 }
