@@ -1,10 +1,12 @@
 //! What both benchmarks measure with: the disk's own limit (append and fdatasync, one at a
-//! time), the bytes of a journal's segment files, and the scratch directories every run writes
-//! in. Kept in one place so that `journal` and `runtime` measure the raw rate the same way.
+//! time; and overwrite and fdatasync in a preallocated file), the bytes of a journal's segment
+//! files, and the scratch directories every run writes in. Kept in one place so that `journal`
+//! and `runtime` measure the raw rate the same way.
 
 use crate::BoxError;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -58,6 +60,60 @@ pub(crate) fn append_fdatasync_loop(
     Ok((syncs, start.elapsed().as_secs_f64()))
 }
 
+/// The file [`overwrite_fdatasync_loop`] overwrites: larger than any slice writes at 100 B a
+/// record (wrapping at its end would only overwrite again).
+const OVERWRITE_FILE_BYTES: u64 = 8 << 20;
+/// Zeros are written in pieces of this size.
+const ZERO_FILL_BYTES: usize = 1 << 20;
+
+/// What a journal with preallocated segments would get: a file allocated ahead (`fallocate`)
+/// and zero-filled, then synced (so its blocks are written, not merely reserved: on ext4 an
+/// fdatasync over unwritten extents still commits the conversion to written), overwritten
+/// `write_bytes` at a time at increasing offsets, each write fdatasynced. No sync carries a
+/// file-size update. Returns the syncs and the seconds they took (the preparation not
+/// counted); the file is left in place.
+pub(crate) fn overwrite_fdatasync_loop(
+    path: &Path,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<(u64, f64), BoxError> {
+    if write_bytes as u64 > OVERWRITE_FILE_BYTES {
+        return Err(format!("{write_bytes}-byte records do not fit the preallocated file").into());
+    }
+    let file = OpenOptions::new()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .open(path)?;
+    rustix::fs::fallocate(
+        &file,
+        rustix::fs::FallocateFlags::empty(),
+        0,
+        OVERWRITE_FILE_BYTES,
+    )?;
+    let zeros = vec![0u8; ZERO_FILL_BYTES];
+    let mut at = 0u64;
+    while at < OVERWRITE_FILE_BYTES {
+        file.write_all_at(&zeros, at)?;
+        at += ZERO_FILL_BYTES as u64;
+    }
+    file.sync_all()?;
+    let record = vec![0xA5u8; write_bytes];
+    let (mut offset, end) = (0u64, OVERWRITE_FILE_BYTES - write_bytes as u64);
+    let start = Instant::now();
+    let mut syncs = 0u64;
+    while start.elapsed() < time {
+        file.write_all_at(&record, offset)?;
+        file.sync_data()?;
+        syncs += 1;
+        offset += write_bytes as u64;
+        if offset > end {
+            offset = 0;
+        }
+    }
+    Ok((syncs, start.elapsed().as_secs_f64()))
+}
+
 fn is_segment(entry: &fs::DirEntry) -> bool {
     entry
         .file_name()
@@ -83,4 +139,24 @@ pub(crate) fn segment_count(dir: &Path) -> Result<u64, BoxError> {
         .filter_map(Result::ok)
         .filter(is_segment)
         .count() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The overwrites land at the start of a file that keeps its preallocated size.
+    #[test]
+    fn overwrites_keep_the_preallocated_size_and_land_in_order() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("raw");
+        let (syncs, _) =
+            overwrite_fdatasync_loop(&path, 100, Duration::from_millis(20)).expect("the loop");
+        let bytes = fs::read(&path).expect("the file");
+        assert_eq!(bytes.len() as u64, OVERWRITE_FILE_BYTES);
+        let written = (syncs * 100) as usize;
+        assert!(syncs > 0 && written < bytes.len());
+        assert!(bytes[..written].iter().all(|&b| b == 0xA5));
+        assert!(bytes[written..].iter().all(|&b| b == 0));
+    }
 }

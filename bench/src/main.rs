@@ -11,10 +11,12 @@
 //!
 //! - `journal`: the raw fdatasync rate, durable appends (always/group), unsynced appends, reader,
 //!   and the reader on a crafted torn tail (the tail scan's worst case, 1-8 MiB).
-//! - `runtime` (issue 8): durable tool calls/s through the whole runtime, side by side with what
-//!   a user would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
-//!   synchronous=FULL, sled with a flush per record), the pipeline's own cost with fsync off,
-//!   and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick).
+//! - `runtime` (issues 8 and 20): durable tool calls/s through the whole runtime, side by side
+//!   with what a user would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
+//!   synchronous=FULL, sled with a flush per record; JSON lines and SQLite also with the
+//!   runtime's own plan, one sync per call at `started`), the raw append and overwrite rates,
+//!   1, 8 and 64 sessions at once beside as many raw writers, the pipeline's own cost with fsync
+//!   off, and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick).
 //! - `sse` (issue 15): the model adapters' stream decoding (`tooljournal_llm::decode`) in MB/s,
 //!   per provider format, on a stream of tool-call deltas of about 10 MB (2 MB quick) recorded
 //!   from the `mockllm` loopback server; target 100 MB/s. No disk: `--dir` is not used.
@@ -72,8 +74,9 @@ struct Common {
 enum Command {
     /// Raw fdatasync limit, durable appends (always/group), unsynced appends, reader speed.
     Journal,
-    /// Durable tool calls/s through the runtime against JSONL, SQLite and sled; the pipeline's
-    /// cost with fsync off; recovery MB/s and peak memory (issue 8).
+    /// Durable tool calls/s through the runtime against JSONL, SQLite and sled; 1, 8 and 64
+    /// sessions at once; the pipeline's cost with fsync off; recovery MB/s and peak memory
+    /// (issues 8 and 20).
     Runtime,
     /// The model adapters' stream decoding in MB/s per provider format, on a recorded stream of
     /// tool-call deltas of about 10 MB (issue 15).
@@ -104,6 +107,17 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         workers: usize,
     },
+    /// Internal, for deciding whether sessions should share fsyncs: N sessions at once on a
+    /// runtime of W workers, N raw writer threads, and N files made durable by one syncfs.
+    #[command(hide = true)]
+    ManyLoop {
+        #[arg(long, default_value_t = 64)]
+        sessions: usize,
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
 }
 
 /// mimalloc: the pipeline allocates a few dozen small objects per call (each event owns its
@@ -125,6 +139,11 @@ fn main() -> ExitCode {
             seconds,
             workers,
         } => runtime_bench::session::session_loop(&cli.common, policy, calls, seconds, workers),
+        Command::ManyLoop {
+            sessions,
+            workers,
+            seconds,
+        } => runtime_bench::many::many_loop(&cli.common, sessions, workers, seconds),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,7 +1,7 @@
 //! What every durable run of `runtime` returns, whatever it measured (the runtime, a baseline,
 //! the raw disk), so that the rounds can total them and the table can print them alike.
 
-use crate::disk::append_fdatasync_loop;
+use crate::disk::{append_fdatasync_loop, overwrite_fdatasync_loop};
 use crate::BoxError;
 use std::path::Path;
 use std::time::Duration;
@@ -11,9 +11,11 @@ pub(super) struct Measured {
     pub(super) calls: u64,
     pub(super) steps: u64,
     pub(super) seconds: f64,
-    /// fdatasyncs the journal issued in the timed window (runtime runs only).
+    /// fdatasyncs issued in the timed window (the runtime's, counted by its journal; the raw
+    /// loops' and the JSON-lines baselines', counted as they issue them).
     pub(super) syncs: Option<u64>,
-    /// Journal bytes per step (runtime runs only).
+    /// Bytes written per step (journal segment bytes for the runtime; file bytes for the raw
+    /// loops and the JSON-lines baselines).
     pub(super) bytes_per_step: Option<f64>,
 }
 
@@ -28,8 +30,33 @@ impl Measured {
             bytes_per_step: None,
         }
     }
+    /// A raw loop's run: one "call" and one step per fdatasync of `write_bytes`.
+    pub(super) fn raw(syncs: u64, seconds: f64, write_bytes: usize) -> Measured {
+        Measured {
+            calls: syncs,
+            steps: syncs,
+            seconds,
+            syncs: Some(syncs),
+            bytes_per_step: Some(write_bytes as f64),
+        }
+    }
+    /// A baseline's run that counts its own fdatasyncs and the bytes it wrote: one call per step.
+    pub(super) fn counted(calls: u64, seconds: f64, syncs: u64, bytes: u64) -> Measured {
+        Measured {
+            calls,
+            steps: calls,
+            seconds,
+            syncs: Some(syncs),
+            bytes_per_step: Some(bytes as f64 / calls.max(1) as f64),
+        }
+    }
     pub(super) fn calls_per_s(&self) -> f64 {
         self.calls as f64 / self.seconds
+    }
+    /// Bytes per call: per step, over the calls in a step.
+    pub(super) fn bytes_per_call(&self) -> Option<f64> {
+        self.bytes_per_step
+            .map(|b| b * self.steps as f64 / self.calls.max(1) as f64)
     }
     pub(super) fn syncs_per_step(&self) -> Option<f64> {
         self.syncs.map(|s| s as f64 / self.steps.max(1) as f64)
@@ -64,11 +91,16 @@ pub(super) fn raw_run(
     time: Duration,
 ) -> Result<Measured, BoxError> {
     let (syncs, seconds) = append_fdatasync_loop(&dir.join("raw"), write_bytes, time)?;
-    Ok(Measured {
-        calls: syncs,
-        steps: syncs,
-        seconds,
-        syncs: Some(syncs),
-        bytes_per_step: Some(write_bytes as f64),
-    })
+    Ok(Measured::raw(syncs, seconds, write_bytes))
+}
+
+/// The raw rate of overwrites in a preallocated, zero-filled file (what preallocated segments
+/// would get), as a [`Measured`]: one "call" per fdatasync.
+pub(super) fn raw_overwrite_run(
+    dir: &Path,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let (syncs, seconds) = overwrite_fdatasync_loop(&dir.join("raw"), write_bytes, time)?;
+    Ok(Measured::raw(syncs, seconds, write_bytes))
 }

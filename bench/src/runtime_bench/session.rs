@@ -1,8 +1,7 @@
 //! The runtime itself under measurement: a no-op tool, so that what remains is the runtime's
 //! cost and the journal's, driven through one session's public API as an agent host drives it
-//! (`begin_step` + `run_batch` + `end_step`). Also the hidden `session-loop` subcommand, which
-//! runs one such session alone, for profiling.
-
+//! (`begin_step` + `run_batch` + `end_step`). [`Driver`] is one such session (`many` runs many
+//! at once); also the hidden `session-loop` subcommand, which runs one alone, for profiling.
 use super::measured::Measured;
 use crate::disk::{in_dir, segment_bytes};
 use crate::{BoxError, Common};
@@ -18,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Steps run before the clock starts (first allocations, first page of the segment).
-const WARMUP_STEPS: usize = 20;
+pub(super) const WARMUP_STEPS: usize = 20;
 /// The arguments every no-op call carries (checked against the tool's schema).
 pub(super) const NOOP_ARGS: &str = r#"{"path":"src/lib.rs"}"#;
 
@@ -89,21 +88,80 @@ pub(super) fn session_run(
     calls_per_step: usize,
     time: Duration,
 ) -> Result<Measured, BoxError> {
-    let journal = open_journal(dir, policy)?;
-    let parallel = calls_per_step > 1;
-    let name = if parallel { "noop_parallel" } else { "noop" };
-    let mut registry = Registry::new();
-    registry.register(Arc::new(Noop { name, parallel }), ToolSource::BuiltIn)?;
-    let config = Config {
-        // All 16 calls of a par16 step may run (and start, with one sync) together.
-        parallel_max: calls_per_step.max(Config::default().parallel_max),
-        ..Config::default()
-    };
-    let options = SessionOptions {
-        workspace: "/bench".into(),
-        ..SessionOptions::default()
-    };
+    let owned = dir.to_owned();
     let body = async move {
+        let mut driver = Driver::open(&owned, policy, calls_per_step)?;
+        driver.warm_up().await?;
+        driver.timed(Instant::now(), time).await
+    };
+    // The session runs as a task on a worker thread (as in a server embedding the runtime),
+    // not on the thread that blocks on the runtime: there, every task the pipeline spawns
+    // (the tool body, the batch's join set) would wake a worker across threads; measured
+    // on this machine, nosync went from 25k to 20k calls/s that way.
+    let timed = rt.block_on(rt.spawn(body))??;
+    timed.measured(dir, calls_per_step)
+}
+
+/// What one session's timed window measured.
+pub(super) struct Timed {
+    pub(super) steps: u64,
+    /// From the window's start to the turn's end being durable.
+    pub(super) seconds: f64,
+    /// The journal's syncs in the window.
+    pub(super) syncs: u64,
+}
+
+impl Timed {
+    /// As a [`Measured`], with the bytes per step of the journal in `dir` (the warm-up's steps
+    /// counted, as their bytes are).
+    pub(super) fn measured(&self, dir: &Path, calls_per_step: usize) -> Result<Measured, BoxError> {
+        let total_steps = self.steps + WARMUP_STEPS as u64;
+        Ok(Measured {
+            calls: self.steps * calls_per_step as u64,
+            steps: self.steps,
+            seconds: self.seconds,
+            syncs: Some(self.syncs),
+            bytes_per_step: Some(segment_bytes(dir)? as f64 / total_steps as f64),
+        })
+    }
+}
+
+/// One session over a fresh journal, driven as an agent host drives it: one turn, steps of
+/// `calls_per_step` no-op calls. Opened and run inside the Tokio runtime.
+pub(super) struct Driver {
+    session: Session,
+    tool: &'static str,
+    calls_per_step: usize,
+    next_call: u64,
+}
+
+impl Driver {
+    /// A session over a new journal in `dir` (which holds none yet).
+    pub(super) fn open(
+        dir: &Path,
+        policy: FsyncPolicy,
+        calls_per_step: usize,
+    ) -> Result<Driver, BoxError> {
+        let journal = open_journal(dir, policy)?;
+        let parallel = calls_per_step > 1;
+        let tool = if parallel { "noop_parallel" } else { "noop" };
+        let mut registry = Registry::new();
+        registry.register(
+            Arc::new(Noop {
+                name: tool,
+                parallel,
+            }),
+            ToolSource::BuiltIn,
+        )?;
+        let config = Config {
+            // All 16 calls of a par16 step may run (and start, with one sync) together.
+            parallel_max: calls_per_step.max(Config::default().parallel_max),
+            ..Config::default()
+        };
+        let options = SessionOptions {
+            workspace: "/bench".into(),
+            ..SessionOptions::default()
+        };
         let session = Session::open(
             journal,
             Arc::new(registry),
@@ -111,21 +169,76 @@ pub(super) fn session_run(
             config,
             options,
         )?;
-        timed_turn(session, name, calls_per_step, time).await
-    };
-    // The session runs as a task on a worker thread (as in a server embedding the runtime),
-    // not on the thread that blocks on the runtime: there, every task the pipeline spawns
-    // (the tool body, the batch's join set) would wake a worker across threads; measured
-    // on this machine, nosync went from 25k to 20k calls/s that way.
-    let (steps, seconds, syncs) = rt.block_on(rt.spawn(body))??;
-    let total_steps = steps + WARMUP_STEPS as u64;
-    Ok(Measured {
-        calls: steps * calls_per_step as u64,
-        steps,
-        seconds,
-        syncs: Some(syncs),
-        bytes_per_step: Some(segment_bytes(dir)? as f64 / total_steps as f64),
-    })
+        Ok(Driver {
+            session,
+            tool,
+            calls_per_step,
+            next_call: 0,
+        })
+    }
+
+    /// The turn's start and the steps run before the clock starts.
+    pub(super) async fn warm_up(&mut self) -> Result<(), BoxError> {
+        self.session.begin_turn("run the benchmark")?;
+        for _ in 0..WARMUP_STEPS {
+            self.step().await?;
+        }
+        Ok(())
+    }
+
+    /// Steps until `time` has passed since `start`, then the turn's end (durable) and the
+    /// session's close; the seconds run from `start` to the turn's end.
+    pub(super) async fn timed(mut self, start: Instant, time: Duration) -> Result<Timed, BoxError> {
+        let syncs_before = self.syncs();
+        let mut steps = 0u64;
+        while start.elapsed() < time {
+            self.step().await?;
+            steps += 1;
+        }
+        self.session.end_turn(TurnOutcome::Completed).await?;
+        let seconds = start.elapsed().as_secs_f64();
+        let syncs = self.syncs() - syncs_before;
+        self.session.close().await?;
+        Ok(Timed {
+            steps,
+            seconds,
+            syncs,
+        })
+    }
+
+    fn syncs(&self) -> u64 {
+        self.session.event_log().journal().stats().syncs
+    }
+
+    /// begin_step + run_batch(`calls_per_step` no-op calls) + end_step.
+    async fn step(&mut self) -> Result<(), BoxError> {
+        let calls = self.calls_per_step;
+        self.session.begin_step()?;
+        let tool_calls = (0..calls)
+            .map(|_| {
+                self.next_call += 1;
+                ModelCall {
+                    call_id: format!("call_{}", self.next_call),
+                    name: self.tool.to_owned(),
+                    arguments: NOOP_ARGS.to_owned(),
+                }
+            })
+            .collect();
+        let results = self
+            .session
+            .run_batch(ModelResponse {
+                text: String::new(),
+                tool_calls,
+                stop_reason: StopReason::ToolUse,
+            })
+            .await?;
+        if results.len() != calls || results.iter().any(|r| r.is_error) {
+            let first = results.iter().find(|r| r.is_error).map(|r| &r.content);
+            return Err(format!("the no-op tool failed: {first:?}").into());
+        }
+        self.session.end_step(StepOutcome::Completed)?;
+        Ok(())
+    }
 }
 
 fn open_journal(dir: &Path, policy: FsyncPolicy) -> Result<Journal, BoxError> {
@@ -141,64 +254,4 @@ fn open_journal(dir: &Path, policy: FsyncPolicy) -> Result<Journal, BoxError> {
     }
     let (journal, _) = Journal::open(storage, options)?;
     Ok(journal)
-}
-
-/// One turn of the open `session`: the warm-up steps, then steps until `time` has passed,
-/// then the turn's end. Returns the timed steps, their seconds and the journal's syncs in them.
-async fn timed_turn(
-    mut session: Session,
-    tool: &str,
-    calls_per_step: usize,
-    time: Duration,
-) -> Result<(u64, f64, u64), BoxError> {
-    session.begin_turn("run the benchmark")?;
-    let mut next_call = 0u64;
-    for _ in 0..WARMUP_STEPS {
-        one_step(&mut session, tool, calls_per_step, &mut next_call).await?;
-    }
-    let syncs_before = session.event_log().journal().stats().syncs;
-    let start = Instant::now();
-    let mut steps = 0u64;
-    while start.elapsed() < time {
-        one_step(&mut session, tool, calls_per_step, &mut next_call).await?;
-        steps += 1;
-    }
-    session.end_turn(TurnOutcome::Completed).await?;
-    let seconds = start.elapsed().as_secs_f64();
-    let syncs = session.event_log().journal().stats().syncs - syncs_before;
-    session.close().await?;
-    Ok((steps, seconds, syncs))
-}
-
-/// begin_step + run_batch(`calls` no-op calls) + end_step.
-async fn one_step(
-    session: &mut Session,
-    tool: &str,
-    calls: usize,
-    next_call: &mut u64,
-) -> Result<(), BoxError> {
-    session.begin_step()?;
-    let tool_calls = (0..calls)
-        .map(|_| {
-            *next_call += 1;
-            ModelCall {
-                call_id: format!("call_{next_call}"),
-                name: tool.to_owned(),
-                arguments: NOOP_ARGS.to_owned(),
-            }
-        })
-        .collect();
-    let results = session
-        .run_batch(ModelResponse {
-            text: String::new(),
-            tool_calls,
-            stop_reason: StopReason::ToolUse,
-        })
-        .await?;
-    if results.len() != calls || results.iter().any(|r| r.is_error) {
-        let first = results.iter().find(|r| r.is_error).map(|r| &r.content);
-        return Err(format!("the no-op tool failed: {first:?}").into());
-    }
-    session.end_step(StepOutcome::Completed)?;
-    Ok(())
 }

@@ -1,0 +1,255 @@
+//! Many sessions on one disk (issue 20, item 3): `n` sessions in one process, each with its own
+//! journal in its own directory, each running steps of one no-op call at once; beside them, in
+//! the same rounds, `n` raw writers (threads), each appending 100 bytes to its own file and
+//! fdatasyncing it: the disk's own limit at that concurrency. Both report the aggregate rate.
+//!
+//! Each session syncs its own journal: on the multi-thread runtime the leader of a group sync
+//! writes and fdatasyncs on its own worker thread (`journal/src/writer.rs`), so the syncs in
+//! flight at once are at most the runtime's worker threads, whatever `n` is; the raw writers
+//! have one thread each. What the gap between the two costs is what sharing fsyncs between
+//! sessions would have to win back.
+
+use super::measured::Measured;
+use super::session::{Driver, Timed, WARMUP_STEPS};
+use crate::disk::segment_bytes;
+use crate::BoxError;
+use journal::FsyncPolicy;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// `sessions` sessions at once, one task each on `rt`, each in `dir/s<i>`. The window opens
+/// when every session has warmed up (a barrier; the first one through starts the clock) and
+/// closes when the last turn's end is durable; the rate is every session's calls over it.
+pub(super) fn sessions_run(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    sessions: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let dirs = subdirs(dir, "s", sessions)?;
+    let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
+    let start = Arc::new(OnceLock::new());
+    let tasks: Vec<_> = dirs
+        .iter()
+        .map(|d| {
+            let (d, barrier, start) = (d.clone(), barrier.clone(), start.clone());
+            rt.spawn(async move {
+                let warmed = async {
+                    let mut driver = Driver::open(&d, FsyncPolicy::Group, 1)?;
+                    driver.warm_up().await?;
+                    Ok::<_, BoxError>(driver)
+                }
+                .await;
+                // Every task reaches the barrier, failed or not, so none waits forever.
+                barrier.wait().await;
+                let start = *start.get_or_init(Instant::now);
+                warmed?.timed(start, time).await
+            })
+        })
+        .collect();
+    let timed = rt.block_on(async {
+        let mut timed = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            timed.push(task.await??);
+        }
+        Ok::<Vec<Timed>, BoxError>(timed)
+    })?;
+    let (mut steps, mut syncs, mut seconds, mut bytes) = (0u64, 0u64, 0f64, 0u64);
+    for (t, d) in timed.iter().zip(&dirs) {
+        steps += t.steps;
+        syncs += t.syncs;
+        seconds = seconds.max(t.seconds);
+        bytes += segment_bytes(d)?;
+    }
+    // The warm-up's steps wrote bytes too.
+    let written_steps = steps + (WARMUP_STEPS * sessions) as u64;
+    Ok(Measured {
+        calls: steps,
+        steps,
+        seconds,
+        syncs: Some(syncs),
+        bytes_per_step: Some(bytes as f64 / written_steps.max(1) as f64),
+    })
+}
+
+/// `writers` threads at once, each appending `write_bytes` to its own file in `dir` and
+/// fdatasyncing it, one at a time, for `time` (from when all have opened their files).
+pub(super) fn raw_writers_run(
+    dir: &Path,
+    writers: usize,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let barrier = std::sync::Barrier::new(writers);
+    let start = OnceLock::new();
+    let record = vec![0xA5u8; write_bytes];
+    let results: Vec<Result<(u64, f64), BoxError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..writers)
+            .map(|i| {
+                let (barrier, start, record) = (&barrier, &start, &record);
+                scope.spawn(move || {
+                    let file = OpenOptions::new()
+                        .create_new(true)
+                        .append(true)
+                        .open(dir.join(format!("raw{i}")));
+                    // Every thread reaches the barrier, failed or not, so none waits forever.
+                    barrier.wait();
+                    let start = *start.get_or_init(Instant::now);
+                    let mut file = file?;
+                    let mut syncs = 0u64;
+                    while start.elapsed() < time {
+                        file.write_all(record)?;
+                        file.sync_data()?;
+                        syncs += 1;
+                    }
+                    Ok((syncs, start.elapsed().as_secs_f64()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a raw writer thread panicked".into()))
+            })
+            .collect()
+    });
+    let (mut syncs, mut seconds) = (0u64, 0f64);
+    for r in results {
+        let (s, t) = r?;
+        syncs += s;
+        seconds = seconds.max(t);
+    }
+    Ok(Measured::raw(syncs, seconds, write_bytes))
+}
+
+/// `count` new directories `dir/<prefix><i>`.
+fn subdirs(dir: &Path, prefix: &str, count: usize) -> Result<Vec<PathBuf>, BoxError> {
+    (0..count)
+        .map(|i| {
+            let d = dir.join(format!("{prefix}{i}"));
+            std::fs::create_dir(&d)?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// One thread holding `files` files in `dir`: appends `write_bytes` to each, then one
+/// `syncfs` makes them all durable (with whatever else the file system holds dirty), over and
+/// over for `time`: one writer thread for many journals, sharing a sync. Returns the appends
+/// made durable (in the [`Measured`]'s calls) and the syncfs calls (its syncs).
+fn syncfs_run(
+    dir: &Path,
+    files: usize,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let mut open = (0..files)
+        .map(|i| {
+            OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(dir.join(format!("shared{i}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let record = vec![0xA5u8; write_bytes];
+    let (mut appends, mut syncs) = (0u64, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < time {
+        for file in &mut open {
+            file.write_all(&record)?;
+        }
+        rustix::fs::syncfs(&open[0])?;
+        (appends, syncs) = (appends + files as u64, syncs + 1);
+    }
+    Ok(Measured {
+        calls: appends,
+        steps: appends,
+        seconds: start.elapsed().as_secs_f64(),
+        syncs: Some(syncs),
+        bytes_per_step: Some(write_bytes as f64),
+    })
+}
+
+/// The hidden `many-loop` subcommand, for deciding whether sessions in one process should share
+/// fsyncs: `sessions` sessions at once on a runtime of `workers` worker threads, then as many
+/// raw writer threads (append + fdatasync each), then one thread appending to as many files
+/// and making them durable with one `syncfs`; each for `seconds`.
+pub(crate) fn many_loop(
+    common: &crate::Common,
+    sessions: usize,
+    workers: usize,
+    seconds: f64,
+) -> Result<(), BoxError> {
+    let base = crate::disk::scratch_base(common.dir.as_deref())?;
+    let time = Duration::from_secs_f64(seconds);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .enable_all()
+        .build()?;
+    let m = crate::disk::in_dir(base.path(), "sessions", |d| {
+        sessions_run(&rt, d, sessions, time)
+    })?;
+    println!(
+        "{sessions} sessions, {workers} workers: {:.1} calls/s, {:.2} fsyncs/step",
+        m.calls_per_s(),
+        m.syncs_per_step().unwrap_or(0.0)
+    );
+    drop(rt);
+    let m = crate::disk::in_dir(base.path(), "raw", |d| {
+        raw_writers_run(d, sessions, 100, time)
+    })?;
+    println!(
+        "{sessions} raw writer threads: {:.1} append+fdatasync/s in total",
+        m.calls_per_s()
+    );
+    let m = crate::disk::in_dir(base.path(), "syncfs", |d| {
+        syncfs_run(d, sessions, 100, time)
+    })?;
+    println!(
+        "1 thread, {sessions} files, 1 syncfs per round of appends: {:.1} durable appends/s ({:.1} syncfs/s)",
+        m.calls_per_s(),
+        m.syncs.unwrap_or(0) as f64 / m.seconds
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_at_once_each_journal_their_calls_with_one_sync_per_step() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let m = sessions_run(&rt, dir.path(), 3, Duration::from_millis(100)).expect("the run");
+        assert!(m.calls >= 3, "{} calls", m.calls);
+        assert_eq!(m.calls, m.steps);
+        // One sync per step, plus each session's turn end.
+        assert_eq!(m.syncs, Some(m.steps + 3));
+        for i in 0..3 {
+            assert!(segment_bytes(&dir.path().join(format!("s{i}"))).expect("bytes") > 0);
+        }
+    }
+
+    #[test]
+    fn raw_writers_each_write_their_own_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let m = raw_writers_run(dir.path(), 3, 100, Duration::from_millis(30)).expect("the run");
+        let bytes: u64 = (0..3)
+            .map(|i| {
+                std::fs::metadata(dir.path().join(format!("raw{i}")))
+                    .expect("a writer's file")
+                    .len()
+            })
+            .sum();
+        assert_eq!(bytes, 100 * m.calls);
+    }
+}
