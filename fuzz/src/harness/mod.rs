@@ -174,6 +174,8 @@ impl Word {
                         | ErrorCode::SchemaError
                         | ErrorCode::PolicyDenied
                         | ErrorCode::TruncatedCall
+                        | ErrorCode::QuestionDeclined
+                        | ErrorCode::QuestionUnanswered
                 )
         )
     }
