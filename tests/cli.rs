@@ -133,12 +133,12 @@ fn scenario_08_a_future_format_version_exits_2_and_says_so() {
     let dir = journal_with(1);
     let path = segment0(dir.path());
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[8] = 9;
+    bytes[8] = 3;
     std::fs::write(&path, &bytes).unwrap();
     let out = tooljournal(&["journal", "verify", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("unsupported format version 9"),
+        text(&out.stderr).contains("unsupported format version 3"),
         "{}",
         text(&out.stderr)
     );

@@ -4,14 +4,50 @@
 //! everything that knows it is here, and docs/FORMAT.md describes the bytes without naming it.
 //! Swapping the encoder (postcard, say) means changing this file and bumping the format version.
 //!
-//! The configuration is bincode's "legacy" layout: fixed-width little-endian integers, `u64`
-//! length prefixes for strings, byte arrays and sequences, `u32` enum variant indexes. Decoding is
-//! bounded by the record size limit, so a corrupt length prefix cannot make us allocate more than
-//! one record's worth, and trailing bytes are refused (a payload is exactly one value).
+//! Two configurations, one per format version ([`Encoding::of_format`]); both little-endian:
+//! - [`Encoding::Fixint`] (format 1), bincode's "legacy" layout: fixed-width integers, `u64`
+//!   length prefixes for strings, byte arrays and sequences, `u32` enum variant indexes.
+//! - [`Encoding::Varint`] (format 2): the same, except that lengths, variant indexes and every
+//!   integer of 16 bits or more are varints (one byte below 251, else a tag byte 251/252/253 and
+//!   a `u16`/`u32`/`u64`; signed ones zigzagged first). Most of a call's integers are small, so
+//!   this is what makes a format-2 record shorter.
+//!
+//! Decoding is bounded by the record size limit, so a corrupt length prefix cannot make us
+//! allocate more than one record's worth, and trailing bytes are refused (a payload is exactly
+//! one value) except by [`decode_prefix`], which reads a payload's leading fields.
 
 use bincode::Options;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+
+/// How integers and lengths are laid out in a payload: what a journal's format version decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// Format version 1: fixed-width integers, `u64` lengths, `u32` variant indexes.
+    Fixint,
+    /// Format version 2: varint lengths, variant indexes and integers of 16 bits or more.
+    Varint,
+}
+
+impl Encoding {
+    /// The encoding of payloads in a journal of `format_version`; `None` for a version this
+    /// build does not know.
+    pub fn of_format(format_version: u32) -> Option<Encoding> {
+        match format_version {
+            1 => Some(Encoding::Fixint),
+            2 => Some(Encoding::Varint),
+            _ => None,
+        }
+    }
+
+    /// The format version whose payloads use this encoding.
+    pub fn format_version(self) -> u32 {
+        match self {
+            Encoding::Fixint => 1,
+            Encoding::Varint => 2,
+        }
+    }
+}
 
 /// Why a payload could not be encoded or decoded. The message is bincode's, kept as text so the
 /// error type does not leak the encoder into the public API.
@@ -31,12 +67,25 @@ fn codec_error(e: bincode::Error) -> CodecError {
     }
 }
 
-fn options(size_bytes_max: u64) -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_little_endian()
-        .reject_trailing_bytes()
-        .with_limit(size_bytes_max)
+/// Runs `$body` with `$opts` bound to the bincode options of `$encoding` (the two
+/// configurations are different types, so a plain function cannot return either).
+macro_rules! with_options {
+    ($encoding:expr, |$opts:ident| $body:expr) => {
+        match $encoding {
+            Encoding::Fixint => {
+                let $opts = bincode::DefaultOptions::new()
+                    .with_fixint_encoding()
+                    .with_little_endian();
+                $body
+            }
+            Encoding::Varint => {
+                let $opts = bincode::DefaultOptions::new()
+                    .with_varint_encoding()
+                    .with_little_endian();
+                $body
+            }
+        }
+    };
 }
 
 /// Appends the encoding of `value` to `out`. Fails, leaving `out` as it was, when the encoding
@@ -46,14 +95,12 @@ pub fn encode_into<T: Serialize + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
     size_bytes_max: u64,
+    encoding: Encoding,
 ) -> Result<(), CodecError> {
     let start = out.len();
     // Encoded unbounded and measured after: a bound makes bincode encode everything twice (a
     // sizing pass first), and every record pays for that; an oversized one is rare.
-    let encoded = bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_little_endian()
-        .serialize_into(&mut *out, value);
+    let encoded = with_options!(encoding, |o| o.serialize_into(&mut *out, value));
     let result = match encoded {
         Ok(()) if (out.len() - start) as u64 > size_bytes_max => {
             Err(codec_error(Box::new(bincode::ErrorKind::SizeLimit)))
@@ -68,8 +115,75 @@ pub fn encode_into<T: Serialize + ?Sized>(
 }
 
 /// Decodes exactly one value from `bytes`.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    options(bytes.len() as u64 + 1)
-        .deserialize(bytes)
-        .map_err(codec_error)
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], encoding: Encoding) -> Result<T, CodecError> {
+    let limit = bytes.len() as u64 + 1;
+    with_options!(encoding, |o| o
+        .reject_trailing_bytes()
+        .with_limit(limit)
+        .deserialize(bytes))
+    .map_err(codec_error)
+}
+
+/// Decodes a `T` from the start of `bytes`, ignoring what follows it: a payload's leading
+/// fields (say `(u64, u32, u32)` for a record's time, event index and first field) without
+/// decoding the rest, whatever the encoding lays them out as.
+pub fn decode_prefix<T: DeserializeOwned>(
+    bytes: &[u8],
+    encoding: Encoding,
+) -> Result<T, CodecError> {
+    let limit = bytes.len() as u64 + 1;
+    with_options!(encoding, |o| o
+        .allow_trailing_bytes()
+        .with_limit(limit)
+        .deserialize(bytes))
+    .map_err(codec_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes<T: Serialize>(value: &T, encoding: Encoding) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_into(value, &mut out, u64::MAX, encoding).expect("encodes");
+        out
+    }
+
+    #[test]
+    fn varints_take_the_documented_widths() {
+        let v = Encoding::Varint;
+        assert_eq!(bytes(&250u64, v), [250]);
+        assert_eq!(bytes(&251u64, v), [251, 251, 0]);
+        assert_eq!(bytes(&65_535u32, v), [251, 0xFF, 0xFF]);
+        assert_eq!(bytes(&65_536u32, v), [252, 0, 0, 1, 0]);
+        assert_eq!(bytes(&(1u64 << 32), v), [253, 0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(bytes(&-1i32, v), [1]);
+        assert_eq!(bytes(&1i32, v), [2]);
+        assert_eq!(bytes(&-129i64, v), [251, 0x01, 0x01]);
+        assert_eq!(bytes(&7u8, v), [7]);
+        assert_eq!(bytes(&"ab", v), [2, b'a', b'b']);
+        assert_eq!(bytes(&Some(true), v), [1, 1]);
+        assert_eq!(bytes(&0.5f64, v), [0, 0, 0, 0, 0, 0, 0xE0, 0x3F]);
+        assert_eq!(bytes(&300u16, Encoding::Fixint), [0x2C, 0x01]);
+    }
+
+    #[test]
+    fn decode_refuses_trailing_bytes_and_decode_prefix_ignores_them() {
+        for e in [Encoding::Fixint, Encoding::Varint] {
+            let mut b = bytes(&(5u64, 6u32), e);
+            b.push(9);
+            assert!(decode::<(u64, u32)>(&b, e).is_err());
+            assert_eq!(decode_prefix::<(u64, u32)>(&b, e), Ok((5, 6)));
+        }
+    }
+
+    #[test]
+    fn a_value_too_wide_for_its_type_is_refused() {
+        // A u32 field holding a varint of 2^32 (tag 253): bincode refuses it rather than wrap.
+        let b = bytes(&(1u64 << 32), Encoding::Varint);
+        assert!(decode::<u32>(&b, Encoding::Varint).is_err());
+        assert_eq!(Encoding::of_format(3), None);
+        assert_eq!(Encoding::of_format(2), Some(Encoding::Varint));
+        assert_eq!(Encoding::Fixint.format_version(), 1);
+    }
 }

@@ -50,6 +50,14 @@ pub enum CorruptionKind {
     },
     /// A segment from another journal.
     JournalIdMismatch,
+    /// A segment whose format version is not the journal's (its first segment's): a journal
+    /// is written in one version from its first segment to its last.
+    FormatVersionMismatch {
+        /// The format version of the journal's first segment read (segment 0 when reading all).
+        expected: u32,
+        /// The format version this segment's header says.
+        found: u32,
+    },
     /// A segment header whose number does not match its file name.
     SegmentNumberMismatch {
         /// The number in the file name.
@@ -79,6 +87,11 @@ impl std::fmt::Display for CorruptionKind {
             CorruptionKind::JournalIdMismatch => {
                 write!(f, "segment belongs to another journal (journal id differs)")
             }
+            CorruptionKind::FormatVersionMismatch { expected, found } => write!(
+                f,
+                "segment header says format version {found}, the journal's first segment \
+                 says {expected} (a journal has one format version)"
+            ),
             CorruptionKind::SegmentNumberMismatch { expected, found } => write!(
                 f,
                 "segment header says number {found}, file name says {expected}"

@@ -11,7 +11,7 @@
 //! a bad frame, the scan's read-ahead adds up to about twice the record size limit (a candidate's
 //! whole frame is read before it is checked, as before).
 
-use crate::codec;
+use crate::codec::{self, Encoding};
 use crate::error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
 use crate::framing::{self, BadFrame, FrameCheck, FRAME_BYTES_MIN};
 use crate::scan::{Scan, ScanWork};
@@ -35,16 +35,20 @@ pub struct Record {
     pub frame_bytes: u64,
     /// The encoded value, as the writer appended it; decode with [`Record::decode`].
     pub payload: Vec<u8>,
+    /// How the payload is encoded: its segment's format version decides.
+    pub encoding: Encoding,
 }
 
 impl Record {
     /// Decodes the payload as a `T`. A failure names the record's seq and position.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
-        codec::decode(&self.payload).map_err(|e| DecodeError {
-            seq: self.seq,
-            position: self.position,
-            message: e.message,
-        })
+        self.as_ref().decode()
+    }
+
+    /// Decodes a `T` from the start of the payload, ignoring the rest (see
+    /// [`RecordRef::decode_prefix`]).
+    pub fn decode_prefix<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        self.as_ref().decode_prefix()
     }
 }
 
@@ -61,16 +65,29 @@ pub struct RecordRef<'a> {
     pub frame_bytes: u64,
     /// The encoded value, borrowed until the next read; decode with [`RecordRef::decode`].
     pub payload: &'a [u8],
+    /// How the payload is encoded: its segment's format version decides.
+    pub encoding: Encoding,
 }
 
 impl RecordRef<'_> {
     /// Decodes the payload as a `T`. A failure names the record's seq and position.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
-        codec::decode(self.payload).map_err(|e| DecodeError {
+        codec::decode(self.payload, self.encoding).map_err(|e| self.decode_error(e))
+    }
+
+    /// Decodes a `T` from the start of the payload and ignores the bytes after it: a record's
+    /// leading fields (its time, event index, …) without decoding the rest. Where they sit in
+    /// the payload depends on the encoding, so read them this way rather than at fixed offsets.
+    pub fn decode_prefix<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        codec::decode_prefix(self.payload, self.encoding).map_err(|e| self.decode_error(e))
+    }
+
+    fn decode_error(&self, e: codec::CodecError) -> DecodeError {
+        DecodeError {
             seq: self.seq,
             position: self.position,
             message: e.message,
-        })
+        }
     }
 
     /// Copies the payload out into an owned [`Record`].
@@ -80,6 +97,7 @@ impl RecordRef<'_> {
             position: self.position,
             frame_bytes: self.frame_bytes,
             payload: self.payload.to_vec(),
+            encoding: self.encoding,
         }
     }
 }
@@ -92,6 +110,7 @@ impl Record {
             position: self.position,
             frame_bytes: self.frame_bytes,
             payload: &self.payload,
+            encoding: self.encoding,
         }
     }
 }
@@ -140,6 +159,8 @@ pub enum ReadEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tail {
     pub journal_id: [u8; 16],
+    /// The journal's format version: a writer continuing it keeps writing this one.
+    pub format_version: u32,
     /// The last segment with a whole header, and the end of its valid data.
     pub valid_end: Position,
     pub records_in_segment: u64,
@@ -148,6 +169,8 @@ pub(crate) struct Tail {
 
 struct Cursor {
     number: u64,
+    /// The encoding of this segment's payloads (its header's format version).
+    encoding: Encoding,
     file: Box<dyn ReadAt>,
     len_bytes: u64,
     pos: u64,
@@ -217,6 +240,8 @@ pub struct Reader {
     cursor: Option<Cursor>,
     expected_seq: u64,
     journal_id: Option<[u8; 16]>,
+    /// The first whole header's format version: every segment of a journal must have it.
+    format_version: Option<u32>,
     limits: Limits,
     end: Option<ReadEnd>,
     failed: bool,
@@ -300,6 +325,7 @@ impl Reader {
             cursor: None,
             expected_seq: 1,
             journal_id: None,
+            format_version: None,
             limits,
             end: None,
             failed: false,
@@ -470,6 +496,18 @@ impl Reader {
             }
             _ => self.journal_id = Some(header.journal_id),
         }
+        // One journal, one format version: a writer continues a journal in the version it was
+        // created in, so a segment of another version is damage (or a mix-up), never an upgrade.
+        match self.format_version {
+            Some(expected) if expected != header.format_version => {
+                let kind = CorruptionKind::FormatVersionMismatch {
+                    expected,
+                    found: header.format_version,
+                };
+                return self.skip_segment(number, kind, len_bytes);
+            }
+            _ => self.format_version = Some(header.format_version),
+        }
         ControlFlow::Continue(header)
     }
 
@@ -517,6 +555,7 @@ impl Reader {
         self.next_index += 1;
         self.tail = Some(Tail {
             journal_id: header.journal_id,
+            format_version: header.format_version,
             valid_end: Position {
                 segment: number,
                 offset: HEADER_BYTES as u64,
@@ -526,6 +565,7 @@ impl Reader {
         });
         self.cursor = Some(Cursor {
             number,
+            encoding: header.encoding(),
             file,
             len_bytes,
             pos: HEADER_BYTES as u64,
@@ -585,6 +625,7 @@ impl Reader {
                     position: found.position,
                     frame_bytes: found.frame_bytes,
                     payload: &cursor.window[found.payload.clone()],
+                    encoding: cursor.encoding,
                 }))
             }
             Ok(None) => None,
@@ -642,6 +683,7 @@ impl Reader {
                 self.records += 1;
                 self.tail = Some(Tail {
                     journal_id: self.journal_id.expect("set with the header"),
+                    format_version: cursor.encoding.format_version(),
                     valid_end: Position {
                         segment: number,
                         offset: cursor.pos,

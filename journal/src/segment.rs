@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic          "TJRNSEG\0"
-//! 8       4     format_version u32 LE (this code writes and reads 1)
+//! 8       4     format_version u32 LE (this code writes 2 in a new journal, and reads 1 and 2)
 //! 12      16    journal_id     random bytes chosen when the journal was created; same in every segment
 //! 28      8     segment_number u64 LE, 0 for the first segment, +1 for each next one
 //! 36      8     first_seq      u64 LE, the seq of the segment's first record (1 in segment 0)
@@ -15,10 +15,15 @@
 //! always has a whole header. Before the next segment is born the previous one is synced, so
 //! only the last segment can have a torn tail.
 
+use crate::codec::Encoding;
+
 /// Magic bytes at the start of every segment.
 pub const MAGIC: [u8; 8] = *b"TJRNSEG\0";
-/// The format version this code writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version a new journal is written in, and the newest this code reads. A journal
+/// keeps the version it was created in: appending to a version-1 journal writes version 1.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code reads (and appends to).
+pub const FORMAT_VERSION_MIN: u32 = 1;
 /// Size of the segment header in bytes.
 pub const HEADER_BYTES: usize = 48;
 
@@ -28,6 +33,9 @@ const TEMP_SUFFIX: &str = ".segment.tmp";
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The format version: how everything after the header is laid out (see
+    /// [`crate::codec::Encoding::of_format`]). The same in every segment of a journal.
+    pub format_version: u32,
     /// The id of the journal the segment belongs to: random at creation, the same in every segment.
     pub journal_id: [u8; 16],
     /// The segment's number; must match its file name.
@@ -86,12 +94,18 @@ impl std::fmt::Display for BadHeader {
 }
 
 impl SegmentHeader {
+    /// The payload encoding of this segment's records, by its format version.
+    pub fn encoding(&self) -> Encoding {
+        // `decode` refuses unknown versions and the writer only makes known ones.
+        Encoding::of_format(self.format_version).unwrap_or(Encoding::Varint)
+    }
+
     /// The header's bytes as written at the start of a segment file: magic, version, fields and
     /// checksum.
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut out = [0u8; HEADER_BYTES];
         out[0..8].copy_from_slice(&MAGIC);
-        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.format_version.to_le_bytes());
         out[12..28].copy_from_slice(&self.journal_id);
         out[28..36].copy_from_slice(&self.segment_number.to_le_bytes());
         out[36..44].copy_from_slice(&self.first_seq.to_le_bytes());
@@ -113,7 +127,7 @@ impl SegmentHeader {
             return Err(BadHeader::Magic { found: magic });
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("slice of length 4"));
-        if version != FORMAT_VERSION {
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
             return Err(BadHeader::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
@@ -125,6 +139,7 @@ impl SegmentHeader {
             return Err(BadHeader::Checksum { stored, computed });
         }
         Ok(SegmentHeader {
+            format_version: version,
             journal_id: bytes[12..28].try_into().expect("slice of length 16"),
             segment_number: u64::from_le_bytes(bytes[28..36].try_into().expect("length 8")),
             first_seq: u64::from_le_bytes(bytes[36..44].try_into().expect("length 8")),
@@ -173,6 +188,7 @@ mod tests {
     #[test]
     fn header_round_trips_and_detects_a_flipped_bit() {
         let h = SegmentHeader {
+            format_version: FORMAT_VERSION,
             journal_id: [3; 16],
             segment_number: 9,
             first_seq: 1234,
@@ -188,20 +204,26 @@ mod tests {
 
     #[test]
     fn future_version_is_named_as_such() {
-        let mut bytes = SegmentHeader {
+        let header = |format_version| SegmentHeader {
+            format_version,
             journal_id: [0; 16],
             segment_number: 0,
             first_seq: 1,
+        };
+        for (version, encoding) in [(1, Encoding::Fixint), (2, Encoding::Varint)] {
+            let decoded = SegmentHeader::decode(&header(version).encode());
+            assert_eq!(decoded, Ok(header(version)));
+            assert_eq!(decoded.map(|h| h.encoding()), Ok(encoding));
         }
-        .encode();
-        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
-        assert_eq!(
-            SegmentHeader::decode(&bytes),
-            Err(BadHeader::UnsupportedVersion {
-                found: 2,
-                supported: 1
-            })
-        );
+        for found in [0, 3] {
+            assert_eq!(
+                SegmentHeader::decode(&header(found).encode()),
+                Err(BadHeader::UnsupportedVersion {
+                    found,
+                    supported: 2
+                })
+            );
+        }
     }
 
     #[test]

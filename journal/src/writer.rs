@@ -11,12 +11,13 @@
 //! may drop the dirty pages and report success on a retry), so the first failure poisons the
 //! journal and every later call returns it. Nothing is retried.
 
+use crate::codec::{self, Encoding};
 use crate::error::JournalError;
 use crate::framing::{self, SEQ_BYTES};
 use crate::reader::{ReadEnd, TornTail};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
 use crate::storage::{write_all, Storage, WriteFile};
-use crate::{codec, FsyncPolicy, Options};
+use crate::{FsyncPolicy, Options};
 use serde::Serialize;
 use std::any::Any;
 use std::io;
@@ -91,6 +92,9 @@ struct State {
     segment: u64,
     segment_len_bytes: u64,
     segment_records: u64,
+    /// The journal's format version, kept from its creation: new segments get it and payloads
+    /// are encoded by it, so a reopened version-1 journal stays version 1.
+    format_version: u32,
 }
 
 struct Chunk {
@@ -426,7 +430,13 @@ impl Drop for Leader {
 }
 
 impl State {
-    fn new(next_seq: u64, segment: u64, segment_len_bytes: u64, segment_records: u64) -> State {
+    fn new(
+        next_seq: u64,
+        segment: u64,
+        segment_len_bytes: u64,
+        segment_records: u64,
+        format_version: u32,
+    ) -> State {
         State {
             next_seq,
             chunks: vec![Chunk {
@@ -438,7 +448,14 @@ impl State {
             segment,
             segment_len_bytes,
             segment_records,
+            format_version,
         }
+    }
+
+    /// The payload encoding of the journal's format version.
+    fn encoding(&self) -> Encoding {
+        // Only versions the reader accepted, or the current one, ever get here.
+        Encoding::of_format(self.format_version).unwrap_or(Encoding::Varint)
     }
 
     /// Encodes `value` as the next record. Returns its seq and whether the buffer is full.
@@ -450,14 +467,15 @@ impl State {
     ) -> Result<(u64, bool), JournalError> {
         let limits = options.limits;
         let seq = self.next_seq;
+        let encoding = self.encoding();
         let chunk = self.chunks.last_mut().expect("chunks is never empty");
         let start = framing::begin(&mut chunk.bytes, seq);
         let payload_max = u64::from(limits.record_size_bytes_max) - SEQ_BYTES as u64;
-        if let Err(e) = codec::encode_into(value, &mut chunk.bytes, payload_max) {
+        if let Err(e) = codec::encode_into(value, &mut chunk.bytes, payload_max, encoding) {
             chunk.bytes.truncate(start);
             return Err(if e.over_limit {
                 JournalError::RecordTooLarge {
-                    size_bytes: codec_size(value),
+                    size_bytes: codec_size(value, encoding),
                     size_bytes_max: payload_max,
                 }
             } else {
@@ -474,6 +492,7 @@ impl State {
             self.segment_records = 0;
             self.chunks.push(Chunk {
                 starts_segment: Some(SegmentHeader {
+                    format_version: self.format_version,
                     journal_id,
                     segment_number: self.segment,
                     first_seq: seq,
@@ -514,9 +533,9 @@ impl State {
 }
 
 /// The encoded size of a value that was over the limit, for the error message.
-fn codec_size<T: Serialize + ?Sized>(value: &T) -> u64 {
+fn codec_size<T: Serialize + ?Sized>(value: &T, encoding: Encoding) -> u64 {
     let mut buf = Vec::new();
-    match codec::encode_into(value, &mut buf, u64::MAX) {
+    match codec::encode_into(value, &mut buf, u64::MAX, encoding) {
         Ok(()) => buf.len() as u64,
         Err(_) => u64::MAX,
     }

@@ -1,6 +1,8 @@
 //! `docs/FORMAT.md` against the bytes: an independent reader written from that document alone
 //! (std and `crc32fast` only, no `tooljournal_journal::{framing, segment, codec, Reader}`), run over journals
-//! made by the public writer API.
+//! made by the public writer API, in both format versions: 2, what a new journal is written in,
+//! and 1, what a writer keeps writing when it appends to a version-1 journal (the tests get one
+//! by giving the writer an empty version-1 segment 0, written by hand).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -12,6 +14,26 @@ use tooljournal_journal::{
 // ---- The independent reader (FORMAT.md only) ----
 
 const HEADER: usize = 48;
+
+/// How a payload's integers and lengths are laid out: the journal's format version decides
+/// (FORMAT.md, *Payload encoding*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Format 1: fixed-width integers, `u64` lengths, `u32` variant indexes.
+    Fixint,
+    /// Format 2: varints for lengths, variant indexes and integers of 16 bits or more.
+    Varint,
+}
+
+impl Layout {
+    fn of(format_version: u32) -> Layout {
+        match format_version {
+            1 => Layout::Fixint,
+            2 => Layout::Varint,
+            v => panic!("format version {v}"),
+        }
+    }
+}
 
 fn crc(parts: &[&[u8]]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -43,6 +65,8 @@ enum End {
 #[derive(Debug, Default)]
 struct Parsed {
     journal_id: Option<[u8; 16]>,
+    /// Segment 0's format version: every segment has it.
+    format_version: Option<u32>,
     first_seqs: Vec<u64>,
     frames: Vec<(u64, Vec<u8>)>,         // (seq, payload)
     frames_per_segment: Vec<Vec<usize>>, // frame lengths (8 + length)
@@ -59,13 +83,14 @@ fn frame_at(b: &[u8], at: usize, limit: u32) -> Option<(u64, &[u8], usize)> {
 }
 
 /// The header checks, in the documented order.
-fn header_ok(b: &[u8], number: u64, id: Option<[u8; 16]>, first_seq: u64) -> bool {
+fn header_ok(b: &[u8], number: u64, p: &Parsed, first_seq: u64) -> bool {
     b.len() >= HEADER
         && b[0..8] == *b"TJRNSEG\0"
-        && le32(b, 8) == 1
+        && matches!(le32(b, 8), 1 | 2)
         && crc(&[&b[0..44]]) == le32(b, 44)
         && le64(b, 28) == number
-        && id.is_none_or(|id| id == b[12..28])
+        && p.journal_id.is_none_or(|id| id == b[12..28])
+        && p.format_version.is_none_or(|v| v == le32(b, 8))
         && le64(b, 36) == first_seq
 }
 
@@ -86,10 +111,11 @@ fn read_journal(files: &[(String, Vec<u8>)], limit: u32) -> (Parsed, End) {
         if last && b.len() < HEADER {
             return (p, End::Torn(number, 0));
         }
-        if !header_ok(b, number, p.journal_id, expected) {
+        if !header_ok(b, number, &p, expected) {
             return (p, corrupt(0));
         }
         p.journal_id = Some(b[12..28].try_into().unwrap());
+        p.format_version = Some(le32(b, 8));
         p.first_seqs.push(le64(b, 36));
         p.frames_per_segment.push(Vec::new());
         let mut at = HEADER;
@@ -111,40 +137,6 @@ fn read_journal(files: &[(String, Vec<u8>)], limit: u32) -> (Parsed, End) {
         }
     }
     (p, End::Clean)
-}
-
-/// Payload encoding, by hand.
-struct Cur<'a>(&'a [u8]);
-impl Cur<'_> {
-    fn take(&mut self, n: usize) -> &[u8] {
-        assert!(self.0.len() >= n, "payload too short");
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        head
-    }
-    fn u8(&mut self) -> u8 {
-        self.take(1)[0]
-    }
-    fn u32(&mut self) -> u32 {
-        le32(self.take(4), 0)
-    }
-    fn u64(&mut self) -> u64 {
-        le64(self.take(8), 0)
-    }
-    fn bytes(&mut self) -> Vec<u8> {
-        let n = self.u64() as usize;
-        self.take(n).to_vec()
-    }
-    fn string(&mut self) -> String {
-        String::from_utf8(self.bytes()).expect("UTF-8")
-    }
-    fn option<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
-        match self.u8() {
-            0 => None,
-            1 => Some(f(self)),
-            t => panic!("option tag {t}"),
-        }
-    }
 }
 
 // ---- Values appended through the public writer API ----
@@ -178,35 +170,54 @@ enum Val {
     Ev(Ev),
 }
 
-/// Decodes `payload` as the same type as `like`; the payload must be exactly one value.
-fn decode(like: &Val, payload: &[u8]) -> Val {
-    let mut c = Cur(payload);
+/// Decodes `payload`, laid out as `layout`, as the same type as `like`; the payload must be
+/// exactly one value.
+fn decode(like: &Val, payload: &[u8], layout: Layout) -> Val {
+    let mut seen = Default::default();
+    let mut c = events::Cur::new(payload, layout, &mut seen);
+    let c = &mut c;
+    let bytes = |c: &mut events::Cur| {
+        let n = c.count().unwrap() as usize;
+        c.take(n).unwrap().to_vec()
+    };
+    let string = |c: &mut events::Cur| String::from_utf8(bytes(c)).expect("UTF-8");
+    let u8 = |c: &mut events::Cur| c.take(1).unwrap()[0];
     let v = match like {
-        Val::Bytes(_) => Val::Bytes(c.bytes()),
-        Val::Str(_) => Val::Str(c.string()),
-        Val::U64(_) => Val::U64(c.u64()),
+        Val::Bytes(_) => Val::Bytes(bytes(c)),
+        Val::Str(_) => Val::Str(string(c)),
+        Val::U64(_) => Val::U64(c.u64().unwrap()),
         Val::Call(_) => Val::Call(Call {
-            id: c.u64(),
-            name: c.string(),
-            retries: c.option(|c| c.u32()),
-            ok: match c.u8() {
+            id: c.u64().unwrap(),
+            name: string(c),
+            retries: match u8(c) {
+                0 => None,
+                1 => Some(c.u32().unwrap()),
+                t => panic!("option tag {t}"),
+            },
+            ok: match u8(c) {
                 b @ (0 | 1) => b == 1,
                 b => panic!("bool byte {b}"),
             },
-            delta: c.u32() as i32,
-            tags: (0..c.u64())
-                .map(|_| (c.string(), u16::from_le_bytes([c.u8(), c.u8()])))
+            delta: c.i32().unwrap(),
+            tags: (0..c.count().unwrap())
+                .map(|_| (string(c), c.u16().unwrap()))
                 .collect(),
         }),
-        Val::Strings(_) => Val::Strings((0..c.u64()).map(|_| c.string()).collect()),
-        Val::Ev(_) => Val::Ev(match c.u32() {
-            0 => Ev::Started { at: c.u64() },
-            1 => Ev::Note(c.string()),
+        Val::Strings(_) => Val::Strings((0..c.count().unwrap()).map(|_| string(c)).collect()),
+        Val::Ev(_) => Val::Ev(match c.index().unwrap() {
+            0 => Ev::Started {
+                at: c.u64().unwrap(),
+            },
+            1 => Ev::Note(string(c)),
             2 => Ev::Stopped,
             i => panic!("variant {i}"),
         }),
     };
-    assert!(c.0.is_empty(), "{} trailing payload bytes", c.0.len());
+    assert!(
+        c.rest().is_empty(),
+        "{} trailing payload bytes",
+        c.rest().len()
+    );
     v
 }
 
@@ -244,6 +255,29 @@ const LIMITS: Limits = Limits {
     segment_size_bytes_max: 300,
 };
 
+/// Makes the journal in `storage` one of format `version`: an empty segment 0 of that version,
+/// by hand (*Segment header*). A writer opening it continues in that version; without it, a
+/// writer creates a journal of the current version, 2.
+fn seed(storage: &SimStorage, version: u32) {
+    let mut b = b"TJRNSEG\0".to_vec();
+    b.extend(version.to_le_bytes());
+    b.extend([0x5A; 16]); // journal_id
+    b.extend(0u64.to_le_bytes()); // segment_number
+    b.extend(1u64.to_le_bytes()); // first_seq
+    let header_crc = crc(&[&b[0..44]]);
+    b.extend(header_crc.to_le_bytes());
+    storage.put_file(&format!("{:020}.segment", 0), b);
+}
+
+/// A simulated journal of format `version` (1 seeded by hand, 2 as the writer creates it).
+fn storage_of_version(version: u32) -> SimStorage {
+    let storage = SimStorage::new();
+    if version == 1 {
+        seed(&storage, 1);
+    }
+    storage
+}
+
 fn write_journal(storage: Arc<dyn Storage>, vals: &[Val]) {
     let (j, _) = Journal::open(
         storage,
@@ -271,12 +305,20 @@ fn sim_files(s: &SimStorage) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn independent_reader_reads_every_byte_the_writer_wrote() {
-    let storage = SimStorage::new();
+    for version in [1, 2] {
+        reads_every_byte(version);
+    }
+}
+
+fn reads_every_byte(version: u32) {
+    let storage = storage_of_version(version);
     let vals = values();
     write_journal(Arc::new(storage.clone()), &vals);
     let files = sim_files(&storage);
     let (p, end) = read_journal(&files, LIMITS.record_size_bytes_max);
-    assert_eq!(end, End::Clean);
+    assert_eq!(end, End::Clean, "version {version}");
+    assert_eq!(p.format_version, Some(version));
+    let layout = Layout::of(version);
 
     let segs: Vec<_> = files
         .iter()
@@ -287,6 +329,11 @@ fn independent_reader_reads_every_byte_the_writer_wrote() {
     for (i, (name, b)) in segs.iter().enumerate() {
         assert_eq!(name, &format!("{i:020}.segment"));
         assert_eq!(&b[0..8], &[0x54, 0x4A, 0x52, 0x4E, 0x53, 0x45, 0x47, 0x00]);
+        assert_eq!(
+            le32(b, 8),
+            version,
+            "every segment has the journal's version"
+        );
         assert_eq!(le64(b, 28), i as u64);
         let frames = &p.frames_per_segment[i];
         assert!(!frames.is_empty(), "segment {i} holds records");
@@ -310,10 +357,27 @@ fn independent_reader_reads_every_byte_the_writer_wrote() {
     assert_eq!(p.frames.len(), vals.len());
     for (i, ((seq, payload), want)) in p.frames.iter().zip(&vals).enumerate() {
         assert_eq!(*seq, i as u64 + 1);
-        assert_eq!(&decode(want, payload), want, "seq {seq}");
+        assert_eq!(&decode(want, payload, layout), want, "seq {seq}");
     }
-    // A hand-checked payload, byte for byte: Ev::Note("n").
-    assert_eq!(p.frames[9].1, [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'n']);
+    // Hand-checked payloads, byte for byte: Ev::Note("n"), the `Call` with its tags.
+    let (note, call): (&[u8], &[u8]) = match layout {
+        Layout::Fixint => (&[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'n'], &[]),
+        Layout::Varint => (
+            &[1, 1, b'n'],
+            &[
+                253, 8, 7, 6, 5, 4, 3, 2, 1, // id: a u64 over 2^32
+                4, b'g', b'r', b'e', b'p', // name
+                1, 3, // retries: Some(3)
+                0, // ok: false
+                9, // delta: -5, zigzag 9
+                2, 1, b'a', 1, 2, b'b', b'b', 251, 0xEF, 0xBE, // tags
+            ],
+        ),
+    };
+    assert_eq!(p.frames[9].1, note);
+    if layout == Layout::Varint {
+        assert_eq!(p.frames[5].1, call);
+    }
 }
 
 #[test]
@@ -374,8 +438,17 @@ fn crate_verdict(storage: &SimStorage) -> End {
 
 #[test]
 fn torn_tail_and_corruption_agree_with_the_crate() {
-    let base = SimStorage::new();
-    write_journal(Arc::new(base.clone()), &values());
+    for version in [1, 2] {
+        torn_and_corrupt_agree(version);
+    }
+}
+
+fn torn_and_corrupt_agree(version: u32) {
+    let base = storage_of_version(version);
+    // Two small records last, so that the last segment holds at least two in either version.
+    let mut vals = values();
+    vals.extend([Val::U64(1), Val::U64(2)]);
+    write_journal(Arc::new(base.clone()), &vals);
     let files = sim_files(&base);
     let (p, end) = read_journal(&files, LIMITS.record_size_bytes_max);
     assert_eq!((end, crate_verdict(&base)), (End::Clean, End::Clean));
@@ -436,7 +509,15 @@ fn torn_tail_and_corruption_agree_with_the_crate() {
     assert_eq!(both(1, &s1_cut), [Corrupt(1, s1[0] as u64); 2]);
     assert_eq!(both(last, &|b| b[20] ^= 1), [Corrupt(last, 0); 2]);
     assert_eq!(both(0, &|b| b[0] = b'X'), [Corrupt(0, 0); 2]);
-    assert_eq!(both(last, &|b| b[8] = 2), [Corrupt(last, 0); 2]);
+    // An unknown format version; a known one that is not the journal's (its CRC made right).
+    assert_eq!(both(last, &|b| b[8] = 3), [Corrupt(last, 0); 2]);
+    let other_version = |b: &mut Vec<u8>| {
+        b[8] = 3 - version as u8;
+        let header_crc = crc(&[&b[0..44]]);
+        b[44..48].copy_from_slice(&header_crc.to_le_bytes());
+    };
+    assert_eq!(both(last, &other_version), [Corrupt(last, 0); 2]);
+    assert_eq!(both(1, &other_version), [Corrupt(1, 0); 2]);
     assert_eq!(both(1, &|b| b.clear()), [Corrupt(1, 0); 2]);
 }
 
@@ -448,13 +529,16 @@ mod events;
 mod old_journals;
 #[path = "format_doc/sample.rs"]
 mod sample;
+#[path = "format_doc/v2.rs"]
+mod v2;
 
 use runtime::event::{Event, Record, EVENT_SCHEMA_VERSION};
 use sample::every_event;
 
-/// The payloads of a journal written with these records (read back by the independent reader).
-fn payloads_of(records: &[Record]) -> Vec<Vec<u8>> {
-    let storage = SimStorage::new();
+/// The payloads of a journal of format `version` written with these records (read back by the
+/// independent reader).
+fn payloads_of(records: &[Record], version: u32) -> Vec<Vec<u8>> {
+    let storage = storage_of_version(version);
     let (j, _) = Journal::open(Arc::new(storage.clone()), Options::default()).expect("open");
     for r in records {
         j.append(r).expect("append");
@@ -464,8 +548,42 @@ fn payloads_of(records: &[Record]) -> Vec<Vec<u8>> {
         &sim_files(&storage),
         Limits::default().record_size_bytes_max,
     );
-    assert_eq!(end, End::Clean);
+    assert_eq!((end, p.format_version), (End::Clean, Some(version)));
     p.frames.into_iter().map(|(_, payload)| payload).collect()
+}
+
+/// Every record of [`every_event`], written in format `version`, decodes by the document into
+/// what was written, and every variant `counts` lists is in some record.
+fn decodes_every_event_and_variant(version: u32, counts: &[(&'static str, u32)]) {
+    let layout = Layout::of(version);
+    let records = every_event();
+    let payloads = payloads_of(&records, version);
+    assert_eq!(payloads.len(), records.len());
+    assert_eq!(
+        events::declared_schema(&payloads[0], layout),
+        Some(EVENT_SCHEMA_VERSION)
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for (record, payload) in records.iter().zip(&payloads) {
+        let decoded = events::decode_record(payload, layout, &mut seen)
+            .unwrap_or_else(|e| panic!("format {version}, {}: {e:?}", record.event.kind()));
+        assert_eq!(decoded.at_ms, record.at_ms);
+        assert_eq!(decoded.name, record.event.kind());
+        assert_eq!(
+            decoded.fields,
+            serde_content(&record.event),
+            "format {version}, {}",
+            decoded.name
+        );
+    }
+    for &(ty, count) in counts {
+        for index in 0..count {
+            assert!(
+                seen.contains(&(ty, index)),
+                "{ty} variant {index} never written"
+            );
+        }
+    }
 }
 
 /// The variant's content as serde renders it (`{"Name": content}` → content; a unit → null).
@@ -491,35 +609,12 @@ fn every_event_and_every_variant_decodes_by_the_document() {
         "extend format_doc.rs"
     );
 
+    for version in [1, 2] {
+        decodes_every_event_and_variant(version, &counts);
+    }
+    // Hand-checked bytes of format 1 (format 2's: `v2::hand_checked_payloads_of_format_2`).
     let records = every_event();
-    let payloads = payloads_of(&records);
-    assert_eq!(payloads.len(), records.len());
-    assert_eq!(
-        events::declared_schema(&payloads[0]),
-        Some(EVENT_SCHEMA_VERSION)
-    );
-    let mut seen = std::collections::BTreeSet::new();
-    for (record, payload) in records.iter().zip(&payloads) {
-        let decoded = events::decode_record(payload, &mut seen)
-            .unwrap_or_else(|e| panic!("{}: {e:?}", record.event.kind()));
-        assert_eq!(decoded.at_ms, record.at_ms);
-        assert_eq!(decoded.name, record.event.kind());
-        assert_eq!(
-            decoded.fields,
-            serde_content(&record.event),
-            "{}",
-            decoded.name
-        );
-    }
-    // Every variant of every enum the document lists was in some record.
-    for (ty, count) in counts {
-        for index in 0..count {
-            assert!(
-                seen.contains(&(ty, index)),
-                "{ty} variant {index} never written"
-            );
-        }
-    }
+    let payloads = payloads_of(&records, 1);
     // Hand-checked: `ProcExit.status` -1 is four 0xFF bytes (two's complement), a tuple is its
     // elements back to back.
     let settled = &payloads[records
@@ -662,7 +757,11 @@ fn every_event_and_every_variant_decodes_by_the_document() {
 }
 
 /// The runtime's verdict (its `EventDecoder`) in the independent reader's terms.
-fn runtime_verdict(payloads: &[Vec<u8>]) -> events::Verdict {
+fn runtime_verdict(payloads: &[Vec<u8>], layout: Layout) -> events::Verdict {
+    let encoding = match layout {
+        Layout::Fixint => tooljournal_journal::codec::Encoding::Fixint,
+        Layout::Varint => tooljournal_journal::codec::Encoding::Varint,
+    };
     let mut decoder = runtime::replay::EventDecoder::new();
     for (index, payload) in payloads.iter().enumerate() {
         let record = tooljournal_journal::RecordRef {
@@ -673,6 +772,7 @@ fn runtime_verdict(payloads: &[Vec<u8>]) -> events::Verdict {
             },
             frame_bytes: 0,
             payload,
+            encoding,
         };
         match decoder.decode(record) {
             Ok(_) => {}
@@ -687,10 +787,11 @@ fn runtime_verdict(payloads: &[Vec<u8>]) -> events::Verdict {
 
 #[test]
 fn the_versioning_rule_agrees_with_the_runtime() {
+    // In format 1, where the schema's bytes are at a fixed place (format 2: `v2.rs`).
     use events::Verdict;
     let records = every_event();
     let with_schema = |schema: u32| -> Vec<Vec<u8>> {
-        let mut p = payloads_of(&records);
+        let mut p = payloads_of(&records, 1);
         p[0][12..16].copy_from_slice(&schema.to_le_bytes());
         p
     };
@@ -698,8 +799,14 @@ fn the_versioning_rule_agrees_with_the_runtime() {
     // Everything decodes: read, whatever the schema says.
     for schema in [events::DOC_SCHEMA, newer] {
         let p = with_schema(schema);
-        assert_eq!(events::verdict(&p), Verdict::Read(records.len()));
-        assert_eq!(runtime_verdict(&p), Verdict::Read(records.len()));
+        assert_eq!(
+            events::verdict(&p, Layout::Fixint),
+            Verdict::Read(records.len())
+        );
+        assert_eq!(
+            runtime_verdict(&p, Layout::Fixint),
+            Verdict::Read(records.len())
+        );
     }
     // An unknown event type, an unknown variant deep inside (the `SideEffect` of a settled
     // record), trailing bytes: newer with a newer schema, corrupt otherwise.
@@ -731,12 +838,12 @@ fn the_versioning_rule_agrees_with_the_runtime() {
                 Verdict::Corrupt { index }
             };
             assert_eq!(
-                events::verdict(&p),
+                events::verdict(&p, Layout::Fixint),
                 expected,
                 "record {index}, schema {schema}"
             );
             assert_eq!(
-                runtime_verdict(&p),
+                runtime_verdict(&p, Layout::Fixint),
                 expected,
                 "record {index}, schema {schema}"
             );

@@ -83,9 +83,10 @@ fn scenario_35_a_torn_tail_is_quarantined_byte_for_byte_before_reopen_cuts_it() 
     journal.append(&payload(99, 5)).unwrap();
     journal.close().unwrap();
     let (_, bytes) = last_segment(&storage);
+    // Frame (16) + a 5-byte `Vec<u8>`: its length is one varint byte (format 2).
     assert_eq!(
         bytes.len(),
-        valid_len + 16 + 8 + 5,
+        valid_len + 16 + 1 + 5,
         "garbage cut, new record appended"
     );
     let (records, end) = read_all(&storage, small_limits(1 << 20));
@@ -181,8 +182,8 @@ fn a_hand_built_frame_with_the_right_seq_is_read() {
     // FORMAT.md is enough to write records: a frame built from it alone reads back.
     let (storage, _) = journal_of(&[10]);
     let (name, mut bytes) = last_segment(&storage);
-    // FORMAT.md's layout for Vec<u8>: u64 LE length, then the bytes.
-    let mut payload = 3u64.to_le_bytes().to_vec();
+    // FORMAT.md's layout for Vec<u8> in format 2: a varint length (one byte), then the bytes.
+    let mut payload = vec![3];
     payload.extend_from_slice(b"abc");
     bytes.extend_from_slice(&raw_frame(2, &payload));
     storage.put_file(&name, bytes);
@@ -228,7 +229,7 @@ fn scenario_05_empty_and_header_only_segments_read_as_empty_journals() {
 fn future_format_version_is_refused_by_name() {
     let (storage, _) = journal_of(&[10]);
     let (name, mut bytes) = last_segment(&storage);
-    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
     storage.put_file(&name, bytes);
     let (_, end) = read_all(&storage, small_limits(1 << 20));
     match end {
@@ -236,12 +237,12 @@ fn future_format_version_is_refused_by_name() {
             assert_eq!(
                 c.kind,
                 CorruptionKind::BadHeader(segment::BadHeader::UnsupportedVersion {
-                    found: 7,
+                    found: 3,
                     supported: segment::FORMAT_VERSION
                 })
             );
             assert!(
-                c.to_string().contains("unsupported format version 7"),
+                c.to_string().contains("unsupported format version 3"),
                 "{c}"
             );
         }
@@ -278,7 +279,8 @@ fn oversized_records_are_refused_on_write_and_on_read() {
             size_bytes,
             size_bytes_max,
         }) => {
-            assert_eq!(size_bytes, too_big.len() as u64 + 8);
+            // A length of 65 537 is a varint of 5 bytes: 252 and a `u32`.
+            assert_eq!(size_bytes, too_big.len() as u64 + 5);
             assert_eq!(size_bytes_max, (1 << 16) - 8);
         }
         other => panic!("{other:?}"),

@@ -104,6 +104,7 @@ pub(super) fn continue_segment(
         tail.valid_end.segment,
         tail.valid_end.offset,
         tail.records_in_segment,
+        tail.format_version,
     );
     let io = Io {
         file,
@@ -114,7 +115,7 @@ pub(super) fn continue_segment(
 }
 
 /// Starts an empty journal: a new id (unless the options fix one) and segment 0, whose first
-/// record will be seq 1.
+/// record will be seq 1, in the current format version.
 pub(super) fn create_first_segment(
     storage: &dyn Storage,
     options: &Options,
@@ -123,6 +124,7 @@ pub(super) fn create_first_segment(
         .journal_id
         .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes());
     let header = SegmentHeader {
+        format_version: segment::FORMAT_VERSION,
         journal_id,
         segment_number: 0,
         first_seq: 1,
@@ -133,7 +135,8 @@ pub(super) fn create_first_segment(
         segment: 0,
         written_seq: 0,
     };
-    Ok((journal_id, io, State::new(1, 0, HEADER_BYTES as u64, 0)))
+    let state = State::new(1, 0, HEADER_BYTES as u64, 0, segment::FORMAT_VERSION);
+    Ok((journal_id, io, state))
 }
 
 /// Copies a torn tail's bytes to a new file beside its segment, durably. Returns its name.

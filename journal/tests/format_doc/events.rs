@@ -6,7 +6,7 @@
 //! The runtime is a dev-dependency only to write real events through the public API and to
 //! compare; nothing here decodes through it.
 
-use super::{le32, le64};
+use super::{le32, le64, Layout};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -25,14 +25,31 @@ pub enum Bad {
 type R = Result<Value, Bad>;
 type Decode = fn(&mut Cur) -> R;
 
-/// A payload being read, and the (type, variant) pairs seen so far.
+/// A payload being read, in its journal's layout, and the (type, variant) pairs seen so far.
 pub struct Cur<'a> {
     bytes: &'a [u8],
+    layout: Layout,
     pub seen: &'a mut BTreeSet<(&'static str, u32)>,
 }
 
-impl Cur<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], Bad> {
+impl<'a> Cur<'a> {
+    /// A cursor at the start of `bytes`, read in `layout`.
+    pub fn new(
+        bytes: &'a [u8],
+        layout: Layout,
+        seen: &'a mut BTreeSet<(&'static str, u32)>,
+    ) -> Cur<'a> {
+        Cur {
+            bytes,
+            layout,
+            seen,
+        }
+    }
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &[u8] {
+        self.bytes
+    }
+    pub fn take(&mut self, n: usize) -> Result<&[u8], Bad> {
         if self.bytes.len() < n {
             return Err(Bad::Malformed(format!(
                 "{n} bytes wanted, {} left",
@@ -43,15 +60,68 @@ impl Cur<'_> {
         self.bytes = rest;
         Ok(head)
     }
-    fn u16(&mut self) -> Result<u16, Bad> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+    /// Format 2's varint: one byte below 251, else 251/252/253 and a `u16`/`u32`/`u64`.
+    pub fn varint(&mut self) -> Result<u64, Bad> {
+        Ok(match self.take(1)?[0] {
+            b @ 0..=250 => u64::from(b),
+            251 => u64::from(u16::from_le_bytes(self.take(2)?.try_into().unwrap())),
+            252 => u64::from(le32(self.take(4)?, 0)),
+            253 => le64(self.take(8)?, 0),
+            b => return Err(Bad::Malformed(format!("varint tag {b}"))),
+        })
     }
-    fn u32(&mut self) -> Result<u32, Bad> {
-        Ok(le32(self.take(4)?, 0))
+    /// An unsigned integer of `bits`: fixed width in format 1, a varint that must fit in 2.
+    pub fn unsigned(&mut self, bits: u32) -> Result<u64, Bad> {
+        let v = match self.layout {
+            Layout::Fixint => {
+                let b = self.take(bits as usize / 8)?;
+                let mut word = [0u8; 8];
+                word[..b.len()].copy_from_slice(b);
+                u64::from_le_bytes(word)
+            }
+            Layout::Varint => self.varint()?,
+        };
+        if bits < 64 && v >> bits != 0 {
+            return Err(Bad::Malformed(format!("{v} does not fit in {bits} bits")));
+        }
+        Ok(v)
     }
-    fn u64(&mut self) -> Result<u64, Bad> {
-        Ok(le64(self.take(8)?, 0))
+    pub fn u16(&mut self) -> Result<u16, Bad> {
+        Ok(self.unsigned(16)? as u16)
+    }
+    pub fn u32(&mut self) -> Result<u32, Bad> {
+        Ok(self.unsigned(32)? as u32)
+    }
+    pub fn u64(&mut self) -> Result<u64, Bad> {
+        self.unsigned(64)
+    }
+    /// `i32`: two's complement in format 1; zigzag (0, -1, 1, -2, … as 0, 1, 2, 3, …) then a
+    /// varint in format 2.
+    pub fn i32(&mut self) -> Result<i32, Bad> {
+        match self.layout {
+            Layout::Fixint => Ok(self.u32()? as i32),
+            Layout::Varint => {
+                let z = self.varint()?;
+                let v = if z % 2 == 0 {
+                    (z / 2) as i64
+                } else {
+                    -((z / 2) as i64) - 1
+                };
+                i32::try_from(v).map_err(|_| Bad::Malformed(format!("{v} is not an i32")))
+            }
+        }
+    }
+    /// A length or count: a `u64` in either layout.
+    pub fn count(&mut self) -> Result<u64, Bad> {
+        self.u64()
+    }
+    /// An enum's variant index: a `u32` in either layout.
+    pub fn index(&mut self) -> Result<u32, Bad> {
+        self.u32()
+    }
+    /// `f64`: its 8 bytes in both layouts.
+    pub fn f64(&mut self) -> Result<f64, Bad> {
+        Ok(f64::from_bits(le64(self.take(8)?, 0)))
     }
 }
 
@@ -66,11 +136,11 @@ fn u64v(c: &mut Cur) -> R {
 }
 /// `i32`: four bytes, two's complement.
 fn i32v(c: &mut Cur) -> R {
-    Ok(json!(c.u32()? as i32))
+    Ok(json!(c.i32()?))
 }
 /// `f64`: the IEEE 754 binary64 bits, little-endian.
 fn f64v(c: &mut Cur) -> R {
-    Ok(json!(f64::from_bits(c.u64()?)))
+    Ok(json!(c.f64()?))
 }
 fn boolv(c: &mut Cur) -> R {
     match c.take(1)?[0] {
@@ -80,7 +150,7 @@ fn boolv(c: &mut Cur) -> R {
     }
 }
 fn strv(c: &mut Cur) -> R {
-    let n = c.u64()? as usize;
+    let n = c.count()? as usize;
     let bytes = c.take(n)?.to_vec();
     String::from_utf8(bytes)
         .map(Value::String)
@@ -94,7 +164,7 @@ fn opt(c: &mut Cur, f: Decode) -> R {
     }
 }
 fn seq(c: &mut Cur, f: Decode) -> R {
-    let n = c.u64()?;
+    let n = c.count()?;
     (0..n)
         .map(|_| f(c))
         .collect::<Result<Vec<_>, _>>()
@@ -117,7 +187,7 @@ enum Shape {
 
 /// An enum: a `u32` index into `variants`, then that variant's fields.
 fn variant(c: &mut Cur, ty: &'static str, variants: &[(&str, Shape)]) -> R {
-    let index = c.u32()?;
+    let index = c.index()?;
     let (name, shape) = variants
         .get(index as usize)
         .ok_or(Bad::UnknownVariant(ty, index))?;
@@ -856,14 +926,16 @@ pub struct Decoded {
 /// Decodes one payload: exactly one `Record`, no trailing bytes.
 pub fn decode_record(
     payload: &[u8],
+    layout: Layout,
     seen: &mut BTreeSet<(&'static str, u32)>,
 ) -> Result<Decoded, Bad> {
     let mut c = Cur {
         bytes: payload,
+        layout,
         seen,
     };
     let at_ms = c.u64()?;
-    let index = c.u32()?;
+    let index = c.index()?;
     let table = events();
     let (name, shape) = table
         .get(index as usize)
@@ -884,10 +956,18 @@ pub fn decode_record(
     })
 }
 
-/// The schema a journal declares: bytes 12..16 of its first payload when that payload's event
-/// index (bytes 8..12) is 0, `session/open` (FORMAT.md, *Versioning*).
-pub fn declared_schema(first_payload: &[u8]) -> Option<u32> {
-    (first_payload.len() >= 16 && le32(first_payload, 8) == 0).then(|| le32(first_payload, 12))
+/// The schema a journal declares: its first payload's first field after `at_ms` and the event
+/// index, when that index is 0, `session/open` (FORMAT.md, *Versioning*). In format 1 that is
+/// bytes 12..16 when bytes 8..12 are 0.
+pub fn declared_schema(first_payload: &[u8], layout: Layout) -> Option<u32> {
+    let mut seen = BTreeSet::new();
+    let mut c = Cur {
+        bytes: first_payload,
+        layout,
+        seen: &mut seen,
+    };
+    c.u64().ok()?;
+    (c.index().ok()? == 0).then(|| c.u32().ok())?
 }
 
 /// The verdict on a journal's payloads by the versioning rule.
@@ -905,11 +985,11 @@ pub enum Verdict {
     },
 }
 
-pub fn verdict(payloads: &[Vec<u8>]) -> Verdict {
-    let schema = payloads.first().and_then(|p| declared_schema(p));
+pub fn verdict(payloads: &[Vec<u8>], layout: Layout) -> Verdict {
+    let schema = payloads.first().and_then(|p| declared_schema(p, layout));
     let mut seen = BTreeSet::new();
     for (index, p) in payloads.iter().enumerate() {
-        if decode_record(p, &mut seen).is_err() {
+        if decode_record(p, layout, &mut seen).is_err() {
             return match schema {
                 Some(schema) if schema > DOC_SCHEMA => Verdict::Newer { index, schema },
                 _ => Verdict::Corrupt { index },

@@ -4,7 +4,7 @@
 //! additions only, so a journal that uses none of them decodes and replays as it always did.
 //! A reordered or retyped event or variant breaks these bytes, whatever the runtime's types say.
 
-use super::{crc, events};
+use super::{crc, events, Layout};
 use runtime::event::{
     Approval, ApprovalPolicy, AskAnswer, ConfigFile, ProcessStarted, SessionPolicy, StepOutcome,
     StopReason, SyncPolicy, ToolSource, TurnOutcome, VisibleTool,
@@ -12,7 +12,7 @@ use runtime::event::{
 use runtime::replay::replay_storage;
 use runtime::state::CallState;
 use std::sync::Arc;
-use tooljournal_journal::{Limits, ReadEnd, SimStorage};
+use tooljournal_journal::{Journal, Limits, Options, ReadEnd, SimStorage};
 
 /// A payload being written with FORMAT.md's *Payload encoding*.
 #[derive(Default)]
@@ -214,7 +214,7 @@ fn reads_as_it_always_did(schema: u32) {
     let payloads = session(schema);
     // This build's own reader of the document (schema 5) decodes every record.
     assert_eq!(
-        events::verdict(&payloads),
+        events::verdict(&payloads, Layout::Fixint),
         events::Verdict::Read(payloads.len()),
         "schema {schema}"
     );
@@ -348,4 +348,43 @@ fn a_schema_3_journal_written_from_the_document_replays_with_this_build() {
 #[test]
 fn a_schema_4_journal_with_the_old_started_replays_with_this_build() {
     reads_as_it_always_did(4);
+}
+
+#[test]
+fn a_hand_written_format_1_journal_resumed_by_this_build_stays_format_1() {
+    // The schema-4 session without its `session/close`, then closed by this build's writer,
+    // in segments small enough that the close starts a new one.
+    let mut payloads = session(4);
+    payloads.pop();
+    let storage = SimStorage::new();
+    storage.put_file(&format!("{:020}.segment", 0), segment(&payloads));
+    let options = Options {
+        limits: Limits {
+            segment_size_bytes_max: 48,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let (journal, report) = Journal::open(Arc::new(storage.clone()), options).expect("open");
+    assert_eq!(report.next_seq, payloads.len() as u64 + 1);
+    let close = runtime::event::Record {
+        at_ms: 1_600_000_000_999,
+        event: runtime::event::Event::SessionClose,
+    };
+    journal.append(&close).expect("append");
+    journal.close().expect("close");
+
+    // Segment 1, by the document: a format-1 header, and `session/close` as at_ms (8 bytes)
+    // and the index 6 as a `u32`.
+    let seg1 = storage
+        .read_file(&format!("{:020}.segment", 1))
+        .expect("segment 1");
+    assert_eq!(seg1[8..12], 1u32.to_le_bytes(), "format_version");
+    let mut want = 1_600_000_000_999u64.to_le_bytes().to_vec();
+    want.extend(6u32.to_le_bytes());
+    assert_eq!(seg1[48 + 16..], want[..]);
+    let (replay, end) = replay_storage(Arc::new(storage), Limits::default()).expect("replays");
+    assert!(matches!(end, ReadEnd::Clean), "{end:?}");
+    assert!(replay.closed);
+    assert_eq!(replay.last_seq, payloads.len() as u64 + 1);
 }
