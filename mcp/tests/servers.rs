@@ -79,11 +79,7 @@ async fn step(s: &mut Session, calls: Vec<ModelCall>) -> Vec<ToolResult> {
 fn events(storage: &SimStorage) -> Vec<Event> {
     journal::Reader::open(Arc::new(storage.clone()), Limits::default())
         .unwrap()
-        .map(|r| {
-            journal::codec::decode::<runtime::event::Record>(&r.unwrap().payload)
-                .unwrap()
-                .event
-        })
+        .map(|r| r.unwrap().decode::<runtime::event::Record>().unwrap().event)
         .collect()
 }
 

@@ -1,16 +1,26 @@
-//! docs/FORMAT.md's event table against the bytes the codec writes.
+//! docs/FORMAT.md's event table against the bytes the codec writes. The byte layouts pinned
+//! here are format 1's (fixint, `FORMAT_1`): what every version-1 journal holds and a resumed
+//! one keeps being written in. `format_2.rs` pins format 2's (varint) for representative events.
 
+#[path = "event_format/format_2.rs"]
+mod format_2;
 #[path = "event_format/schema_5.rs"]
 mod schema_5;
+
+use journal::codec::Encoding;
+
+/// The encoding whose bytes the layout tests of this file (and `schema_5.rs`) pin.
+const FORMAT_1: Encoding = Encoding::Fixint;
 
 use tooljournal_runtime::event::*;
 use tooljournal_runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use tooljournal_runtime::state::CallState;
 use tooljournal_runtime::ErrorCode;
 
+/// `record` as format 1 lays it out.
 fn encode(record: &Record) -> Vec<u8> {
     let mut out = Vec::new();
-    journal::codec::encode_into(record, &mut out, 1 << 20).unwrap();
+    journal::codec::encode_into(record, &mut out, 1 << 20, FORMAT_1).unwrap();
     out
 }
 
@@ -574,10 +584,10 @@ fn the_schema_3_variants_have_the_indexes_format_md_gives_them() {
     }
 }
 
-/// The `u32` an enum value's encoding begins with: its variant index.
+/// The `u32` an enum value's format-1 encoding begins with: its variant index.
 fn variant_index<T: serde::Serialize>(value: &T) -> u32 {
     let mut out = Vec::new();
-    journal::codec::encode_into(value, &mut out, 1 << 10).unwrap();
+    journal::codec::encode_into(value, &mut out, 1 << 10, FORMAT_1).unwrap();
     u32::from_le_bytes(out[0..4].try_into().expect("a variant index"))
 }
 
@@ -607,7 +617,7 @@ fn the_schema_4_variants_have_the_indexes_format_md_gives_them() {
         answer: AskAnswer::Answered,
     };
     let mut out = Vec::new();
-    journal::codec::encode_into(&approval, &mut out, 1 << 10).unwrap();
+    journal::codec::encode_into(&approval, &mut out, 1 << 10, FORMAT_1).unwrap();
     assert_eq!(
         out,
         [2, 0, 0, 0, 5, 0, 0, 0],
@@ -852,7 +862,7 @@ fn the_new_source_and_side_effect_variants_have_the_indexes_format_md_gives_them
         version: "c".into(),
     };
     let mut out = Vec::new();
-    journal::codec::encode_into(&mcp, &mut out, 1 << 10).unwrap();
+    journal::codec::encode_into(&mcp, &mut out, 1 << 10, FORMAT_1).unwrap();
     let mut expected = 2u32.to_le_bytes().to_vec();
     for s in ["a", "b", "c"] {
         expected.extend((s.len() as u64).to_le_bytes());
@@ -866,7 +876,7 @@ fn the_new_source_and_side_effect_variants_have_the_indexes_format_md_gives_them
         names: vec!["x".into()],
     };
     let mut out = Vec::new();
-    journal::codec::encode_into(&loaded, &mut out, 1 << 10).unwrap();
+    journal::codec::encode_into(&loaded, &mut out, 1 << 10, FORMAT_1).unwrap();
     let mut expected = 4u32.to_le_bytes().to_vec();
     expected.extend(1u64.to_le_bytes());
     expected.extend(1u64.to_le_bytes());
@@ -886,8 +896,16 @@ fn every_event_has_the_index_and_name_format_md_gives_it() {
         });
         assert_eq!(&bytes[0..8], &7u64.to_le_bytes(), "{name}: at_ms first");
         assert_eq!(&bytes[8..12], &index.to_le_bytes(), "{name}: variant index");
-        let back: Record = journal::codec::decode(&bytes).unwrap();
+        let back: Record = journal::codec::decode(&bytes, FORMAT_1).unwrap();
         assert_eq!(back.event, event, "{name} round-trips");
+        // Format 2: at_ms 7 and the index (all below 251) are one byte each.
+        let bytes = format_2::encode(&Record {
+            at_ms: 7,
+            event: event.clone(),
+        });
+        assert_eq!(bytes[..2], [7, index as u8], "{name}: format 2 prefix");
+        let back: Record = journal::codec::decode(&bytes, Encoding::Varint).unwrap();
+        assert_eq!(back.event, event, "{name} round-trips in format 2");
     }
 }
 
@@ -944,7 +962,7 @@ fn error_codes_have_the_indexes_format_md_gives_them() {
             .parse()
             .unwrap_or_else(|e| panic!("FORMAT.md's {name} is no error code: {e}"));
         let mut out = Vec::new();
-        journal::codec::encode_into(&code, &mut out, 16).unwrap();
+        journal::codec::encode_into(&code, &mut out, 16, FORMAT_1).unwrap();
         assert_eq!(
             out,
             index.to_le_bytes(),

@@ -25,7 +25,7 @@ fn events(storage: &SimStorage) -> Vec<Event> {
     reader
         .map(|r| {
             let r = r.expect("record");
-            journal::codec::decode::<tooljournal_runtime::event::Record>(&r.payload)
+            r.decode::<tooljournal_runtime::event::Record>()
                 .expect("event")
                 .event
         })
