@@ -26,7 +26,11 @@ fn rewrite_as_format_1(dir: &Path) {
     let mut bytes = header.encode().to_vec();
     for record in reader {
         let record = record.unwrap();
-        assert_eq!(record.encoding, Encoding::Varint, "a new journal is format 2");
+        assert_eq!(
+            record.encoding,
+            Encoding::Varint,
+            "a new journal is format 2"
+        );
         let event: runtime::event::Record = record.decode().unwrap();
         let start = framing::begin(&mut bytes, record.seq);
         journal::codec::encode_into(&event, &mut bytes, u64::MAX, Encoding::Fixint).unwrap();
@@ -95,7 +99,10 @@ fn every_command_reads_a_format_1_journal_as_it_reads_format_2() {
     let larger = std::fs::metadata(v1.path().join(segment::file_name(0)))
         .unwrap()
         .len();
-    assert!(smaller < larger, "format 2: {smaller} bytes, format 1: {larger}");
+    assert!(
+        smaller < larger,
+        "format 2: {smaller} bytes, format 1: {larger}"
+    );
 
     let commands: [&[&str]; 6] = [
         &["verify"],
