@@ -101,7 +101,9 @@ impl Record {
 pub struct TornTail {
     /// The first byte that is not part of a valid record.
     pub position: Position,
-    /// Bytes from `position` to the end of the last segment: what a resume drops.
+    /// Bytes from `position` to the end of the last segment (format version 2: to its last byte
+    /// that is not zero; the zeros after it were written ahead, never records): what a resume
+    /// drops.
     pub dropped_bytes: u64,
     /// What was found at `position`.
     pub reason: TornReason,
@@ -144,6 +146,8 @@ pub(crate) struct Tail {
     pub valid_end: Position,
     pub records_in_segment: u64,
     pub next_seq: u64,
+    /// The journal's format version (its last segment's; every segment has segment 0's).
+    pub format_version: u32,
 }
 
 struct Cursor {
@@ -156,6 +160,9 @@ struct Cursor {
     records: u64,
     /// The tail scan's read-ahead, kept for a later scan in this segment.
     scan: Option<Scan>,
+    /// Zeros after the last record end the segment's records (format version 2: preallocated).
+    zero_tail_ends_records: bool,
+    format_version: u32,
 }
 
 impl Cursor {
@@ -176,6 +183,24 @@ impl Cursor {
         let from = (offset - self.window_start) as usize;
         let to = ((end - self.window_start) as usize).min(self.window.len());
         Ok(&self.window[from..to.max(from)])
+    }
+
+    /// The end of the last byte that is not zero from `offset` to the end of the file, or `None`
+    /// when every one is zero.
+    fn nonzero_end(&mut self, offset: u64) -> std::io::Result<Option<u64>> {
+        let mut found = None;
+        let mut at = offset;
+        while at < self.len_bytes {
+            let bytes = self.bytes(at, READ_WINDOW_BYTES)?;
+            if bytes.is_empty() {
+                break; // the file shrank under us: what was read is what there is
+            }
+            if let Some(i) = bytes.iter().rposition(|&b| b != 0) {
+                found = Some(at + i as u64 + 1);
+            }
+            at += bytes.len() as u64;
+        }
+        Ok(found)
     }
 
     /// Where the first valid frame after `offset` in this segment starts, if any does, and the
@@ -523,6 +548,7 @@ impl Reader {
             },
             records_in_segment: 0,
             next_seq: header.first_seq,
+            format_version: header.format_version,
         });
         self.cursor = Some(Cursor {
             number,
@@ -533,6 +559,8 @@ impl Reader {
             window_start: 0,
             records: 0,
             scan: None,
+            zero_tail_ends_records: segment::preallocated(header.format_version),
+            format_version: header.format_version,
         });
     }
 
@@ -648,6 +676,7 @@ impl Reader {
                     },
                     records_in_segment: cursor.records,
                     next_seq: self.expected_seq,
+                    format_version: cursor.format_version,
                 });
                 Ok(Step::Record(Found {
                     seq,
@@ -657,6 +686,18 @@ impl Reader {
                 }))
             }
             FrameCheck::Bad(bad) => {
+                // Format version 2: a segment is zero-filled ahead of its records, so zeros to
+                // the end of the file are where its records end, not a torn record.
+                let nonzero_end = match cursor.zero_tail_ends_records {
+                    true => match cursor
+                        .nonzero_end(pos)
+                        .map_err(|e| self.io_error("read", number, e))?
+                    {
+                        None => return Ok(Step::SegmentDone),
+                        Some(end) => end,
+                    },
+                    false => cursor.len_bytes,
+                };
                 let is_last = self.next_index == self.segments.len();
                 let (next_valid, work) = cursor
                     .valid_frame_after(pos, length_max)
@@ -672,7 +713,7 @@ impl Reader {
                 self.end = Some(if torn {
                     ReadEnd::TornTail(TornTail {
                         position: here,
-                        dropped_bytes: cursor.len_bytes - pos,
+                        dropped_bytes: nonzero_end - pos,
                         reason: TornReason::Frame(bad),
                     })
                 } else {

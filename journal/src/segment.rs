@@ -18,7 +18,7 @@
 /// Magic bytes at the start of every segment.
 pub const MAGIC: [u8; 8] = *b"TJRNSEG\0";
 /// The format version this code writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Size of the segment header in bytes.
 pub const HEADER_BYTES: usize = 48;
 
@@ -28,6 +28,8 @@ const TEMP_SUFFIX: &str = ".segment.tmp";
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The format version.
+    pub format_version: u32,
     /// The id of the journal the segment belongs to: random at creation, the same in every segment.
     pub journal_id: [u8; 16],
     /// The segment's number; must match its file name.
@@ -91,7 +93,7 @@ impl SegmentHeader {
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut out = [0u8; HEADER_BYTES];
         out[0..8].copy_from_slice(&MAGIC);
-        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.format_version.to_le_bytes());
         out[12..28].copy_from_slice(&self.journal_id);
         out[28..36].copy_from_slice(&self.segment_number.to_le_bytes());
         out[36..44].copy_from_slice(&self.first_seq.to_le_bytes());
@@ -113,7 +115,7 @@ impl SegmentHeader {
             return Err(BadHeader::Magic { found: magic });
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("slice of length 4"));
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(BadHeader::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
@@ -125,6 +127,7 @@ impl SegmentHeader {
             return Err(BadHeader::Checksum { stored, computed });
         }
         Ok(SegmentHeader {
+            format_version: version,
             journal_id: bytes[12..28].try_into().expect("slice of length 16"),
             segment_number: u64::from_le_bytes(bytes[28..36].try_into().expect("length 8")),
             first_seq: u64::from_le_bytes(bytes[36..44].try_into().expect("length 8")),
@@ -172,7 +175,7 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_detects_a_flipped_bit() {
-        let h = SegmentHeader {
+        let h = SegmentHeader { format_version: 2,
             journal_id: [3; 16],
             segment_number: 9,
             first_seq: 1234,
@@ -188,7 +191,7 @@ mod tests {
 
     #[test]
     fn future_version_is_named_as_such() {
-        let mut bytes = SegmentHeader {
+        let mut bytes = SegmentHeader { format_version: 2,
             journal_id: [0; 16],
             segment_number: 0,
             first_seq: 1,
@@ -213,4 +216,10 @@ mod tests {
         assert_eq!(parse_file_name("LOCK"), None);
         assert_eq!(parse_file_name("0001.segment"), None);
     }
+}
+
+/// Whether segments of `format_version` are zero-filled ahead of their records (version 2 on):
+/// zeros to the end of such a segment end its records (docs/FORMAT.md, *Preallocated tail*).
+pub fn preallocated(format_version: u32) -> bool {
+    format_version >= 2
 }
