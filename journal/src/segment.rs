@@ -175,7 +175,8 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_detects_a_flipped_bit() {
-        let h = SegmentHeader { format_version: 2,
+        let h = SegmentHeader {
+            format_version: 2,
             journal_id: [3; 16],
             segment_number: 9,
             first_seq: 1234,
@@ -191,7 +192,8 @@ mod tests {
 
     #[test]
     fn future_version_is_named_as_such() {
-        let mut bytes = SegmentHeader { format_version: 2,
+        let mut bytes = SegmentHeader {
+            format_version: 2,
             journal_id: [0; 16],
             segment_number: 0,
             first_seq: 1,

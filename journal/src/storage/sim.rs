@@ -245,10 +245,7 @@ impl SimStorage {
         for (name, id) in &sim.durable {
             let inode = &sim.inodes[id];
             let data = surviving_bytes(inode, tail);
-            out.inodes.insert(
-                *id,
-                Inode::synced_as(data),
-            );
+            out.inodes.insert(*id, Inode::synced_as(data));
             out.live.insert(name.clone(), *id);
         }
         out.durable = out.live.clone();
@@ -269,10 +266,7 @@ impl SimStorage {
         };
         for id in sim.live.values() {
             let data = sim.inodes[id].data.clone();
-            out.inodes.insert(
-                *id,
-                Inode::synced_as(data),
-            );
+            out.inodes.insert(*id, Inode::synced_as(data));
         }
         out.durable = out.live.clone();
         SimStorage {
@@ -305,10 +299,7 @@ impl SimStorage {
             }
         };
         sim.durable.insert(name.to_owned(), id);
-        sim.inodes.insert(
-            id,
-            Inode::synced_as(bytes),
-        );
+        sim.inodes.insert(id, Inode::synced_as(bytes));
     }
 
     /// Removes a file durably, bypassing faults.
