@@ -4,8 +4,15 @@
 //! decides the runtime's speed. `append` only encodes into a memory buffer and hands out the
 //! next seq. `sync_through(seq)` lets one caller at a time lead (a flag, not an async lock, so
 //! no await ever holds it); the leader takes everything appended so far, writes it, and
-//! fdatasyncs once on its own thread; callers that waited for it usually find their seq already
-//! durable and return without touching the disk.
+//! fdatasyncs once (on its own thread, or the blocking pool when another journal's leader
+//! already blocks a worker); callers that waited for it usually find their seq already durable
+//! and return without touching the disk.
+//!
+//! Preallocation (format version 2): the live segment is kept zero-filled ahead of its records
+//! (`Options::preallocate_bytes`), the zeros written in the same `pwrite` as the records that
+//! pass the filled end, so most syncs overwrite written blocks and leave the file's size alone:
+//! an fdatasync that then writes data only, no file system metadata. Zeros are cut off before a
+//! segment is sealed and on `close`.
 //!
 //! Fail-stop (DESIGN.md I10): after a failed write or fsync the file's state is unknown (Linux
 //! may drop the dirty pages and report success on a retry), so the first failure poisons the
