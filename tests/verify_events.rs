@@ -185,7 +185,6 @@ fn scenario_07_an_unknown_event_type_is_corruption_naming_it_in_verify_as_in_rec
 }
 
 #[test]
-#[ignore = "runtime/src/replay reads the event index at format 1's fixed bytes 8..12"]
 fn scenario_07_in_format_2() {
     an_unknown_event_type_is_corruption_naming_it(2);
 }
@@ -231,7 +230,6 @@ fn an_unknown_event_in_a_newer_schema_is_reported_as_newer_not_corrupt() {
 }
 
 #[test]
-#[ignore = "runtime/src/event.rs declared_schema reads format 1's fixed bytes 12..16"]
 fn an_unknown_event_in_a_newer_schema_is_newer_in_format_2() {
     an_unknown_event_in_a_newer_schema_is_newer(2);
 }

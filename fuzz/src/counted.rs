@@ -85,9 +85,12 @@ struct CountedFile {
 }
 
 impl WriteFile for CountedFile {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> std::io::Result<usize> {
         self.counted.note(Op::Write);
-        self.inner.write(buf)
+        self.inner.write_at(offset, buf)
+    }
+    fn len_bytes(&self) -> std::io::Result<u64> {
+        self.inner.len_bytes()
     }
     fn sync_data(&mut self) -> std::io::Result<()> {
         self.counted.note(Op::Sync);
@@ -117,8 +120,8 @@ impl journal::Storage for Counted {
             counted: self.clone(),
         }))
     }
-    fn open_append(&self, name: &str) -> std::io::Result<Box<dyn WriteFile>> {
-        let inner = self.inner.open_append(name)?;
+    fn open_write(&self, name: &str) -> std::io::Result<Box<dyn WriteFile>> {
+        let inner = self.inner.open_write(name)?;
         Ok(Box::new(CountedFile {
             inner,
             counted: self.clone(),

@@ -110,6 +110,9 @@ impl std::fmt::Display for FsyncPolicy {
     }
 }
 
+/// The default of [`Options::preallocate_bytes`]: one metadata-carrying sync per MiB written.
+pub const PREALLOCATE_BYTES_DEFAULT: u64 = 1 << 20;
+
 /// How a [`Journal`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -123,6 +126,10 @@ pub struct Options {
     pub write_buffer_bytes_max: usize,
     /// The id a new journal gets; `None`: random. Fixed ids make simulated runs byte-identical.
     pub journal_id: Option<[u8; 16]>,
+    /// How far a segment of format version 2 is zero-filled ahead of its records, so that an
+    /// fdatasync finds the blocks written and the file's size unchanged and writes data only
+    /// (see `docs/FORMAT.md`, *Preallocated tail*). 0: append, as version 1 always does.
+    pub preallocate_bytes: u64,
 }
 
 impl Default for Options {
@@ -132,6 +139,7 @@ impl Default for Options {
             fsync: FsyncPolicy::Group,
             write_buffer_bytes_max: 1 << 20,
             journal_id: None,
+            preallocate_bytes: PREALLOCATE_BYTES_DEFAULT,
         }
     }
 }

@@ -120,7 +120,9 @@ impl Record {
 pub struct TornTail {
     /// The first byte that is not part of a valid record.
     pub position: Position,
-    /// Bytes from `position` to the end of the last segment: what a resume drops.
+    /// Bytes from `position` to the end of the last segment (format version 2: to its last byte
+    /// that is not zero; the zeros after it were written ahead, never records): what a resume
+    /// drops.
     pub dropped_bytes: u64,
     /// What was found at `position`.
     pub reason: TornReason,
@@ -179,6 +181,8 @@ struct Cursor {
     records: u64,
     /// The tail scan's read-ahead, kept for a later scan in this segment.
     scan: Option<Scan>,
+    /// Zeros after the last record end the segment's records (format version 2: preallocated).
+    zero_tail_ends_records: bool,
 }
 
 impl Cursor {
@@ -201,6 +205,26 @@ impl Cursor {
         Ok(&self.window[from..to.max(from)])
     }
 
+    /// The end of the last byte that is not zero from `offset` to the end of the file, or `None`
+    /// when every one is zero.
+    fn nonzero_end(&mut self, offset: u64) -> std::io::Result<Option<u64>> {
+        let mut found = None;
+        let mut at = offset;
+        while at < self.len_bytes {
+            let bytes = self.bytes(at, READ_WINDOW_BYTES)?;
+            if bytes.is_empty() {
+                break; // the file shrank under us: what was read is what there is
+            }
+            // Compared a block at a time against zeros (a memcmp): most of a tail is zeros.
+            if !is_zero(bytes) {
+                let i = bytes.iter().rposition(|&b| b != 0).unwrap_or(0);
+                found = Some(at + i as u64 + 1);
+            }
+            at += bytes.len() as u64;
+        }
+        Ok(found)
+    }
+
     /// Where the first valid frame after `offset` in this segment starts, if any does, and the
     /// scan's work. Linear in the bytes scanned (see `scan.rs`); a later scan in the same
     /// segment (salvaging) goes on with what an earlier one read.
@@ -219,6 +243,12 @@ impl Cursor {
         self.scan = Some(scan);
         Ok((found?, work))
     }
+}
+
+/// Whether every byte of `bytes` is zero.
+fn is_zero(bytes: &[u8]) -> bool {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    bytes.chunks(ZEROS.len()).all(|c| c == &ZEROS[..c.len()])
 }
 
 /// A segment file just opened, before its header is judged.
@@ -573,6 +603,7 @@ impl Reader {
             window_start: 0,
             records: 0,
             scan: None,
+            zero_tail_ends_records: segment::preallocated(header.format_version),
         });
     }
 
@@ -699,6 +730,18 @@ impl Reader {
                 }))
             }
             FrameCheck::Bad(bad) => {
+                // Format version 2: a segment is zero-filled ahead of its records, so zeros to
+                // the end of the file are where its records end, not a torn record.
+                let nonzero_end = match cursor.zero_tail_ends_records {
+                    true => match cursor
+                        .nonzero_end(pos)
+                        .map_err(|e| self.io_error("read", number, e))?
+                    {
+                        None => return Ok(Step::SegmentDone),
+                        Some(end) => end,
+                    },
+                    false => cursor.len_bytes,
+                };
                 let is_last = self.next_index == self.segments.len();
                 let (next_valid, work) = cursor
                     .valid_frame_after(pos, length_max)
@@ -714,7 +757,7 @@ impl Reader {
                 self.end = Some(if torn {
                     ReadEnd::TornTail(TornTail {
                         position: here,
-                        dropped_bytes: cursor.len_bytes - pos,
+                        dropped_bytes: nonzero_end - pos,
                         reason: TornReason::Frame(bad),
                     })
                 } else {

@@ -181,6 +181,12 @@ pub fn quarantine_name(number: u64, offset: u64, attempt: u32) -> String {
     }
 }
 
+/// Whether segments of `format_version` are zero-filled ahead of their records (version 2 on):
+/// zeros to the end of such a segment end its records (docs/FORMAT.md, *Preallocated tail*).
+pub fn preallocated(format_version: u32) -> bool {
+    format_version >= 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,15 @@
 //! decides the runtime's speed. `append` only encodes into a memory buffer and hands out the
 //! next seq. `sync_through(seq)` lets one caller at a time lead (a flag, not an async lock, so
 //! no await ever holds it); the leader takes everything appended so far, writes it, and
-//! fdatasyncs once on its own thread; callers that waited for it usually find their seq already
-//! durable and return without touching the disk.
+//! fdatasyncs once (on its own thread, or the blocking pool when another journal's leader
+//! already blocks a worker); callers that waited for it usually find their seq already durable
+//! and return without touching the disk.
+//!
+//! Preallocation (format version 2): the live segment is kept zero-filled ahead of its records
+//! (`Options::preallocate_bytes`), the zeros written in the same `pwrite` as the records that
+//! pass the filled end, so most syncs overwrite written blocks and leave the file's size alone:
+//! an fdatasync that then writes data only, no file system metadata. Zeros are cut off before a
+//! segment is sealed and on `close`.
 //!
 //! Fail-stop (DESIGN.md I10): after a failed write or fsync the file's state is unknown (Linux
 //! may drop the dirty pages and report success on a retry), so the first failure poisons the
@@ -16,7 +23,7 @@ use crate::error::JournalError;
 use crate::framing::{self, SEQ_BYTES};
 use crate::reader::{ReadEnd, TornTail};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
-use crate::storage::{write_all, Storage, WriteFile};
+use crate::storage::{write_all_at, Storage, WriteFile};
 use crate::{FsyncPolicy, Options};
 use serde::Serialize;
 use std::any::Any;
@@ -106,6 +113,13 @@ struct Chunk {
 struct Io {
     file: Box<dyn WriteFile>,
     segment: u64,
+    /// Where the next record goes in the segment: the end of its records.
+    pos: u64,
+    /// The segment file's size: records, then zeros written ahead (`pos` without preallocation).
+    filled_end: u64,
+    /// How far ahead of `pos` the segment is zero-filled; 0 (append only) for a journal of
+    /// format version 1 or with preallocation off.
+    zero_ahead_bytes: u64,
     /// The last seq handed to the file (0 before the first): the next write must start at the
     /// seq after it (`assert_seqs_follow`).
     written_seq: u64,
@@ -194,7 +208,7 @@ impl WriterLock {
         }
 
         let (journal_id, io, state) = match tail {
-            Some(tail) => continue_segment(storage.as_ref(), &tail)?,
+            Some(tail) => continue_segment(storage.as_ref(), &tail, &options)?,
             None => {
                 report.created = true;
                 create_first_segment(storage.as_ref(), &options)?
@@ -318,11 +332,12 @@ impl Journal {
         result
     }
 
-    /// Makes everything appended so far durable (per the policy) and releases the lock.
-    /// Returns the last appended seq.
+    /// Makes everything appended so far durable (per the policy), cuts the zeros written ahead
+    /// of the records off the last segment, and releases the lock. Returns the last appended seq.
     pub fn close(self) -> Result<u64, JournalError> {
         self.shared.check_poison()?;
         self.shared.flush(true)?;
+        self.shared.trim()?;
         Ok(self.stats().appended_seq)
     }
 
@@ -394,23 +409,56 @@ impl Leader {
         }
         match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
             // On a single thread, a blocking sync would stall every other task for its length.
-            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => {
-                let leader = self;
-                match tokio::task::spawn_blocking(move || leader.shared.flush(true)).await {
-                    Ok(result) => result,
-                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-                    Err(join) => Err(JournalError::Io {
-                        location: shared.storage.location(),
-                        op: "sync",
-                        file: segment::file_name(lock(&shared.io).segment),
-                        source: io::Error::other(join.to_string()),
-                    }),
-                }
-            }
-            // Elsewhere the leader syncs on its own thread: a handoff (`block_in_place`, the
-            // blocking pool) costs thread wake-ups on every sync; the other workers go on.
-            _ => shared.flush(true),
+            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => self.sync_on_blocking_pool().await,
+            // Elsewhere one leader at a time (in the process) syncs on its own worker thread: a
+            // handoff costs thread wake-ups on every sync, and one session's syncs never
+            // overlap. Other journals' leaders go to the blocking pool, so the syncs in flight
+            // are not bounded by the runtime's workers and the kernel can join them (many
+            // sessions per disk, README *Performance*).
+            _ => match InlineSync::try_take() {
+                Some(_inline) => shared.flush(true),
+                None => self.sync_on_blocking_pool().await,
+            },
         }
+    }
+
+    /// Writes and syncs on the blocking pool; the leader travels with the work, so the next
+    /// one may lead when it is done whether or not this future is still polled.
+    async fn sync_on_blocking_pool(self) -> Result<(), JournalError> {
+        let shared = self.shared.clone();
+        let leader = self;
+        match tokio::task::spawn_blocking(move || leader.shared.flush(true)).await {
+            Ok(result) => result,
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(join) => Err(JournalError::Io {
+                location: shared.storage.location(),
+                op: "sync",
+                file: segment::file_name(lock(&shared.io).segment),
+                source: io::Error::other(join.to_string()),
+            }),
+        }
+    }
+}
+
+/// Whether a leader is syncing on a runtime worker thread, process-wide.
+static INLINE_SYNC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The right to sync on the current worker thread, held by at most one leader in the process;
+/// dropping it (also on a panic) gives it back.
+struct InlineSync;
+
+impl InlineSync {
+    fn try_take() -> Option<InlineSync> {
+        INLINE_SYNC
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| InlineSync)
+    }
+}
+
+impl Drop for InlineSync {
+    fn drop(&mut self) {
+        INLINE_SYNC.store(false, Ordering::Release);
     }
 }
 
@@ -592,7 +640,7 @@ impl Shared {
         self.check_poison()?;
         let (mut chunks, last_seq) = lock(&self.state).take();
         let fsync = sync && self.options.fsync != FsyncPolicy::Never;
-        match self.write_out(&mut io, &chunks, fsync) {
+        match self.write_out(&mut io, &mut chunks, fsync) {
             Ok(()) => {
                 if sync {
                     let before = self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
@@ -608,14 +656,19 @@ impl Shared {
         }
     }
 
-    fn write_out(&self, io: &mut Io, chunks: &[Chunk], fsync: bool) -> Result<(), JournalError> {
+    fn write_out(
+        &self,
+        io: &mut Io,
+        chunks: &mut [Chunk],
+        fsync: bool,
+    ) -> Result<(), JournalError> {
         let io_err = |op: &'static str, segment: u64, source: io::Error| JournalError::Io {
             location: self.storage.location(),
             op,
             file: segment::file_name(segment),
             source,
         };
-        for chunk in chunks {
+        for chunk in chunks.iter_mut() {
             // Seq continuity on append: every byte the file gets continues the seqs before it.
             // Re-reading each frame costs a CRC pass over the batch, so debug builds only (the
             // tests and the fuzz campaign); a release build relies on `push` numbering in order.
@@ -624,16 +677,34 @@ impl Shared {
             }
             if let Some(header) = &chunk.starts_segment {
                 // Seal the current segment before the next one exists: only the last segment
-                // may ever have a torn tail (the reader relies on it).
+                // may ever have a torn tail (the reader relies on it). Its zeros written ahead
+                // are cut first, so a sealed segment ends at its last record.
+                if io.filled_end > io.pos {
+                    io.file
+                        .truncate(io.pos)
+                        .map_err(|e| io_err("truncate", io.segment, e))?;
+                    io.filled_end = io.pos;
+                }
                 io.file
                     .sync_data()
                     .map_err(|e| io_err("sync", io.segment, e))?;
                 self.syncs.fetch_add(1, Ordering::AcqRel);
-                io.file = create_segment(self.storage.as_ref(), header)?;
+                let filled_end = io.first_filled_end(self.options.limits);
+                io.file = create_segment(self.storage.as_ref(), header, filled_end)?;
                 io.segment = header.segment_number;
+                io.pos = HEADER_BYTES as u64;
+                io.filled_end = filled_end;
             }
-            write_all(io.file.as_mut(), &chunk.bytes)
-                .map_err(|e| io_err("write", io.segment, e))?;
+            let records = chunk.bytes.len();
+            let zeros = io.zeros_to_add(records as u64, self.options.limits);
+            // Records and the zeros ahead of them in one write: the zeros cost no I/O of their
+            // own, and a fault counted per write lands where it did without preallocation.
+            chunk.bytes.resize(records + zeros as usize, 0);
+            let written = write_all_at(io.file.as_mut(), io.pos, &chunk.bytes);
+            chunk.bytes.truncate(records);
+            written.map_err(|e| io_err("write", io.segment, e))?;
+            io.pos += records as u64;
+            io.filled_end = io.filled_end.max(io.pos + zeros);
         }
         if fsync {
             io.file
@@ -642,6 +713,58 @@ impl Shared {
             self.syncs.fetch_add(1, Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// Cuts the zeros written ahead off the segment, durably: a journal closed cleanly ends at
+    /// its last record, as one of version 1 does.
+    fn trim(&self) -> Result<(), JournalError> {
+        let mut io = lock(&self.io);
+        self.check_poison()?;
+        if io.filled_end == io.pos {
+            return Ok(());
+        }
+        let (segment, pos) = (io.segment, io.pos);
+        let io_err = |op: &'static str, source: io::Error| JournalError::Io {
+            location: self.storage.location(),
+            op,
+            file: segment::file_name(segment),
+            source,
+        };
+        let sync = self.options.fsync != FsyncPolicy::Never;
+        let trimmed = io
+            .file
+            .truncate(pos)
+            .map_err(|e| io_err("truncate", e))
+            .and_then(|()| match sync {
+                true => io.file.sync_data().map_err(|e| io_err("sync", e)),
+                false => Ok(()),
+            });
+        match trimmed {
+            Ok(()) => {
+                io.filled_end = pos;
+                Ok(())
+            }
+            Err(e) => Err(self.poison(e)),
+        }
+    }
+}
+
+impl Io {
+    /// The size a new segment is created with: its header and the zeros ahead of its records.
+    fn first_filled_end(&self, limits: crate::Limits) -> u64 {
+        first_filled_end(self.zero_ahead_bytes, limits)
+    }
+
+    /// How many zeros to write after `records` bytes at `pos`: none while they fit in the
+    /// zero-filled part; else enough to be `zero_ahead_bytes` ahead again, ending on a 4 KiB
+    /// boundary and not past the segment size limit.
+    fn zeros_to_add(&self, records: u64, limits: crate::Limits) -> u64 {
+        let end = self.pos + records;
+        if self.zero_ahead_bytes == 0 || end <= self.filled_end {
+            return 0;
+        }
+        let ahead = (end + self.zero_ahead_bytes).next_multiple_of(4096);
+        ahead.min(limits.segment_size_bytes_max).max(end) - end
     }
 }
 
@@ -670,10 +793,21 @@ fn assert_seqs_follow(bytes: &[u8], written_seq: u64, options: &Options) -> u64 
     last
 }
 
-/// Creates a segment atomically: temp file, header, sync, rename, directory sync.
+/// The size a new segment is created with when it is zero-filled `zero_ahead_bytes` ahead: not
+/// past the segment size limit, never less than its header.
+fn first_filled_end(zero_ahead_bytes: u64, limits: crate::Limits) -> u64 {
+    let header = HEADER_BYTES as u64;
+    (header + zero_ahead_bytes)
+        .min(limits.segment_size_bytes_max)
+        .max(header)
+}
+
+/// Creates a segment atomically: temp file, header and zeros up to `filled_end` (one write),
+/// sync, rename, directory sync.
 fn create_segment(
     storage: &dyn Storage,
     header: &SegmentHeader,
+    filled_end: u64,
 ) -> Result<Box<dyn WriteFile>, JournalError> {
     let temp = segment::temp_name(header.segment_number);
     let name = segment::file_name(header.segment_number);
@@ -686,7 +820,9 @@ fn create_segment(
     let mut file = storage
         .create_new(&temp)
         .map_err(|e| io_err("create", &temp, e))?;
-    write_all(file.as_mut(), &header.encode()).map_err(|e| io_err("write", &temp, e))?;
+    let mut bytes = header.encode().to_vec();
+    bytes.resize(filled_end as usize, 0);
+    write_all_at(file.as_mut(), 0, &bytes).map_err(|e| io_err("write", &temp, e))?;
     file.sync_data().map_err(|e| io_err("sync", &temp, e))?;
     storage
         .rename(&temp, &name)

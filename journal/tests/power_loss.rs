@@ -9,7 +9,7 @@ use common::*;
 use proptest::prelude::*;
 use std::sync::Arc;
 use tooljournal_journal::storage::{Fault, Op, TailLoss};
-use tooljournal_journal::{Journal, ReadEnd, SimStorage};
+use tooljournal_journal::{Journal, Options, ReadEnd, SimStorage};
 
 const TAILS: [TailLoss; 5] = [
     TailLoss::DropUnsynced,
@@ -33,9 +33,18 @@ const TAILS: [TailLoss; 5] = [
 
 /// Runs a fixed workload; returns the payloads appended and the last seq acknowledged durable.
 fn workload(storage: &SimStorage, sizes: &[usize], sync_every: usize) -> (Vec<Vec<u8>>, u64) {
+    workload_with(storage, sizes, sync_every, small_limits(400))
+}
+
+fn workload_with(
+    storage: &SimStorage,
+    sizes: &[usize],
+    sync_every: usize,
+    options: Options,
+) -> (Vec<Vec<u8>>, u64) {
     let mut appended = Vec::new();
     let mut durable = 0;
-    let Ok((journal, _)) = Journal::open(Arc::new(storage.clone()), small_limits(400)) else {
+    let Ok((journal, _)) = Journal::open(Arc::new(storage.clone()), options) else {
         return (appended, durable);
     };
     for (i, &len) in sizes.iter().enumerate() {
@@ -56,7 +65,17 @@ fn workload(storage: &SimStorage, sizes: &[usize], sync_every: usize) -> (Vec<Ve
 }
 
 fn check_survivors(after: &SimStorage, appended: &[Vec<u8>], durable: u64, at: &str) {
-    let (records, end) = read_all(after, small_limits(400));
+    check_survivors_with(after, appended, durable, at, small_limits(400))
+}
+
+fn check_survivors_with(
+    after: &SimStorage,
+    appended: &[Vec<u8>],
+    durable: u64,
+    at: &str,
+    options: Options,
+) {
+    let (records, end) = read_all(after, options);
     assert!(
         !matches!(end, ReadEnd::Corrupt(_)),
         "{at}: power loss read as corruption: {end:?}"
@@ -73,14 +92,14 @@ fn check_survivors(after: &SimStorage, appended: &[Vec<u8>], durable: u64, at: &
         got.len()
     );
 
-    let (journal, report) = Journal::open(Arc::new(after.clone()), small_limits(400))
+    let (journal, report) = Journal::open(Arc::new(after.clone()), options)
         .unwrap_or_else(|e| panic!("{at}: reopen failed: {e}"));
     assert_eq!(report.next_seq, got.len() as u64 + 1, "{at}");
     journal
         .append(&payload(9999, 7))
         .expect("append after reopen");
     journal.close().expect("close after reopen");
-    let (records, end) = read_all(after, small_limits(400));
+    let (records, end) = read_all(after, options);
     assert_eq!(end, ReadEnd::Clean, "{at}");
     assert_eq!(records.len(), got.len() + 1, "{at}");
 }
@@ -104,6 +123,43 @@ fn power_loss_at_every_io_point_keeps_every_acknowledged_record() {
                 &appended,
                 durable,
                 &format!("power loss at op {k}, tail {t}"),
+            );
+        }
+    }
+}
+
+/// The same sweep with zeros written ahead in 1 KiB steps inside 8 KiB segments: records land
+/// on preallocated zeros, and some writes extend the zeros; a power loss keeps a torn or
+/// zero-filled piece of an overwrite inside the file, not only past its end.
+#[test]
+fn power_loss_at_every_io_point_of_preallocated_segments_keeps_every_acknowledged_record() {
+    let options = Options {
+        preallocate_bytes: 1024,
+        ..small_limits(8 << 10)
+    };
+    let sizes: Vec<usize> = (0..40).map(|i| (i * 53) % 400).collect();
+    let probe = SimStorage::new();
+    workload_with(&probe, &sizes, 3, options);
+    let total_ops = probe.op_count(Op::Any);
+    let segs = segments(&probe);
+    assert!(
+        segs.len() >= 2,
+        "want a rotation, got {} segments",
+        segs.len()
+    );
+    for k in 1..=total_ops {
+        for (t, tail) in TAILS.iter().enumerate() {
+            let storage = SimStorage::new();
+            storage.inject(Op::Any, k, Fault::PowerLoss);
+            let (appended, durable) = workload_with(&storage, &sizes, 3, options);
+            assert!(storage.is_powered_off(), "op {k} was reached");
+            let after = storage.power_loss(*tail);
+            check_survivors_with(
+                &after,
+                &appended,
+                durable,
+                &format!("preallocated: power loss at op {k}, tail {t}"),
+                options,
             );
         }
     }

@@ -20,8 +20,28 @@ fn journal_of(sizes: &[usize]) -> (SimStorage, Vec<Vec<u8>>) {
 
 #[test]
 fn scenario_06_zero_filled_last_sector_is_a_torn_tail_not_corruption() {
+    zero_filled_last_sector(true);
+}
+
+#[test]
+fn scenario_06_zero_filled_last_sector_of_a_version_2_journal_ends_its_records() {
+    zero_filled_last_sector(false);
+}
+
+/// Zeros after the last record (the file grew, its data never reached the disk) or over it.
+/// Version 1: a torn tail of exactly those bytes. Version 2: zeros to the end of the segment are
+/// where its records end (a preallocated segment holds them ahead of its records): clean, and a
+/// writer reopening it quarantines nothing.
+fn zero_filled_last_sector(version_1: bool) {
+    let journal_of = |sizes: &[usize]| {
+        let storage = SimStorage::new();
+        if version_1 {
+            seed_version_1(&storage);
+        }
+        let written = write_records(&storage, small_limits(1 << 20), sizes);
+        (storage, written)
+    };
     for sector in [512usize, 4096] {
-        // Zeros appended after valid records (the file grew, its data never reached the disk).
         let (storage, written) = journal_of(&[10, 200, 30]);
         let (name, mut bytes) = last_segment(&storage);
         let valid_len = bytes.len() as u64;
@@ -29,12 +49,17 @@ fn scenario_06_zero_filled_last_sector_is_a_torn_tail_not_corruption() {
         storage.put_file(&name, bytes);
         let (records, end) = read_all(&storage, small_limits(1 << 20));
         assert_eq!(payloads(&records), written);
-        match end {
-            ReadEnd::TornTail(t) => {
+        match (version_1, end) {
+            (true, ReadEnd::TornTail(t)) => {
                 assert_eq!(t.position.offset, valid_len);
                 assert_eq!(t.dropped_bytes, sector as u64);
             }
-            other => panic!("{sector}-byte zero tail: {other:?}"),
+            (false, ReadEnd::Clean) => {
+                let (_, report) =
+                    Journal::open(Arc::new(storage.clone()), small_limits(1 << 20)).unwrap();
+                assert_eq!((report.torn, report.next_seq), (None, 4));
+            }
+            (_, other) => panic!("{sector}-byte zero tail, version 1 {version_1}: {other:?}"),
         }
 
         // The last record's own bytes zeroed to the end of its sector.
@@ -46,12 +71,16 @@ fn scenario_06_zero_filled_last_sector_is_a_torn_tail_not_corruption() {
         let cut = (sector_start + sector).max(last + 1);
         bytes.resize(cut.max(bytes.len()), 0);
         bytes[sector_start.max(segment::HEADER_BYTES)..cut].fill(0);
+        let all_zero_from_last = nonzero_len(&bytes) <= last;
         storage.put_file(&name, bytes);
         let (records, end) = read_all(&storage, small_limits(1 << 20));
         let kept = payloads(&records);
         assert_eq!(kept, written[..kept.len()].to_vec());
         assert!(kept.len() < written.len());
-        assert!(matches!(end, ReadEnd::TornTail(_)), "{sector}: {end:?}");
+        match (version_1 || !all_zero_from_last, end) {
+            (true, ReadEnd::TornTail(_)) | (false, ReadEnd::Clean) => {}
+            (_, other) => panic!("{sector}, version 1 {version_1}: {other:?}"),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! A crash can cut a journal at any byte. For every cut of a multi-segment journal the reader
 //! returns exactly the whole records before it and calls the rest a torn tail; reopening
-//! quarantines and cuts that tail, and new records follow the prefix.
+//! quarantines and cuts that tail, and new records follow the prefix. In format version 2 the
+//! zeros at the end of a cut are where records end (preallocated space), not torn bytes; in
+//! version 1 they are torn like any other byte.
 
 mod common;
 
@@ -69,8 +71,20 @@ fn cut_at(segs: &[LaidOutSegment], cut: u64, keep_empty: bool) -> SimStorage {
 
 #[test]
 fn scenario_11_a_writer_reopening_any_cut_quarantines_and_cuts_the_torn_tail_before_appending() {
+    every_cut(false);
+}
+
+#[test]
+fn scenario_11_every_cut_of_a_version_1_journal_is_torn_to_the_end_of_the_file() {
+    every_cut(true);
+}
+
+fn every_cut(version_1: bool) {
     let options = small_limits(300);
     let original = SimStorage::new();
+    if version_1 {
+        seed_version_1(&original);
+    }
     let written = write_records(&original, options, SIZES);
     let (segs, frames) = layout(&original, options);
     assert!(segs.len() >= 4, "want several segments, got {}", segs.len());
@@ -105,7 +119,14 @@ fn scenario_11_a_writer_reopening_any_cut_quarantines_and_cuts_the_torn_tail_bef
                     .map(|f| f.global_end)
                     .filter(|&e| e <= cut)
                     .fold(header_end, u64::max);
-                (cut > valid_end).then_some((false, cut - valid_end))
+                // Format 2: what a resume drops ends at the cut's last byte that is not zero.
+                let (_, bytes, start) = &segs[i];
+                let torn = &bytes[(valid_end - start) as usize..(cut - start) as usize];
+                let dropped = match version_1 {
+                    true => torn.len(),
+                    false => nonzero_len(torn),
+                } as u64;
+                (dropped > 0).then_some((false, dropped))
             });
             match (&end, expect_torn) {
                 (ReadEnd::Clean, None) => {}

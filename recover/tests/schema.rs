@@ -40,8 +40,9 @@ fn journal_with_unknown_event(schema: u32) -> tempfile::TempDir {
             }),
         })
         .unwrap();
-    let mut unknown = 2u64.to_le_bytes().to_vec();
-    unknown.extend_from_slice(&Event::VARIANT_COUNT.to_le_bytes());
+    // `at_ms` 2, then the event index, as format 2 lays them out: one varint byte each.
+    let index = u8::try_from(Event::VARIANT_COUNT).expect("fewer than 251 events: one byte");
+    let unknown = vec![2, index];
     journal.append(&Raw(unknown)).unwrap();
     journal.close().unwrap();
     dir

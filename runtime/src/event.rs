@@ -24,20 +24,13 @@ use serde::{Deserialize, Serialize};
 /// key and evidence (the older `started` is still read) and `recovery/rerun`.
 pub const EVENT_SCHEMA_VERSION: u32 = 5;
 
-/// The event schema a `session/open` payload declares, read from its fixed prefix without
-/// decoding the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then
-/// `schema_version` (u32), at bytes 12..16. Every schema keeps this prefix. `None` when the
-/// payload is not a `session/open`.
-pub fn declared_schema(payload: &[u8]) -> Option<u32> {
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(
-            payload.get(at..at + 4)?.try_into().ok()?,
-        ))
-    };
-    if word(8)? != 0 {
-        return None;
-    }
-    word(12)
+/// The event schema a `session/open` record declares, read from its prefix without decoding
+/// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
+/// (u32), laid out as the record's format version lays integers out (format 1: bytes 12..16).
+/// Every schema keeps this prefix. `None` when the record is not a `session/open`.
+pub fn declared_schema(record: &journal::RecordRef<'_>) -> Option<u32> {
+    let (_at_ms, index, schema): (u64, u32, u32) = record.decode_prefix().ok()?;
+    (index == 0).then_some(schema)
 }
 
 /// One journal record: when, and what.

@@ -177,8 +177,11 @@ struct CancelOnSync {
 struct CancellingFile(Box<dyn WriteFile>, CancelOnSync);
 
 impl WriteFile for CancellingFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<usize> {
+        self.0.write_at(offset, buf)
+    }
+    fn len_bytes(&self) -> io::Result<u64> {
+        self.0.len_bytes()
     }
     fn sync_data(&mut self) -> io::Result<()> {
         let synced = self.0.sync_data();
@@ -206,8 +209,8 @@ impl Storage for CancelOnSync {
         let file = self.disk.create_new(name)?;
         Ok(Box::new(CancellingFile(file, self.clone())))
     }
-    fn open_append(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
-        let file = self.disk.open_append(name)?;
+    fn open_write(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+        let file = self.disk.open_write(name)?;
         Ok(Box::new(CancellingFile(file, self.clone())))
     }
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {

@@ -3,7 +3,7 @@
 use super::{ReadAt, Storage, WriteFile};
 use std::any::Any;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -66,15 +66,18 @@ impl ReadAt for FsRead {
 struct FsWrite(File);
 
 impl WriteFile for FsWrite {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<usize> {
+        // pwrite(2): the file is not in append mode (Linux would ignore the offset).
+        FileExt::write_at(&self.0, buf, offset)
     }
     fn sync_data(&mut self) -> io::Result<()> {
         self.0.sync_data()
     }
     fn truncate(&mut self, len_bytes: u64) -> io::Result<()> {
-        // The file is in append mode, so later writes land at the new end.
         self.0.set_len(len_bytes)
+    }
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
     }
 }
 
@@ -99,15 +102,15 @@ impl Storage for FsStorage {
 
     fn create_new(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
         let file = OpenOptions::new()
-            .append(true)
+            .write(true)
             .create_new(true)
             .mode(0o600)
             .open(self.path(name))?;
         Ok(Box::new(FsWrite(file)))
     }
 
-    fn open_append(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new().append(true).open(self.path(name))?;
+    fn open_write(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new().write(true).open(self.path(name))?;
         Ok(Box::new(FsWrite(file)))
     }
 

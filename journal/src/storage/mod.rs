@@ -5,7 +5,8 @@
 //! power at any point, and then look at exactly the bytes that would have survived. The real
 //! implementation is [`FsStorage`]; [`SimStorage`] is an in-memory disk with a page cache.
 //!
-//! The seam is deliberately small: one flat directory, whole-file names, append-only writers.
+//! The seam is deliberately small: one flat directory, whole-file names, writers that write at
+//! an offset (the journal appends, and overwrites the zeros of a preallocated segment).
 
 mod fs;
 mod sim;
@@ -24,10 +25,10 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn list(&self) -> io::Result<Vec<String>>;
     /// Opens an existing file for positional reads.
     fn open_read(&self, name: &str) -> io::Result<Box<dyn ReadAt>>;
-    /// Creates a file that must not exist yet, for appending.
+    /// Creates a file that must not exist yet, for writing.
     fn create_new(&self, name: &str) -> io::Result<Box<dyn WriteFile>>;
-    /// Opens an existing file for appending at its current end.
-    fn open_append(&self, name: &str) -> io::Result<Box<dyn WriteFile>>;
+    /// Opens an existing file for writing; nothing is written until [`WriteFile::write_at`].
+    fn open_write(&self, name: &str) -> io::Result<Box<dyn WriteFile>>;
     /// Renames `from` to `to`, replacing `to` if it exists.
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Removes a file.
@@ -67,28 +68,38 @@ pub trait ReadAt: Send {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
 }
 
-/// A file opened for appending.
+/// A file opened for writing.
 pub trait WriteFile: Send {
-    /// Appends some prefix of `buf`; returns how many bytes were taken.
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
-    /// Makes the file's data durable (fdatasync).
+    /// Writes some prefix of `buf` at `offset` (over what is there, or extending the file);
+    /// returns how many bytes were taken. Writing past the end leaves zeros in between.
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<usize>;
+    /// Makes the file's data durable (fdatasync), and its size when that changed.
     fn sync_data(&mut self) -> io::Result<()>;
-    /// Cuts the file to `len_bytes`; later writes append from there.
+    /// Cuts the file to `len_bytes`.
     fn truncate(&mut self, len_bytes: u64) -> io::Result<()>;
+    /// The file's current size in bytes.
+    fn len_bytes(&self) -> io::Result<u64>;
 }
 
-/// Writes all of `buf`, looping over short writes. A write that takes nothing is an error, so a
-/// misbehaving storage cannot spin us forever.
-pub(crate) fn write_all(file: &mut dyn WriteFile, mut buf: &[u8]) -> io::Result<()> {
+/// Writes all of `buf` at `offset`, looping over short writes. A write that takes nothing is an
+/// error, so a misbehaving storage cannot spin us forever.
+pub(crate) fn write_all_at(
+    file: &mut dyn WriteFile,
+    mut offset: u64,
+    mut buf: &[u8],
+) -> io::Result<()> {
     while !buf.is_empty() {
-        match file.write(buf) {
+        match file.write_at(offset, buf) {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::WriteZero,
                     "storage accepted no bytes",
                 ))
             }
-            Ok(n) => buf = &buf[n..],
+            Ok(n) => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

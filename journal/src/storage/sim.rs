@@ -61,7 +61,9 @@ pub enum Fault {
 }
 
 /// What happens to bytes that were written but not synced when the power goes out. Granules are
-/// aligned to file offsets (sectors or pages).
+/// aligned to file offsets (sectors or pages). The unsynced bytes begin at the first byte that
+/// differs from the synced content (past its end for an append; inside it for an overwrite of
+/// a preallocated segment); bytes outside the surviving granules keep their synced content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TailLoss {
     /// Only synced bytes survive.
@@ -74,8 +76,8 @@ pub enum TailLoss {
         /// unsynced byte.
         granules: u64,
     },
-    /// As `Torn`, but the surviving unsynced bytes read back as zeros (the file grew, its data
-    /// never reached the disk).
+    /// As `Torn`, but the surviving unsynced bytes read back as zeros (the file grew, or the
+    /// blocks were written, but the data never reached the disk).
     ZeroFilled {
         /// The granule size in bytes.
         granule_bytes: u64,
@@ -101,6 +103,38 @@ pub struct SimStats {
 struct Inode {
     data: Vec<u8>,
     synced: Vec<u8>,
+    /// The bytes written or cut since the last sync, as a range of `data` offsets; outside it
+    /// `data` equals `synced`. Kept so a sync copies what changed, not the whole file (a
+    /// preallocated segment is mostly zeros written ahead).
+    dirty: Option<std::ops::Range<usize>>,
+}
+
+impl Inode {
+    fn synced_as(bytes: Vec<u8>) -> Inode {
+        Inode {
+            synced: bytes.clone(),
+            data: bytes,
+            dirty: None,
+        }
+    }
+
+    fn touch(&mut self, range: std::ops::Range<usize>) {
+        self.dirty = Some(match self.dirty.take() {
+            Some(d) => d.start.min(range.start)..d.end.max(range.end),
+            None => range,
+        });
+    }
+
+    fn sync(&mut self) {
+        let Some(dirty) = self.dirty.take() else {
+            return;
+        };
+        self.synced.resize(self.data.len(), 0);
+        let end = dirty.end.min(self.data.len());
+        if dirty.start < end {
+            self.synced[dirty.start..end].copy_from_slice(&self.data[dirty.start..end]);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -211,13 +245,7 @@ impl SimStorage {
         for (name, id) in &sim.durable {
             let inode = &sim.inodes[id];
             let data = surviving_bytes(inode, tail);
-            out.inodes.insert(
-                *id,
-                Inode {
-                    synced: data.clone(),
-                    data,
-                },
-            );
+            out.inodes.insert(*id, Inode::synced_as(data));
             out.live.insert(name.clone(), *id);
         }
         out.durable = out.live.clone();
@@ -238,13 +266,7 @@ impl SimStorage {
         };
         for id in sim.live.values() {
             let data = sim.inodes[id].data.clone();
-            out.inodes.insert(
-                *id,
-                Inode {
-                    synced: data.clone(),
-                    data,
-                },
-            );
+            out.inodes.insert(*id, Inode::synced_as(data));
         }
         out.durable = out.live.clone();
         SimStorage {
@@ -277,13 +299,7 @@ impl SimStorage {
             }
         };
         sim.durable.insert(name.to_owned(), id);
-        sim.inodes.insert(
-            id,
-            Inode {
-                synced: bytes.clone(),
-                data: bytes,
-            },
-        );
+        sim.inodes.insert(id, Inode::synced_as(bytes));
     }
 
     /// Removes a file durably, bypassing faults.
@@ -295,10 +311,10 @@ impl SimStorage {
 }
 
 fn surviving_bytes(inode: &Inode, tail: TailLoss) -> Vec<u8> {
-    let synced = &inode.synced;
-    // Only an append past the synced bytes can partly survive; anything else (a truncation not
-    // yet synced) reverts to the synced content.
-    if !inode.data.starts_with(synced) {
+    let (data, synced) = (&inode.data, &inode.synced);
+    // A cut not yet synced reverts to the synced content; so does everything when only synced
+    // bytes survive.
+    if data.len() < synced.len() {
         return synced.clone();
     }
     let (granule, granules, zero) = match tail {
@@ -312,17 +328,20 @@ fn surviving_bytes(inode: &Inode, tail: TailLoss) -> Vec<u8> {
             granules,
         } => (granule_bytes, granules, true),
     };
+    // The unsynced bytes begin at the first byte written since the sync: an append past the
+    // synced end, or an overwrite inside it (a preallocated segment's zeros).
+    let Some(first_unsynced) = inode.dirty.as_ref().map(|d| d.start) else {
+        return synced.clone();
+    };
     let granule = granule.max(1);
-    let synced_len = synced.len() as u64;
-    let first_granule = synced_len / granule * granule;
-    let end = (first_granule + granules * granule).min(inode.data.len() as u64);
+    let first_granule = first_unsynced as u64 / granule * granule;
+    let end = ((first_granule + granules * granule).min(data.len() as u64)) as usize;
     let mut out = synced.clone();
-    if end > synced_len {
-        if zero {
-            out.resize(end as usize, 0);
-        } else {
-            out.extend_from_slice(&inode.data[synced.len()..end as usize]);
-        }
+    if end > out.len() {
+        out.resize(end, 0);
+    }
+    for (i, byte) in out.iter_mut().enumerate().take(end).skip(first_unsynced) {
+        *byte = if zero { 0 } else { data[i] };
     }
     out
 }
@@ -352,7 +371,7 @@ struct SimWrite {
 }
 
 impl WriteFile for SimWrite {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<usize> {
         let mut sim = lock(&self.sim);
         let (take, fail) = match sim.step(Op::Write)? {
             Some(Fault::ShortWrite { bytes }) => (bytes.min(buf.len()), false),
@@ -365,7 +384,14 @@ impl WriteFile for SimWrite {
             .inodes
             .get_mut(&self.inode)
             .expect("handles outlive no inode");
-        inode.data.extend_from_slice(&buf[..take]);
+        let (start, end) = (offset as usize, offset as usize + take);
+        if inode.data.len() < end {
+            // Past the end: the gap reads as zeros, and counts as written.
+            inode.touch(inode.data.len().min(start)..start);
+            inode.data.resize(end, 0);
+        }
+        inode.data[start..end].copy_from_slice(&buf[..take]);
+        inode.touch(start..end);
         if fail {
             return Err(io::Error::other("injected torn write (EIO)"));
         }
@@ -381,7 +407,7 @@ impl WriteFile for SimWrite {
                 .inodes
                 .get_mut(&self.inode)
                 .expect("handles outlive no inode");
-            inode.synced = inode.data.clone();
+            inode.sync();
             sim.sync_latency
         };
         if let Some(latency) = latency {
@@ -397,8 +423,14 @@ impl WriteFile for SimWrite {
             .inodes
             .get_mut(&self.inode)
             .expect("handles outlive no inode");
-        inode.data.truncate(len_bytes as usize);
+        let (old, new) = (inode.data.len(), len_bytes as usize);
+        inode.data.resize(new, 0);
+        inode.touch(old.min(new)..old.max(new));
         Ok(())
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(lock(&self.sim).inodes[&self.inode].data.len() as u64)
     }
 }
 
@@ -446,7 +478,7 @@ impl Storage for SimStorage {
         }))
     }
 
-    fn open_append(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+    fn open_write(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
         let inode = lock(&self.sim).inode_of(name)?;
         Ok(Box::new(SimWrite {
             sim: self.sim.clone(),

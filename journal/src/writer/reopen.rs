@@ -3,11 +3,11 @@
 //! continues. Its own module so `writer.rs` keeps to the append path; each step here runs once
 //! per open, in the order `open` calls them.
 
-use super::{create_segment, Io, State};
+use super::{create_segment, first_filled_end, Io, State};
 use crate::error::{JournalError, Position};
 use crate::reader::{ReadEnd, Reader, Tail, TornReason, TornTail};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
-use crate::storage::{read_full_at, write_all, Storage};
+use crate::storage::{read_full_at, write_all_at, Storage};
 use crate::Options;
 use std::io;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ pub(super) fn quarantine_and_cut(
         storage.sync_dir().map_err(|e| io_err("sync dir", ".", e))?;
     } else {
         let mut file = storage
-            .open_append(&name)
+            .open_write(&name)
             .map_err(|e| io_err("open", &name, e))?;
         file.truncate(torn.position.offset)
             .map_err(|e| io_err("truncate", &name, e))?;
@@ -90,15 +90,17 @@ pub(super) fn quarantine_and_cut(
 pub(super) fn continue_segment(
     storage: &dyn Storage,
     tail: &Tail,
+    options: &Options,
 ) -> Result<([u8; 16], Io, State), JournalError> {
     let io_err = io_err_in(storage);
     let name = segment::file_name(tail.valid_end.segment);
     let mut file = storage
-        .open_append(&name)
+        .open_write(&name)
         .map_err(|e| io_err("open", &name, e))?;
     // What we just read may still be only in the page cache (the last writer was killed
     // before syncing); make it durable before building on it.
     file.sync_data().map_err(|e| io_err("sync", &name, e))?;
+    let filled_end = file.len_bytes().map_err(|e| io_err("stat", &name, e))?;
     let state = State::new(
         tail.next_seq,
         tail.valid_end.segment,
@@ -109,6 +111,9 @@ pub(super) fn continue_segment(
     let io = Io {
         file,
         segment: tail.valid_end.segment,
+        pos: tail.valid_end.offset,
+        filled_end,
+        zero_ahead_bytes: zero_ahead_bytes(options, tail.format_version),
         written_seq: tail.next_seq - 1,
     };
     Ok((tail.journal_id, io, state))
@@ -129,14 +134,28 @@ pub(super) fn create_first_segment(
         segment_number: 0,
         first_seq: 1,
     };
-    let file = create_segment(storage, &header)?;
+    let zero_ahead_bytes = zero_ahead_bytes(options, segment::FORMAT_VERSION);
+    let filled_end = first_filled_end(zero_ahead_bytes, options.limits);
+    let file = create_segment(storage, &header, filled_end)?;
     let io = Io {
         file,
         segment: 0,
+        pos: HEADER_BYTES as u64,
+        filled_end,
+        zero_ahead_bytes,
         written_seq: 0,
     };
     let state = State::new(1, 0, HEADER_BYTES as u64, 0, segment::FORMAT_VERSION);
     Ok((journal_id, io, state))
+}
+
+/// How far ahead a writer of a journal in `format_version` zero-fills: preallocation needs the
+/// reading rules of version 2 (a zero tail ends a segment's records); version 1 appends.
+fn zero_ahead_bytes(options: &Options, format_version: u32) -> u64 {
+    match format_version {
+        1 => 0,
+        _ => options.preallocate_bytes,
+    }
 }
 
 /// Copies a torn tail's bytes to a new file beside its segment, durably. Returns its name.
@@ -175,14 +194,16 @@ fn quarantine(storage: &dyn Storage, torn: &TornTail) -> Result<String, JournalE
             ))
         })?;
     let mut buf = vec![0u8; 1 << 20];
-    let mut at = offset;
-    loop {
-        let n = read_full_at(source.as_ref(), at, &mut buf)
+    let (mut at, end) = (offset, offset + torn.dropped_bytes);
+    while at < end {
+        let want = buf.len().min((end - at) as usize);
+        let n = read_full_at(source.as_ref(), at, &mut buf[..want])
             .map_err(|e| io_err("read", &source_name, e))?;
         if n == 0 {
             break;
         }
-        write_all(out.as_mut(), &buf[..n]).map_err(|e| io_err("write", &name, e))?;
+        write_all_at(out.as_mut(), at - offset, &buf[..n])
+            .map_err(|e| io_err("write", &name, e))?;
         at += n as u64;
     }
     out.sync_data().map_err(|e| io_err("sync", &name, e))?;

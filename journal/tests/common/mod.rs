@@ -60,6 +60,24 @@ impl StorageClone for SimStorage {
     }
 }
 
+/// Makes `storage` an empty journal of format version 1, as an older build leaves one: segment
+/// 0's header alone. A writer continues it in version 1 (appends, never zeros written ahead).
+pub fn seed_version_1(storage: &SimStorage) {
+    use tooljournal_journal::segment::{self, SegmentHeader};
+    let header = SegmentHeader {
+        format_version: 1,
+        journal_id: [0x11; 16],
+        segment_number: 0,
+        first_seq: 1,
+    };
+    storage.put_file(&segment::file_name(0), header.encode().to_vec());
+}
+
+/// The end of the last byte of `bytes` that is not zero (0 when all are).
+pub fn nonzero_len(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
 /// The segment files of a storage, in order, with their bytes.
 pub fn segments(storage: &SimStorage) -> Vec<(String, Vec<u8>)> {
     storage

@@ -168,9 +168,6 @@ fn the_versioning_rule_reads_the_schema_through_the_varint_layout() {
 }
 
 #[test]
-#[ignore = "runtime's declared_schema and unknown-event index read format 1's fixed bytes \
-            (runtime/src/event.rs, replay/mod.rs); they must read them with \
-            RecordRef::decode_prefix"]
 fn the_versioning_rule_in_format_2_agrees_with_the_runtime() {
     cases(|p| runtime_verdict(p, Layout::Varint));
 }

@@ -129,7 +129,7 @@ impl EventDecoder {
     pub fn decode(&mut self, record: journal::RecordRef<'_>) -> Result<Record, ReplayError> {
         if !self.first_seen {
             self.first_seen = true;
-            self.schema = declared_schema(record.payload);
+            self.schema = declared_schema(&record);
         }
         record.decode::<Record>().map_err(|e| {
             if let Some(schema) = self.schema.filter(|&s| s > EVENT_SCHEMA_VERSION) {
@@ -142,10 +142,9 @@ impl EventDecoder {
                 };
             }
             let index = record
-                .payload
-                .get(8..12)
-                .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(u32::from_le_bytes);
+                .decode_prefix::<(u64, u32)>()
+                .ok()
+                .map(|(_at_ms, index)| index);
             match index {
                 Some(index) if index >= Event::VARIANT_COUNT => ReplayError::UnknownEventType {
                     seq: record.seq,
