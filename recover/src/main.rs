@@ -7,7 +7,7 @@
 use clap::{Parser, Subcommand};
 use journal::ReadEnd;
 // The library of this package, by the short name the workspace uses.
-use recover::session::{RecoverError, ReportSink};
+use recover::session::{RecoverError, ReportSink, RereadError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -93,7 +93,8 @@ impl From<RecoverError> for Failure {
             | RecoverError::Journal { .. }
             | RecoverError::Io { .. }
             | RecoverError::NoVerdict { .. }
-            | RecoverError::Workspace(_)) => Failure::Failed(e.to_string()),
+            | RecoverError::Workspace(_)
+            | RecoverError::Changed { .. }) => Failure::Failed(e.to_string()),
             RecoverError::Corrupt(m) => Failure::Corrupt(m),
             RecoverError::Newer(m) => Failure::Newer(m),
         }
@@ -261,6 +262,26 @@ fn warn_running(
     }
 }
 
+/// Why a second reading stopped, as a failure: its output's, or the journal's.
+fn reread_failure(e: RereadError) -> Failure {
+    match e {
+        RereadError::Output(e) => output_failure(e),
+        RereadError::Recover(e) => e.into(),
+    }
+}
+
+/// `audit`: read once to check the journal whole (a corrupt one prints nothing), then again
+/// writing each call as it is final, so that memory does not grow with the journal.
+fn audit(dir: &Path, json: bool) -> Result<(), Failure> {
+    let first = with_bar(|progress| recover::audit::first_reading(dir, progress))?;
+    note(dir, first.streamed.notes());
+    let name = dir.display().to_string();
+    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    recover::audit::stream(dir, first, &name, json, out)
+        .map(drop)
+        .map_err(reread_failure)
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Verify { dir } => verify(&dir),
@@ -307,19 +328,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 None => print(&text),
             }
         }
-        Command::Audit { dir, json } => {
-            let r = recover_with_bar(&dir, false, None)?;
-            note(&dir, r.notes());
-            let name = dir.display().to_string();
-            if json {
-                print(&format!(
-                    "{}\n",
-                    recover::report::audit_json(&name, &r.analysis)
-                ))
-            } else {
-                print(&recover::report::audit_text(&name, &r.analysis))
-            }
-        }
+        Command::Audit { dir, json } => audit(&dir, json),
     }
 }
 

@@ -60,6 +60,17 @@ pub enum RecoverError {
     /// is read or written.
     #[error(transparent)]
     Workspace(#[from] crate::probe::WorkspaceError),
+    /// A second reading of the journal (`rebuild` and `audit` read it twice) found fewer
+    /// records than the first: something cut it in between. Exit 1.
+    #[error("{}: the journal lost records between two readings ({read} of {expected})", dir.display())]
+    Changed {
+        /// The journal's directory.
+        dir: PathBuf,
+        /// Records the first reading applied.
+        expected: u64,
+        /// Records the second found.
+        read: u64,
+    },
 }
 
 impl RecoverError {
