@@ -21,7 +21,8 @@
 //! every other format drops it.
 //!
 //! [`request_body`] adds the tools (with their input schemas) and the settings to make a whole
-//! request body.
+//! request body; [`BodyWriter`] writes the same body as the conversation's messages come,
+//! without holding the conversation ([`stream`]).
 //!
 //! Anthropic also maps tool names to its allowed form ([`anthropic_name`]); the other formats
 //! keep names as they are. Tool arguments are kept byte for byte in every format: a string in
@@ -33,6 +34,7 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 mod request;
+pub mod stream;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -47,6 +49,7 @@ use crate::conversation::{Conversation, Message};
 
 pub use anthropic::anthropic_name;
 pub use request::{request_body, stand_in_tools, ANTHROPIC_MAX_TOKENS_DEFAULT};
+pub use stream::{BodyWriter, Header, IdPlan, IdSurvey};
 
 /// A provider's request format, named on the command line as [`Format::as_str`] spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
