@@ -201,7 +201,14 @@ fn streamed(
     for m in &conv.messages {
         w.message(m).unwrap();
     }
-    String::from_utf8(w.finish().unwrap()).unwrap()
+    let (bytes, tools_missing) = w.finish().unwrap();
+    let whole = request_body(conv, tools, settings, format);
+    // The writer says what the validator says of tools.
+    let expected = validate(format, &whole.value())
+        .err()
+        .filter(|v| v.rule == "anthropic.tools_missing");
+    assert_eq!(tools_missing, expected);
+    String::from_utf8(bytes).unwrap()
 }
 
 proptest! {

@@ -690,11 +690,13 @@ pub fn stream<W: Write>(
                 }
             }
             for (report, facts) in c.take_ready_with_facts() {
-                writer.call(AuditCall {
-                    report: &report,
-                    facts: facts.as_ref(),
-                    tool: descriptor(&tools, &report.tool),
-                })?;
+                writer
+                    .call(AuditCall {
+                        report: &report,
+                        facts: facts.as_ref(),
+                        tool: descriptor(&tools, &report.tool),
+                    })
+                    .map_err(RereadError::Output)?;
             }
             Ok(())
         },

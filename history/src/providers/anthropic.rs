@@ -256,13 +256,40 @@ fn check_tools(body: &Value, messages: &[Value]) -> Result<(), Violation> {
             })
     });
     match with_tool_blocks {
-        Some(i) if tools.is_empty() => Err(Violation::new(
-            i,
-            TOOLS_MISSING,
-            "requests which include tool_use or tool_result blocks must define tools",
-        )),
+        Some(i) if tools.is_empty() => Err(tools_missing(i)),
         _ => Ok(()),
     }
+}
+
+/// What a body without tools breaks when message `i` is its first with a tool_use or
+/// tool_result block.
+pub(super) fn tools_missing(i: usize) -> Violation {
+    Violation::new(
+        i,
+        TOOLS_MISSING,
+        "requests which include tool_use or tool_result blocks must define tools",
+    )
+}
+
+/// Whether a rendered message holds a tool_use or tool_result block.
+pub(super) fn has_tool_block(message: &Node) -> bool {
+    let Node::Object(fields) = message else {
+        return false;
+    };
+    let Some(Node::Array(blocks)) = fields.get("content") else {
+        return false;
+    };
+    blocks.iter().any(|b| {
+        let kind = match b {
+            Node::Value(v) => v.get("type").and_then(Value::as_str),
+            Node::Object(f) => match f.get("type") {
+                Some(Node::Value(v)) => v.as_str(),
+                _ => None,
+            },
+            _ => None,
+        };
+        matches!(kind, Some("tool_use" | "tool_result"))
+    })
 }
 
 /// A top-level `system` is a string or an array of blocks, when there is one.

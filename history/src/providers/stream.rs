@@ -172,8 +172,10 @@ pub struct BodyWriter<W: Write> {
     /// Elements made and not written yet.
     pending: Vec<Node>,
     elements: usize,
-    /// A message with tool calls or results was written.
-    tool_blocks: bool,
+    /// The tools are none.
+    no_tools: bool,
+    /// Anthropic: the index of the first message with a tool_use or tool_result block.
+    first_tool_message: Option<usize>,
 }
 
 impl<W: Write> BodyWriter<W> {
@@ -181,6 +183,7 @@ impl<W: Write> BodyWriter<W> {
     /// opening (with OpenAI's system message or item first in it).
     pub fn new(out: W, format: Format, header: Header, ids: IdPlan) -> io::Result<BodyWriter<W>> {
         let system = header.system.filter(|s| !is_blank(s));
+        let no_tools = header.tools.is_empty();
         let mut fields: BTreeMap<&'static str, Node> =
             header_fields(&header.tools, &header.settings, format)
                 .into_iter()
@@ -222,7 +225,8 @@ impl<W: Write> BodyWriter<W> {
             after,
             pending: first.into_iter().collect(),
             elements: 0,
-            tool_blocks: false,
+            no_tools,
+            first_tool_message: None,
         };
         w.formatter.begin_object(&mut w.out)?;
         let mut first_key = true;
@@ -241,10 +245,6 @@ impl<W: Write> BodyWriter<W> {
         let Some(msg) = self.prep.message(message) else {
             return Ok(());
         };
-        if let super::Msg::Assistant { calls, .. } = &msg {
-            self.tool_blocks |= !calls.is_empty();
-        }
-        self.tool_blocks |= matches!(msg, super::Msg::Results(_));
         match (&mut self.layout, self.format) {
             (Layout::Flat, Format::OpenAiChat) => {
                 let mut values = Vec::new();
@@ -260,15 +260,12 @@ impl<W: Write> BodyWriter<W> {
         self.write_pending()
     }
 
-    /// Whether a message with tool calls or results was written (Anthropic takes such a body
-    /// only with tools).
-    pub fn has_tool_blocks(&self) -> bool {
-        self.tool_blocks
-    }
-
     /// Writes the last turn, closes the array, writes the fields after it and closes the body,
-    /// then a newline; hands the output back, flushed.
-    pub fn finish(mut self) -> io::Result<W> {
+    /// then a newline; hands the output back, flushed, with what the body breaks when it is
+    /// Anthropic's with no tools and a message holds a tool_use or tool_result block
+    /// (`anthropic.tools_missing`, as [`super::validate`] names it): the journal's limit, not
+    /// a writing bug.
+    pub fn finish(mut self) -> io::Result<(W, Option<super::Violation>)> {
         if let Layout::Merged(turns) = &mut self.layout {
             turns.close(&mut self.pending);
         }
@@ -281,11 +278,21 @@ impl<W: Write> BodyWriter<W> {
         self.formatter.end_object(&mut self.out)?;
         self.out.write_all(b"\n")?;
         self.out.flush()?;
-        Ok(self.out)
+        let tools_missing = self
+            .first_tool_message
+            .filter(|_| self.no_tools && self.format == Format::Anthropic)
+            .map(anthropic::tools_missing);
+        Ok((self.out, tools_missing))
     }
 
     fn write_pending(&mut self) -> io::Result<()> {
         for node in std::mem::take(&mut self.pending) {
+            if self.first_tool_message.is_none()
+                && self.format == Format::Anthropic
+                && anthropic::has_tool_block(&node)
+            {
+                self.first_tool_message = Some(self.elements);
+            }
             self.formatter
                 .begin_array_value(&mut self.out, self.elements == 0)?;
             self.value(&node)?;

@@ -60,16 +60,14 @@ pub enum RecoverError {
     /// is read or written.
     #[error(transparent)]
     Workspace(#[from] crate::probe::WorkspaceError),
-    /// A second reading of the journal (`rebuild` and `audit` read it twice) found fewer
-    /// records than the first: something cut it in between. Exit 1.
-    #[error("{}: the journal lost records between two readings ({read} of {expected})", dir.display())]
+    /// A second reading of the journal (`rebuild` and `audit` read it twice) did not find
+    /// what the first found: something cut or changed it in between. Exit 1.
+    #[error("{}: the journal changed between two readings: {what}", dir.display())]
     Changed {
         /// The journal's directory.
         dir: PathBuf,
-        /// Records the first reading applied.
-        expected: u64,
-        /// Records the second found.
-        read: u64,
+        /// What differs.
+        what: String,
     },
 }
 

@@ -166,7 +166,7 @@ pub fn reread(
     dir: &Path,
     records: u64,
     mut classifier: Classifier,
-    observe: &mut dyn FnMut(&mut Classifier) -> std::io::Result<()>,
+    observe: &mut dyn FnMut(&mut Classifier) -> Result<(), RereadError>,
 ) -> Result<(), RereadError> {
     let storage: Arc<dyn Storage> =
         Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
@@ -181,19 +181,18 @@ pub fn reread(
         let record = record.map_err(|e| replay_error(e.into()))?;
         classifier.apply(record).map_err(replay_error)?;
         read += 1;
-        observe(&mut classifier).map_err(RereadError::Output)?;
+        observe(&mut classifier)?;
     }
     if read < records {
         return Err(RecoverError::Changed {
             dir: dir.to_path_buf(),
-            expected: records,
-            read,
+            what: format!("{read} records of the {records} read before"),
         }
         .into());
     }
     // How the bytes end only shapes the recovery event, which a second reading does not want.
     classifier.finish(&ReadEnd::Clean, 0);
-    observe(&mut classifier).map_err(RereadError::Output)
+    observe(&mut classifier)
 }
 
 /// [`recover_streaming`] on any storage (the simulation included).
