@@ -165,7 +165,14 @@ fn tools_strategy() -> impl Strategy<Value = Vec<ToolSpec>> {
         description,
         input_schema: json!({"type": "object", "properties": {"n": {"type": "number"}}}),
     });
-    prop::collection::vec(tool, 0..3)
+    // Names unique, as a session's tools are.
+    prop::collection::vec(tool, 0..3).prop_map(|tools| {
+        let mut seen = std::collections::HashSet::new();
+        tools
+            .into_iter()
+            .filter(|t| seen.insert(t.name.clone()))
+            .collect()
+    })
 }
 
 fn settings_strategy() -> impl Strategy<Value = ModelSettings> {

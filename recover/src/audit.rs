@@ -554,10 +554,10 @@ impl<W: Write> AuditWriter<W> {
         if json {
             out.write_all(b"{\"calls\":[")?;
         } else {
-            write!(out, "audit of {journal}\n")?;
-            write!(
+            writeln!(out, "audit of {journal}")?;
+            writeln!(
                 out,
-                "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  effects\n",
+                "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  effects",
                 "turn",
                 "step",
                 "call",
@@ -606,9 +606,9 @@ impl<W: Write> AuditWriter<W> {
             serde_json::to_writer(&mut self.out, &usage.json())?;
             self.out.write_all(b"}\n")?;
         } else {
-            write!(
+            writeln!(
                 self.out,
-                "totals: {} calls, {} ok, {} errors, {} not started, {} outcome unknown, {} side effects\n",
+                "totals: {} calls, {} ok, {} errors, {} not started, {} outcome unknown, {} side effects",
                 t.calls, t.ok, t.errors, t.not_started, t.outcome_unknown, t.side_effects
             )?;
             self.out.write_all(usage.text().as_bytes())?;

@@ -33,7 +33,7 @@ use crate::classify::{
 };
 use crate::probe::Prober;
 use journal::ReadEnd;
-use notice::Kept;
+use notice::{final_result, keep_result, Kept};
 pub use notice::{CallFacts, ClosedStep, Mode, Notice};
 use runtime::code::ErrorCode;
 use runtime::event::{
@@ -418,30 +418,6 @@ impl Retain for OpenCalls {
     fn context_compacted(&mut self, compacted: runtime::event::ContextCompacted) {
         self.notice(Notice::Compacted(compacted));
     }
-}
-
-/// A call's result when final ([`Mode::Write`] only): its recovery's, or its own committed
-/// one, whose text is taken (no report is made of the call in that mode; the rules only ask
-/// whether it has one).
-fn final_result(c: &mut Call, mode: Mode) -> Option<(String, bool)> {
-    if mode != Mode::Write {
-        return None;
-    }
-    if let Some(rc) = &c.recovered_by {
-        return Some((rc.result.content.clone(), rc.result.is_error));
-    }
-    if c.replay.state != CallState::Committed {
-        return None;
-    }
-    let r = c.replay.committed.as_mut()?;
-    Some((std::mem::take(&mut r.content), r.is_error))
-}
-
-/// Keeps a report's result, the first for its call.
-fn keep_result(results: &mut HashMap<CallRef, (String, bool)>, report: &CallReport) {
-    results
-        .entry(report.call.clone())
-        .or_insert_with(|| (report.result.content.clone(), report.result.is_error));
 }
 
 /// What is known once the last record is in.

@@ -5,12 +5,14 @@
 //! reduction). Handed out in journal order and taken after every record, so that what is held
 //! at a time is one record's worth, not the session.
 
+use crate::classify::CallReport;
 use runtime::code::ErrorCode;
 use runtime::event::{
     Approval, CallRef, ContextCompacted, Evidence, LlmResponseDetail, ModelResponse,
     ProcessStarted, SessionModel, SideEffect, ToolDescriptor, ToolSchema, VisibleTool,
 };
 use runtime::replay::{AskRecord, CallReplay};
+use runtime::state::CallState;
 use std::collections::HashMap;
 
 /// What a classifier is read for: what it keeps and hands out besides the reports.
@@ -130,4 +132,28 @@ pub(super) struct Kept {
     pub(super) late_results: HashMap<CallRef, (String, bool)>,
     /// [`Mode::Audit`]: the last facts of calls handed out while they could still move.
     pub(super) moved_facts: HashMap<CallRef, CallFacts>,
+}
+
+/// A call's result when final ([`Mode::Write`] only): its recovery's, or its own committed
+/// one, whose text is taken (no report is made of the call in that mode; the rules only ask
+/// whether it has one).
+pub(super) fn final_result(c: &mut super::Call, mode: Mode) -> Option<(String, bool)> {
+    if mode != Mode::Write {
+        return None;
+    }
+    if let Some(rc) = &c.recovered_by {
+        return Some((rc.result.content.clone(), rc.result.is_error));
+    }
+    if c.replay.state != CallState::Committed {
+        return None;
+    }
+    let r = c.replay.committed.as_mut()?;
+    Some((std::mem::take(&mut r.content), r.is_error))
+}
+
+/// Keeps a report's result, the first for its call.
+pub(super) fn keep_result(results: &mut HashMap<CallRef, (String, bool)>, report: &CallReport) {
+    results
+        .entry(report.call.clone())
+        .or_insert_with(|| (report.result.content.clone(), report.result.is_error));
 }
