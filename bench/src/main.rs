@@ -85,7 +85,12 @@ enum Command {
     /// taken and this process's peak RSS. Run by `runtime` as a child process so that the peak
     /// is the recovery's alone.
     #[command(hide = true)]
-    RecoverChild { dir: PathBuf },
+    RecoverChild {
+        dir: PathBuf,
+        /// `classify`, or `rebuild` and `audit` (issue 20): which command to measure.
+        #[arg(long, value_enum, default_value = "classify")]
+        work: runtime_bench::recovery::ChildWork,
+    },
     /// Internal, for profiling: writes the `runtime` benchmark's recovery journal into DIR
     /// (which must not hold one) and keeps it.
     #[command(hide = true)]
@@ -131,7 +136,7 @@ fn main() -> ExitCode {
         Command::Journal => journal_bench::run(&cli.common),
         Command::Runtime => runtime_bench::run(&cli.common),
         Command::Sse => sse_bench::run(&cli.common),
-        Command::RecoverChild { dir } => runtime_bench::recovery::recover_child(&dir),
+        Command::RecoverChild { dir, work } => runtime_bench::recovery::recover_child(&dir, work),
         Command::GenerateJournal { dir, mib } => runtime_bench::generate::generate_only(&dir, mib),
         Command::SessionLoop {
             policy,

@@ -85,47 +85,96 @@ pub fn layout(
         .enumerate()
         .filter(|(i, t)| left_out(*i, t))
         .count();
+    let mut lay = Layout::new(compaction.cloned(), turns.len(), dropped);
     let mut messages = Vec::new();
-    let mut prefix = match compaction {
-        Some(c) if dropped > 0 => Some(left_out_prefix(dropped, c.summary.as_deref())),
-        _ => None,
-    };
     for (i, turn) in turns.iter().enumerate() {
-        if left_out(i, turn) {
+        let Some(user) = lay.user(i, turn.turn, &turn.user_text) else {
             continue;
-        }
-        let text = match prefix.take() {
-            Some(prefix) => prefix + &turn.user_text,
-            None => turn.user_text.clone(),
         };
-        messages.push(Message::User { text });
+        messages.push(user);
         for step in &turn.steps {
-            messages.push(Message::Assistant {
-                text: step.text.clone(),
-                calls: step.calls.clone(),
-                state: step.state.clone(),
-            });
-            if step.calls.is_empty() {
-                continue;
-            }
-            let shortened = compaction
-                .filter(|c| c.shortened.contains(&(turn.turn, step.step)))
-                .map(|c| c.preview_chars);
-            let results = step
-                .results
-                .iter()
-                .map(|r| match shortened {
-                    Some(preview_chars) => ConvResult {
-                        content: shorten(&r.content, preview_chars),
-                        ..r.clone()
-                    },
-                    None => r.clone(),
-                })
-                .collect();
-            messages.push(Message::Results { results });
+            messages.extend(lay.step(turn.turn, step.clone()));
         }
     }
     Conversation { system, messages }
+}
+
+/// [`layout`] one turn and one step at a time, for a caller that reads the turns as it goes
+/// (`recover rebuild` writes a journal's history as it reads it) and knows beforehand how many
+/// turns there are and how many of them are left out.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    compaction: Option<Compaction>,
+    /// The index of the last turn (always kept).
+    last: usize,
+    /// What the first kept user message opens with, until it is used.
+    prefix: Option<String>,
+}
+
+impl Layout {
+    /// A layout of `turns` turns under `compaction`, `dropped` of which are left out (as
+    /// [`Layout::left_out`] says of each).
+    pub fn new(compaction: Option<Compaction>, turns: usize, dropped: usize) -> Layout {
+        let prefix = match &compaction {
+            Some(c) if dropped > 0 => Some(left_out_prefix(dropped, c.summary.as_deref())),
+            _ => None,
+        };
+        Layout {
+            compaction,
+            last: turns.saturating_sub(1),
+            prefix,
+        }
+    }
+
+    /// Whether the turn at index `i`, numbered `turn`, is left out.
+    pub fn left_out(&self, i: usize, turn: u32) -> bool {
+        self.compaction
+            .as_ref()
+            .is_some_and(|c| i < self.last && turn <= c.through_turn)
+    }
+
+    /// The user message that opens the turn at index `i`, numbered `turn`; `None` when the
+    /// turn is left out (and then so are its steps).
+    pub fn user(&mut self, i: usize, turn: u32, user_text: &str) -> Option<Message> {
+        if self.left_out(i, turn) {
+            return None;
+        }
+        let text = match self.prefix.take() {
+            Some(prefix) => prefix + user_text,
+            None => user_text.to_owned(),
+        };
+        Some(Message::User { text })
+    }
+
+    /// The messages of a kept turn's step: its assistant message and, when it made calls, its
+    /// results (cut to a preview when the compaction names the step).
+    pub fn step(&self, turn: u32, step: StepView) -> impl Iterator<Item = Message> {
+        let shortened = self
+            .compaction
+            .as_ref()
+            .filter(|c| c.shortened.contains(&(turn, step.step)))
+            .map(|c| c.preview_chars);
+        let results = (!step.calls.is_empty()).then(|| {
+            let results = step
+                .results
+                .into_iter()
+                .map(|r| match shortened {
+                    Some(preview_chars) => ConvResult {
+                        content: shorten(&r.content, preview_chars),
+                        ..r
+                    },
+                    None => r,
+                })
+                .collect();
+            Message::Results { results }
+        });
+        let assistant = Message::Assistant {
+            text: step.text,
+            calls: step.calls,
+            state: step.state,
+        };
+        std::iter::once(assistant).chain(results)
+    }
 }
 
 /// What opens the first remaining user message when `n` earlier turns were left out.

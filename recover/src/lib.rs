@@ -31,6 +31,7 @@
 /// live runtime; re-exported so that `recover::providers` stays where it was.
 pub use history::{conversation, layout, providers};
 
+pub mod audit;
 pub mod classify;
 pub mod listing;
 #[cfg(feature = "mutant")]

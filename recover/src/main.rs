@@ -7,7 +7,7 @@
 use clap::{Parser, Subcommand};
 use journal::ReadEnd;
 // The library of this package, by the short name the workspace uses.
-use recover::session::{RecoverError, ReportSink};
+use recover::session::{RecoverError, ReportSink, RereadError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -93,7 +93,8 @@ impl From<RecoverError> for Failure {
             | RecoverError::Journal { .. }
             | RecoverError::Io { .. }
             | RecoverError::NoVerdict { .. }
-            | RecoverError::Workspace(_)) => Failure::Failed(e.to_string()),
+            | RecoverError::Workspace(_)
+            | RecoverError::Changed { .. }) => Failure::Failed(e.to_string()),
             RecoverError::Corrupt(m) => Failure::Corrupt(m),
             RecoverError::Newer(m) => Failure::Newer(m),
         }
@@ -146,15 +147,6 @@ fn with_bar<T>(f: impl FnOnce(&dyn Fn(u64, u64)) -> T) -> T {
     });
     bar.finish_and_clear();
     result
-}
-
-/// Recovery with a progress bar on stderr when it is a terminal, probing `probe` if given.
-fn recover_with_bar(
-    dir: &Path,
-    write: bool,
-    probe: Option<&Path>,
-) -> Result<recover::session::Recovered, RecoverError> {
-    with_bar(|progress| recover::session::recover_reporting_probing(dir, write, progress, probe))
 }
 
 /// What this run changed (or found changed, or could not do), on stderr: stdout is the same
@@ -261,6 +253,104 @@ fn warn_running(
     }
 }
 
+/// Why a second reading stopped, as a failure: its output's, or the journal's.
+fn reread_failure(e: RereadError) -> Failure {
+    match e {
+        RereadError::Output(e) => output_failure(e),
+        RereadError::Recover(e) => e.into(),
+    }
+}
+
+/// `audit`: read once to check the journal whole (a corrupt one prints nothing), then again
+/// writing each call as it is final, so that memory does not grow with the journal.
+fn audit(dir: &Path, json: bool) -> Result<(), Failure> {
+    let first = with_bar(|progress| recover::audit::first_reading(dir, progress))?;
+    note(dir, first.streamed.notes());
+    let name = dir.display().to_string();
+    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    recover::audit::stream(dir, first, &name, json, out)
+        .map(drop)
+        .map_err(reread_failure)
+}
+
+/// A live session has no history to rebuild: its unfinished calls are running.
+fn live_failure(dir: &Path) -> Failure {
+    Failure::Failed(format!(
+        "{}: the session is live; its unfinished calls are running, so there is no history to rebuild yet",
+        dir.display()
+    ))
+}
+
+/// `rebuild`: the recovery (appended unless `write` is off), then the body written as the
+/// journal is read again, so that memory does not grow with the journal. A corrupt journal
+/// or a live session fails before anything is written.
+fn rebuild(
+    dir: &Path,
+    format: recover::providers::Format,
+    out: Option<&Path>,
+    write: bool,
+    probe: Option<&Path>,
+) -> Result<(), Failure> {
+    use recover::rebuild::streamed;
+    let first = with_bar(|progress| streamed::first_reading(dir, format, write, progress, probe))?;
+    note(dir, first.streamed.notes());
+    if first.streamed.live {
+        return Err(live_failure(dir));
+    }
+    // The text keeps the arguments as the journal has them (no number rounded).
+    let notes = match out {
+        Some(path) => {
+            let cannot = |e: std::io::Error| {
+                Failure::Failed(format!("{}: cannot write: {e}", path.display()))
+            };
+            let file = std::fs::File::create(path).map_err(cannot)?;
+            let file = std::io::BufWriter::with_capacity(1 << 16, file);
+            match streamed::write(dir, first, file) {
+                Ok(written) => written.notes,
+                Err(RereadError::Output(e)) => return Err(cannot(e)),
+                Err(RereadError::Recover(e)) => return Err(e.into()),
+            }
+        }
+        None => {
+            let stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            streamed::write(dir, first, stdout)
+                .map_err(reread_failure)?
+                .notes
+        }
+    };
+    note(dir, notes);
+    Ok(())
+}
+
+/// `rebuild --salvage`: a corrupt journal read whole, passing over the damage.
+fn rebuild_salvaged(
+    dir: &Path,
+    format: recover::providers::Format,
+    out: Option<&Path>,
+    probe: Option<&Path>,
+) -> Result<(), Failure> {
+    let r = recover::session::salvage_probing(dir, probe)?;
+    if let Some(s) = &r.salvage {
+        eprint!("{}", recover::report::salvage_text(s));
+    }
+    note(dir, r.notes());
+    if r.analysis.live {
+        return Err(live_failure(dir));
+    }
+    // Our own output must pass the provider's rules; if it ever does not, that is a bug
+    // to report loudly, never a body to hand to a provider.
+    let rebuilt = recover::rebuild::body(&r.analysis, format)
+        .map_err(|e| Failure::Failed(format!("internal error: {e}")))?;
+    note(dir, rebuilt.notes);
+    // The text keeps the arguments as the journal has them (no number rounded).
+    let text = format!("{}\n", rebuilt.body.to_json_pretty());
+    match out {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| Failure::Failed(format!("{}: cannot write: {e}", path.display()))),
+        None => print(&text),
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Verify { dir } => verify(&dir),
@@ -279,47 +369,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             salvage,
             probe,
         } => {
-            let r = if salvage {
-                recover::session::salvage_probing(&dir, probe.as_deref())?
+            if salvage {
+                rebuild_salvaged(&dir, format, out.as_deref(), probe.as_deref())
             } else {
-                recover_with_bar(&dir, !dry_run, probe.as_deref())?
-            };
-            if let Some(s) = &r.salvage {
-                eprint!("{}", recover::report::salvage_text(s));
-            }
-            note(&dir, r.notes());
-            if r.analysis.live {
-                return Err(Failure::Failed(format!(
-                    "{}: the session is live; its unfinished calls are running, so there is no history to rebuild yet",
-                    dir.display()
-                )));
-            }
-            // Our own output must pass the provider's rules; if it ever does not, that is a bug
-            // to report loudly, never a body to hand to a provider.
-            let rebuilt = recover::rebuild::body(&r.analysis, format)
-                .map_err(|e| Failure::Failed(format!("internal error: {e}")))?;
-            note(&dir, rebuilt.notes);
-            // The text keeps the arguments as the journal has them (no number rounded).
-            let text = format!("{}\n", rebuilt.body.to_json_pretty());
-            match out {
-                Some(path) => std::fs::write(&path, text)
-                    .map_err(|e| Failure::Failed(format!("{}: cannot write: {e}", path.display()))),
-                None => print(&text),
+                rebuild(&dir, format, out.as_deref(), !dry_run, probe.as_deref())
             }
         }
-        Command::Audit { dir, json } => {
-            let r = recover_with_bar(&dir, false, None)?;
-            note(&dir, r.notes());
-            let name = dir.display().to_string();
-            if json {
-                print(&format!(
-                    "{}\n",
-                    recover::report::audit_json(&name, &r.analysis)
-                ))
-            } else {
-                print(&recover::report::audit_text(&name, &r.analysis))
-            }
-        }
+        Command::Audit { dir, json } => audit(&dir, json),
     }
 }
 

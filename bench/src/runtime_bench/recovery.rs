@@ -1,6 +1,7 @@
-//! Recovery speed and peak memory: `recover classify --dry-run --json` on the generated
-//! journal, in a child process (this binary's hidden `recover-child` subcommand) so that the peak
-//! resident set it reports is the recovery's alone, not the benchmark's.
+//! Recovery speed and peak memory: `recover classify --dry-run --json`, `recover rebuild
+//! --dry-run --format anthropic` and `recover audit --json` on the generated journal, each in
+//! a child process (this binary's hidden `recover-child` subcommand) so that the peak resident
+//! set it reports is that command's alone, not the benchmark's. Their output goes to a sink.
 
 use super::generate::{generate, GenStats};
 use crate::disk::segment_bytes;
@@ -21,6 +22,39 @@ pub(super) struct ChildReport {
     pub(super) calls: u64,
     pub(super) outcome_unknown: u64,
     pub(super) not_started: u64,
+    /// `rebuild` and `audit` on the same journal, each in its own child.
+    #[serde(default)]
+    pub(super) rebuild: Option<Streamed>,
+    #[serde(default)]
+    pub(super) audit: Option<Streamed>,
+}
+
+/// What a `rebuild` or `audit` child reports.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Streamed {
+    pub(super) seconds: f64,
+    pub(super) bytes: u64,
+    pub(super) hwm_kb_after: u64,
+}
+
+impl Streamed {
+    pub(super) fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / MB / self.seconds
+    }
+    pub(super) fn peak_rss_mb(&self) -> f64 {
+        self.hwm_kb_after as f64 * 1024.0 / MB
+    }
+}
+
+/// What a `recover-child` does.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum ChildWork {
+    /// `recover classify --dry-run --json`.
+    Classify,
+    /// `recover rebuild --dry-run --format anthropic`.
+    Rebuild,
+    /// `recover audit --json`.
+    Audit,
 }
 
 impl ChildReport {
@@ -49,16 +83,22 @@ pub(super) fn measure(base: &Path, target_bytes: u64) -> Result<(GenStats, Child
         "recover: classifying (read only) {:.1} MB in a child process",
         generated.bytes as f64 / MB
     ));
-    let child = recover_in_child(&recover_dir)?;
+    let mut child: ChildReport = in_child(&recover_dir, "classify")?;
+    say("recover: rebuilding (read only, anthropic) in a child process");
+    child.rebuild = Some(in_child(&recover_dir, "rebuild")?);
+    say("recover: auditing (--json) in a child process");
+    child.audit = Some(in_child(&recover_dir, "audit")?);
     fs::remove_dir_all(&recover_dir)?;
     Ok((generated, child))
 }
 
-/// Runs `bench recover-child DIR` and reads its report.
-fn recover_in_child(dir: &Path) -> Result<ChildReport, BoxError> {
+/// Runs `bench recover-child DIR --work WORK` and reads its report.
+fn in_child<T: serde::de::DeserializeOwned>(dir: &Path, work: &str) -> Result<T, BoxError> {
     let out = std::process::Command::new(std::env::current_exe()?)
         .arg("recover-child")
         .arg(dir)
+        .arg("--work")
+        .arg(work)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()?;
@@ -81,7 +121,37 @@ fn vm_hwm_kb() -> Result<u64, BoxError> {
 /// The hidden `recover-child` subcommand: what `recover classify --dry-run --json` does
 /// (open, replay and classify streaming, print the calls; append nothing), timed, with the
 /// peak RSS of this process. The JSON goes to a sink.
-pub(crate) fn recover_child(dir: &Path) -> Result<(), BoxError> {
+pub(crate) fn recover_child(dir: &Path, work: ChildWork) -> Result<(), BoxError> {
+    match work {
+        ChildWork::Classify => classify_child(dir),
+        ChildWork::Rebuild | ChildWork::Audit => streamed_child(dir, work),
+    }
+}
+
+/// `recover rebuild --dry-run --format anthropic` or `recover audit --json`, as the CLI does
+/// them (two readings each), into a sink, timed, with the peak RSS of this process.
+fn streamed_child(dir: &Path, work: ChildWork) -> Result<(), BoxError> {
+    let bytes = segment_bytes(dir)?;
+    let start = Instant::now();
+    if let ChildWork::Rebuild = work {
+        use recover::rebuild::streamed;
+        let format = recover::providers::Format::Anthropic;
+        let first = streamed::first_reading(dir, format, false, &|_, _| {}, None)?;
+        streamed::write(dir, first, std::io::sink())?;
+    } else {
+        let first = recover::audit::first_reading(dir, &|_, _| {})?;
+        recover::audit::stream(dir, first, "bench", true, std::io::sink())?;
+    }
+    let report = Streamed {
+        seconds: start.elapsed().as_secs_f64(),
+        bytes,
+        hwm_kb_after: vm_hwm_kb()?,
+    };
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+fn classify_child(dir: &Path) -> Result<(), BoxError> {
     let bytes = segment_bytes(dir)?;
     let hwm_kb_before = vm_hwm_kb()?;
     let start = Instant::now();
@@ -98,6 +168,8 @@ pub(crate) fn recover_child(dir: &Path) -> Result<(), BoxError> {
         calls: streamed.calls,
         outcome_unknown: streamed.outcome_unknown,
         not_started: streamed.not_started,
+        rebuild: None,
+        audit: None,
     };
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

@@ -1,6 +1,6 @@
 //! The `runtime` benchmark's figures: the `--json` object (exactly the keys issues 8 and 20
-//! list, less issue 20's rebuild and audit keys, not measured yet), the targets they are held
-//! to, and the table printed otherwise, one section per kind of run.
+//! list), the targets they are held to, and the table printed otherwise, one section per kind
+//! of run.
 
 use super::measured::Measured;
 use super::rounds::Run;
@@ -20,9 +20,11 @@ const RECOVER_PEAK_RSS_MB_TARGET: f64 = 64.0;
 const SEQ_VS_RAW_APPEND_TARGET: f64 = 1.0;
 const SEQ_VS_JSONL_SAME_PLAN_TARGET: f64 = 1.1;
 const SESSIONS64_VS_RAW64_TARGET: f64 = 0.8;
+const REBUILD_MB_PER_S_TARGET: f64 = 300.0;
+const REBUILD_PEAK_RSS_MB_TARGET: f64 = 64.0;
+const AUDIT_PEAK_RSS_MB_TARGET: f64 = 64.0;
 
-/// The `--json` object: issue 8's keys, then issue 20's (its `rebuild_*` and `audit_*` keys
-/// are not measured yet, and not printed).
+/// The `--json` object: issue 8's keys, then issue 20's.
 #[derive(Serialize)]
 pub(super) struct Report {
     fdatasync_per_s: f64,
@@ -54,6 +56,11 @@ pub(super) struct Report {
     seq_vs_jsonl_same_plan: f64,
     seq_vs_sqlite_same_plan: f64,
     sessions64_vs_raw64: f64,
+    /// `recover rebuild --dry-run --format anthropic` (both readings), into a sink.
+    rebuild_mb_per_s: f64,
+    rebuild_peak_rss_mb: f64,
+    /// `recover audit --json` (both readings), into a sink.
+    audit_peak_rss_mb: f64,
 }
 
 impl Report {
@@ -90,6 +97,9 @@ impl Report {
             seq_vs_jsonl_same_plan: seq / rate(Run::JsonlSamePlan),
             seq_vs_sqlite_same_plan: seq / rate(Run::SqliteSamePlan),
             sessions64_vs_raw64: rate(Run::Sessions64) / rate(Run::Raw64),
+            rebuild_mb_per_s: f.child.rebuild.as_ref().map_or(0.0, |r| r.mb_per_s()),
+            rebuild_peak_rss_mb: f.child.rebuild.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
+            audit_peak_rss_mb: f.child.audit.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
         }
     }
 }
@@ -111,12 +121,18 @@ impl Target {
     }
 }
 
-pub(super) fn targets(report: &Report) -> [Target; 10] {
+pub(super) fn targets(report: &Report) -> [Target; 13] {
     let at_least = |name, value, target| Target {
         name,
         value,
         target,
         at_least: true,
+    };
+    let at_most = |name, value, target| Target {
+        name,
+        value,
+        target,
+        at_least: false,
     };
     [
         at_least(
@@ -165,6 +181,21 @@ pub(super) fn targets(report: &Report) -> [Target; 10] {
             "sessions64_vs_raw64",
             report.sessions64_vs_raw64,
             SESSIONS64_VS_RAW64_TARGET,
+        ),
+        at_least(
+            "rebuild_mb_per_s",
+            report.rebuild_mb_per_s,
+            REBUILD_MB_PER_S_TARGET,
+        ),
+        at_most(
+            "rebuild_peak_rss_mb",
+            report.rebuild_peak_rss_mb,
+            REBUILD_PEAK_RSS_MB_TARGET,
+        ),
+        at_most(
+            "audit_peak_rss_mb",
+            report.audit_peak_rss_mb,
+            AUDIT_PEAK_RSS_MB_TARGET,
         ),
     ]
 }
@@ -401,6 +432,21 @@ fn print_recovery(f: &Figures, report: &Report) {
         "  recover_peak_rss_mb     {:>10.1} MB   (VmHWM; {:.1} MB before recovering)",
         report.recover_peak_rss_mb,
         child.rss_before_mb()
+    );
+    let seconds = |s: &Option<super::recovery::Streamed>| s.as_ref().map_or(0.0, |s| s.seconds);
+    println!(
+        "  rebuild_mb_per_s        {:>10.1} MB/s (`rebuild --dry-run --format anthropic`: two readings, {:.2} s)",
+        report.rebuild_mb_per_s,
+        seconds(&child.rebuild)
+    );
+    println!(
+        "  rebuild_peak_rss_mb     {:>10.1} MB   (VmHWM)",
+        report.rebuild_peak_rss_mb
+    );
+    println!(
+        "  audit_peak_rss_mb       {:>10.1} MB   (VmHWM; `audit --json`: two readings, {:.2} s)",
+        report.audit_peak_rss_mb,
+        seconds(&child.audit)
     );
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     arguments_object, body_array, check_id, first_duplicate, fit, fits, is_blank, object,
-    state_items, string_field, turn, Format, Msg, Node, Turn, Violation, LEADING_USER_TEXT,
+    state_items, string_field, Format, Msg, Node, Turns, Violation, LEADING_USER_TEXT,
 };
 
 const SHAPE: &str = "anthropic.shape";
@@ -50,86 +50,89 @@ pub fn anthropic_name(original: &str) -> String {
 }
 
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
-    let mut turns: Vec<Turn> = Vec::new();
+    let mut turns = turns();
+    let mut messages = Vec::new();
     for msg in msgs {
-        match msg {
-            Msg::User(text) => {
-                if !is_blank(text) {
-                    turn(&mut turns, "user")
-                        .rest
-                        .push(json!({"type": "text", "text": text}).into());
-                }
-            }
-            Msg::Assistant { text, calls, state } => {
-                // Thinking goes with what the message says; alone it would make a turn of
-                // nothing but reasoning.
-                let says_something = !is_blank(text) || !calls.is_empty();
-                let thinking = state
-                    .filter(|_| says_something)
-                    .map_or_else(Vec::new, |items| {
-                        state_items(items, |t| matches!(t, "thinking" | "redacted_thinking"))
-                    });
-                if !thinking.is_empty() {
-                    turn(&mut turns, "assistant").lead.extend(thinking);
-                }
-                if !is_blank(text) {
-                    turn(&mut turns, "assistant")
-                        .first
-                        .push(json!({"type": "text", "text": text}).into());
-                }
-                for c in calls {
-                    turn(&mut turns, "assistant").rest.push(Node::object([
-                        ("type", json!("tool_use").into()),
-                        ("id", json!(c.id).into()),
-                        ("name", json!(anthropic_name(c.name)).into()),
-                        ("input", arguments_object(c.arguments)),
-                    ]));
-                }
-            }
-            Msg::Results(results) => {
-                for r in results {
-                    let content = if r.is_error && is_blank(r.content) {
-                        EMPTY_ERROR_TEXT
-                    } else {
-                        r.content
-                    };
-                    turn(&mut turns, "user").first.push(
-                        json!({
-                            "type": "tool_result",
-                            "tool_use_id": r.id,
-                            "content": content,
-                            "is_error": r.is_error,
-                        })
-                        .into(),
-                    );
-                }
-            }
-        }
+        push(msg, &mut turns, &mut messages);
     }
-    if turns.first().is_some_and(|t| t.role != "user") {
-        turns.insert(
-            0,
-            Turn::of(
-                "user",
-                vec![json!({"type": "text", "text": LEADING_USER_TEXT}).into()],
-            ),
-        );
-    }
-    let messages: Vec<Node> = turns
-        .into_iter()
-        .map(|t| {
-            Node::object([
-                ("role", json!(t.role).into()),
-                ("content", Node::Array(t.into_parts())),
-            ])
-        })
-        .collect();
+    turns.close(&mut messages);
     let mut body = BTreeMap::new();
     if let Some(system) = system {
-        body.insert("system", json!(system).into());
+        body.insert("system", system_field(system));
     }
     body.insert("messages", Node::Array(messages));
     Node::Object(body)
+}
+
+/// The top-level `system`.
+pub(super) fn system_field(system: &str) -> Node {
+    json!(system).into()
+}
+
+/// The turns an Anthropic body's `messages` are made of.
+pub(super) fn turns() -> Turns {
+    Turns::new("content", || {
+        json!({"type": "text", "text": LEADING_USER_TEXT}).into()
+    })
+}
+
+/// `msg`'s blocks, added to `turns`; turns it closes go to `messages`.
+pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, messages: &mut Vec<Node>) {
+    match msg {
+        Msg::User(text) => {
+            if !is_blank(text) {
+                turns
+                    .turn("user", messages)
+                    .rest
+                    .push(json!({"type": "text", "text": text}).into());
+            }
+        }
+        Msg::Assistant { text, calls, state } => {
+            // Thinking goes with what the message says; alone it would make a turn of
+            // nothing but reasoning.
+            let says_something = !is_blank(text) || !calls.is_empty();
+            let thinking = state
+                .filter(|_| says_something)
+                .map_or_else(Vec::new, |items| {
+                    state_items(items, |t| matches!(t, "thinking" | "redacted_thinking"))
+                });
+            if !thinking.is_empty() {
+                turns.turn("assistant", messages).lead.extend(thinking);
+            }
+            if !is_blank(text) {
+                turns
+                    .turn("assistant", messages)
+                    .first
+                    .push(json!({"type": "text", "text": text}).into());
+            }
+            for c in calls {
+                turns.turn("assistant", messages).rest.push(Node::object([
+                    ("type", json!("tool_use").into()),
+                    ("id", json!(c.id).into()),
+                    ("name", json!(anthropic_name(c.name)).into()),
+                    ("input", arguments_object(c.arguments)),
+                ]));
+            }
+        }
+        Msg::Results(results) => {
+            for r in results {
+                let content = if r.is_error && is_blank(r.content) {
+                    EMPTY_ERROR_TEXT
+                } else {
+                    r.content
+                };
+                turns.turn("user", messages).first.push(
+                    json!({
+                        "type": "tool_result",
+                        "tool_use_id": r.id,
+                        "content": content,
+                        "is_error": r.is_error,
+                    })
+                    .into(),
+                );
+            }
+        }
+    }
 }
 
 /// A message's content as blocks: a plain string is one text block.
@@ -253,13 +256,40 @@ fn check_tools(body: &Value, messages: &[Value]) -> Result<(), Violation> {
             })
     });
     match with_tool_blocks {
-        Some(i) if tools.is_empty() => Err(Violation::new(
-            i,
-            TOOLS_MISSING,
-            "requests which include tool_use or tool_result blocks must define tools",
-        )),
+        Some(i) if tools.is_empty() => Err(tools_missing(i)),
         _ => Ok(()),
     }
+}
+
+/// What a body without tools breaks when message `i` is its first with a tool_use or
+/// tool_result block.
+pub(super) fn tools_missing(i: usize) -> Violation {
+    Violation::new(
+        i,
+        TOOLS_MISSING,
+        "requests which include tool_use or tool_result blocks must define tools",
+    )
+}
+
+/// Whether a rendered message holds a tool_use or tool_result block.
+pub(super) fn has_tool_block(message: &Node) -> bool {
+    let Node::Object(fields) = message else {
+        return false;
+    };
+    let Some(Node::Array(blocks)) = fields.get("content") else {
+        return false;
+    };
+    blocks.iter().any(|b| {
+        let kind = match b {
+            Node::Value(v) => v.get("type").and_then(Value::as_str),
+            Node::Object(f) => match f.get("type") {
+                Some(Node::Value(v)) => v.as_str(),
+                _ => None,
+            },
+            _ => None,
+        };
+        matches!(kind, Some("tool_use" | "tool_result"))
+    })
 }
 
 /// A top-level `system` is a string or an array of blocks, when there is one.

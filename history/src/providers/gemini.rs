@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{
-    arguments_object, body_array, check_id, object, string_field, turn, Format, Msg, Node, Turn,
+    arguments_object, body_array, check_id, object, string_field, Format, Msg, Node, Turns,
     Violation, LEADING_USER_TEXT,
 };
 
@@ -45,79 +45,79 @@ impl Signatures {
 }
 
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
-    let mut turns: Vec<Turn> = Vec::new();
+    let mut turns = turns();
+    let mut contents = Vec::new();
     for msg in msgs {
-        match msg {
-            Msg::User(text) => {
-                if !text.is_empty() {
-                    turn(&mut turns, "user")
-                        .rest
-                        .push(json!({"text": text}).into());
-                }
-            }
-            Msg::Assistant { text, calls, state } => {
-                let sigs = Signatures::parse(*state);
-                if !text.is_empty() || sigs.text.is_some() {
-                    let mut part = json!({ "text": text });
-                    if let Some(sig) = &sigs.text {
-                        part["thoughtSignature"] = json!(sig);
-                    }
-                    turn(&mut turns, "model").first.push(part.into());
-                }
-                for (k, c) in calls.iter().enumerate() {
-                    let call = Node::object([
-                        ("id", json!(c.id).into()),
-                        ("name", json!(c.name).into()),
-                        ("args", arguments_object(c.arguments)),
-                    ]);
-                    let mut part = BTreeMap::new();
-                    part.insert("functionCall", call);
-                    if let Some(Some(sig)) = sigs.calls.get(k) {
-                        part.insert("thoughtSignature", json!(sig).into());
-                    }
-                    turn(&mut turns, "model").rest.push(Node::Object(part));
-                }
-            }
-            Msg::Results(results) => {
-                for r in results {
-                    turn(&mut turns, "user").first.push(
-                        json!({
-                            "functionResponse": {
-                                "id": r.id,
-                                "name": r.name,
-                                "response": {"content": r.content, "is_error": r.is_error},
-                            }
-                        })
-                        .into(),
-                    );
-                }
-            }
-        }
+        push(msg, &mut turns, &mut contents);
     }
-    if turns.first().is_some_and(|t| t.role != "user") {
-        turns.insert(
-            0,
-            Turn::of("user", vec![json!({"text": LEADING_USER_TEXT}).into()]),
-        );
-    }
-    let contents: Vec<Node> = turns
-        .into_iter()
-        .map(|t| {
-            Node::object([
-                ("role", json!(t.role).into()),
-                ("parts", Node::Array(t.into_parts())),
-            ])
-        })
-        .collect();
+    turns.close(&mut contents);
     let mut body = BTreeMap::new();
     body.insert("contents", Node::Array(contents));
     if let Some(system) = system {
-        body.insert(
-            "systemInstruction",
-            json!({"parts": [{"text": system}]}).into(),
-        );
+        body.insert("systemInstruction", system_field(system));
     }
     Node::Object(body)
+}
+
+/// The top-level `systemInstruction`.
+pub(super) fn system_field(system: &str) -> Node {
+    json!({"parts": [{"text": system}]}).into()
+}
+
+/// The turns a Gemini body's `contents` are made of.
+pub(super) fn turns() -> Turns {
+    Turns::new("parts", || json!({"text": LEADING_USER_TEXT}).into())
+}
+
+/// `msg`'s parts, added to `turns`; turns it closes go to `contents`.
+pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, contents: &mut Vec<Node>) {
+    match msg {
+        Msg::User(text) => {
+            if !text.is_empty() {
+                turns
+                    .turn("user", contents)
+                    .rest
+                    .push(json!({"text": text}).into());
+            }
+        }
+        Msg::Assistant { text, calls, state } => {
+            let sigs = Signatures::parse(*state);
+            if !text.is_empty() || sigs.text.is_some() {
+                let mut part = json!({ "text": text });
+                if let Some(sig) = &sigs.text {
+                    part["thoughtSignature"] = json!(sig);
+                }
+                turns.turn("model", contents).first.push(part.into());
+            }
+            for (k, c) in calls.iter().enumerate() {
+                let call = Node::object([
+                    ("id", json!(c.id).into()),
+                    ("name", json!(c.name).into()),
+                    ("args", arguments_object(c.arguments)),
+                ]);
+                let mut part = BTreeMap::new();
+                part.insert("functionCall", call);
+                if let Some(Some(sig)) = sigs.calls.get(k) {
+                    part.insert("thoughtSignature", json!(sig).into());
+                }
+                turns.turn("model", contents).rest.push(Node::Object(part));
+            }
+        }
+        Msg::Results(results) => {
+            for r in results {
+                turns.turn("user", contents).first.push(
+                    json!({
+                        "functionResponse": {
+                            "id": r.id,
+                            "name": r.name,
+                            "response": {"content": r.content, "is_error": r.is_error},
+                        }
+                    })
+                    .into(),
+                );
+            }
+        }
+    }
 }
 
 /// One content's role and its functionCall / functionResponse parts as (name, id).

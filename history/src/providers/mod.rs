@@ -21,7 +21,8 @@
 //! every other format drops it.
 //!
 //! [`request_body`] adds the tools (with their input schemas) and the settings to make a whole
-//! request body.
+//! request body; [`BodyWriter`] writes the same body as the conversation's messages come,
+//! without holding the conversation ([`stream`]).
 //!
 //! Anthropic also maps tool names to its allowed form ([`anthropic_name`]); the other formats
 //! keep names as they are. Tool arguments are kept byte for byte in every format: a string in
@@ -33,6 +34,7 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 mod request;
+pub mod stream;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -47,6 +49,7 @@ use crate::conversation::{Conversation, Message};
 
 pub use anthropic::anthropic_name;
 pub use request::{request_body, stand_in_tools, ANTHROPIC_MAX_TOKENS_DEFAULT};
+pub use stream::{BodyWriter, Header, IdPlan, IdSurvey};
 
 /// A provider's request format, named on the command line as [`Format::as_str`] spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -297,7 +300,7 @@ pub(crate) struct Res<'a> {
     /// Its call's id as [`Call::id`] has it (the result's own id if no call matches).
     pub id: String,
     /// Its call's name (the result's own name if no call matches).
-    pub name: &'a str,
+    pub name: String,
     pub content: &'a str,
     pub is_error: bool,
 }
@@ -326,28 +329,97 @@ pub(crate) fn prepare(conv: &Conversation, format: Format) -> Vec<Msg<'_>> {
         })
         .map(|c| provider_id(format, &c.id))
         .collect();
-    let mut used: HashSet<String> = HashSet::new();
-    let mut out = Vec::with_capacity(conv.messages.len());
-    // The calls of the message just before, as (original id, unique id, name, answered).
-    let mut prev_calls: Vec<(&str, String, &str, bool)> = Vec::new();
-    for message in &conv.messages {
+    let mut prep = Preparer::new(
+        format,
+        WholeIds {
+            mapped,
+            used: HashSet::new(),
+        },
+    );
+    conv.messages
+        .iter()
+        .filter_map(|m| prep.message(m))
+        .collect()
+}
+
+/// Which call ids a conversation's calls have, for making repeats unique: the whole set
+/// ([`WholeIds`]), or what a first reading of a journal planned (`stream::IdPlan`).
+pub(crate) trait IdSpace {
+    /// Claims a call's own (mapped) id: false when an earlier call had it.
+    fn claim_own(&mut self, id: &str) -> bool;
+    /// Whether some call of the conversation has `candidate` as its own mapped id.
+    fn taken(&self, candidate: &str) -> bool;
+    /// Claims a new id made for a repeat (never any call's own id): false when an earlier
+    /// repeat took it.
+    fn claim_candidate(&mut self, candidate: &str) -> bool;
+}
+
+/// Every call's mapped id, and the ids given so far.
+pub(crate) struct WholeIds {
+    mapped: HashSet<String>,
+    used: HashSet<String>,
+}
+
+impl IdSpace for WholeIds {
+    fn claim_own(&mut self, id: &str) -> bool {
+        self.used.insert(id.to_string())
+    }
+    fn taken(&self, candidate: &str) -> bool {
+        self.mapped.contains(candidate)
+    }
+    fn claim_candidate(&mut self, candidate: &str) -> bool {
+        self.used.insert(candidate.to_string())
+    }
+}
+
+/// A call of the message just before, for pairing its results.
+struct PrevCall {
+    original: String,
+    id: String,
+    name: String,
+    answered: bool,
+}
+
+/// [`prepare`] one message at a time.
+pub(crate) struct Preparer<I> {
+    format: Format,
+    ids: I,
+    prev_calls: Vec<PrevCall>,
+}
+
+impl<I: IdSpace> Preparer<I> {
+    pub(crate) fn new(format: Format, ids: I) -> Preparer<I> {
+        Preparer {
+            format,
+            ids,
+            prev_calls: Vec::new(),
+        }
+    }
+
+    /// The message as every format lays it out; `None` for one that carries nothing.
+    pub(crate) fn message<'a>(&mut self, message: &'a Message) -> Option<Msg<'a>> {
+        let format = self.format;
         match message {
             Message::User { text } => {
-                prev_calls.clear();
-                out.push(Msg::User(text));
+                self.prev_calls.clear();
+                Some(Msg::User(text))
             }
             Message::Assistant { text, calls, state } => {
-                prev_calls.clear();
+                self.prev_calls.clear();
                 let calls: Vec<Call<'_>> = calls
                     .iter()
                     .map(|c| {
                         let id = unique_id(
                             &provider_id(format, &c.id),
-                            &mapped,
-                            &mut used,
+                            &mut self.ids,
                             format.id_len_max(),
                         );
-                        prev_calls.push((&c.id, id.clone(), &c.name, false));
+                        self.prev_calls.push(PrevCall {
+                            original: c.id.clone(),
+                            id: id.clone(),
+                            name: c.name.clone(),
+                            answered: false,
+                        });
                         Call {
                             id,
                             name: &c.name,
@@ -356,28 +428,29 @@ pub(crate) fn prepare(conv: &Conversation, format: Format) -> Vec<Msg<'_>> {
                     })
                     .collect();
                 if text.is_empty() && calls.is_empty() {
-                    continue;
+                    return None;
                 }
                 // Another provider's state means nothing here (and would be rejected).
                 let state = state
                     .as_ref()
                     .filter(|s| s.format == format.as_str())
                     .map(|s| s.items.as_str());
-                out.push(Msg::Assistant { text, calls, state });
+                Some(Msg::Assistant { text, calls, state })
             }
             Message::Results { results } => {
                 let results: Vec<Res<'_>> = results
                     .iter()
                     .map(|r| {
-                        let call = prev_calls
+                        let call = self
+                            .prev_calls
                             .iter_mut()
-                            .find(|(orig, _, _, answered)| *orig == r.id && !answered);
+                            .find(|c| c.original == r.id && !c.answered);
                         let (id, name) = match call {
                             Some(call) => {
-                                call.3 = true;
-                                (call.1.clone(), call.2)
+                                call.answered = true;
+                                (call.id.clone(), call.name.clone())
                             }
-                            None => (provider_id(format, &r.id), r.name.as_str()),
+                            None => (provider_id(format, &r.id), r.name.clone()),
                         };
                         Res {
                             id,
@@ -387,26 +460,18 @@ pub(crate) fn prepare(conv: &Conversation, format: Format) -> Vec<Msg<'_>> {
                         }
                     })
                     .collect();
-                prev_calls.clear();
-                if !results.is_empty() {
-                    out.push(Msg::Results(results));
-                }
+                self.prev_calls.clear();
+                (!results.is_empty()).then_some(Msg::Results(results))
             }
         }
     }
-    out
 }
 
 /// `id` (already in the format's form) itself the first time, then `{id}_{n}` for the smallest
 /// `n >= 2` no call uses, `id` cut so that the whole fits `len_max`. Terminates: candidates for
 /// distinct `n` differ after their last `_`, and only finitely many ids are taken.
-fn unique_id(
-    id: &str,
-    taken: &HashSet<String>,
-    used: &mut HashSet<String>,
-    len_max: usize,
-) -> String {
-    if used.insert(id.to_string()) {
+fn unique_id(id: &str, ids: &mut impl IdSpace, len_max: usize) -> String {
+    if ids.claim_own(id) {
         return id.to_string();
     }
     let mut n = 2u64;
@@ -416,7 +481,7 @@ fn unique_id(
         // ASCII only (see `provider_id`), so any byte index is a char boundary.
         head.truncate(len_max.saturating_sub(suffix.len()));
         let candidate = head + &suffix;
-        if !taken.contains(&candidate) && used.insert(candidate.clone()) {
+        if !ids.taken(&candidate) && ids.claim_candidate(&candidate) {
             return candidate;
         }
         n += 1;
@@ -559,12 +624,56 @@ impl Turn {
     }
 }
 
-/// The last turn if it has `role`, else a new one: consecutive messages of one role merge.
-pub(crate) fn turn<'t>(turns: &'t mut Vec<Turn>, role: &'static str) -> &'t mut Turn {
-    if turns.last().is_none_or(|t| t.role != role) {
-        turns.push(Turn::of(role, Vec::new()));
+/// The turns of a format that merges consecutive messages of one role, made one message at a
+/// time: only the open turn is held; a turn is handed out (as `{"role": ..., KEY: [...]}`) once
+/// a message of the other role begins the next, or at the end. A first turn that is not the
+/// user's gets a user turn of [`LEADING_USER_TEXT`] before it.
+pub(crate) struct Turns {
+    open: Option<Turn>,
+    /// A turn was handed out.
+    started: bool,
+    /// `content` (Anthropic) or `parts` (Gemini).
+    key: &'static str,
+    /// The leading user turn's one part.
+    leading: fn() -> Node,
+}
+
+impl Turns {
+    pub fn new(key: &'static str, leading: fn() -> Node) -> Turns {
+        Turns {
+            open: None,
+            started: false,
+            key,
+            leading,
+        }
     }
-    turns.last_mut().expect("just pushed")
+
+    /// The open turn if it has `role`, else a new one (the open one handed out to `out`).
+    pub fn turn(&mut self, role: &'static str, out: &mut Vec<Node>) -> &mut Turn {
+        if self.open.as_ref().is_some_and(|t| t.role != role) {
+            self.close(out);
+        }
+        self.open.get_or_insert_with(|| Turn::of(role, Vec::new()))
+    }
+
+    /// Hands out the open turn, if any.
+    pub fn close(&mut self, out: &mut Vec<Node>) {
+        let Some(t) = self.open.take() else {
+            return;
+        };
+        if !self.started && t.role != "user" {
+            out.push(self.element(Turn::of("user", vec![(self.leading)()])));
+        }
+        self.started = true;
+        out.push(self.element(t));
+    }
+
+    fn element(&self, t: Turn) -> Node {
+        Node::object([
+            ("role", json!(t.role).into()),
+            (self.key, Node::Array(t.into_parts())),
+        ])
+    }
 }
 
 // ---- helpers for the validators ----

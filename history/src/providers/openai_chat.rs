@@ -14,50 +14,57 @@ const DUPLICATE_TOOL_CALL_ID: &str = "openai_chat.duplicate_tool_call_id";
 const BAD_ID: &str = "openai_chat.bad_id";
 
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Value {
-    let mut messages = Vec::new();
-    if let Some(system) = system {
-        messages.push(json!({"role": "system", "content": system}));
-    }
+    let mut messages: Vec<Value> = system.map(system_message).into_iter().collect();
     for msg in msgs {
-        match msg {
-            Msg::User(text) => messages.push(json!({"role": "user", "content": text})),
-            Msg::Assistant { text, calls, .. } if calls.is_empty() => {
-                messages.push(json!({"role": "assistant", "content": text}));
-            }
-            Msg::Assistant { text, calls, .. } => {
-                let content = if text.is_empty() {
-                    Value::Null
-                } else {
-                    Value::from(*text)
-                };
-                let tool_calls: Vec<Value> = calls
-                    .iter()
-                    .map(|c| {
-                        json!({
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": c.arguments},
-                        })
+        push(msg, &mut messages);
+    }
+    json!({ "messages": messages })
+}
+
+/// The system prompt's message, first in `messages`.
+pub(super) fn system_message(system: &str) -> Value {
+    json!({"role": "system", "content": system})
+}
+
+/// `msg`'s messages, added to `messages`.
+pub(super) fn push(msg: &Msg<'_>, messages: &mut Vec<Value>) {
+    match msg {
+        Msg::User(text) => messages.push(json!({"role": "user", "content": text})),
+        Msg::Assistant { text, calls, .. } if calls.is_empty() => {
+            messages.push(json!({"role": "assistant", "content": text}));
+        }
+        Msg::Assistant { text, calls, .. } => {
+            let content = if text.is_empty() {
+                Value::Null
+            } else {
+                Value::from(*text)
+            };
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
                     })
-                    .collect();
+                })
+                .collect();
+            messages.push(json!({
+                "role": "assistant",
+                "content": content,
+                "tool_calls": tool_calls,
+            }));
+        }
+        Msg::Results(results) => {
+            for r in results {
                 messages.push(json!({
-                    "role": "assistant",
-                    "content": content,
-                    "tool_calls": tool_calls,
+                    "role": "tool",
+                    "tool_call_id": r.id,
+                    "content": r.content,
                 }));
-            }
-            Msg::Results(results) => {
-                for r in results {
-                    messages.push(json!({
-                        "role": "tool",
-                        "tool_call_id": r.id,
-                        "content": r.content,
-                    }));
-                }
             }
         }
     }
-    json!({ "messages": messages })
 }
 
 /// The assistant message whose tool calls the tool messages after it answer.

@@ -19,51 +19,56 @@ const BAD_ID: &str = "openai_responses.bad_id";
 const REASONING_ALONE: &str = "openai_responses.reasoning_alone";
 
 pub(super) fn render(system: Option<&str>, msgs: &[Msg<'_>]) -> Node {
-    let mut input: Vec<Node> = Vec::new();
-    if let Some(system) = system {
-        input.push(json!({"type": "message", "role": "system", "content": system}).into());
-    }
+    let mut input: Vec<Node> = system.map(system_item).into_iter().collect();
     for msg in msgs {
-        match msg {
-            Msg::User(text) => {
-                input.push(json!({"type": "message", "role": "user", "content": text}).into());
+        push(msg, &mut input);
+    }
+    Node::object([("input", Node::Array(input))])
+}
+
+/// The system prompt's item, first in `input`.
+pub(super) fn system_item(system: &str) -> Node {
+    json!({"type": "message", "role": "system", "content": system}).into()
+}
+
+/// `msg`'s items, added to `input`.
+pub(super) fn push(msg: &Msg<'_>, input: &mut Vec<Node>) {
+    match msg {
+        Msg::User(text) => {
+            input.push(json!({"type": "message", "role": "user", "content": text}).into());
+        }
+        Msg::Assistant { text, calls, state } => {
+            if let Some(items) = state {
+                input.extend(state_items(items, |t| t == "reasoning"));
             }
-            Msg::Assistant { text, calls, state } => {
-                if let Some(items) = state {
-                    input.extend(state_items(items, |t| t == "reasoning"));
-                }
-                if !text.is_empty() {
-                    input.push(
-                        json!({"type": "message", "role": "assistant", "content": text}).into(),
-                    );
-                }
-                for c in calls {
-                    input.push(
-                        json!({
-                            "type": "function_call",
-                            "call_id": c.id,
-                            "name": c.name,
-                            "arguments": c.arguments,
-                        })
-                        .into(),
-                    );
-                }
+            if !text.is_empty() {
+                input.push(json!({"type": "message", "role": "assistant", "content": text}).into());
             }
-            Msg::Results(results) => {
-                for r in results {
-                    input.push(
-                        json!({
-                            "type": "function_call_output",
-                            "call_id": r.id,
-                            "output": r.content,
-                        })
-                        .into(),
-                    );
-                }
+            for c in calls {
+                input.push(
+                    json!({
+                        "type": "function_call",
+                        "call_id": c.id,
+                        "name": c.name,
+                        "arguments": c.arguments,
+                    })
+                    .into(),
+                );
+            }
+        }
+        Msg::Results(results) => {
+            for r in results {
+                input.push(
+                    json!({
+                        "type": "function_call_output",
+                        "call_id": r.id,
+                        "output": r.content,
+                    })
+                    .into(),
+                );
             }
         }
     }
-    Node::object([("input", Node::Array(input))])
 }
 
 /// Each `function_call`'s `call_id` -> (index of its item, answered yet).

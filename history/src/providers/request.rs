@@ -35,6 +35,18 @@ pub fn request_body(
     settings: &ModelSettings,
     format: Format,
 ) -> History {
+    let extra = header_fields(tools, settings, format);
+    let History(node) = history(conv, format);
+    History(with_fields(node, extra))
+}
+
+/// The fields [`request_body`] adds to the history: `tools` (when there are any) and the
+/// settings, in `format`'s shape.
+pub(crate) fn header_fields(
+    tools: &[ToolSpec],
+    settings: &ModelSettings,
+    format: Format,
+) -> Vec<(&'static str, Value)> {
     let mut extra: Vec<(&'static str, Value)> = Vec::new();
     if !tools.is_empty() {
         extra.push(("tools", tools_value(tools, format)));
@@ -64,8 +76,7 @@ pub fn request_body(
             }
         }
     }
-    let History(node) = history(conv, format);
-    History(with_fields(node, extra))
+    extra
 }
 
 /// The `tools` value in `format`'s shape.

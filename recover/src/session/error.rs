@@ -60,6 +60,15 @@ pub enum RecoverError {
     /// is read or written.
     #[error(transparent)]
     Workspace(#[from] crate::probe::WorkspaceError),
+    /// A second reading of the journal (`rebuild` and `audit` read it twice) did not find
+    /// what the first found: something cut or changed it in between. Exit 1.
+    #[error("{}: the journal changed between two readings: {what}", dir.display())]
+    Changed {
+        /// The journal's directory.
+        dir: PathBuf,
+        /// What differs.
+        what: String,
+    },
 }
 
 impl RecoverError {

@@ -27,7 +27,8 @@ pub use changes::EarlierCut;
 pub use error::RecoverError;
 pub use salvage::{salvage, salvage_probing, Salvage};
 pub use streaming::{
-    recover_storage_streaming, recover_streaming, recover_streaming_probing, ReportSink, Streamed,
+    recover_storage_streaming, recover_streaming, recover_streaming_observing,
+    recover_streaming_probing, reread, ReportSink, RereadError, Streamed,
 };
 
 use crate::classify::{analyze_probing, Analysis};

@@ -10,7 +10,7 @@ use super::repair::{append_recovery, repair};
 use super::RecoverError;
 use crate::classify::{CallReport, End};
 use crate::probe::Prober;
-use crate::stream::Classifier;
+use crate::stream::{Classifier, Mode};
 use journal::{FsStorage, Limits, ReadEnd, Storage};
 use runtime::event::{CallRef, Classification, Recovery};
 use runtime::replay::ReplayError;
@@ -68,6 +68,8 @@ pub struct Streamed {
     pub closed: bool,
     /// The most calls the classifier held at once.
     pub retained_calls_max: usize,
+    /// Records read and applied (a second reading stops after as many).
+    pub records: u64,
     /// Questions withdrawn, and the recovery event (appended with `write` when not live), as
     /// [`Analysis`](crate::classify::Analysis) has them.
     pub pending_asks: Vec<CallRef>,
@@ -120,6 +122,79 @@ pub fn recover_streaming_probing(
     storage_streaming(Arc::new(storage), write, progress, sink, prober)
 }
 
+/// [`recover_streaming_probing`] with a classifier in `mode`, handed to `observe` after every
+/// record and after the last (take its notices there): the first of the two readings of
+/// `rebuild` and `audit`. Returns the classifier too, for what it kept to the end.
+pub fn recover_streaming_observing(
+    dir: &Path,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+    workspace: Option<&Path>,
+    mode: Mode,
+    observe: &mut dyn FnMut(&mut Classifier),
+) -> Result<(Streamed, Classifier), RecoverError> {
+    let prober = workspace.map(Prober::open).transpose()?.map(Arc::new);
+    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
+    let classifier = Classifier::with_mode(false, prober, mode);
+    streaming_with(
+        Arc::new(storage),
+        write,
+        progress,
+        sink,
+        classifier,
+        observe,
+    )
+}
+
+/// Why a second reading stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RereadError {
+    /// Reading failed, or the journal is not what the first reading found.
+    #[error(transparent)]
+    Recover(#[from] RecoverError),
+    /// The observer could not write its output.
+    #[error("cannot write the output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+/// The second reading of `rebuild` and `audit`: the first `records` records of the journal in
+/// `dir` (what the first reading applied: not what a recovery it appended, or a writer, added
+/// since), classified by `classifier` (made as the first reading's was: the same liveness),
+/// handed to `observe` after each record and after the last. Writes nothing to the journal.
+pub fn reread(
+    dir: &Path,
+    records: u64,
+    mut classifier: Classifier,
+    observe: &mut dyn FnMut(&mut Classifier) -> Result<(), RereadError>,
+) -> Result<(), RereadError> {
+    let storage: Arc<dyn Storage> =
+        Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
+    let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
+    let mut reader =
+        journal::Reader::open(storage, Limits::default()).map_err(|e| replay_error(e.into()))?;
+    let mut read = 0u64;
+    while read < records {
+        let Some(record) = reader.next_ref() else {
+            break;
+        };
+        let record = record.map_err(|e| replay_error(e.into()))?;
+        classifier.apply(record).map_err(replay_error)?;
+        read += 1;
+        observe(&mut classifier)?;
+    }
+    if read < records {
+        return Err(RecoverError::Changed {
+            dir: dir.to_path_buf(),
+            what: format!("{read} records of the {records} read before"),
+        }
+        .into());
+    }
+    // How the bytes end only shapes the recovery event, which a second reading does not want.
+    classifier.finish(&ReadEnd::Clean, 0);
+    observe(&mut classifier)
+}
+
 /// [`recover_streaming`] on any storage (the simulation included).
 pub fn recover_storage_streaming(
     storage: Arc<dyn Storage>,
@@ -137,6 +212,20 @@ fn storage_streaming(
     sink: &mut dyn ReportSink,
     prober: Option<Arc<Prober>>,
 ) -> Result<Streamed, RecoverError> {
+    let classifier = Classifier::probing(false, prober);
+    streaming_with(storage, write, progress, sink, classifier, &mut |_| {}).map(|(s, _)| s)
+}
+
+/// The streamed recovery, with `classifier` (its liveness set here) observed after every
+/// record and after the last.
+fn streaming_with(
+    storage: Arc<dyn Storage>,
+    write: bool,
+    progress: &dyn Fn(u64, u64),
+    sink: &mut dyn ReportSink,
+    mut classifier: Classifier,
+    observe: &mut dyn FnMut(&mut Classifier),
+) -> Result<(Streamed, Classifier), RecoverError> {
     let location = storage.location();
     let dir = Path::new(&location);
     let mut prepared = prepare(&storage, write)?;
@@ -151,7 +240,8 @@ fn storage_streaming(
         .sink
         .start(prepared.session_id.as_deref(), prepared.live)
         .err();
-    let mut classifier = Classifier::probing(prepared.live, prober);
+    classifier.set_live(prepared.live);
+    let mut records = 0u64;
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
     let mut reader = journal::Reader::open(storage.clone(), Limits::default())
         .map_err(|e| replay_error(e.into()))?;
@@ -159,9 +249,11 @@ fn storage_streaming(
     while let Some(record) = reader.next_ref() {
         let record = record.map_err(|e| replay_error(e.into()))?;
         classifier.apply(record).map_err(replay_error)?;
+        records += 1;
         for report in classifier.take_ready() {
             out.give(report);
         }
+        observe(&mut classifier);
         progress.record(record.position, record.frame_bytes);
     }
     let end = reader
@@ -178,13 +270,14 @@ fn storage_streaming(
     for report in classifier.take_ready() {
         out.give(report);
     }
+    observe(&mut classifier);
     let appended = append_recovery(
         dir,
         repaired.journal,
         &finished.pending_asks,
         finished.recovery.as_ref(),
     )?;
-    Ok(Streamed {
+    let streamed = Streamed {
         output_error: out.error,
         end: finished.end,
         live: prepared.live,
@@ -198,10 +291,12 @@ fn storage_streaming(
         read_only_because: prepared.read_only_because,
         closed: classifier.closed(),
         retained_calls_max: classifier.retained_calls_max(),
+        records,
         pending_asks: finished.pending_asks,
         recovery: finished.recovery,
         processes: finished.processes,
-    })
+    };
+    Ok((streamed, classifier))
 }
 
 /// The sink, and the first error it gave (after which it is given nothing more).

@@ -2,10 +2,17 @@
 //! provider's format (system prompt, the tools the model was last shown with their input
 //! schemas, the settings, the history), ready to send once the model's name and the
 //! credentials are added. Shared by the CLI and its tests, so that both say one thing.
+//!
+//! [`body`] makes it of a whole [`Analysis`]; [`streamed`] writes the same bytes as it reads
+//! the journal, in memory that does not grow with the journal (the CLI's way).
 
 use crate::classify::Analysis;
 use crate::conversation::ToolSpec;
 use crate::providers::{request_body, validate, Format, History, Violation};
+use runtime::event::{ToolSchema, VisibleTool};
+use std::collections::BTreeMap;
+
+pub mod streamed;
 
 /// The description of a tool the journal names but does not describe (before schema 3).
 pub const SCHEMA_NOT_JOURNALED: &str =
@@ -47,9 +54,19 @@ pub fn tools(a: &Analysis) -> (Vec<ToolSpec>, Vec<String>) {
         .iter()
         .rev()
         .flat_map(|t| t.steps.iter().rev())
-        .find_map(|s| s.tools.as_ref());
+        .find_map(|s| s.tools.as_deref());
+    let any_step = a.replay.turns.iter().any(|t| !t.steps.is_empty());
+    tools_shown(shown, any_step, &a.replay.tool_schemas)
+}
+
+/// [`tools`] of what it reads in the journal: the tools the last step that journaled them
+/// showed (`shown`), whether any step began, and the `tool/schema`s by (name, hash).
+pub(crate) fn tools_shown(
+    shown: Option<&[VisibleTool]>,
+    any_step: bool,
+    schemas: &BTreeMap<(String, String), ToolSchema>,
+) -> (Vec<ToolSpec>, Vec<String>) {
     let Some(shown) = shown else {
-        let any_step = a.replay.turns.iter().any(|t| !t.steps.is_empty());
         let notes = if any_step {
             vec!["no step/tools in the journal: the body has no `tools`".to_owned()]
         } else {
@@ -61,7 +78,7 @@ pub fn tools(a: &Analysis) -> (Vec<ToolSpec>, Vec<String>) {
     let mut notes = Vec::new();
     for visible in shown {
         let key = (visible.name.clone(), visible.schema_hash.clone());
-        let Some(schema) = a.replay.tool_schemas.get(&key) else {
+        let Some(schema) = schemas.get(&key) else {
             // Anthropic and Gemini refuse a history with calls and no tools: the tool is
             // declared with what the journal knows (its name), and says what it does not.
             notes.push(format!(
@@ -113,12 +130,17 @@ pub fn body(a: &Analysis, format: Format) -> Result<Rebuilt, InvalidBody> {
     match validate(format, &body.value()) {
         Ok(()) => {}
         // Checked after every other rule: the body is otherwise valid.
-        Err(v) if v.rule == ANTHROPIC_TOOLS_MISSING => notes.push(format!(
-            "Anthropic rejects this body as it is: its messages hold tool_use or tool_result \
-             blocks but it defines no tools (no tool the model was last shown has its schema \
-             in the journal); add `tools` before sending it ({v})"
-        )),
+        Err(v) if v.rule == ANTHROPIC_TOOLS_MISSING => notes.push(tools_missing_note(&v)),
         Err(violation) => return Err(InvalidBody { format, violation }),
     }
     Ok(Rebuilt { body, notes })
+}
+
+/// The note for an Anthropic body with tool blocks and no tools.
+fn tools_missing_note(v: &Violation) -> String {
+    format!(
+        "Anthropic rejects this body as it is: its messages hold tool_use or tool_result \
+         blocks but it defines no tools (no tool the model was last shown has its schema \
+         in the journal); add `tools` before sending it ({v})"
+    )
 }

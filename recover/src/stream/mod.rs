@@ -33,6 +33,8 @@ use crate::classify::{
 };
 use crate::probe::Prober;
 use journal::ReadEnd;
+use notice::{final_result, keep_result, Kept};
+pub use notice::{CallFacts, ClosedStep, Mode, Notice};
 use runtime::code::ErrorCode;
 use runtime::event::{
     CallRef, Classification, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome,
@@ -40,8 +42,13 @@ use runtime::event::{
 };
 use runtime::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, TurnCursor};
 use runtime::state::CallState;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+
+mod notice;
+
+/// A report made final, with its call's facts when the mode keeps them.
+type Ready = (CallReport, Option<CallFacts>);
 
 /// A call of a closed step, with what its report needs beyond the replay's record.
 #[derive(Debug)]
@@ -86,11 +93,17 @@ struct OpenCalls {
     processes: Vec<(CallRef, ProcessStarted)>,
     /// The workspace to probe for `TOOL_OUTCOME_UNKNOWN` calls (`--probe`).
     prober: Option<Arc<Prober>>,
+    /// What else is kept and handed out.
+    mode: Mode,
+    kept: Kept,
+    /// [`Mode::Audit`]'s second pass: the last facts of calls that could still move when they
+    /// were handed out, as the first pass found them at the end.
+    moved_facts: HashMap<CallRef, CallFacts>,
 }
 
 impl OpenCalls {
     /// `live`: a writer holds the journal (a live session's reports keep journal order).
-    fn new(live: bool, prober: Option<Arc<Prober>>) -> OpenCalls {
+    fn new(live: bool, prober: Option<Arc<Prober>>, mode: Mode) -> OpenCalls {
         OpenCalls {
             live,
             opened: false,
@@ -103,6 +116,15 @@ impl OpenCalls {
             last_recovery_dropped: None,
             processes: Vec::new(),
             prober,
+            mode,
+            kept: Kept::default(),
+            moved_facts: HashMap::new(),
+        }
+    }
+
+    fn notice(&mut self, notice: Notice) {
+        if self.mode.notices() {
+            self.kept.notices.push(notice);
         }
     }
 
@@ -126,10 +148,12 @@ impl OpenCalls {
             + self.ghosts.len()
     }
 
-    /// The open step's calls, numbered, with their recoveries attached; the step is gone.
-    fn take_open_step(&mut self) -> Option<(Vec<Call>, Option<ModelResponse>, u32, u32)> {
+    /// The open step's calls, numbered, with their recoveries attached, and the step's notice
+    /// (its response still to be put in); the step is gone.
+    fn take_open_step(&mut self, open_at_end: bool) -> Option<(Vec<Call>, ClosedStep)> {
         let turn = self.turn.as_mut()?;
         let step = turn.step.take()?;
+        let turn_number = turn.turn;
         let response = step.response;
         let mut calls: Vec<Call> = step
             .calls
@@ -150,14 +174,38 @@ impl OpenCalls {
                 c.recovered_by.get_or_insert(rc);
             }
         }
-        Some((calls, response, turn.turn, step.step))
+        let mode = self.mode;
+        let results = match mode {
+            Mode::Classify => Vec::new(),
+            _ => calls
+                .iter_mut()
+                .map(|c| (c.replay.call.call_id.clone(), final_result(c, mode)))
+                .collect(),
+        };
+        if mode == Mode::Survey {
+            let late = calls
+                .iter()
+                .filter(|c| c.recovered_by.is_none() && c.replay.state != CallState::Committed);
+            self.kept.late.extend(late.map(|c| c.replay.call.clone()));
+        }
+        let closed = ClosedStep {
+            turn: turn_number,
+            step: step.step,
+            tools: step.tools,
+            response,
+            detail: step.detail,
+            results,
+            open_at_end,
+        };
+        Some((calls, closed))
     }
 
     /// Closes the open step (if any): its calls join the queue, in report order.
     fn close_step(&mut self) {
-        let Some((mut calls, ..)) = self.take_open_step() else {
+        let Some((mut calls, closed)) = self.take_open_step(false) else {
             return;
         };
+        self.notice(Notice::Step(closed));
         if !self.live {
             // Model order within the step (`analyze` sorts; a live session's order is the
             // journal's).
@@ -167,7 +215,7 @@ impl OpenCalls {
     }
 
     /// Hands out the reports at the front of the queue that are final.
-    fn flush(&mut self, ready: &mut VecDeque<CallReport>) {
+    fn flush(&mut self, ready: &mut VecDeque<Ready>) {
         while self
             .queue
             .front()
@@ -176,11 +224,32 @@ impl OpenCalls {
             let Some(mut c) = self.queue.pop_front() else {
                 break;
             };
-            ready.push_back(committed_report(&mut c, self.prober.as_deref()));
+            if self.mode != Mode::Write {
+                let facts = self.facts_of(&c);
+                let report = committed_report(&mut c, self.prober.as_deref());
+                if self.mode == Mode::Survey && self.kept.late.contains(&report.call) {
+                    keep_result(&mut self.kept.late_results, &report);
+                }
+                ready.push_back((report, facts));
+            }
             if c.replay.may_still_move() {
                 self.ghosts.push(c);
             }
         }
+    }
+
+    /// [`Mode::Audit`]: the facts of a call handed out now; for one that later events may
+    /// still move, the last facts the first pass found, when it was given them.
+    fn facts_of(&self, c: &Call) -> Option<CallFacts> {
+        if self.mode != Mode::Audit || c.never_received {
+            return None;
+        }
+        if c.replay.may_still_move() {
+            if let Some(f) = self.moved_facts.get(&c.replay.call) {
+                return Some(f.clone());
+            }
+        }
+        Some(CallFacts::of(&c.replay))
     }
 
     /// Whether the call belongs to the open step.
@@ -244,15 +313,17 @@ impl Retain for OpenCalls {
         }
     }
 
-    fn session_opened(&mut self, _open: runtime::event::SessionOpen) {
+    fn session_opened(&mut self, open: runtime::event::SessionOpen) {
         self.opened = true;
+        self.notice(Notice::Opened(open.tools));
     }
 
     fn session_closed(&mut self) {
         self.closed = true;
     }
 
-    fn turn_begun(&mut self, turn: u32, _user_text: String) {
+    fn turn_begun(&mut self, turn: u32, user_text: String) {
+        self.notice(Notice::TurnBegun { turn, user_text });
         self.turns = turn;
         self.turn = Some(OpenTurn {
             turn,
@@ -285,10 +356,20 @@ impl Retain for OpenCalls {
     fn call_committed(&mut self, call: &CallRef) {
         // A committed call is reported from its result alone: what it ran with and what its
         // body returned (up to a MiB inline each) would only weigh on the open step.
+        let audit = self.mode == Mode::Audit;
         if let Ok(c) = self.call_mut(call) {
-            c.outcome = None;
             c.arguments = None;
-            c.approval = None;
+            if audit {
+                // The audit shows who allowed it and what it did, not what it returned.
+                if let Some(o) = c.outcome.as_mut() {
+                    o.content = runtime::event::Text::Inline(String::new());
+                    o.value = None;
+                    o.details = None;
+                }
+            } else {
+                c.outcome = None;
+                c.approval = None;
+            }
         }
     }
 
@@ -301,8 +382,17 @@ impl Retain for OpenCalls {
     }
 
     fn question_closed(&mut self, _call: &CallRef) {
-        // A reported call kept only for its question is done with now.
-        self.ghosts.retain(|c| c.replay.may_still_move());
+        // A reported call kept only for its question is done with now (no later event may
+        // name it: what it shows now is its last word).
+        let audit = self.mode == Mode::Audit;
+        let moved = &mut self.kept.moved_facts;
+        self.ghosts.retain(|c| {
+            let keep = c.replay.may_still_move();
+            if !keep && audit {
+                moved.insert(c.replay.call.clone(), CallFacts::of(&c.replay));
+            }
+            keep
+        });
     }
 
     fn call_recovered(&mut self, recovered: &RecoveredCall) {
@@ -315,6 +405,18 @@ impl Retain for OpenCalls {
 
     fn recovery_applied(&mut self, recovery: Recovery) {
         self.last_recovery_dropped = Some(recovery.dropped_bytes);
+    }
+
+    fn session_model(&mut self, model: runtime::event::SessionModel) {
+        self.notice(Notice::Model(model));
+    }
+
+    fn tool_schema(&mut self, schema: runtime::event::ToolSchema) {
+        self.notice(Notice::Schema(schema));
+    }
+
+    fn context_compacted(&mut self, compacted: runtime::event::ContextCompacted) {
+        self.notice(Notice::Compacted(compacted));
     }
 }
 
@@ -339,7 +441,7 @@ pub struct Finished {
 pub struct Classifier {
     replayer: Replayer<OpenCalls>,
     /// Reports final and in order, waiting to be taken.
-    ready: VecDeque<CallReport>,
+    ready: VecDeque<Ready>,
     retained_max: usize,
 }
 
@@ -353,11 +455,48 @@ impl Classifier {
     /// `TOOL_OUTCOME_UNKNOWN` call, as [`analyze_probing`](crate::classify::analyze_probing)
     /// does.
     pub fn probing(live: bool, prober: Option<Arc<Prober>>) -> Classifier {
+        Classifier::with_mode(live, prober, Mode::Classify)
+    }
+
+    /// [`Classifier::probing`], keeping and handing out what `mode` says besides the reports.
+    pub fn with_mode(live: bool, prober: Option<Arc<Prober>>, mode: Mode) -> Classifier {
         Classifier {
-            replayer: Replayer::with_retention(OpenCalls::new(live, prober)),
+            replayer: Replayer::with_retention(OpenCalls::new(live, prober, mode)),
             ready: VecDeque::new(),
             retained_max: 0,
         }
+    }
+
+    /// [`Mode::Audit`]'s second pass: the facts [`Classifier::moved_facts`] gave after the
+    /// first, so that a call handed out while it could still move shows its last facts, as a
+    /// full replay shows them.
+    pub fn set_moved_facts(&mut self, facts: HashMap<CallRef, CallFacts>) {
+        self.replayer.retention_mut().moved_facts = facts;
+    }
+
+    /// [`Mode::Audit`]: the last facts of the calls handed out while later events could still
+    /// move them (complete after [`Classifier::finish`]).
+    pub fn moved_facts(&mut self) -> HashMap<CallRef, CallFacts> {
+        std::mem::take(&mut self.replayer.retention_mut().kept.moved_facts)
+    }
+
+    /// [`Mode::Survey`]: the result (content, is error) of every call that was not final when
+    /// its step closed, and of every call reported at the end of the journal (complete after
+    /// [`Classifier::finish`]).
+    pub fn late_results(&mut self) -> HashMap<CallRef, (String, bool)> {
+        std::mem::take(&mut self.replayer.retention_mut().kept.late_results)
+    }
+
+    /// What was noticed since last taken, in journal order; take it after every record and
+    /// after [`Classifier::finish`].
+    pub fn take_notices(&mut self) -> std::vec::Drain<'_, Notice> {
+        self.replayer.retention_mut().kept.notices.drain(..)
+    }
+
+    /// Sets whether a writer holds the journal (known once the lock was asked about), before
+    /// the first record.
+    pub fn set_live(&mut self, live: bool) {
+        self.replayer.retention_mut().live = live;
     }
 
     /// Calls held now: the open step's, those waiting to be reported, and reported ones that
@@ -383,6 +522,14 @@ impl Classifier {
 
     /// Reports that are final, in order; take them after every record.
     pub fn take_ready(&mut self) -> impl Iterator<Item = CallReport> + '_ {
+        self.ready.drain(..).map(|(report, _)| report)
+    }
+
+    /// [`Classifier::take_ready`], each report with its call's facts ([`Mode::Audit`]; `None`
+    /// in other modes, and for a call the journal never received).
+    pub fn take_ready_with_facts(
+        &mut self,
+    ) -> impl Iterator<Item = (CallReport, Option<CallFacts>)> + '_ {
         self.ready.drain(..)
     }
 
@@ -410,11 +557,21 @@ impl Classifier {
         let rest = remaining_calls(kept);
         kept.turn = None;
         let prober = kept.prober.clone();
+        let mode = kept.mode;
+        if mode == Mode::Audit {
+            // What the ghosts show now is their last word.
+            let moved = kept
+                .ghosts
+                .iter()
+                .map(|c| (c.replay.call.clone(), CallFacts::of(&c.replay)));
+            kept.kept.moved_facts.extend(moved.collect::<Vec<_>>());
+        }
 
         // A recovery lists its calls in journal order, the never received ones last.
         let mut recovered_calls: Vec<((u32, u32, usize), RecoveredCall)> = Vec::new();
         let mut pending_asks = Vec::new();
         for c in rest {
+            let facts = kept.facts_of(&c);
             let report = report_at_end(
                 c,
                 live,
@@ -422,7 +579,12 @@ impl Classifier {
                 &mut pending_asks,
                 prober.as_deref(),
             );
-            self.ready.push_back(report);
+            match mode {
+                Mode::Survey => keep_result(&mut kept.kept.late_results, &report),
+                Mode::Write => continue,
+                Mode::Classify | Mode::Audit => {}
+            }
+            self.ready.push_back((report, facts));
         }
         // Stable: the never received calls (equal keys) keep model order, as `analyze` has them.
         recovered_calls.sort_by_key(|(k, _)| *k);
@@ -456,10 +618,11 @@ fn remaining_calls(kept: &mut OpenCalls) -> Vec<Call> {
     let live = kept.live;
     let mut rest: Vec<Call> = kept.queue.drain(..).collect();
     let queued = rest.len();
-    let Some((mut calls, response, turn, step)) = kept.take_open_step() else {
+    let Some((mut calls, closed)) = kept.take_open_step(true) else {
         return rest;
     };
-    if let (Some(response), false) = (&response, live) {
+    let (turn, step) = (closed.turn, closed.step);
+    if let (Some(response), false) = (&closed.response, live) {
         for (i, m) in response.tool_calls.iter().enumerate() {
             if calls.iter().any(|c| c.replay.call.call_id == m.call_id) {
                 continue;
@@ -480,6 +643,7 @@ fn remaining_calls(kept: &mut OpenCalls) -> Vec<Call> {
             });
         }
     }
+    kept.notice(Notice::Step(closed));
     rest.extend(calls);
     if !live {
         rest[queued..].sort_by_key(|c| c.model_index);

@@ -1,0 +1,711 @@
+//! `recover audit`: every call with its tool, arguments, decision, state, classification,
+//! side effects and timings, then the totals and the session's token usage, for people and,
+//! with `--json`, for programs.
+//!
+//! The audit shows each call's question (the built-in `ask`'s, or a yes/no approval's) with
+//! what became of it: its text, options, whether several may be chosen and whether the person
+//! may answer in their own words, its state (pending, answered, declined, expired, cancelled)
+//! and the answer or the reason. A call is asked at most once by the runtime, so the last
+//! question is the one shown. It also shows each call's idempotency key (`-`, or `null`, for a
+//! call that never started or a journal from before event schema 5) and the evidence its last
+//! `started` recorded, with the process groups it started.
+//!
+//! [`AuditWriter`] writes a call's line as soon as the call is final and the totals at the end
+//! (the JSON's keys are sorted, so `calls` comes first and the totals last), so that
+//! [`stream`] holds only the calls still open however long the journal: it reads the journal
+//! twice, the first time to find it whole (a corrupt journal prints nothing, as before) and
+//! to learn the last facts of the few calls that later events could still move after they
+//! were final (a question still pending, a call a `recovery` committed); the second time it
+//! writes. [`crate::report::audit_json`] and [`crate::report::audit_text`] say the same of a
+//! whole [`Analysis`](crate::classify::Analysis), with the same code.
+
+use crate::classify::CallReport;
+use crate::report::{classification, resource_list};
+use crate::session::{RecoverError, ReportSink, RereadError, Streamed};
+use crate::stream::{CallFacts, Classifier, Mode, Notice};
+use runtime::event::{
+    Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource,
+};
+use runtime::model::Usage;
+use runtime::replay::AskRecord;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+
+/// The call's idempotency key, as its last `started` recorded it (schema 5).
+fn idempotency_key(f: Option<&CallFacts>) -> Option<&str> {
+    f?.idempotency_key.as_deref()
+}
+
+/// What the call recorded for a probe: its last `started`'s evidence, then the process groups
+/// it started, as `audit --json` shows them.
+fn evidence_json(f: Option<&CallFacts>) -> Vec<Value> {
+    let Some(r) = f else {
+        return Vec::new();
+    };
+    let files = r.evidence.iter().map(|e| match e {
+        Evidence::FileReplace {
+            path,
+            before_sha256,
+            after_sha256,
+        } => json!({
+            "kind": "file_replace",
+            "path": path,
+            "before_sha256": before_sha256,
+            "after_sha256": after_sha256,
+        }),
+    });
+    let groups = r.processes.iter().map(|p| {
+        json!({
+            "kind": "process_group",
+            "pgid": p.pgid,
+            "pid": p.pid,
+            "start_ticks": p.start_ticks,
+        })
+    });
+    files.chain(groups).collect()
+}
+
+/// The same, for people: `replaces a.txt (new → 3f2a…)`, `process group 1234`.
+fn evidence_text(f: Option<&CallFacts>) -> Vec<String> {
+    let Some(r) = f else {
+        return Vec::new();
+    };
+    let short = |h: &str| short_hash(h);
+    let files = r.evidence.iter().map(|e| match e {
+        Evidence::FileReplace {
+            path,
+            before_sha256,
+            after_sha256,
+        } => format!(
+            "replaces {} ({} → {})",
+            one_line(path, 100),
+            before_sha256.as_deref().map_or("absent".into(), short),
+            short(after_sha256)
+        ),
+    });
+    let groups = r
+        .processes
+        .iter()
+        .map(|p| format!("process group {}", p.pgid));
+    files.chain(groups).collect()
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        s.to_owned()
+    } else {
+        s.chars().take(max_chars).collect::<String>() + "…"
+    }
+}
+
+/// A text on one line (control characters as spaces), cut to `max_chars`: for the table.
+fn one_line(s: &str, max_chars: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate(&flat, max_chars)
+}
+
+/// What became of a question: `pending`, `answered`, `declined`, `expired` or `cancelled`. A
+/// yes/no approval's "no" is an answer too (`answer` says which).
+fn question_state(ask: &AskRecord) -> &'static str {
+    match ask.answer {
+        None => "pending",
+        Some(
+            AskAnswer::Answered
+            | AskAnswer::AllowedOnce
+            | AskAnswer::AllowedAlways
+            | AskAnswer::Denied,
+        ) => "answered",
+        Some(AskAnswer::Declined) => "declined",
+        Some(AskAnswer::Expired) => "expired",
+        Some(AskAnswer::Cancelled) => "cancelled",
+    }
+}
+
+/// A yes/no approval's answer, as `--json` spells it (`allowed_once`, `denied`, ...).
+fn approval_answer(answer: AskAnswer) -> Value {
+    serde_json::to_value(answer).expect("an enum of unit variants serializes")
+}
+
+/// Why a question has no answer: the person's words when declining (if any), the withdrawal's
+/// reason, or the expiry.
+fn question_reason(ask: &AskRecord) -> Option<String> {
+    match ask.answer? {
+        AskAnswer::Declined => match &ask.reply {
+            Some(Reply::Declined { text }) => text.clone(),
+            _ => None,
+        },
+        AskAnswer::Expired => Some("nobody answered in time".into()),
+        AskAnswer::Cancelled => ask.cancel_reason.clone(),
+        _ => None,
+    }
+}
+
+/// The call's last question, as `audit --json` shows it; `None` for a call never asked about.
+fn question_json(f: Option<&CallFacts>) -> Option<Value> {
+    let ask = f?.last_ask.as_ref()?;
+    let state = question_state(ask);
+    let reason = question_reason(ask);
+    Some(match &ask.structured {
+        Some(q) => json!({
+            "kind": "question",
+            "text": q.text,
+            "options": q.options.iter().map(|o| json!({
+                "label": o.label,
+                "description": o.description,
+            })).collect::<Vec<_>>(),
+            "multiple": q.multiple,
+            "free_text": q.free_text,
+            "plan_option": q.plan_option,
+            "state": state,
+            "answer": match &ask.reply {
+                Some(Reply::Answered(answer)) => json!({
+                    "choice": answer.choice,
+                    "text": answer.text,
+                }),
+                _ => Value::Null,
+            },
+            "reason": reason,
+        }),
+        None => json!({
+            "kind": "approval",
+            "text": ask.question,
+            "state": state,
+            "answer": match ask.answer {
+                Some(answer @ (AskAnswer::AllowedOnce | AskAnswer::AllowedAlways | AskAnswer::Denied)) => {
+                    approval_answer(answer)
+                }
+                _ => Value::Null,
+            },
+            "reason": reason,
+        }),
+    })
+}
+
+/// The chosen labels, quoted, and the person's own words: `"blue", "red" + "their words"`.
+fn answer_text(choice: &[String], text: Option<&str>, max_chars: usize) -> String {
+    let mut parts: Vec<String> = choice
+        .iter()
+        .map(|l| format!("\"{}\"", one_line(l, max_chars)))
+        .collect();
+    if let Some(t) = text.filter(|t| !t.trim().is_empty()) {
+        parts.push(format!("wrote \"{}\"", one_line(t, max_chars)));
+    }
+    parts.join(", ")
+}
+
+/// What became of the question, for the decision column: `answered "label"`, `declined`,
+/// `expired`, `cancelled (why)`, `pending`, or a yes/no approval's `allowed once`.
+fn question_summary(ask: &AskRecord) -> String {
+    match (ask.answer, &ask.reply) {
+        (Some(AskAnswer::Answered), Some(Reply::Answered(answer))) => format!(
+            "answered {}",
+            answer_text(&answer.choice, answer.text.as_deref(), 40)
+        ),
+        (Some(AskAnswer::AllowedOnce), _) => "allowed once".into(),
+        (Some(AskAnswer::AllowedAlways), _) => "allowed always".into(),
+        (Some(AskAnswer::Denied), _) => "denied".into(),
+        // The reason is on the line below: the column is narrow.
+        _ => question_state(ask).into(),
+    }
+}
+
+/// The lines under a call's row that show its question and what became of it.
+fn question_lines(ask: &AskRecord) -> String {
+    const INDENT: &str = "          ";
+    let mut out = String::new();
+    match &ask.structured {
+        Some(q) => {
+            out.push_str(&format!("{INDENT}question: {}\n", one_line(&q.text, 200)));
+            if !q.options.is_empty() {
+                let how = match (q.multiple, q.free_text) {
+                    (false, false) => "choose one",
+                    (false, true) => "choose one, or own words",
+                    (true, false) => "choose any",
+                    (true, true) => "choose any, and/or own words",
+                };
+                let options: Vec<String> = q
+                    .options
+                    .iter()
+                    .map(|o| {
+                        let plan = if q.plan_option.as_deref() == Some(o.label.as_str()) {
+                            " [approves the plan]"
+                        } else {
+                            ""
+                        };
+                        if o.description.is_empty() {
+                            format!("{}{plan}", one_line(&o.label, 100))
+                        } else {
+                            format!(
+                                "{} ({}){plan}",
+                                one_line(&o.label, 100),
+                                one_line(&o.description, 80)
+                            )
+                        }
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "{INDENT}  options ({how}): {}\n",
+                    options.join(" | ")
+                ));
+            }
+        }
+        None => out.push_str(&format!(
+            "{INDENT}question (approval): {}\n",
+            one_line(&ask.question, 200)
+        )),
+    }
+    let state = question_state(ask);
+    let outcome = match (&ask.reply, question_reason(ask)) {
+        (Some(Reply::Answered(answer)), _) => format!(
+            "answered: {}",
+            answer_text(&answer.choice, answer.text.as_deref(), 200)
+        ),
+        (_, Some(reason)) => format!("{state}: {}", one_line(&reason, 200)),
+        _ => match ask.answer {
+            Some(AskAnswer::AllowedOnce | AskAnswer::AllowedAlways | AskAnswer::Denied) => {
+                format!("answered: {}", question_summary(ask))
+            }
+            _ => state.to_owned(),
+        },
+    };
+    out.push_str(&format!("{INDENT}  {outcome}\n"));
+    out
+}
+
+fn decision(f: Option<&CallFacts>) -> String {
+    let Some(r) = f else {
+        return "never received".into();
+    };
+    if let Some(ask) = &r.last_ask {
+        let asked = format!("asked: {}", question_summary(ask));
+        // Allowed (or answered), then stopped before it started.
+        return match (&r.cancel_reason, ask.answer) {
+            (Some(reason), Some(answer)) if answer.allows() || answer == AskAnswer::Answered => {
+                format!("{asked}; cancelled: {reason}")
+            }
+            _ => asked,
+        };
+    }
+    if let Some((code, reason)) = &r.rejection {
+        return format!("rejected {code}: {reason}");
+    }
+    if let Some(reason) = &r.cancel_reason {
+        return format!("cancelled: {reason}");
+    }
+    match &r.approval {
+        Some(Approval::Listener { name }) => format!("allowed by {name}"),
+        Some(Approval::Default) => "allowed by default".into(),
+        Some(Approval::Asked { answer }) => format!("asked: {answer:?}"),
+        Some(Approval::AlwaysAllowed) => "allowed (always, earlier answer)".into(),
+        None => "undecided".into(),
+    }
+}
+
+fn effects(f: Option<&CallFacts>) -> Vec<String> {
+    let Some((_, side_effects)) = f.and_then(|r| r.outcome.as_ref()) else {
+        return Vec::new();
+    };
+    side_effects
+        .iter()
+        .map(|e| match e {
+            SideEffect::FsWrite {
+                path,
+                before_sha256,
+                after_sha256,
+            } => format!(
+                "wrote {path} ({} → {})",
+                before_sha256.as_deref().map_or("new".into(), short_hash),
+                short_hash(after_sha256)
+            ),
+            SideEffect::ProcExit {
+                pid,
+                status,
+                signal,
+            } => match (status, signal) {
+                (Some(s), _) => format!("process {pid} exited {s}"),
+                (None, Some(sig)) => format!("process {pid} killed by signal {sig}"),
+                (None, None) => format!("process {pid} ended"),
+            },
+            SideEffect::Other { kind, detail } => format!("{kind} {detail}"),
+            SideEffect::PlanReplaced { items } => format!("plan replaced ({} items)", items.len()),
+            SideEffect::ToolsLoaded { names } => format!("loaded tools {}", names.join(", ")),
+        })
+        .collect()
+}
+
+/// The tool as `session/open` recorded it; `None` for a name the session never had.
+pub fn descriptor<'a>(tools: &'a [ToolDescriptor], tool: &str) -> Option<&'a ToolDescriptor> {
+    tools.iter().find(|d| d.name == tool)
+}
+
+/// Where the tool came from, for people: `built-in 1`, `mcp fs (secure-filesystem-server 0.2.0)`.
+fn source_text(d: Option<&ToolDescriptor>) -> String {
+    match d {
+        Some(d) if d.source == ToolSource::BuiltIn => format!("built-in {}", d.version),
+        Some(d) => d.source.to_string(),
+        None => "(no such tool)".to_owned(),
+    }
+}
+
+fn source_json(d: Option<&ToolDescriptor>) -> Value {
+    let Some(d) = d else {
+        return Value::Null;
+    };
+    let mut v = match &d.source {
+        ToolSource::BuiltIn => json!({"kind": "built-in"}),
+        ToolSource::External { server } => json!({"kind": "external", "server": server}),
+        ToolSource::Mcp {
+            server,
+            implementation,
+            version,
+        } => json!({
+            "kind": "mcp", "server": server,
+            "implementation": implementation, "server_version": version,
+        }),
+    };
+    v["version"] = json!(d.version);
+    v["schema_hash"] = json!(d.schema_hash);
+    v
+}
+
+fn timing_ms(f: Option<&CallFacts>) -> Option<u64> {
+    f?.outcome.as_ref().map(|(duration_ms, _)| *duration_ms)
+}
+
+/// One call as the audit shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditCall<'a> {
+    /// Its report.
+    pub report: &'a CallReport,
+    /// What the journal says of it beyond the report; `None` for a call never received.
+    pub facts: Option<&'a CallFacts>,
+    /// Its tool as `session/open` recorded it ([`descriptor`]).
+    pub tool: Option<&'a ToolDescriptor>,
+}
+
+/// A call as `audit --json` shows it.
+pub fn call_json(call: AuditCall<'_>) -> Value {
+    let (c, f) = (call.report, call.facts);
+    json!({
+        "call_id": c.call.call_id,
+        "turn": c.call.turn,
+        "step": c.call.step,
+        "tool": c.tool,
+        "source": source_json(call.tool),
+        "arguments": c.raw_arguments,
+        "decision": decision(f),
+        "state": c.state.as_str(),
+        "classification": classification(c),
+        "result_code": c.result.code.map(|k| k.as_str()),
+        "side_effects": effects(f),
+        "duration_ms": timing_ms(f),
+        "resources": resource_list(c),
+        "question": question_json(f),
+        "idempotency_key": idempotency_key(f),
+        "evidence": evidence_json(f),
+    })
+}
+
+/// A call as `audit` shows it to people: its row, its key and evidence, and its question.
+pub fn call_text(call: AuditCall<'_>) -> String {
+    let (c, f) = (call.report, call.facts);
+    // The classification of an orphan, or the code of an error result (an MCP call whose
+    // server died settles as TOOL_OUTCOME_UNKNOWN: it shows here).
+    let class = match (c.classification, c.result.code) {
+        (Some(_), _) => format!(
+            "{} {}",
+            c.state.as_str(),
+            classification(c).as_str().unwrap_or_default()
+        ),
+        (None, Some(code)) => format!("{} {code}", c.state.as_str()),
+        (None, None) => c.state.as_str().to_owned(),
+    };
+    let mut out = format!(
+        "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  {}\n",
+        c.call.turn,
+        c.call.step,
+        truncate(&c.call.call_id, 10),
+        truncate(&c.tool, 24),
+        truncate(&source_text(call.tool), 32),
+        truncate(&c.raw_arguments, 34),
+        truncate(&decision(f), 36),
+        class,
+        timing_ms(f)
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "-".into()),
+        effects(f).join("; ")
+    );
+    let evidence = evidence_text(f);
+    out.push_str(&format!(
+        "          key: {}{}\n",
+        idempotency_key(f).unwrap_or("-"),
+        if evidence.is_empty() {
+            String::new()
+        } else {
+            format!("; evidence: {}", evidence.join("; "))
+        }
+    ));
+    if let Some(ask) = f.and_then(|f| f.last_ask.as_ref()) {
+        out.push_str(&question_lines(ask));
+    }
+    out
+}
+
+/// The audit's totals, added up call by call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    calls: usize,
+    ok: usize,
+    errors: usize,
+    not_started: usize,
+    outcome_unknown: usize,
+    side_effects: usize,
+}
+
+impl Totals {
+    /// Counts one call.
+    pub fn add(&mut self, c: &CallReport, f: Option<&CallFacts>) {
+        use runtime::event::Classification;
+        self.calls += 1;
+        self.ok += usize::from(!c.result.is_error && !c.in_flight);
+        self.errors += usize::from(c.result.is_error);
+        self.not_started += usize::from(c.classification == Some(Classification::ToolNotStarted));
+        self.outcome_unknown +=
+            usize::from(c.classification == Some(Classification::ToolOutcomeUnknown));
+        self.side_effects += effects(f).len();
+    }
+
+    /// As `audit --json` shows them.
+    pub fn json(&self) -> Value {
+        json!({
+            "calls": self.calls,
+            "ok": self.ok,
+            "errors": self.errors,
+            "not_started": self.not_started,
+            "outcome_unknown": self.outcome_unknown,
+            "side_effects": self.side_effects,
+        })
+    }
+}
+
+/// How many responses the journal details (`llm/response-detail`), and their token counts
+/// added up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageTotals {
+    responses: usize,
+    total: Usage,
+}
+
+impl UsageTotals {
+    /// Counts one detailed response.
+    pub fn add(&mut self, u: &Usage) {
+        self.responses += 1;
+        let t = &mut self.total;
+        t.input_tokens = t.input_tokens.saturating_add(u.input_tokens);
+        t.output_tokens = t.output_tokens.saturating_add(u.output_tokens);
+        t.cached_input_tokens = t.cached_input_tokens.saturating_add(u.cached_input_tokens);
+    }
+
+    /// As `audit --json` shows it.
+    pub fn json(&self) -> Value {
+        let u = &self.total;
+        json!({
+            "responses": self.responses,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cached_input_tokens": u.cached_input_tokens,
+        })
+    }
+
+    fn text(&self) -> String {
+        if self.responses == 0 {
+            return "usage: not journaled (no llm/response-detail)\n".to_owned();
+        }
+        let responses = match self.responses {
+            1 => "1 response".to_owned(),
+            n => format!("{n} responses"),
+        };
+        let u = &self.total;
+        format!(
+            "usage: {} input tokens ({} cached), {} output tokens, over {responses}\n",
+            u.input_tokens, u.cached_input_tokens, u.output_tokens
+        )
+    }
+}
+
+/// Writes an audit as it goes: the head, one call at a time, then the totals.
+#[derive(Debug)]
+pub struct AuditWriter<W: Write> {
+    out: W,
+    json: bool,
+    journal: String,
+    calls: usize,
+    totals: Totals,
+}
+
+impl<W: Write> AuditWriter<W> {
+    /// Writes the head: for people the title and the columns; in JSON the object's opening up
+    /// to its `calls` array (its first key).
+    pub fn new(mut out: W, journal: &str, json: bool) -> std::io::Result<AuditWriter<W>> {
+        if json {
+            out.write_all(b"{\"calls\":[")?;
+        } else {
+            writeln!(out, "audit of {journal}")?;
+            writeln!(
+                out,
+                "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  effects",
+                "turn",
+                "step",
+                "call",
+                "tool",
+                "source",
+                "arguments",
+                "decision",
+                "state / class",
+                "ms"
+            )?;
+        }
+        Ok(AuditWriter {
+            out,
+            json,
+            journal: journal.to_owned(),
+            calls: 0,
+            totals: Totals::default(),
+        })
+    }
+
+    /// Writes one call, in the order the calls are reported.
+    pub fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()> {
+        self.totals.add(call.report, call.facts);
+        if self.json {
+            if self.calls > 0 {
+                self.out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut self.out, &call_json(call))?;
+        } else {
+            self.out.write_all(call_text(call).as_bytes())?;
+        }
+        self.calls += 1;
+        Ok(())
+    }
+
+    /// Writes the totals and the usage, and hands the output back (flushed).
+    pub fn finish(mut self, usage: &UsageTotals) -> std::io::Result<W> {
+        let t = &self.totals;
+        if self.json {
+            // `journal`, `totals` and `usage` sort after `calls`.
+            self.out.write_all(b"],\"journal\":")?;
+            serde_json::to_writer(&mut self.out, &self.journal)?;
+            self.out.write_all(b",\"totals\":")?;
+            serde_json::to_writer(&mut self.out, &t.json())?;
+            self.out.write_all(b",\"usage\":")?;
+            serde_json::to_writer(&mut self.out, &usage.json())?;
+            self.out.write_all(b"}\n")?;
+        } else {
+            writeln!(
+                self.out,
+                "totals: {} calls, {} ok, {} errors, {} not started, {} outcome unknown, {} side effects",
+                t.calls, t.ok, t.errors, t.not_started, t.outcome_unknown, t.side_effects
+            )?;
+            self.out.write_all(usage.text().as_bytes())?;
+        }
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// Reports given nowhere: the first reading's.
+struct Discard;
+
+impl ReportSink for Discard {
+    fn start(&mut self, _session_id: Option<&str>, _live: bool) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn call(&mut self, _report: CallReport) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What the first reading of an audit found: the journal whole, and what the second needs.
+#[derive(Debug)]
+pub struct FirstReading {
+    /// The streamed recovery, read only (its notes are for stderr).
+    pub streamed: Streamed,
+    moved: std::collections::HashMap<runtime::event::CallRef, CallFacts>,
+}
+
+/// The first reading: the journal checked whole and read only, as `audit` read it before it
+/// streamed (the same errors, before anything is printed).
+pub fn first_reading(
+    dir: &Path,
+    progress: &dyn Fn(u64, u64),
+) -> Result<FirstReading, RecoverError> {
+    let (streamed, mut classifier) = crate::session::recover_streaming_observing(
+        dir,
+        false,
+        progress,
+        &mut Discard,
+        None,
+        Mode::Audit,
+        &mut |c| c.take_notices().for_each(drop),
+    )?;
+    Ok(FirstReading {
+        streamed,
+        moved: classifier.moved_facts(),
+    })
+}
+
+/// The second reading: the audit written to `out` as the journal is read (`name` is the
+/// journal as the head names it). An error writing stops it.
+pub fn stream<W: Write>(
+    dir: &Path,
+    first: FirstReading,
+    name: &str,
+    json: bool,
+    out: W,
+) -> Result<W, RereadError> {
+    let mut writer = AuditWriter::new(out, name, json).map_err(RereadError::Output)?;
+    let mut tools: Vec<ToolDescriptor> = Vec::new();
+    let mut usage = UsageTotals::default();
+    let mut classifier = Classifier::with_mode(first.streamed.live, None, Mode::Audit);
+    classifier.set_moved_facts(first.moved);
+    crate::session::reread(
+        dir,
+        first.streamed.records,
+        classifier,
+        &mut |c: &mut Classifier| {
+            for notice in c.take_notices() {
+                match notice {
+                    Notice::Opened(opened) => tools = opened,
+                    Notice::Step(step) => {
+                        if let Some(d) = &step.detail {
+                            usage.add(&d.usage);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for (report, facts) in c.take_ready_with_facts() {
+                writer
+                    .call(AuditCall {
+                        report: &report,
+                        facts: facts.as_ref(),
+                        tool: descriptor(&tools, &report.tool),
+                    })
+                    .map_err(RereadError::Output)?;
+            }
+            Ok(())
+        },
+    )?;
+    writer.finish(&usage).map_err(RereadError::Output)
+}
+
+/// A hash's first 12 characters, for a table: cut by characters, since a journal written by
+/// hand may hold anything there.
+fn short_hash(h: &str) -> String {
+    h.chars().take(12).collect()
+}
