@@ -128,6 +128,9 @@ fn read_journal(files: &[(String, Vec<u8>)], limit: u32) -> (Parsed, End) {
                     expected += 1;
                     at += len;
                 }
+                // *Preallocated tail*: in format 2, zeros to the end of the file end a segment's
+                // records, in any segment (the next one's first_seq is checked as usual).
+                None if le32(b, 8) >= 2 && b[at..].iter().all(|&x| x == 0) => break,
                 None if !last => return (p, corrupt(at)),
                 None if (at + 1..b.len()).any(|y| frame_at(b, y, limit).is_some()) => {
                     return (p, corrupt(at))
@@ -487,11 +490,26 @@ fn torn_and_corrupt_agree(version: u32) {
     // Torn tails: cut mid-record, cut inside a length field, zeros, garbage, a short header.
     assert_eq!(both(last, &|b| b.truncate(tail + 11)), [Torn(last, t); 2]);
     assert_eq!(both(last, &|b| b.truncate(tail + 2)), [Torn(last, t); 2]);
+    // Zeros to the end of the file: torn bytes in format 1; in format 2, where records end
+    // (*Preallocated tail*): the zeroed last record is gone, the journal clean.
+    let (zeros_after, zeros_over) = match version {
+        1 => (Torn(last, eof), Torn(last, t)),
+        _ => (End::Clean, End::Clean),
+    };
     assert_eq!(
         both(last, &|b| b.resize(b.len() + 512, 0)),
-        [Torn(last, eof); 2]
+        [zeros_after; 2]
     );
-    assert_eq!(both(last, &|b| b[tail..].fill(0)), [Torn(last, t); 2]);
+    assert_eq!(both(last, &|b| b[tail..].fill(0)), [zeros_over; 2]);
+    // Format 2: zeros over the end of a sealed segment hide its last records from the reader,
+    // and the next segment's first_seq says so.
+    if version >= 2 {
+        let hide = |b: &mut Vec<u8>| {
+            let from = s1[s1.len() - 2];
+            b[from..].fill(0)
+        };
+        assert_eq!(both(1, &hide), [Corrupt(2, 0); 2]);
+    }
     let garbage = |b: &mut Vec<u8>| {
         b.extend((0..999u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8))
     };
