@@ -120,6 +120,9 @@ struct Io {
     /// How far ahead of `pos` the segment is zero-filled; 0 (append only) for a journal of
     /// format version 1 or with preallocation off.
     zero_ahead_bytes: u64,
+    /// Whether this writer has written records: one that appended nothing leaves the files
+    /// byte for byte as it found them, zeros included (a read-only look stays one).
+    wrote: bool,
     /// The last seq handed to the file (0 before the first): the next write must start at the
     /// seq after it (`assert_seqs_follow`).
     written_seq: u64,
@@ -703,6 +706,7 @@ impl Shared {
             let written = write_all_at(io.file.as_mut(), io.pos, &chunk.bytes);
             chunk.bytes.truncate(records);
             written.map_err(|e| io_err("write", io.segment, e))?;
+            io.wrote |= records > 0;
             io.pos += records as u64;
             io.filled_end = io.filled_end.max(io.pos + zeros);
         }
@@ -715,12 +719,12 @@ impl Shared {
         Ok(())
     }
 
-    /// Cuts the zeros written ahead off the segment, durably: a journal closed cleanly ends at
-    /// its last record, as one of version 1 does.
+    /// Cuts the zeros written ahead off the segment, durably: a journal closed cleanly after
+    /// appending ends at its last record, as one of version 1 does.
     fn trim(&self) -> Result<(), JournalError> {
         let mut io = lock(&self.io);
         self.check_poison()?;
-        if io.filled_end == io.pos {
+        if io.filled_end == io.pos || !io.wrote {
             return Ok(());
         }
         let (segment, pos) = (io.segment, io.pos);

@@ -187,3 +187,19 @@ fn a_writer_killed_with_zeros_ahead_is_reopened_where_its_records_end_on_a_real_
         "closed: no zeros after the last record"
     );
 }
+
+#[test]
+fn a_writer_that_appends_nothing_leaves_the_zeros_ahead_byte_for_byte() {
+    let storage = SimStorage::new();
+    let opts = options(4096, 1 << 20);
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), opts).unwrap();
+    journal.append(&payload(1, 10)).unwrap();
+    journal.sync_through_blocking(1).unwrap();
+    drop(journal); // killed: the zeros ahead stay
+    let before = segments(&storage);
+    assert!(before[0].1.len() as u64 > HEADER + 20);
+    // A reopen that appends nothing (a recovery with nothing to say) changes no byte.
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), opts).unwrap();
+    journal.close().unwrap();
+    assert_eq!(segments(&storage), before);
+}

@@ -136,7 +136,9 @@ fn scenario_02_a_torn_tail_is_cut_and_the_bytes_before_it_are_never_rewritten() 
     b.done();
     let mut bytes = segment_bytes(dir.path());
     let valid = bytes.len();
-    bytes.resize(valid + 4096, 0); // a zero-filled last page: torn, not corrupt
+    // A torn last page: garbage, not a frame, to its end (in format 2 a zero-filled one would
+    // be where the records end, FORMAT.md *Preallocated tail*).
+    bytes.resize(valid + 4096, 0xab);
     std::fs::write(dir.path().join(journal::segment::file_name(0)), &bytes).unwrap();
     let first = classify_json(dir.path(), &[]);
     assert_eq!(
@@ -149,7 +151,7 @@ fn scenario_02_a_torn_tail_is_cut_and_the_bytes_before_it_are_never_rewritten() 
     ));
     assert_eq!(
         std::fs::read(&quarantine).unwrap(),
-        vec![0u8; 4096],
+        vec![0xab; 4096],
         "evidence first"
     );
     assert!(

@@ -114,6 +114,7 @@ pub(super) fn continue_segment(
         pos: tail.valid_end.offset,
         filled_end,
         zero_ahead_bytes: zero_ahead_bytes(options, tail.format_version),
+        wrote: false,
         written_seq: tail.next_seq - 1,
     };
     Ok((tail.journal_id, io, state))
@@ -143,6 +144,7 @@ pub(super) fn create_first_segment(
         pos: HEADER_BYTES as u64,
         filled_end,
         zero_ahead_bytes,
+        wrote: false,
         written_seq: 0,
     };
     let state = State::new(1, 0, HEADER_BYTES as u64, 0, segment::FORMAT_VERSION);
