@@ -209,3 +209,22 @@ fn a_panic_while_writing_stops_the_journal() {
         }
     }
 }
+
+/// `preallocate_bytes` as "as far as the segment limit goes" (u64::MAX): `first_filled_end`
+/// adds it to the header size and `zeros_to_add` to the records' end, which overflows (a panic
+/// with overflow checks, as in the tests and the fuzz campaign; a wrap to no zeros in release).
+#[test]
+fn preallocating_to_the_segment_limit_does_not_overflow() {
+    let storage = SimStorage::new();
+    let opts = Options {
+        preallocate_bytes: u64::MAX,
+        ..small_limits(1 << 16)
+    };
+    let opened = std::panic::catch_unwind(|| {
+        let (journal, _) = Journal::open(Arc::new(storage.clone()), opts).expect("open");
+        journal.append(&payload(1, 100)).expect("append");
+        journal.sync_through_blocking(1).expect("sync");
+        journal.close().expect("close")
+    });
+    assert_eq!(opened.ok(), Some(1), "open/append with preallocate_bytes = u64::MAX");
+}
