@@ -226,5 +226,9 @@ fn preallocating_to_the_segment_limit_does_not_overflow() {
         journal.sync_through_blocking(1).expect("sync");
         journal.close().expect("close")
     });
-    assert_eq!(opened.ok(), Some(1), "open/append with preallocate_bytes = u64::MAX");
+    assert_eq!(
+        opened.ok(),
+        Some(1),
+        "open/append with preallocate_bytes = u64::MAX"
+    );
 }
