@@ -205,6 +205,12 @@ impl Cursor {
         Ok(&self.window[from..to.max(from)])
     }
 
+    /// Drops the read window, so the next read sees the file as it is now.
+    fn forget_window(&mut self) {
+        self.window.clear();
+        self.window_start = 0;
+    }
+
     /// The end of the last byte that is not zero from `offset` to the end of the file, or `None`
     /// when every one is zero.
     fn nonzero_end(&mut self, offset: u64) -> std::io::Result<Option<u64>> {
@@ -685,6 +691,7 @@ impl Reader {
             segment: number,
             offset: pos,
         };
+        let zero_prefix = is_zero(&bytes[..bytes.len().min(8)]);
         match framing::check(bytes, length_max) {
             FrameCheck::Valid { seq, frame_bytes } => {
                 if seq != self.expected_seq {
@@ -730,19 +737,18 @@ impl Reader {
                 }))
             }
             FrameCheck::Bad(bad) => {
-                // Format version 2: a segment is zero-filled ahead of its records, so zeros to
-                // the end of the file are where its records end, not a torn record.
+                let is_last = self.next_index == self.segments.len();
+                if zero_prefix && cursor.zero_tail_ends_records {
+                    return self.zeros_at_frame(cursor, bad, is_last);
+                }
+                // Format 2: what a torn tail drops ends at its last byte that is not zero.
                 let nonzero_end = match cursor.zero_tail_ends_records {
-                    true => match cursor
+                    true => cursor
                         .nonzero_end(pos)
                         .map_err(|e| self.io_error("read", number, e))?
-                    {
-                        None => return Ok(Step::SegmentDone),
-                        Some(end) => end,
-                    },
+                        .unwrap_or(cursor.len_bytes),
                     false => cursor.len_bytes,
                 };
-                let is_last = self.next_index == self.segments.len();
                 let (next_valid, work) = cursor
                     .valid_frame_after(pos, length_max)
                     .map_err(|e| self.io_error("read", number, e))?;
@@ -769,6 +775,70 @@ impl Reader {
                 Ok(Step::Ended)
             }
         }
+    }
+}
+
+impl Reader {
+    /// Format version 2, a frame that starts with zeros at the cursor (a writer never writes
+    /// one: a frame's length is at least 8). Zeros to the end of the file: where the segment's
+    /// records end (its zeros written ahead). Else, in the last segment: a torn tail up to the
+    /// last byte that is not zero, whatever follows (pages of an unsynced batch that reached the
+    /// disk out of order leave zeros and then frames; none of them was durable); in a sealed
+    /// segment, corruption. Read afresh: a live writer may have written there since the window
+    /// was read, and then the frame is read again.
+    fn zeros_at_frame(
+        &mut self,
+        cursor: &mut Cursor,
+        bad: BadFrame,
+        is_last: bool,
+    ) -> Result<Step, JournalError> {
+        let (number, pos) = (cursor.number, cursor.pos);
+        let length_max = self.limits.record_size_bytes_max;
+        cursor.forget_window();
+        let nonzero_end = cursor
+            .nonzero_end(pos)
+            .map_err(|e| self.io_error("read", number, e))?;
+        let Some(nonzero_end) = nonzero_end else {
+            return Ok(Step::SegmentDone);
+        };
+        cursor.forget_window();
+        let prefix = cursor
+            .bytes(pos, FRAME_BYTES_MIN as u64)
+            .map_err(|e| self.io_error("read", number, e))?;
+        let need = framing::bytes_needed(prefix, length_max);
+        let fresh = cursor
+            .bytes(pos, need)
+            .map_err(|e| self.io_error("read", number, e))?;
+        if matches!(framing::check(fresh, length_max), FrameCheck::Valid { .. }) {
+            return Ok(Step::Again);
+        }
+        let here = Position {
+            segment: number,
+            offset: pos,
+        };
+        if !is_last {
+            if self.salvage {
+                self.corrupt(
+                    number,
+                    pos,
+                    CorruptionKind::BadRecord(bad),
+                    nonzero_end - pos,
+                );
+                cursor.pos = nonzero_end;
+                return Ok(Step::Again);
+            }
+            self.end = Some(ReadEnd::Corrupt(Corruption {
+                position: here,
+                kind: CorruptionKind::BadRecord(bad),
+            }));
+            return Ok(Step::Ended);
+        }
+        self.end = Some(ReadEnd::TornTail(TornTail {
+            position: here,
+            dropped_bytes: nonzero_end - pos,
+            reason: TornReason::Frame(bad),
+        }));
+        Ok(Step::Ended)
     }
 }
 

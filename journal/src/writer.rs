@@ -643,7 +643,12 @@ impl Shared {
         self.check_poison()?;
         let (mut chunks, last_seq) = lock(&self.state).take();
         let fsync = sync && self.options.fsync != FsyncPolicy::Never;
-        match self.write_out(&mut io, &mut chunks, fsync) {
+        // The records are out of the buffer now: a panic before they are written must stop the
+        // journal, or the next flush would write later seqs where these belong.
+        let unwinding = PoisonOnUnwind(self);
+        let written = self.write_out(&mut io, &mut chunks, fsync);
+        std::mem::forget(unwinding);
+        match written {
             Ok(()) => {
                 if sync {
                     let before = self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
@@ -767,8 +772,26 @@ impl Io {
         if self.zero_ahead_bytes == 0 || end <= self.filled_end {
             return 0;
         }
-        let ahead = (end + self.zero_ahead_bytes).next_multiple_of(4096);
+        let ahead = end
+            .saturating_add(self.zero_ahead_bytes)
+            .checked_next_multiple_of(4096)
+            .unwrap_or(u64::MAX);
         ahead.min(limits.segment_size_bytes_max).max(end) - end
+    }
+}
+
+/// Poisons the journal when dropped, which only happens when a write panics (a normal return
+/// forgets it).
+struct PoisonOnUnwind<'a>(&'a Shared);
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.poison(JournalError::Io {
+            location: self.0.storage.location(),
+            op: "write",
+            file: String::new(),
+            source: io::Error::other("a panic while writing: what reached the file is unknown"),
+        });
     }
 }
 
@@ -801,7 +824,8 @@ fn assert_seqs_follow(bytes: &[u8], written_seq: u64, options: &Options) -> u64 
 /// past the segment size limit, never less than its header.
 fn first_filled_end(zero_ahead_bytes: u64, limits: crate::Limits) -> u64 {
     let header = HEADER_BYTES as u64;
-    (header + zero_ahead_bytes)
+    header
+        .saturating_add(zero_ahead_bytes)
         .min(limits.segment_size_bytes_max)
         .max(header)
 }

@@ -60,7 +60,7 @@ fn a_live_segment_is_zero_filled_ahead_and_a_closed_one_ends_at_its_last_record(
         .map(|r| r.position.offset + r.frame_bytes)
         .unwrap();
     assert!(
-        len >= end_60 + 4096 && len % 4096 == 0,
+        len >= end_60 + 4096 && len.is_multiple_of(4096),
         "{len} after {end_60}"
     );
     assert!(end_60 > records_end);
@@ -134,8 +134,7 @@ fn records_lost_to_zeros_in_a_sealed_segment_are_caught_by_the_next_first_seq() 
     // Zero segment 0's last record: it reads as the end of that segment's records.
     let last0 = records
         .iter()
-        .filter(|r| r.position.segment == 0)
-        .last()
+        .rfind(|r| r.position.segment == 0)
         .unwrap()
         .clone();
     let (name, mut bytes) = segments(&storage).remove(0);

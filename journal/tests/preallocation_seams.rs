@@ -1,6 +1,6 @@
-//! Adversarial review of format version 2 and preallocated segments: each test here shows a
-//! defect found in review and fails on the code it was written against (see the commit message
-//! and the review report for the suggested fixes).
+//! Preallocated segments where users meet them: a reader beside a live writer, pages of an
+//! unsynced batch reaching the disk out of order, a panic mid-write, an absurd preallocation.
+//! Each was a defect found in review, with the test written first.
 
 mod common;
 
