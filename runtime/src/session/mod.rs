@@ -504,23 +504,31 @@ impl Session {
         let stop_reason = response.stop_reason;
 
         let mut tracks = Vec::with_capacity(response.tool_calls.len());
-        for (index, model_call) in response.tool_calls.iter().enumerate() {
+        // Each call's text moves into its `received` and back out, as the response's did.
+        for (index, model_call) in response.tool_calls.into_iter().enumerate() {
             let event = Event::Received {
                 call: CallRef {
                     turn,
                     step,
-                    call_id: model_call.call_id.clone(),
+                    call_id: model_call.call_id,
                 },
                 index: index as u32,
-                tool: model_call.name.clone(),
-                raw_arguments: model_call.arguments.clone(),
+                tool: model_call.name,
+                raw_arguments: model_call.arguments,
                 source_seqs: vec![response_seq],
             };
             let seq = self.log.append(&event)?;
-            let Event::Received { call, tool, .. } = event else {
+            let Event::Received {
+                call,
+                tool,
+                raw_arguments,
+                source_seqs,
+                ..
+            } = event
+            else {
                 unreachable!("built as received just above")
             };
-            let mut track = Track::received(call, seq, tool);
+            let mut track = Track::received(call, seq, tool, source_seqs);
             if cancel.is_cancelled() {
                 scheduler::cancel_before_start(
                     &self.ctx(),
@@ -528,7 +536,7 @@ impl Session {
                     "the batch was stopped before this call started",
                 )?;
             } else {
-                self.plan(&mut track, &model_call.arguments, stop_reason, &cancel)
+                self.plan(&mut track, raw_arguments, stop_reason, &cancel)
                     .await?;
             }
             tracks.push(track);
