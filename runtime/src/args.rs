@@ -162,6 +162,11 @@ impl Schema {
 
     /// Checks `value`; on failure names the first failing field.
     pub fn check(&self, value: &Value) -> Result<(), SchemaViolation> {
+        // The boolean check allocates nothing and stops early; the errors are collected only
+        // for a value that fails it (the validator's two answers agree).
+        if self.validator.is_valid(value) {
+            return Ok(());
+        }
         match self.validator.iter_errors(value).next() {
             None => Ok(()),
             Some(e) => Err(SchemaViolation {

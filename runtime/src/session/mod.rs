@@ -39,13 +39,17 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Up to this many calls in a message, duplicate call ids are found by comparing pairs.
+const DUPLICATE_SCAN_CALLS_MAX: usize = 16;
+
 /// A live session over one journal.
 pub struct Session {
     log: EventLog,
     registry: Arc<Registry>,
     hooks: Arc<Hooks>,
     config: Arc<Config>,
-    session_id: String,
+    /// Shared with every batch's [`Ctx`] (no copy per batch).
+    session_id: Arc<str>,
     turn: u32,
     step: u32,
     turn_open: bool,
@@ -330,7 +334,7 @@ impl Session {
             registry: parts.registry,
             hooks: Arc::new(parts.hooks),
             config: Arc::new(parts.config),
-            session_id,
+            session_id: session_id.into(),
             turn,
             step: 0,
             turn_open: false,
@@ -546,7 +550,7 @@ impl Session {
 
     fn ctx(&self) -> Ctx {
         Ctx {
-            session_id: self.session_id.as_str().into(),
+            session_id: self.session_id.clone(),
             config: self.config.clone(),
             hooks: self.hooks.clone(),
             log: self.log.clone(),
@@ -567,15 +571,25 @@ impl Session {
                 self.config.calls_per_batch_max
             )));
         }
+        // Duplicates by pairwise comparison up to a few calls (no set to build per batch), by
+        // a set beyond.
         let mut seen = HashSet::new();
-        for call in &response.tool_calls {
+        let small = response.tool_calls.len() <= DUPLICATE_SCAN_CALLS_MAX;
+        for (i, call) in response.tool_calls.iter().enumerate() {
             if call.call_id.is_empty() {
                 return Err(RuntimeError::InvalidResponse(format!(
                     "a call to {:?} has an empty call id",
                     call.name
                 )));
             }
-            if !seen.insert(call.call_id.as_str()) {
+            let repeated = if small {
+                response.tool_calls[..i]
+                    .iter()
+                    .any(|earlier| earlier.call_id == call.call_id)
+            } else {
+                !seen.insert(call.call_id.as_str())
+            };
+            if repeated {
                 return Err(RuntimeError::InvalidResponse(format!(
                     "call id {:?} appears twice in one message",
                     call.call_id
