@@ -44,6 +44,16 @@ impl Args {
         self.get(key).and_then(Value::as_str)
     }
 
+    /// Frozen arguments from their parts: `raw` as received, `value` parsed from it and
+    /// `canonical` its [`canonical`] text.
+    pub(crate) fn from_parts(raw: String, value: Value, canonical: String) -> Args {
+        Args(Arc::new(ArgsInner {
+            raw,
+            value,
+            canonical,
+        }))
+    }
+
     /// Whether two handles share one allocation (the same frozen arguments).
     pub fn same(&self, other: &Args) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -73,21 +83,28 @@ impl std::fmt::Display for SyntaxError {
 
 /// Parses raw argument text. Empty (or all-whitespace) text means no arguments: `{}`.
 pub fn parse(raw: &str) -> Result<Args, SyntaxError> {
-    let value = if raw.trim().is_empty() {
-        Value::Object(Default::default())
-    } else {
-        serde_json::from_str::<Value>(raw).map_err(|e| SyntaxError {
-            message: strip_position(&e.to_string()),
-            line: e.line(),
-            column: e.column(),
-        })?
-    };
-    let canonical = value.to_string();
-    Ok(Args(Arc::new(ArgsInner {
-        raw: raw.to_owned(),
-        value,
-        canonical,
-    })))
+    let value = parse_value(raw)?;
+    let canonical = canonical(&value);
+    Ok(Args::from_parts(raw.to_owned(), value, canonical))
+}
+
+/// [`parse`]'s value alone. Empty (or all-whitespace) text means no arguments: `{}`.
+pub(crate) fn parse_value(raw: &str) -> Result<Value, SyntaxError> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str::<Value>(raw).map_err(|e| SyntaxError {
+        message: strip_position(&e.to_string()),
+        line: e.line(),
+        column: e.column(),
+    })
+}
+
+/// The value as compact JSON text ([`Args::canonical`]): the text `Display` gives, written
+/// without going through a formatter.
+pub(crate) fn canonical(value: &Value) -> String {
+    // A `Value` always serializes (its keys are strings); the fallback is the same text.
+    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// serde_json appends " at line L column C" to its messages; we report those separately.
@@ -145,6 +162,11 @@ impl Schema {
 
     /// Checks `value`; on failure names the first failing field.
     pub fn check(&self, value: &Value) -> Result<(), SchemaViolation> {
+        // The boolean check allocates nothing and stops early; the errors are collected only
+        // for a value that fails it (the validator's two answers agree).
+        if self.validator.is_valid(value) {
+            return Ok(());
+        }
         match self.validator.iter_errors(value).next() {
             None => Ok(()),
             Some(e) => Err(SchemaViolation {

@@ -49,6 +49,44 @@ pub(crate) struct RecordRef<'a> {
     pub event: &'a Event,
 }
 
+impl Event {
+    /// The call a per-call state change names and the seqs it follows: what
+    /// [`crate::track::Track`] lends an event and takes back once it is journaled. `None` for
+    /// every event that is no state change of a call.
+    pub(crate) fn call_parts_mut(&mut self) -> Option<(&mut CallRef, &mut Vec<u64>)> {
+        match self {
+            Event::Received {
+                call, source_seqs, ..
+            }
+            | Event::Parsed {
+                call, source_seqs, ..
+            }
+            | Event::Approved {
+                call, source_seqs, ..
+            }
+            | Event::StartedV4 {
+                call, source_seqs, ..
+            }
+            | Event::Settled {
+                call, source_seqs, ..
+            }
+            | Event::Committed {
+                call, source_seqs, ..
+            }
+            | Event::Rejected {
+                call, source_seqs, ..
+            }
+            | Event::CancelledBeforeStart {
+                call, source_seqs, ..
+            }
+            | Event::Started(CallStarted {
+                call, source_seqs, ..
+            }) => Some((call, source_seqs)),
+            _ => None,
+        }
+    }
+}
+
 /// Names one tool call: unique within a session.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CallRef {

@@ -21,10 +21,20 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
+        // CLOCK_REALTIME, as `SystemTime::now` reads it, in whole milliseconds since the epoch
+        // (0 before it), without `SystemTime`'s checked subtraction and 128-bit arithmetic:
+        // this runs once per event.
+        match nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME) {
+            Ok(now) => match u64::try_from(now.tv_sec()) {
+                Ok(secs) => secs * 1000 + now.tv_nsec() as u64 / 1_000_000,
+                Err(_) => 0,
+            },
+            // Never for this clock; `SystemTime::now` would panic here.
+            Err(_) => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+        }
     }
 }
 
@@ -67,5 +77,30 @@ impl EventLog {
     /// The journal underneath, e.g. to check whether it is poisoned.
     pub fn journal(&self) -> &Arc<Journal> {
         &self.journal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn system_time_ms() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn the_system_clock_reads_the_milliseconds_system_time_reads() {
+        for _ in 0..100 {
+            let before = system_time_ms();
+            let now = SystemClock.now_ms();
+            let after = system_time_ms();
+            assert!(
+                before <= now && now <= after,
+                "{before} <= {now} <= {after}"
+            );
+        }
     }
 }

@@ -102,26 +102,35 @@ pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(
         gathered.push(gather_evidence(s.track).await);
     }
     for (s, evidence) in group.into_iter().zip(gathered) {
-        let (call, attempt, resources) = (s.track.call().clone(), s.attempt, s.resources.clone());
-        let start = StartInfo {
-            session_id: ctx.session_id.clone(),
-            idempotency_key: idempotency_key(&ctx.session_id, &call),
+        let (attempt, resources) = (s.attempt, s.resources.clone());
+        let key = idempotency_key(&ctx.session_id, s.track.call());
+        // The key and the evidence move into `started` and back out for the body.
+        let (seq, started) =
+            s.track
+                .transition_keep(log, CallState::Started, attempt, |call, source_seqs| {
+                    Event::Started(CallStarted {
+                        call,
+                        attempt,
+                        resources,
+                        idempotency_key: key,
+                        evidence,
+                        source_seqs,
+                    })
+                })?;
+        let Event::Started(CallStarted {
+            idempotency_key,
             evidence,
+            ..
+        }) = started
+        else {
+            unreachable!("built as started just above")
         };
-        let (key, recorded) = (start.idempotency_key.clone(), start.evidence.clone());
-        s.track.set_start(start);
-        last = s
-            .track
-            .transition(log, CallState::Started, attempt, |source_seqs| {
-                Event::Started(CallStarted {
-                    call,
-                    attempt,
-                    resources,
-                    idempotency_key: key,
-                    evidence: recorded,
-                    source_seqs,
-                })
-            })?;
+        s.track.set_start(StartInfo {
+            session_id: ctx.session_id.clone(),
+            idempotency_key,
+            evidence,
+        });
+        last = seq;
     }
     // The mutant: `started` appended but left to ride on a later sync (I1 broken on purpose).
     if last > 0 && !ctx.config.failpoints.mutant("mutant.started_not_synced") {
@@ -282,7 +291,7 @@ impl Attempt<'_> {
         };
         let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes)
             .with_answer(info.answer.clone())
-            .with_start(track.start().clone());
+            .with_start(track.take_start());
         // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
         // panicking body is caught at each poll and becomes TOOL_PANICKED.
         let made = catch_unwind(AssertUnwindSafe(|| {

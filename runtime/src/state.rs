@@ -132,6 +132,12 @@ impl CallMachine {
         &self.call
     }
 
+    /// The call, to be lent to the event that records a step and taken back after (no copy of
+    /// its id per event).
+    pub(crate) fn call_mut(&mut self) -> &mut CallRef {
+        &mut self.call
+    }
+
     /// The attempt number of the last `started`; 0 before the first.
     pub fn attempt(&self) -> u32 {
         self.attempt

@@ -21,15 +21,29 @@ pub(crate) struct Track {
     last_seq: u64,
     tool: String,
     entry: Option<Arc<Entry>>,
-    info: Option<CallInfo>,
+    /// Shared: the call's body borrows it while the track is lent mutably to the pipeline.
+    info: Option<Arc<CallInfo>>,
     result: Option<ToolResult>,
     /// What the current attempt's `started` recorded (key and evidence), for its body.
     start: StartInfo,
+    /// The `source_seqs` the call's next event is lent (one seq), taken back after: one buffer
+    /// per call, not one per event.
+    sources: Vec<u64>,
+}
+
+/// What a call's machine holds while its call is lent to an event being journaled.
+fn vacant_call() -> CallRef {
+    CallRef {
+        turn: 0,
+        step: 0,
+        call_id: String::new(),
+    }
 }
 
 impl Track {
-    /// A call just journaled as `received` (at `seq`), asking for `tool`.
-    pub(crate) fn received(call: CallRef, seq: u64, tool: String) -> Track {
+    /// A call just journaled as `received` (at `seq`), asking for `tool`; `sources` is that
+    /// event's `source_seqs`, kept as the buffer the call's next events are lent.
+    pub(crate) fn received(call: CallRef, seq: u64, tool: String, sources: Vec<u64>) -> Track {
         Track {
             machine: CallMachine::received(call),
             last_seq: seq,
@@ -38,22 +52,52 @@ impl Track {
             info: None,
             result: None,
             start: StartInfo::default(),
+            sources,
         }
     }
 
     /// Advances the machine and appends the event that records it, pointing back at the call's
-    /// previous event.
+    /// previous event. `event` is given the call and the `source_seqs` to put in it.
     pub(crate) fn transition(
         &mut self,
         log: &EventLog,
         to: CallState,
         attempt: u32,
-        event: impl FnOnce(Vec<u64>) -> Event,
+        event: impl FnOnce(CallRef, Vec<u64>) -> Event,
     ) -> Result<u64, RuntimeError> {
+        self.transition_keep(log, to, attempt, event)
+            .map(|(seq, _)| seq)
+    }
+
+    /// [`Track::transition`], giving the event back (its call and `source_seqs` taken out of it)
+    /// for the caller to move what else it owns back out.
+    ///
+    /// Why lent and not cloned: a call's id was copied into each of its six events, on the
+    /// per-call hot path; now the one `CallRef` moves into each event and back.
+    pub(crate) fn transition_keep(
+        &mut self,
+        log: &EventLog,
+        to: CallState,
+        attempt: u32,
+        event: impl FnOnce(CallRef, Vec<u64>) -> Event,
+    ) -> Result<(u64, Event), RuntimeError> {
         self.machine.advance_attempt(to, attempt)?;
-        let seq = log.append(&event(vec![self.last_seq]))?;
+        let mut sources = std::mem::take(&mut self.sources);
+        sources.clear();
+        sources.push(self.last_seq);
+        let call = std::mem::replace(self.machine.call_mut(), vacant_call());
+        let mut event = event(call, sources);
+        let appended = log.append(&event);
+        // assert: every transition's event is a per-call event (the closures above build one),
+        // so its call comes back; a match per event.
+        let (call, sources) = event
+            .call_parts_mut()
+            .expect("a call's state change is recorded by an event that names the call");
+        *self.machine.call_mut() = std::mem::replace(call, vacant_call());
+        self.sources = std::mem::take(sources);
+        let seq = appended?;
         self.last_seq = seq;
-        Ok(seq)
+        Ok((seq, event))
     }
 
     /// Appends an event of the call that is no state change (an ask and its answer): what the
@@ -64,9 +108,10 @@ impl Track {
         Ok(seq)
     }
 
-    /// What the current attempt's `started` recorded.
-    pub(crate) fn start(&self) -> &StartInfo {
-        &self.start
+    /// What the current attempt's `started` recorded, moved out for its body (the next
+    /// attempt's `started` records its own).
+    pub(crate) fn take_start(&mut self) -> StartInfo {
+        std::mem::take(&mut self.start)
     }
 
     /// Keeps what the attempt's `started` records, for its body.
@@ -92,6 +137,7 @@ impl Track {
             info: None,
             result: None,
             start: StartInfo::default(),
+            sources: Vec::with_capacity(1),
         }
     }
 
@@ -122,12 +168,17 @@ impl Track {
     }
 
     pub(crate) fn info(&self) -> Option<&CallInfo> {
+        self.info.as_deref()
+    }
+
+    /// The call's frozen arguments, shared.
+    pub(crate) fn info_shared(&self) -> Option<&Arc<CallInfo>> {
         self.info.as_ref()
     }
 
     /// The call's frozen arguments, once parsed and checked.
-    pub(crate) fn set_info(&mut self, info: CallInfo) {
-        self.info = Some(info);
+    pub(crate) fn set_info(&mut self, info: impl Into<Arc<CallInfo>>) {
+        self.info = Some(info.into());
     }
 
     pub(crate) fn result(&self) -> Option<&ToolResult> {

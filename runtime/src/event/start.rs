@@ -63,16 +63,19 @@ pub fn idempotency_key(session_id: &str, call: &CallRef) -> String {
     hash.update(u64::from(call.step).to_le_bytes());
     hash.update((call.call_id.len() as u64).to_le_bytes());
     hash.update(call.call_id.as_bytes());
-    // Written into one allocation (this runs once per call, on the way to its `started`).
+    // Written into one allocation, byte by byte (this runs once per call, on the way to its
+    // `started`).
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut key = String::with_capacity(IDEMPOTENCY_KEY_BYTES);
-    key.push_str("tj1-");
+    let mut key = Vec::with_capacity(IDEMPOTENCY_KEY_BYTES);
+    key.extend_from_slice(b"tj1-");
     for byte in hash.finalize() {
-        key.push(char::from(HEX[usize::from(byte >> 4)]));
-        key.push(char::from(HEX[usize::from(byte & 0xf)]));
+        key.push(HEX[usize::from(byte >> 4)]);
+        key.push(HEX[usize::from(byte & 0xf)]);
     }
     debug_assert_eq!(key.len(), IDEMPOTENCY_KEY_BYTES);
-    key
+    // expect: every byte is from HEX or "tj1-", so the text is ASCII; the check is one pass
+    // over 68 bytes.
+    String::from_utf8(key).expect("hex digits are ASCII")
 }
 
 /// Which calls a resume runs again (`tooljournal resume --rerun`).

@@ -21,13 +21,12 @@ pub(crate) fn cancel_before_start(
     track: &mut Track,
     reason: &str,
 ) -> Result<(), RuntimeError> {
-    let call = track.call().clone();
     track.transition(
         &ctx.log,
         CallState::CancelledBeforeStart,
         0,
-        |source_seqs| Event::CancelledBeforeStart {
-            call: call.clone(),
+        |call, source_seqs| Event::CancelledBeforeStart {
+            call,
             reason: reason.to_owned(),
             source_seqs,
         },
@@ -103,8 +102,7 @@ fn commit_one(ctx: &Ctx, track: &mut Track) -> Result<bool, RuntimeError> {
         track.call().call_id
     );
     let result = result.committed();
-    let call = track.call().clone();
-    track.transition(&ctx.log, CallState::Committed, 0, |source_seqs| {
+    track.transition(&ctx.log, CallState::Committed, 0, |call, source_seqs| {
         Event::Committed {
             call,
             result,

@@ -90,8 +90,9 @@ pub(crate) async fn run(
     // The running calls, polled in the scheduler's own task (a task per call cost a spawn, a
     // join and a cross-thread wake-up each). A panic outside the tool body (which the pipeline
     // catches) is a bug of ours: it comes back as `Err`, the call's track lost, and ends the
-    // batch.
-    let mut running = FuturesUnordered::new();
+    // batch. Made on first use: a set costs two allocations, and a batch whose calls run one
+    // at a time never needs one.
+    let mut running = None;
     // Calls of a start group that finished on their first poll, not handled yet.
     let mut finished = VecDeque::new();
     commit_ready(ctx, &mut batch.slots, &mut batch.committed)?;
@@ -104,7 +105,10 @@ pub(crate) async fn run(
             start_group(ctx, group, &mut batch).await
         };
         let first_started = !pipeline::started_after_body(ctx);
-        let joined = if started.len() == 1 && running.is_empty() && finished.is_empty() {
+        let idle = running
+            .as_ref()
+            .is_none_or(|r: &FuturesUnordered<_>| r.is_empty());
+        let joined = if started.len() == 1 && idle && finished.is_empty() {
             // Alone: nothing else can start before it settles (whatever waits, waits for it),
             // so it is simply awaited, with no set to box it into.
             // The condition just above says there is exactly one.
@@ -119,7 +123,8 @@ pub(crate) async fn run(
                     Box::pin(AssertUnwindSafe(call).catch_unwind())
                 })
                 .collect();
-            match join_next(&mut running, &mut finished, fresh).await {
+            let running = running.get_or_insert_with(FuturesUnordered::new);
+            match join_next(running, &mut finished, fresh).await {
                 Some(joined) => joined,
                 None => break,
             }

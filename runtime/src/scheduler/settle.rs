@@ -20,7 +20,10 @@ pub(super) async fn execute(
     first_started: bool,
 ) -> Result<(), RuntimeError> {
     let entry = track.entry().expect("started calls have a tool").clone();
-    let info = track.info().expect("started calls have arguments").clone();
+    let info = track
+        .info_shared()
+        .expect("started calls have arguments")
+        .clone();
     let run =
         pipeline::run_body(ctx, &entry, &info, resources, track, cancel, first_started).await?;
     let mut settled = pipeline::settle(&entry, run, resources, ctx.config.content_inline_bytes_max);
@@ -37,9 +40,9 @@ pub(super) async fn execute(
             _ => None,
         })
         .collect();
-    track.transition(&ctx.log, CallState::Settled, 0, |source_seqs| {
+    track.transition(&ctx.log, CallState::Settled, 0, |call, source_seqs| {
         Event::Settled {
-            call: info.call.clone(),
+            call,
             outcome,
             source_seqs,
         }

@@ -18,6 +18,7 @@ use crate::state::CallState;
 use crate::tools::search;
 use crate::track::Track;
 use crate::RuntimeError;
+use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +34,7 @@ impl Session {
     pub(super) async fn plan(
         &mut self,
         track: &mut Track,
-        raw: &str,
+        raw: String,
         stop_reason: StopReason,
         cancel: &CancellationToken,
     ) -> Result<(), RuntimeError> {
@@ -60,27 +61,38 @@ impl Session {
             Err((code, reason)) => return self.reject(track, code, reason),
         };
         track.set_entry(entry.clone());
-        let args = match parse_checked(&entry, track.tool(), raw) {
-            Ok(args) => args,
+        let value = match parse_checked(&entry, track.tool(), &raw) {
+            Ok(value) => value,
             Err((code, reason)) => return self.reject(track, code, reason),
         };
-        let call = track.call().clone();
-        track.transition(&self.log, CallState::Parsed, 0, |source_seqs| {
-            Event::Parsed {
-                call: call.clone(),
-                arguments: args.canonical().to_owned(),
-                source_seqs,
-            }
-        })?;
+        // The canonical text moves into `parsed` and back out into the frozen arguments, and
+        // the raw text the call was received with becomes theirs: no copies per call.
+        let canonical = args::canonical(&value);
+        let (_, parsed) =
+            track.transition_keep(&self.log, CallState::Parsed, 0, |call, source_seqs| {
+                Event::Parsed {
+                    call,
+                    arguments: canonical,
+                    source_seqs,
+                }
+            })?;
+        let Event::Parsed {
+            arguments: canonical,
+            ..
+        } = parsed
+        else {
+            unreachable!("built as parsed just above")
+        };
+        let args = Args::from_parts(raw, value, canonical);
         // Frozen from here on: every listener gets a clone of the same immutable arguments.
-        let info = CallInfo {
-            call: call.clone(),
+        let info = Arc::new(CallInfo {
+            call: track.call().clone(),
             tool: track.tool().to_owned(),
             source: entry.source.clone(),
             read_only: entry.tool.is_read_only(),
             args,
             answer: None,
-        };
+        });
         track.set_info(info.clone());
 
         // The built-in `ask`'s guards run before the person is asked: an answer, once given,
@@ -100,7 +112,7 @@ impl Session {
                 return self.reject(track, ErrorCode::PolicyDenied, reason);
             }
         }
-        track.transition(&self.log, CallState::Approved, 0, |source_seqs| {
+        track.transition(&self.log, CallState::Approved, 0, |call, source_seqs| {
             Event::Approved {
                 call,
                 approval,
@@ -441,10 +453,9 @@ impl Session {
         code: ErrorCode,
         reason: String,
     ) -> Result<(), RuntimeError> {
-        let call = track.call().clone();
-        track.transition(&self.log, CallState::Rejected, 0, |source_seqs| {
+        track.transition(&self.log, CallState::Rejected, 0, |call, source_seqs| {
             Event::Rejected {
-                call: call.clone(),
+                call,
                 code,
                 reason: reason.clone(),
                 source_seqs,
@@ -457,13 +468,13 @@ impl Session {
 
 /// A call's arguments, parsed and checked against its tool's input schema; else the code and
 /// reason to reject it with.
-fn parse_checked(entry: &Entry, tool: &str, raw: &str) -> Result<Args, (ErrorCode, String)> {
-    let args = args::parse(raw).map_err(|e| (ErrorCode::SyntaxError, e.to_string()))?;
-    if let Err(v) = entry.input.check(args.value()) {
+fn parse_checked(entry: &Entry, tool: &str, raw: &str) -> Result<Value, (ErrorCode, String)> {
+    let value = args::parse_value(raw).map_err(|e| (ErrorCode::SyntaxError, e.to_string()))?;
+    if let Err(v) = entry.input.check(&value) {
         let reason = format!("arguments do not match the input schema of {tool}: {v}");
         return Err((ErrorCode::SchemaError, reason));
     }
-    Ok(args)
+    Ok(value)
 }
 
 /// Whether the call is the built-in `ask` (a question, not an approval).

@@ -39,13 +39,17 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Up to this many calls in a message, duplicate call ids are found by comparing pairs.
+const DUPLICATE_SCAN_CALLS_MAX: usize = 16;
+
 /// A live session over one journal.
 pub struct Session {
     log: EventLog,
     registry: Arc<Registry>,
     hooks: Arc<Hooks>,
     config: Arc<Config>,
-    session_id: String,
+    /// Shared with every batch's [`Ctx`] (no copy per batch).
+    session_id: Arc<str>,
     turn: u32,
     step: u32,
     turn_open: bool,
@@ -330,7 +334,7 @@ impl Session {
             registry: parts.registry,
             hooks: Arc::new(parts.hooks),
             config: Arc::new(parts.config),
-            session_id,
+            session_id: session_id.into(),
             turn,
             step: 0,
             turn_open: false,
@@ -504,23 +508,31 @@ impl Session {
         let stop_reason = response.stop_reason;
 
         let mut tracks = Vec::with_capacity(response.tool_calls.len());
-        for (index, model_call) in response.tool_calls.iter().enumerate() {
+        // Each call's text moves into its `received` and back out, as the response's did.
+        for (index, model_call) in response.tool_calls.into_iter().enumerate() {
             let event = Event::Received {
                 call: CallRef {
                     turn,
                     step,
-                    call_id: model_call.call_id.clone(),
+                    call_id: model_call.call_id,
                 },
                 index: index as u32,
-                tool: model_call.name.clone(),
-                raw_arguments: model_call.arguments.clone(),
+                tool: model_call.name,
+                raw_arguments: model_call.arguments,
                 source_seqs: vec![response_seq],
             };
             let seq = self.log.append(&event)?;
-            let Event::Received { call, tool, .. } = event else {
+            let Event::Received {
+                call,
+                tool,
+                raw_arguments,
+                source_seqs,
+                ..
+            } = event
+            else {
                 unreachable!("built as received just above")
             };
-            let mut track = Track::received(call, seq, tool);
+            let mut track = Track::received(call, seq, tool, source_seqs);
             if cancel.is_cancelled() {
                 scheduler::cancel_before_start(
                     &self.ctx(),
@@ -528,7 +540,7 @@ impl Session {
                     "the batch was stopped before this call started",
                 )?;
             } else {
-                self.plan(&mut track, &model_call.arguments, stop_reason, &cancel)
+                self.plan(&mut track, raw_arguments, stop_reason, &cancel)
                     .await?;
             }
             tracks.push(track);
@@ -538,7 +550,7 @@ impl Session {
 
     fn ctx(&self) -> Ctx {
         Ctx {
-            session_id: self.session_id.as_str().into(),
+            session_id: self.session_id.clone(),
             config: self.config.clone(),
             hooks: self.hooks.clone(),
             log: self.log.clone(),
@@ -559,15 +571,25 @@ impl Session {
                 self.config.calls_per_batch_max
             )));
         }
+        // Duplicates by pairwise comparison up to a few calls (no set to build per batch), by
+        // a set beyond.
         let mut seen = HashSet::new();
-        for call in &response.tool_calls {
+        let small = response.tool_calls.len() <= DUPLICATE_SCAN_CALLS_MAX;
+        for (i, call) in response.tool_calls.iter().enumerate() {
             if call.call_id.is_empty() {
                 return Err(RuntimeError::InvalidResponse(format!(
                     "a call to {:?} has an empty call id",
                     call.name
                 )));
             }
-            if !seen.insert(call.call_id.as_str()) {
+            let repeated = if small {
+                response.tool_calls[..i]
+                    .iter()
+                    .any(|earlier| earlier.call_id == call.call_id)
+            } else {
+                !seen.insert(call.call_id.as_str())
+            };
+            if repeated {
                 return Err(RuntimeError::InvalidResponse(format!(
                     "call id {:?} appears twice in one message",
                     call.call_id
