@@ -12,9 +12,10 @@ use std::path::Path;
 const SEQ_VS_FSYNC_LIMIT_TARGET: f64 = 0.8;
 const SEQ_VS_JSONL_FSYNC_TARGET: f64 = 5.0;
 const SEQ_VS_SQLITE_CALL_TARGET: f64 = 1.0;
-const PAR16_VS_SEQ_TARGET: f64 = 10.0;
-const NOSYNC_CALLS_PER_S_TARGET: f64 = 100_000.0;
-const RECOVER_MB_PER_S_TARGET: f64 = 400.0;
+// Issue 20 raised these three (issue 8's: 10, 100,000 and 400).
+const PAR16_VS_SEQ_TARGET: f64 = 11.0;
+const NOSYNC_CALLS_PER_S_TARGET: f64 = 250_000.0;
+const RECOVER_MB_PER_S_TARGET: f64 = 1_000.0;
 const RECOVER_PEAK_RSS_MB_TARGET: f64 = 64.0;
 // Issue 20's, for the keys it added.
 const SEQ_VS_RAW_APPEND_TARGET: f64 = 1.0;
