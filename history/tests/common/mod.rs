@@ -1,0 +1,3 @@
+//! Helpers shared by the history crate's integration tests.
+
+pub mod conversations;
