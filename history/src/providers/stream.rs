@@ -6,7 +6,7 @@
 //! is written one element at a time between the keys before it and the keys after it, through
 //! the same `serde_json` pretty formatter, so that every byte (indentation, escapes, the
 //! arguments' own text) is the one the whole body would have. Each message goes through the
-//! same code as the whole body's ([`super::Preparer`], each format's `push`, [`super::Turns`]):
+//! same code as the whole body's (`Preparer`, each format's `push`, `Turns`):
 //! what is held at a time is one message, and for Anthropic and Gemini the one turn being
 //! merged.
 //!

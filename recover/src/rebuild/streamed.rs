@@ -11,7 +11,7 @@
 //!    there are, a fixed-size survey of the call ids ([`IdSurvey`]), and the result of every
 //!    call that was not final when its step closed (an orphan classified at the end, a call a
 //!    later `recovery` committed): a few calls.
-//! 2. [`write`] reads the same records again (no more: not the `recovery` the first appended)
+//! 2. [`write()`] reads the same records again (no more: not the `recovery` the first appended)
 //!    in [`Mode::Write`]: each turn's user message and each step's assistant message with one
 //!    result per call go to a [`BodyWriter`] as their step closes, laid out by
 //!    [`Layout`] as [`Analysis::conversation`](crate::classify::Analysis::conversation) lays
@@ -97,7 +97,7 @@ impl ReportSink for Discard {
 
 /// The first reading: the recovery `recover rebuild` always made (with `write`, the journal
 /// balanced; `workspace` probed for `TOOL_OUTCOME_UNKNOWN` calls, whose results then state
-/// the evidence), keeping what [`write`] needs for a `format` body.
+/// the evidence), keeping what [`write()`] needs for a `format` body.
 pub fn first_reading(
     dir: &Path,
     format: Format,
@@ -131,7 +131,7 @@ pub fn first_reading(
     })
 }
 
-/// What [`write`] wrote, and what it could not say in the body.
+/// What [`write()`] wrote, and what it could not say in the body.
 #[derive(Debug)]
 pub struct Written<W> {
     /// The output, flushed.
