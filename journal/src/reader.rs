@@ -14,7 +14,7 @@
 use crate::codec::{self, Encoding};
 use crate::error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
 use crate::framing::{self, BadFrame, FrameCheck, FRAME_BYTES_MIN};
-use crate::scan::{Scan, ScanWork};
+use crate::scan::ScanWork;
 use crate::segment::{self, BadHeader, SegmentHeader, HEADER_BYTES};
 use crate::storage::{read_full_at, ReadAt, Storage};
 use crate::Limits;
@@ -22,7 +22,8 @@ use serde::de::DeserializeOwned;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-const READ_WINDOW_BYTES: u64 = 1 << 20;
+mod cursor;
+use cursor::{is_zero, Cursor};
 
 /// One record as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,94 +168,6 @@ pub(crate) struct Tail {
     pub valid_end: Position,
     pub records_in_segment: u64,
     pub next_seq: u64,
-}
-
-struct Cursor {
-    number: u64,
-    /// The encoding of this segment's payloads (its header's format version).
-    encoding: Encoding,
-    file: Box<dyn ReadAt>,
-    len_bytes: u64,
-    pos: u64,
-    window: Vec<u8>,
-    window_start: u64,
-    records: u64,
-    /// The tail scan's read-ahead, kept for a later scan in this segment.
-    scan: Option<Scan>,
-    /// Zeros after the last record end the segment's records (format version 2: preallocated).
-    zero_tail_ends_records: bool,
-}
-
-impl Cursor {
-    /// Up to `n` bytes at `offset` (fewer at the end of the file).
-    fn bytes(&mut self, offset: u64, n: u64) -> std::io::Result<&[u8]> {
-        let end = offset.saturating_add(n).min(self.len_bytes);
-        let offset = offset.min(end);
-        let window_end = self.window_start + self.window.len() as u64;
-        if offset < self.window_start || end > window_end {
-            let want = (end - offset)
-                .max(READ_WINDOW_BYTES)
-                .min(self.len_bytes - offset);
-            self.window.resize(want as usize, 0);
-            let got = read_full_at(self.file.as_ref(), offset, &mut self.window)?;
-            self.window.truncate(got);
-            self.window_start = offset;
-        }
-        let from = (offset - self.window_start) as usize;
-        let to = ((end - self.window_start) as usize).min(self.window.len());
-        Ok(&self.window[from..to.max(from)])
-    }
-
-    /// Drops the read window, so the next read sees the file as it is now.
-    fn forget_window(&mut self) {
-        self.window.clear();
-        self.window_start = 0;
-    }
-
-    /// The end of the last byte that is not zero from `offset` to the end of the file, or `None`
-    /// when every one is zero.
-    fn nonzero_end(&mut self, offset: u64) -> std::io::Result<Option<u64>> {
-        let mut found = None;
-        let mut at = offset;
-        while at < self.len_bytes {
-            let bytes = self.bytes(at, READ_WINDOW_BYTES)?;
-            if bytes.is_empty() {
-                break; // the file shrank under us: what was read is what there is
-            }
-            // Compared a block at a time against zeros (a memcmp): most of a tail is zeros.
-            if !is_zero(bytes) {
-                let i = bytes.iter().rposition(|&b| b != 0).unwrap_or(0);
-                found = Some(at + i as u64 + 1);
-            }
-            at += bytes.len() as u64;
-        }
-        Ok(found)
-    }
-
-    /// Where the first valid frame after `offset` in this segment starts, if any does, and the
-    /// scan's work. Linear in the bytes scanned (see `scan.rs`); a later scan in the same
-    /// segment (salvaging) goes on with what an earlier one read.
-    fn valid_frame_after(
-        &mut self,
-        offset: u64,
-        length_max: u32,
-    ) -> std::io::Result<(Option<u64>, ScanWork)> {
-        let from = offset + 1;
-        let mut scan = match self.scan.take() {
-            Some(scan) if scan.covers(from) => scan,
-            _ => Scan::new(from),
-        };
-        let found = scan.first_valid_from(self.file.as_ref(), from, self.len_bytes, length_max);
-        let work = std::mem::take(&mut scan.work);
-        self.scan = Some(scan);
-        Ok((found?, work))
-    }
-}
-
-/// Whether every byte of `bytes` is zero.
-fn is_zero(bytes: &[u8]) -> bool {
-    const ZEROS: [u8; 4096] = [0; 4096];
-    bytes.chunks(ZEROS.len()).all(|c| c == &ZEROS[..c.len()])
 }
 
 /// A segment file just opened, before its header is judged.

@@ -31,7 +31,9 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+mod leader;
 mod reopen;
+use leader::{Leader, Leading};
 use reopen::{
     continue_segment, create_first_segment, quarantine_and_cut, read_tail, remove_temp_segments,
 };
@@ -377,106 +379,6 @@ impl Drop for Journal {
         if self.shared.poison.get().is_none() {
             let _ = self.shared.flush(false);
         }
-    }
-}
-
-/// Who leads, and how many blocking callers wait for the leader.
-#[derive(Default)]
-struct Leading {
-    now: bool,
-    blocked: usize,
-}
-
-/// The one caller that writes and syncs for everyone waiting; dropping it lets the next one
-/// lead. It owns its share of the journal so that it can travel into the blocking pool: the
-/// release then happens when the sync is done, whether or not the awaiting future is polled.
-struct Leader {
-    shared: Arc<Shared>,
-}
-
-impl Leader {
-    fn try_new(shared: &Arc<Shared>) -> Option<Leader> {
-        let mut leading = lock(&shared.leading);
-        if leading.now {
-            return None;
-        }
-        leading.now = true;
-        Some(Leader {
-            shared: shared.clone(),
-        })
-    }
-
-    async fn sync(self, shared: &Arc<Shared>) -> Result<(), JournalError> {
-        if !shared.storage.blocks() {
-            return shared.flush(true);
-        }
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            // On a single thread, a blocking sync would stall every other task for its length.
-            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => self.sync_on_blocking_pool().await,
-            // Elsewhere one leader at a time (in the process) syncs on its own worker thread: a
-            // handoff costs thread wake-ups on every sync, and one session's syncs never
-            // overlap. Other journals' leaders go to the blocking pool, so the syncs in flight
-            // are not bounded by the runtime's workers and the kernel can join them (many
-            // sessions per disk, README *Performance*).
-            _ => match InlineSync::try_take() {
-                Some(_inline) => shared.flush(true),
-                None => self.sync_on_blocking_pool().await,
-            },
-        }
-    }
-
-    /// Writes and syncs on the blocking pool; the leader travels with the work, so the next
-    /// one may lead when it is done whether or not this future is still polled.
-    async fn sync_on_blocking_pool(self) -> Result<(), JournalError> {
-        let shared = self.shared.clone();
-        let leader = self;
-        match tokio::task::spawn_blocking(move || leader.shared.flush(true)).await {
-            Ok(result) => result,
-            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-            Err(join) => Err(JournalError::Io {
-                location: shared.storage.location(),
-                op: "sync",
-                file: segment::file_name(lock(&shared.io).segment),
-                source: io::Error::other(join.to_string()),
-            }),
-        }
-    }
-}
-
-/// Whether a leader is syncing on a runtime worker thread, process-wide.
-static INLINE_SYNC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// The right to sync on the current worker thread, held by at most one leader in the process;
-/// dropping it (also on a panic) gives it back.
-struct InlineSync;
-
-impl InlineSync {
-    fn try_take() -> Option<InlineSync> {
-        INLINE_SYNC
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .ok()
-            .map(|_| InlineSync)
-    }
-}
-
-impl Drop for InlineSync {
-    fn drop(&mut self) {
-        INLINE_SYNC.store(false, Ordering::Release);
-    }
-}
-
-impl Drop for Leader {
-    fn drop(&mut self) {
-        let blocked = {
-            let mut leading = lock(&self.shared.leading);
-            leading.now = false;
-            leading.blocked > 0
-        };
-        // A condvar's notify is a syscall even with no one waiting: only when someone is.
-        if blocked {
-            self.shared.leader_done.notify_all();
-        }
-        self.shared.leader_released.notify_waiters();
     }
 }
 
