@@ -133,6 +133,23 @@ pub(crate) fn segment_bytes(dir: &Path) -> Result<u64, BoxError> {
     Ok(total)
 }
 
+/// The bytes of the journal in `dir` up to its last record: headers and frames, not the zeros a
+/// live format-2 segment holds ahead of its records (a bench measures what the records cost).
+pub(crate) fn journal_bytes(dir: &Path) -> Result<u64, BoxError> {
+    let storage = std::sync::Arc::new(journal::FsStorage::open(dir)?);
+    let mut reader = journal::Reader::open(storage, journal::Limits::default())?;
+    let (mut bytes, mut segment) = (0u64, None);
+    while let Some(record) = reader.next_ref() {
+        let record = record?;
+        if segment != Some(record.position.segment) {
+            segment = Some(record.position.segment);
+            bytes += journal::segment::HEADER_BYTES as u64;
+        }
+        bytes += record.frame_bytes;
+    }
+    Ok(bytes)
+}
+
 /// How many segment files the journal in `dir` has.
 pub(crate) fn segment_count(dir: &Path) -> Result<u64, BoxError> {
     Ok(fs::read_dir(dir)?

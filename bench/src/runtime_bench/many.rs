@@ -11,7 +11,7 @@
 
 use super::measured::Measured;
 use super::session::{Driver, Timed, WARMUP_STEPS};
-use crate::disk::segment_bytes;
+use crate::disk::journal_bytes;
 use crate::BoxError;
 use journal::FsyncPolicy;
 use std::fs::OpenOptions;
@@ -62,7 +62,7 @@ pub(super) fn sessions_run(
         steps += t.steps;
         syncs += t.syncs;
         seconds = seconds.max(t.seconds);
-        bytes += segment_bytes(d)?;
+        bytes += journal_bytes(d)?;
     }
     // The warm-up's steps wrote bytes too.
     let written_steps = steps + (WARMUP_STEPS * sessions) as u64;
@@ -235,7 +235,7 @@ mod tests {
         // One sync per step, plus each session's turn end.
         assert_eq!(m.syncs, Some(m.steps + 3));
         for i in 0..3 {
-            assert!(segment_bytes(&dir.path().join(format!("s{i}"))).expect("bytes") > 0);
+            assert!(journal_bytes(&dir.path().join(format!("s{i}"))).expect("bytes") > 0);
         }
     }
 

@@ -3,7 +3,7 @@
 //! (`begin_step` + `run_batch` + `end_step`). [`Driver`] is one such session (`many` runs many
 //! at once); also the hidden `session-loop` subcommand, which runs one alone, for profiling.
 use super::measured::Measured;
-use crate::disk::{in_dir, segment_bytes};
+use crate::disk::{in_dir, journal_bytes};
 use crate::{BoxError, Common};
 use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
 use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome};
@@ -121,7 +121,7 @@ impl Timed {
             steps: self.steps,
             seconds: self.seconds,
             syncs: Some(self.syncs),
-            bytes_per_step: Some(segment_bytes(dir)? as f64 / total_steps as f64),
+            bytes_per_step: Some(journal_bytes(dir)? as f64 / total_steps as f64),
         })
     }
 }
