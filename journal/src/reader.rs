@@ -593,12 +593,8 @@ impl Reader {
         if pos >= cursor.len_bytes {
             return Ok(Step::SegmentDone);
         }
-        let prefix = cursor
-            .bytes(pos, FRAME_BYTES_MIN as u64)
-            .map_err(|e| self.io_error("read", number, e))?;
-        let need = framing::bytes_needed(prefix, length_max);
         let bytes = cursor
-            .bytes(pos, need)
+            .frame_bytes(pos, length_max)
             .map_err(|e| self.io_error("read", number, e))?;
         let here = Position {
             segment: number,
@@ -715,12 +711,8 @@ impl Reader {
             return Ok(Step::SegmentDone);
         };
         cursor.forget_window();
-        let prefix = cursor
-            .bytes(pos, FRAME_BYTES_MIN as u64)
-            .map_err(|e| self.io_error("read", number, e))?;
-        let need = framing::bytes_needed(prefix, length_max);
         let fresh = cursor
-            .bytes(pos, need)
+            .frame_bytes(pos, length_max)
             .map_err(|e| self.io_error("read", number, e))?;
         if matches!(framing::check(fresh, length_max), FrameCheck::Valid { .. }) {
             return Ok(Step::Again);

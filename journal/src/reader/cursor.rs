@@ -2,6 +2,7 @@
 //! looks past a bad frame (the zeros after it, the first valid frame after it).
 
 use crate::codec::Encoding;
+use crate::framing::{self, FRAME_BYTES_MIN};
 use crate::scan::{Scan, ScanWork};
 use crate::storage::{read_full_at, ReadAt};
 
@@ -42,6 +43,13 @@ impl Cursor {
         let from = (offset - self.window_start) as usize;
         let to = ((end - self.window_start) as usize).min(self.window.len());
         Ok(&self.window[from..to.max(from)])
+    }
+
+    /// The bytes of the frame at `offset`, as many as [`framing::check`] needs to judge it.
+    pub(super) fn frame_bytes(&mut self, offset: u64, length_max: u32) -> std::io::Result<&[u8]> {
+        let prefix = self.bytes(offset, FRAME_BYTES_MIN as u64)?;
+        let need = framing::bytes_needed(prefix, length_max);
+        self.bytes(offset, need)
     }
 
     /// Drops the read window, so the next read sees the file as it is now.
