@@ -600,7 +600,6 @@ impl Reader {
             segment: number,
             offset: pos,
         };
-        let zero_prefix = is_zero(&bytes[..bytes.len().min(8)]);
         match framing::check(bytes, length_max) {
             FrameCheck::Valid { seq, frame_bytes } => {
                 if seq != self.expected_seq {
@@ -647,6 +646,8 @@ impl Reader {
             }
             FrameCheck::Bad(bad) => {
                 let is_last = self.next_index == self.segments.len();
+                // Only a bad frame pays for the look at its first bytes.
+                let zero_prefix = is_zero(&bytes[..bytes.len().min(8)]);
                 if zero_prefix && cursor.zero_tail_ends_records {
                     return self.zeros_at_frame(cursor, bad, is_last);
                 }

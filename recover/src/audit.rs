@@ -21,7 +21,7 @@
 
 use crate::classify::CallReport;
 use crate::report::{classification, resource_list};
-use crate::session::{RecoverError, ReportSink, RereadError, Streamed};
+use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{CallFacts, Classifier, Mode, Notice};
 use runtime::event::{
     Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource,
@@ -618,18 +618,6 @@ impl<W: Write> AuditWriter<W> {
     }
 }
 
-/// Reports given nowhere: the first reading's.
-struct Discard;
-
-impl ReportSink for Discard {
-    fn start(&mut self, _session_id: Option<&str>, _live: bool) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn call(&mut self, _report: CallReport) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// What the first reading of an audit found: the journal whole, and what the second needs.
 #[derive(Debug)]
 pub struct FirstReading {
@@ -648,7 +636,7 @@ pub fn first_reading(
         dir,
         false,
         progress,
-        &mut Discard,
+        &mut std::io::sink(),
         None,
         Mode::Audit,
         &mut |c| c.take_notices().for_each(drop),

@@ -26,11 +26,11 @@
 //! needs tools is the journal's limit, said in a note as before.
 
 use super::{tools_missing_note, tools_shown};
-use crate::classify::{not_started_text, CallReport};
+use crate::classify::not_started_text;
 use crate::conversation::{ConvCall, ConvResult, ProviderState};
 use crate::layout::{Layout, StepView};
 use crate::providers::{BodyWriter, Format, Header, IdSurvey};
-use crate::session::{RecoverError, ReportSink, RereadError, Streamed};
+use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{Classifier, ClosedStep, Mode, Notice};
 use runtime::event::{CallRef, ContextCompacted, SessionModel, ToolSchema, VisibleTool};
 use std::collections::{BTreeMap, HashMap};
@@ -83,18 +83,6 @@ pub struct FirstReading {
     late: HashMap<CallRef, (String, bool)>,
 }
 
-/// Reports given nowhere: the first reading keeps what it needs itself.
-struct Discard;
-
-impl ReportSink for Discard {
-    fn start(&mut self, _session_id: Option<&str>, _live: bool) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn call(&mut self, _report: CallReport) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The first reading: the recovery `recover rebuild` always made (with `write`, the journal
 /// balanced; `workspace` probed for `TOOL_OUTCOME_UNKNOWN` calls, whose results then state
 /// the evidence), keeping what [`write()`] needs for a `format` body.
@@ -118,7 +106,7 @@ pub fn first_reading(
         dir,
         write,
         progress,
-        &mut Discard,
+        &mut std::io::sink(),
         workspace,
         Mode::Survey,
         &mut |c| c.take_notices().for_each(|n| survey.notice(n)),

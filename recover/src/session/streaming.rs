@@ -37,6 +37,17 @@ impl ReportSink for Vec<CallReport> {
     }
 }
 
+/// Gives the reports nowhere: for a reading that keeps what it needs itself (the first
+/// reading of `audit` and `rebuild`).
+impl ReportSink for std::io::Sink {
+    fn start(&mut self, _session_id: Option<&str>, _live: bool) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn call(&mut self, _report: CallReport) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// What a streamed recovery found and did (its calls went to the sink).
 #[derive(Debug)]
 pub struct Streamed {
