@@ -149,6 +149,36 @@ pub enum JournalError {
         /// The pid the holder recorded in the lock file, if it could be read.
         holder_pid: Option<u32>,
     },
+    #[error("{location}: journal is held by {holder}, whose lease expires in {expires_in_ms} ms (a live session on another worker; wait for the lease or steal it)")]
+    /// A record store's journal whose writer lease is live (the store's [`JournalError::Locked`]).
+    Leased {
+        /// The journal's location.
+        location: String,
+        /// The holder's name (`host:pid`).
+        holder: String,
+        /// Milliseconds until the lease expires unless renewed.
+        expires_in_ms: u64,
+    },
+    #[error("{location}: another writer took this journal (epoch {epoch} is no longer its writer's): nothing more is written here")]
+    /// A record store refused an append because another writer took the journal since this
+    /// one did (a higher epoch): this writer is deposed.
+    Fenced {
+        /// The journal's location.
+        location: String,
+        /// The epoch this writer held.
+        epoch: u64,
+    },
+    #[error("{location}: {op}: {message}")]
+    /// A record store's operation failed (a connection, a query, a commit whose outcome could
+    /// not be read back).
+    Store {
+        /// The journal's location.
+        location: String,
+        /// The operation, e.g. `"connect"`, `"append"`, `"read"`.
+        op: &'static str,
+        /// The store's description of the failure.
+        message: String,
+    },
     #[error("{location}: {corruption}")]
     /// The journal's bytes are damaged somewhere other than a torn tail.
     Corrupt {

@@ -36,17 +36,23 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 pub mod codec;
 mod error;
 pub mod framing;
 mod reader;
+pub mod records;
 mod scan;
 pub mod segment;
 pub mod storage;
 mod writer;
 
+pub use backend::{Backend, WriterState};
 pub use error::{full_disk_note, Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
+pub use records::{
+    Holder, JournalMeta, RecordStore, RecordWriter, Row, RowRef, RowSource, Taken, Takeover,
+};
 pub use scan::ScanWork;
 pub use storage::{FsStorage, SimStorage, Storage};
 pub use writer::{Journal, JournalStats, OpenReport, WriterLock};
