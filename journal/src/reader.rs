@@ -14,16 +14,19 @@
 use crate::codec::{self, Encoding};
 use crate::error::{Corruption, CorruptionKind, DecodeError, JournalError, Position};
 use crate::framing::{self, BadFrame, FrameCheck, FRAME_BYTES_MIN};
+use crate::records::RecordStore;
 use crate::scan::ScanWork;
 use crate::segment::{self, BadHeader, SegmentHeader, HEADER_BYTES};
 use crate::storage::{read_full_at, ReadAt, Storage};
-use crate::Limits;
+use crate::{Backend, Limits};
 use serde::de::DeserializeOwned;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 mod cursor;
+mod rows;
 use cursor::{is_zero, Cursor};
+use rows::Rows;
 
 /// One record as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +185,11 @@ struct OpenedSegment {
 /// whether the journal was clean, torn or corrupt. An `Err` item is an I/O error; iteration stops
 /// after it and `end` stays `None`.
 pub struct Reader {
-    storage: Arc<dyn Storage>,
+    /// The segment files read; `None` for a record store's rows.
+    storage: Option<Arc<dyn Storage>>,
+    /// A record store's rows; `None` for segment files.
+    rows: Option<Rows>,
+    location: String,
     segments: Vec<u64>,
     next_index: usize,
     tail_only: bool,
@@ -232,6 +239,60 @@ impl Reader {
         Ok(reader)
     }
 
+    /// Opens the journal in `backend` for reading, whichever kind it is; takes no lock.
+    pub fn open_backend(backend: &Backend, limits: Limits) -> Result<Reader, JournalError> {
+        match backend {
+            Backend::Files(storage) => Reader::open(storage.clone(), limits),
+            Backend::Records(store) => Reader::from_store(store.as_ref(), limits),
+        }
+    }
+
+    /// [`Reader::open_salvaging`] for either kind of backend.
+    pub fn open_salvaging_backend(
+        backend: &Backend,
+        limits: Limits,
+    ) -> Result<Reader, JournalError> {
+        let mut reader = match backend {
+            Backend::Files(storage) => Reader::new(storage.clone(), limits, false)?,
+            Backend::Records(store) => Reader::from_store(store.as_ref(), limits)?,
+        };
+        reader.salvage = true;
+        Ok(reader)
+    }
+
+    /// A reader of a record store's rows (an empty journal when the store holds none).
+    fn from_store(store: &dyn RecordStore, limits: Limits) -> Result<Reader, JournalError> {
+        let location = store.location();
+        let rows = match store.rows()? {
+            None => None,
+            Some((meta, source)) => {
+                Some(
+                    Rows::new(meta, source).map_err(|version| JournalError::Corrupt {
+                        location: location.clone(),
+                        corruption: Corruption {
+                            position: Position {
+                                segment: 0,
+                                offset: 0,
+                            },
+                            kind: CorruptionKind::BadHeader(BadHeader::UnsupportedVersion {
+                                found: version,
+                                supported: segment::FORMAT_VERSION,
+                            }),
+                        },
+                    })?,
+                )
+            }
+        };
+        let mut reader = Reader::empty(None, location, limits, false);
+        if let Some(rows) = &rows {
+            reader.format_version = Some(rows.encoding.format_version());
+        } else {
+            reader.end = Some(ReadEnd::Clean);
+        }
+        reader.rows = rows;
+        Ok(reader)
+    }
+
     /// What a salvaging reader passed over, in order.
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
@@ -266,10 +327,25 @@ impl Reader {
         } else {
             0
         };
-        Ok(Reader {
+        let location = storage.location();
+        let mut reader = Reader::empty(Some(storage), location, limits, tail_only);
+        reader.segments = segments;
+        reader.next_index = next_index;
+        Ok(reader)
+    }
+
+    fn empty(
+        storage: Option<Arc<dyn Storage>>,
+        location: String,
+        limits: Limits,
+        tail_only: bool,
+    ) -> Reader {
+        Reader {
             storage,
-            segments,
-            next_index,
+            rows: None,
+            location,
+            segments: Vec::new(),
+            next_index: 0,
             tail_only,
             cursor: None,
             expected_seq: 1,
@@ -283,7 +359,7 @@ impl Reader {
             salvage: false,
             skipped: Vec::new(),
             scan_work: ScanWork::default(),
-        })
+        }
     }
 
     /// How the journal ends; `None` until iteration has returned `None` (or after an I/O error).
@@ -320,7 +396,7 @@ impl Reader {
 
     fn io_error(&self, op: &'static str, segment: u64, source: std::io::Error) -> JournalError {
         JournalError::Io {
-            location: self.storage.location(),
+            location: self.location.clone(),
             op,
             file: segment::file_name(segment),
             source,
@@ -387,8 +463,12 @@ impl Reader {
     /// Opens segment `number` and decodes its header (judged by [`Reader::check_header`]).
     fn read_header(&self, number: u64) -> Result<OpenedSegment, JournalError> {
         let name = segment::file_name(number);
-        let file = self
-            .storage
+        let storage = self.storage.as_ref().ok_or_else(|| JournalError::Store {
+            location: self.location.clone(),
+            op: "read",
+            message: "a record store has no segment files".into(),
+        })?;
+        let file = storage
             .open_read(&name)
             .map_err(|e| self.io_error("open", number, e))?;
         let len_bytes = file
@@ -528,6 +608,9 @@ impl Reader {
 
     /// The next record, as where its payload sits in the cursor's window.
     fn next_found(&mut self) -> Result<Option<Found>, JournalError> {
+        if self.rows.is_some() {
+            return self.next_row_found();
+        }
         loop {
             if self.end.is_some() {
                 return Ok(None);
@@ -568,14 +651,20 @@ impl Reader {
         }
         match self.next_found() {
             Ok(Some(found)) => {
-                // `next_found` put the cursor back with the record in its window.
-                let cursor = self.cursor.as_ref()?;
+                // `next_found` put the record in the row's frame or the cursor's window.
+                let (bytes, encoding) = match &self.rows {
+                    Some(rows) => (&rows.frame, rows.encoding),
+                    None => {
+                        let cursor = self.cursor.as_ref()?;
+                        (&cursor.window, cursor.encoding)
+                    }
+                };
                 Some(Ok(RecordRef {
                     seq: found.seq,
                     position: found.position,
                     frame_bytes: found.frame_bytes,
-                    payload: &cursor.window[found.payload.clone()],
-                    encoding: cursor.encoding,
+                    payload: &bytes[found.payload.clone()],
+                    encoding,
                 }))
             }
             Ok(None) => None,

@@ -131,7 +131,9 @@ pub trait RecordWriter: Send {
     /// the commit waits for the store's log flush. The rows' seqs run on, one by one, from the
     /// last stored. `Ok` means every row is stored; an error means none is, or that it could
     /// not be told (then the journal stops and recovery reads what is there). Never stores a
-    /// row twice, and never assumes an unknown outcome.
+    /// row twice, and never assumes an unknown outcome. An empty `rows` with `durable` still
+    /// commits durably (the lease renewal): rows stored earlier without `durable` become
+    /// durable with it, as an fdatasync makes earlier unsynced writes durable.
     fn append(&mut self, rows: &[RowRef<'_>], durable: bool) -> Result<(), JournalError>;
     /// Gives the lease up: a clean close. The journal stays.
     fn release(&mut self) -> Result<(), JournalError>;

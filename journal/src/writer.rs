@@ -22,9 +22,10 @@ use crate::codec::{self, Encoding};
 use crate::error::JournalError;
 use crate::framing::{self, SEQ_BYTES};
 use crate::reader::{ReadEnd, TornTail};
+use crate::records::{Holder, RecordStore, Taken, Takeover};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
 use crate::storage::{write_all_at, Storage, WriteFile};
-use crate::{FsyncPolicy, Options};
+use crate::{Backend, FsyncPolicy, Options};
 use serde::Serialize;
 use std::any::Any;
 use std::io;
@@ -33,10 +34,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 mod leader;
 mod reopen;
+mod rows;
 use leader::{Leader, Leading};
 use reopen::{
     continue_segment, create_first_segment, quarantine_and_cut, read_tail, remove_temp_segments,
 };
+use rows::RowsIo;
 
 /// Largest write buffer kept for reuse after a flush.
 const SPARE_BYTES_MAX: usize = 1 << 20;
@@ -72,7 +75,7 @@ pub struct Journal {
 }
 
 struct Shared {
-    storage: Arc<dyn Storage>,
+    backend: Backend,
     options: Options,
     journal_id: [u8; 16],
     state: Mutex<State>,
@@ -111,8 +114,29 @@ struct Chunk {
     bytes: Vec<u8>,
 }
 
-/// The file side; held while writing and syncing so batches reach the file in seq order.
-struct Io {
+/// Where batches go; held while writing and syncing so batches arrive in seq order.
+enum Io {
+    /// A segment file, and the directory it is in (for the next segment).
+    File {
+        io: FileIo,
+        storage: Arc<dyn Storage>,
+    },
+    /// A record store's writer.
+    Rows(RowsIo),
+}
+
+impl Io {
+    /// What an error names as the file written: the live segment, or nothing for rows.
+    fn file_name(&self) -> String {
+        match self {
+            Io::File { io, .. } => segment::file_name(io.segment),
+            Io::Rows(_) => String::new(),
+        }
+    }
+}
+
+/// The file side of segment files.
+struct FileIo {
     file: Box<dyn WriteFile>,
     segment: u64,
     /// Where the next record goes in the segment: the end of its records.
@@ -169,22 +193,82 @@ impl Journal {
                 location: storage.location(),
                 holder_pid: storage.lock_holder_pid(),
             })?;
-        Ok(WriterLock { storage, guard })
+        Ok(WriterLock {
+            held: Held::Files { storage, guard },
+        })
+    }
+
+    /// Takes the journal in `backend` for writing and changes nothing else: a directory's
+    /// writer lock, or a record store's epoch and lease (see `records.rs`). A live holder gets
+    /// [`JournalError::Locked`] (files) or [`JournalError::Leased`] (a record store, unless
+    /// `takeover` steals; a directory's lock cannot be stolen).
+    pub fn lock_backend(backend: &Backend, takeover: Takeover) -> Result<WriterLock, JournalError> {
+        match backend {
+            Backend::Files(storage) => Journal::lock(storage.clone()),
+            Backend::Records(store) => {
+                let taken = store.take(takeover)?;
+                Ok(WriterLock {
+                    held: Held::Records {
+                        store: store.clone(),
+                        taken,
+                    },
+                })
+            }
+        }
+    }
+
+    /// [`Journal::lock_backend`] then [`WriterLock::open`].
+    pub fn open_backend(
+        backend: &Backend,
+        takeover: Takeover,
+        options: Options,
+    ) -> Result<(Journal, OpenReport), JournalError> {
+        Journal::lock_backend(backend, takeover)?.open(options)
     }
 }
 
 /// A journal directory whose writer lock is held and which is otherwise untouched: what
 /// [`Journal::lock`] gives. Dropping it releases the lock.
 pub struct WriterLock {
-    storage: Arc<dyn Storage>,
-    guard: Box<dyn Any + Send + Sync>,
+    held: Held,
+}
+
+enum Held {
+    Files {
+        storage: Arc<dyn Storage>,
+        guard: Box<dyn Any + Send + Sync>,
+    },
+    Records {
+        store: Arc<dyn RecordStore>,
+        taken: Taken,
+    },
 }
 
 impl WriterLock {
+    /// The live holder this lock was stolen from (a record store taken with
+    /// [`Takeover::Steal`]); what the caller journals about the takeover.
+    pub fn stolen_from(&self) -> Option<&Holder> {
+        match &self.held {
+            Held::Files { .. } => None,
+            Held::Records { taken, .. } => taken.stolen_from.as_ref(),
+        }
+    }
+
+    /// The fencing epoch this writer holds a record store's journal with; `None` for files.
+    pub fn epoch(&self) -> Option<u64> {
+        match &self.held {
+            Held::Files { .. } => None,
+            Held::Records { taken, .. } => Some(taken.epoch),
+        }
+    }
+
     /// [`Journal::open`] under this lock: removes temporary segments, quarantines and cuts a
     /// torn tail, and opens the journal for appending (creating it if there is none).
     pub fn open(self, options: Options) -> Result<(Journal, OpenReport), JournalError> {
-        let WriterLock { storage, guard } = self;
+        let (storage, guard) = match self.held {
+            Held::Files { storage, guard } => (storage, guard),
+            Held::Records { store, taken } => return rows::open(store, taken, options),
+        };
         assert!(
             options.limits.record_size_bytes_max as usize >= SEQ_BYTES,
             "record size limit below the size of a seq"
@@ -220,7 +304,11 @@ impl WriterLock {
             }
         };
         report.next_seq = state.next_seq;
-        let journal = Journal::assemble(storage, options, journal_id, io, state, guard);
+        let io = Io::File {
+            io,
+            storage: storage.clone(),
+        };
+        let journal = Journal::assemble(storage.into(), options, journal_id, io, state, guard);
         Ok((journal, report))
     }
 }
@@ -229,7 +317,7 @@ impl Journal {
     /// Puts an opened journal together: everything before `state.next_seq` is already durable
     /// (it was read back from, or never written to, the disk), and no sync has run yet.
     fn assemble(
-        storage: Arc<dyn Storage>,
+        backend: Backend,
         options: Options,
         journal_id: [u8; 16],
         io: Io,
@@ -239,7 +327,7 @@ impl Journal {
         let durable = state.next_seq - 1;
         Journal {
             shared: Arc::new(Shared {
-                storage,
+                backend,
                 options,
                 journal_id,
                 state: Mutex::new(state),
@@ -368,7 +456,7 @@ impl Journal {
 
     /// Where the journal lives (a path), for messages.
     pub fn location(&self) -> String {
-        self.shared.storage.location()
+        self.shared.backend.location()
     }
 }
 
@@ -528,8 +616,21 @@ impl Shared {
                 file: file.clone(),
                 source: io::Error::new(source.kind(), source.to_string()),
             },
+            JournalError::Fenced { location, epoch } => JournalError::Fenced {
+                location: location.clone(),
+                epoch: *epoch,
+            },
+            JournalError::Store {
+                location,
+                op,
+                message,
+            } => JournalError::Store {
+                location: location.clone(),
+                op,
+                message: message.clone(),
+            },
             other => JournalError::Io {
-                location: self.storage.location(),
+                location: self.backend.location(),
                 op: "write",
                 file: String::new(),
                 source: io::Error::other(other.to_string()),
@@ -548,7 +649,14 @@ impl Shared {
         // The records are out of the buffer now: a panic before they are written must stop the
         // journal, or the next flush would write later seqs where these belong.
         let unwinding = PoisonOnUnwind(self);
-        let written = self.write_out(&mut io, &mut chunks, fsync);
+        let written = match &mut *io {
+            Io::File { io, storage } => self.write_out(storage.as_ref(), io, &mut chunks, fsync),
+            Io::Rows(rows) => rows.store(&chunks, fsync).map(|committed_durably| {
+                if committed_durably {
+                    self.syncs.fetch_add(1, Ordering::AcqRel);
+                }
+            }),
+        };
         std::mem::forget(unwinding);
         match written {
             Ok(()) => {
@@ -568,12 +676,13 @@ impl Shared {
 
     fn write_out(
         &self,
-        io: &mut Io,
+        storage: &dyn Storage,
+        io: &mut FileIo,
         chunks: &mut [Chunk],
         fsync: bool,
     ) -> Result<(), JournalError> {
         let io_err = |op: &'static str, segment: u64, source: io::Error| JournalError::Io {
-            location: self.storage.location(),
+            location: storage.location(),
             op,
             file: segment::file_name(segment),
             source,
@@ -600,7 +709,7 @@ impl Shared {
                     .map_err(|e| io_err("sync", io.segment, e))?;
                 self.syncs.fetch_add(1, Ordering::AcqRel);
                 let filled_end = io.first_filled_end(self.options.limits);
-                io.file = create_segment(self.storage.as_ref(), header, filled_end)?;
+                io.file = create_segment(storage, header, filled_end)?;
                 io.segment = header.segment_number;
                 io.pos = HEADER_BYTES as u64;
                 io.filled_end = filled_end;
@@ -626,41 +735,42 @@ impl Shared {
         Ok(())
     }
 
-    /// Cuts the zeros written ahead off the segment, durably: a journal closed cleanly after
-    /// appending ends at its last record, as one of version 1 does.
+    /// Ends the writer's work at `close`: cuts the zeros written ahead off the segment,
+    /// durably (a journal closed cleanly after appending ends at its last record, as one of
+    /// version 1 does), or gives a record store's lease up.
     fn trim(&self) -> Result<(), JournalError> {
         let mut io = lock(&self.io);
         self.check_poison()?;
-        if io.filled_end == io.pos || !io.wrote {
+        let sync = self.options.fsync != FsyncPolicy::Never;
+        let trimmed = match &mut *io {
+            Io::File { io, storage } => io.trim(storage.as_ref(), sync),
+            Io::Rows(rows) => rows.release(),
+        };
+        trimmed.map_err(|e| self.poison(e))
+    }
+}
+
+impl FileIo {
+    /// Cuts the zeros written ahead off the segment, synced unless the policy never syncs.
+    fn trim(&mut self, storage: &dyn Storage, sync: bool) -> Result<(), JournalError> {
+        if self.filled_end == self.pos || !self.wrote {
             return Ok(());
         }
-        let (segment, pos) = (io.segment, io.pos);
+        let (segment, pos) = (self.segment, self.pos);
         let io_err = |op: &'static str, source: io::Error| JournalError::Io {
-            location: self.storage.location(),
+            location: storage.location(),
             op,
             file: segment::file_name(segment),
             source,
         };
-        let sync = self.options.fsync != FsyncPolicy::Never;
-        let trimmed = io
-            .file
-            .truncate(pos)
-            .map_err(|e| io_err("truncate", e))
-            .and_then(|()| match sync {
-                true => io.file.sync_data().map_err(|e| io_err("sync", e)),
-                false => Ok(()),
-            });
-        match trimmed {
-            Ok(()) => {
-                io.filled_end = pos;
-                Ok(())
-            }
-            Err(e) => Err(self.poison(e)),
+        self.file.truncate(pos).map_err(|e| io_err("truncate", e))?;
+        if sync {
+            self.file.sync_data().map_err(|e| io_err("sync", e))?;
         }
+        self.filled_end = pos;
+        Ok(())
     }
-}
 
-impl Io {
     /// The size a new segment is created with: its header and the zeros ahead of its records.
     fn first_filled_end(&self, limits: crate::Limits) -> u64 {
         first_filled_end(self.zero_ahead_bytes, limits)
@@ -689,7 +799,7 @@ struct PoisonOnUnwind<'a>(&'a Shared);
 impl Drop for PoisonOnUnwind<'_> {
     fn drop(&mut self) {
         let _ = self.0.poison(JournalError::Io {
-            location: self.0.storage.location(),
+            location: self.0.backend.location(),
             op: "write",
             file: String::new(),
             source: io::Error::other("a panic while writing: what reached the file is unknown"),

@@ -7,7 +7,6 @@
 
 use super::{lock, Shared};
 use crate::error::JournalError;
-use crate::segment;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,7 +38,7 @@ impl Leader {
     }
 
     pub(super) async fn sync(self, shared: &Arc<Shared>) -> Result<(), JournalError> {
-        if !shared.storage.blocks() {
+        if !shared.backend.blocks() {
             return shared.flush(true);
         }
         match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -66,9 +65,9 @@ impl Leader {
             Ok(result) => result,
             Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
             Err(join) => Err(JournalError::Io {
-                location: shared.storage.location(),
+                location: shared.backend.location(),
                 op: "sync",
-                file: segment::file_name(lock(&shared.io).segment),
+                file: lock(&shared.io).file_name(),
                 source: io::Error::other(join.to_string()),
             }),
         }

@@ -3,7 +3,7 @@
 //! continues. Its own module so `writer.rs` keeps to the append path; each step here runs once
 //! per open, in the order `open` calls them.
 
-use super::{create_segment, first_filled_end, Io, State};
+use super::{create_segment, first_filled_end, FileIo, State};
 use crate::error::{JournalError, Position};
 use crate::reader::{ReadEnd, Reader, Tail, TornReason, TornTail};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
@@ -91,7 +91,7 @@ pub(super) fn continue_segment(
     storage: &dyn Storage,
     tail: &Tail,
     options: &Options,
-) -> Result<([u8; 16], Io, State), JournalError> {
+) -> Result<([u8; 16], FileIo, State), JournalError> {
     let io_err = io_err_in(storage);
     let name = segment::file_name(tail.valid_end.segment);
     let mut file = storage
@@ -108,7 +108,7 @@ pub(super) fn continue_segment(
         tail.records_in_segment,
         tail.format_version,
     );
-    let io = Io {
+    let io = FileIo {
         file,
         segment: tail.valid_end.segment,
         pos: tail.valid_end.offset,
@@ -125,7 +125,7 @@ pub(super) fn continue_segment(
 pub(super) fn create_first_segment(
     storage: &dyn Storage,
     options: &Options,
-) -> Result<([u8; 16], Io, State), JournalError> {
+) -> Result<([u8; 16], FileIo, State), JournalError> {
     let journal_id = options
         .journal_id
         .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes());
@@ -138,7 +138,7 @@ pub(super) fn create_first_segment(
     let zero_ahead_bytes = zero_ahead_bytes(options, segment::FORMAT_VERSION);
     let filled_end = first_filled_end(zero_ahead_bytes, options.limits);
     let file = create_segment(storage, &header, filled_end)?;
-    let io = Io {
+    let io = FileIo {
         file,
         segment: 0,
         pos: HEADER_BYTES as u64,
