@@ -30,7 +30,6 @@ use runtime::model::Usage;
 use runtime::replay::AskRecord;
 use serde_json::{json, Value};
 use std::io::Write;
-use std::path::Path;
 
 /// The call's idempotency key, as its last `started` recorded it (schema 5).
 fn idempotency_key(f: Option<&CallFacts>) -> Option<&str> {
@@ -629,11 +628,11 @@ pub struct FirstReading {
 /// The first reading: the journal checked whole and read only, as `audit` read it before it
 /// streamed (the same errors, before anything is printed).
 pub fn first_reading(
-    dir: &Path,
+    at: impl Into<crate::Place>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<FirstReading, RecoverError> {
     let (streamed, mut classifier) = crate::session::recover_streaming_observing(
-        dir,
+        at,
         false,
         progress,
         &mut std::io::sink(),
@@ -650,7 +649,7 @@ pub fn first_reading(
 /// The second reading: the audit written to `out` as the journal is read (`name` is the
 /// journal as the head names it). An error writing stops it.
 pub fn stream<W: Write>(
-    dir: &Path,
+    at: impl Into<crate::Place>,
     first: FirstReading,
     name: &str,
     json: bool,
@@ -662,7 +661,7 @@ pub fn stream<W: Write>(
     let mut classifier = Classifier::with_mode(first.streamed.live, None, Mode::Audit);
     classifier.set_moved_facts(first.moved);
     crate::session::reread(
-        dir,
+        at,
         first.streamed.records,
         classifier,
         &mut |c: &mut Classifier| {

@@ -36,6 +36,7 @@ pub mod classify;
 pub mod listing;
 #[cfg(feature = "mutant")]
 pub mod mutant;
+pub mod place;
 pub mod probe;
 pub mod rebuild;
 pub mod report;
@@ -43,6 +44,8 @@ pub mod rerun;
 pub mod session;
 pub mod stream;
 pub mod verify;
+
+pub use place::Place;
 
 /// Whether this build has recovery's deliberately broken variants (the test-only `mutant`
 /// feature, which also makes the `mutant` module exist).

@@ -7,10 +7,9 @@
 
 use crate::session::RecoverError;
 use crate::stream::Classifier;
-use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
+use crate::Place;
+use journal::{Limits, ReadEnd, Reader};
 use runtime::replay::ReplayError;
-use std::path::Path;
-use std::sync::Arc;
 
 /// A journal whose records all decode and fit: how it ends (clean, torn, or corrupt frames
 /// after `records` good records).
@@ -26,15 +25,14 @@ pub struct Verified {
 /// versioning rule and checked as replay checks it). An event that does not decode or fit is an
 /// error (`Corrupt`, or `Newer` for a newer schema) naming its seq, segment and offset exactly as
 /// `recover` does; corrupt frames are in [`Verified::end`]. Never writes, takes no lock.
-pub fn verify(dir: &Path) -> Result<Verified, RecoverError> {
-    let storage = FsStorage::open(dir).map_err(|source| RecoverError::OpenDir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let storage: Arc<dyn Storage> = Arc::new(storage);
+pub fn verify(at: impl Into<Place>) -> Result<Verified, RecoverError> {
+    let place = at.into();
+    let label = place.label();
+    let dir = label.as_path();
+    let backend = place.open()?;
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
     let mut reader =
-        Reader::open(storage, Limits::default()).map_err(|e| replay_error(e.into()))?;
+        Reader::open_backend(&backend, Limits::default()).map_err(|e| replay_error(e.into()))?;
     let mut classifier = Classifier::new(false);
     while let Some(record) = reader.next_ref() {
         let record = record.map_err(|e| replay_error(e.into()))?;

@@ -39,15 +39,15 @@ use crate::event::ToolSource;
 use crate::eventlog::{Clock, SystemClock};
 use crate::hooks::{Approver, Guard, Hooks, Observer, PostExecute, PreExecute};
 use crate::registry::{Registry, RegistryError};
-use crate::replay::{replay_storage, ReplayError, SessionReplay};
+use crate::replay::{replay_backend, ReplayError, SessionReplay};
 use crate::session::{refuse_a_session, resumable};
 use crate::spill::SledSpill;
 use crate::tool::Tool;
 use crate::tools::{builtin_registry, Workspace};
 use crate::{Config, RuntimeError, Session, SessionOptions};
 use journal::{
-    Corruption, FsStorage, FsyncPolicy, Journal, JournalError, OpenReport, Options, ReadEnd,
-    Storage, TornTail, WriterLock,
+    Backend, Corruption, FsStorage, FsyncPolicy, Holder, Journal, JournalError, OpenReport,
+    Options, ReadEnd, Storage, Takeover, TornTail, WriterLock,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -152,7 +152,12 @@ pub enum BuildError {
 /// The settings of a session about to be built; see the [module docs](self).
 pub struct SessionBuilder {
     workspace: PathBuf,
+    /// The journal directory; for a journal given as a [`Backend`], its location (messages only).
     journal_dir: PathBuf,
+    /// The journal's backend when given as one ([`Session::builder_on`]); `None`: segment files
+    /// in `journal_dir`, created if missing.
+    backend: Option<Backend>,
+    takeover: Takeover,
     forbidden: Vec<PathBuf>,
     fsync: FsyncPolicy,
     config: Config,
@@ -174,6 +179,8 @@ impl Session {
         SessionBuilder {
             workspace: workspace.into(),
             journal_dir: journal_dir.into(),
+            backend: None,
+            takeover: Takeover::Refuse,
             forbidden: Vec::new(),
             fsync: FsyncPolicy::Group,
             config: Config::default(),
@@ -187,7 +194,30 @@ impl Session {
     }
 }
 
+impl Session {
+    /// [`Session::builder`] for a journal on any backend: segment files, or a record store
+    /// (PostgreSQL). A record store's journal has no directory: nothing is kept out of the file
+    /// tools' reach for it, and large results are not spilled (no local store would follow the
+    /// session to another worker) unless [`SessionBuilder::config`] sets a spill store.
+    pub fn builder_on(workspace: impl Into<PathBuf>, backend: Backend) -> SessionBuilder {
+        let mut builder = Session::builder(workspace, PathBuf::from(backend.location()));
+        if backend.files().is_none() {
+            builder.spill_cache_bytes = None;
+        }
+        builder.backend = Some(backend);
+        builder
+    }
+}
+
 impl SessionBuilder {
+    /// Whether to take a record store's journal whose writer lease is still live
+    /// ([`Takeover::Steal`] fences the holder off; the steal is journaled as `writer/stolen`).
+    /// A directory's lock cannot be stolen: this changes nothing for segment files.
+    pub fn takeover(mut self, takeover: Takeover) -> SessionBuilder {
+        self.takeover = takeover;
+        self
+    }
+
     /// When appended records reach the disk (default: group commit).
     pub fn fsync(mut self, fsync: FsyncPolicy) -> SessionBuilder {
         self.fsync = fsync;
@@ -300,12 +330,18 @@ impl SessionBuilder {
     /// aside) only when `open` or `resume` goes ahead, and never in a journal they refuse.
     pub fn lock(self) -> Result<LockedJournal, BuildError> {
         let dir = self.journal_dir.clone();
-        let storage = FsStorage::create(&dir).map_err(|source| BuildError::JournalDir {
-            dir: dir.clone(),
-            source,
-        })?;
-        let storage: Arc<dyn Storage> = Arc::new(storage);
-        let lock = Journal::lock(storage.clone()).map_err(|e| match e {
+        let backend = match &self.backend {
+            Some(backend) => backend.clone(),
+            None => {
+                let storage = FsStorage::create(&dir).map_err(|source| BuildError::JournalDir {
+                    dir: dir.clone(),
+                    source,
+                })?;
+                let storage: Arc<dyn Storage> = Arc::new(storage);
+                Backend::Files(storage)
+            }
+        };
+        let lock = Journal::lock_backend(&backend, self.takeover).map_err(|e| match e {
             JournalError::Locked { holder_pid, .. } => BuildError::Live {
                 dir: dir.clone(),
                 holder_pid,
@@ -313,9 +349,9 @@ impl SessionBuilder {
             e => BuildError::Journal(e),
         })?;
         // Under the lock: this is the journal's real end, and nobody appends after it but us.
-        let location = storage.location();
+        let location = backend.location();
         let (replay, end) =
-            replay_storage(storage, journal::Limits::default()).map_err(|source| {
+            replay_backend(&backend, journal::Limits::default()).map_err(|source| {
                 BuildError::Replay {
                     dir: dir.clone(),
                     source,
@@ -383,7 +419,14 @@ impl LockedJournal {
             replay,
             torn,
         } = self;
-        let mut forbidden = vec![settings.journal_dir.clone()];
+        let mut forbidden = Vec::new();
+        if settings
+            .backend
+            .as_ref()
+            .is_none_or(|b| b.files().is_some())
+        {
+            forbidden.push(settings.journal_dir.clone());
+        }
         forbidden.extend(settings.forbidden.iter().cloned());
         let workspace = Workspace::new(&settings.workspace, &forbidden).map_err(|source| {
             BuildError::Workspace {
@@ -472,8 +515,11 @@ impl PreparedSession {
     /// [`PreparedSession::open`], with what opening the journal found (a torn tail it cut).
     pub fn open_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         refuse_a_session(self.replay.last_seq, &self.location)?;
-        let (journal, report, registry, hooks, config, options, _) = self.into_parts()?;
-        let session = Session::open(journal, registry, hooks, config, options)?;
+        let (journal, report, registry, hooks, config, options, _, stolen) = self.into_parts()?;
+        let mut session = Session::open(journal, registry, hooks, config, options)?;
+        if let Some((holder, epoch)) = stolen {
+            session.record_steal(&holder, epoch)?;
+        }
         Ok((session, report))
     }
 
@@ -490,9 +536,13 @@ impl PreparedSession {
     pub fn resume_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         resumable(&self.replay)?;
         self.check_resumable_here()?;
-        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        let (journal, report, registry, hooks, mut config, options, replay, stolen) =
+            self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
+        if let Some((holder, epoch)) = stolen {
+            session.record_steal(&holder, epoch)?;
+        }
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
@@ -511,11 +561,15 @@ impl PreparedSession {
         recovery: Vec<crate::event::Event>,
     ) -> Result<(Session, OpenReport), BuildError> {
         self.check_resumable_here()?;
-        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        let (journal, report, registry, hooks, mut config, options, replay, stolen) =
+            self.into_parts()?;
         config.plan_mode = false;
-        let session = Session::resume_recovering(
+        let mut session = Session::resume_recovering(
             journal, registry, hooks, config, options, &replay, recovery,
         )?;
+        if let Some((holder, epoch)) = stolen {
+            session.record_steal(&holder, epoch)?;
+        }
         Ok((session, report))
     }
 
@@ -561,6 +615,7 @@ impl PreparedSession {
             Config,
             SessionOptions,
             SessionReplay,
+            Option<(Holder, u64)>,
         ),
         BuildError,
     > {
@@ -577,6 +632,7 @@ impl PreparedSession {
             fsync: settings.fsync,
             ..Options::default()
         };
+        let stolen = lock.stolen_from().cloned().zip(lock.epoch());
         let (journal, report) = lock.open(options)?;
         let mut config = settings.config;
         if config.spill.is_none() {
@@ -600,6 +656,7 @@ impl PreparedSession {
             config,
             options,
             replay,
+            stolen,
         ))
     }
 }

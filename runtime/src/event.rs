@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 /// reason `interrupted` and the approval policy `ask`; 4 added `ask/question`, `ask/reply`, the
 /// answers `answered` and `declined`, the codes `QUESTION_DECLINED` and `QUESTION_UNANSWERED`,
 /// `context/summary-requested` and `context/compacted`; 5 added `started` with an idempotency
-/// key and evidence (the older `started` is still read) and `recovery/rerun`.
-pub const EVENT_SCHEMA_VERSION: u32 = 5;
+/// key and evidence (the older `started` is still read) and `recovery/rerun`; 6 added
+/// `writer/stolen`.
+pub const EVENT_SCHEMA_VERSION: u32 = 6;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
@@ -338,6 +339,8 @@ mod start;
 pub use start::{
     idempotency_key, CallStarted, Evidence, RecoveryRerun, RerunPolicy, IDEMPOTENCY_KEY_BYTES,
 };
+mod writer;
+pub use writer::WriterStolen;
 mod llm;
 pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
 
@@ -608,11 +611,14 @@ pub enum Event {
     /// `recovery/rerun` (schema 5): the calls a resume runs again, left open by the `recovery`
     /// right before it.
     RecoveryRerun(RecoveryRerun),
+    /// `writer/stolen` (schema 6): this writer took a record store's journal from a holder
+    /// whose lease was live; the holder is fenced off.
+    WriterStolen(WriterStolen),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 39;
+    pub const VARIANT_COUNT: u32 = 40;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -655,6 +661,7 @@ impl Event {
             Event::ContextSummaryRequested(_) => "context/summary-requested",
             Event::ContextCompacted(_) => "context/compacted",
             Event::RecoveryRerun(_) => "recovery/rerun",
+            Event::WriterStolen(_) => "writer/stolen",
         }
     }
 

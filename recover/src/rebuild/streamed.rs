@@ -87,7 +87,7 @@ pub struct FirstReading {
 /// balanced; `workspace` probed for `TOOL_OUTCOME_UNKNOWN` calls, whose results then state
 /// the evidence), keeping what [`write()`] needs for a `format` body.
 pub fn first_reading(
-    dir: &Path,
+    at: impl Into<crate::Place>,
     format: Format,
     write: bool,
     progress: &dyn Fn(u64, u64),
@@ -103,7 +103,7 @@ pub fn first_reading(
         ids: IdSurvey::new(format),
     };
     let (streamed, mut classifier) = crate::session::recover_streaming_observing(
-        dir,
+        at,
         write,
         progress,
         &mut std::io::sink(),
@@ -131,7 +131,14 @@ pub struct Written<W> {
 
 /// The second reading: the body written to `out` as the journal is read again. An error
 /// writing stops it.
-pub fn write<W: Write>(dir: &Path, first: FirstReading, out: W) -> Result<Written<W>, RereadError> {
+pub fn write<W: Write>(
+    at: impl Into<crate::Place>,
+    first: FirstReading,
+    out: W,
+) -> Result<Written<W>, RereadError> {
+    let place = at.into();
+    let label = place.label();
+    let dir = label.as_path();
     let FirstReading {
         streamed,
         format,
@@ -158,7 +165,7 @@ pub fn write<W: Write>(dir: &Path, first: FirstReading, out: W) -> Result<Writte
     let mut body = BodyWriter::new(out, format, header, ids).map_err(RereadError::Output)?;
     let classifier = Classifier::with_mode(streamed.live, None, Mode::Write);
     crate::session::reread(
-        dir,
+        &place,
         streamed.records,
         classifier,
         &mut |c: &mut Classifier| {

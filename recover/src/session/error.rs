@@ -111,11 +111,3 @@ pub(super) fn io_failed(dir: &Path, source: std::io::Error) -> RecoverError {
         source,
     }
 }
-
-/// The journal directory could not be opened ([`RecoverError::OpenDir`]).
-pub(super) fn open_failed(dir: &Path, source: std::io::Error) -> RecoverError {
-    RecoverError::OpenDir {
-        dir: dir.to_path_buf(),
-        source,
-    }
-}

@@ -33,9 +33,9 @@ pub use streaming::{
 
 use crate::classify::{analyze_probing, Analysis};
 use crate::probe::Prober;
+use crate::Place;
 use changes::{notes, Changes};
-use error::open_failed;
-use journal::{FsStorage, Limits, ReadEnd, Storage};
+use journal::{Backend, Limits, ReadEnd, Storage};
 use prepare::prepare;
 use progress::Progress;
 use repair::{append_recovery, repair};
@@ -75,8 +75,8 @@ impl Recovered {
 
 /// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
 /// live or already balanced); without, only reads. Never runs a tool.
-pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
-    recover_reporting(dir, write, &|_, _| {})
+pub fn recover(at: impl Into<Place>, write: bool) -> Result<Recovered, RecoverError> {
+    recover_reporting(at, write, &|_, _| {})
 }
 
 /// [`recover`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call before
@@ -86,43 +86,44 @@ pub fn recover(dir: &Path, write: bool) -> Result<Recovered, RecoverError> {
 /// written ([`RecoverError::Workspace`]). Reads only the paths the journal names, confined to
 /// the workspace; never writes there, never runs anything.
 pub fn recover_probing(
-    dir: &Path,
+    at: impl Into<Place>,
     write: bool,
     workspace: Option<&Path>,
 ) -> Result<Recovered, RecoverError> {
-    recover_reporting_probing(dir, write, &|_, _| {}, workspace)
+    recover_reporting_probing(at, write, &|_, _| {}, workspace)
 }
 
 /// [`recover`], telling `progress` (bytes read, bytes in all) as it reads: for people watching
 /// a long journal.
 pub fn recover_reporting(
-    dir: &Path,
+    at: impl Into<Place>,
     write: bool,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Recovered, RecoverError> {
-    recover_reporting_probing(dir, write, progress, None)
+    recover_reporting_probing(at, write, progress, None)
 }
 
 /// [`recover_reporting`], probing `workspace` as [`recover_probing`] does.
 pub fn recover_reporting_probing(
-    dir: &Path,
+    at: impl Into<Place>,
     write: bool,
     progress: &dyn Fn(u64, u64),
     workspace: Option<&Path>,
 ) -> Result<Recovered, RecoverError> {
+    let place = at.into();
     // The workspace first: a bad one changes nothing.
     let prober = workspace.map(Prober::open).transpose()?;
-    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
-    recover_storage_reporting(Arc::new(storage), write, progress, prober.as_ref())
+    let backend = place.open()?;
+    backend_reporting(&backend, write, progress, prober.as_ref())
 }
 
 /// Replays a journal, reporting bytes read (segments laid end to end) after each record.
 fn replay_with_progress(
-    storage: Arc<dyn Storage>,
+    backend: &Backend,
     progress: &dyn Fn(u64, u64),
 ) -> Result<(runtime::replay::SessionReplay, ReadEnd), ReplayError> {
-    let mut progress = Progress::new(storage.as_ref(), progress)?;
-    let mut reader = journal::Reader::open(storage, Limits::default())?;
+    let mut progress = Progress::new(backend, progress)?;
+    let mut reader = journal::Reader::open_backend(backend, Limits::default())?;
     let mut replayer = runtime::replay::Replayer::new();
     for record in reader.by_ref() {
         let record = record?;
@@ -139,25 +140,25 @@ fn replay_with_progress(
 
 /// [`recover`] on any storage (the simulation included).
 pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recovered, RecoverError> {
-    recover_storage_reporting(storage, write, &|_, _| {}, None)
+    backend_reporting(&Backend::Files(storage), write, &|_, _| {}, None)
 }
 
 /// [`recover_reporting`] on any storage: prepare, read through, repair, classify, append.
-fn recover_storage_reporting(
-    storage: Arc<dyn Storage>,
+fn backend_reporting(
+    backend: &Backend,
     write: bool,
     progress: &dyn Fn(u64, u64),
     prober: Option<&Prober>,
 ) -> Result<Recovered, RecoverError> {
-    let location = storage.location();
+    let location = backend.location();
     let dir = Path::new(&location);
-    let mut prepared = prepare(&storage, write)?;
-    let (replay, end) = replay_with_progress(storage.clone(), progress)
-        .map_err(|e| RecoverError::from_replay(dir, e))?;
+    let mut prepared = prepare(backend, write)?;
+    let (replay, end) =
+        replay_with_progress(backend, progress).map_err(|e| RecoverError::from_replay(dir, e))?;
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }
-    let repaired = repair(&storage, &mut prepared, &end)?;
+    let repaired = repair(backend, &mut prepared, &end)?;
     let analysis = analyze_probing(replay, &end, repaired.dropped_bytes, prepared.live, prober);
     let appended = append_recovery(
         dir,

@@ -5,10 +5,9 @@
 
 use super::error::{io_failed, journal_failed};
 use super::RecoverError;
-use journal::{Journal, JournalError, Limits, Storage, WriterLock};
+use journal::{Backend, Journal, JournalError, Limits, Storage, Takeover, WriterLock};
 use runtime::event::{Event, Record};
 use std::path::Path;
-use std::sync::Arc;
 
 /// How long a lock may outlive its writer: a child the writer forked holds an inherited copy of
 /// the lock's descriptor until it execs (close-on-exec), so right after a SIGKILL the lock can
@@ -31,9 +30,24 @@ fn held_by_a_writer(storage: &dyn Storage) -> std::io::Result<bool> {
 }
 
 /// Whether a writer holds the journal, and why that could not be told (then: not live, and
-/// nothing is written).
-pub(super) fn liveness(storage: &dyn Storage) -> (bool, Option<String>) {
-    match held_by_a_writer(storage) {
+/// nothing is written). For a record store, a writer is live while its lease is: a crashed
+/// worker's session is live until its lease expires.
+pub(super) fn liveness(backend: &Backend) -> (bool, Option<String>) {
+    let storage = match backend {
+        Backend::Files(storage) => storage,
+        Backend::Records(_) => {
+            return match backend.writer_state() {
+                Ok(state) => (state.live(), None),
+                Err(e) => (
+                    false,
+                    Some(format!(
+                        "cannot tell whether a writer holds the journal (lease: {e})"
+                    )),
+                ),
+            }
+        }
+    };
+    match held_by_a_writer(storage.as_ref()) {
         Ok(live) => (live, None),
         Err(e) => (
             false,
@@ -41,6 +55,20 @@ pub(super) fn liveness(storage: &dyn Storage) -> (bool, Option<String>) {
                 "cannot tell whether a writer holds the journal (LOCK: {e})"
             )),
         ),
+    }
+}
+
+/// Whether the backend holds any journal to read: a segment file, for a directory (an empty
+/// one holds nothing to protect and no writer to ask about); a record store's rows are asked
+/// by reading them.
+fn has_journal(backend: &Backend, dir: &Path) -> Result<bool, RecoverError> {
+    match backend {
+        Backend::Files(storage) => Ok(storage
+            .list()
+            .map_err(|e| io_failed(dir, e))?
+            .iter()
+            .any(|n| journal::segment::parse_file_name(n).is_some())),
+        Backend::Records(_) => Ok(true),
     }
 }
 
@@ -65,24 +93,20 @@ fn is_not_writable(e: &std::io::Error) -> bool {
 }
 
 /// Asks liveness, reads the session's id, then takes the writer lock when this run may write.
-pub(super) fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepared, RecoverError> {
-    let location = storage.location();
+pub(super) fn prepare(backend: &Backend, write: bool) -> Result<Prepared, RecoverError> {
+    let location = backend.location();
     let dir = Path::new(&location);
-    let has_segments = storage
-        .list()
-        .map_err(|e| io_failed(dir, e))?
-        .iter()
-        .any(|n| journal::segment::parse_file_name(n).is_some());
+    let has_segments = has_journal(backend, dir)?;
     // With no segment there is nothing to protect, and no writer to ask about.
     let (mut live, mut read_only_because) = if has_segments {
-        liveness(storage.as_ref())
+        liveness(backend)
     } else {
         (false, None)
     };
     // A journal whose first record is not `session/open` (empty, or torn inside its first
     // record) holds no session: nothing to balance, so nothing is written or cut.
     let session_id = if has_segments {
-        let mut reader = journal::Reader::open(storage.clone(), Limits::default())
+        let mut reader = journal::Reader::open_backend(backend, Limits::default())
             .map_err(|e| journal_failed(dir, e))?;
         match reader.next() {
             Some(Ok(record)) => match record.decode::<Record>() {
@@ -99,9 +123,9 @@ pub(super) fn prepare(storage: &Arc<dyn Storage>, write: bool) -> Result<Prepare
     };
     let mut lock = None;
     if write && !live && read_only_because.is_none() && session_id.is_some() {
-        match Journal::lock(storage.clone()) {
+        match Journal::lock_backend(backend, Takeover::Refuse) {
             Ok(l) => lock = Some(l),
-            Err(JournalError::Locked { .. }) => live = true,
+            Err(JournalError::Locked { .. } | JournalError::Leased { .. }) => live = true,
             Err(JournalError::Io { source, .. }) if is_not_writable(&source) => {
                 read_only_because = Some(format!("cannot take the writer lock ({source})"));
             }

@@ -1,7 +1,7 @@
 //! Bytes read so far, segments laid end to end, for people watching a long journal: shared by
 //! the whole-session and the streaming readers.
 
-use journal::{JournalError, Storage};
+use journal::{Backend, JournalError};
 use runtime::replay::ReplayError;
 
 /// Bytes read so far (segments laid end to end), told every MiB and at the end.
@@ -17,24 +17,28 @@ pub(super) struct Progress<'a> {
 
 impl<'a> Progress<'a> {
     pub(super) fn new(
-        storage: &dyn Storage,
+        backend: &Backend,
         report: &'a dyn Fn(u64, u64),
     ) -> Result<Progress<'a>, ReplayError> {
         let mut sizes = std::collections::BTreeMap::new();
-        for name in storage.list().map_err(|e| {
-            ReplayError::Journal(JournalError::Io {
-                location: storage.location(),
-                op: "list",
-                file: ".".into(),
-                source: e,
-            })
-        })? {
-            if let Some(number) = journal::segment::parse_file_name(&name) {
-                let len = storage
-                    .open_read(&name)
-                    .and_then(|f| f.len_bytes())
-                    .unwrap_or(0);
-                sizes.insert(number, len);
+        // A record store's size is not known before it is read: its total stays 0.
+        if let Some(storage) = backend.files() {
+            let names = storage.list().map_err(|e| {
+                ReplayError::Journal(JournalError::Io {
+                    location: storage.location(),
+                    op: "list",
+                    file: ".".into(),
+                    source: e,
+                })
+            })?;
+            for name in names {
+                if let Some(number) = journal::segment::parse_file_name(&name) {
+                    let len = storage
+                        .open_read(&name)
+                        .and_then(|f| f.len_bytes())
+                        .unwrap_or(0);
+                    sizes.insert(number, len);
+                }
             }
         }
         let mut starts = Vec::with_capacity(sizes.len());

@@ -6,11 +6,10 @@ use super::changes::{unrecorded_cut, EarlierCut};
 use super::error::{io_failed, journal_failed};
 use super::prepare::Prepared;
 use super::RecoverError;
-use journal::{Journal, JournalError, Options, ReadEnd, Storage};
+use journal::{Backend, Journal, JournalError, Options, ReadEnd};
 use runtime::event::{CallRef, Event, Record, Recovery};
 use runtime::eventlog::{Clock, SystemClock};
 use std::path::Path;
-use std::sync::Arc;
 
 /// What this run did to the bytes once the whole journal was read and found not corrupt.
 pub(super) struct Repaired {
@@ -26,15 +25,16 @@ pub(super) struct Repaired {
 /// an earlier run left unrecorded. Called only after the whole journal was read: corruption
 /// anywhere has returned before this.
 pub(super) fn repair(
-    storage: &Arc<dyn Storage>,
+    backend: &Backend,
     prepared: &mut Prepared,
     end: &ReadEnd,
 ) -> Result<Repaired, RecoverError> {
-    let location = storage.location();
+    let location = backend.location();
     let dir = Path::new(&location);
     // A live writer may be between a cut and its next record: what it dropped is its to say.
-    let earlier_cut = match end {
-        ReadEnd::Clean if !prepared.live => {
+    // A record store never has a torn tail to cut.
+    let earlier_cut = match (end, backend.files()) {
+        (ReadEnd::Clean, Some(storage)) if !prepared.live => {
             unrecorded_cut(storage.as_ref()).map_err(|e| io_failed(dir, e))?
         }
         _ => None,

@@ -2,15 +2,15 @@
 //! and nothing is written, so that the evidence stays as it was.
 
 use super::changes::unrecorded_cut;
-use super::error::{io_failed, journal_failed, open_failed};
+use super::error::{io_failed, journal_failed};
 use super::prepare::liveness;
 use super::{RecoverError, Recovered};
 use crate::classify::analyze_probing;
 use crate::probe::Prober;
-use journal::{FsStorage, Limits, ReadEnd, Storage};
+use crate::Place;
+use journal::{Limits, ReadEnd};
 use runtime::event::{CallRef, Record};
 use std::path::Path;
-use std::sync::Arc;
 
 /// What `--salvage` passed over to read a corrupt journal.
 #[derive(Debug, Default)]
@@ -27,18 +27,23 @@ pub struct Salvage {
 /// Reads what can be read of a corrupt journal, passing over the damage and saying exactly what
 /// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
 /// recovery appended behind it would hide that.
-pub fn salvage(dir: &Path) -> Result<Recovered, RecoverError> {
-    salvage_probing(dir, None)
+pub fn salvage(at: impl Into<Place>) -> Result<Recovered, RecoverError> {
+    salvage_probing(at, None)
 }
 
 /// [`salvage`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call as
 /// [`recover_probing`](super::recover_probing) does (nothing is written, here either).
-pub fn salvage_probing(dir: &Path, workspace: Option<&Path>) -> Result<Recovered, RecoverError> {
+pub fn salvage_probing(
+    at: impl Into<Place>,
+    workspace: Option<&Path>,
+) -> Result<Recovered, RecoverError> {
+    let place = at.into();
+    let label = place.label();
+    let dir = label.as_path();
     let prober = workspace.map(Prober::open).transpose()?;
-    let storage: Arc<dyn Storage> =
-        Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
-    let (live, read_only_because) = liveness(storage.as_ref());
-    let mut reader = journal::Reader::open_salvaging(storage.clone(), Limits::default())
+    let backend = place.open()?;
+    let (live, read_only_because) = liveness(&backend);
+    let mut reader = journal::Reader::open_salvaging_backend(&backend, Limits::default())
         .map_err(|e| journal_failed(dir, e))?;
     let mut replayer = runtime::replay::Replayer::new();
     let mut salvage = Salvage::default();
@@ -63,8 +68,8 @@ pub fn salvage_probing(dir: &Path, workspace: Option<&Path>) -> Result<Recovered
             dir: dir.to_path_buf(),
         })?;
     // The same end as a dry run reports, a cut no event records included.
-    let earlier_cut = match end {
-        ReadEnd::Clean if !live => {
+    let earlier_cut = match (&end, backend.files()) {
+        (ReadEnd::Clean, Some(storage)) if !live => {
             unrecorded_cut(storage.as_ref()).map_err(|e| io_failed(dir, e))?
         }
         _ => None,

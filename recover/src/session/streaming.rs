@@ -3,7 +3,6 @@
 //! than with the journal, and the recovery appended is the one [`super::recover`] appends.
 
 use super::changes::{notes, Changes, EarlierCut};
-use super::error::open_failed;
 use super::prepare::prepare;
 use super::progress::Progress;
 use super::repair::{append_recovery, repair};
@@ -11,7 +10,8 @@ use super::RecoverError;
 use crate::classify::{CallReport, End};
 use crate::probe::Prober;
 use crate::stream::{Classifier, Mode};
-use journal::{FsStorage, Limits, ReadEnd, Storage};
+use crate::Place;
+use journal::{Backend, Limits, ReadEnd, Storage};
 use runtime::event::{CallRef, Classification, Recovery};
 use runtime::replay::ReplayError;
 use std::path::Path;
@@ -110,34 +110,35 @@ impl Streamed {
 /// open at a time, not with the journal. Corruption found on the way is an error after some
 /// reports were given.
 pub fn recover_streaming(
-    dir: &Path,
+    at: impl Into<Place>,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
 ) -> Result<Streamed, RecoverError> {
-    recover_streaming_probing(dir, write, progress, sink, None)
+    recover_streaming_probing(at, write, progress, sink, None)
 }
 
 /// [`recover_streaming`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN`
 /// call as [`recover_probing`](super::recover_probing) does. A workspace that cannot be opened
 /// is an error before anything is read or written.
 pub fn recover_streaming_probing(
-    dir: &Path,
+    at: impl Into<Place>,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
     workspace: Option<&Path>,
 ) -> Result<Streamed, RecoverError> {
+    let place = at.into();
     let prober = workspace.map(Prober::open).transpose()?.map(Arc::new);
-    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
-    storage_streaming(Arc::new(storage), write, progress, sink, prober)
+    let backend = place.open()?;
+    backend_streaming(&backend, write, progress, sink, prober)
 }
 
 /// [`recover_streaming_probing`] with a classifier in `mode`, handed to `observe` after every
 /// record and after the last (take its notices there): the first of the two readings of
 /// `rebuild` and `audit`. Returns the classifier too, for what it kept to the end.
 pub fn recover_streaming_observing(
-    dir: &Path,
+    at: impl Into<Place>,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
@@ -145,17 +146,11 @@ pub fn recover_streaming_observing(
     mode: Mode,
     observe: &mut dyn FnMut(&mut Classifier),
 ) -> Result<(Streamed, Classifier), RecoverError> {
+    let place = at.into();
     let prober = workspace.map(Prober::open).transpose()?.map(Arc::new);
-    let storage = FsStorage::open(dir).map_err(|e| open_failed(dir, e))?;
+    let backend = place.open()?;
     let classifier = Classifier::with_mode(false, prober, mode);
-    streaming_with(
-        Arc::new(storage),
-        write,
-        progress,
-        sink,
-        classifier,
-        observe,
-    )
+    streaming_with(&backend, write, progress, sink, classifier, observe)
 }
 
 /// Why a second reading stopped.
@@ -174,16 +169,18 @@ pub enum RereadError {
 /// since), classified by `classifier` (made as the first reading's was: the same liveness),
 /// handed to `observe` after each record and after the last. Writes nothing to the journal.
 pub fn reread(
-    dir: &Path,
+    at: impl Into<Place>,
     records: u64,
     mut classifier: Classifier,
     observe: &mut dyn FnMut(&mut Classifier) -> Result<(), RereadError>,
 ) -> Result<(), RereadError> {
-    let storage: Arc<dyn Storage> =
-        Arc::new(FsStorage::open(dir).map_err(|e| open_failed(dir, e))?);
+    let place = at.into();
+    let label = place.label();
+    let dir = label.as_path();
+    let backend = place.open()?;
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
-    let mut reader =
-        journal::Reader::open(storage, Limits::default()).map_err(|e| replay_error(e.into()))?;
+    let mut reader = journal::Reader::open_backend(&backend, Limits::default())
+        .map_err(|e| replay_error(e.into()))?;
     let mut read = 0u64;
     while read < records {
         let Some(record) = reader.next_ref() else {
@@ -213,33 +210,33 @@ pub fn recover_storage_streaming(
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
 ) -> Result<Streamed, RecoverError> {
-    storage_streaming(storage, write, progress, sink, None)
+    backend_streaming(&Backend::Files(storage), write, progress, sink, None)
 }
 
-fn storage_streaming(
-    storage: Arc<dyn Storage>,
+fn backend_streaming(
+    backend: &Backend,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
     prober: Option<Arc<Prober>>,
 ) -> Result<Streamed, RecoverError> {
     let classifier = Classifier::probing(false, prober);
-    streaming_with(storage, write, progress, sink, classifier, &mut |_| {}).map(|(s, _)| s)
+    streaming_with(backend, write, progress, sink, classifier, &mut |_| {}).map(|(s, _)| s)
 }
 
 /// The streamed recovery, with `classifier` (its liveness set here) observed after every
 /// record and after the last.
 fn streaming_with(
-    storage: Arc<dyn Storage>,
+    backend: &Backend,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
     mut classifier: Classifier,
     observe: &mut dyn FnMut(&mut Classifier),
 ) -> Result<(Streamed, Classifier), RecoverError> {
-    let location = storage.location();
+    let location = backend.location();
     let dir = Path::new(&location);
-    let mut prepared = prepare(&storage, write)?;
+    let mut prepared = prepare(backend, write)?;
     let mut out = Output {
         sink,
         error: None,
@@ -254,9 +251,9 @@ fn streaming_with(
     classifier.set_live(prepared.live);
     let mut records = 0u64;
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
-    let mut reader = journal::Reader::open(storage.clone(), Limits::default())
+    let mut reader = journal::Reader::open_backend(backend, Limits::default())
         .map_err(|e| replay_error(e.into()))?;
-    let mut progress = Progress::new(storage.as_ref(), progress).map_err(replay_error)?;
+    let mut progress = Progress::new(backend, progress).map_err(replay_error)?;
     while let Some(record) = reader.next_ref() {
         let record = record.map_err(|e| replay_error(e.into()))?;
         classifier.apply(record).map_err(replay_error)?;
@@ -276,7 +273,7 @@ fn streaming_with(
     if let ReadEnd::Corrupt(c) = &end {
         return Err(RecoverError::Corrupt(format!("{}: {c}", dir.display())));
     }
-    let repaired = repair(&storage, &mut prepared, &end)?;
+    let repaired = repair(backend, &mut prepared, &end)?;
     let finished = classifier.finish(&end, repaired.dropped_bytes);
     for report in classifier.take_ready() {
         out.give(report);

@@ -20,7 +20,7 @@ pub use tree::{AskRecord, CallReplay, SessionReplay, StepReplay, TurnReplay};
 
 use crate::event::{declared_schema, Event, Record, EVENT_SCHEMA_VERSION};
 use crate::state::IllegalTransition;
-use journal::{JournalError, Limits, Position, ReadEnd, Reader, Storage};
+use journal::{Backend, JournalError, Limits, Position, ReadEnd, Reader, Storage};
 use std::sync::Arc;
 
 /// Why a journal could not be replayed. Every variant but `Journal` names the record (its seq,
@@ -217,7 +217,15 @@ pub fn replay_storage(
     storage: Arc<dyn Storage>,
     limits: Limits,
 ) -> Result<(SessionReplay, ReadEnd), ReplayError> {
-    let mut reader = Reader::open(storage, limits)?;
+    replay_backend(&Backend::Files(storage), limits)
+}
+
+/// [`replay_storage`] for a journal on any backend (segment files or a record store).
+pub fn replay_backend(
+    backend: &Backend,
+    limits: Limits,
+) -> Result<(SessionReplay, ReadEnd), ReplayError> {
+    let mut reader = Reader::open_backend(backend, limits)?;
     let mut replayer = Replayer::new();
     for record in reader.by_ref() {
         replayer.apply(&record?)?;

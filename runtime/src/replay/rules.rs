@@ -488,6 +488,8 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
             message,
         } => r.fault(turn, step, message),
         Event::SpillStored { .. } => {}
+        // A takeover changes no call's state: the store fenced the old writer off.
+        Event::WriterStolen(_) => {}
         // Shape events and recoveries are applied by `apply_event`; none reaches here.
         Event::SessionOpen(_)
         | Event::TurnStart { .. }
