@@ -46,8 +46,8 @@ use crate::tool::Tool;
 use crate::tools::{builtin_registry, Workspace};
 use crate::{Config, RuntimeError, Session, SessionOptions};
 use journal::{
-    Backend, Corruption, FsStorage, FsyncPolicy, Holder, Journal, JournalError, OpenReport,
-    Options, ReadEnd, Storage, Takeover, TornTail, WriterLock,
+    Backend, Corruption, FsStorage, FsyncPolicy, Journal, JournalError, OpenReport, Options,
+    ReadEnd, Storage, Takeover, TornTail, WriterLock,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -157,7 +157,6 @@ pub struct SessionBuilder {
     /// The journal's backend when given as one ([`Session::builder_on`]); `None`: segment files
     /// in `journal_dir`, created if missing.
     backend: Option<Backend>,
-    takeover: Takeover,
     forbidden: Vec<PathBuf>,
     fsync: FsyncPolicy,
     config: Config,
@@ -180,7 +179,6 @@ impl Session {
             workspace: workspace.into(),
             journal_dir: journal_dir.into(),
             backend: None,
-            takeover: Takeover::Refuse,
             forbidden: Vec::new(),
             fsync: FsyncPolicy::Group,
             config: Config::default(),
@@ -196,9 +194,11 @@ impl Session {
 
 impl Session {
     /// [`Session::builder`] for a journal on any backend: segment files, or a record store
-    /// (PostgreSQL). A record store's journal has no directory: nothing is kept out of the file
-    /// tools' reach for it, and large results are not spilled (no local store would follow the
-    /// session to another worker) unless [`SessionBuilder::config`] sets a spill store.
+    /// (PostgreSQL). The builder never takes a journal whose lease is live
+    /// ([`crate::takeover::steal`] does, on purpose). A record store's journal has no
+    /// directory: nothing is kept out of the file tools' reach for it, and large results are
+    /// not spilled (no local store would follow the session to another worker) unless
+    /// [`SessionBuilder::config`] sets a spill store.
     pub fn builder_on(workspace: impl Into<PathBuf>, backend: Backend) -> SessionBuilder {
         let mut builder = Session::builder(workspace, PathBuf::from(backend.location()));
         if backend.files().is_none() {
@@ -210,14 +210,6 @@ impl Session {
 }
 
 impl SessionBuilder {
-    /// Whether to take a record store's journal whose writer lease is still live
-    /// ([`Takeover::Steal`] fences the holder off; the steal is journaled as `writer/stolen`).
-    /// A directory's lock cannot be stolen: this changes nothing for segment files.
-    pub fn takeover(mut self, takeover: Takeover) -> SessionBuilder {
-        self.takeover = takeover;
-        self
-    }
-
     /// When appended records reach the disk (default: group commit).
     pub fn fsync(mut self, fsync: FsyncPolicy) -> SessionBuilder {
         self.fsync = fsync;
@@ -341,7 +333,9 @@ impl SessionBuilder {
                 Backend::Files(storage)
             }
         };
-        let lock = Journal::lock_backend(&backend, self.takeover).map_err(|e| match e {
+        // Never a steal here: taking a live holder's journal is its own act
+        // ([`crate::takeover::steal`]), journaled before anything else happens.
+        let lock = Journal::lock_backend(&backend, Takeover::Refuse).map_err(|e| match e {
             JournalError::Locked { holder_pid, .. } => BuildError::Live {
                 dir: dir.clone(),
                 holder_pid,
@@ -515,11 +509,8 @@ impl PreparedSession {
     /// [`PreparedSession::open`], with what opening the journal found (a torn tail it cut).
     pub fn open_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         refuse_a_session(self.replay.last_seq, &self.location)?;
-        let (journal, report, registry, hooks, config, options, _, stolen) = self.into_parts()?;
-        let mut session = Session::open(journal, registry, hooks, config, options)?;
-        if let Some((holder, epoch)) = stolen {
-            session.record_steal(&holder, epoch)?;
-        }
+        let (journal, report, registry, hooks, config, options, _) = self.into_parts()?;
+        let session = Session::open(journal, registry, hooks, config, options)?;
         Ok((session, report))
     }
 
@@ -536,13 +527,9 @@ impl PreparedSession {
     pub fn resume_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         resumable(&self.replay)?;
         self.check_resumable_here()?;
-        let (journal, report, registry, hooks, mut config, options, replay, stolen) =
-            self.into_parts()?;
+        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
-        if let Some((holder, epoch)) = stolen {
-            session.record_steal(&holder, epoch)?;
-        }
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
@@ -561,15 +548,11 @@ impl PreparedSession {
         recovery: Vec<crate::event::Event>,
     ) -> Result<(Session, OpenReport), BuildError> {
         self.check_resumable_here()?;
-        let (journal, report, registry, hooks, mut config, options, replay, stolen) =
-            self.into_parts()?;
+        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         config.plan_mode = false;
-        let mut session = Session::resume_recovering(
+        let session = Session::resume_recovering(
             journal, registry, hooks, config, options, &replay, recovery,
         )?;
-        if let Some((holder, epoch)) = stolen {
-            session.record_steal(&holder, epoch)?;
-        }
         Ok((session, report))
     }
 
@@ -615,7 +598,6 @@ impl PreparedSession {
             Config,
             SessionOptions,
             SessionReplay,
-            Option<(Holder, u64)>,
         ),
         BuildError,
     > {
@@ -632,7 +614,6 @@ impl PreparedSession {
             fsync: settings.fsync,
             ..Options::default()
         };
-        let stolen = lock.stolen_from().cloned().zip(lock.epoch());
         let (journal, report) = lock.open(options)?;
         let mut config = settings.config;
         if config.spill.is_none() {
@@ -656,7 +637,6 @@ impl PreparedSession {
             config,
             options,
             replay,
-            stolen,
         ))
     }
 }

@@ -69,6 +69,7 @@ pub mod session;
 pub mod spill;
 pub mod state;
 mod stats;
+pub mod takeover;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;

@@ -735,6 +735,18 @@ fn recovery_rerun(c: &mut Cur) -> R {
     )
 }
 
+fn writer_stolen(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("epoch", u64v),
+            ("holder", strv),
+            ("holder_epoch", u64v),
+            ("lease_left_ms", u64v),
+        ],
+    )
+}
+
 /// The event table of FORMAT.md: index → (name, fields).
 fn events() -> Vec<(&'static str, Shape)> {
     use Shape::{Fields, Newtype, Unit};
@@ -885,6 +897,8 @@ fn events() -> Vec<(&'static str, Shape)> {
         // Schema 5.
         ("started", Newtype(call_started)),
         ("recovery/rerun", Newtype(recovery_rerun)),
+        // Schema 6.
+        ("writer/stolen", Newtype(writer_stolen)),
     ]
 }
 

@@ -7,6 +7,7 @@ use runtime::event::{
     ContextSummaryRequested, Event, Evidence, LlmAttemptFailed, LlmRequest, LlmResponseDetail,
     ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question,
     QuestionOption, Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy, Resources,
+    WriterStolen,
     SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
     Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
@@ -592,6 +593,12 @@ pub fn every_event() -> Vec<Record> {
     events.push(Event::RecoveryRerun(RecoveryRerun {
         policy: RerunPolicy::Safe,
         calls: vec![],
+    }));
+    events.push(Event::WriterStolen(WriterStolen {
+        epoch: 4,
+        holder: "worker-a:4242".into(),
+        holder_epoch: 3,
+        lease_left_ms: 9_500,
     }));
     events
         .into_iter()

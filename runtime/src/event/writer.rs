@@ -18,5 +18,5 @@ pub struct WriterStolen {
     /// The epoch the holder had: none of its appends lands after this record.
     pub holder_epoch: u64,
     /// Milliseconds its lease still had when it was taken.
-    pub lease_left_ms: i64,
+    pub lease_left_ms: u64,
 }

@@ -207,23 +207,6 @@ impl Session {
         self.switch_plan_mode(on, reason, None)
     }
 
-    /// Journals that this writer took a record store's journal from a live holder
-    /// (`writer/stolen`); synced with the session's next records.
-    pub(crate) fn record_steal(
-        &mut self,
-        holder: &journal::Holder,
-        epoch: u64,
-    ) -> Result<(), RuntimeError> {
-        self.log
-            .append(&Event::WriterStolen(crate::event::WriterStolen {
-                epoch,
-                holder: holder.name.clone(),
-                holder_epoch: holder.epoch,
-                lease_left_ms: holder.expires_in_ms,
-            }))?;
-        Ok(())
-    }
-
     /// Whether plan mode is on (only read-only tools run).
     pub fn plan_mode(&self) -> bool {
         self.plan_mode
