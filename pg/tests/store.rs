@@ -139,19 +139,19 @@ fn take_refuses_a_live_lease_and_steal_fences_the_holder() {
 
 #[test]
 fn the_heartbeat_keeps_a_short_lease_and_an_abandoned_one_expires() {
-    let url = fresh_url(Some(300));
+    let url = fresh_url(Some(600));
     let store = PgStore::open(&url).unwrap();
     let a = store.take(Takeover::Refuse).unwrap();
-    std::thread::sleep(Duration::from_millis(900));
+    std::thread::sleep(Duration::from_millis(1500));
     assert!(
         matches!(
             store.take(Takeover::Refuse),
             Err(JournalError::Leased { .. })
         ),
-        "the heartbeat renewed the lease past its first 300 ms"
+        "the heartbeat renewed the lease past its first 600 ms"
     );
     drop(a); // Its heartbeat stops: the lease runs out, as a crashed writer's would.
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(1300));
     let expired = store
         .holder()
         .unwrap()
