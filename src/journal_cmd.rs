@@ -2,19 +2,35 @@
 //! events (as `recover` reads them); `dump` lists frames and does not decode events.
 
 use crate::CliError;
-use journal::{FsStorage, Limits, ReadEnd, Reader, Storage};
+use journal::{Limits, ReadEnd, Reader};
 use std::path::Path;
-use std::sync::Arc;
 
 fn open_reader(dir: &Path) -> Result<Reader, CliError> {
-    let storage = FsStorage::open(dir).map_err(|e| {
-        CliError::Failed(format!(
-            "{}: cannot open journal directory: {e}",
-            dir.display()
-        ))
-    })?;
-    let storage: Arc<dyn Storage> = Arc::new(storage);
-    Ok(Reader::open(storage, Limits::default())?)
+    let backend = crate::location::backend(dir)?;
+    Ok(Reader::open_backend(&backend, Limits::default())?)
+}
+
+/// `tooljournal store init URL`: the store's tables created or migrated.
+pub fn store_init(url: &str) -> Result<(), CliError> {
+    let report = pg::init(url)?;
+    match report.version_before {
+        None => outln!(
+            "{}: created, schema version {}",
+            report.location,
+            report.version
+        )?,
+        Some(before) if before == report.version => outln!(
+            "{}: already at schema version {}",
+            report.location,
+            report.version
+        )?,
+        Some(before) => outln!(
+            "{}: migrated from schema version {before} to {}",
+            report.location,
+            report.version
+        )?,
+    }
+    Ok(())
 }
 
 /// Describes how a journal ends, in one line.
@@ -44,7 +60,7 @@ fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
 /// Frames and events, as `recover` reads them (`recover::verify`): an event that does not
 /// decode or fit is the error recover gives, with the same seq, segment and offset.
 pub fn verify(dir: &Path) -> Result<(), CliError> {
-    let verified = recover::verify::verify(dir).map_err(|e| match e {
+    let verified = recover::verify::verify(crate::location::place(dir)?).map_err(|e| match e {
         recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
         recover::session::RecoverError::Newer(m) => CliError::Newer(m),
         // The rest are I/O failures: exit 1.

@@ -18,6 +18,8 @@ mod demo;
 mod fuzz_cmd;
 mod fuzz_world;
 mod journal_cmd;
+mod journal_copy;
+mod location;
 mod model_cli;
 mod policy;
 mod printer;
@@ -105,6 +107,8 @@ enum Command {
     /// configuration file) is reapplied; a flag given here changes it, and the change is
     /// journaled.
     Resume {
+        /// The session's journal: a directory, or a session in PostgreSQL
+        /// (`postgres://USER@HOST[:PORT]/DB?session=ID`).
         #[arg(long)]
         journal: PathBuf,
         #[arg(long)]
@@ -147,6 +151,14 @@ enum Command {
         /// or read-only; `none` nothing.
         #[arg(long, value_enum, default_value = "not-started")]
         rerun: rerun::RerunFlag,
+        /// A session in PostgreSQL held by another worker's live lease: take it now. The
+        /// holder is fenced off (its next append fails and it stops) and the takeover is
+        /// journaled (`writer/stolen`). Without it, a resume waits for the lease to expire.
+        #[arg(long)]
+        steal: bool,
+        /// How long to wait for a live lease to expire before giving up (without --steal).
+        #[arg(long, value_name = "MS", default_value_t = 30_000)]
+        lease_wait_ms: u64,
     },
     /// Talk with a live model on a workspace, interactively: its text streams as it arrives,
     /// each call shows a status line, questions are asked here. Ctrl-C stops the running turn
@@ -224,15 +236,35 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// List the sessions under the state directory.
+    /// List the sessions under the state directory, or in a store.
     Sessions {
         #[arg(long)]
         json: bool,
+        /// Where the sessions are: a directory holding one journal directory per session
+        /// (default: the state directory), or a PostgreSQL store (`postgres://USER@HOST/DB`).
+        #[arg(long, value_name = "DIR|URL")]
+        store: Option<PathBuf>,
     },
-    /// Inspect a journal directory's bytes.
+    /// Inspect a journal's records, or copy one.
     Journal {
         #[command(subcommand)]
         command: JournalCommand,
+    },
+    /// Manage a PostgreSQL store of journals.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Create the store's tables, or migrate them to this build's schema version (idempotent;
+    /// a store of a newer schema is refused).
+    Init {
+        /// The store: `postgres://USER@HOST[:PORT]/DB` (libpq URL syntax; `?host=/socket/dir`
+        /// for a Unix socket).
+        url: String,
     },
 }
 
@@ -242,16 +274,26 @@ enum JournalCommand {
     /// torn (printing the bytes a resume would drop), 2 on corruption (naming seq, segment and
     /// offset), 3 when written by a newer tooljournal.
     Verify {
-        /// The journal directory.
+        /// The journal: a directory, or `postgres://USER@HOST/DB?session=ID`.
         dir: PathBuf,
     },
-    /// One line per record: seq, segment, offset, length (bytes on disk, frame included).
+    /// One line per record: seq, segment, offset, length (bytes on disk, frame included; for
+    /// a journal in PostgreSQL, where the frame would sit in one segment).
     Dump {
-        /// The journal directory.
+        /// The journal: a directory, or `postgres://USER@HOST/DB?session=ID`.
         dir: PathBuf,
         /// Print JSON objects, one per line.
         #[arg(long)]
         json: bool,
+    },
+    /// Copy a journal record by record between a directory and PostgreSQL (either way),
+    /// checking every record; the destination must hold nothing yet. A torn tail is not
+    /// copied (it is no record); a corrupt source is refused at the damage (exit 2).
+    Copy {
+        /// The journal copied: a directory, or `postgres://USER@HOST/DB?session=ID`.
+        src: PathBuf,
+        /// Where the copy goes (a directory is created if missing).
+        dst: PathBuf,
     },
 }
 
@@ -269,6 +311,18 @@ pub enum CliError {
     Newer(String),
     /// Whoever reads our stdout went away (`| head`): stop quietly, exit 0.
     StdoutClosed,
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Failed(m)
+            | CliError::Corrupt(m)
+            | CliError::BadInput(m)
+            | CliError::Newer(m) => f.write_str(m),
+            CliError::StdoutClosed => f.write_str("stdout closed"),
+        }
+    }
 }
 
 /// Writes one line to stdout; a closed pipe ends the command quietly instead of panicking.
@@ -397,6 +451,8 @@ fn main() -> ExitCode {
             plan_mode,
             kill_orphans,
             rerun,
+            steal,
+            lease_wait_ms,
         } => resume::resume(resume::ResumeArgs {
             journal_dir: &journal,
             script: script.as_deref(),
@@ -415,6 +471,8 @@ fn main() -> ExitCode {
                 steps_max: max_steps,
             },
             prompts: prompt,
+            steal,
+            lease_wait_ms,
         }),
         Command::Fuzz {
             script,
@@ -431,10 +489,14 @@ fn main() -> ExitCode {
             seed,
             config,
         }),
-        Command::Sessions { json } => sessions::list(json),
+        Command::Sessions { json, store } => sessions::list(json, store.as_deref()),
         Command::Journal { command } => match command {
             JournalCommand::Verify { dir } => journal_cmd::verify(&dir),
             JournalCommand::Dump { dir, json } => journal_cmd::dump(&dir, json),
+            JournalCommand::Copy { src, dst } => journal_copy::copy(&src, &dst),
+        },
+        Command::Store { command } => match command {
+            StoreCommand::Init { url } => journal_cmd::store_init(&url),
         },
     };
     match result {

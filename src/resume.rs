@@ -29,6 +29,10 @@ pub struct ResumeArgs<'a> {
     pub model: crate::model_cli::ModelFlags,
     /// The turns to run with it.
     pub prompts: Vec<String>,
+    /// Take a PostgreSQL session from a holder whose lease is live (`--steal`).
+    pub steal: bool,
+    /// How long to wait for a live lease to expire before giving up (without `--steal`).
+    pub lease_wait_ms: u64,
 }
 
 pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
@@ -41,12 +45,17 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         rerun,
         model,
         prompts,
+        steal,
+        lease_wait_ms,
     } = args;
     if script.is_some() && (model.spec.is_some() || !prompts.is_empty()) {
         return Err(failed(
             "--script plays a transcript: it goes with neither --model nor --prompt",
         ));
     }
+    // A session in PostgreSQL may be held by another worker's lease: wait for it to expire,
+    // or take it now (journaled), before anything is read.
+    take_or_wait(journal_dir, steal, lease_wait_ms)?;
     // Read first, writing nothing: what the journal says decides what this resume does.
     let looked = recover_checked(journal_dir, false, None, false)?;
     // The policy the journal holds decides how the journal is opened (its fsync), so it is
@@ -105,7 +114,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         builder,
         approver,
         printer,
-    } = wire(&workspace, journal_dir, &setup, true);
+    } = wire(&workspace, journal_dir, &setup, true)?;
     // From here the writer lock is held: the replay below is the journal as it really ends,
     // and no other process can append before this session does (or finish it meanwhile).
     let locked = lock(builder)?;
@@ -189,7 +198,8 @@ fn recover_checked(
     say: bool,
 ) -> Result<recover::session::Recovered, CliError> {
     let recovered =
-        recover::session::recover_probing(journal_dir, write, workspace).map_err(|e| match e {
+        recover::session::recover_probing(crate::location::place(journal_dir)?, write, workspace)
+            .map_err(|e| match e {
             recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
             recover::session::RecoverError::Newer(m) => CliError::Newer(m),
             // The rest are I/O failures: exit 1.
@@ -201,6 +211,9 @@ fn recover_checked(
         }
     }
     if recovered.analysis.live {
+        if crate::location::url(journal_dir).is_some() {
+            return Err(lease_is_live(journal_dir));
+        }
         let storage = FsStorage::open(journal_dir).map_err(failed)?;
         return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
     }
@@ -254,6 +267,86 @@ fn still_resumable<'r>(
         )));
     }
     Ok(Some(open))
+}
+
+/// How often a resume looks at a live lease it waits for.
+const LEASE_POLL_MS_MAX: u64 = 200;
+
+/// For a session in PostgreSQL: with `steal`, takes it from a live holder now (fenced off, the
+/// steal journaled as `writer/stolen`); without, waits up to `wait_ms` for a live lease to
+/// expire (a crashed worker's lease ends on its own; a live worker's does not). A directory
+/// has no lease: its writer is a live process here, never stolen.
+fn take_or_wait(journal_dir: &Path, steal: bool, wait_ms: u64) -> Result<(), CliError> {
+    if crate::location::url(journal_dir).is_none() {
+        if steal {
+            return Err(failed(format!(
+                "{}: --steal takes a PostgreSQL session's lease; a journal directory's writer                  is a live process on this machine, and is never taken over",
+                journal_dir.display()
+            )));
+        }
+        return Ok(());
+    }
+    let backend = crate::location::backend(journal_dir)?;
+    if steal {
+        let clock = runtime::eventlog::SystemClock;
+        if let Some(holder) = runtime::takeover::steal(&backend, &clock)? {
+            eprintln!(
+                "note: {}: took the session from {} (epoch {}, {} ms of its lease left); \
+                 its appends from now on are refused",
+                journal_dir.display(),
+                holder.name,
+                holder.epoch,
+                holder.expires_in_ms
+            );
+        }
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        let journal::WriterState::Leased(holder) = backend.writer_state()? else {
+            return Ok(());
+        };
+        if !holder.live() {
+            return Ok(());
+        }
+        let waited_ms = started.elapsed().as_millis() as u64;
+        if waited_ms >= wait_ms {
+            return Err(lease_is_live(journal_dir));
+        }
+        if !said {
+            eprintln!(
+                "note: {}: held by {} (lease expires in {} ms unless renewed); waiting up to \
+                 {wait_ms} ms",
+                journal_dir.display(),
+                holder.name,
+                holder.expires_in_ms
+            );
+            said = true;
+        }
+        let left_ms = u64::try_from(holder.expires_in_ms).unwrap_or(0);
+        let nap_ms = left_ms.clamp(1, LEASE_POLL_MS_MAX).min(wait_ms - waited_ms);
+        std::thread::sleep(std::time::Duration::from_millis(nap_ms));
+    }
+}
+
+/// The one message for "another worker holds this PostgreSQL session".
+fn lease_is_live(journal_dir: &Path) -> CliError {
+    let holder = crate::location::backend(journal_dir)
+        .ok()
+        .and_then(|b| b.writer_state().ok());
+    let who = match holder {
+        Some(journal::WriterState::Leased(h)) => format!(
+            "{} (epoch {}, lease expires in {} ms unless renewed)",
+            h.name, h.epoch, h.expires_in_ms
+        ),
+        _ => "another worker".to_owned(),
+    };
+    failed(format!(
+        "{}: session is live: held by {who}; wait for its lease to expire, or take it with \
+         `tooljournal resume --steal`",
+        journal_dir.display()
+    ))
 }
 
 /// How long a killed process group may take to disappear.

@@ -6,10 +6,10 @@ use crate::config::{self, FileConfig};
 use crate::policy;
 use crate::printer::Printer;
 use crate::CliError;
-use journal::{FsStorage, FsyncPolicy, Storage};
+use journal::{FsStorage, FsyncPolicy};
 use runtime::event::{AskAnswer, CallRef, Record};
 use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
-use runtime::replay::replay_storage;
+use runtime::replay::replay_backend;
 use runtime::transcript::{drive, read_script, DriveReport, ScriptedApprover, ScriptedModel};
 use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
 use std::path::{Path, PathBuf};
@@ -135,11 +135,11 @@ pub(crate) struct Setup<'a> {
 fn start_servers(
     rt: &tokio::runtime::Runtime,
     config: &FileConfig,
-    journal_dir: &Path,
+    side_dir: &Path,
     registry: &mut runtime::registry::Registry,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
     start_all(rt.handle(), config, |name, server_config| {
-        let log = journal_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
+        let log = side_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
         // Appended to: a resumed session keeps what the server said in earlier runs.
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -193,14 +193,14 @@ pub(crate) fn wire(
     journal_dir: &Path,
     setup: &Setup<'_>,
     resuming: bool,
-) -> Wired {
+) -> Result<Wired, CliError> {
     let default = match setup.approve {
         Approve::Allow => AskAnswer::AllowedOnce,
         Approve::Deny | Approve::Ask => AskAnswer::Denied,
     };
     let approver = Arc::new(ScriptedApprover::new(default));
     let printer = Arc::new(Printer::new());
-    let mut builder = Session::builder(workspace, journal_dir)
+    let mut builder = crate::location::builder(workspace, journal_dir)?
         // First: `config` replaces what the settings below set.
         .config(runtime::Config {
             question_timeout_ms: setup.config.question_timeout_ms,
@@ -225,11 +225,11 @@ pub(crate) fn wire(
     if !setup.json {
         builder = builder.observer(printer.clone() as Arc<dyn Observer>);
     }
-    Wired {
+    Ok(Wired {
         builder,
         approver,
         printer,
-    }
+    })
 }
 
 /// The library's refusals, worded as the CLI always worded them.
@@ -296,7 +296,8 @@ pub(crate) fn prepare(
     let mut prepared = locked.prepare().map_err(build_error)?;
     config::apply_builtin_exposure(file_config, prepared.registry_mut())?;
     let rt = tokio_runtime()?;
-    let servers = start_servers(&rt, file_config, &journal_dir, prepared.registry_mut())?;
+    let side_dir = crate::location::side_dir(&journal_dir)?;
+    let servers = start_servers(&rt, file_config, &side_dir, prepared.registry_mut())?;
     let tools = prepared
         .registry()
         .entries()
@@ -441,8 +442,8 @@ pub(crate) fn play(
 
 /// Every record as a JSON line.
 fn print_json(journal_dir: &Path) -> Result<(), CliError> {
-    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(failed)?);
-    for record in journal::Reader::open(storage, journal::Limits::default())? {
+    let backend = crate::location::backend(journal_dir)?;
+    for record in journal::Reader::open_backend(&backend, journal::Limits::default())? {
         let record = record?;
         let decoded: Record = record.decode().map_err(failed)?;
         let line =
@@ -454,8 +455,8 @@ fn print_json(journal_dir: &Path) -> Result<(), CliError> {
 
 /// A table of every call: tool, state, duration, error code.
 pub fn print_table(journal_dir: &Path) -> Result<(), CliError> {
-    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open(journal_dir).map_err(failed)?);
-    let (replay, _) = replay_storage(storage, journal::Limits::default()).map_err(failed)?;
+    let backend = crate::location::backend(journal_dir)?;
+    let (replay, _) = replay_backend(&backend, journal::Limits::default()).map_err(failed)?;
     outln!(
         "\n{:<5} {:<5} {:<12} {:<8} {:<34} {:>7}  code",
         "turn",
@@ -544,7 +545,7 @@ pub fn run_model(
         builder,
         approver,
         printer,
-    } = wire(workspace, journal_dir, &setup, false);
+    } = wire(workspace, journal_dir, &setup, false)?;
     let locked = lock(builder)?;
     let prepared = prepare(locked, setup, approver, printer, Opening::New)?;
     play(prepared, model, json)
@@ -555,14 +556,17 @@ pub fn run_model(
 /// Read-only: the directory is not touched (no lock file, no cut tail), so a crashed session
 /// stays exactly as `recover` and `resume` need it. `Session::open` checks again under the lock.
 pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
-    let Ok(storage) = FsStorage::open(journal_dir) else {
-        return Ok(()); // no directory yet (or not one: creating it will say so)
+    let backend = match crate::location::url(journal_dir) {
+        Some(_) => crate::location::backend(journal_dir)?,
+        None => match FsStorage::open(journal_dir) {
+            Ok(storage) => journal::Backend::Files(Arc::new(storage)),
+            Err(_) => return Ok(()), // no directory yet (or not one: creating it will say so)
+        },
     };
-    let storage: Arc<dyn Storage> = Arc::new(storage);
     let mut replayer = runtime::replay::Replayer::new();
     let mut records = 0u64;
     let mut unreadable = None;
-    match journal::Reader::open(storage.clone(), journal::Limits::default()) {
+    match journal::Reader::open_backend(&backend, journal::Limits::default()) {
         Err(e) => unreadable = Some(e.to_string()),
         Ok(reader) => {
             for record in reader {
@@ -585,7 +589,7 @@ pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError
     let replay = replayer.finish();
     let resume_hint = format!("tooljournal resume --journal {}", journal_dir.display());
     if let Some(open) = &replay.open {
-        let state = if matches!(storage.writer_lock_held(), Ok(true)) {
+        let state = if backend.writer_state().is_ok_and(|w| w.live()) {
             "live".to_owned()
         } else if replay.closed {
             "finished".to_owned()
@@ -659,7 +663,7 @@ impl NewSession {
             builder,
             approver,
             printer,
-        } = wire(&self.workspace, &self.journal_dir, &setup, false);
+        } = wire(&self.workspace, &self.journal_dir, &setup, false)?;
         let locked = lock(builder.session_id(self.session_id))?;
         prepare(locked, setup, approver, printer, Opening::New)
     }

@@ -1,12 +1,12 @@
-//! `tooljournal sessions`: what lives under the state directory, read from each journal.
+//! `tooljournal sessions`: what lives under the state directory (or another directory of
+//! journals, or a PostgreSQL store), read from each journal.
 
 use crate::run::state_root;
 use crate::CliError;
-use journal::{FsStorage, Limits, Reader, Storage};
+use journal::{Limits, Reader};
 use runtime::event::Record;
 use runtime::replay::Replayer;
 use runtime::state::CallState;
-use std::sync::Arc;
 
 struct Row {
     id: String,
@@ -32,18 +32,18 @@ fn read_session(dir: &std::path::Path) -> Row {
         orphans: 0,
         note: String::new(),
     };
-    let storage = match FsStorage::open(dir) {
-        Ok(s) => s,
+    let backend = match crate::location::backend(dir) {
+        Ok(b) => b,
         Err(e) => {
             row.note = e.to_string();
             return row;
         }
     };
-    // A live writer holds the lock; asking creates and writes nothing (a listing must not).
-    let running = matches!(storage.writer_lock_held(), Ok(true));
-    let storage: Arc<dyn Storage> = Arc::new(storage);
+    // A live writer holds the lock or the lease; asking creates and writes nothing (a listing
+    // must not).
+    let running = backend.writer_state().is_ok_and(|w| w.live());
     let mut replayer = Replayer::new();
-    let reader = match Reader::open(storage, Limits::default()) {
+    let reader = match Reader::open_backend(&backend, Limits::default()) {
         Ok(r) => r,
         Err(e) => {
             row.note = e.to_string();
@@ -89,16 +89,32 @@ fn read_session(dir: &std::path::Path) -> Row {
     row
 }
 
-pub fn list(json: bool) -> Result<(), CliError> {
-    let root = state_root()?;
-    let mut dirs: Vec<_> = match std::fs::read_dir(&root) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(CliError::Failed(format!("{}: {e}", root.display()))),
+/// The journals in a PostgreSQL store, each as its session's URL.
+fn store_sessions(url: &str) -> Result<Vec<std::path::PathBuf>, CliError> {
+    let mut sessions: Vec<_> = pg::sessions(url)?
+        .into_iter()
+        .map(|s| std::path::PathBuf::from(pg::session_url(url, &s.session)))
+        .collect();
+    sessions.sort();
+    Ok(sessions)
+}
+
+pub fn list(json: bool, store: Option<&std::path::Path>) -> Result<(), CliError> {
+    let root = match store {
+        Some(store) => store.to_path_buf(),
+        None => state_root()?,
+    };
+    let mut dirs: Vec<_> = match store.and_then(crate::location::url) {
+        Some(url) => store_sessions(url)?,
+        None => match std::fs::read_dir(&root) {
+            Ok(entries) => entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(CliError::Failed(format!("{}: {e}", root.display()))),
+        },
     };
     dirs.sort();
     let rows: Vec<Row> = dirs.iter().map(|d| read_session(d)).collect();

@@ -511,7 +511,7 @@ fn a_kill_during_the_summary_request_then_resume() {
         );
         assert_eq!(recovery.interrupted_turn, Some(2), "{format}: {recovery:?}");
         // The recovery closed turn 2 as interrupted: the replay of the journal says so.
-        let recovered = recover::session::recover(&case.journal(), false).expect("recovers");
+        let recovered = recover::session::recover(case.journal(), false).expect("recovers");
         let outcomes: Vec<_> = recovered
             .analysis
             .replay

@@ -51,7 +51,8 @@ pub use backend::{Backend, WriterState};
 pub use error::{full_disk_note, Corruption, CorruptionKind, DecodeError, JournalError, Position};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
 pub use records::{
-    Holder, JournalMeta, RecordStore, RecordWriter, Row, RowRef, RowSource, Taken, Takeover,
+    Holder, JournalMeta, OpenedRows, RecordStore, RecordWriter, Row, RowRef, RowSource, Taken,
+    Takeover,
 };
 pub use scan::ScanWork;
 pub use storage::{FsStorage, SimStorage, Storage};

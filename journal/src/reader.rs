@@ -286,6 +286,7 @@ impl Reader {
         let mut reader = Reader::empty(None, location, limits, false);
         if let Some(rows) = &rows {
             reader.format_version = Some(rows.encoding.format_version());
+            reader.journal_id = Some(rows.journal_id);
         } else {
             reader.end = Some(ReadEnd::Clean);
         }
@@ -371,6 +372,12 @@ impl Reader {
     /// linear in the bytes scanned, whatever they hold.
     pub fn scan_work(&self) -> ScanWork {
         self.scan_work
+    }
+
+    /// The journal's id, once known: from the first segment header read, or a record store's
+    /// journal's from the start. `None` before (and for an empty journal).
+    pub fn journal_id(&self) -> Option<[u8; 16]> {
+        self.journal_id
     }
 
     /// Records returned so far.

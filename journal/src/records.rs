@@ -107,6 +107,9 @@ pub struct RowRef<'a> {
     pub payload: &'a [u8],
 }
 
+/// A journal's identity and its rows, as [`RecordStore::rows`] opens them.
+pub type OpenedRows = (JournalMeta, Box<dyn RowSource>);
+
 /// A journal kept as rows. One value names one journal (one session) in one store.
 pub trait RecordStore: Send + Sync + fmt::Debug {
     /// Where the journal lives, for messages: a URL without its password.
@@ -117,7 +120,7 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
     fn take(&self, takeover: Takeover) -> Result<Taken, JournalError>;
     /// The journal's identity and its records in seq order, from seq 1; `None` when the store
     /// holds no journal under this name. Takes no lease: a live journal can be read.
-    fn rows(&self) -> Result<Option<(JournalMeta, Box<dyn RowSource>)>, JournalError>;
+    fn rows(&self) -> Result<Option<OpenedRows>, JournalError>;
     /// Who holds the journal for writing; `None` when nobody has, or its holder closed it.
     /// An expired lease is returned too ([`Holder::live`] says which).
     fn holder(&self) -> Result<Option<Holder>, JournalError>;

@@ -466,6 +466,12 @@ impl Drop for Journal {
         // shutdown calls `close`). Errors here have no one to go to and poison nothing new.
         if self.shared.poison.get().is_none() {
             let _ = self.shared.flush(false);
+            // A record store's lease is given up as a directory's lock is released when its
+            // writer goes: a writer dropped in a live process is done. (A killed process never
+            // gets here; its lease expires.)
+            if let Io::Rows(rows) = &mut *lock(&self.shared.io) {
+                let _ = rows.release();
+            }
         }
     }
 }

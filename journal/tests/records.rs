@@ -5,8 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 use tooljournal_journal::{
-    Backend, CorruptionKind, FsStorage, Holder, Journal, JournalError, JournalMeta, Options,
-    ReadEnd, Reader, RecordStore, RecordWriter, Row, RowRef, RowSource, Taken, Takeover,
+    Backend, CorruptionKind, FsStorage, Holder, Journal, JournalError, JournalMeta, OpenedRows,
+    Options, ReadEnd, Reader, RecordStore, RecordWriter, Row, RowRef, RowSource, Taken, Takeover,
 };
 
 #[derive(Debug, Default)]
@@ -61,7 +61,7 @@ impl RecordStore for MemStore {
             stolen_from,
         })
     }
-    fn rows(&self) -> Result<Option<(JournalMeta, Box<dyn RowSource>)>, JournalError> {
+    fn rows(&self) -> Result<Option<OpenedRows>, JournalError> {
         let inner = self.0.lock().unwrap();
         Ok(inner.meta.map(|meta| {
             let rows: Box<dyn RowSource> = Box::new(MemRows(inner.rows.clone().into_iter()));

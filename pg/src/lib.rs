@@ -53,11 +53,11 @@ mod writer;
 
 pub use rows::PgRows;
 pub use schema::{init, sessions, InitReport, SessionInfo, SCHEMA_VERSION};
-pub use url::{LEASE_MS_DEFAULT, LEASE_MS_MIN};
+pub use url::{is_url, session_url, LEASE_MS_DEFAULT, LEASE_MS_MIN};
 pub use writer::{PgWriter, RESOLVE_WAIT_MS_MAX};
 
 use conn::Conn;
-use journal::{Holder, JournalError, JournalMeta, RecordStore, RowSource, Taken, Takeover};
+use journal::{Holder, JournalError, OpenedRows, RecordStore, Taken, Takeover};
 use std::sync::{Arc, Mutex};
 
 /// What every connection of one journal needs: where, which session, how long a lease.
@@ -136,7 +136,7 @@ impl RecordStore for PgStore {
         writer::take(&self.target, takeover)
     }
 
-    fn rows(&self) -> Result<Option<(JournalMeta, Box<dyn RowSource>)>, JournalError> {
+    fn rows(&self) -> Result<Option<OpenedRows>, JournalError> {
         rows::open(&self.target)
     }
 

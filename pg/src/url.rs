@@ -43,6 +43,31 @@ impl std::fmt::Debug for StoreUrl {
     }
 }
 
+/// Whether `location` names a PostgreSQL store (`postgres://` or `postgresql://`) rather than
+/// a directory: how the command lines tell a journal's two kinds of location apart.
+pub fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// The URL of one session in the store `store_url` names: `session=` set to `session`
+/// (percent-encoded), any `session=` the store URL had replaced.
+pub fn session_url(store_url: &str, session: &str) -> String {
+    let encoded =
+        percent_encoding::utf8_percent_encode(session, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+    let (base, query) = match store_url.split_once('?') {
+        Some((base, query)) => (base, query),
+        None => (store_url, ""),
+    };
+    let session_param = format!("session={encoded}");
+    let params: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("session="))
+        .chain(std::iter::once(session_param.as_str()))
+        .collect();
+    format!("{base}?{}", params.join("&"))
+}
+
 /// A bad URL's error: names the URL (password elided) and what is wrong.
 fn bad(location: &str, message: String) -> JournalError {
     JournalError::Store {
@@ -92,7 +117,7 @@ pub(crate) fn elide_password(url: &str) -> String {
 /// `postgres://USER@/DB?host=/socket/dir&session=ID` for a Unix socket.
 pub(crate) fn parse(url: &str) -> Result<StoreUrl, JournalError> {
     let location = elide_password(url);
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+    if !is_url(url) {
         return Err(bad(
             &location,
             "not a PostgreSQL URL: it must start with postgres:// or postgresql://".into(),

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use journal::ReadEnd;
 // The library of this package, by the short name the workspace uses.
 use recover::session::{RecoverError, ReportSink, RereadError};
+use recover::Place;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -110,8 +111,10 @@ fn print(text: &str) -> Result<(), Failure> {
     }
 }
 
-fn verify(dir: &Path) -> Result<(), Failure> {
-    let recover::verify::Verified { end, records } = recover::verify::verify(dir)?;
+fn verify(at: &Place) -> Result<(), Failure> {
+    let label = at.label();
+    let dir = label.as_path();
+    let recover::verify::Verified { end, records } = recover::verify::verify(at)?;
     match end {
         ReadEnd::Clean => print(&format!("{}: clean: {records} records\n", dir.display())),
         ReadEnd::TornTail(t) => print(&format!(
@@ -169,12 +172,14 @@ fn output_failure(e: std::io::Error) -> Failure {
 /// memory does not grow with the journal. On corruption found on the way the output stops
 /// short and the exit code is 2.
 fn classify(
-    dir: &Path,
+    at: &Place,
     json: bool,
     dry_run: bool,
     salvage: bool,
     probe: Option<&Path>,
 ) -> Result<(), Failure> {
+    let label = at.label();
+    let dir = label.as_path();
     use recover::listing::{JsonListing, TextListing};
     let name = dir.display().to_string();
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -187,7 +192,7 @@ fn classify(
         }
     };
     if salvage {
-        let r = recover::session::salvage_probing(dir, probe)?;
+        let r = recover::session::salvage_probing(at, probe)?;
         note(dir, r.notes());
         let a = &r.analysis;
         let session_id = a.replay.open.as_ref().map(|o| o.session_id.as_str());
@@ -207,25 +212,27 @@ fn classify(
         return written.map_err(output_failure);
     }
     if json {
-        classify_streamed(dir, dry_run, probe, JsonListing::new(out, &name), |l, s| {
+        classify_streamed(at, dry_run, probe, JsonListing::new(out, &name), |l, s| {
             l.finish(s.end, s.live, None)
         })
     } else {
-        classify_streamed(dir, dry_run, probe, text_listing(out), |l, s| {
+        classify_streamed(at, dry_run, probe, text_listing(out), |l, s| {
             l.finish(s.end, s.live, None)
         })
     }
 }
 
 fn classify_streamed<S: ReportSink>(
-    dir: &Path,
+    at: &Place,
     dry_run: bool,
     probe: Option<&Path>,
     mut listing: S,
     finish: impl FnOnce(S, &recover::session::Streamed) -> std::io::Result<()>,
 ) -> Result<(), Failure> {
+    let label = at.label();
+    let dir = label.as_path();
     let mut s = with_bar(|progress| {
-        recover::session::recover_streaming_probing(dir, !dry_run, progress, &mut listing, probe)
+        recover::session::recover_streaming_probing(at, !dry_run, progress, &mut listing, probe)
     })?;
     note(dir, s.notes());
     warn_running(dir, &s.processes);
@@ -263,12 +270,14 @@ fn reread_failure(e: RereadError) -> Failure {
 
 /// `audit`: read once to check the journal whole (a corrupt one prints nothing), then again
 /// writing each call as it is final, so that memory does not grow with the journal.
-fn audit(dir: &Path, json: bool) -> Result<(), Failure> {
-    let first = with_bar(|progress| recover::audit::first_reading(dir, progress))?;
+fn audit(at: &Place, json: bool) -> Result<(), Failure> {
+    let label = at.label();
+    let dir = label.as_path();
+    let first = with_bar(|progress| recover::audit::first_reading(at, progress))?;
     note(dir, first.streamed.notes());
     let name = dir.display().to_string();
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    recover::audit::stream(dir, first, &name, json, out)
+    recover::audit::stream(at, first, &name, json, out)
         .map(drop)
         .map_err(reread_failure)
 }
@@ -285,14 +294,16 @@ fn live_failure(dir: &Path) -> Failure {
 /// journal is read again, so that memory does not grow with the journal. A corrupt journal
 /// or a live session fails before anything is written.
 fn rebuild(
-    dir: &Path,
+    at: &Place,
     format: recover::providers::Format,
     out: Option<&Path>,
     write: bool,
     probe: Option<&Path>,
 ) -> Result<(), Failure> {
     use recover::rebuild::streamed;
-    let first = with_bar(|progress| streamed::first_reading(dir, format, write, progress, probe))?;
+    let label = at.label();
+    let dir = label.as_path();
+    let first = with_bar(|progress| streamed::first_reading(at, format, write, progress, probe))?;
     note(dir, first.streamed.notes());
     if first.streamed.live {
         return Err(live_failure(dir));
@@ -305,7 +316,7 @@ fn rebuild(
             };
             let file = std::fs::File::create(path).map_err(cannot)?;
             let file = std::io::BufWriter::with_capacity(1 << 16, file);
-            match streamed::write(dir, first, file) {
+            match streamed::write(at, first, file) {
                 Ok(written) => written.notes,
                 Err(RereadError::Output(e)) => return Err(cannot(e)),
                 Err(RereadError::Recover(e)) => return Err(e.into()),
@@ -313,7 +324,7 @@ fn rebuild(
         }
         None => {
             let stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            streamed::write(dir, first, stdout)
+            streamed::write(at, first, stdout)
                 .map_err(reread_failure)?
                 .notes
         }
@@ -324,12 +335,14 @@ fn rebuild(
 
 /// `rebuild --salvage`: a corrupt journal read whole, passing over the damage.
 fn rebuild_salvaged(
-    dir: &Path,
+    at: &Place,
     format: recover::providers::Format,
     out: Option<&Path>,
     probe: Option<&Path>,
 ) -> Result<(), Failure> {
-    let r = recover::session::salvage_probing(dir, probe)?;
+    let label = at.label();
+    let dir = label.as_path();
+    let r = recover::session::salvage_probing(at, probe)?;
     if let Some(s) = &r.salvage {
         eprint!("{}", recover::report::salvage_text(s));
     }
@@ -351,16 +364,29 @@ fn rebuild_salvaged(
     }
 }
 
+/// The journal a command names: a directory, or a `postgres://…?session=ID` URL (a session in
+/// PostgreSQL, opened through `tooljournal-pg`).
+fn place(dir: &Path) -> Result<Place, Failure> {
+    match dir.to_str().filter(|s| pg::is_url(s)) {
+        Some(url) => {
+            let store = pg::PgStore::open(url).map_err(|e| Failure::Failed(e.to_string()))?;
+            let store: std::sync::Arc<dyn journal::RecordStore> = std::sync::Arc::new(store);
+            Ok(Place::Backend(journal::Backend::Records(store)))
+        }
+        None => Ok(Place::from(dir)),
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Verify { dir } => verify(&dir),
+        Command::Verify { dir } => verify(&place(&dir)?),
         Command::Classify {
             dir,
             json,
             dry_run,
             salvage,
             probe,
-        } => classify(&dir, json, dry_run, salvage, probe.as_deref()),
+        } => classify(&place(&dir)?, json, dry_run, salvage, probe.as_deref()),
         Command::Rebuild {
             dir,
             format,
@@ -369,13 +395,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             salvage,
             probe,
         } => {
+            let at = place(&dir)?;
             if salvage {
-                rebuild_salvaged(&dir, format, out.as_deref(), probe.as_deref())
+                rebuild_salvaged(&at, format, out.as_deref(), probe.as_deref())
             } else {
-                rebuild(&dir, format, out.as_deref(), !dry_run, probe.as_deref())
+                rebuild(&at, format, out.as_deref(), !dry_run, probe.as_deref())
             }
         }
-        Command::Audit { dir, json } => audit(&dir, json),
+        Command::Audit { dir, json } => audit(&place(&dir)?, json),
     }
 }
 

@@ -25,6 +25,7 @@ pub(super) struct Rows {
     /// Where the next frame would start in a single segment.
     offset: u64,
     pub(super) encoding: Encoding,
+    pub(super) journal_id: [u8; 16],
 }
 
 impl Rows {
@@ -36,6 +37,7 @@ impl Rows {
             frame: Vec::new(),
             offset: HEADER_BYTES as u64,
             encoding,
+            journal_id: meta.journal_id,
         })
     }
 }

@@ -20,6 +20,8 @@ pub(super) struct RowsIo {
     written_seq: u64,
     /// Rows were stored without waiting for the store's log since the last durable commit.
     stored_lazily: bool,
+    /// The lease was given up (by `close`, or the drop after it).
+    released: bool,
 }
 
 impl RowsIo {
@@ -58,8 +60,11 @@ impl RowsIo {
         Ok(durable)
     }
 
-    /// Gives the lease up (a clean close).
+    /// Gives the lease up (a clean close), once.
     pub(super) fn release(&mut self) -> Result<(), JournalError> {
+        if std::mem::replace(&mut self.released, true) {
+            return Ok(());
+        }
         self.writer.release()
     }
 }
@@ -141,6 +146,7 @@ pub(super) fn open(
         writer,
         written_seq: records,
         stored_lazily: false,
+        released: false,
     });
     let report = OpenReport {
         created,

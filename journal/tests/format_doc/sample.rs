@@ -7,9 +7,9 @@ use runtime::event::{
     ContextSummaryRequested, Event, Evidence, LlmAttemptFailed, LlmRequest, LlmResponseDetail,
     ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question,
     QuestionOption, Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy, Resources,
-    WriterStolen,
     SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
-    Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
+    Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, WriterStolen,
+    EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;

@@ -1,0 +1,86 @@
+//! A journal's location as the command line gives it: a directory, or a session in PostgreSQL
+//! (`postgres://USER@HOST[:PORT]/DB?session=ID`, libpq's URL syntax; `host=/socket/dir` works).
+//!
+//! Why one room: every command that takes a journal takes either, and tells them apart here
+//! only. The location stays the path clap parsed (a URL is a valid path string, and messages
+//! print it as given); a command opens its journal through [`backend`], [`place`] or
+//! [`builder`], and the library below never learns which kind it has.
+
+use crate::run::state_root;
+use crate::CliError;
+use journal::{Backend, FsStorage, RecordStore, Storage};
+use runtime::builder::SessionBuilder;
+use runtime::Session;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The URL, when `journal` names a PostgreSQL session rather than a directory.
+pub fn url(journal: &Path) -> Option<&str> {
+    journal.to_str().filter(|s| pg::is_url(s))
+}
+
+/// The session's store, for a URL; `None` for a directory.
+fn store(journal: &Path) -> Result<Option<Arc<dyn RecordStore>>, CliError> {
+    let Some(url) = url(journal) else {
+        return Ok(None);
+    };
+    let store = pg::PgStore::open(url).map_err(|e| CliError::Failed(e.to_string()))?;
+    Ok(Some(Arc::new(store)))
+}
+
+/// The journal's backend, opened for reading: an existing directory, or the session's store.
+pub fn backend(journal: &Path) -> Result<Backend, CliError> {
+    if let Some(store) = store(journal)? {
+        return Ok(Backend::Records(store));
+    }
+    let storage = FsStorage::open(journal).map_err(|e| {
+        CliError::Failed(format!(
+            "{}: cannot open journal directory: {e}",
+            journal.display()
+        ))
+    })?;
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    Ok(Backend::Files(storage))
+}
+
+/// The journal as `recover`'s entry points take it.
+pub fn place(journal: &Path) -> Result<recover::Place, CliError> {
+    Ok(match store(journal)? {
+        Some(store) => recover::Place::Backend(Backend::Records(store)),
+        None => recover::Place::Dir(journal.to_path_buf()),
+    })
+}
+
+/// The library's builder for a session journaled at `journal` (a directory is created if
+/// missing; a URL's session is created by its first writer).
+pub fn builder(workspace: &Path, journal: &Path) -> Result<SessionBuilder, CliError> {
+    Ok(match store(journal)? {
+        Some(store) => Session::builder_on(workspace, Backend::Records(store)),
+        None => Session::builder(workspace, journal),
+    })
+}
+
+/// Where the CLI keeps files beside a journal (what MCP servers print on stderr): the journal
+/// directory, or for a PostgreSQL session a directory of its own under the state root (the
+/// session's id in the store, made safe as a file name), created if missing.
+pub fn side_dir(journal: &Path) -> Result<PathBuf, CliError> {
+    let Some(url) = url(journal) else {
+        return Ok(journal.to_path_buf());
+    };
+    let store = pg::PgStore::open(url).map_err(|e| CliError::Failed(e.to_string()))?;
+    let name: String = store
+        .session()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = state_root()?.join("postgres").join(name);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
+    Ok(dir)
+}
