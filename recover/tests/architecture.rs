@@ -1,9 +1,10 @@
 //! recover never runs a tool (DESIGN.md I5): it reads events through `runtime`'s event types
 //! and `replay`, and has nothing of its own to run a call with. This test reads the dependency
 //! graph as `cargo metadata` gives it (not the source's text, which a renamed import would
-//! fool): among the workspace's crates recover reaches only `journal` and `runtime`, never the
-//! crates that start tools or servers (`mcp`, the CLI, `fuzz`); its own dependencies hold no
-//! async executor and no process control; and it asks `runtime` for no optional feature.
+//! fool): among the workspace's crates recover reaches only `journal`, `history`, `runtime` and
+//! `pg` (the record store), never the crates that start tools or servers (`mcp`, the CLI,
+//! `fuzz`); its own dependencies hold no async executor and no process control; and it asks
+//! `runtime` for no optional feature.
 
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -81,6 +82,8 @@ fn recover_reaches_no_crate_that_runs_calls() {
         BTreeSet::from([
             "tooljournal-history",
             "tooljournal-journal",
+            // A journal in PostgreSQL: the record store, which runs no call.
+            "tooljournal-pg",
             "tooljournal-runtime"
         ]),
         "recover's workspace dependencies (never the model adapters: recover sends no request)"

@@ -431,6 +431,16 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 calls: vec![call()],
             }),
         ),
+        (
+            39,
+            "writer/stolen",
+            Event::WriterStolen(WriterStolen {
+                epoch: 2,
+                holder: "host:1".into(),
+                holder_epoch: 1,
+                lease_left_ms: 500,
+            }),
+        ),
     ]
 }
 

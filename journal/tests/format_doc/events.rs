@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 5;
+pub const DOC_SCHEMA: u32 = 6;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
