@@ -295,7 +295,7 @@ fn play(
         Outcome::Fatal(message) => Err(CliError::Failed(format!(
             "{message} (the session stays open: once fixed, continue it with `tooljournal \
              resume --journal {} --prompt ...`)",
-            journal_dir.display()
+            crate::location::shown(&journal_dir)
         ))),
     }
 }
@@ -349,7 +349,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     };
     let prepared = new.open(setup)?;
     outln!("session {}", prepared.session.session_id())?;
-    outln!("journal: {}", journal_dir.display())?;
+    outln!("journal: {}", crate::location::shown(&journal_dir))?;
     outln!("model: {spec}")?;
     let agent_config = model_cli::agent_config(
         &args.flags,

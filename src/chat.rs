@@ -88,7 +88,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         session.session_id(),
         workspace.display()
     )?;
-    outln!("journal: {}", journal_dir.display())?;
+    outln!("journal: {}", crate::location::shown(&journal_dir))?;
     outln!("{HELP}")?;
     let interrupts = Interrupts::new();
     interrupts.listen(&rt);
@@ -168,6 +168,9 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     printer.show_durable();
     result?;
     closed?;
-    outln!("session closed; journal: {}", journal_dir.display())?;
+    outln!(
+        "session closed; journal: {}",
+        crate::location::shown(&journal_dir)
+    )?;
     Ok(())
 }

@@ -47,7 +47,11 @@ pub fn describe_end(end: &ReadEnd, records: u64) -> String {
 
 /// Prints how the journal ends (stdout), or fails with exit 2 when it is corrupt.
 fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
-    let line = format!("{}: {}", dir.display(), describe_end(end, records));
+    let line = format!(
+        "{}: {}",
+        crate::location::shown(dir),
+        describe_end(end, records)
+    );
     match end {
         ReadEnd::Corrupt(_) => Err(CliError::Corrupt(line)),
         _ => {
@@ -103,7 +107,7 @@ pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
         _ => {
             eprintln!(
                 "{}: {}",
-                dir.display(),
+                crate::location::shown(dir),
                 describe_end(&end, reader.records_read())
             );
             Ok(())

@@ -23,7 +23,7 @@ fn destination(dst: &Path) -> Result<Backend, CliError> {
     let storage = FsStorage::create(dst).map_err(|e| {
         CliError::Failed(format!(
             "{}: cannot create journal directory: {e}",
-            dst.display()
+            crate::location::shown(dst)
         ))
     })?;
     let storage: Arc<dyn Storage> = Arc::new(storage);
@@ -36,7 +36,7 @@ fn check_empty(dst: &Path, backend: &Backend) -> Result<(), CliError> {
     if records > 0 || end != ReadEnd::Clean {
         return Err(CliError::Failed(format!(
             "{}: already holds a journal ({records} records); a copy goes to an empty place",
-            dst.display()
+            crate::location::shown(dst)
         )));
     }
     Ok(())
@@ -59,36 +59,35 @@ pub fn copy(src: &Path, dst: &Path) -> Result<(), CliError> {
         let record = record?;
         let event: Record = record
             .decode()
-            .map_err(|e| CliError::Failed(format!("{}: {e}", src.display())))?;
+            .map_err(|e| CliError::Failed(format!("{}: {e}", crate::location::shown(src))))?;
         let seq = journal.append(&event)?;
         if seq != record.seq {
             return Err(CliError::Failed(format!(
                 "{}: record {} landed at seq {seq}: the destination is not the copy",
-                dst.display(),
+                crate::location::shown(dst),
                 record.seq
             )));
         }
         copied += 1;
     }
-    let end = reader
-        .end()
-        .cloned()
-        .ok_or_else(|| CliError::Failed(format!("{}: reading stopped", src.display())))?;
+    let end = reader.end().cloned().ok_or_else(|| {
+        CliError::Failed(format!("{}: reading stopped", crate::location::shown(src)))
+    })?;
     if let ReadEnd::Corrupt(c) = &end {
         // What was appended stays (it is the source's intact prefix) but the copy failed.
         let _ = journal.close();
         return Err(CliError::Corrupt(format!(
             "{}: {c}; {copied} records before it were copied to {}, the rest cannot be",
-            src.display(),
-            dst.display()
+            crate::location::shown(src),
+            crate::location::shown(dst)
         )));
     }
     journal.close()?;
     let compared = compare(src, &from, dst, &to)?;
     outln!(
         "{} -> {}: {compared} records copied and checked{}",
-        src.display(),
-        dst.display(),
+        crate::location::shown(src),
+        crate::location::shown(dst),
         match &end {
             ReadEnd::TornTail(t) => format!(
                 " (the source ends in a torn tail at {}: {} bytes not copied)",
@@ -116,9 +115,9 @@ fn compare(src: &Path, from: &Backend, dst: &Path, to: &Backend) -> Result<u64, 
                 if x.seq != y.seq || ex != ey {
                     return Err(CliError::Failed(format!(
                         "{}: record {} differs from {}'s after the copy",
-                        dst.display(),
+                        crate::location::shown(dst),
                         y.seq,
-                        src.display()
+                        crate::location::shown(src)
                     )));
                 }
                 matched += 1;
@@ -126,17 +125,17 @@ fn compare(src: &Path, from: &Backend, dst: &Path, to: &Backend) -> Result<u64, 
             (Some(x), None) => {
                 return Err(CliError::Failed(format!(
                     "{}: ends before record {} of {}",
-                    dst.display(),
+                    crate::location::shown(dst),
                     x.seq,
-                    src.display()
+                    crate::location::shown(src)
                 )))
             }
             (None, Some(y)) => {
                 return Err(CliError::Failed(format!(
                     "{}: holds record {} that {} does not",
-                    dst.display(),
+                    crate::location::shown(dst),
                     y.seq,
-                    src.display()
+                    crate::location::shown(src)
                 )))
             }
         }

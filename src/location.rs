@@ -14,6 +14,15 @@ use runtime::Session;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// How messages show a journal's location: as given, a URL's password taken out.
+pub fn shown(journal: impl AsRef<Path>) -> String {
+    let journal = journal.as_ref();
+    match url(journal) {
+        Some(url) => pg::elide_password(url),
+        None => journal.display().to_string(),
+    }
+}
+
 /// The URL, when `journal` names a PostgreSQL session rather than a directory.
 pub fn url(journal: &Path) -> Option<&str> {
     journal.to_str().filter(|s| pg::is_url(s))

@@ -139,7 +139,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         (None, agent_run::Live::NeedsPrompt(spec)) => {
             outln!(
                 "{}: session {} is balanced; give --prompt TEXT to continue it with {spec}",
-                journal_dir.display(),
+                crate::location::shown(journal_dir),
                 open.session_id
             )?;
             return Ok(());
@@ -148,7 +148,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             outln!(
                 "{}: session {} is balanced; give --script, or --model PROVIDER:MODEL with \
                  --prompt TEXT, to continue it",
-                journal_dir.display(),
+                crate::location::shown(journal_dir),
                 open.session_id
             )?;
             return Ok(());
@@ -207,7 +207,7 @@ fn recover_checked(
         })?;
     if say {
         for note in recovered.notes() {
-            eprintln!("note: {}: {note}", journal_dir.display());
+            eprintln!("note: {}: {note}", crate::location::shown(journal_dir));
         }
     }
     if recovered.analysis.live {
@@ -220,7 +220,7 @@ fn recover_checked(
     if let Some(why) = &recovered.read_only_because {
         return Err(failed(format!(
             "{}: {why}; cannot resume",
-            journal_dir.display()
+            crate::location::shown(journal_dir)
         )));
     }
     Ok(recovered)
@@ -238,20 +238,20 @@ fn still_resumable<'r>(
         return Err(failed(format!(
             "{}: another process changed the session's policy while this resume started; \
              run `tooljournal resume` again",
-            journal_dir.display()
+            crate::location::shown(journal_dir)
         )));
     }
     let Some(open) = &replay.open else {
         outln!(
             "{}: empty journal: nothing to resume",
-            journal_dir.display()
+            crate::location::shown(journal_dir)
         )?;
         return Ok(None);
     };
     if replay.closed {
         outln!(
             "{}: session {} already finished; nothing to resume",
-            journal_dir.display(),
+            crate::location::shown(journal_dir),
             open.session_id
         )?;
         return Ok(None);
@@ -262,7 +262,7 @@ fn still_resumable<'r>(
         return Err(failed(format!(
             "{}: turn {} is open again: another process wrote to the session after its \
              recovery; run `tooljournal resume` again",
-            journal_dir.display(),
+            crate::location::shown(journal_dir),
             turn.turn
         )));
     }
@@ -281,7 +281,7 @@ fn take_or_wait(journal_dir: &Path, steal: bool, wait_ms: u64) -> Result<(), Cli
         if steal {
             return Err(failed(format!(
                 "{}: --steal takes a PostgreSQL session's lease; a journal directory's writer                  is a live process on this machine, and is never taken over",
-                journal_dir.display()
+                crate::location::shown(journal_dir)
             )));
         }
         return Ok(());
@@ -293,7 +293,7 @@ fn take_or_wait(journal_dir: &Path, steal: bool, wait_ms: u64) -> Result<(), Cli
             eprintln!(
                 "note: {}: took the session from {} (epoch {}, {} ms of its lease left); \
                  its appends from now on are refused",
-                journal_dir.display(),
+                crate::location::shown(journal_dir),
                 holder.name,
                 holder.epoch,
                 holder.expires_in_ms
@@ -318,7 +318,7 @@ fn take_or_wait(journal_dir: &Path, steal: bool, wait_ms: u64) -> Result<(), Cli
             eprintln!(
                 "note: {}: held by {} (lease expires in {} ms unless renewed); waiting up to \
                  {wait_ms} ms",
-                journal_dir.display(),
+                crate::location::shown(journal_dir),
                 holder.name,
                 holder.expires_in_ms
             );
@@ -345,7 +345,7 @@ fn lease_is_live(journal_dir: &Path) -> CliError {
     failed(format!(
         "{}: session is live: held by {who}; wait for its lease to expire, or take it with \
          `tooljournal resume --steal`",
-        journal_dir.display()
+        crate::location::shown(journal_dir)
     ))
 }
 
@@ -369,7 +369,7 @@ fn stop_orphans(
             return Err(failed(format!(
                 "{}: {call}: still running: process group {} ({members} processes), started \
                  before the session was interrupted; stop it, or resume with --kill-orphans",
-                journal_dir.display(),
+                crate::location::shown(journal_dir),
                 process.pgid
             )));
         }
@@ -382,7 +382,7 @@ fn stop_orphans(
             if std::time::Instant::now() > deadline {
                 return Err(failed(format!(
                     "{}: {call}: process group {} still runs {ORPHAN_KILL_WAIT_MS} ms after SIGKILL",
-                    journal_dir.display(),
+                    crate::location::shown(journal_dir),
                     process.pgid
                 )));
             }

@@ -424,7 +424,7 @@ pub(crate) fn play(
     let report: DriveReport = report.map_err(|e| match e {
         // These name the journal's files already.
         runtime::RuntimeError::Journal(_) | runtime::RuntimeError::Spill(_) => failed(e),
-        e => failed(format!("{}: {e}", journal_dir.display())),
+        e => failed(format!("{}: {e}", crate::location::shown(&journal_dir))),
     })?;
     if json {
         print_json(&journal_dir)?;
@@ -587,7 +587,10 @@ pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError
         }
     }
     let replay = replayer.finish();
-    let resume_hint = format!("tooljournal resume --journal {}", journal_dir.display());
+    let resume_hint = format!(
+        "tooljournal resume --journal {}",
+        crate::location::shown(journal_dir)
+    );
     if let Some(open) = &replay.open {
         let state = if backend.writer_state().is_ok_and(|w| w.live()) {
             "live".to_owned()
@@ -601,20 +604,20 @@ pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError
         return Err(failed(format!(
             "{}: already holds session {} ({state}); `run` starts new sessions only: \
              continue it with `{resume_hint}`",
-            journal_dir.display(),
+            crate::location::shown(journal_dir),
             open.session_id
         )));
     }
     if let Some(e) = unreadable {
         return Err(failed(format!(
             "{}: already holds a journal that cannot be read ({e}); `run` starts new sessions only",
-            journal_dir.display()
+            crate::location::shown(journal_dir)
         )));
     }
     if records > 0 {
         return Err(failed(format!(
             "{}: already holds {records} journal records; `run` starts new sessions only",
-            journal_dir.display()
+            crate::location::shown(journal_dir)
         )));
     }
     Ok(())
@@ -694,7 +697,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let prepared = new.open(setup)?;
     if !args.json {
         outln!("session {}", prepared.session.session_id())?;
-        outln!("journal: {}", journal_dir.display())?;
+        outln!("journal: {}", crate::location::shown(&journal_dir))?;
     }
     play(prepared, model, args.json)
 }

@@ -23,7 +23,7 @@ struct Row {
 fn read_session(dir: &std::path::Path) -> Row {
     let mut row = Row {
         id: "?".into(),
-        dir: dir.display().to_string(),
+        dir: crate::location::shown(dir),
         workspace: String::new(),
         started_ms: 0,
         last_ms: 0,

@@ -90,8 +90,7 @@ fn one_history_two_uses(
     last_request: &serde_json::Value,
     answer: &str,
 ) {
-    let recovered =
-        recover::session::recover(case.journal(), false).expect("the journal recovers");
+    let recovered = recover::session::recover(case.journal(), false).expect("the journal recovers");
     let rebuilt = recover::rebuild::body(&recovered.analysis, format)
         .unwrap_or_else(|e| panic!("{format}: {e}"));
     assert!(rebuilt.notes.is_empty(), "{format}: {:?}", rebuilt.notes);

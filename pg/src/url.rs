@@ -77,8 +77,12 @@ fn bad(location: &str, message: String) -> JournalError {
     }
 }
 
-/// The URL with any password removed, from the user part and from a `password=` parameter.
-pub(crate) fn elide_password(url: &str) -> String {
+/// The URL with any password removed, from the user part and from a `password=` parameter:
+/// how a location is shown (anything that is not a PostgreSQL URL is returned as it is).
+pub fn elide_password(url: &str) -> String {
+    if !is_url(url) {
+        return url.to_owned();
+    }
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),
@@ -181,6 +185,13 @@ pub(crate) fn parse(url: &str) -> Result<StoreUrl, JournalError> {
     }
     if config.get_application_name().is_none() {
         config.application_name("tooljournal");
+    }
+    // As libpq: a password not in the URL comes from PGPASSWORD, so it need not be typed
+    // where a shell history or a process listing keeps it.
+    if config.get_password().is_none() {
+        if let Some(password) = std::env::var_os("PGPASSWORD") {
+            config.password(password.as_encoded_bytes());
+        }
     }
     Ok(StoreUrl {
         location,
