@@ -9,6 +9,7 @@
 use crate::run::state_root;
 use crate::CliError;
 use journal::{Backend, FsStorage, RecordStore, Storage};
+use sha2::Digest;
 use runtime::builder::SessionBuilder;
 use runtime::Session;
 use std::path::{Path, PathBuf};
@@ -77,9 +78,12 @@ pub fn side_dir(journal: &Path) -> Result<PathBuf, CliError> {
         return Ok(journal.to_path_buf());
     };
     let store = pg::PgStore::open(url).map_err(|e| CliError::Failed(e.to_string()))?;
-    let name: String = store
-        .session()
+    // Made safe as a file name, and told apart from another id made the same (`a b`, `a_b`) by
+    // a hash of the id.
+    let id = store.session();
+    let safe: String = id
         .chars()
+        .take(64)
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -88,6 +92,8 @@ pub fn side_dir(journal: &Path) -> Result<PathBuf, CliError> {
             }
         })
         .collect();
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let name = format!("{safe}-{}", hex::encode(&digest[..6]));
     let dir = state_root()?.join("postgres").join(name);
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;

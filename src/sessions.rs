@@ -113,7 +113,7 @@ pub fn list(json: bool, store: Option<&std::path::Path>) -> Result<(), CliError>
                 .filter(|p| p.is_dir())
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(CliError::Failed(format!("{}: {e}", root.display()))),
+            Err(e) => return Err(CliError::Failed(format!("{}: {e}", crate::location::shown(&root)))),
         },
     };
     dirs.sort();
@@ -131,7 +131,7 @@ pub fn list(json: bool, store: Option<&std::path::Path>) -> Result<(), CliError>
         }
         return Ok(());
     }
-    outln!("sessions under {}", root.display())?;
+    outln!("sessions under {}", crate::location::shown(&root))?;
     outln!(
         "{:<38} {:<12} {:>6} {:>8}  {:<14} {:<14} workspace",
         "id",

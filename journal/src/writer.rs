@@ -114,6 +114,16 @@ struct Chunk {
     bytes: Vec<u8>,
 }
 
+impl Drop for WriterLock {
+    /// A lock dropped unopened gives a record store's lease up, as a directory's lock is
+    /// released (a journal refused as corrupt, a caller that only looked).
+    fn drop(&mut self) {
+        if let Some(Held::Records { mut taken, .. }) = self.held.take() {
+            let _ = taken.writer.release();
+        }
+    }
+}
+
 /// Where batches go; held while writing and syncing so batches arrive in seq order.
 enum Io {
     /// A segment file, and the directory it is in (for the next segment).
@@ -194,7 +204,7 @@ impl Journal {
                 holder_pid: storage.lock_holder_pid(),
             })?;
         Ok(WriterLock {
-            held: Held::Files { storage, guard },
+            held: Some(Held::Files { storage, guard }),
         })
     }
 
@@ -208,10 +218,10 @@ impl Journal {
             Backend::Records(store) => {
                 let taken = store.take(takeover)?;
                 Ok(WriterLock {
-                    held: Held::Records {
+                    held: Some(Held::Records {
                         store: store.clone(),
                         taken,
-                    },
+                    }),
                 })
             }
         }
@@ -230,7 +240,8 @@ impl Journal {
 /// A journal directory whose writer lock is held and which is otherwise untouched: what
 /// [`Journal::lock`] gives. Dropping it releases the lock.
 pub struct WriterLock {
-    held: Held,
+    /// `None` once `open` took it.
+    held: Option<Held>,
 }
 
 enum Held {
@@ -249,25 +260,27 @@ impl WriterLock {
     /// [`Takeover::Steal`]); what the caller journals about the takeover.
     pub fn stolen_from(&self) -> Option<&Holder> {
         match &self.held {
-            Held::Files { .. } => None,
-            Held::Records { taken, .. } => taken.stolen_from.as_ref(),
+            Some(Held::Records { taken, .. }) => taken.stolen_from.as_ref(),
+            _ => None,
         }
     }
 
     /// The fencing epoch this writer holds a record store's journal with; `None` for files.
     pub fn epoch(&self) -> Option<u64> {
         match &self.held {
-            Held::Files { .. } => None,
-            Held::Records { taken, .. } => Some(taken.epoch),
+            Some(Held::Records { taken, .. }) => Some(taken.epoch),
+            _ => None,
         }
     }
 
     /// [`Journal::open`] under this lock: removes temporary segments, quarantines and cuts a
     /// torn tail, and opens the journal for appending (creating it if there is none).
-    pub fn open(self, options: Options) -> Result<(Journal, OpenReport), JournalError> {
-        let (storage, guard) = match self.held {
-            Held::Files { storage, guard } => (storage, guard),
-            Held::Records { store, taken } => return rows::open(store, taken, options),
+    pub fn open(mut self, options: Options) -> Result<(Journal, OpenReport), JournalError> {
+        let (storage, guard) = match self.held.take() {
+            Some(Held::Files { storage, guard }) => (storage, guard),
+            Some(Held::Records { store, taken }) => return rows::open(store, taken, options),
+            // `open` consumes the lock: `held` is only ever taken here.
+            None => unreachable!("a WriterLock is opened once"),
         };
         assert!(
             options.limits.record_size_bytes_max as usize >= SEQ_BYTES,
@@ -466,12 +479,16 @@ impl Drop for Journal {
         // shutdown calls `close`). Errors here have no one to go to and poison nothing new.
         if self.shared.poison.get().is_none() {
             let _ = self.shared.flush(false);
-            // A record store's lease is given up as a directory's lock is released when its
-            // writer goes: a writer dropped in a live process is done. (A killed process never
-            // gets here; its lease expires.)
-            if let Io::Rows(rows) = &mut *lock(&self.shared.io) {
-                let _ = rows.release();
-            }
+        }
+        // A record store's lease is given up as a directory's lock is released when its writer
+        // goes: a writer dropped in a live process is done, stopped by an error or not. (A
+        // fenced one holds no lease; a killed process never gets here: its lease expires.)
+        let fenced = matches!(
+            self.shared.poison.get().map(|e| e.root()),
+            Some(JournalError::Fenced { .. })
+        );
+        if let (Io::Rows(rows), false) = (&mut *lock(&self.shared.io), fenced) {
+            let _ = rows.release();
         }
     }
 }

@@ -12,6 +12,8 @@ use std::time::Duration;
 pub const LEASE_MS_DEFAULT: u64 = 10_000;
 /// The shortest lease the URL may ask for: the heartbeat renews it every third of it.
 pub const LEASE_MS_MIN: u64 = 30;
+/// The shortest idle time in a transaction after which the server ends it (see `parse`).
+const IDLE_IN_TRANSACTION_MS_MIN: u64 = 1_000;
 /// How long one connection attempt may take unless the URL says `connect_timeout`.
 const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 /// How long sent data may go unacknowledged on TCP before the connection counts as lost (so
@@ -88,20 +90,14 @@ pub fn elide_password(url: &str) -> String {
         None => (url, None),
     };
     let mut shown = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            let authority = match authority.rsplit_once('@') {
-                Some((creds, host)) => {
-                    let user = creds.split(':').next().unwrap_or_default();
-                    format!("{user}@{host}")
-                }
-                None => authority.to_string(),
-            };
-            format!("{scheme}://{authority}{path}")
-        }
+        // The credentials run to the last `@` (a host has none, and a password may hold `/`).
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((creds, host_and_path)) => {
+                let user = creds.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}@{host_and_path}")
+            }
+            None => format!("{scheme}://{rest}"),
+        },
         None => base.to_string(),
     };
     if let Some(query) = query {
@@ -185,6 +181,15 @@ pub(crate) fn parse(url: &str) -> Result<StoreUrl, JournalError> {
     }
     if config.get_application_name().is_none() {
         config.application_name("tooljournal");
+    }
+    // A transaction of ours left open by a stopped process (SIGSTOP, a paused machine) would
+    // hold its session's row lock for as long as TCP takes to notice: the server ends it once
+    // it has been idle for a lease, so a crashed writer never blocks the next one for longer.
+    if config.get_options().is_none() {
+        config.options(&format!(
+            "-c idle_in_transaction_session_timeout={}",
+            lease_ms.max(IDLE_IN_TRANSACTION_MS_MIN)
+        ));
     }
     // As libpq: a password not in the URL comes from PGPASSWORD, so it need not be typed
     // where a shell history or a process listing keeps it.

@@ -75,8 +75,7 @@ pub(crate) fn take(target: &Arc<Target>, takeover: Takeover) -> Result<Taken, Jo
     let lease_ms = target.url.lease_ms as i64;
     let host = this_host();
     let pid = std::process::id();
-    let outcome = conn
-        .call(move |w| take_tx(w, &session, lease_ms, &host, pid, takeover))
+    let outcome = take_waiting(&conn, &session, lease_ms, &host, pid, takeover)
         .map_err(|e| e.into_store(target.location(), "take"))?;
     let (epoch, meta, stolen_from) = match outcome {
         TakeOutcome::Leased(holder) => {
@@ -102,6 +101,7 @@ pub(crate) fn take(target: &Arc<Target>, takeover: Takeover) -> Result<Taken, Jo
         conn: Some(conn),
         epoch,
         heartbeat: Some(heartbeat),
+        lazy_last: None,
     };
     Ok(Taken {
         writer: Box::new(writer),
@@ -109,6 +109,84 @@ pub(crate) fn take(target: &Arc<Target>, takeover: Takeover) -> Result<Taken, Jo
         epoch,
         stolen_from,
     })
+}
+
+/// How long a take waits for the session row's lock before it looks at who holds it.
+const TAKE_LOCK_WAIT_MS: u64 = 1_000;
+/// How many times a take terminates a stalled locker and tries again.
+const TAKE_ATTEMPTS_MAX: u32 = 3;
+
+/// The take transaction, never stuck behind a writer stalled inside a transaction (a stopped
+/// process, a paused machine: the server keeps its transaction, and the row's lock, open). After
+/// [`TAKE_LOCK_WAIT_MS`] the row is read without its lock: a live lease refuses a plain take
+/// (`Leased`); otherwise (stealing, or a lease that expired) the stalled transaction's server
+/// process is terminated (its writer then finds its epoch gone: `Fenced`) and the take retried.
+fn take_waiting(
+    conn: &Conn,
+    session: &str,
+    lease_ms: i64,
+    host: &str,
+    pid: u32,
+    takeover: Takeover,
+) -> Result<TakeOutcome, CallError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (session_tx, host_tx) = (session.to_owned(), host.to_owned());
+        let taken = conn.call(move |w| take_tx(w, &session_tx, lease_ms, &host_tx, pid, takeover));
+        match taken {
+            Err(e) if e.code() == Some("55P03") && attempt < TAKE_ATTEMPTS_MAX => {
+                let (session_tx, host_tx) = (session.to_owned(), host.to_owned());
+                let stalled = conn.call(move |w| stalled_locker(w, &session_tx, &host_tx))?;
+                match stalled {
+                    (Some(holder), _) if holder.live() && takeover == Takeover::Refuse => {
+                        return Ok(TakeOutcome::Leased(holder))
+                    }
+                    (_, Some(locker)) => {
+                        conn.call(move |w| {
+                            w.client
+                                .execute("SELECT pg_terminate_backend($1)", &[&locker])?;
+                            Ok(())
+                        })?;
+                    }
+                    // The lock went meanwhile: try again.
+                    (_, None) => {}
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The session's holder (read without the row's lock) and the server process whose open
+/// transaction holds the row's lock, if one does (the row's `xmax` is that transaction's id).
+fn stalled_locker(
+    w: &mut Worker,
+    session: &str,
+    host: &str,
+) -> Result<(Option<Holder>, Option<i32>), CallError> {
+    let row = w.client.query_one(
+        &format!(
+            "SELECT holder, holder_pid, holder_host, epoch, {MS_LEFT},
+                    (SELECT l.pid FROM pg_locks l
+                      WHERE l.locktype = 'transactionid' AND l.granted
+                        AND l.mode = 'ExclusiveLock'
+                        AND l.transactionid::text = s.xmax::text
+                        AND l.pid <> pg_backend_pid()
+                      LIMIT 1)
+               FROM tooljournal_sessions s WHERE session = $1"
+        ),
+        &[&session],
+    )?;
+    let holder = holder_of(
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        host,
+    );
+    Ok((holder, row.try_get(5)?))
 }
 
 fn take_tx(
@@ -120,6 +198,7 @@ fn take_tx(
     takeover: Takeover,
 ) -> Result<TakeOutcome, CallError> {
     let mut tx = w.client.transaction()?;
+    tx.batch_execute(&format!("SET LOCAL lock_timeout = {TAKE_LOCK_WAIT_MS}"))?;
     tx.execute(
         "INSERT INTO tooljournal_sessions (session, epoch) VALUES ($1, 0) ON CONFLICT DO NOTHING",
         &[&session],
@@ -187,6 +266,9 @@ pub struct PgWriter {
     conn: Option<Conn>,
     epoch: u64,
     heartbeat: Option<Heartbeat>,
+    /// The last seq stored without waiting for the log since the last durable commit: the next
+    /// durable append, even an empty one, checks it is still there and makes it durable.
+    lazy_last: Option<i64>,
 }
 
 impl std::fmt::Debug for PgWriter {
@@ -207,6 +289,9 @@ struct Batch {
     crcs: Vec<i64>,
     payloads: Vec<Vec<u8>>,
     durable: bool,
+    /// A batch of no rows (a durable commit for rows stored lazily before it): the last seq the
+    /// store must hold.
+    expect_last: Option<i64>,
 }
 
 /// An append transaction that ran to its end without losing the connection.
@@ -265,6 +350,7 @@ impl PgWriter {
             crcs: rows.iter().map(|r| i64::from(r.crc)).collect(),
             payloads: rows.iter().map(|r| r.payload.to_vec()).collect(),
             durable,
+            expect_last: self.lazy_last.filter(|_| rows.is_empty()),
         })
     }
 
@@ -284,10 +370,17 @@ impl PgWriter {
             Appended::Fenced => Err(self.fenced()),
             Appended::NotNext(last) => Err(self.err(
                 "append",
-                format!(
-                    "rows from seq {} do not continue the journal, whose last seq is {last}",
-                    batch.seqs[0]
-                ),
+                match (batch.seqs.first(), batch.expect_last) {
+                    (Some(first), _) => format!(
+                        "rows from seq {first} do not continue the journal, whose last seq is \
+                         {last}"
+                    ),
+                    (None, expect) => format!(
+                        "rows up to seq {} were stored without waiting for the log, but the \
+                         journal's last seq is {last} (the server lost them)",
+                        expect.unwrap_or(0)
+                    ),
+                },
             )),
         }
     }
@@ -301,12 +394,17 @@ impl PgWriter {
         retry: bool,
     ) -> Result<(), JournalError> {
         let location = self.target.location().to_string();
-        let prefix = format!(
-            "outcome unknown for seqs {}..={} (connection lost: {})",
-            batch.seqs[0],
-            batch.seqs[batch.seqs.len() - 1],
-            lost.describe()
-        );
+        let prefix = match (batch.seqs.first(), batch.seqs.last()) {
+            (Some(first), Some(last)) => format!(
+                "outcome unknown for seqs {first}..={last} (connection lost: {})",
+                lost.describe()
+            ),
+            _ => format!(
+                "durability unknown for seqs up to {} (connection lost: {})",
+                batch.expect_last.unwrap_or(0),
+                lost.describe()
+            ),
+        };
         let unknown = |why: String| JournalError::Store {
             location: location.clone(),
             op: "append",
@@ -323,9 +421,14 @@ impl PgWriter {
                 return Err(unknown(why));
             }
         }
-        let found = match read_back(&conn, batch) {
-            Ok(found) => found,
-            Err(e) => return Err(unknown(format!("read back: {}", e.describe()))),
+        // A batch of no rows stored nothing: its commit is tried again, which checks the rows
+        // before it are there and makes them durable.
+        let found = match batch.seqs.is_empty() {
+            true => ReadBack::None,
+            false => match read_back(&conn, batch) {
+                Ok(found) => found,
+                Err(e) => return Err(unknown(format!("read back: {}", e.describe()))),
+            },
         };
         self.conn = Some(conn);
         match found {
@@ -364,7 +467,15 @@ fn append_tx(w: &mut Worker, b: &Batch) -> Result<Appended, CallError> {
         return Ok(Appended::Fenced);
     };
     let last: i64 = row.try_get(0)?;
-    if b.seqs[0] != last + 1 {
+    let Some(&first) = b.seqs.first() else {
+        // No rows: a durable commit for rows stored lazily, which must all still be there.
+        if b.expect_last.is_some_and(|expect| expect != last) {
+            return Ok(Appended::NotNext(last));
+        }
+        tx.commit()?;
+        return Ok(Appended::Stored);
+    };
+    if first != last + 1 {
         return Ok(Appended::NotNext(last));
     }
     tx.execute(
@@ -497,15 +608,24 @@ impl RecordWriter for PgWriter {
     }
 
     fn append(&mut self, rows: &[RowRef<'_>], durable: bool) -> Result<(), JournalError> {
-        if rows.is_empty() {
+        // No rows: nothing to do, unless rows stored lazily wait for a durable commit (the
+        // trait's promise: an empty durable append makes them durable, as an fdatasync would).
+        if rows.is_empty() && !(durable && self.lazy_last.is_some()) {
             return Ok(());
         }
         let batch = Arc::new(self.batch(rows, durable)?);
-        match self.run(&batch) {
+        let result = match self.run(&batch) {
             Ok(appended) => self.answer(&batch, appended),
             Err(e) if e.lost() => self.resolve(&batch, e, true),
             Err(e) => Err(e.into_store(self.target.location(), "append")),
+        };
+        if result.is_ok() {
+            self.lazy_last = match durable {
+                true => None,
+                false => batch.seqs.last().copied().or(self.lazy_last),
+            };
         }
+        result
     }
 
     fn release(&mut self) -> Result<(), JournalError> {

@@ -161,14 +161,21 @@ fn a_take_does_not_hang_behind_a_stalled_writers_open_transaction() {
         })
     };
     let waited = done_rx.recv_timeout(Duration::from_secs(5));
-    // Let the blocked take go, whatever happened, so the test ends.
-    stalled.batch_execute("ROLLBACK").unwrap();
-    let _ = taker.join();
+    // Let a blocked take go, whatever happened, so the test ends. The take ended the stalled
+    // transaction's server process: its connection is gone.
+    let rolled_back = stalled.batch_execute("ROLLBACK");
+    let taken = taker.join().expect("the taker did not panic");
     assert!(
         waited.is_ok(),
         "take(Steal) of a journal whose lease expired 400 ms ago was still blocked after 5 s \
          behind the stalled writer's open transaction (no lock_timeout in take_tx)"
     );
+    assert!(
+        rolled_back.is_err(),
+        "the stalled transaction was left open (its lock would block the next take)"
+    );
+    let epoch = taken.expect("the take went through once the stalled transaction ended");
+    assert!(epoch as i64 > a_epoch, "epoch {epoch} after {a_epoch}");
 }
 
 // A record store's lease is the directory lock's counterpart; "the lease is given up on

@@ -88,6 +88,25 @@ fn rows_of<'a>(mut bytes: &'a [u8], rows: &mut Vec<RowRef<'a>>) {
     }
 }
 
+/// The journal read through under the lease: how many records it holds (its end is where this
+/// writer continues); corruption refuses, as for files.
+fn records_to_continue(backend: &Backend, options: &Options) -> Result<u64, JournalError> {
+    let (end, records) = Reader::open_backend(backend, options.limits)?.drain()?;
+    match end {
+        ReadEnd::Clean => Ok(records),
+        ReadEnd::Corrupt(corruption) => Err(JournalError::Corrupt {
+            location: backend.location(),
+            corruption,
+        }),
+        ReadEnd::TornTail(_) => Err(JournalError::Store {
+            location: backend.location(),
+            op: "open",
+            message: "a record store's reader reported a torn tail, which rows cannot have"
+                .into(),
+        }),
+    }
+}
+
 /// Opens a taken record store's journal for appending: reads it through under the lease (its
 /// end is where this writer continues; corruption refuses, as for files), and gives a new
 /// journal its identity.
@@ -97,39 +116,32 @@ pub(super) fn open(
     mut options: Options,
 ) -> Result<(Journal, OpenReport), JournalError> {
     let backend = Backend::Records(store);
-    let (end, records) = Reader::open_backend(&backend, options.limits)?.drain()?;
-    match end {
-        ReadEnd::Clean => {}
-        ReadEnd::Corrupt(corruption) => {
-            return Err(JournalError::Corrupt {
-                location: backend.location(),
-                corruption,
-            })
-        }
-        ReadEnd::TornTail(_) => {
-            return Err(JournalError::Store {
-                location: backend.location(),
-                op: "open",
-                message: "a record store's reader reported a torn tail, which rows cannot have"
-                    .into(),
-            })
-        }
-    }
     let Taken {
         mut writer, meta, ..
     } = taken;
     let created = meta.is_none();
-    let meta = match meta {
-        Some(meta) => meta,
-        None => {
-            let meta = JournalMeta {
-                journal_id: options
-                    .journal_id
-                    .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes()),
-                format_version: segment::FORMAT_VERSION,
-            };
-            writer.create(meta)?;
-            meta
+    // A journal refused here gives its lease up, as a refused directory's lock is released.
+    let prepared = records_to_continue(&backend, &options).and_then(|records| {
+        let meta = match meta {
+            Some(meta) => meta,
+            None => {
+                let meta = JournalMeta {
+                    journal_id: options
+                        .journal_id
+                        .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes()),
+                    format_version: segment::FORMAT_VERSION,
+                };
+                writer.create(meta)?;
+                meta
+            }
+        };
+        Ok((records, meta))
+    });
+    let (records, meta) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            let _ = writer.release();
+            return Err(e);
         }
     };
     // One virtual segment: the appenders' side never starts another.
