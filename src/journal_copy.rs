@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 /// The destination, opened for writing: a directory is created if missing.
 fn destination(dst: &Path) -> Result<Backend, CliError> {
-    if crate::location::url(dst).is_some() {
-        return crate::location::backend(dst);
+    if let Some(store) = crate::location::store(dst)? {
+        return Ok(Backend::Records(store));
     }
     let storage = FsStorage::create(dst).map_err(|e| {
         CliError::Failed(format!(

@@ -9,18 +9,18 @@
 use crate::run::state_root;
 use crate::CliError;
 use journal::{Backend, FsStorage, RecordStore, Storage};
-use sha2::Digest;
 use runtime::builder::SessionBuilder;
 use runtime::Session;
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// How messages show a journal's location: as given, a URL's password taken out.
 pub fn shown(journal: impl AsRef<Path>) -> String {
     let journal = journal.as_ref();
-    match url(journal) {
-        Some(url) => pg::elide_password(url),
-        None => journal.display().to_string(),
+    match journal.to_str() {
+        Some(s) if pg::looks_like_url(s) => pg::elide_password(s),
+        _ => journal.display().to_string(),
     }
 }
 
@@ -29,8 +29,22 @@ pub fn url(journal: &Path) -> Option<&str> {
     journal.to_str().filter(|s| pg::is_url(s))
 }
 
+/// Refuses a location that is a URL of another scheme than PostgreSQL's, rather than take it
+/// for a directory's path.
+pub fn check(journal: &Path) -> Result<(), CliError> {
+    match journal.to_str() {
+        Some(s) if pg::looks_like_url(s) && !pg::is_url(s) => Err(CliError::Failed(format!(
+            "{}: not a journal location: a journal is a directory or a \
+             postgres://USER@HOST/DB?session=ID URL",
+            shown(journal)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The session's store, for a URL; `None` for a directory.
-fn store(journal: &Path) -> Result<Option<Arc<dyn RecordStore>>, CliError> {
+pub fn store(journal: &Path) -> Result<Option<Arc<dyn RecordStore>>, CliError> {
+    check(journal)?;
     let Some(url) = url(journal) else {
         return Ok(None);
     };

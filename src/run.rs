@@ -556,6 +556,7 @@ pub fn run_model(
 /// Read-only: the directory is not touched (no lock file, no cut tail), so a crashed session
 /// stays exactly as `recover` and `resume` need it. `Session::open` checks again under the lock.
 pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError> {
+    crate::location::check(journal_dir)?;
     let backend = match crate::location::url(journal_dir) {
         Some(_) => crate::location::backend(journal_dir)?,
         None => match FsStorage::open(journal_dir) {

@@ -101,7 +101,10 @@ fn store_sessions(url: &str) -> Result<Vec<std::path::PathBuf>, CliError> {
 
 pub fn list(json: bool, store: Option<&std::path::Path>) -> Result<(), CliError> {
     let root = match store {
-        Some(store) => store.to_path_buf(),
+        Some(store) => {
+            crate::location::check(store)?;
+            store.to_path_buf()
+        }
         None => state_root()?,
     };
     let mut dirs: Vec<_> = match store.and_then(crate::location::url) {
@@ -113,7 +116,12 @@ pub fn list(json: bool, store: Option<&std::path::Path>) -> Result<(), CliError>
                 .filter(|p| p.is_dir())
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(CliError::Failed(format!("{}: {e}", crate::location::shown(&root)))),
+            Err(e) => {
+                return Err(CliError::Failed(format!(
+                    "{}: {e}",
+                    crate::location::shown(&root)
+                )))
+            }
         },
     };
     dirs.sort();

@@ -70,6 +70,17 @@ pub fn session_url(store_url: &str, session: &str) -> String {
     format!("{base}?{}", params.join("&"))
 }
 
+/// Whether `location` starts like a URL of any scheme (`scheme://`): a location a command must
+/// not take for a directory's path when it is not a PostgreSQL URL.
+pub fn looks_like_url(location: &str) -> bool {
+    location.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
+}
+
 /// A bad URL's error: names the URL (password elided) and what is wrong.
 fn bad(location: &str, message: String) -> JournalError {
     JournalError::Store {
@@ -82,7 +93,7 @@ fn bad(location: &str, message: String) -> JournalError {
 /// The URL with any password removed, from the user part and from a `password=` parameter:
 /// how a location is shown (anything that is not a PostgreSQL URL is returned as it is).
 pub fn elide_password(url: &str) -> String {
-    if !is_url(url) {
+    if !looks_like_url(url) {
         return url.to_owned();
     }
     let (base, query) = match url.split_once('?') {

@@ -367,6 +367,16 @@ fn rebuild_salvaged(
 /// The journal a command names: a directory, or a `postgres://…?session=ID` URL (a session in
 /// PostgreSQL, opened through `tooljournal-pg`).
 fn place(dir: &Path) -> Result<Place, Failure> {
+    if let Some(other) = dir
+        .to_str()
+        .filter(|s| pg::looks_like_url(s) && !pg::is_url(s))
+    {
+        return Err(Failure::Failed(format!(
+            "{}: not a journal location: a journal is a directory or a \
+             postgres://USER@HOST/DB?session=ID URL",
+            pg::elide_password(other)
+        )));
+    }
     match dir.to_str().filter(|s| pg::is_url(s)) {
         Some(url) => {
             let store = pg::PgStore::open(url).map_err(|e| Failure::Failed(e.to_string()))?;

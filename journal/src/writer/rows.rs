@@ -101,8 +101,7 @@ fn records_to_continue(backend: &Backend, options: &Options) -> Result<u64, Jour
         ReadEnd::TornTail(_) => Err(JournalError::Store {
             location: backend.location(),
             op: "open",
-            message: "a record store's reader reported a torn tail, which rows cannot have"
-                .into(),
+            message: "a record store's reader reported a torn tail, which rows cannot have".into(),
         }),
     }
 }
