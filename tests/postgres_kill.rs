@@ -420,9 +420,13 @@ fn a_stolen_session_fences_the_stopped_writer_and_nothing_of_it_lands_after_the_
     no_twice(&case, "fencing");
 }
 
-/// A run of six sleeping steps, disturbed by `disturb` once its second call started: it ends
-/// well or names the store; then recovery and a resume close it, no call run twice.
-fn server_failure_mid_session(name: &str, disturb: impl FnOnce(&pg::testing::TempPostgres)) {
+/// Moments after the second call started at which the server is disturbed, one round each.
+const DISTURB_AFTER_MS: [u64; 3] = [0, 70, 140];
+
+/// Runs of six sleeping steps on a server of their own, each disturbed by `disturb` a moment
+/// after its second call started: each run ends well or names the store it lost; then
+/// recovery and a resume close it, no call run twice.
+fn server_failure_mid_session(name: &str, disturb: impl Fn(&pg::testing::TempPostgres)) {
     let server = pg::testing::TempPostgres::start();
     let mut lines = vec![json!({"user": "go"})];
     let ids: Vec<String> = (1..=6).map(|i| format!("s{i}")).collect();
@@ -434,34 +438,50 @@ fn server_failure_mid_session(name: &str, disturb: impl FnOnce(&pg::testing::Tem
         )]));
     }
     lines.push(end());
-    let case = pg_case(&script_of(&lines), &with_lease(&server.url(name), 1500));
-    let mut run = spawn_run(&case, 1, &[]);
-    wait_started(&case.journal, "s2", &mut run);
-    disturb(&server);
-    assert!(
-        !started(&case.journal, "s6"),
-        "{name}: the disturbance came after the session's last call started"
-    );
-    let status = wait_child(&mut run, "the run");
+    let script = script_of(&lines);
+    for (round, after_ms) in DISTURB_AFTER_MS.iter().enumerate() {
+        let name = format!("{name}-{round} ({after_ms} ms after s2 started)");
+        let url = with_lease(&server.url(&format!("disturbed-{round}")), 1500);
+        let case = pg_case(&script, &url);
+        let mut run = spawn_run(&case, 1, &[]);
+        wait_started(&case.journal, "s2", &mut run);
+        std::thread::sleep(Duration::from_millis(*after_ms));
+        disturb(&server);
+        assert!(
+            !started(&case.journal, "s6"),
+            "{name}: the disturbance came after the session's last call started"
+        );
+        let status = wait_child(&mut run, "the run");
+        after_disturbed_run(&case, &name, status, &ids);
+    }
+}
+
+/// A disturbed run exited `status`: a success ran every call once and closed the session; a
+/// failure says which store failed. Either way a resume closes it, no call run twice.
+fn after_disturbed_run(case: &Case, name: &str, status: std::process::ExitStatus, ids: &[String]) {
     let logs = case.logs("run");
     eprintln!("{name}: the run {status}; {logs}");
     if status.success() {
-        let marks = case.marks();
         let expected: Vec<(String, usize)> = ids.iter().map(|i| (i.clone(), 1)).collect();
-        assert_eq!(marks, expected, "{name}: every call ran once: {logs}");
+        assert_eq!(
+            case.marks(),
+            expected,
+            "{name}: every call ran once: {logs}"
+        );
         let r = recover_at(&case.journal, false).expect("recover");
         assert!(
             r.analysis.replay.closed,
             "{name}: exit 0 yet not closed: {logs}"
         );
     } else {
+        let stderr = std::fs::read_to_string(case.root().join("run.err")).unwrap_or_default();
         assert!(
-            logs.contains("postgres") || logs.to_lowercase().contains("store"),
+            stderr.contains("postgres://") || stderr.to_lowercase().contains("store"),
             "{name}: the run stopped ({status}) without naming the store: {logs}"
         );
     }
-    resume_to_close(&case, 20_000).unwrap_or_else(|e| panic!("{name}: {e}"));
-    no_twice(&case, name);
+    resume_to_close(case, 20_000).unwrap_or_else(|e| panic!("{name}: {e}"));
+    no_twice(case, name);
 }
 
 #[test]
