@@ -3,3 +3,4 @@
 
 pub mod kill;
 pub mod models;
+pub mod pg;
