@@ -1,6 +1,7 @@
 //! Adversarial review of the PostgreSQL record store (issue 18): each test states a promise
-//! the store or the journal above it makes, and tries to break it. Tests that restart the
-//! server or change its settings start a server of their own.
+//! the store or the journal above it makes, and tries to break it (each found a defect once,
+//! now fixed; the comments say how it showed). Tests that restart the server or change its
+//! settings start a server of their own.
 
 mod common;
 
@@ -60,7 +61,7 @@ fn read_strings(backend: &Backend) -> (Vec<String>, ReadEnd) {
 
 // RecordWriter::append's contract: "An empty `rows` with `durable` still commits durably (the
 // lease renewal): rows stored earlier without `durable` become durable with it." PgWriter
-// returns Ok at once for an empty batch, committing nothing.
+// once returned Ok at once for an empty batch, committing nothing.
 #[test]
 fn an_empty_durable_append_makes_lazily_stored_rows_survive_a_crash() {
     let server = server_with_lazy_wal_writer();
@@ -94,7 +95,7 @@ fn an_empty_durable_append_makes_lazily_stored_rows_survive_a_crash() {
     );
 }
 
-// The same defect as the journal's user meets it: `sync_through(seq)` returns (a tool body may
+// The same promise as the journal's user meets it: `sync_through(seq)` returns (a tool body may
 // run now), the server crashes, and the record is gone. A record is handed to the store lazily
 // when the write buffer fills (here at once; by default at 1 MiB: any `started` record with
 // more than 1 MiB of arguments).
@@ -128,8 +129,8 @@ fn sync_through_after_a_full_buffer_flush_is_durable_on_postgres() {
 
 // A writer stalled inside its append transaction (SIGSTOP, a paused VM, a host that vanished:
 // the server keeps the transaction open until TCP gives up, two hours by default) holds the
-// session row's lock. Its lease runs out, but `take` (even a steal) waits for that lock with
-// no timeout: the journal cannot be taken over, and `resume --steal` hangs.
+// session row's lock. Its lease runs out; a `take` (even a steal) that waited for that lock
+// with no timeout could never take the journal over, and `resume --steal` hung.
 #[test]
 fn a_take_does_not_hang_behind_a_stalled_writers_open_transaction() {
     let (url, session) = url_on(shared(), "stalled", Some(300));
@@ -181,7 +182,7 @@ fn a_take_does_not_hang_behind_a_stalled_writers_open_transaction() {
 // A record store's lease is the directory lock's counterpart; "the lease is given up on
 // close/drop, never left held by a finished process". A `WriterLock` dropped without opening
 // (recover's lock when it then finds corruption, a resume that fails before it opens) drops a
-// `PgWriter`, which has no Drop: the lease stays live, held by nobody, for `lease_ms`.
+// `PgWriter`; the lease once stayed live, held by nobody, for `lease_ms`.
 #[test]
 fn a_dropped_writer_lock_gives_the_lease_up_as_a_directory_lock_does() {
     let (url, _) = url_on(shared(), "dropped-lock", None);
@@ -201,9 +202,9 @@ fn a_dropped_writer_lock_gives_the_lease_up_as_a_directory_lock_does() {
     }
 }
 
-// `Journal::open_backend` on a corrupt journal returns Corrupt, as for files, but leaves the
-// lease it took live: `recover` run right after reports the session as live (read-only), and
-// `resume` waits out the lease of a process that already exited.
+// `Journal::open_backend` on a corrupt journal returns Corrupt, as for files, and must not
+// leave the lease it took live (`recover` run right after would report the session as live,
+// and `resume` wait out the lease of a process that already exited).
 #[test]
 fn a_failed_open_of_a_corrupt_journal_gives_the_lease_up() {
     let (url, session) = url_on(shared(), "corrupt-open", None);
@@ -234,7 +235,7 @@ fn a_failed_open_of_a_corrupt_journal_gives_the_lease_up() {
 }
 
 // A journal poisoned by a failed append (here: the rows do not continue the journal, an error
-// whose outcome is known) and then dropped does not give its lease up; a directory's lock is
+// whose outcome is known) and then dropped gives its lease up, as a directory's lock is
 // released when a poisoned journal is dropped.
 #[test]
 fn a_poisoned_journal_dropped_gives_its_lease_up() {
@@ -276,7 +277,7 @@ fn a_poisoned_journal_dropped_gives_its_lease_up() {
 
 // Passwords stay out of messages (the store's location is its URL without the password). A
 // password holding `/` (common in generated ones; libpq and this client read everything up to
-// the last `@` as credentials) is shown whole.
+// the last `@` as credentials) was once shown whole.
 #[test]
 fn a_password_with_a_slash_is_not_shown_in_errors() {
     let url = "postgres://u:s3/cr3t@/db?host=/nonexistent-dir&session=a";
@@ -284,7 +285,7 @@ fn a_password_with_a_slash_is_not_shown_in_errors() {
     assert!(!err.contains("cr3t"), "the password leaked: {err}");
 }
 
-// Passes today; not tested elsewhere: `session_url` and `PgStore::open` agree on odd ids
+// Not tested elsewhere: `session_url` and `PgStore::open` agree on odd ids
 // (the URL syntax's own characters, spaces, percent signs, non-ASCII), and each id names its
 // own journal.
 #[test]
