@@ -141,7 +141,7 @@ impl TempPostgres {
     }
 
     /// A server whose commits are durable (`fsync=on`, `synchronous_commit=on`), with room for
-    /// [`MAX_CONNECTIONS_DURABLE`] connections, in a new directory inside `parent` (default:
+    /// 300 connections (64 journals hold three each), in a new directory inside `parent` (default:
     /// the system's temporary directory; as root, the `postgres` user must be able to reach
     /// it). The store's schema is created before it is returned. Errors instead of panicking:
     /// [`StartError::NotFound`] when PostgreSQL is not installed.
