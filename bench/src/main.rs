@@ -16,7 +16,9 @@
 //!   synchronous=FULL, sled with a flush per record; JSON lines and SQLite also with the
 //!   runtime's own plan, one sync per call at `started`), the raw append and overwrite rates,
 //!   1, 8 and 64 sessions at once beside as many raw writers, the pipeline's own cost with fsync
-//!   off, and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick).
+//!   off, and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick);
+//!   and (issue 18) seq and par16 with the journal in PostgreSQL (a server the bench starts, with
+//!   fsync on), and 64 sessions over 4 worker processes on PostgreSQL and on files.
 //! - `sse` (issue 15): the model adapters' stream decoding (`tooljournal_llm::decode`) in MB/s,
 //!   per provider format, on a stream of tool-call deltas of about 10 MB (2 MB quick) recorded
 //!   from the `mockllm` loopback server; target 100 MB/s. No disk: `--dir` is not used.
@@ -112,6 +114,21 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         workers: usize,
     },
+    /// Internal: one of `runtime`'s worker processes (issue 18): SESSIONS sessions with their
+    /// journals in the directory AT or, for a `postgres://` URL, as sessions PREFIX-s<i> of that
+    /// store; says `ready` on stdout when warmed up, runs for SECONDS after reading `go` on
+    /// stdin, then prints one JSON line of what it measured.
+    #[command(hide = true)]
+    SessionsWorker {
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long)]
+        seconds: f64,
+        #[arg(long)]
+        at: String,
+        #[arg(long, default_value = "w")]
+        prefix: String,
+    },
     /// Internal, for deciding whether sessions should share fsyncs: N sessions at once on a
     /// runtime of W workers, N raw writer threads, and N files made durable by one syncfs.
     #[command(hide = true)]
@@ -149,6 +166,12 @@ fn main() -> ExitCode {
             workers,
             seconds,
         } => runtime_bench::many::many_loop(&cli.common, sessions, workers, seconds),
+        Command::SessionsWorker {
+            sessions,
+            seconds,
+            at,
+            prefix,
+        } => runtime_bench::procs::sessions_worker(sessions, seconds, &at, &prefix),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,6 +6,10 @@
 //! cannot find it panics saying how to install it, never skips. As root (initdb refuses root)
 //! the server runs as the `postgres` OS user. A guard process stops the server and removes the
 //! directory when this process ends, however it ends (the shared server is never dropped).
+//!
+//! Tests get `fsync=off` (speed; nothing of theirs survives a power cut). A benchmark of
+//! durable commits needs the real thing: [`TempPostgres::start_durable`] runs with `fsync=on`
+//! and `synchronous_commit=on`, and says what went wrong instead of panicking.
 
 use crate::conn::Conn;
 use std::io::Write;
@@ -13,6 +17,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
+
+/// Connections the server accepts: a journal holds three (its store's, its writer's, its
+/// lease's heartbeat), and a benchmark runs 64 at once.
+const MAX_CONNECTIONS_DURABLE: u32 = 300;
 
 const INSTALL_HINT: &str =
     "install PostgreSQL (Debian/Ubuntu: `apt-get install postgresql`; it provides initdb and \
@@ -26,8 +34,45 @@ pub struct TempPostgres {
     bin: PathBuf,
     /// The `postgres` OS user's (uid, gid) when this process is root.
     run_as: Option<(u32, u32)>,
+    /// Whether the server syncs its WAL (`fsync=on`, `synchronous_commit=on`).
+    durable: bool,
     /// Stops the server and removes `dir` when its stdin closes (when this process ends).
     guard: Mutex<Option<Child>>,
+}
+
+/// Why a server could not be started.
+#[derive(Debug)]
+pub enum StartError {
+    /// PostgreSQL's programs (or, as root, its `postgres` OS user) are not on this machine.
+    NotFound {
+        /// What was looked for, and how to install it.
+        message: String,
+    },
+    /// They are there, and a step failed.
+    Failed {
+        /// The step (`initdb`, `pg_ctl start`, `store init`, ...).
+        step: String,
+        /// What it said.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::NotFound { message } => f.write_str(message),
+            StartError::Failed { step, message } => write!(f, "{step} failed: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+fn failed(step: impl Into<String>, message: impl std::fmt::Display) -> StartError {
+    StartError::Failed {
+        step: step.into(),
+        message: message.to_string(),
+    }
 }
 
 static SHARED: OnceLock<TempPostgres> = OnceLock::new();
@@ -39,7 +84,7 @@ pub fn shared() -> &'static TempPostgres {
 
 /// The directory of PostgreSQL's server binaries: `initdb` on PATH (its real directory), else
 /// the newest `/usr/lib/postgresql/*/bin`.
-fn find_bin() -> PathBuf {
+fn find_bin() -> Result<PathBuf, StartError> {
     let on_path = std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
             .map(|d| d.join("initdb"))
@@ -48,7 +93,7 @@ fn find_bin() -> PathBuf {
             .and_then(|p| p.parent().map(Path::to_path_buf))
     });
     if let Some(dir) = on_path {
-        return dir;
+        return Ok(dir);
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -62,44 +107,69 @@ fn find_bin() -> PathBuf {
         .collect();
     versions.sort();
     match versions.pop() {
-        Some((_, bin)) => bin,
-        None => panic!(
-            "PostgreSQL's initdb was not found on PATH nor in /usr/lib/postgresql/*/bin: \
-             {INSTALL_HINT}"
-        ),
+        Some((_, bin)) => Ok(bin),
+        None => Err(StartError::NotFound {
+            message: format!(
+                "PostgreSQL's initdb was not found on PATH nor in /usr/lib/postgresql/*/bin: \
+                 {INSTALL_HINT}"
+            ),
+        }),
     }
 }
 
 /// The `postgres` OS user's ids when this process is root (initdb and the server refuse root).
-fn run_as() -> Option<(u32, u32)> {
+fn run_as() -> Result<Option<(u32, u32)>, StartError> {
     if !nix::unistd::geteuid().is_root() {
-        return None;
+        return Ok(None);
     }
     match nix::unistd::User::from_name("postgres") {
-        Ok(Some(user)) => Some((user.uid.as_raw(), user.gid.as_raw())),
-        _ => panic!("running as root, and there is no `postgres` OS user to run the server as: {INSTALL_HINT}"),
+        Ok(Some(user)) => Ok(Some((user.uid.as_raw(), user.gid.as_raw()))),
+        _ => Err(StartError::NotFound {
+            message: format!(
+                "running as root, and there is no `postgres` OS user to run the server as: \
+                 {INSTALL_HINT}"
+            ),
+        }),
     }
 }
 
 impl TempPostgres {
     /// Starts a new server; panics saying how to install PostgreSQL when it is missing.
-    /// The store's schema is created (`init`) before it is returned.
+    /// The store's schema is created (`init`) before it is returned. It runs with `fsync=off`.
     pub fn start() -> TempPostgres {
-        let bin = find_bin();
-        let run_as = run_as();
-        let dir = tempfile::Builder::new()
-            .prefix("tooljournal-pg-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("cannot make a temp directory for PostgreSQL: {e}"))
-            .keep();
+        TempPostgres::launch(false, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A server whose commits are durable (`fsync=on`, `synchronous_commit=on`), with room for
+    /// 300 connections (64 journals hold three each), in a new directory inside `parent` (default:
+    /// the system's temporary directory; as root, the `postgres` user must be able to reach
+    /// it). The store's schema is created before it is returned. Errors instead of panicking:
+    /// [`StartError::NotFound`] when PostgreSQL is not installed.
+    pub fn start_durable(parent: Option<&Path>) -> Result<TempPostgres, StartError> {
+        TempPostgres::launch(true, parent)
+    }
+
+    fn launch(durable: bool, parent: Option<&Path>) -> Result<TempPostgres, StartError> {
+        let bin = find_bin()?;
+        let run_as = run_as()?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("tooljournal-pg-");
+        let dir = match parent {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
+        .map_err(|e| failed("make a temp directory for PostgreSQL", e))?
+        .keep();
         if let Some((uid, gid)) = run_as {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-                .unwrap_or_else(|e| panic!("cannot chown {} to postgres: {e}", dir.display()));
+                .map_err(|e| failed(format!("chown {} to postgres", dir.display()), e))?;
         }
+        // From here on, dropping it stops whatever was started and removes the directory.
         let server = TempPostgres {
             dir,
             bin,
             run_as,
+            durable,
             guard: Mutex::new(None),
         };
         let data = server.data();
@@ -116,13 +186,35 @@ impl TempPostgres {
                 "UTF8".as_ref(),
                 "--no-sync".as_ref(),
             ],
-        );
-        server.start_guard();
-        server.pg_ctl(&["start"]);
-        let report = crate::init(&server.url("init"))
-            .unwrap_or_else(|e| panic!("tooljournal store init on the test server: {e}"));
-        assert_eq!(report.version, crate::SCHEMA_VERSION);
-        server
+        )?;
+        server.start_guard()?;
+        server.pg_ctl(&["start"])?;
+        let report = crate::init(&server.url("init")).map_err(|e| failed("store init", e))?;
+        if report.version != crate::SCHEMA_VERSION {
+            return Err(failed(
+                "store init",
+                format!(
+                    "schema version {} (expected {})",
+                    report.version,
+                    crate::SCHEMA_VERSION
+                ),
+            ));
+        }
+        Ok(server)
+    }
+
+    /// A server setting's current value (`SHOW name`), e.g. to confirm `fsync`.
+    pub fn show(&self, name: &str) -> Result<String, StartError> {
+        let step = format!("SHOW {name}");
+        let url = crate::url::parse(&self.url("show")).map_err(|e| failed(&step, e))?;
+        let conn = Conn::connect(&url.config).map_err(|e| failed(&step, e.describe()))?;
+        // SHOW takes no parameters; the name is quoted as an identifier.
+        let sql = format!("SHOW \"{}\"", name.replace('"', "\"\""));
+        conn.call(move |w| {
+            let row = w.client.query_one(sql.as_str(), &[])?;
+            Ok(row.try_get::<_, String>(0)?)
+        })
+        .map_err(|e| failed(&step, e.describe()))
     }
 
     fn data(&self) -> PathBuf {
@@ -151,29 +243,39 @@ impl TempPostgres {
         command
     }
 
-    fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> Output {
+    fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<Output, StartError> {
         let output = self
             .command(program)
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}: {INSTALL_HINT}", program));
-        assert!(
-            output.status.success(),
-            "{program} {args:?} failed ({}):\n{}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output
+            .map_err(|e| StartError::NotFound {
+                message: format!("cannot run {program}: {e}: {INSTALL_HINT}"),
+            })?;
+        if !output.status.success() {
+            return Err(failed(
+                format!("{program} {args:?}"),
+                format!(
+                    "{}:\n{}\n{}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+            ));
+        }
+        Ok(output)
     }
 
     /// `pg_ctl ACTION` with this server's directory, log and options.
-    fn pg_ctl(&self, action: &[&str]) {
-        let options = format!(
-            "-c listen_addresses='' -k {} -c fsync=off -c max_connections=100",
-            self.dir.display()
-        );
+    fn pg_ctl(&self, action: &[&str]) -> Result<(), StartError> {
+        let sync = if self.durable {
+            format!(
+                "-c fsync=on -c synchronous_commit=on -c max_connections={MAX_CONNECTIONS_DURABLE}"
+            )
+        } else {
+            "-c fsync=off -c max_connections=100".to_owned()
+        };
+        let options = format!("-c listen_addresses='' -k {} {sync}", self.dir.display());
         let data = self.data();
         let log = self.dir.join("log");
         let mut args: Vec<&std::ffi::OsStr> = vec![
@@ -188,12 +290,12 @@ impl TempPostgres {
             options.as_ref(),
         ];
         args.extend(action.iter().map(std::ffi::OsStr::new));
-        self.run("pg_ctl", &args);
+        self.run("pg_ctl", &args).map(drop)
     }
 
     /// A shell that waits for its stdin to close, then stops the server and removes the
     /// directory: this process's end, even by SIGKILL, closes that pipe.
-    fn start_guard(&self) {
+    fn start_guard(&self) -> Result<(), StartError> {
         let mut command = Command::new("sh");
         command
             .arg("-c")
@@ -209,14 +311,16 @@ impl TempPostgres {
         }
         let child = command
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the cleanup guard (sh): {e}"));
+            .map_err(|e| failed("start the cleanup guard (sh)", e))?;
         *self.guard.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
+        Ok(())
     }
 
     /// Crashes and restarts the server: `pg_ctl restart -m immediate` (no shutdown checkpoint;
     /// the restart replays the WAL, as after a power cut that kept the disk).
     pub fn restart_immediate(&self) {
-        self.pg_ctl(&["-m", "immediate", "restart"]);
+        self.pg_ctl(&["-m", "immediate", "restart"])
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Terminates every other client backend (`pg_terminate_backend`); returns how many.
@@ -238,7 +342,8 @@ impl TempPostgres {
 
     /// Stops the server (`-m fast`); it stays stopped until dropped.
     pub fn stop(&self) {
-        self.pg_ctl(&["-m", "fast", "stop"]);
+        self.pg_ctl(&["-m", "fast", "stop"])
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 

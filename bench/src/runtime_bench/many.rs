@@ -10,68 +10,106 @@
 //! sessions would have to win back.
 
 use super::measured::Measured;
-use super::session::{Driver, Timed, WARMUP_STEPS};
+use super::session::{At, Driver, Timed, WARMUP_STEPS};
 use crate::disk::journal_bytes;
 use crate::BoxError;
 use journal::FsyncPolicy;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// `sessions` sessions at once, one task each on `rt`, each in `dir/s<i>`. The window opens
-/// when every session has warmed up (a barrier; the first one through starts the clock) and
-/// closes when the last turn's end is durable; the rate is every session's calls over it.
+/// when every session has warmed up and closes when the last turn's end is durable; the rate is
+/// every session's calls over it.
 pub(super) fn sessions_run(
     rt: &tokio::runtime::Runtime,
     dir: &Path,
     sessions: usize,
     time: Duration,
 ) -> Result<Measured, BoxError> {
-    let dirs = subdirs(dir, "s", sessions)?;
-    let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
-    let start = Arc::new(OnceLock::new());
-    let tasks: Vec<_> = dirs
+    let ats: Vec<At> = subdirs(dir, "s", sessions)?
+        .into_iter()
+        .map(At::Dir)
+        .collect();
+    let timed = sessions_at(rt, &ats, time, || Ok(()))?;
+    sessions_measured(&timed, &ats)
+}
+
+/// One session per entry of `ats`, at once, one task each on `rt`, each running steps of one
+/// no-op call with policy group. When every session has warmed up, `gate` runs on the calling
+/// thread (a worker process waits there for its parent's word); then the window opens, for
+/// `time`, and each session's window closes when its turn's end is durable.
+pub(super) fn sessions_at(
+    rt: &tokio::runtime::Runtime,
+    ats: &[At],
+    time: Duration,
+    gate: impl FnOnce() -> Result<(), BoxError>,
+) -> Result<Vec<Timed>, BoxError> {
+    let (warmed_tx, mut warmed_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (start_tx, start_rx) = tokio::sync::watch::channel(None::<Instant>);
+    let tasks: Vec<_> = ats
         .iter()
-        .map(|d| {
-            let (d, barrier, start) = (d.clone(), barrier.clone(), start.clone());
+        .map(|at| {
+            let (at, warmed_tx, mut start_rx) = (at.clone(), warmed_tx.clone(), start_rx.clone());
             rt.spawn(async move {
                 let warmed = async {
-                    let mut driver = Driver::open(&d, FsyncPolicy::Group, 1)?;
+                    let mut driver = Driver::open(&at, FsyncPolicy::Group, 1)?;
                     driver.warm_up().await?;
                     Ok::<_, BoxError>(driver)
                 }
                 .await;
-                // Every task reaches the barrier, failed or not, so none waits forever.
-                barrier.wait().await;
-                let start = *start.get_or_init(Instant::now);
+                // Every task reports, failed or not, so the gate never waits forever.
+                let _ = warmed_tx.send(());
+                let start = start_rx
+                    .wait_for(Option::is_some)
+                    .await
+                    .map_err(|_| "the window never opened (the gate failed)")?
+                    .unwrap_or_else(Instant::now);
                 warmed?.timed(start, time).await
             })
         })
         .collect();
-    let timed = rt.block_on(async {
+    drop(warmed_tx);
+    rt.block_on(async {
+        for _ in 0..ats.len() {
+            warmed_rx.recv().await;
+        }
+    });
+    // On failure the sender's drop ends every task's wait, with an error.
+    gate()?;
+    start_tx.send_replace(Some(Instant::now()));
+    rt.block_on(async {
         let mut timed = Vec::with_capacity(tasks.len());
         for task in tasks {
             timed.push(task.await??);
         }
         Ok::<Vec<Timed>, BoxError>(timed)
-    })?;
-    let (mut steps, mut syncs, mut seconds, mut bytes) = (0u64, 0u64, 0f64, 0u64);
-    for (t, d) in timed.iter().zip(&dirs) {
+    })
+}
+
+/// The sessions' runs as one [`Measured`]: every call over the longest window; bytes per step
+/// when every journal is in a directory.
+pub(super) fn sessions_measured(timed: &[Timed], ats: &[At]) -> Result<Measured, BoxError> {
+    let (mut steps, mut syncs, mut seconds, mut bytes) = (0u64, 0u64, 0f64, Some(0u64));
+    for (t, at) in timed.iter().zip(ats) {
         steps += t.steps;
         syncs += t.syncs;
         seconds = seconds.max(t.seconds);
-        bytes += journal_bytes(d)?;
+        bytes = match (bytes, at) {
+            (Some(b), At::Dir(d)) => Some(b + journal_bytes(d)?),
+            _ => None,
+        };
     }
     // The warm-up's steps wrote bytes too.
-    let written_steps = steps + (WARMUP_STEPS * sessions) as u64;
+    let written_steps = steps + (WARMUP_STEPS * ats.len()) as u64;
     Ok(Measured {
         calls: steps,
         steps,
         seconds,
         syncs: Some(syncs),
-        bytes_per_step: Some(bytes as f64 / written_steps.max(1) as f64),
+        bytes_per_step: bytes.map(|b| b as f64 / written_steps.max(1) as f64),
     })
 }
 
@@ -127,7 +165,7 @@ pub(super) fn raw_writers_run(
 }
 
 /// `count` new directories `dir/<prefix><i>`.
-fn subdirs(dir: &Path, prefix: &str, count: usize) -> Result<Vec<PathBuf>, BoxError> {
+pub(super) fn subdirs(dir: &Path, prefix: &str, count: usize) -> Result<Vec<PathBuf>, BoxError> {
     (0..count)
         .map(|i| {
             let d = dir.join(format!("{prefix}{i}"));

@@ -8,12 +8,15 @@
 //! which); `session` drives the runtime, `many` runs many sessions (and as many raw writers) at
 //! once, `baselines` write the same records the plain ways, `generate` and `recovery` measure
 //! recovery on a generated journal, `measured` is what every durable run returns, `report`
-//! prints.
+//! prints. Issue 18's runs put the journal in PostgreSQL: `postgres` starts the server,
+//! `procs` runs sessions in several worker processes (on PostgreSQL and, beside it, on files).
 
 mod baselines;
 pub(crate) mod generate;
 pub(crate) mod many;
 mod measured;
+mod postgres;
+pub(crate) mod procs;
 pub(crate) mod recovery;
 mod report;
 mod rounds;
@@ -24,6 +27,7 @@ use crate::{say, BoxError, Common, MIB};
 use generate::GenStats;
 use journal::FsyncPolicy;
 use measured::Measured;
+use postgres::PgState;
 use recovery::ChildReport;
 use rounds::{durable_rounds, Rounds};
 use session::session_run;
@@ -71,6 +75,8 @@ impl Plan {
 /// Everything one `runtime` run measured.
 struct Figures {
     rounds: Rounds,
+    /// The PostgreSQL server the PG runs used, or why they were skipped.
+    pg: PgState,
     nosync: Measured,
     generated: GenStats,
     child: ChildReport,
@@ -89,7 +95,18 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         .enable_all()
         .build()?;
 
-    let rounds = durable_rounds(&rt, base.path(), &plan)?;
+    // Beside the scratch directory, not in it: as root the server runs as `postgres`, which
+    // cannot enter a directory private to root.
+    let pg = postgres::start(common.dir.as_deref());
+    match &pg {
+        PgState::Running(server) => say(&format!(
+            "postgres: {} in {}",
+            server.description,
+            server.dir().display()
+        )),
+        PgState::Skipped(why) => say(&format!("postgres: skipped: {why}")),
+    }
+    let rounds = durable_rounds(&rt, base.path(), &plan, pg.server())?;
 
     say("nosync: the runtime with fsync policy never, one worker thread");
     let nosync = in_dir(base.path(), "nosync", |d| {
@@ -100,6 +117,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     let (generated, child) = recovery::measure(base.path(), plan.recover_bytes)?;
     let figures = Figures {
         rounds,
+        pg,
         nosync,
         generated,
         child,

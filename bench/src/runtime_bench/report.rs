@@ -1,8 +1,10 @@
-//! The `runtime` benchmark's figures: the `--json` object (exactly the keys issues 8 and 20
-//! list), the targets they are held to, and the table printed otherwise, one section per kind
+//! The `runtime` benchmark's figures: the `--json` object (exactly the keys issues 8, 20 and
+//! 18 list; issue 18's are null when there is no PostgreSQL), the targets they are held to, and the table printed otherwise, one section per kind
 //! of run.
 
 use super::measured::Measured;
+use super::postgres::PgState;
+use super::procs::{PROCS, SESSIONS_PER_PROC};
 use super::rounds::Run;
 use super::{Figures, Plan, RAW_APPEND_BYTES};
 use crate::{BoxError, MB};
@@ -25,7 +27,7 @@ const REBUILD_MB_PER_S_TARGET: f64 = 300.0;
 const REBUILD_PEAK_RSS_MB_TARGET: f64 = 64.0;
 const AUDIT_PEAK_RSS_MB_TARGET: f64 = 64.0;
 
-/// The `--json` object: issue 8's keys, then issue 20's.
+/// The `--json` object: issue 8's keys, then issue 20's, then issue 18's.
 #[derive(Serialize)]
 pub(super) struct Report {
     fdatasync_per_s: f64,
@@ -62,12 +64,25 @@ pub(super) struct Report {
     rebuild_peak_rss_mb: f64,
     /// `recover audit --json` (both readings), into a sink.
     audit_peak_rss_mb: f64,
+    /// Issue 18: seq and par16 with the journal in PostgreSQL (null: no PostgreSQL).
+    pg_seq_calls_per_s: Option<f64>,
+    pg_par16_calls_per_s: Option<f64>,
+    pg_seq_vs_seq: Option<f64>,
+    pg_par16_vs_par16: Option<f64>,
+    /// Both one commit per call at `started`: SQLite's WAL commit, PostgreSQL's transaction.
+    pg_seq_vs_sqlite_same_plan: Option<f64>,
+    /// 64 sessions over 4 worker processes, on one PostgreSQL and on local segment files.
+    pg_sessions64_procs4_calls_per_s: Option<f64>,
+    files_sessions64_procs4_calls_per_s: f64,
+    pg_vs_files_sessions64_procs4: Option<f64>,
 }
 
 impl Report {
     pub(super) fn new(f: &Figures) -> Report {
         let r = &f.rounds;
         let rate = |run| r.get(run).calls_per_s();
+        let pg_rate = |run| r.ran(run).map(Measured::calls_per_s);
+        let files_procs4 = rate(Run::FilesProcs4);
         let fdatasync_per_s = rate(Run::Raw);
         let seq = rate(Run::Seq);
         Report {
@@ -101,6 +116,15 @@ impl Report {
             rebuild_mb_per_s: f.child.rebuild.as_ref().map_or(0.0, |r| r.mb_per_s()),
             rebuild_peak_rss_mb: f.child.rebuild.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
             audit_peak_rss_mb: f.child.audit.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
+            pg_seq_calls_per_s: pg_rate(Run::PgSeq),
+            pg_par16_calls_per_s: pg_rate(Run::PgPar16),
+            pg_seq_vs_seq: pg_rate(Run::PgSeq).map(|pg| pg / seq),
+            pg_par16_vs_par16: pg_rate(Run::PgPar16).map(|pg| pg / rate(Run::Par16)),
+            pg_seq_vs_sqlite_same_plan: pg_rate(Run::PgSeq)
+                .map(|pg| pg / rate(Run::SqliteSamePlan)),
+            pg_sessions64_procs4_calls_per_s: pg_rate(Run::PgProcs4),
+            files_sessions64_procs4_calls_per_s: files_procs4,
+            pg_vs_files_sessions64_procs4: pg_rate(Run::PgProcs4).map(|pg| pg / files_procs4),
         }
     }
 }
@@ -236,6 +260,8 @@ pub(super) fn print_table(
     print_durable(plan, f, report);
     println!();
     print_many(plan, f);
+    println!();
+    print_pg(plan, f);
     println!();
     print_pipeline(plan, &f.nosync);
     println!();
@@ -396,6 +422,66 @@ fn print_many(plan: &Plan, f: &Figures) {
     );
 }
 
+fn print_pg(plan: &Plan, f: &Figures) {
+    let r = &f.rounds;
+    let skipped = match &f.pg {
+        PgState::Running(server) => {
+            println!(
+                "Journal in PostgreSQL (issue 18; the bench's own server on a Unix socket: {}; \
+                 a sync = 1 transaction committed; {} rounds x {:.1} s)",
+                server.description,
+                plan.rounds,
+                plan.slice.as_secs_f64()
+            );
+            None
+        }
+        PgState::Skipped(why) => {
+            println!("Journal in PostgreSQL (issue 18): skipped: {why}");
+            Some(why)
+        }
+    };
+    println!("  {:<37} {:>10} {:>11}  how", "", "calls/s", "syncs/step");
+    let procs = format!(
+        "{} sessions: {PROCS} worker processes x {SESSIONS_PER_PROC}, steps of 1 no-op call, \
+         summed over one window",
+        PROCS * SESSIONS_PER_PROC
+    );
+    let rows = [
+        (
+            "pg_seq_calls_per_s",
+            Run::PgSeq,
+            "as seq: runtime, policy group, 1 call per step".to_owned(),
+        ),
+        (
+            "pg_par16_calls_per_s",
+            Run::PgPar16,
+            "as par16: 16 parallel-safe calls per step".to_owned(),
+        ),
+        (
+            "pg_sessions64_procs4_calls_per_s",
+            Run::PgProcs4,
+            format!("{procs}; one PostgreSQL"),
+        ),
+        (
+            "files_sessions64_procs4_calls_per_s",
+            Run::FilesProcs4,
+            format!("{procs}; segment files"),
+        ),
+    ];
+    for (name, run, how) in rows {
+        match (r.ran(run), skipped) {
+            (Some(m), _) => println!(
+                "  {name:<37} {:>10.1} {:>11}  {how}",
+                m.calls_per_s(),
+                m.syncs_per_step()
+                    .map_or_else(|| "-".to_owned(), |s| format!("{s:.2}")),
+            ),
+            (None, Some(why)) => println!("  {name:<37} skipped: {why}"),
+            (None, None) => println!("  {name:<37} did not run"),
+        }
+    }
+}
+
 fn print_pipeline(plan: &Plan, nosync: &Measured) {
     println!(
         "Pipeline cost (policy never, 1 worker thread, 1 call per step, {:.1} s)",
@@ -498,6 +584,35 @@ fn print_ratios(report: &Report) {
         "sessions64_vs_raw64",
         report.sessions64_vs_raw64,
         "sessions: as seq, each journal syncing its own; raw: 64 threads append + fdatasync",
+    );
+    print_pg_ratios(report);
+}
+
+/// Issue 18's ratios (a skipped one says so).
+fn print_pg_ratios(report: &Report) {
+    let row = |name: &str, value: Option<f64>, how: &str| match value {
+        Some(v) => println!("  {name:<29} {v:>8.2}   {how}"),
+        None => println!("  {name:<29} skipped  {how}"),
+    };
+    row(
+        "pg_seq_vs_seq",
+        report.pg_seq_vs_seq,
+        "both: `started` durable before the body (PostgreSQL: a commit; files: an fdatasync)",
+    );
+    row(
+        "pg_par16_vs_par16",
+        report.pg_par16_vs_par16,
+        "both: 16 calls' `started` behind one sync",
+    );
+    row(
+        "pg_seq_vs_sqlite_same_plan",
+        report.pg_seq_vs_sqlite_same_plan,
+        "both: one commit per call at `started` (sqlite: a WAL commit, in process)",
+    );
+    row(
+        "pg_vs_files_sessions64_procs4",
+        report.pg_vs_files_sessions64_procs4,
+        "64 sessions over 4 processes: one PostgreSQL / each journal its own files",
     );
 }
 

@@ -6,11 +6,16 @@
 //! strides give each a different predecessor from round to round (a measurement that leaves the
 //! disk busy, such as SQLite's checkpoints or 64 journals' writes, no longer always taxes the
 //! same neighbour), and no measurement always holds the same place in a round.
+//!
+//! The journal-in-PostgreSQL runs (issue 18) are in the same rounds, so that their ratios to
+//! the file backend's are of the same minutes; without a server they are left out of the list.
 
 use super::baselines::{self, sqlite::Commit};
 use super::many::{raw_writers_run, sessions_run};
 use super::measured::{accumulate, raw_overwrite_run, raw_run, Measured};
-use super::session::session_run;
+use super::postgres::PgServer;
+use super::procs::{procs_run, Journals, PROCS, SESSIONS_PER_PROC};
+use super::session::{session_run, session_run_at, At};
 use super::{Plan, PAR_CALLS, RAW_APPEND_BYTES};
 use crate::disk::in_dir;
 use crate::{say, BoxError};
@@ -37,12 +42,20 @@ pub(super) enum Run {
     Sessions64,
     Raw8,
     Raw64,
+    /// `Seq` with the journal in PostgreSQL.
+    PgSeq,
+    /// `Par16` with the journal in PostgreSQL.
+    PgPar16,
+    /// 64 sessions over 4 worker processes, journals in segment files.
+    FilesProcs4,
+    /// The same 64 sessions over 4 processes, journals in PostgreSQL.
+    PgProcs4,
 }
 
 use Run::*;
 
 /// Every durable measurement; round 0 runs them in this order.
-pub(super) const RUNS: [Run; 16] = [
+pub(super) const RUNS: [Run; 20] = [
     Raw,
     RawOverwrite,
     Seq,
@@ -59,6 +72,10 @@ pub(super) const RUNS: [Run; 16] = [
     Sessions64,
     Raw8,
     Raw64,
+    PgSeq,
+    PgPar16,
+    FilesProcs4,
+    PgProcs4,
 ];
 
 impl Run {
@@ -81,7 +98,16 @@ impl Run {
             Sessions64 => "sessions64",
             Raw8 => "raw8",
             Raw64 => "raw64",
+            PgSeq => "pg_seq",
+            PgPar16 => "pg_par16",
+            FilesProcs4 => "files_procs4",
+            PgProcs4 => "pg_procs4",
         }
+    }
+
+    /// Whether it needs the PostgreSQL server.
+    pub(super) fn needs_pg(self) -> bool {
+        matches!(self, PgSeq | PgPar16 | PgProcs4)
     }
 
     fn index(self) -> usize {
@@ -92,16 +118,32 @@ impl Run {
 
 /// Every durable measurement, totalled over the rounds, and the per-round rates the table lists.
 pub(super) struct Rounds {
-    totals: Vec<Measured>,
+    /// By [`Run::index`]; `None` for a run left out (no PostgreSQL).
+    totals: Vec<Option<Measured>>,
     pub(super) raw_per_round: Vec<f64>,
     pub(super) seq_per_round: Vec<f64>,
     /// One seq step's bytes, known after the first seq run (the size `raw_step` appends).
     pub(super) step_bytes: usize,
 }
 
+/// What a run left out reads as through [`Rounds::get`]: nothing in no time.
+const NOT_RUN: Measured = Measured {
+    calls: 0,
+    steps: 0,
+    seconds: 0.0,
+    syncs: None,
+    bytes_per_step: None,
+};
+
 impl Rounds {
+    /// A run that always runs (a left-out one reads as no calls; use [`Rounds::ran`] for those).
     pub(super) fn get(&self, run: Run) -> &Measured {
-        &self.totals[run.index()]
+        self.ran(run).unwrap_or(&NOT_RUN)
+    }
+
+    /// A run's totals, if it ran.
+    pub(super) fn ran(&self, run: Run) -> Option<&Measured> {
+        self.totals[run.index()].as_ref()
     }
 }
 
@@ -132,14 +174,19 @@ pub(super) fn durable_rounds(
     rt: &tokio::runtime::Runtime,
     base: &Path,
     plan: &Plan,
+    pg: Option<&PgServer>,
 ) -> Result<Rounds, BoxError> {
+    let runs: Vec<Run> = RUNS
+        .into_iter()
+        .filter(|r| pg.is_some() || !r.needs_pg())
+        .collect();
     let mut totals: Vec<Option<Measured>> = RUNS.iter().map(|_| None).collect();
     let mut raw_per_round = Vec::new();
     let mut seq_per_round = Vec::new();
     let mut step_bytes = 0usize;
     for round in 0..plan.rounds {
-        let order = round_order(round, RUNS.len());
-        let labels: Vec<_> = order.iter().map(|&i| RUNS[i].label()).collect();
+        let order = round_order(round, runs.len());
+        let labels: Vec<_> = order.iter().map(|&i| runs[i].label()).collect();
         say(&format!(
             "round {}/{}: {} ({:.1} s each)",
             round + 1,
@@ -148,8 +195,10 @@ pub(super) fn durable_rounds(
             plan.slice.as_secs_f64()
         ));
         for i in order {
-            let run = RUNS[i];
-            let m = in_dir(base, run.label(), |d| measure(run, d, rt, plan, step_bytes))?;
+            let run = runs[i];
+            let m = in_dir(base, run.label(), |d| {
+                measure(run, d, rt, plan, step_bytes, pg)
+            })?;
             match run {
                 Raw => raw_per_round.push(m.calls_per_s()),
                 Seq => {
@@ -160,13 +209,12 @@ pub(super) fn durable_rounds(
                 }
                 _ => {}
             }
-            accumulate(&mut totals[i], m);
+            accumulate(&mut totals[run.index()], m);
         }
     }
-    let totals = totals
-        .into_iter()
-        .map(|m| m.ok_or("a measurement never ran (no rounds?)"))
-        .collect::<Result<Vec<_>, _>>()?;
+    if runs.iter().any(|r| totals[r.index()].is_none()) {
+        return Err("a measurement never ran (no rounds?)".into());
+    }
     Ok(Rounds {
         totals,
         raw_per_round,
@@ -182,8 +230,14 @@ fn measure(
     rt: &tokio::runtime::Runtime,
     plan: &Plan,
     step_bytes: usize,
+    pg: Option<&PgServer>,
 ) -> Result<Measured, BoxError> {
     let time = plan.slice;
+    let server = || pg.ok_or("a PostgreSQL run without a server");
+    let on_pg = |label: &str| -> Result<At, BoxError> {
+        let server = server()?;
+        Ok(At::Store(server.url(&server.fresh_session(label))))
+    };
     match run {
         Raw => raw_run(d, RAW_APPEND_BYTES, time),
         RawOverwrite => raw_overwrite_run(d, RAW_APPEND_BYTES, time),
@@ -201,6 +255,10 @@ fn measure(
         Sessions64 => sessions_run(rt, d, 64, time),
         Raw8 => raw_writers_run(d, 8, RAW_APPEND_BYTES, time),
         Raw64 => raw_writers_run(d, 64, RAW_APPEND_BYTES, time),
+        PgSeq => session_run_at(rt, &on_pg("seq")?, FsyncPolicy::Group, 1, time),
+        PgPar16 => session_run_at(rt, &on_pg("par16")?, FsyncPolicy::Group, PAR_CALLS, time),
+        FilesProcs4 => procs_run(Journals::Dir(d), PROCS, SESSIONS_PER_PROC, time),
+        PgProcs4 => procs_run(Journals::Store(server()?), PROCS, SESSIONS_PER_PROC, time),
     }
 }
 

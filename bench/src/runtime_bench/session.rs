@@ -2,17 +2,19 @@
 //! cost and the journal's, driven through one session's public API as an agent host drives it
 //! (`begin_step` + `run_batch` + `end_step`). [`Driver`] is one such session (`many` runs many
 //! at once); also the hidden `session-loop` subcommand, which runs one alone, for profiling.
+//! A session's journal is segment files in a directory or rows in PostgreSQL ([`At`]): the
+//! same driver measures both.
 use super::measured::Measured;
 use crate::disk::{in_dir, journal_bytes};
 use crate::{BoxError, Common};
-use journal::{FsStorage, FsyncPolicy, Journal, Options, Storage};
+use journal::{Backend, FsStorage, FsyncPolicy, Journal, Options, RecordStore, Storage, Takeover};
 use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome};
 use runtime::hooks::Hooks;
 use runtime::registry::Registry;
 use runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 use runtime::{Config, Session, SessionOptions};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,15 @@ use std::time::{Duration, Instant};
 pub(super) const WARMUP_STEPS: usize = 20;
 /// The arguments every no-op call carries (checked against the tool's schema).
 pub(super) const NOOP_ARGS: &str = r#"{"path":"src/lib.rs"}"#;
+
+/// Where a session's journal lives.
+#[derive(Clone, Debug)]
+pub(crate) enum At {
+    /// Segment files in this directory (which holds no journal yet).
+    Dir(PathBuf),
+    /// This session's URL in a PostgreSQL store (`session=` naming one it does not hold yet).
+    Store(String),
+}
 
 /// A tool that does nothing: what remains is the runtime's cost and the journal's.
 struct Noop {
@@ -88,7 +99,18 @@ pub(super) fn session_run(
     calls_per_step: usize,
     time: Duration,
 ) -> Result<Measured, BoxError> {
-    let owned = dir.to_owned();
+    session_run_at(rt, &At::Dir(dir.to_owned()), policy, calls_per_step, time)
+}
+
+/// [`session_run`] with the journal wherever `at` says.
+pub(super) fn session_run_at(
+    rt: &tokio::runtime::Runtime,
+    at: &At,
+    policy: FsyncPolicy,
+    calls_per_step: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let owned = at.clone();
     let body = async move {
         let mut driver = Driver::open(&owned, policy, calls_per_step)?;
         driver.warm_up().await?;
@@ -99,7 +121,7 @@ pub(super) fn session_run(
     // (the tool body, the batch's join set) would wake a worker across threads; measured
     // on this machine, nosync went from 25k to 20k calls/s that way.
     let timed = rt.block_on(rt.spawn(body))??;
-    timed.measured(dir, calls_per_step)
+    timed.measured(at, calls_per_step)
 }
 
 /// What one session's timed window measured.
@@ -112,16 +134,20 @@ pub(super) struct Timed {
 }
 
 impl Timed {
-    /// As a [`Measured`], with the bytes per step of the journal in `dir` (the warm-up's steps
-    /// counted, as their bytes are).
-    pub(super) fn measured(&self, dir: &Path, calls_per_step: usize) -> Result<Measured, BoxError> {
+    /// As a [`Measured`], with the bytes per step of a journal in a directory (the warm-up's
+    /// steps counted, as their bytes are; none for a store's rows, which have no segment bytes).
+    pub(super) fn measured(&self, at: &At, calls_per_step: usize) -> Result<Measured, BoxError> {
         let total_steps = self.steps + WARMUP_STEPS as u64;
+        let bytes_per_step = match at {
+            At::Dir(dir) => Some(journal_bytes(dir)? as f64 / total_steps as f64),
+            At::Store(_) => None,
+        };
         Ok(Measured {
             calls: self.steps * calls_per_step as u64,
             steps: self.steps,
             seconds: self.seconds,
             syncs: Some(self.syncs),
-            bytes_per_step: Some(journal_bytes(dir)? as f64 / total_steps as f64),
+            bytes_per_step,
         })
     }
 }
@@ -136,13 +162,13 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    /// A session over a new journal in `dir` (which holds none yet).
+    /// A session over a new journal at `at` (which holds none yet).
     pub(super) fn open(
-        dir: &Path,
+        at: &At,
         policy: FsyncPolicy,
         calls_per_step: usize,
     ) -> Result<Driver, BoxError> {
-        let journal = open_journal(dir, policy)?;
+        let journal = open_journal(at, policy)?;
         let parallel = calls_per_step > 1;
         let tool = if parallel { "noop_parallel" } else { "noop" };
         let mut registry = Registry::new();
@@ -241,8 +267,17 @@ impl Driver {
     }
 }
 
-fn open_journal(dir: &Path, policy: FsyncPolicy) -> Result<Journal, BoxError> {
-    let storage: Arc<dyn Storage> = Arc::new(FsStorage::create(dir)?);
+fn open_journal(at: &At, policy: FsyncPolicy) -> Result<Journal, BoxError> {
+    let backend = match at {
+        At::Dir(dir) => {
+            let storage: Arc<dyn Storage> = Arc::new(FsStorage::create(dir)?);
+            Backend::Files(storage)
+        }
+        At::Store(url) => {
+            let store: Arc<dyn RecordStore> = Arc::new(pg::PgStore::open(url)?);
+            Backend::Records(store)
+        }
+    };
     let mut options = Options {
         fsync: policy,
         ..Options::default()
@@ -252,6 +287,6 @@ fn open_journal(dir: &Path, policy: FsyncPolicy) -> Result<Journal, BoxError> {
         // the pipeline's cost is measured without the disk, so no rotation happens here.
         options.limits.segment_size_bytes_max = 1 << 40;
     }
-    let (journal, _) = Journal::open(storage, options)?;
+    let (journal, _) = Journal::open_backend(&backend, Takeover::Refuse, options)?;
     Ok(journal)
 }
