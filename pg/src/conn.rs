@@ -16,6 +16,8 @@ use std::thread;
 pub(crate) struct Worker {
     pub(crate) client: Client,
     prepared: HashMap<&'static str, Statement>,
+    /// The connection's `synchronous_commit`, once this worker set it.
+    synchronous_commit: Option<bool>,
 }
 
 impl Worker {
@@ -27,6 +29,19 @@ impl Worker {
         let statement = self.client.prepare(sql)?;
         self.prepared.insert(sql, statement.clone());
         Ok(statement)
+    }
+
+    /// Sets the connection's `synchronous_commit` (a round trip only when it changes): `on`,
+    /// a commit returns once its log record is flushed; `off`, at once.
+    pub(crate) fn set_synchronous_commit(&mut self, on: bool) -> Result<(), postgres::Error> {
+        if self.synchronous_commit != Some(on) {
+            self.client.batch_execute(match on {
+                true => "SET synchronous_commit = on",
+                false => "SET synchronous_commit = off",
+            })?;
+            self.synchronous_commit = Some(on);
+        }
+        Ok(())
     }
 }
 
@@ -187,6 +202,7 @@ fn connect_worker(config: &postgres::Config) -> Result<(Worker, Backend), CallEr
     let worker = Worker {
         client,
         prepared: HashMap::new(),
+        synchronous_commit: None,
     };
     Ok((worker, backend))
 }

@@ -444,45 +444,57 @@ impl PgWriter {
     }
 }
 
+/// One append, one statement (one round trip, its own transaction): the lease renewed where
+/// the epoch is this writer's (no row: fenced), and the rows inserted only when the journal's
+/// last seq is the one they follow (else nothing is inserted: `NotNext`).
+const APPEND_SQL: &str = "WITH renewed AS (
+        UPDATE tooljournal_sessions
+           SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'
+         WHERE session = $1 AND epoch = $2
+     RETURNING (SELECT coalesce(max(seq), 0) FROM tooljournal_records WHERE session = $1)
+               AS last
+    ), inserted AS (
+        INSERT INTO tooljournal_records (session, seq, crc, payload, epoch)
+        SELECT $1, t.s, t.c, t.p, $2
+          FROM unnest($4::bigint[], $5::bigint[], $6::bytea[]) AS t(s, c, p), renewed
+         WHERE renewed.last = $7::bigint
+     RETURNING 1
+    )
+    SELECT (SELECT last FROM renewed), (SELECT count(*) FROM inserted)";
+
 fn append_tx(w: &mut Worker, b: &Batch) -> Result<Appended, CallError> {
-    let renew = w.prepared(
-        "UPDATE tooljournal_sessions
-            SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'
-          WHERE session = $1 AND epoch = $2
-      RETURNING (SELECT coalesce(max(seq), 0) FROM tooljournal_records WHERE session = $1)",
+    // The seq the journal must end at: the one before the rows, or (no rows: a durable commit
+    // for rows stored lazily) the last of those, which must all still be there.
+    let want_last = match (b.seqs.first(), b.expect_last) {
+        (Some(first), _) => first - 1,
+        (None, Some(expect)) => expect,
+        // `append` sends no batch with nothing to store and nothing to make durable.
+        (None, None) => return Ok(Appended::Stored),
+    };
+    let append = w.prepared(APPEND_SQL)?;
+    w.set_synchronous_commit(b.durable)?;
+    let row = w.client.query_one(
+        &append,
+        &[
+            &b.session,
+            &b.epoch,
+            &b.lease_ms,
+            &b.seqs,
+            &b.crcs,
+            &b.payloads,
+            &want_last,
+        ],
     )?;
-    let insert = w.prepared(
-        "INSERT INTO tooljournal_records (session, seq, crc, payload, epoch)
-         SELECT $1, s, c, p, $2
-           FROM unnest($3::bigint[], $4::bigint[], $5::bytea[]) AS t(s, c, p)",
-    )?;
-    let mut tx = w.client.transaction()?;
-    tx.batch_execute(if b.durable {
-        "SET LOCAL synchronous_commit = on"
-    } else {
-        "SET LOCAL synchronous_commit = off"
-    })?;
-    let renewed = tx.query(&renew, &[&b.session, &b.epoch, &b.lease_ms])?;
-    let Some(row) = renewed.first() else {
+    let last: Option<i64> = row.try_get(0)?;
+    let inserted: i64 = row.try_get(1)?;
+    let Some(last) = last else {
         return Ok(Appended::Fenced);
     };
-    let last: i64 = row.try_get(0)?;
-    let Some(&first) = b.seqs.first() else {
-        // No rows: a durable commit for rows stored lazily, which must all still be there.
-        if b.expect_last.is_some_and(|expect| expect != last) {
-            return Ok(Appended::NotNext(last));
-        }
-        tx.commit()?;
-        return Ok(Appended::Stored);
-    };
-    if first != last + 1 {
+    if last != want_last {
         return Ok(Appended::NotNext(last));
     }
-    tx.execute(
-        &insert,
-        &[&b.session, &b.epoch, &b.seqs, &b.crcs, &b.payloads],
-    )?;
-    tx.commit()?;
+    // One statement: all of its rows or none (an error, above).
+    debug_assert_eq!(inserted, b.seqs.len() as i64, "a statement inserts all or nothing");
     Ok(Appended::Stored)
 }
 

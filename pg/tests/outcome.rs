@@ -187,8 +187,7 @@ fn a_commit_whose_answer_was_lost_is_found_and_not_redone() {
     let waiting = loop {
         let pids: Vec<i32> = admin
             .query(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'
-                  AND query LIKE 'COMMIT%'",
+                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
                 &[],
             )
             .unwrap()
