@@ -494,7 +494,11 @@ fn append_tx(w: &mut Worker, b: &Batch) -> Result<Appended, CallError> {
         return Ok(Appended::NotNext(last));
     }
     // One statement: all of its rows or none (an error, above).
-    debug_assert_eq!(inserted, b.seqs.len() as i64, "a statement inserts all or nothing");
+    debug_assert_eq!(
+        inserted,
+        b.seqs.len() as i64,
+        "a statement inserts all or nothing"
+    );
     Ok(Appended::Stored)
 }
 
