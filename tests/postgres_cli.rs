@@ -11,6 +11,8 @@
 mod normalise;
 #[path = "common/pgcli.rs"]
 mod pgcli;
+#[path = "common/recover_bin.rs"]
+mod recover_bin;
 
 use normalise::normalise;
 use pgcli::{recover, tooljournal, Fixture, Ran};

@@ -188,6 +188,22 @@ pub fn sessions(url: &str) -> Result<Vec<SessionInfo>, JournalError> {
     .map_err(|e| e.into_store(&location, "list sessions"))
 }
 
+/// The holder a row names in its first five columns (`holder, holder_pid, holder_host, epoch`,
+/// the lease's milliseconds left): how every query of the session row reads it.
+pub(crate) fn holder_at_start(
+    row: &postgres::Row,
+    this_host: &str,
+) -> Result<Option<Holder>, postgres::Error> {
+    Ok(holder_of(
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        this_host,
+    ))
+}
+
 /// A holder from a session row's columns; `None` when the row has no holder.
 pub(crate) fn holder_of(
     name: Option<String>,

@@ -10,7 +10,7 @@
 //! row twice (the primary key would refuse it anyway) and never guesses.
 
 use crate::conn::{Backend, CallError, Conn, Worker};
-use crate::schema::holder_of;
+use crate::schema::holder_at_start;
 use crate::Target;
 use journal::{Holder, JournalError, JournalMeta, RecordWriter, RowRef, Taken, Takeover};
 use std::sync::{mpsc, Arc};
@@ -43,14 +43,7 @@ pub(crate) fn read_holder(conn: &Conn, session: &str) -> Result<Option<Holder>, 
         let Some(row) = rows.first() else {
             return Ok(None);
         };
-        Ok(holder_of(
-            row.try_get(0)?,
-            row.try_get(1)?,
-            row.try_get(2)?,
-            row.try_get(3)?,
-            row.try_get(4)?,
-            &host,
-        ))
+        Ok(holder_at_start(row, &host)?)
     })
 }
 
@@ -178,14 +171,7 @@ fn stalled_locker(
         ),
         &[&session],
     )?;
-    let holder = holder_of(
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-        host,
-    );
+    let holder = holder_at_start(&row, host)?;
     Ok((holder, row.try_get(5)?))
 }
 
@@ -210,14 +196,7 @@ fn take_tx(
         ),
         &[&session],
     )?;
-    let current = holder_of(
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-        host,
-    );
+    let current = holder_at_start(&row, host)?;
     let live = current.filter(Holder::live);
     if let (Some(holder), Takeover::Refuse) = (&live, takeover) {
         return Ok(TakeOutcome::Leased(holder.clone()));

@@ -4,3 +4,4 @@
 pub mod kill;
 pub mod models;
 pub mod pg;
+pub mod recover_bin;

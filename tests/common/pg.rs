@@ -12,7 +12,7 @@ use runtime::event::{Event, Record};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest a test waits for a journal to show something.
@@ -119,42 +119,7 @@ pub fn wait_lease_expired(journal: &Path) {
     }
 }
 
-/// The `recover` binary beside this test binary's `tooljournal`, built on first use (this
-/// package's tests do not build other packages' binaries).
-pub fn recover_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let tooljournal = PathBuf::from(env!("CARGO_BIN_EXE_tooljournal"));
-        let profile_dir = tooljournal.parent().expect("the binary's directory");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "tooljournal-recover",
-                "--bin",
-                "recover",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        if let Some(target) = profile_dir.parent() {
-            build.env("CARGO_TARGET_DIR", target);
-        }
-        let out = build.output().expect("cargo runs");
-        assert!(
-            out.status.success(),
-            "cargo build -p tooljournal-recover failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let bin = profile_dir.join("recover");
-        assert!(bin.is_file(), "{} was not built", bin.display());
-        bin
-    })
-}
+pub use super::recover_bin::recover_bin;
 
 /// `recover ARGS` (its output, whatever its exit).
 pub fn recover_cli(args: &[&str], journal: &Path) -> Output {

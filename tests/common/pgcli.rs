@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// A command's exit code and text.
@@ -42,43 +41,7 @@ pub fn tooljournal_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tooljournal"))
 }
 
-/// `recover`'s binary beside `tooljournal`'s, built (or found up to date) once per test binary.
-pub fn recover_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let tooljournal = tooljournal_bin();
-        let profile_dir = tooljournal
-            .parent()
-            .expect("the binary sits in a directory");
-        let target = profile_dir
-            .parent()
-            .expect("the profile sits in a target directory");
-        let mut cargo = Command::new(option_env!("CARGO").unwrap_or("cargo"));
-        cargo
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "tooljournal-recover",
-                "--bin",
-                "recover",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("CARGO_TARGET_DIR", target);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        let out = cargo.output().expect("cargo runs");
-        assert!(
-            out.status.success(),
-            "cannot build recover: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let bin = profile_dir.join("recover");
-        assert!(bin.is_file(), "{} was not built", bin.display());
-        bin
-    })
-}
+pub use crate::recover_bin::recover_bin;
 
 pub fn tooljournal(args: &[&str], state: &Path) -> Ran {
     Command::new(tooljournal_bin())
