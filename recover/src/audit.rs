@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 
 /// The call's idempotency key, as its last `started` recorded it (schema 5).
-fn idempotency_key(f: Option<&CallFacts>) -> Option<&str> {
+pub(crate) fn idempotency_key(f: Option<&CallFacts>) -> Option<&str> {
     f?.idempotency_key.as_deref()
 }
 
@@ -66,7 +66,7 @@ fn evidence_json(f: Option<&CallFacts>) -> Vec<Value> {
 }
 
 /// The same, for people: `replaces a.txt (new → 3f2a…)`, `process group 1234`.
-fn evidence_text(f: Option<&CallFacts>) -> Vec<String> {
+pub(crate) fn evidence_text(f: Option<&CallFacts>) -> Vec<String> {
     let Some(r) = f else {
         return Vec::new();
     };
@@ -90,7 +90,7 @@ fn evidence_text(f: Option<&CallFacts>) -> Vec<String> {
     files.chain(groups).collect()
 }
 
-fn truncate(s: &str, max_chars: usize) -> String {
+pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
     if s.chars().count() <= max_chars {
         s.to_owned()
     } else {
@@ -99,7 +99,7 @@ fn truncate(s: &str, max_chars: usize) -> String {
 }
 
 /// A text on one line (control characters as spaces), cut to `max_chars`: for the table.
-fn one_line(s: &str, max_chars: usize) -> String {
+pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
     let flat: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -213,7 +213,7 @@ fn question_summary(ask: &AskRecord) -> String {
 }
 
 /// The lines under a call's row that show its question and what became of it.
-fn question_lines(ask: &AskRecord) -> String {
+pub(crate) fn question_lines(ask: &AskRecord) -> String {
     const INDENT: &str = "          ";
     let mut out = String::new();
     match &ask.structured {
@@ -275,7 +275,7 @@ fn question_lines(ask: &AskRecord) -> String {
     out
 }
 
-fn decision(f: Option<&CallFacts>) -> String {
+pub(crate) fn decision(f: Option<&CallFacts>) -> String {
     let Some(r) = f else {
         return "never received".into();
     };
@@ -304,7 +304,7 @@ fn decision(f: Option<&CallFacts>) -> String {
     }
 }
 
-fn effects(f: Option<&CallFacts>) -> Vec<String> {
+pub(crate) fn effects(f: Option<&CallFacts>) -> Vec<String> {
     let Some((_, side_effects)) = f.and_then(|r| r.outcome.as_ref()) else {
         return Vec::new();
     };
@@ -342,7 +342,7 @@ pub fn descriptor<'a>(tools: &'a [ToolDescriptor], tool: &str) -> Option<&'a Too
 }
 
 /// Where the tool came from, for people: `built-in 1`, `mcp fs (secure-filesystem-server 0.2.0)`.
-fn source_text(d: Option<&ToolDescriptor>) -> String {
+pub(crate) fn source_text(d: Option<&ToolDescriptor>) -> String {
     match d {
         Some(d) if d.source == ToolSource::BuiltIn => format!("built-in {}", d.version),
         Some(d) => d.source.to_string(),
@@ -371,7 +371,7 @@ fn source_json(d: Option<&ToolDescriptor>) -> Value {
     v
 }
 
-fn timing_ms(f: Option<&CallFacts>) -> Option<u64> {
+pub(crate) fn timing_ms(f: Option<&CallFacts>) -> Option<u64> {
     f?.outcome.as_ref().map(|(duration_ms, _)| *duration_ms)
 }
 
@@ -646,6 +646,71 @@ pub fn first_reading(
     })
 }
 
+/// What an audit's second reading hands out, in journal order: every notice (the tools, the
+/// model, each step, each moment), and each call once it is final. `audit`'s table and JSON
+/// are one sink, `audit --html` another.
+pub trait AuditSink {
+    /// Something noticed besides the calls.
+    fn notice(&mut self, notice: Notice) -> std::io::Result<()>;
+    /// A call, final.
+    fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()>;
+}
+
+/// The second reading: the journal read again as the first reading found it, each notice and
+/// each final call handed to `sink` as it comes. An error of the sink stops it.
+pub fn reread_into(
+    at: impl Into<crate::Place>,
+    first: FirstReading,
+    sink: &mut dyn AuditSink,
+) -> Result<(), RereadError> {
+    let mut tools: Vec<ToolDescriptor> = Vec::new();
+    let mut classifier = Classifier::with_mode(first.streamed.live, None, Mode::Audit);
+    classifier.set_moved_facts(first.moved);
+    crate::session::reread(
+        at,
+        first.streamed.records,
+        classifier,
+        &mut |c: &mut Classifier| {
+            for notice in c.take_notices() {
+                if let Notice::Opened(opened) = &notice {
+                    tools.clone_from(opened);
+                }
+                sink.notice(notice).map_err(RereadError::Output)?;
+            }
+            for (report, facts) in c.take_ready_with_facts() {
+                sink.call(AuditCall {
+                    report: &report,
+                    facts: facts.as_ref(),
+                    tool: descriptor(&tools, &report.tool),
+                })
+                .map_err(RereadError::Output)?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The table (or JSON) as a sink: the calls, and the responses' usage for the totals.
+struct TableSink<W: Write> {
+    writer: AuditWriter<W>,
+    usage: UsageTotals,
+}
+
+impl<W: Write> AuditSink for TableSink<W> {
+    fn notice(&mut self, notice: Notice) -> std::io::Result<()> {
+        if let Notice::Step(step) = notice {
+            if let Some(d) = &step.detail {
+                self.usage.add(&d.usage);
+            }
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()> {
+        self.writer.call(call)
+    }
+}
+
 /// The second reading: the audit written to `out` as the journal is read (`name` is the
 /// journal as the head names it). An error writing stops it.
 pub fn stream<W: Write>(
@@ -655,39 +720,12 @@ pub fn stream<W: Write>(
     json: bool,
     out: W,
 ) -> Result<W, RereadError> {
-    let mut writer = AuditWriter::new(out, name, json).map_err(RereadError::Output)?;
-    let mut tools: Vec<ToolDescriptor> = Vec::new();
-    let mut usage = UsageTotals::default();
-    let mut classifier = Classifier::with_mode(first.streamed.live, None, Mode::Audit);
-    classifier.set_moved_facts(first.moved);
-    crate::session::reread(
-        at,
-        first.streamed.records,
-        classifier,
-        &mut |c: &mut Classifier| {
-            for notice in c.take_notices() {
-                match notice {
-                    Notice::Opened(opened) => tools = opened,
-                    Notice::Step(step) => {
-                        if let Some(d) = &step.detail {
-                            usage.add(&d.usage);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            for (report, facts) in c.take_ready_with_facts() {
-                writer
-                    .call(AuditCall {
-                        report: &report,
-                        facts: facts.as_ref(),
-                        tool: descriptor(&tools, &report.tool),
-                    })
-                    .map_err(RereadError::Output)?;
-            }
-            Ok(())
-        },
-    )?;
+    let mut sink = TableSink {
+        writer: AuditWriter::new(out, name, json).map_err(RereadError::Output)?,
+        usage: UsageTotals::default(),
+    };
+    reread_into(at, first, &mut sink)?;
+    let TableSink { writer, usage } = sink;
     writer.finish(&usage).map_err(RereadError::Output)
 }
 

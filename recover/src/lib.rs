@@ -43,6 +43,7 @@ pub mod report;
 pub mod rerun;
 pub mod session;
 pub mod stream;
+pub mod timeline;
 pub mod verify;
 
 pub use place::Place;

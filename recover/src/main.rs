@@ -75,8 +75,18 @@ enum Command {
     /// Every call: tool, arguments, decision, state, classification, side effects, timings.
     Audit {
         dir: PathBuf,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// Write the session as a picture instead: one self-contained HTML file (`-` for
+        /// stdout) with a timeline per turn and step, one bar per call, and each call's facts
+        /// on a click. It loads nothing from anywhere.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// The HTML file's size bound in bytes (default 32 MiB, at least 2 MiB): past it, the
+        /// calls between the session's beginning and its end are left out, and the page says
+        /// how many.
+        #[arg(long, value_name = "BYTES", requires = "html")]
+        html_bytes_max: Option<u64>,
     },
 }
 
@@ -282,6 +292,70 @@ fn audit(at: &Place, json: bool) -> Result<(), Failure> {
         .map_err(reread_failure)
 }
 
+/// `audit --html FILE`: the same two readings, the second written as a page. A file is
+/// written beside its destination and renamed over it at the end, so that a failed run leaves
+/// no half page where a whole one is expected.
+fn audit_html(at: &Place, file: &Path, bytes_max: Option<u64>) -> Result<(), Failure> {
+    use recover::timeline::{HtmlOptions, HTML_BYTES_MIN};
+    let mut options = HtmlOptions::default();
+    if let Some(n) = bytes_max {
+        if n < HTML_BYTES_MIN {
+            return Err(Failure::Failed(format!(
+                "--html-bytes-max {n}: the page needs at least {HTML_BYTES_MIN} bytes"
+            )));
+        }
+        options.bytes_max = n;
+    }
+    let label = at.label();
+    let dir = label.as_path();
+    let first = with_bar(|progress| recover::audit::first_reading(at, progress))?;
+    note(dir, first.streamed.notes());
+    let name = dir.display().to_string();
+    if file == Path::new("-") {
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        return recover::timeline::stream_html(at, first, &name, &options, out)
+            .map(drop)
+            .map_err(reread_failure);
+    }
+    let partial = partial_path(file);
+    let cannot = |what: &str, e: std::io::Error| {
+        Failure::Failed(format!("{}: cannot {what}: {e}", partial.display()))
+    };
+    let created = std::fs::File::create(&partial).map_err(|e| cannot("create", e))?;
+    let written = recover::timeline::stream_html(
+        at,
+        first,
+        &name,
+        &options,
+        std::io::BufWriter::with_capacity(1 << 16, created),
+    );
+    let finished = match written {
+        Ok(out) => out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .map_err(|e| cannot("write", e)),
+        Err(RereadError::Output(e)) => Err(cannot("write", e)),
+        Err(e) => Err(reread_failure(e)),
+    };
+    if let Err(e) = finished {
+        // The partial page is ours; the destination was never touched.
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    std::fs::rename(&partial, file).map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        Failure::Failed(format!("{}: cannot write: {e}", file.display()))
+    })
+}
+
+/// `FILE.partial-PID`, beside `FILE`.
+fn partial_path(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".partial-{}", std::process::id()));
+    file.with_file_name(name)
+}
+
 /// A live session has no history to rebuild: its unfinished calls are running.
 fn live_failure(dir: &Path) -> Failure {
     Failure::Failed(format!(
@@ -412,7 +486,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 rebuild(&at, format, out.as_deref(), !dry_run, probe.as_deref())
             }
         }
-        Command::Audit { dir, json } => audit(&place(&dir)?, json),
+        Command::Audit {
+            dir,
+            html: Some(file),
+            html_bytes_max,
+            ..
+        } => audit_html(&place(&dir)?, &file, html_bytes_max),
+        Command::Audit { dir, json, .. } => audit(&place(&dir)?, json),
     }
 }
 

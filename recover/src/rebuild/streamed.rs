@@ -68,7 +68,8 @@ impl Survey {
                     self.ids.call(step.turn, &m.call_id);
                 }
             }
-            Notice::Opened(_) => {}
+            // Moments are the audit's only.
+            Notice::Opened(_) | Notice::Moment(_) => {}
         }
     }
 }

@@ -34,7 +34,7 @@ use crate::classify::{
 use crate::probe::Prober;
 use journal::ReadEnd;
 use notice::{final_result, keep_result, Kept};
-pub use notice::{CallFacts, ClosedStep, Mode, Notice};
+pub use notice::{CallFacts, CallTimes, ClosedStep, Mode, Moment, MomentKind, Notice};
 use runtime::code::ErrorCode;
 use runtime::event::{
     CallRef, Classification, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome,
@@ -126,6 +126,29 @@ impl OpenCalls {
         if self.mode.notices() {
             self.kept.notices.push(notice);
         }
+    }
+
+    /// [`Mode::Audit`]: a moment for the timeline, at the record's time, or at the last record
+    /// the session's process wrote when a recovery closes something (`at_written`).
+    fn moment(&mut self, what: MomentKind, at_written: bool) {
+        if self.mode == Mode::Audit {
+            let clock = self.kept.clock;
+            let at_ms = if at_written {
+                clock.written_ms
+            } else {
+                clock.now_ms
+            };
+            self.kept
+                .notices
+                .push(Notice::Moment(Moment { at_ms, what }));
+        }
+    }
+
+    /// The open turn and step, for a moment that names them.
+    fn open_turn_step(&self) -> (u32, u32) {
+        self.turn.as_ref().map_or((0, 0), |t| {
+            (t.turn, t.step.as_ref().map_or(t.steps, |s| s.step))
+        })
     }
 
     /// Calls held now: the open step's, those waiting to be reported, and reported ones that
@@ -320,9 +343,11 @@ impl Retain for OpenCalls {
 
     fn session_closed(&mut self) {
         self.closed = true;
+        self.moment(MomentKind::Closed, false);
     }
 
     fn turn_begun(&mut self, turn: u32, user_text: String) {
+        self.moment(MomentKind::TurnBegun { turn }, false);
         self.notice(Notice::TurnBegun { turn, user_text });
         self.turns = turn;
         self.turn = Some(OpenTurn {
@@ -332,9 +357,12 @@ impl Retain for OpenCalls {
         });
     }
 
-    fn turn_ended(&mut self, _outcome: TurnOutcome) {
+    fn turn_ended(&mut self, outcome: TurnOutcome) {
+        let (turn, _) = self.open_turn_step();
+        let recovered = outcome == TurnOutcome::Interrupted;
         // A step a recovery left open in it is closed with it.
         self.close_step();
+        self.moment(MomentKind::TurnEnded { turn, outcome }, recovered);
         self.turn = None;
     }
 
@@ -343,10 +371,37 @@ impl Retain for OpenCalls {
             t.steps = step;
             t.step = Some(StepReplay::new(step));
         }
+        let (turn, step) = self.open_turn_step();
+        self.moment(MomentKind::StepBegun { turn, step }, false);
     }
 
-    fn step_ended(&mut self, _outcome: StepOutcome) {
+    fn step_ended(&mut self, outcome: StepOutcome) {
+        let (turn, step) = self.open_turn_step();
+        let recovered = outcome == StepOutcome::Interrupted;
+        self.moment(
+            MomentKind::StepEnded {
+                turn,
+                step,
+                outcome,
+            },
+            recovered,
+        );
         self.close_step();
+    }
+
+    fn record_time(&mut self, at_ms: u64, kind: &'static str) {
+        self.kept.clock.tick(at_ms, kind);
+    }
+
+    fn fault(&mut self, turn: u32, step: u32, message: String) {
+        self.moment(
+            MomentKind::Fault {
+                turn,
+                step,
+                message,
+            },
+            false,
+        );
     }
 
     fn call_settled(&mut self, call: &CallRef) {
@@ -404,6 +459,16 @@ impl Retain for OpenCalls {
     }
 
     fn recovery_applied(&mut self, recovery: Recovery) {
+        let recovered_at_ms = self.kept.clock.now_ms;
+        self.moment(
+            MomentKind::Recovered {
+                recovered_at_ms,
+                dropped_bytes: recovery.dropped_bytes,
+                calls: recovery.calls.len(),
+                interrupted_step: recovery.interrupted_step,
+            },
+            true,
+        );
         self.last_recovery_dropped = Some(recovery.dropped_bytes);
     }
 

@@ -9,7 +9,8 @@ use crate::classify::CallReport;
 use runtime::code::ErrorCode;
 use runtime::event::{
     Approval, CallRef, ContextCompacted, Evidence, LlmResponseDetail, ModelResponse,
-    ProcessStarted, SessionModel, SideEffect, ToolDescriptor, ToolSchema, VisibleTool,
+    ProcessStarted, SessionModel, SideEffect, StepOutcome, ToolDescriptor, ToolSchema, TurnOutcome,
+    VisibleTool,
 };
 use runtime::replay::{AskRecord, CallReplay};
 use runtime::state::CallState;
@@ -57,6 +58,92 @@ pub enum Notice {
     },
     /// A step closed (or was still open at the end of the journal).
     Step(ClosedStep),
+    /// A moment a timeline draws ([`Mode::Audit`] only).
+    Moment(Moment),
+}
+
+/// A moment of the session, as `audit --html` draws it: when, and what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moment {
+    /// Wall-clock time, milliseconds since the Unix epoch: the record's, except for what a
+    /// recovery closed, which is put at the last record the dead process wrote.
+    pub at_ms: u64,
+    /// What happened.
+    pub what: MomentKind,
+}
+
+/// What a [`Moment`] marks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MomentKind {
+    /// `turn/start`.
+    TurnBegun {
+        /// The turn.
+        turn: u32,
+    },
+    /// `turn/end`, or a recovery closing the turn (`Interrupted`).
+    TurnEnded {
+        /// The turn.
+        turn: u32,
+        /// How it ended.
+        outcome: TurnOutcome,
+    },
+    /// `step/start`.
+    StepBegun {
+        /// Its turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+    },
+    /// `step/end`, or a recovery closing the step (`Interrupted`).
+    StepEnded {
+        /// Its turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// How it ended.
+        outcome: StepOutcome,
+    },
+    /// `fault`: a runtime error stopped the step's batch.
+    Fault {
+        /// Its turn.
+        turn: u32,
+        /// Its step.
+        step: u32,
+        /// The error, as text.
+        message: String,
+    },
+    /// A `recovery` event: the process writing the session had died; [`Moment::at_ms`] is the
+    /// last record it wrote.
+    Recovered {
+        /// When `recover` appended the event.
+        recovered_at_ms: u64,
+        /// Torn bytes cut before it.
+        dropped_bytes: u64,
+        /// The calls it gave a result.
+        calls: usize,
+        /// The (turn, step) it closed, when one was open.
+        interrupted_step: Option<(u32, u32)>,
+    },
+    /// `session/close`.
+    Closed,
+}
+
+/// The times a [`Moment`] is put at: the record being applied, and the last one written by the
+/// session's own process (a `recovery`, and the `ask/cancelled` that `recover` withdraws
+/// pending questions with before it, come after the process died).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Clock {
+    pub(super) now_ms: u64,
+    pub(super) written_ms: u64,
+}
+
+impl Clock {
+    pub(super) fn tick(&mut self, at_ms: u64, kind: &'static str) {
+        self.now_ms = at_ms;
+        if kind != "recovery" && kind != "ask/cancelled" {
+            self.written_ms = at_ms;
+        }
+    }
 }
 
 /// A step as it closed: what the model was shown and said, and the results of its calls.
@@ -99,6 +186,27 @@ pub struct CallFacts {
     pub evidence: Vec<Evidence>,
     /// Process groups it started.
     pub processes: Vec<ProcessStarted>,
+    /// When each of its state changes was written.
+    pub times: CallTimes,
+}
+
+/// When a call's state changes were written: wall-clock milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallTimes {
+    /// `received` (or the recovery that adopted a call never received).
+    pub received_ms: u64,
+    /// Its first question.
+    pub asked_ms: Option<u64>,
+    /// `approved`.
+    pub approved_ms: Option<u64>,
+    /// `rejected` or `cancelled-before-start`.
+    pub refused_ms: Option<u64>,
+    /// Its first `started`.
+    pub started_ms: Option<u64>,
+    /// `settled`.
+    pub settled_ms: Option<u64>,
+    /// `committed`, or the `recovery` that gave it its result.
+    pub committed_ms: Option<u64>,
 }
 
 impl CallFacts {
@@ -116,6 +224,15 @@ impl CallFacts {
             idempotency_key: c.idempotency_key.clone(),
             evidence: c.evidence.clone(),
             processes: c.processes.clone(),
+            times: CallTimes {
+                received_ms: c.received_at_ms,
+                asked_ms: c.asked_at_ms,
+                approved_ms: c.approved_at_ms,
+                refused_ms: c.refused_at_ms,
+                started_ms: c.started_at_ms,
+                settled_ms: c.settled_at_ms,
+                committed_ms: c.committed_at_ms,
+            },
         }
     }
 }
@@ -132,6 +249,8 @@ pub(super) struct Kept {
     pub(super) late_results: HashMap<CallRef, (String, bool)>,
     /// [`Mode::Audit`]: the last facts of calls handed out while they could still move.
     pub(super) moved_facts: HashMap<CallRef, CallFacts>,
+    /// [`Mode::Audit`]: when the record being applied was written.
+    pub(super) clock: Clock,
 }
 
 /// A call's result when final ([`Mode::Write`] only): its recovery's, or its own committed

@@ -59,6 +59,9 @@ pub trait Retain {
 
     /// The seq of the record about to be applied (before its checks).
     fn record_seq(&mut self, _seq: u64) {}
+    /// The wall-clock time and the kind (`turn/start`, ...) of the record about to be applied
+    /// (before its checks).
+    fn record_time(&mut self, _at_ms: u64, _kind: &'static str) {}
     /// A call settled (its outcome is on the call now).
     fn call_settled(&mut self, _call: &CallRef) {}
     /// The call's one result is committed: its outcome and arguments are no longer needed to

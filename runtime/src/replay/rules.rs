@@ -68,6 +68,7 @@ impl<R: Retain> Replayer<R> {
         }
         let r = &mut self.retain;
         r.record_seq(seq);
+        r.record_time(at_ms, at.kind);
         if !r.opened() && !matches!(event, Event::SessionOpen(_)) {
             return Err(bad("the journal does not begin with session/open".into()));
         }
@@ -424,11 +425,11 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
     let bad = |message: String| at.bad(message);
     match event {
         Event::AskPending { call, question } => {
-            ask_put(r, &call, question, None, at.seq).map_err(bad)?
+            ask_put(r, &call, question, None, at).map_err(bad)?
         }
         Event::AskQuestion { call, question } => {
             let text = question.text.clone();
-            ask_put(r, &call, text, Some(question), at.seq).map_err(bad)?
+            ask_put(r, &call, text, Some(question), at).map_err(bad)?
         }
         Event::AskReplied { call, reply } => {
             let answer = match &reply {
@@ -539,6 +540,7 @@ fn apply_recovery<R: Retain>(r: &mut R, at: At, recovery: Recovery) -> Result<()
         c.seqs.push(at.seq);
         c.committed = Some(rc.result.clone());
         c.state = CallState::Committed;
+        c.committed_at_ms = Some(at.at_ms);
         c.recovered = true;
         r.call_recovered(rc);
     }
@@ -724,6 +726,14 @@ fn advance<'a, R: Retain>(
         })?;
     c.state = to;
     c.seqs.push(at.seq);
+    // Every moment a timeline draws is kept here, where every state change passes.
+    let moment = match to {
+        CallState::Approved => &mut c.approved_at_ms,
+        CallState::Rejected | CallState::CancelledBeforeStart => &mut c.refused_at_ms,
+        CallState::Committed => &mut c.committed_at_ms,
+        _ => return Ok(c),
+    };
+    *moment = Some(at.at_ms);
     Ok(c)
 }
 
@@ -734,13 +744,14 @@ fn ask_put<R: Retain>(
     call: &CallRef,
     question: String,
     structured: Option<crate::event::Question>,
-    seq: u64,
+    at: At,
 ) -> Result<(), String> {
     let c = r.call_mut(call)?;
     if c.state != CallState::Parsed || c.ask_pending() {
         return Err(format!("{call}: a question while {}", c.state));
     }
-    c.seqs.push(seq);
+    c.seqs.push(at.seq);
+    c.asked_at_ms.get_or_insert(at.at_ms);
     c.asks.push(AskRecord {
         question,
         answer: None,

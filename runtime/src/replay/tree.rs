@@ -66,6 +66,14 @@ pub struct CallReplay {
     pub started_at_ms: Option<u64>,
     /// When it settled.
     pub settled_at_ms: Option<u64>,
+    /// When its first question was asked (`ask/pending` or `ask/question`).
+    pub asked_at_ms: Option<u64>,
+    /// When it was approved.
+    pub approved_at_ms: Option<u64>,
+    /// When it was refused or cancelled before it started.
+    pub refused_at_ms: Option<u64>,
+    /// When its one result was committed, by the runtime or by a recovery.
+    pub committed_at_ms: Option<u64>,
     /// Committed by a `recovery` event rather than by the runtime.
     pub recovered: bool,
     /// Its idempotency key, as its last `started` recorded it (schema 5; `None` for a call
@@ -112,6 +120,10 @@ impl CallReplay {
             received_at_ms: at_ms,
             started_at_ms: None,
             settled_at_ms: None,
+            asked_at_ms: None,
+            approved_at_ms: None,
+            refused_at_ms: None,
+            committed_at_ms: None,
             recovered: false,
             idempotency_key: None,
             evidence: Vec::new(),

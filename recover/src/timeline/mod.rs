@@ -1,0 +1,393 @@
+//! `recover audit --html`: the session as a picture, in one self-contained HTML file.
+//!
+//! A timeline per turn and step, one bar per call from `received` to `committed` with its
+//! phases shaded, the user's stops and the crash drawn as markers, each call's facts a click
+//! away. The facts are the audit's ([`crate::audit`]): this is one more sink of its second
+//! reading, so the picture and the table cannot disagree.
+//!
+//! Why it streams and has a bound: the audit reads a journal of any size holding only the
+//! calls still open; the file does the same within [`HTML_BYTES_MAX_DEFAULT`] (or the bound
+//! given), showing the beginning and the end of the session and saying what it left out
+//! between them ([`pages`]). Why everything is inline and the page may fetch nothing: an audit
+//! is often read where the session happened, offline, or sent on; a page that loads nothing
+//! cannot leak what it shows nor change with what it would load ([`page`]).
+
+mod items;
+mod page;
+mod pages;
+
+use crate::audit::{AuditCall, AuditSink, FirstReading, Totals, UsageTotals};
+use crate::session::RereadError;
+use crate::stream::{MomentKind, Notice};
+use page::{Counted, PAGE_CLOSE};
+use pages::{Item, Pages, PAGES_UNCHARGED, PAGE_OVERHEAD_BYTES};
+use runtime::event::{StepOutcome, ToolDescriptor, TurnOutcome};
+use serde_json::{json, Value};
+use std::io::Write;
+
+/// The default bound on the file's size: 32 MiB.
+pub const HTML_BYTES_MAX_DEFAULT: u64 = 32 << 20;
+/// The smallest bound accepted: below it the summary alone might not fit.
+pub const HTML_BYTES_MIN: u64 = 2 << 20;
+/// Bytes kept for the summary, which is written last: its lists are capped to fit.
+const SUMMARY_BYTES_MAX: u64 = 1 << 20;
+/// The most tools the summary lists.
+const TOOLS_MAX: usize = 500;
+/// The most markers (stops, faults, crashes) the page draws.
+const MARKS_MAX: usize = 1000;
+
+/// How the page is written.
+#[derive(Debug, Clone)]
+pub struct HtmlOptions {
+    /// The file stays at most this many bytes (at least [`HTML_BYTES_MIN`]).
+    pub bytes_max: u64,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> HtmlOptions {
+        HtmlOptions {
+            bytes_max: HTML_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// The audit's second reading written as the page (`name` is the journal as the page names
+/// it). The bytes written never exceed `options.bytes_max`.
+pub fn stream_html<W: Write>(
+    at: impl Into<crate::Place>,
+    first: FirstReading,
+    name: &str,
+    options: &HtmlOptions,
+    out: W,
+) -> Result<W, RereadError> {
+    assert!(
+        options.bytes_max >= HTML_BYTES_MIN,
+        "the caller checks the bound"
+    );
+    let title = format!("audit of {name}");
+    let reserved = page::fixed_bytes(&title)
+        + SUMMARY_BYTES_MAX
+        + (PAGES_UNCHARGED + 1) * (PAGE_OVERHEAD_BYTES + PAGE_CLOSE.len() as u64);
+    let items_bytes_max = options.bytes_max.saturating_sub(reserved);
+    let mut sink = TimelineSink {
+        out: Counted { out, bytes: 0 },
+        pages: Pages::new(items_bytes_max),
+        summary: Summary::new(name, &first),
+        step_begun_ms: None,
+        step_ended: None,
+    };
+    sink.out
+        .put(&page::head(&title))
+        .map_err(RereadError::Output)?;
+    crate::audit::reread_into(at, first, &mut sink)?;
+    sink.finish(options.bytes_max).map_err(RereadError::Output)
+}
+
+/// The page as an audit sink.
+struct TimelineSink<W: Write> {
+    out: Counted<W>,
+    pages: Pages,
+    summary: Summary,
+    /// The open step's `step/start` time, and its `step/end`'s with how it ended.
+    step_begun_ms: Option<u64>,
+    step_ended: Option<(u64, String)>,
+}
+
+impl<W: Write> TimelineSink<W> {
+    fn push(&mut self, item: Item) -> std::io::Result<()> {
+        self.pages.push(&mut self.out, item)
+    }
+
+    fn finish(mut self, bytes_max: u64) -> std::io::Result<W> {
+        self.pages.finish(&mut self.out)?;
+        let summary = self.summary.json(&self.pages, bytes_max);
+        let tail = page::tail(&summary);
+        debug_assert!(
+            tail.len() as u64 <= page::fixed_bytes("") + SUMMARY_BYTES_MAX,
+            "the summary's lists are capped to fit its reserve"
+        );
+        self.out.put(&tail)?;
+        // The bound is the file's promise: broken, it says so rather than hand back a file
+        // bigger than stated.
+        if self.out.bytes > bytes_max {
+            return Err(std::io::Error::other(format!(
+                "the page took {} bytes, over its bound of {bytes_max} (a bug: please report it)",
+                self.out.bytes
+            )));
+        }
+        self.out.out.flush()?;
+        Ok(self.out.out)
+    }
+}
+
+impl<W: Write> AuditSink for TimelineSink<W> {
+    fn notice(&mut self, notice: Notice) -> std::io::Result<()> {
+        match notice {
+            Notice::Opened(tools) => self.summary.tools(&tools),
+            Notice::Model(m) => {
+                self.summary.model = Some(format!("{}:{}", m.provider, m.model));
+            }
+            Notice::TurnBegun { turn, user_text } => {
+                let at = self.summary.last_ms;
+                self.push(items::turn(turn, at, &user_text))?;
+            }
+            Notice::Step(closed) => {
+                if let Some(d) = &closed.detail {
+                    self.summary.usage.add(&d.usage);
+                }
+                self.summary.last_step = Some((closed.turn, closed.step));
+                let item = items::step(&closed, self.step_begun_ms.take(), self.step_ended.take());
+                self.push(item)?;
+            }
+            Notice::Moment(m) => self.moment(m.at_ms, m.what),
+            Notice::Schema(_) | Notice::Compacted(_) => {}
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()> {
+        self.summary.totals.add(call.report, call.facts);
+        if let Some(t) = call.facts.map(|f| f.times) {
+            // A recovery's commit is not the session's own: the crash came before it.
+            let committed = t.committed_ms.filter(|_| !call.report.recovered);
+            let latest = [
+                t.asked_ms,
+                t.approved_ms,
+                t.refused_ms,
+                t.started_ms,
+                t.settled_ms,
+                committed,
+            ];
+            let s = &mut self.summary;
+            s.last_ms = latest
+                .into_iter()
+                .flatten()
+                .fold(s.last_ms.max(t.received_ms), u64::max);
+        }
+        self.push(items::call(call))
+    }
+}
+
+impl<W: Write> TimelineSink<W> {
+    fn moment(&mut self, at_ms: u64, what: MomentKind) {
+        let s = &mut self.summary;
+        s.last_ms = s.last_ms.max(at_ms);
+        s.ended_by_recovery = matches!(
+            what,
+            MomentKind::Recovered { .. }
+                | MomentKind::StepEnded {
+                    outcome: StepOutcome::Interrupted,
+                    ..
+                }
+                | MomentKind::TurnEnded {
+                    outcome: TurnOutcome::Interrupted,
+                    ..
+                }
+        );
+        match what {
+            MomentKind::StepBegun { .. } => self.step_begun_ms = Some(at_ms),
+            MomentKind::StepEnded {
+                turn,
+                step,
+                outcome,
+            } => {
+                if outcome == StepOutcome::Cancelled {
+                    let text = "the user stopped the step".into();
+                    s.mark("stop", at_ms, Some((turn, step)), text);
+                }
+                self.step_ended = Some((at_ms, items::step_outcome(&outcome)));
+            }
+            MomentKind::TurnEnded {
+                turn,
+                outcome: TurnOutcome::Cancelled,
+            } => {
+                s.mark(
+                    "stop",
+                    at_ms,
+                    Some((turn, 0)),
+                    "the user stopped the turn".into(),
+                );
+            }
+            MomentKind::Fault {
+                turn,
+                step,
+                message,
+            } => {
+                s.mark(
+                    "fault",
+                    at_ms,
+                    Some((turn, step)),
+                    format!("fault: {message}"),
+                );
+            }
+            MomentKind::Recovered {
+                recovered_at_ms,
+                dropped_bytes,
+                calls,
+                interrupted_step,
+            } => {
+                s.recoveries += 1;
+                let text = format!(
+                    "crash: the last record the process wrote before it died; recover balanced \
+                     the journal later ({calls} calls given a result, {dropped_bytes} torn bytes cut)"
+                );
+                let at_step = interrupted_step.or(s.last_step);
+                if let Some(mark) = s.mark("crash", at_ms, at_step, text) {
+                    mark["recovered_at"] = json!(recovered_at_ms);
+                }
+            }
+            MomentKind::Closed => s.closed_ms = Some(at_ms),
+            MomentKind::TurnBegun { .. } | MomentKind::TurnEnded { .. } => {}
+        }
+    }
+}
+
+/// What the summary at the head of the page says, gathered as the journal is read.
+struct Summary {
+    journal: String,
+    session_id: Option<String>,
+    live: bool,
+    torn_bytes: Option<u64>,
+    model: Option<String>,
+    tools: Vec<Value>,
+    tools_elided: usize,
+    totals: Totals,
+    usage: UsageTotals,
+    marks: Vec<Value>,
+    marks_elided: u64,
+    recoveries: u64,
+    closed_ms: Option<u64>,
+    /// The latest moment's time.
+    last_ms: u64,
+    /// The last step seen: a crash that names none is drawn at its end.
+    last_step: Option<(u32, u32)>,
+    /// The last moment was a recovery's (the journal ends balanced, after a crash).
+    ended_by_recovery: bool,
+}
+
+impl Summary {
+    fn new(journal: &str, first: &FirstReading) -> Summary {
+        let s = &first.streamed;
+        Summary {
+            journal: items_text(journal),
+            session_id: s.session_id.clone(),
+            live: s.live,
+            torn_bytes: s.end.torn.then_some(s.end.dropped_bytes),
+            model: None,
+            tools: Vec::new(),
+            tools_elided: 0,
+            totals: Totals::default(),
+            usage: UsageTotals::default(),
+            marks: Vec::new(),
+            marks_elided: 0,
+            recoveries: 0,
+            closed_ms: None,
+            last_ms: 0,
+            last_step: None,
+            ended_by_recovery: false,
+        }
+    }
+
+    fn tools(&mut self, tools: &[ToolDescriptor]) {
+        self.tools = tools
+            .iter()
+            .take(TOOLS_MAX)
+            .map(|d| {
+                json!({
+                    "name": items_text(&d.name),
+                    "source": items_text(&crate::audit::source_text(Some(d))),
+                })
+            })
+            .collect();
+        self.tools_elided = tools.len().saturating_sub(TOOLS_MAX);
+    }
+
+    /// Adds a marker, unless there are [`MARKS_MAX`] already (then it is counted).
+    fn mark(
+        &mut self,
+        kind: &str,
+        at_ms: u64,
+        at_step: Option<(u32, u32)>,
+        text: String,
+    ) -> Option<&mut Value> {
+        if self.marks.len() >= MARKS_MAX {
+            self.marks_elided += 1;
+            return None;
+        }
+        self.marks.push(json!({
+            "kind": kind,
+            "at": at_ms,
+            "turn": at_step.map(|(t, _)| t),
+            "step": at_step.map(|(_, s)| s),
+            "text": items_text(&text),
+        }));
+        self.marks.last_mut()
+    }
+
+    /// How the journal ended, in words, and the marker it adds (the end of a crashed journal).
+    fn ending(&mut self) -> (&'static str, String) {
+        if self.live {
+            let at = self.last_ms;
+            let step = self.last_step;
+            self.mark(
+                "live",
+                at,
+                step,
+                "live: the session was still being written when read".into(),
+            );
+            return (
+                "live",
+                "live: a writer holds the journal; this is what it held when read".into(),
+            );
+        }
+        if self.closed_ms.is_some() {
+            return ("closed", "closed cleanly (session/close)".into());
+        }
+        if self.ended_by_recovery {
+            return (
+                "recovered",
+                "the process died; recover balanced the journal".into(),
+            );
+        }
+        let torn = match self.torn_bytes {
+            Some(n) => format!(" in the middle of a record ({n} torn bytes)"),
+            None => String::new(),
+        };
+        let (at, step) = (self.last_ms, self.last_step);
+        self.mark("crash", at, step, format!("the journal ends here{torn}, with no session/close: the process died or was killed"));
+        (
+            "crashed",
+            format!("no session/close: the process died or was killed{torn}; not recovered yet"),
+        )
+    }
+
+    fn json(&mut self, pages: &Pages, bytes_max: u64) -> Value {
+        let (how, text) = self.ending();
+        let e = &pages.elided;
+        json!({
+            "journal": self.journal,
+            "session": self.session_id,
+            "model": self.model,
+            "tools": self.tools,
+            "tools_elided": self.tools_elided,
+            "totals": self.totals.json(),
+            "usage": self.usage.json(),
+            "ended": {"how": how, "text": text, "recoveries": self.recoveries},
+            "marks": self.marks,
+            "marks_elided": self.marks_elided,
+            "elided": (!e.is_empty()).then(|| json!({
+                "calls": e.calls,
+                "steps": e.steps,
+                "first_turn": e.turns.map(|(f, _)| f),
+                "last_turn": e.turns.map(|(_, l)| l),
+            })),
+            "pages": pages.count(),
+            "bytes_max": bytes_max,
+        })
+    }
+}
+
+/// A text of the summary, cut as the items' are.
+fn items_text(s: &str) -> String {
+    crate::audit::truncate(s, items::TEXT_CHARS_MAX)
+}
