@@ -89,6 +89,10 @@ pub fn run() -> Result<(), CliError> {
     outln!("  recover classify {}", crashed.display())?;
     outln!("  recover rebuild {} --format anthropic", crashed.display())?;
     outln!("  recover audit {}", crashed.display())?;
+    outln!(
+        "  recover audit {} --html crashed.html   (the same as a picture; open it in a browser)",
+        crashed.display()
+    )?;
     Ok(())
 }
 

@@ -8,65 +8,12 @@ mod audit_page;
 #[path = "common/recover_bin.rs"]
 mod recover_bin;
 
-use audit_page::{assert_sound_page, call_ids, elements, items, summary, write_page};
+use audit_page::{
+    assert_sound_page, big_session, call_ids, copy_dir, demo, elements, items, markup_script,
+    path_str, run_script, summary, tooljournal, write_page,
+};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
-
-fn tooljournal(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
-        .args(args)
-        .output()
-        .expect("tooljournal runs")
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-/// The demo's journal and its crashed copy, copied into a directory of this test binary's (the
-/// demo's own directory is removed): made once per binary.
-fn demo() -> &'static (PathBuf, PathBuf) {
-    static DEMO: OnceLock<(tempfile::TempDir, PathBuf, PathBuf)> = OnceLock::new();
-    let (_, journal, crashed) = DEMO.get_or_init(|| {
-        let out = tooljournal(&["demo"]);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "the demo runs: {stdout}");
-        let journal = PathBuf::from(
-            stdout
-                .lines()
-                .find_map(|l| l.strip_prefix("journal: "))
-                .expect("the demo prints its journal"),
-        );
-        let demo_dir = journal.parent().expect("the demo's directory").to_owned();
-        let keep = tempfile::tempdir().unwrap();
-        let (j, c) = (
-            keep.path().join("journal"),
-            keep.path().join("crashed-journal"),
-        );
-        copy_dir(&journal, &j);
-        copy_dir(&demo_dir.join("crashed-journal"), &c);
-        std::fs::remove_dir_all(&demo_dir).unwrap();
-        (keep, j, c)
-    });
-    // A tuple of references would do; this keeps one `'static` pair to hand out.
-    static PAIR: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    PAIR.get_or_init(|| (journal.clone(), crashed.clone()))
-}
-
-/// `cp -r from to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
 
 fn by_id<'a>(items: &'a [Value], id: &str) -> &'a Value {
     items
@@ -86,9 +33,11 @@ fn the_demo_and_its_crashed_copy_as_pages_hold_every_call_and_nothing_remote() {
     assert_eq!(s["ended"]["how"], "closed", "{s}");
     assert_eq!(s["totals"]["calls"], 14, "{s}");
     let marks = s["marks"].as_array().unwrap();
-    assert!(
-        marks.iter().any(|m| m["kind"] == "stop" && m["turn"] == 2),
-        "the user's stop in turn 2 is marked: {marks:?}"
+    let stops: Vec<&Value> = marks.iter().filter(|m| m["kind"] == "stop").collect();
+    assert_eq!(stops.len(), 1, "one stop, one marker: {marks:?}");
+    assert_eq!(
+        (&stops[0]["turn"], &stops[0]["step"]),
+        (&json!(2), &json!(1))
     );
     assert!(
         !marks.iter().any(|m| m["kind"] == "crash"),
@@ -185,23 +134,7 @@ fn a_recovered_crash_is_marked_where_the_process_died_not_where_recovery_ran() {
 #[test]
 fn journal_text_that_looks_like_markup_stays_text_in_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (ws, journal) = (dir.path().join("ws"), dir.path().join("j"));
-    std::fs::create_dir(&ws).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/audit/markup.jsonl");
-    let run = tooljournal(&[
-        "run",
-        "--script",
-        path_str(&script),
-        "--workspace",
-        path_str(&ws),
-        "--journal",
-        path_str(&journal),
-    ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let journal = run_script(dir.path(), &markup_script(), &[]);
     let page = write_page(path_str(&journal), &dir.path().join("p.html"), &[]);
     assert_sound_page(path_str(&journal), &page);
     for raw in ["<script>window", "<img", "<b>bold"] {
@@ -232,48 +165,10 @@ fn journal_text_that_looks_like_markup_stays_text_in_the_file() {
         .starts_with("</script><script>"));
 }
 
-/// A transcript of `turns` turns of 3 steps of 50 `read` calls each, every one reading `big.txt`.
-fn big_transcript(turns: u32) -> String {
-    let mut lines = Vec::new();
-    for t in 1..=turns {
-        lines.push(json!({"user": format!("turn {t}: read it all again")}));
-        for s in 1..=3 {
-            let calls: Vec<Value> = (1..=50)
-                .map(|i| json!({"id": format!("t{t}s{s}c{i}"), "name": "read", "arguments": "{\"path\":\"big.txt\"}"}))
-                .collect();
-            lines.push(json!({"assistant": {"text": "reading", "tool_calls": calls, "stop_reason": "tool_use"}}));
-        }
-        lines.push(
-            json!({"assistant": {"text": "read", "tool_calls": [], "stop_reason": "end_turn"}}),
-        );
-    }
-    lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
 #[test]
 fn a_large_session_stays_under_its_bound_and_says_what_it_left_out() {
     let dir = tempfile::tempdir().unwrap();
-    let (ws, journal) = (dir.path().join("ws"), dir.path().join("j"));
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join("big.txt"), "0123456789abcdef\n".repeat(160)).unwrap();
-    let script = dir.path().join("big.jsonl");
-    std::fs::write(&script, big_transcript(10)).unwrap();
-    let run = tooljournal(&[
-        "run",
-        "--script",
-        path_str(&script),
-        "--workspace",
-        path_str(&ws),
-        "--journal",
-        path_str(&journal),
-        "--fsync",
-        "never",
-    ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let journal = big_session(dir.path());
     let all_ids = audit_page::audit_ids(path_str(&journal));
     assert_eq!(all_ids.len(), 1500);
 

@@ -27,6 +27,9 @@ pub(super) struct ChildReport {
     pub(super) rebuild: Option<Streamed>,
     #[serde(default)]
     pub(super) audit: Option<Streamed>,
+    /// `audit --html` (issue 19), its page written to a file whose size is kept.
+    #[serde(default)]
+    pub(super) audit_html: Option<Streamed>,
 }
 
 /// What a `rebuild` or `audit` child reports.
@@ -35,6 +38,9 @@ pub(super) struct Streamed {
     pub(super) seconds: f64,
     pub(super) bytes: u64,
     pub(super) hwm_kb_after: u64,
+    /// Bytes of what it wrote, when it wrote a file (`audit --html`).
+    #[serde(default)]
+    pub(super) output_bytes: Option<u64>,
 }
 
 impl Streamed {
@@ -55,6 +61,8 @@ pub(crate) enum ChildWork {
     Rebuild,
     /// `recover audit --json`.
     Audit,
+    /// `recover audit --html FILE` (the default bound).
+    AuditHtml,
 }
 
 impl ChildReport {
@@ -88,6 +96,8 @@ pub(super) fn measure(base: &Path, target_bytes: u64) -> Result<(GenStats, Child
     child.rebuild = Some(in_child(&recover_dir, "rebuild")?);
     say("recover: auditing (--json) in a child process");
     child.audit = Some(in_child(&recover_dir, "audit")?);
+    say("recover: auditing (--html, default bound) in a child process");
+    child.audit_html = Some(in_child(&recover_dir, "audit-html")?);
     fs::remove_dir_all(&recover_dir)?;
     Ok((generated, child))
 }
@@ -124,7 +134,7 @@ fn vm_hwm_kb() -> Result<u64, BoxError> {
 pub(crate) fn recover_child(dir: &Path, work: ChildWork) -> Result<(), BoxError> {
     match work {
         ChildWork::Classify => classify_child(dir),
-        ChildWork::Rebuild | ChildWork::Audit => streamed_child(dir, work),
+        ChildWork::Rebuild | ChildWork::Audit | ChildWork::AuditHtml => streamed_child(dir, work),
     }
 }
 
@@ -133,19 +143,33 @@ pub(crate) fn recover_child(dir: &Path, work: ChildWork) -> Result<(), BoxError>
 fn streamed_child(dir: &Path, work: ChildWork) -> Result<(), BoxError> {
     let bytes = segment_bytes(dir)?;
     let start = Instant::now();
-    if let ChildWork::Rebuild = work {
-        use recover::rebuild::streamed;
-        let format = recover::providers::Format::Anthropic;
-        let first = streamed::first_reading(dir, format, false, &|_, _| {}, None)?;
-        streamed::write(dir, first, std::io::sink())?;
-    } else {
-        let first = recover::audit::first_reading(dir, &|_, _| {})?;
-        recover::audit::stream(dir, first, "bench", true, std::io::sink())?;
+    let mut output_bytes = None;
+    match work {
+        ChildWork::Rebuild => {
+            use recover::rebuild::streamed;
+            let format = recover::providers::Format::Anthropic;
+            let first = streamed::first_reading(dir, format, false, &|_, _| {}, None)?;
+            streamed::write(dir, first, std::io::sink())?;
+        }
+        ChildWork::AuditHtml => {
+            let page = dir.with_extension("html");
+            let out = std::io::BufWriter::new(fs::File::create(&page)?);
+            let first = recover::audit::first_reading(dir, &|_, _| {})?;
+            let options = recover::timeline::HtmlOptions::default();
+            recover::timeline::stream_html(dir, first, "bench", &options, out)?;
+            output_bytes = Some(fs::metadata(&page)?.len());
+            fs::remove_file(&page)?;
+        }
+        _ => {
+            let first = recover::audit::first_reading(dir, &|_, _| {})?;
+            recover::audit::stream(dir, first, "bench", true, std::io::sink())?;
+        }
     }
     let report = Streamed {
         seconds: start.elapsed().as_secs_f64(),
         bytes,
         hwm_kb_after: vm_hwm_kb()?,
+        output_bytes,
     };
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
@@ -170,6 +194,7 @@ fn classify_child(dir: &Path) -> Result<(), BoxError> {
         not_started: streamed.not_started,
         rebuild: None,
         audit: None,
+        audit_html: None,
     };
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

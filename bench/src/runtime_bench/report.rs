@@ -64,6 +64,10 @@ pub(super) struct Report {
     rebuild_peak_rss_mb: f64,
     /// `recover audit --json` (both readings), into a sink.
     audit_peak_rss_mb: f64,
+    /// Issue 19: `recover audit --html FILE` (both readings, the default bound of 32 MiB).
+    audit_html_peak_rss_mb: f64,
+    audit_html_seconds: f64,
+    audit_html_bytes: u64,
     /// Issue 18: seq and par16 with the journal in PostgreSQL (null: no PostgreSQL).
     pg_seq_calls_per_s: Option<f64>,
     pg_par16_calls_per_s: Option<f64>,
@@ -116,6 +120,14 @@ impl Report {
             rebuild_mb_per_s: f.child.rebuild.as_ref().map_or(0.0, |r| r.mb_per_s()),
             rebuild_peak_rss_mb: f.child.rebuild.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
             audit_peak_rss_mb: f.child.audit.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
+            audit_html_peak_rss_mb: f.child.audit_html.as_ref().map_or(0.0, |r| r.peak_rss_mb()),
+            audit_html_seconds: f.child.audit_html.as_ref().map_or(0.0, |r| r.seconds),
+            audit_html_bytes: f
+                .child
+                .audit_html
+                .as_ref()
+                .and_then(|r| r.output_bytes)
+                .unwrap_or(0),
             pg_seq_calls_per_s: pg_rate(Run::PgSeq),
             pg_par16_calls_per_s: pg_rate(Run::PgPar16),
             pg_seq_vs_seq: pg_rate(Run::PgSeq).map(|pg| pg / seq),
@@ -534,6 +546,13 @@ fn print_recovery(f: &Figures, report: &Report) {
         "  audit_peak_rss_mb       {:>10.1} MB   (VmHWM; `audit --json`: two readings, {:.2} s)",
         report.audit_peak_rss_mb,
         seconds(&child.audit)
+    );
+    println!(
+        "  audit_html_peak_rss_mb  {:>10.1} MB   (VmHWM; `audit --html`: two readings, {:.2} s, a page of {:.1} MB, bound {:.1} MB)",
+        report.audit_html_peak_rss_mb,
+        report.audit_html_seconds,
+        report.audit_html_bytes as f64 / MB,
+        recover::timeline::HTML_BYTES_MAX_DEFAULT as f64 / MB
     );
 }
 

@@ -194,19 +194,18 @@ impl<W: Write> TimelineSink<W> {
                 if outcome == StepOutcome::Cancelled {
                     let text = "the user stopped the step".into();
                     s.mark("stop", at_ms, Some((turn, step)), text);
+                    s.stopped_turn = Some(turn);
                 }
                 self.step_ended = Some((at_ms, items::step_outcome(&outcome)));
             }
+            // One stop is one marker: a turn stopped in a step that was stopped is marked
+            // there already.
             MomentKind::TurnEnded {
                 turn,
                 outcome: TurnOutcome::Cancelled,
-            } => {
-                s.mark(
-                    "stop",
-                    at_ms,
-                    Some((turn, 0)),
-                    "the user stopped the turn".into(),
-                );
+            } if s.stopped_turn != Some(turn) => {
+                let text = "the user stopped the turn".into();
+                s.mark("stop", at_ms, Some((turn, 0)), text);
             }
             MomentKind::Fault {
                 turn,
@@ -259,6 +258,8 @@ struct Summary {
     closed_ms: Option<u64>,
     /// The latest moment's time.
     last_ms: u64,
+    /// The turn whose step the user stopped last.
+    stopped_turn: Option<u32>,
     /// The last step seen: a crash that names none is drawn at its end.
     last_step: Option<(u32, u32)>,
     /// The last moment was a recovery's (the journal ends balanced, after a crash).
@@ -284,6 +285,7 @@ impl Summary {
             closed_ms: None,
             last_ms: 0,
             last_step: None,
+            stopped_turn: None,
             ended_by_recovery: false,
         }
     }

@@ -100,6 +100,10 @@
     const label = add(nav, el('span', 'where'));
     const next = add(nav, el('button', null, 'Next \u2192'));
     const last = add(nav, el('button', null, 'Last page'));
+    prev.id = 'prev';
+    next.id = 'next';
+    last.id = 'last';
+    label.id = 'where';
     const gap = add(nav, el('span', 'gap'));
     add(nav, el('span', 'hint', 'Keys: \u2191/\u2193 or j/k move between calls, Enter shows one, n/p change page.'));
     prev.addEventListener('click', function () { show(page - 1); });
@@ -211,8 +215,8 @@
     const box = add(sec, el('div', 'rows'));
     const overlay = function (cls, from, to) {
       const o = el('div', cls);
-      o.style.left = 'calc(14rem + (100% - 26rem) * ' + (x(from) / 100) + ')';
-      if (to !== undefined) o.style.width = 'calc((100% - 26rem) * ' + ((x(to) - x(from)) / 100) + ')';
+      o.style.left = 'calc(14rem + (100% - 28rem) * ' + (x(from) / 100) + ')';
+      if (to !== undefined) o.style.width = 'calc((100% - 28rem) * ' + ((x(to) - x(from)) / 100) + ')';
       return add(box, o);
     };
     if (marks.length) box.classList.add('marked');
@@ -336,17 +340,20 @@
     const dl = add(d, el('dl'));
     dlRow(dl, 'Tool', c.tool + ' (' + c.source + ')');
     dlRow(dl, 'Turn, step', c.turn + ', ' + c.step);
-    dlRow(dl, 'Outcome', (OUTCOMES[c.outcome] || [''])[0] + ' ' + c.label + ' \u2014 last state ' + c.state + (c.recovered ? '; result given by recovery' : ''));
+    const t = c.times || {};
+    const pending = c.recovered && typeof t.committed !== 'number';
+    dlRow(dl, 'Outcome', (OUTCOMES[c.outcome] || [''])[0] + ' ' + c.label + ' \u2014 last state ' + c.state +
+      (pending ? '; no result journaled: not recovered yet' : c.recovered ? '; result given by recovery' : ''));
     dlRow(dl, 'Decision', c.decision);
     dlRow(dl, 'Arguments', pre(c.arguments, c.arguments_bytes));
-    dlRow(dl, 'Result', pre(c.result, c.result_bytes));
+    dlRow(dl, pending ? 'Result recovery would commit' : 'Result', pre(c.result, c.result_bytes));
     dlRow(dl, 'Side effects', list(c.effects, 'none recorded')).className = 'effects';
     dlRow(dl, 'Evidence recorded before it ran', list(c.evidence, 'none'));
     dlRow(dl, 'Declared resources', list(c.resources, 'none'));
     dlRow(dl, 'Idempotency key', c.key || '-');
     if (c.question) dlRow(dl, 'Question', pre(c.question, c.question.length));
     dlRow(dl, 'Body ran for', c.duration_ms === null ? '-' : span(c.duration_ms));
-    if (c.barrier) dlRow(dl, 'Scheduling', 'ran alone while ' + c.barrier + ' other calls waited');
+    if (c.barrier) dlRow(dl, 'Scheduling', 'ran alone while ' + c.barrier + (c.barrier === 1 ? ' other call' : ' other calls') + ' waited');
     dlRow(dl, 'Timings', timings(c));
   }
   function select(i, focus) {
