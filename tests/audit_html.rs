@@ -286,3 +286,34 @@ fn a_session_in_postgresql_draws_as_its_copy_in_a_directory_does() {
     b["journal"] = Value::Null;
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_probe_verdict_is_shown_with_the_unknown_call_it_is_about() {
+    let (_, crashed) = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let page = write_page(
+        path_str(crashed),
+        &dir.path().join("p.html"),
+        &["--probe", path_str(&ws)],
+    );
+    let all = items(&page);
+    // d12 (`echo running; sleep 30`) recorded no file it would replace and its process group
+    // is gone: nothing to check.
+    assert_eq!(
+        audit_page_label(&all, "d12"),
+        "TOOL_OUTCOME_UNKNOWN (probe: no_evidence)"
+    );
+    // Only unknown calls are probed.
+    assert_eq!(audit_page_label(&all, "d13"), "TOOL_NOT_STARTED");
+    let without = write_page(path_str(crashed), &dir.path().join("q.html"), &[]);
+    assert_eq!(
+        audit_page_label(&items(&without), "d12"),
+        "TOOL_OUTCOME_UNKNOWN"
+    );
+}
+
+fn audit_page_label(items: &[Value], id: &str) -> String {
+    by_id(items, id)["label"].as_str().unwrap().to_owned()
+}

@@ -623,6 +623,8 @@ pub struct FirstReading {
     /// The streamed recovery, read only (its notes are for stderr).
     pub streamed: Streamed,
     moved: std::collections::HashMap<runtime::event::CallRef, CallFacts>,
+    /// The workspace the second reading probes too (`--probe`).
+    prober: Option<std::sync::Arc<crate::probe::Prober>>,
 }
 
 /// The first reading: the journal checked whole and read only, as `audit` read it before it
@@ -631,18 +633,33 @@ pub fn first_reading(
     at: impl Into<crate::Place>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<FirstReading, RecoverError> {
+    first_reading_probing(at, progress, None)
+}
+
+/// [`first_reading`], the `TOOL_OUTCOME_UNKNOWN` calls' reports probing `workspace` (read
+/// only, as `classify --probe` does), in both readings.
+pub fn first_reading_probing(
+    at: impl Into<crate::Place>,
+    progress: &dyn Fn(u64, u64),
+    workspace: Option<&std::path::Path>,
+) -> Result<FirstReading, RecoverError> {
+    let prober = workspace
+        .map(crate::probe::Prober::open)
+        .transpose()?
+        .map(std::sync::Arc::new);
     let (streamed, mut classifier) = crate::session::recover_streaming_observing(
         at,
         false,
         progress,
         &mut std::io::sink(),
-        None,
+        workspace,
         Mode::Audit,
         &mut |c| c.take_notices().for_each(drop),
     )?;
     Ok(FirstReading {
         streamed,
         moved: classifier.moved_facts(),
+        prober,
     })
 }
 
@@ -664,7 +681,7 @@ pub fn reread_into(
     sink: &mut dyn AuditSink,
 ) -> Result<(), RereadError> {
     let mut tools: Vec<ToolDescriptor> = Vec::new();
-    let mut classifier = Classifier::with_mode(first.streamed.live, None, Mode::Audit);
+    let mut classifier = Classifier::with_mode(first.streamed.live, first.prober, Mode::Audit);
     classifier.set_moved_facts(first.moved);
     crate::session::reread(
         at,

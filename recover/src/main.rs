@@ -87,6 +87,10 @@ enum Command {
         /// how many.
         #[arg(long, value_name = "BYTES", requires = "html")]
         html_bytes_max: Option<u64>,
+        /// On the page, each TOOL_OUTCOME_UNKNOWN call's probe verdict: this workspace looked
+        /// at read only, as `classify --probe` does (evidence, not proof).
+        #[arg(long, value_name = "WORKSPACE", requires = "html")]
+        probe: Option<PathBuf>,
     },
 }
 
@@ -295,7 +299,12 @@ fn audit(at: &Place, json: bool) -> Result<(), Failure> {
 /// `audit --html FILE`: the same two readings, the second written as a page. A file is
 /// written beside its destination and renamed over it at the end, so that a failed run leaves
 /// no half page where a whole one is expected.
-fn audit_html(at: &Place, file: &Path, bytes_max: Option<u64>) -> Result<(), Failure> {
+fn audit_html(
+    at: &Place,
+    file: &Path,
+    bytes_max: Option<u64>,
+    probe: Option<&Path>,
+) -> Result<(), Failure> {
     use recover::timeline::{HtmlOptions, HTML_BYTES_MIN};
     let mut options = HtmlOptions::default();
     if let Some(n) = bytes_max {
@@ -308,7 +317,7 @@ fn audit_html(at: &Place, file: &Path, bytes_max: Option<u64>) -> Result<(), Fai
     }
     let label = at.label();
     let dir = label.as_path();
-    let first = with_bar(|progress| recover::audit::first_reading(at, progress))?;
+    let first = with_bar(|progress| recover::audit::first_reading_probing(at, progress, probe))?;
     note(dir, first.streamed.notes());
     let name = dir.display().to_string();
     if file == Path::new("-") {
@@ -490,8 +499,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             dir,
             html: Some(file),
             html_bytes_max,
+            probe,
             ..
-        } => audit_html(&place(&dir)?, &file, html_bytes_max),
+        } => audit_html(&place(&dir)?, &file, html_bytes_max, probe.as_deref()),
         Command::Audit { dir, json, .. } => audit(&place(&dir)?, json),
     }
 }
