@@ -8,9 +8,9 @@
 //! Why it streams and has a bound: the audit reads a journal of any size holding only the
 //! calls still open; the file does the same within [`HTML_BYTES_MAX_DEFAULT`] (or the bound
 //! given), showing the beginning and the end of the session and saying what it left out
-//! between them ([`pages`]). Why everything is inline and the page may fetch nothing: an audit
+//! between them (module `pages`). Why everything is inline and the page may fetch nothing: an audit
 //! is often read where the session happened, offline, or sent on; a page that loads nothing
-//! cannot leak what it shows nor change with what it would load ([`page`]).
+//! cannot leak what it shows nor change with what it would load (module `page`).
 
 mod items;
 mod page;
