@@ -54,8 +54,10 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
     let journal = tmp.path().join("journal");
     let script = tmp.path().join("s.jsonl");
     // The command's `sleep` is a child of the shell, in its process group: the shell dies with
-    // the runtime, the sleep would go on and then write `late.txt`.
-    let command = "echo started > started.txt; sleep 300; echo late > late.txt";
+    // the runtime, the sleep goes on (and `late.txt`, the shell's once the sleep ends, never
+    // comes). The sleep is forked before `started.txt` is written: killed between the two, the
+    // shell would leave no orphan to find.
+    let command = "sleep 300 & echo started > started.txt; wait $!; echo late > late.txt";
     let lines = [
         json!({"user": "long job"}),
         json!({"assistant": {"text": "", "tool_calls": [{"id": "k1", "name": "bash",
