@@ -327,8 +327,9 @@ fn audit_html(
             .map_err(reread_failure);
     }
     let partial = partial_path(file);
+    // Named as the user gave it: the partial file beside it is ours, not theirs.
     let cannot = |what: &str, e: std::io::Error| {
-        Failure::Failed(format!("{}: cannot {what}: {e}", partial.display()))
+        Failure::Failed(format!("{}: cannot {what}: {e}", file.display()))
     };
     let created = std::fs::File::create(&partial).map_err(|e| cannot("create", e))?;
     let written = recover::timeline::stream_html(

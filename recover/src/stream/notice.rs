@@ -193,8 +193,9 @@ pub struct CallFacts {
 /// When a call's state changes were written: wall-clock milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallTimes {
-    /// `received` (or the recovery that adopted a call never received).
-    pub received_ms: u64,
+    /// `received`; `None` for a call never received (a recovery adopted it from its step's
+    /// `llm/response`: the process died before it wrote one).
+    pub received_ms: Option<u64>,
     /// Its first question.
     pub asked_ms: Option<u64>,
     /// `approved`.
@@ -225,7 +226,7 @@ impl CallFacts {
             evidence: c.evidence.clone(),
             processes: c.processes.clone(),
             times: CallTimes {
-                received_ms: c.received_at_ms,
+                received_ms: (!c.adopted).then_some(c.received_at_ms),
                 asked_ms: c.asked_at_ms,
                 approved_ms: c.approved_at_ms,
                 refused_ms: c.refused_at_ms,

@@ -86,10 +86,10 @@ fn capped(lines: Vec<String>) -> Value {
 }
 
 fn times(f: Option<&CallFacts>) -> Value {
-    let Some(f) = f else {
+    // A call never received has no time of the session's: it is drawn as one not timed.
+    let Some(t) = f.map(|f| f.times).filter(|t| t.received_ms.is_some()) else {
         return Value::Null;
     };
-    let t = f.times;
     json!({
         "received": t.received_ms,
         "asked": t.asked_ms,
@@ -107,9 +107,11 @@ pub(super) fn call(call: AuditCall<'_>) -> Item {
     let question = f
         .and_then(|f| f.last_ask.as_ref())
         .map(|ask| truncate(question_lines(ask).trim(), PREVIEW_CHARS_MAX));
+    // The id whole: it is what names the call (an item too big for the bound is elided, and
+    // counted as such).
     let value = json!({
         "k": "call",
-        "id": truncate(&c.call.call_id, TEXT_CHARS_MAX),
+        "id": c.call.call_id,
         "turn": c.call.turn,
         "step": c.call.step,
         "tool": truncate(&c.tool, TEXT_CHARS_MAX),

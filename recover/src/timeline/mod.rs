@@ -29,11 +29,21 @@ use std::io::Write;
 pub const HTML_BYTES_MAX_DEFAULT: u64 = 32 << 20;
 /// The smallest bound accepted: below it the summary alone might not fit.
 pub const HTML_BYTES_MIN: u64 = 2 << 20;
-/// Bytes kept for the summary, which is written last: its lists are capped to fit.
+/// Bytes kept for the summary, which is written last: its lists are capped to fit, within
+/// the shares below (what is left holds its texts, each cut to a few hundred characters, and
+/// its counts).
 const SUMMARY_BYTES_MAX: u64 = 1 << 20;
-/// The most tools the summary lists.
-const TOOLS_MAX: usize = 500;
-/// The most markers (stops, faults, crashes) the page draws.
+/// The tools the summary lists take at most this many bytes.
+const TOOLS_BYTES_MAX: u64 = 256 << 10;
+/// The user's stops and the faults take at most this many bytes, and number at most
+/// [`MARKS_MAX`].
+const MARKS_BYTES_MAX: u64 = 384 << 10;
+/// The crashes a recovery balanced take at most this many bytes, and number at most
+/// [`MARKS_MAX`]: a session full of faults still shows where it crashed.
+const CRASH_MARKS_BYTES_MAX: u64 = 128 << 10;
+/// The most markers of each of the two kinds above the page draws. The marker of how the
+/// journal ends (a crash not recovered yet, or where a live session's reading stopped) is
+/// always drawn, apart from these.
 const MARKS_MAX: usize = 1000;
 
 /// How the page is written.
@@ -125,7 +135,7 @@ impl<W: Write> AuditSink for TimelineSink<W> {
         match notice {
             Notice::Opened(tools) => self.summary.tools(&tools),
             Notice::Model(m) => {
-                self.summary.model = Some(format!("{}:{}", m.provider, m.model));
+                self.summary.model = Some(items_text(&format!("{}:{}", m.provider, m.model)));
             }
             Notice::TurnBegun { turn, user_text } => {
                 let at = self.summary.last_ms;
@@ -147,7 +157,10 @@ impl<W: Write> AuditSink for TimelineSink<W> {
 
     fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()> {
         self.summary.totals.add(call.report, call.facts);
-        if let Some(t) = call.facts.map(|f| f.times) {
+        if let Some((t, received_ms)) = call
+            .facts
+            .and_then(|f| Some((f.times, f.times.received_ms?)))
+        {
             // A recovery's commit is not the session's own: the crash came before it.
             let committed = t.committed_ms.filter(|_| !call.report.recovered);
             let latest = [
@@ -162,7 +175,7 @@ impl<W: Write> AuditSink for TimelineSink<W> {
             s.last_ms = latest
                 .into_iter()
                 .flatten()
-                .fold(s.last_ms.max(t.received_ms), u64::max);
+                .fold(s.last_ms.max(received_ms), u64::max);
         }
         self.push(items::call(call))
     }
@@ -252,8 +265,10 @@ struct Summary {
     tools_elided: usize,
     totals: Totals,
     usage: UsageTotals,
-    marks: Vec<Value>,
-    marks_elided: u64,
+    /// Stops and faults, then the crashes a recovery balanced, then the ending's marker.
+    marks: Marks,
+    crash_marks: Marks,
+    ending_mark: Option<Value>,
     recoveries: u64,
     closed_ms: Option<u64>,
     /// The latest moment's time.
@@ -271,7 +286,7 @@ impl Summary {
         let s = &first.streamed;
         Summary {
             journal: items_text(journal),
-            session_id: s.session_id.clone(),
+            session_id: s.session_id.as_deref().map(items_text),
             live: s.live,
             torn_bytes: s.end.torn.then_some(s.end.dropped_bytes),
             model: None,
@@ -279,8 +294,9 @@ impl Summary {
             tools_elided: 0,
             totals: Totals::default(),
             usage: UsageTotals::default(),
-            marks: Vec::new(),
-            marks_elided: 0,
+            marks: Marks::new(MARKS_BYTES_MAX),
+            crash_marks: Marks::new(CRASH_MARKS_BYTES_MAX),
+            ending_mark: None,
             recoveries: 0,
             closed_ms: None,
             last_ms: 0,
@@ -291,20 +307,24 @@ impl Summary {
     }
 
     fn tools(&mut self, tools: &[ToolDescriptor]) {
-        self.tools = tools
-            .iter()
-            .take(TOOLS_MAX)
-            .map(|d| {
-                json!({
-                    "name": items_text(&d.name),
-                    "source": items_text(&crate::audit::source_text(Some(d))),
-                })
-            })
-            .collect();
-        self.tools_elided = tools.len().saturating_sub(TOOLS_MAX);
+        self.tools.clear();
+        let mut bytes = 0;
+        for d in tools {
+            let tool = json!({
+                "name": items_text(&d.name),
+                "source": items_text(&crate::audit::source_text(Some(d))),
+            });
+            // Each entry's bytes as written, and its comma.
+            bytes += page::script_json(&tool).len() as u64 + 1;
+            if bytes > TOOLS_BYTES_MAX {
+                break;
+            }
+            self.tools.push(tool);
+        }
+        self.tools_elided = tools.len() - self.tools.len();
     }
 
-    /// Adds a marker, unless there are [`MARKS_MAX`] already (then it is counted).
+    /// Adds a marker: a crash a recovery balanced, or a stop or a fault.
     fn mark(
         &mut self,
         kind: &str,
@@ -312,31 +332,23 @@ impl Summary {
         at_step: Option<(u32, u32)>,
         text: String,
     ) -> Option<&mut Value> {
-        if self.marks.len() >= MARKS_MAX {
-            self.marks_elided += 1;
-            return None;
+        let mark = mark_json(kind, at_ms, at_step, &text);
+        if kind == "crash" {
+            self.crash_marks.push(mark)
+        } else {
+            self.marks.push(mark)
         }
-        self.marks.push(json!({
-            "kind": kind,
-            "at": at_ms,
-            "turn": at_step.map(|(t, _)| t),
-            "step": at_step.map(|(_, s)| s),
-            "text": items_text(&text),
-        }));
-        self.marks.last_mut()
     }
 
     /// How the journal ended, in words, and the marker it adds (the end of a crashed journal).
     fn ending(&mut self) -> (&'static str, String) {
         if self.live {
-            let at = self.last_ms;
-            let step = self.last_step;
-            self.mark(
+            self.ending_mark = Some(mark_json(
                 "live",
-                at,
-                step,
-                "live: the session was still being written when read".into(),
-            );
+                self.last_ms,
+                self.last_step,
+                "live: the session was still being written when read",
+            ));
             return (
                 "live",
                 "live: a writer holds the journal; this is what it held when read".into(),
@@ -355,12 +367,28 @@ impl Summary {
             Some(n) => format!(" in the middle of a record ({n} torn bytes)"),
             None => String::new(),
         };
-        let (at, step) = (self.last_ms, self.last_step);
-        self.mark("crash", at, step, format!("the journal ends here{torn}, with no session/close: the process died or was killed"));
+        self.ending_mark = Some(mark_json(
+            "crash",
+            self.last_ms,
+            self.last_step,
+            &format!(
+                "the journal ends here{torn}, with no session/close: the process died or was killed"
+            ),
+        ));
         (
             "crashed",
             format!("no session/close: the process died or was killed{torn}; not recovered yet"),
         )
+    }
+
+    /// Every marker kept, in time order.
+    fn marks_in_order(&self) -> Vec<&Value> {
+        let mut all: Vec<&Value> = (self.marks.kept.iter())
+            .chain(&self.crash_marks.kept)
+            .chain(&self.ending_mark)
+            .collect();
+        all.sort_by_key(|m| m["at"].as_u64());
+        all
     }
 
     fn json(&mut self, pages: &Pages, bytes_max: u64) -> Value {
@@ -375,8 +403,8 @@ impl Summary {
             "totals": self.totals.json(),
             "usage": self.usage.json(),
             "ended": {"how": how, "text": text, "recoveries": self.recoveries},
-            "marks": self.marks,
-            "marks_elided": self.marks_elided,
+            "marks": self.marks_in_order(),
+            "marks_elided": self.marks.elided + self.crash_marks.elided,
             "elided": (!e.is_empty()).then(|| json!({
                 "calls": e.calls,
                 "steps": e.steps,
@@ -387,6 +415,50 @@ impl Summary {
             "bytes_max": bytes_max,
         })
     }
+}
+
+/// Markers of one kind, within their share of the summary.
+struct Marks {
+    kept: Vec<Value>,
+    bytes: u64,
+    bytes_max: u64,
+    /// Markers counted but not drawn.
+    elided: u64,
+}
+
+impl Marks {
+    fn new(bytes_max: u64) -> Marks {
+        Marks {
+            kept: Vec::new(),
+            bytes: 0,
+            bytes_max,
+            elided: 0,
+        }
+    }
+
+    /// Keeps `mark` if it fits (the kept one, to add to), else counts it.
+    fn push(&mut self, mark: Value) -> Option<&mut Value> {
+        // Its bytes as written, its comma, and room for a `recovered_at` added later.
+        let bytes = page::script_json(&mark).len() as u64 + 40;
+        if self.kept.len() >= MARKS_MAX || self.bytes + bytes > self.bytes_max {
+            self.elided += 1;
+            return None;
+        }
+        self.bytes += bytes;
+        self.kept.push(mark);
+        self.kept.last_mut()
+    }
+}
+
+/// A marker as the page reads it.
+fn mark_json(kind: &str, at_ms: u64, at_step: Option<(u32, u32)>, text: &str) -> Value {
+    json!({
+        "kind": kind,
+        "at": at_ms,
+        "turn": at_step.map(|(t, _)| t),
+        "step": at_step.map(|(_, s)| s),
+        "text": items_text(text),
+    })
 }
 
 /// A text of the summary, cut as the items' are.

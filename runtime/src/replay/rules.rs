@@ -653,13 +653,14 @@ fn adopt_unreceived<R: Retain>(r: &mut R, call: &CallRef, at_ms: u64) -> Result<
             format!("{call}: recovered, but the step's llm/response has no such call")
         })?;
     let index = index as u32;
-    let adopted = CallReplay::received(
+    let mut adopted = CallReplay::received(
         call.clone(),
         index,
         model_call.name.clone(),
         model_call.arguments.clone(),
         at_ms,
     );
+    adopted.adopted = true;
     let at = step
         .calls
         .iter()

@@ -76,6 +76,9 @@ pub struct CallReplay {
     pub committed_at_ms: Option<u64>,
     /// Committed by a `recovery` event rather than by the runtime.
     pub recovered: bool,
+    /// Never `received`: a recovery adopted it from its step's `llm/response`, so
+    /// `received_at_ms` is the recovery's time, not the session's.
+    pub adopted: bool,
     /// Its idempotency key, as its last `started` recorded it (schema 5; `None` for a call
     /// that never started or a journal of an older schema).
     pub idempotency_key: Option<String>,
@@ -125,6 +128,7 @@ impl CallReplay {
             refused_at_ms: None,
             committed_at_ms: None,
             recovered: false,
+            adopted: false,
             idempotency_key: None,
             evidence: Vec::new(),
             rerun: None,
