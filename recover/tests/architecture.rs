@@ -118,3 +118,24 @@ fn recover_reaches_no_crate_that_runs_calls() {
         "recover asks runtime for no optional feature"
     );
 }
+
+/// `import` (other agents' session files) knows nothing of ours: it depends on no crate of the
+/// workspace, so a format it reads can never reach the journal but through `recover`.
+#[test]
+fn import_depends_on_no_workspace_crate() {
+    let packages = workspace_packages();
+    let names: BTreeSet<&str> = packages
+        .iter()
+        .map(|p| p["name"].as_str().expect("named"))
+        .collect();
+    let import = packages
+        .iter()
+        .find(|p| p["name"] == "tooljournal-import")
+        .expect("the workspace has tooljournal-import");
+    let reached: Vec<&str> = normal_dependencies(import)
+        .iter()
+        .map(|d| d["name"].as_str().expect("named"))
+        .filter(|d| names.contains(d))
+        .collect();
+    assert!(reached.is_empty(), "import depends on {reached:?}");
+}

@@ -1,0 +1,248 @@
+//! codex's rollout JSONL (docs/IMPORT_FORMATS.md §2): `{timestamp, type, payload}` a line.
+//!
+//! The rule that decides its verdicts (§2.4): codex records a call item and spawns its tool at
+//! once, and records no start, so a call with no output may have run, whatever ended its turn.
+//! No codex call is ever [`Verdict::NotStarted`].
+
+use crate::lines::{self, parse, Line};
+use crate::session::{Session, Source, Verdict};
+use crate::Agent;
+use serde::Deserialize;
+use serde_json::Value;
+
+const UNKNOWN: &str = "codex spawns a tool as soon as its call item is recorded and records no \
+                       start: a call with no output may have run";
+
+/// `response_item` types that are neither a client tool call nor its output (reasoning,
+/// server-side tools, compaction markers): read and left out. Any other type is newer than this
+/// reader and is reported as unknown, since it might be a kind of call.
+const OTHER_ITEMS: [&str; 8] = [
+    "reasoning",
+    "web_search_call",
+    "image_generation_call",
+    "compaction",
+    "compaction_summary",
+    "context_compaction",
+    "ghost_snapshot",
+    "other",
+];
+
+/// The line's envelope; `payload` is read by `type`.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    payload: Value,
+}
+
+#[derive(Deserialize)]
+struct SessionMeta {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct TurnContext {
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// A `response_item`'s payload: the items we read, by their `type`.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseItem {
+    Message {
+        role: String,
+        #[serde(default)]
+        content: Vec<Value>,
+    },
+    FunctionCall {
+        name: String,
+        arguments: String,
+        call_id: String,
+    },
+    CustomToolCall {
+        name: String,
+        input: String,
+        call_id: String,
+    },
+    LocalShellCall {
+        #[serde(default)]
+        call_id: Option<String>,
+        #[serde(default)]
+        id: Option<String>,
+        action: Value,
+    },
+    ToolSearchCall {
+        #[serde(default)]
+        call_id: Option<String>,
+        #[serde(default)]
+        execution: Option<String>,
+        #[serde(default)]
+        arguments: Value,
+    },
+    FunctionCallOutput {
+        call_id: String,
+        output: Value,
+    },
+    CustomToolCallOutput {
+        call_id: String,
+        output: Value,
+    },
+    ToolSearchOutput {
+        #[serde(default)]
+        call_id: Option<String>,
+        #[serde(default)]
+        execution: Option<String>,
+        #[serde(default)]
+        tools: Value,
+    },
+    /// Items that are not a client tool call or its output ([`OTHER_ITEMS`]), and any item type
+    /// newer than this reader.
+    #[serde(other)]
+    Other,
+}
+
+/// The session in `bytes`.
+pub(crate) fn read(bytes: &[u8]) -> Session {
+    let (good, bad) = lines::split(bytes);
+    let mut s = Session::new(Agent::Codex);
+    s.quarantined = bad;
+    let mut last_good = None;
+    for line in &good {
+        match take(&mut s, line) {
+            Ok(()) => last_good = Some(line.at),
+            Err(why) => s.quarantined.push(lines::unparseable(line, why)),
+        }
+    }
+    lines::order(&mut s.quarantined, last_good);
+    if s.session_id.is_none() {
+        let at = good.first().map_or(Source { line: 1, offset: 0 }, |l| l.at);
+        s.notes
+            .push((at, "no session_meta line: the session has no id".into()));
+    }
+    s.settle(|_, _| Verdict::OutcomeUnknown { why: UNKNOWN });
+    s
+}
+
+fn take(s: &mut Session, line: &Line) -> Result<(), String> {
+    let envelope: Envelope = parse(&line.value, "the line")?;
+    let at = line.at;
+    let payload = &envelope.payload;
+    match envelope.kind.as_str() {
+        "session_meta" => {
+            let meta: SessionMeta = parse(payload, "payload")?;
+            // codex takes the first as the thread's id (a fork copies its parent's after it).
+            s.session_id.get_or_insert(meta.id);
+        }
+        "turn_context" => {
+            let context: TurnContext = parse(payload, "payload")?;
+            if let Some(model) = context.model {
+                s.model = Some(model);
+            }
+        }
+        "response_item" => {
+            let item: ResponseItem = parse(payload, "payload")?;
+            if matches!(item, ResponseItem::Other) {
+                let kind = payload.get("type").and_then(Value::as_str).unwrap_or("");
+                if !OTHER_ITEMS.contains(&kind) {
+                    s.unknown.push((format!("response_item/{kind}"), at));
+                }
+            }
+            response_item(s, item, at);
+        }
+        // Events (their tool starts are not persisted), and compactions (their replacement
+        // history holds copies of items already read, not new calls).
+        "event_msg" | "compacted" => {}
+        other => s.unknown.push((other.to_owned(), at)),
+    }
+    Ok(())
+}
+
+fn response_item(s: &mut Session, item: ResponseItem, at: Source) {
+    match item {
+        ResponseItem::Message { role, content } => {
+            let text = lines::blocks_text(&content);
+            if role == "assistant" {
+                s.model_text(text, at);
+            } else if role == "user" {
+                s.user(text, at);
+            }
+        }
+        ResponseItem::FunctionCall {
+            name,
+            arguments,
+            call_id,
+        } => s.model_call(call_id, name, arguments, at),
+        ResponseItem::CustomToolCall {
+            name,
+            input,
+            call_id,
+        } => s.model_call(call_id, name, input, at),
+        ResponseItem::LocalShellCall {
+            call_id,
+            id,
+            action,
+        } => {
+            let Some(call_id) = call_id.or(id) else {
+                s.notes.push((
+                    at,
+                    "a local_shell_call with no call_id: it cannot be paired".into(),
+                ));
+                return;
+            };
+            s.model_call(call_id, "local_shell".into(), action.to_string(), at);
+        }
+        ResponseItem::ToolSearchCall {
+            call_id,
+            execution,
+            arguments,
+        } => {
+            // Only a search the client runs is a tool call of the session's.
+            if let (Some(call_id), Some("client")) = (call_id, execution.as_deref()) {
+                s.model_call(call_id, "tool_search".into(), arguments.to_string(), at);
+            }
+        }
+        ResponseItem::FunctionCallOutput { call_id, output }
+        | ResponseItem::CustomToolCallOutput { call_id, output } => {
+            let (text, is_error) = output_text(&output);
+            output_of(s, &call_id, text, is_error, at);
+        }
+        ResponseItem::ToolSearchOutput {
+            call_id,
+            execution,
+            tools,
+        } => {
+            if let (Some(call_id), Some("client")) = (call_id, execution.as_deref()) {
+                output_of(s, &call_id, tools.to_string(), false, at);
+            }
+        }
+        ResponseItem::Other => {}
+    }
+}
+
+fn output_of(s: &mut Session, call_id: &str, text: String, is_error: bool, at: Source) {
+    if call_id.is_empty() {
+        // codex answers some calls it refuses itself with an output of no id (§2.3).
+        s.notes.push((at, "an output with an empty call_id".into()));
+    }
+    s.pair(call_id, text, is_error, at);
+}
+
+/// An output's text: a string, content items (`input_text`/`output_text`, images named), or an
+/// early build's `{content, success}`.
+fn output_text(output: &Value) -> (String, bool) {
+    match output {
+        Value::String(text) => (text.clone(), false),
+        Value::Array(items) => (lines::blocks_text(items), false),
+        Value::Object(o) => {
+            let text = o
+                .get("content")
+                .and_then(Value::as_str)
+                .map_or_else(|| output.to_string(), str::to_owned);
+            let failed = o.get("success").and_then(Value::as_bool) == Some(false);
+            (text, failed)
+        }
+        other => (other.to_string(), false),
+    }
+}

@@ -1,0 +1,87 @@
+//! Other agents' session files, read truthfully (issue 21's reading half).
+//!
+//! Today's agent CLIs answer every interrupted tool call with one canned string, whatever
+//! happened. This crate reads their session files (codex's rollout JSONL, pi's session JSONL)
+//! and says, for each tool call, only what the file and the agent's own code can prove:
+//!
+//! - an output was recorded: that is its result ([`Verdict::Result`]);
+//! - no output, and the agent's code proves the call never ran: [`Verdict::NotStarted`] (pi
+//!   runs no call of an assistant message that stopped with `error` or `aborted`);
+//! - no output otherwise: [`Verdict::OutcomeUnknown`] (neither agent records that a tool
+//!   started; codex spawns a tool as soon as its call item is recorded).
+//!
+//! Every rule cites the upstream file and commit behind it in `docs/IMPORT_FORMATS.md`.
+//!
+//! Lines that do not parse are never skipped silently: each is kept as [`Quarantined`], with
+//! its line, byte offset and reason, and a bad line followed by good ones is told apart from a
+//! torn last line (the journal's own corruption rule). The bytes are read as bytes: a line torn
+//! inside a character is one bad line, not a failed file.
+//!
+//! **Architecture Invariant:** this crate knows other agents' formats and nothing of ours: no
+//! journal, no events, no runtime. `recover` turns a [`Session`] into a journal; this crate
+//! never writes one. It never runs or contacts anything.
+
+mod codex;
+mod lines;
+mod pi;
+mod session;
+
+pub use lines::{Damage, Quarantined};
+pub use session::{Call, Item, OrphanOutput, Session, Source, Verdict};
+
+/// Which agent wrote a session file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Agent {
+    /// OpenAI's codex CLI: a rollout JSONL (`~/.codex/sessions/…/rollout-*.jsonl`).
+    Codex,
+    /// pi (badlogic/pi-mono's coding agent): a session JSONL (`~/.pi/agent/sessions/…`).
+    Pi,
+}
+
+impl Agent {
+    /// The name `--from` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Codex => "codex",
+            Agent::Pi => "pi",
+        }
+    }
+
+    /// The agent `--from NAME` names.
+    pub fn from_name(name: &str) -> Option<Agent> {
+        match name {
+            "codex" => Some(Agent::Codex),
+            "pi" => Some(Agent::Pi),
+            _ => None,
+        }
+    }
+}
+
+/// The most bytes a session file may hold: the reader keeps the file and its calls in memory.
+pub const FILE_BYTES_MAX: u64 = 1 << 30;
+
+/// Why a file could not be read as a session at all (a bad line is not such a reason: it is
+/// quarantined).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file is larger than [`FILE_BYTES_MAX`].
+    #[error("{size_bytes} bytes: over the {FILE_BYTES_MAX}-byte limit for a session file")]
+    TooLarge {
+        /// Its size.
+        size_bytes: u64,
+    },
+}
+
+/// Reads `bytes` as a session file of `agent`.
+pub fn read(agent: Agent, bytes: &[u8]) -> Result<Session, ReadError> {
+    let size_bytes = bytes.len() as u64;
+    if size_bytes > FILE_BYTES_MAX {
+        return Err(ReadError::TooLarge { size_bytes });
+    }
+    let session = match agent {
+        Agent::Codex => codex::read(bytes),
+        Agent::Pi => pi::read(bytes),
+    };
+    session.check();
+    Ok(session)
+}

@@ -1,0 +1,162 @@
+//! A JSONL file as lines: each one JSON, or quarantined with where and why.
+//!
+//! Why bytes and not text: both agents write UTF-8 a line at a time without `fsync`, so a crash
+//! can tear the last line anywhere, inside a character too. Read as one string, such a file
+//! fails whole (codex) or silently changes (pi); read as bytes, only that line is bad.
+
+use crate::session::Source;
+use serde_json::Value;
+
+/// Why a line was quarantined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    /// The file's last line, with no newline after it, that does not parse: a write the crash
+    /// cut short. Nothing follows it.
+    Torn,
+    /// A line that does not parse as JSON, or not as what its type says it is.
+    Unparseable {
+        /// The parser's words, naming the field where there is one.
+        why: String,
+    },
+}
+
+/// A line kept out of the session: never skipped silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Where it is.
+    pub at: Source,
+    /// Its length in bytes, its newline excluded.
+    pub len_bytes: u64,
+    /// Why it was kept out.
+    pub damage: Damage,
+    /// Good lines follow it: damage in the middle of the file, not a torn tail.
+    pub followed_by_good: bool,
+}
+
+/// One line that parsed as JSON.
+#[derive(Debug)]
+pub(crate) struct Line {
+    pub(crate) at: Source,
+    pub(crate) value: Value,
+}
+
+/// The lines of `bytes`: those that parse, in order, and those quarantined.
+pub(crate) fn split(bytes: &[u8]) -> (Vec<Line>, Vec<Quarantined>) {
+    let mut good = Vec::new();
+    let mut bad: Vec<Quarantined> = Vec::new();
+    let mut offset = 0usize;
+    let mut number = 0u64;
+    while offset < bytes.len() {
+        number += 1;
+        let rest = &bytes[offset..];
+        let (text, ended) = match rest.iter().position(|b| *b == b'\n') {
+            Some(n) => (&rest[..n], true),
+            None => (rest, false),
+        };
+        let at = Source {
+            line: number,
+            offset: offset as u64,
+        };
+        offset += text.len() + usize::from(ended);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(text) {
+            Ok(value) => {
+                for q in bad.iter_mut() {
+                    q.followed_by_good = true;
+                }
+                good.push(Line { at, value });
+            }
+            Err(e) => {
+                let damage = if ended {
+                    Damage::Unparseable { why: e.to_string() }
+                } else {
+                    Damage::Torn
+                };
+                bad.push(Quarantined {
+                    at,
+                    len_bytes: text.len() as u64,
+                    damage,
+                    followed_by_good: false,
+                });
+            }
+        }
+    }
+    (good, bad)
+}
+
+/// A line whose JSON is not what its type says: quarantined as such.
+pub(crate) fn unparseable(line: &Line, why: String) -> Quarantined {
+    Quarantined {
+        at: line.at,
+        len_bytes: serde_json::to_vec(&line.value).map_or(0, |v| v.len() as u64),
+        damage: Damage::Unparseable { why },
+        followed_by_good: false,
+    }
+}
+
+/// `value` read as `T`; the error names `what` and the field.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+    value: &Value,
+    what: &str,
+) -> Result<T, String> {
+    T::deserialize(value).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The text of content blocks: each block's `text`, another block (an image…) named in
+/// brackets by its `type`.
+pub(crate) fn blocks_text(blocks: &[Value]) -> String {
+    blocks
+        .iter()
+        .map(|b| match b.get("text").and_then(Value::as_str) {
+            Some(text) => text.to_owned(),
+            None => format!("[{}]", b.get("type").and_then(Value::as_str).unwrap_or("")),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Puts `quarantined` in file order, each told whether a line read well comes after it.
+pub(crate) fn order(quarantined: &mut [Quarantined], last_good: Option<Source>) {
+    quarantined.sort_by_key(|q| q.at);
+    for q in quarantined.iter_mut() {
+        q.followed_by_good = last_good.is_some_and(|g| g > q.at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_tail_and_a_bad_middle_line_are_told_apart() {
+        let file = b"{\"a\":1}\nnot json\n\n{\"b\":2}\n{\"c\":";
+        let (good, bad) = split(file);
+        assert_eq!(good.len(), 2);
+        assert_eq!(
+            good[1].at,
+            Source {
+                line: 4,
+                offset: 18
+            }
+        );
+        assert_eq!(bad.len(), 2);
+        assert_eq!(bad[0].at, Source { line: 2, offset: 8 });
+        assert!(matches!(bad[0].damage, Damage::Unparseable { .. }));
+        assert!(bad[0].followed_by_good);
+        assert_eq!(bad[1].damage, Damage::Torn);
+        assert_eq!((bad[1].at.line, bad[1].len_bytes), (5, 5));
+        assert!(!bad[1].followed_by_good);
+    }
+
+    #[test]
+    fn a_line_torn_inside_a_character_is_one_bad_line() {
+        let mut file = b"{\"a\":\"\xc3\xa9\"}\n{\"b\":\"".to_vec();
+        file.push(0xc3);
+        let (good, bad) = split(&file);
+        assert_eq!(good.len(), 1);
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].damage, Damage::Torn);
+    }
+}

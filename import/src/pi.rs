@@ -1,0 +1,244 @@
+//! pi's session JSONL (docs/IMPORT_FORMATS.md §3): a `session` header, then entries chained by
+//! `parentId`, the model's and the tools' messages among them.
+//!
+//! The rules that decide its verdicts (§3.4): pi runs no call of an assistant message whose
+//! `stopReason` is `error` or `aborted` (its loop returns before executing them), so those are
+//! provably not started; it runs every call of any other message and records no start, so a
+//! call there with no result may have run.
+
+use crate::lines::{self, parse, Line};
+use crate::session::{Item, Session, Source, Verdict};
+use crate::Agent;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashSet;
+
+const NOT_STARTED: &str = "pi runs no tool call of an assistant message that stopped with \
+                           `error` or `aborted`: its agent loop returns before executing them";
+const UNKNOWN: &str = "pi runs every call of a message that did not stop with `error` or \
+                       `aborted` and records no start: a call with no result may have run";
+
+/// Entry types pi writes that hold no message of the model's or a tool's.
+const OTHER_ENTRIES: [&str; 7] = [
+    "thinking_level_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+];
+
+/// Message roles that are neither the model's nor a tool's: the user's own `!` commands, and
+/// extensions' and summaries' messages. Any other role is reported as unknown.
+const OTHER_ROLES: [&str; 4] = [
+    "bashExecution",
+    "custom",
+    "branchSummary",
+    "compactionSummary",
+];
+
+/// Every line's common fields (`id` and `parentId` are absent in version-1 files).
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default, rename = "parentId")]
+    parent_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Header {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct ModelChange {
+    provider: String,
+    #[serde(rename = "modelId")]
+    model_id: String,
+}
+
+#[derive(Deserialize)]
+struct MessageEntry {
+    message: Message,
+}
+
+/// A message, by its `role`.
+#[derive(Deserialize)]
+#[serde(tag = "role")]
+enum Message {
+    #[serde(rename = "user")]
+    User { content: Value },
+    #[serde(rename = "assistant")]
+    Assistant {
+        content: Vec<Value>,
+        #[serde(default, rename = "stopReason")]
+        stop_reason: Option<String>,
+        #[serde(default)]
+        provider: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
+    },
+    #[serde(rename = "toolResult")]
+    ToolResult {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(default)]
+        content: Value,
+        #[serde(default, rename = "isError")]
+        is_error: bool,
+    },
+    /// The user's own `!` commands, extensions' messages, and roles newer than this reader:
+    /// none is a model's tool call or its result.
+    #[serde(other)]
+    Other,
+}
+
+/// A block of an assistant message's `content`.
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum Block {
+    #[serde(rename = "text")]
+    Text { text: String },
+    #[serde(rename = "toolCall")]
+    ToolCall {
+        id: String,
+        name: String,
+        #[serde(default)]
+        arguments: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// The session in `bytes`.
+pub(crate) fn read(bytes: &[u8]) -> Session {
+    let (good, bad) = lines::split(bytes);
+    let mut s = Session::new(Agent::Pi);
+    s.quarantined = bad;
+    let mut last_good = None;
+    let mut ids = HashSet::new();
+    let mut parents = Vec::new();
+    for line in &good {
+        match take(&mut s, line) {
+            Ok(entry) => {
+                last_good = Some(line.at);
+                ids.extend(entry.id);
+                if let Some(parent) = entry.parent_id {
+                    parents.push((line.at, parent));
+                }
+            }
+            Err(why) => s.quarantined.push(lines::unparseable(line, why)),
+        }
+    }
+    lines::order(&mut s.quarantined, last_good);
+    if s.session_id.is_none() {
+        let at = good.first().map_or(Source { line: 1, offset: 0 }, |l| l.at);
+        s.notes.push((
+            at,
+            "no session header: pi itself would start this file afresh".into(),
+        ));
+    }
+    // pi's context is the chain from the last entry up: a parent never written cuts it there.
+    for (at, parent) in parents {
+        if !ids.contains(&parent) {
+            s.notes.push((
+                at,
+                format!("parentId {parent:?} names no entry in the file: pi's context stops here"),
+            ));
+        }
+    }
+    s.settle(|s, call| {
+        let stopped = match &s.items[call.message] {
+            Item::Assistant { stop, .. } => stop.as_deref(),
+            _ => None,
+        };
+        if matches!(stopped, Some("error" | "aborted")) {
+            Verdict::NotStarted { why: NOT_STARTED }
+        } else {
+            Verdict::OutcomeUnknown { why: UNKNOWN }
+        }
+    });
+    s
+}
+
+fn take(s: &mut Session, line: &Line) -> Result<Entry, String> {
+    let entry: Entry = parse(&line.value, "the entry")?;
+    let at = line.at;
+    match entry.kind.as_str() {
+        "session" => {
+            let header: Header = parse(&line.value, "the session header")?;
+            s.session_id.get_or_insert(header.id);
+        }
+        "model_change" => {
+            let change: ModelChange = parse(&line.value, "model_change")?;
+            s.model = Some(format!("{}/{}", change.provider, change.model_id));
+        }
+        "message" => {
+            let entry: MessageEntry = parse(&line.value, "message")?;
+            if matches!(entry.message, Message::Other) {
+                let role = line.value["message"]["role"].as_str().unwrap_or("");
+                if !OTHER_ROLES.contains(&role) {
+                    s.unknown.push((format!("message/{role}"), at));
+                }
+            }
+            message(s, entry.message, at)?;
+        }
+        kind if OTHER_ENTRIES.contains(&kind) => {}
+        other => s.unknown.push((other.to_owned(), at)),
+    }
+    Ok(entry)
+}
+
+fn message(s: &mut Session, message: Message, at: Source) -> Result<(), String> {
+    match message {
+        Message::User { content } => s.user(content_text(&content), at),
+        Message::Assistant {
+            content,
+            stop_reason,
+            provider,
+            model,
+        } => {
+            if let (Some(provider), Some(model)) = (provider, model) {
+                s.model = Some(format!("{provider}/{model}"));
+            }
+            let mut texts = Vec::new();
+            let mut calls = Vec::new();
+            for (i, block) in content.into_iter().enumerate() {
+                let block: Block = serde_json::from_value(block)
+                    .map_err(|e| format!("message.content[{i}]: {e}"))?;
+                match block {
+                    Block::Text { text } => texts.push(text),
+                    Block::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                    } => calls.push((id, name, arguments.to_string())),
+                    Block::Other => {}
+                }
+            }
+            s.assistant(texts.join("\n"), stop_reason, at, calls);
+        }
+        Message::ToolResult {
+            tool_call_id,
+            content,
+            is_error,
+        } => s.pair(&tool_call_id, content_text(&content), is_error, at),
+        Message::Other => {}
+    }
+    Ok(())
+}
+
+/// A message's text: a string, or blocks (`text`; an image or another block named in
+/// brackets).
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => lines::blocks_text(blocks),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,250 @@
+//! What a session file says, in one shape for every agent: its messages in file order, its tool
+//! calls with their verdicts, and what did not fit (quarantined lines, outputs of no call).
+
+use crate::lines::Quarantined;
+use crate::Agent;
+
+/// Where something is in the session file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source {
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset of the line's first byte.
+    pub offset: u64,
+}
+
+/// What is known of one tool call's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its output was recorded.
+    Result {
+        /// The output's text (images and other blocks named in brackets).
+        text: String,
+        /// The agent recorded it as an error.
+        is_error: bool,
+        /// The output's line.
+        at: Source,
+    },
+    /// No output, and the agent's code proves the call never ran.
+    NotStarted {
+        /// The rule that proves it, in words (the upstream source is in
+        /// `docs/IMPORT_FORMATS.md`).
+        why: &'static str,
+    },
+    /// No output, and nothing proves it did not run.
+    OutcomeUnknown {
+        /// Why it may have run.
+        why: &'static str,
+    },
+}
+
+/// One tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The agent's call id.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments as the model gave them (JSON text, or the free text of a custom tool).
+    pub arguments: String,
+    /// The line that recorded it.
+    pub at: Source,
+    /// The index in [`Session::items`] of the assistant message that holds it.
+    pub message: usize,
+    /// What is known of its outcome.
+    pub verdict: Verdict,
+}
+
+/// One message or record of the session, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// The user's words.
+    User {
+        /// Their text.
+        text: String,
+        /// Where.
+        at: Source,
+    },
+    /// The model's turn: its text and the calls it asked for.
+    Assistant {
+        /// Its text.
+        text: String,
+        /// Indexes in [`Session::calls`].
+        calls: Vec<usize>,
+        /// Why the model stopped, as the agent recorded it (pi's `stopReason`).
+        stop: Option<String>,
+        /// Where.
+        at: Source,
+    },
+    /// A tool's output, paired with its call.
+    Output {
+        /// Index in [`Session::calls`].
+        call: usize,
+        /// Where.
+        at: Source,
+    },
+}
+
+/// An output whose call id names no call before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanOutput {
+    /// The id it names.
+    pub call_id: String,
+    /// Where.
+    pub at: Source,
+}
+
+/// A session file as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Who wrote it.
+    pub agent: Agent,
+    /// The session's id, from its header (`None`: the file has none).
+    pub session_id: Option<String>,
+    /// The last model named.
+    pub model: Option<String>,
+    /// Messages in file order.
+    pub items: Vec<Item>,
+    /// Tool calls in file order.
+    pub calls: Vec<Call>,
+    /// Outputs of no call.
+    pub orphan_outputs: Vec<OrphanOutput>,
+    /// Lines kept out, in file order.
+    pub quarantined: Vec<Quarantined>,
+    /// Lines of a type this reader does not know: kept, and named here (type, where).
+    pub unknown: Vec<(String, Source)>,
+    /// What else the reader noticed (a missing header, a duplicate call id, a parent that was
+    /// never written), each with where.
+    pub notes: Vec<(Source, String)>,
+}
+
+impl Session {
+    pub(crate) fn new(agent: Agent) -> Session {
+        Session {
+            agent,
+            session_id: None,
+            model: None,
+            items: Vec::new(),
+            calls: Vec::new(),
+            orphan_outputs: Vec::new(),
+            quarantined: Vec::new(),
+            unknown: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds an assistant message and its calls (verdicts settled later by [`Session::pair`]
+    /// and [`Session::settle`]).
+    pub(crate) fn assistant(
+        &mut self,
+        text: String,
+        stop: Option<String>,
+        at: Source,
+        calls: Vec<(String, String, String)>,
+    ) {
+        self.items.push(Item::Assistant {
+            text,
+            calls: Vec::new(),
+            stop,
+            at,
+        });
+        for (id, name, arguments) in calls {
+            self.push_call(id, name, arguments, at);
+        }
+    }
+
+    /// Adds the model's text to its message being read (the last item, while nothing came after
+    /// it), or as a new message: formats that record a response item by item.
+    pub(crate) fn model_text(&mut self, text: String, at: Source) {
+        match self.items.last_mut() {
+            Some(Item::Assistant { text: all, .. }) => {
+                if !all.is_empty() && !text.is_empty() {
+                    all.push('\n');
+                }
+                all.push_str(&text);
+            }
+            _ => self.assistant(text, None, at, Vec::new()),
+        }
+    }
+
+    /// Adds a call to the model's message being read, as [`Session::model_text`] does.
+    pub(crate) fn model_call(&mut self, id: String, name: String, arguments: String, at: Source) {
+        if !matches!(self.items.last(), Some(Item::Assistant { .. })) {
+            self.assistant(String::new(), None, at, Vec::new());
+        }
+        self.push_call(id, name, arguments, at);
+    }
+
+    /// A call of the last item, an assistant message.
+    fn push_call(&mut self, id: String, name: String, arguments: String, at: Source) {
+        if self.calls.iter().any(|c| c.id == id) {
+            self.notes.push((at, format!("call id {id:?} used again")));
+        }
+        let index = self.calls.len();
+        let message = self.items.len() - 1;
+        let Some(Item::Assistant { calls, .. }) = self.items.last_mut() else {
+            unreachable!("callers add the assistant message first");
+        };
+        calls.push(index);
+        self.calls.push(Call {
+            id,
+            name,
+            arguments,
+            at,
+            message,
+            // Settled once the whole file is read.
+            verdict: Verdict::OutcomeUnknown { why: "" },
+        });
+    }
+
+    /// Pairs an output with the first call of that id that has none yet; an output of no such
+    /// call is an orphan.
+    pub(crate) fn pair(&mut self, call_id: &str, text: String, is_error: bool, at: Source) {
+        let open = self
+            .calls
+            .iter()
+            .position(|c| c.id == call_id && !matches!(c.verdict, Verdict::Result { .. }));
+        match open {
+            Some(i) => {
+                self.calls[i].verdict = Verdict::Result { text, is_error, at };
+                self.items.push(Item::Output { call: i, at });
+            }
+            None => self.orphan_outputs.push(OrphanOutput {
+                call_id: call_id.to_owned(),
+                at,
+            }),
+        }
+    }
+
+    /// Every call still without an output gets the verdict `rule` gives it.
+    pub(crate) fn settle(&mut self, rule: impl Fn(&Session, &Call) -> Verdict) {
+        for i in 0..self.calls.len() {
+            if !matches!(self.calls[i].verdict, Verdict::Result { .. }) {
+                let verdict = rule(self, &self.calls[i]);
+                self.calls[i].verdict = verdict;
+            }
+        }
+    }
+
+    /// The postconditions every reader keeps.
+    pub(crate) fn check(&self) {
+        for (i, c) in self.calls.iter().enumerate() {
+            assert!(
+                matches!(self.items.get(c.message), Some(Item::Assistant { calls, .. }) if calls.contains(&i)),
+                "a call belongs to its message"
+            );
+            if let Verdict::NotStarted { why } | Verdict::OutcomeUnknown { why } = c.verdict {
+                assert!(!why.is_empty(), "every verdict without an output says why");
+            }
+        }
+        assert!(
+            self.quarantined.windows(2).all(|w| w[0].at < w[1].at),
+            "quarantined lines in file order"
+        );
+    }
+
+    /// The user's text of a message, for readers.
+    pub(crate) fn user(&mut self, text: String, at: Source) {
+        self.items.push(Item::User { text, at });
+    }
+}
