@@ -5,7 +5,8 @@
 //! No codex call is ever [`Verdict::NotStarted`].
 
 use crate::lines::{self, parse, Line};
-use crate::session::{Session, Source, Verdict};
+use crate::repair::{self, Edits, FileLine};
+use crate::session::{Call, Session, Source, Verdict};
 use crate::Agent;
 use serde::Deserialize;
 use serde_json::Value;
@@ -173,12 +174,12 @@ fn response_item(s: &mut Session, item: ResponseItem, at: Source) {
             name,
             arguments,
             call_id,
-        } => s.model_call(call_id, name, arguments, at),
+        } => s.model_call((call_id, name, "function_call"), arguments, at),
         ResponseItem::CustomToolCall {
             name,
             input,
             call_id,
-        } => s.model_call(call_id, name, input, at),
+        } => s.model_call((call_id, name, "custom_tool_call"), input, at),
         ResponseItem::LocalShellCall {
             call_id,
             id,
@@ -191,7 +192,8 @@ fn response_item(s: &mut Session, item: ResponseItem, at: Source) {
                 ));
                 return;
             };
-            s.model_call(call_id, "local_shell".into(), action.to_string(), at);
+            let call = (call_id, "local_shell".into(), "local_shell_call");
+            s.model_call(call, action.to_string(), at);
         }
         ResponseItem::ToolSearchCall {
             call_id,
@@ -200,7 +202,8 @@ fn response_item(s: &mut Session, item: ResponseItem, at: Source) {
         } => {
             // Only a search the client runs is a tool call of the session's.
             if let (Some(call_id), Some("client")) = (call_id, execution.as_deref()) {
-                s.model_call(call_id, "tool_search".into(), arguments.to_string(), at);
+                let call = (call_id, "tool_search".into(), "tool_search_call");
+                s.model_call(call, arguments.to_string(), at);
             }
         }
         ResponseItem::FunctionCallOutput { call_id, output }
@@ -245,4 +248,83 @@ fn output_text(output: &Value) -> (String, bool) {
         }
         other => (other.to_string(), false),
     }
+}
+
+/// A rollout line as codex writes one: `timestamp` first, then the item's tag and payload.
+#[derive(serde::Serialize)]
+struct OutputLine<'a> {
+    timestamp: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    payload: OutputPayload<'a>,
+}
+
+/// An output item, its tag first as codex writes it.
+#[derive(serde::Serialize)]
+struct OutputPayload<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    call_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<[(); 0]>,
+}
+
+impl<'a> OutputPayload<'a> {
+    fn text(kind: &'static str, call: &'a Call, text: String) -> OutputPayload<'a> {
+        OutputPayload {
+            kind,
+            call_id: &call.id,
+            output: Some(text),
+            status: None,
+            execution: None,
+            tools: None,
+        }
+    }
+}
+
+/// The repair's answers (`repair.rs`): an output line right after each call's line, where
+/// codex's own normalization puts its stand-in, of the kind its call asks for.
+pub(crate) fn answers(calls: &[&Call], lines: &[FileLine<'_>]) -> Edits {
+    let mut edits = Edits::default();
+    for call in calls {
+        let line = lines.iter().find(|l| l.at == call.at);
+        // The call's own time: the answer claims no time of its own.
+        let timestamp = line
+            .and_then(|l| serde_json::from_slice::<Value>(l.text).ok())
+            .and_then(|v| {
+                v.get("timestamp")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        let text = repair::answer_text(Agent::Codex, call);
+        let payload = match call.kind {
+            "custom_tool_call" => OutputPayload::text("custom_tool_call_output", call, text),
+            // A client search's output holds tools, not text: an empty list says none came.
+            "tool_search_call" => OutputPayload {
+                kind: "tool_search_output",
+                call_id: &call.id,
+                output: None,
+                status: Some("completed"),
+                execution: Some("client"),
+                tools: Some([]),
+            },
+            _ => OutputPayload::text("function_call_output", call, text),
+        };
+        let answer = OutputLine {
+            timestamp,
+            kind: "response_item",
+            payload,
+        };
+        // expect: a string and a JSON value always serialize.
+        let answer = serde_json::to_vec(&answer).expect("a line serializes");
+        edits.after.entry(call.at.offset).or_default().push(answer);
+    }
+    edits
 }

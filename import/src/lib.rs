@@ -24,9 +24,11 @@
 mod codex;
 mod lines;
 mod pi;
+mod repair;
 mod session;
 
 pub use lines::{Damage, Quarantined};
+pub use repair::{check as check_repair, repair, Repaired};
 pub use session::{Call, Item, OrphanOutput, Session, Source, Verdict};
 
 /// Which agent wrote a session file.

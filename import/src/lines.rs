@@ -13,9 +13,16 @@ pub enum Damage {
     /// The file's last line, with no newline after it, that does not parse: a write the crash
     /// cut short. Nothing follows it.
     Torn,
-    /// A line that does not parse as JSON, or not as what its type says it is.
-    Unparseable {
-        /// The parser's words, naming the field where there is one.
+    /// A line that is not JSON (a bad line in the middle, or a last one that ends with a
+    /// newline).
+    NotJson {
+        /// The parser's words.
+        why: String,
+    },
+    /// JSON, but not what its type says it is (to this reader: the agent may know better, so a
+    /// repair keeps the line where it is).
+    Shape {
+        /// The parser's words, naming the field.
         why: String,
     },
 }
@@ -70,7 +77,7 @@ pub(crate) fn split(bytes: &[u8]) -> (Vec<Line>, Vec<Quarantined>) {
             }
             Err(e) => {
                 let damage = if ended {
-                    Damage::Unparseable { why: e.to_string() }
+                    Damage::NotJson { why: e.to_string() }
                 } else {
                     Damage::Torn
                 };
@@ -91,7 +98,7 @@ pub(crate) fn unparseable(line: &Line, why: String) -> Quarantined {
     Quarantined {
         at: line.at,
         len_bytes: serde_json::to_vec(&line.value).map_or(0, |v| v.len() as u64),
-        damage: Damage::Unparseable { why },
+        damage: Damage::Shape { why },
         followed_by_good: false,
     }
 }
@@ -143,7 +150,7 @@ mod tests {
         );
         assert_eq!(bad.len(), 2);
         assert_eq!(bad[0].at, Source { line: 2, offset: 8 });
-        assert!(matches!(bad[0].damage, Damage::Unparseable { .. }));
+        assert!(matches!(bad[0].damage, Damage::NotJson { .. }));
         assert!(bad[0].followed_by_good);
         assert_eq!(bad[1].damage, Damage::Torn);
         assert_eq!((bad[1].at.line, bad[1].len_bytes), (5, 5));

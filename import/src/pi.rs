@@ -7,11 +7,12 @@
 //! call there with no result may have run.
 
 use crate::lines::{self, parse, Line};
-use crate::session::{Item, Session, Source, Verdict};
+use crate::repair::{self, Edits, FileLine};
+use crate::session::{Call, Item, Session, Source, Verdict};
 use crate::Agent;
 use serde::Deserialize;
-use serde_json::Value;
-use std::collections::HashSet;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
 
 const NOT_STARTED: &str = "pi runs no tool call of an assistant message that stopped with \
                            `error` or `aborted`: its agent loop returns before executing them";
@@ -220,7 +221,7 @@ fn message(s: &mut Session, message: Message, at: Source) -> Result<(), String> 
                     Block::Other => {}
                 }
             }
-            s.assistant(texts.join("\n"), stop_reason, at, calls);
+            s.assistant(texts.join("\n"), stop_reason, at, calls, "toolCall");
         }
         Message::ToolResult {
             tool_call_id,
@@ -240,5 +241,214 @@ fn content_text(content: &Value) -> String {
         Value::Array(blocks) => lines::blocks_text(blocks),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+/// A `toolResult` entry as pi writes one (its fields in pi's order).
+#[derive(serde::Serialize)]
+struct ResultEntry<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "parentId", skip_serializing_if = "Option::is_none")]
+    parent_id: Option<Option<&'a str>>,
+    timestamp: &'a Value,
+    message: ResultMessage<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ResultMessage<'a> {
+    role: &'static str,
+    #[serde(rename = "toolCallId")]
+    tool_call_id: &'a str,
+    #[serde(rename = "toolName")]
+    tool_name: &'a str,
+    content: [TextBlock; 1],
+    #[serde(rename = "isError")]
+    is_error: bool,
+    timestamp: &'a Value,
+}
+
+#[derive(serde::Serialize)]
+struct TextBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+}
+
+/// One kept line's place in pi's chain.
+struct Link {
+    at: Source,
+    id: Option<String>,
+    parent: Option<String>,
+    /// Its JSON, to rewrite its parent when the exact text cannot be patched.
+    value: Value,
+}
+
+/// The repair's edits (`repair.rs`): each answered call's result entry after its message's last
+/// result (or the message itself), chained by `parentId` with the entries that followed there
+/// re-pointed to the last one added; and every entry whose parent was never written (or was
+/// moved out) re-linked to the kept entry before it in the file, as pi's own migration of
+/// unlinked files chains them.
+pub(crate) fn repairs(
+    session: &Session,
+    calls: &[&Call],
+    lines: &[FileLine<'_>],
+    moved: &[Source],
+) -> Edits {
+    let links: Vec<Link> = lines
+        .iter()
+        .filter(|l| !moved.contains(&l.at))
+        .filter_map(|l| {
+            let value: Value = serde_json::from_slice(l.text).ok()?;
+            Some(Link {
+                at: l.at,
+                id: value.get("id").and_then(Value::as_str).map(str::to_owned),
+                parent: value
+                    .get("parentId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                value,
+            })
+        })
+        .collect();
+    let mut ids: HashSet<String> = links.iter().filter_map(|l| l.id.clone()).collect();
+    let mut edits = Edits::default();
+    let mut new_parent: HashMap<u64, String> = HashMap::new();
+    // The last answer's id added after a line (by its offset).
+    let mut last_added: HashMap<u64, String> = HashMap::new();
+
+    // Each message's answers, in the order of its calls.
+    let mut by_message: Vec<(usize, Vec<&Call>)> = Vec::new();
+    for call in calls {
+        match by_message.iter_mut().find(|(m, _)| *m == call.message) {
+            Some((_, list)) => list.push(call),
+            None => by_message.push((call.message, vec![call])),
+        }
+    }
+    for (message, answered) in by_message {
+        let Some(anchor) = anchor(session, message, &links) else {
+            continue;
+        };
+        let assistant = links.iter().find(|l| l.at == session.items[message].at());
+        let (iso, ms) = assistant.map_or((Value::Null, Value::Null), |l| {
+            (
+                l.value["timestamp"].clone(),
+                l.value["message"]["timestamp"].clone(),
+            )
+        });
+        let mut parent = anchor.id.clone();
+        for call in answered {
+            let id = anchor.id.as_ref().map(|_| fresh_id(&call.id, &mut ids));
+            let entry = ResultEntry {
+                kind: "message",
+                id: id.as_deref(),
+                parent_id: id.as_ref().map(|_| parent.as_deref()),
+                timestamp: &iso,
+                message: ResultMessage {
+                    role: "toolResult",
+                    tool_call_id: &call.id,
+                    tool_name: &call.name,
+                    content: [TextBlock {
+                        kind: "text",
+                        text: repair::answer_text(Agent::Pi, call),
+                    }],
+                    is_error: true,
+                    timestamp: &ms,
+                },
+            };
+            // expect: a struct of strings and JSON values always serializes.
+            let entry = serde_json::to_vec(&entry).expect("an entry serializes");
+            edits.after.entry(anchor.at.offset).or_default().push(entry);
+            if id.is_some() {
+                parent = id;
+            }
+        }
+        if let Some(last) = &parent {
+            if Some(last) != anchor.id.as_ref() {
+                last_added.insert(anchor.at.offset, last.clone());
+            }
+        }
+        // What followed the anchor in the chain now follows the answers.
+        if let (Some(from), Some(to)) =
+            (&anchor.id, parent.filter(|p| Some(p) != anchor.id.as_ref()))
+        {
+            for l in links.iter().filter(|l| l.parent.as_ref() == Some(from)) {
+                new_parent.insert(l.at.offset, to.clone());
+            }
+        }
+    }
+
+    // A parent never written (or moved out): the entry before it in the repaired file.
+    let mut before: Option<String> = None;
+    for l in &links {
+        if let Some(parent) = &l.parent {
+            if !ids.contains(parent) && !new_parent.contains_key(&l.at.offset) {
+                if let Some(b) = &before {
+                    new_parent.insert(l.at.offset, b.clone());
+                }
+            }
+        }
+        before = last_added
+            .get(&l.at.offset)
+            .cloned()
+            .or(l.id.clone())
+            .or(before);
+    }
+    for l in &links {
+        if let Some(to) = new_parent.get(&l.at.offset) {
+            let text = lines
+                .iter()
+                .find(|x| x.at == l.at)
+                .map_or(&[][..], |x| x.text);
+            edits.parent.insert(l.at.offset, relinked(text, l, to));
+        }
+    }
+    edits
+}
+
+/// The line an answer goes after: the message's last result in the file, or the message.
+fn anchor<'a>(session: &Session, message: usize, links: &'a [Link]) -> Option<&'a Link> {
+    let Item::Assistant { calls, at, .. } = &session.items[message] else {
+        return None;
+    };
+    let results = session.items.iter().filter_map(|item| match item {
+        Item::Output { call, at } if calls.contains(call) => Some(*at),
+        _ => None,
+    });
+    let last = results.max().unwrap_or(*at);
+    links.iter().find(|l| l.at == last)
+}
+
+/// `text` with its `parentId` set to `to`: the exact text patched when pi's serialization is
+/// found once, else the line written again.
+fn relinked(text: &[u8], link: &Link, to: &str) -> Vec<u8> {
+    if let Some(old) = &link.parent {
+        let from = format!("\"parentId\":{}", json!(old));
+        let into = format!("\"parentId\":{}", json!(to));
+        let text_str = String::from_utf8_lossy(text);
+        if text_str.matches(&from).count() == 1 {
+            return text_str.replacen(&from, &into, 1).into_bytes();
+        }
+    }
+    let mut value = link.value.clone();
+    value["parentId"] = json!(to);
+    value.to_string().into_bytes()
+}
+
+/// An entry id as pi makes them (8 hex digits), not yet in `ids`, derived from `seed` so that a
+/// repair of the same file writes the same bytes.
+fn fresh_id(seed: &str, ids: &mut HashSet<String>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.bytes() {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    loop {
+        let id = format!("{:08x}", hash as u32);
+        if ids.insert(id.clone()) {
+            return id;
+        }
+        hash = hash.wrapping_mul(0x0100_0000_01b3).wrapping_add(1);
     }
 }

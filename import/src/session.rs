@@ -45,6 +45,9 @@ pub struct Call {
     pub id: String,
     /// The tool's name.
     pub name: String,
+    /// What the agent recorded it as (codex: `function_call`, `custom_tool_call`,
+    /// `local_shell_call`, `tool_search_call`; pi: `toolCall`): its output's kind follows.
+    pub kind: &'static str,
     /// Its arguments as the model gave them (JSON text, or the free text of a custom tool).
     pub arguments: String,
     /// The line that recorded it.
@@ -83,6 +86,15 @@ pub enum Item {
         /// Where.
         at: Source,
     },
+}
+
+impl Item {
+    /// Where it is in the file.
+    pub fn at(&self) -> Source {
+        match self {
+            Item::User { at, .. } | Item::Assistant { at, .. } | Item::Output { at, .. } => *at,
+        }
+    }
 }
 
 /// An output whose call id names no call before it.
@@ -141,6 +153,7 @@ impl Session {
         stop: Option<String>,
         at: Source,
         calls: Vec<(String, String, String)>,
+        kind: &'static str,
     ) {
         self.items.push(Item::Assistant {
             text,
@@ -149,7 +162,7 @@ impl Session {
             at,
         });
         for (id, name, arguments) in calls {
-            self.push_call(id, name, arguments, at);
+            self.push_call(id, name, kind, arguments, at);
         }
     }
 
@@ -163,20 +176,32 @@ impl Session {
                 }
                 all.push_str(&text);
             }
-            _ => self.assistant(text, None, at, Vec::new()),
+            _ => self.assistant(text, None, at, Vec::new(), ""),
         }
     }
 
     /// Adds a call to the model's message being read, as [`Session::model_text`] does.
-    pub(crate) fn model_call(&mut self, id: String, name: String, arguments: String, at: Source) {
+    pub(crate) fn model_call(
+        &mut self,
+        (id, name, kind): (String, String, &'static str),
+        arguments: String,
+        at: Source,
+    ) {
         if !matches!(self.items.last(), Some(Item::Assistant { .. })) {
-            self.assistant(String::new(), None, at, Vec::new());
+            self.assistant(String::new(), None, at, Vec::new(), kind);
         }
-        self.push_call(id, name, arguments, at);
+        self.push_call(id, name, kind, arguments, at);
     }
 
     /// A call of the last item, an assistant message.
-    fn push_call(&mut self, id: String, name: String, arguments: String, at: Source) {
+    fn push_call(
+        &mut self,
+        id: String,
+        name: String,
+        kind: &'static str,
+        arguments: String,
+        at: Source,
+    ) {
         if self.calls.iter().any(|c| c.id == id) {
             self.notes.push((at, format!("call id {id:?} used again")));
         }
@@ -189,6 +214,7 @@ impl Session {
         self.calls.push(Call {
             id,
             name,
+            kind,
             arguments,
             at,
             message,

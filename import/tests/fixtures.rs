@@ -81,7 +81,8 @@ fn check(agent: Agent) {
             .map(|q| {
                 let kind = match q.damage {
                     Damage::Torn => "torn",
-                    Damage::Unparseable { .. } => "unparseable",
+                    Damage::NotJson { .. } => "not_json",
+                    Damage::Shape { .. } => "shape",
                 };
                 serde_json::json!([q.at.line, kind, q.followed_by_good])
             })
@@ -158,7 +159,7 @@ fn a_quarantined_line_says_where_and_why() {
         .sum::<u64>();
     assert_eq!((second.at.line, second.at.offset), (6, line_start));
     match &second.damage {
-        Damage::Unparseable { why } => assert!(why.contains("name"), "names the field: {why}"),
+        Damage::Shape { why } => assert!(why.contains("name"), "names the field: {why}"),
         other => panic!("{other:?}"),
     }
 }

@@ -1,9 +1,10 @@
-//! For all prefixes and damage of a session file: the reader never panics, and a call whose
-//! output line is in the file whole is never reported as not started or unknown.
+//! For all prefixes and damage of a session file: the reader never panics, a call whose output
+//! line is in the file whole is never reported as not started or unknown, and a repair leaves
+//! no call the agent replays without an output.
 
 use proptest::prelude::*;
 use std::path::PathBuf;
-use tooljournal_import::{read, Agent, Verdict};
+use tooljournal_import::{check_repair, read, repair, Agent, Verdict};
 
 fn all_fixtures() -> Vec<(Agent, Vec<u8>)> {
     let mut out = Vec::new();
@@ -71,6 +72,11 @@ fn every_prefix_of_every_fixture_reads_and_keeps_its_whole_outputs() {
         for cut in 0..=bytes.len() {
             if let Err(e) = outputs_kept(agent, &bytes[..cut], &whole) {
                 panic!("{}: {e}", agent.name());
+            }
+            // And its repair leaves no call the agent replays without an output.
+            let repaired = repair(agent, &bytes[..cut]).unwrap();
+            if let Err(e) = check_repair(agent, &repaired) {
+                panic!("{}: cut at {cut}: repair: {e}", agent.name());
             }
         }
     }

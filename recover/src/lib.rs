@@ -39,6 +39,7 @@ pub mod mutant;
 pub mod place;
 pub mod probe;
 pub mod rebuild;
+pub mod repair_copy;
 pub mod report;
 pub mod rerun;
 pub mod session;

@@ -92,6 +92,21 @@ enum Command {
         #[arg(long, value_name = "WORKSPACE", requires = "html")]
         probe: Option<PathBuf>,
     },
+    /// Another agent's session file made resumable, as a copy: every call it will replay
+    /// without an output answered once with the truth (TOOL_OUTCOME_UNKNOWN or
+    /// TOOL_NOT_STARTED, and why), lines that are not JSON moved to OUT.quarantine, pi's
+    /// parent links re-linked around them. The original is never modified; nothing existing is
+    /// overwritten.
+    Repair {
+        /// The agent that wrote FILE: codex (a rollout JSONL) or pi (a session JSONL).
+        #[arg(long, value_name = "AGENT", value_parser = ["codex", "pi"])]
+        from: String,
+        /// The session file.
+        file: PathBuf,
+        /// Where the repaired copy goes (a new file).
+        #[arg(long, value_name = "FILE2")]
+        out: PathBuf,
+    },
 }
 
 enum Failure {
@@ -359,6 +374,42 @@ fn audit_html(
     })
 }
 
+/// `recover repair`: the copy written, what it did on stdout.
+fn repair(from: &str, file: &Path, out: &Path) -> Result<(), Failure> {
+    // expect: clap accepts only the names `from_name` knows.
+    let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
+    let report = recover::repair_copy::repair_file(agent, file, out)
+        .map_err(|e| Failure::Failed(e.to_string()))?;
+    let r = &report.repaired;
+    let mut text = String::new();
+    for (id, at) in &r.answered {
+        text.push_str(&format!("answered {id} (line {})\n", at.line));
+    }
+    if let Some(q) = &report.quarantine {
+        let lines: Vec<String> = r.moved.iter().map(|at| at.line.to_string()).collect();
+        text.push_str(&format!(
+            "moved line {} to {}\n",
+            lines.join(", "),
+            q.display()
+        ));
+    }
+    for at in &r.relinked {
+        text.push_str(&format!(
+            "relinked line {} to the entry before it\n",
+            at.line
+        ));
+    }
+    text.push_str(&format!(
+        "wrote {} ({} answered, {} moved, {} relinked; {} unchanged)\n",
+        out.display(),
+        r.answered.len(),
+        r.moved.len(),
+        r.relinked.len(),
+        file.display()
+    ));
+    print(&text)
+}
+
 /// `FILE.partial-PID`, beside `FILE`.
 fn partial_path(file: &Path) -> PathBuf {
     let mut name = file.file_name().unwrap_or_default().to_os_string();
@@ -504,6 +555,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             ..
         } => audit_html(&place(&dir)?, &file, html_bytes_max, probe.as_deref()),
         Command::Audit { dir, json, .. } => audit(&place(&dir)?, json),
+        Command::Repair { from, file, out } => repair(&from, &file, &out),
     }
 }
 

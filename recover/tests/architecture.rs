@@ -1,8 +1,8 @@
 //! recover never runs a tool (DESIGN.md I5): it reads events through `runtime`'s event types
 //! and `replay`, and has nothing of its own to run a call with. This test reads the dependency
 //! graph as `cargo metadata` gives it (not the source's text, which a renamed import would
-//! fool): among the workspace's crates recover reaches only `journal`, `history`, `runtime` and
-//! `pg` (the record store), never the crates that start tools or servers (`mcp`, the CLI,
+//! fool): among the workspace's crates recover reaches only `journal`, `history`, `runtime`,
+//! `pg` (the record store) and `import` (other agents' session files), never the crates that start tools or servers (`mcp`, the CLI,
 //! `fuzz`); its own dependencies hold no async executor and no process control; and it asks
 //! `runtime` for no optional feature.
 
@@ -81,6 +81,8 @@ fn recover_reaches_no_crate_that_runs_calls() {
         reached,
         BTreeSet::from([
             "tooljournal-history",
+            // Other agents' session files, read (`recover repair`): no executor either.
+            "tooljournal-import",
             "tooljournal-journal",
             // A journal in PostgreSQL: the record store, which runs no call.
             "tooljournal-pg",

@@ -1,0 +1,223 @@
+//! `repair` on every fixture: the copy answers every call the agent will replay and no other,
+//! moves out only the lines that are not JSON, keeps pi's chain whole, and is a fixed point.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use tooljournal_import::{check_repair, read, repair, Agent, Damage, Verdict};
+
+fn fixtures(agent: Agent) -> Vec<(String, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/import")
+        .join(agent.name());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 7,
+        "{}: the fixtures are there",
+        dir.display()
+    );
+    files
+        .into_iter()
+        .map(|f| (f.display().to_string(), std::fs::read(f).unwrap()))
+        .collect()
+}
+
+/// The ids of the calls that have no output and that the agent sends again on resume.
+fn replayed_orphans(agent: Agent, bytes: &[u8]) -> Vec<String> {
+    read(agent, bytes)
+        .unwrap()
+        .calls
+        .iter()
+        .filter(|c| match c.verdict {
+            Verdict::Result { .. } => false,
+            Verdict::NotStarted { .. } => agent != Agent::Pi,
+            Verdict::OutcomeUnknown { .. } => true,
+        })
+        .map(|c| c.id.clone())
+        .collect()
+}
+
+fn check_agent(agent: Agent) {
+    for (name, bytes) in fixtures(agent) {
+        let before = read(agent, &bytes).unwrap();
+        let r = repair(agent, &bytes).unwrap();
+        let again = check_repair(agent, &r).unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        // Answered: exactly the replayed orphans, each with the truth and its code.
+        let answered: Vec<&str> = r.answered.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(answered, replayed_orphans(agent, &bytes), "{name}");
+        for (id, _) in &r.answered {
+            let call = again.calls.iter().find(|c| &c.id == id).unwrap();
+            let Verdict::Result { text, .. } = &call.verdict else {
+                unreachable!()
+            };
+            let was = before.calls.iter().find(|c| &c.id == id).unwrap();
+            let code = match was.verdict {
+                Verdict::NotStarted { .. } => "TOOL_NOT_STARTED",
+                _ => "TOOL_OUTCOME_UNKNOWN",
+            };
+            assert!(text.starts_with(code), "{name}: {id}: {text}");
+            assert!(
+                text != "aborted" && !text.starts_with("No result provided"),
+                "{name}: never the agents' canned words: {text}"
+            );
+        }
+        // Every call that had an output keeps it, word for word.
+        for c in &before.calls {
+            if let Verdict::Result { text, is_error, .. } = &c.verdict {
+                let after = again.calls.iter().find(|d| d.id == c.id).unwrap();
+                assert!(
+                    matches!(&after.verdict, Verdict::Result { text: t, is_error: e, .. } if t == text && e == is_error),
+                    "{name}: {} changed",
+                    c.id
+                );
+            }
+        }
+        // pi's calls it never ran stay without a result: pi drops their messages on replay.
+        if agent == Agent::Pi {
+            for c in &before.calls {
+                if matches!(c.verdict, Verdict::NotStarted { .. }) {
+                    let after = again.calls.iter().find(|d| d.id == c.id).unwrap();
+                    assert!(
+                        matches!(after.verdict, Verdict::NotStarted { .. }),
+                        "{name}: {}",
+                        c.id
+                    );
+                }
+            }
+        }
+
+        // Moved: the lines that are not JSON, byte for byte; lines of a shape this reader does
+        // not know stay.
+        let moved: Vec<u64> = before
+            .quarantined
+            .iter()
+            .filter(|q| matches!(q.damage, Damage::Torn | Damage::NotJson { .. }))
+            .map(|q| q.at.line)
+            .collect();
+        assert_eq!(
+            r.moved.iter().map(|s| s.line).collect::<Vec<_>>(),
+            moved,
+            "{name}"
+        );
+        let mut expected_quarantine = Vec::new();
+        for q in &before.quarantined {
+            if matches!(q.damage, Damage::Torn | Damage::NotJson { .. }) {
+                let start = q.at.offset as usize;
+                expected_quarantine.extend_from_slice(&bytes[start..start + q.len_bytes as usize]);
+                expected_quarantine.push(b'\n');
+            }
+        }
+        assert_eq!(r.quarantine, expected_quarantine, "{name}: the quarantine");
+        assert!(
+            again
+                .quarantined
+                .iter()
+                .all(|q| matches!(q.damage, Damage::Shape { .. })),
+            "{name}: {:?}",
+            again.quarantined
+        );
+        assert_eq!(r.bytes.last(), Some(&b'\n'), "{name}: ends with a newline");
+
+        if agent == Agent::Pi {
+            pi_chain_is_whole(&name, &r.bytes);
+        }
+
+        // A fixed point: a repaired file needs nothing more.
+        let twice = repair(agent, &r.bytes).unwrap();
+        assert_eq!(
+            twice.bytes, r.bytes,
+            "{name}: repairing again changes bytes"
+        );
+        assert!(twice.answered.is_empty() && twice.moved.is_empty() && twice.relinked.is_empty());
+    }
+}
+
+/// pi's context is the chain from the last entry up: every parent is there, and every call on
+/// it that pi replays has its result on it too.
+fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
+    let entries: Vec<Value> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let by_id: HashMap<&str, &Value> = entries
+        .iter()
+        .filter_map(|e| Some((e["id"].as_str()?, e)))
+        .collect();
+    for e in &entries {
+        if let Some(parent) = e["parentId"].as_str() {
+            assert!(
+                by_id.contains_key(parent),
+                "{name}: parent {parent} missing"
+            );
+        }
+    }
+    let mut path = Vec::new();
+    let mut at = entries.last();
+    while let Some(e) = at {
+        path.push(e);
+        at = e["parentId"].as_str().and_then(|p| by_id.get(p).copied());
+    }
+    let results: Vec<&str> = path
+        .iter()
+        .filter(|e| e["message"]["role"] == "toolResult")
+        .filter_map(|e| e["message"]["toolCallId"].as_str())
+        .collect();
+    for e in &path {
+        let m = &e["message"];
+        if m["role"] != "assistant" || matches!(m["stopReason"].as_str(), Some("error" | "aborted"))
+        {
+            continue;
+        }
+        for block in m["content"].as_array().unwrap() {
+            if block["type"] == "toolCall" {
+                let id = block["id"].as_str().unwrap();
+                assert!(
+                    results.contains(&id),
+                    "{name}: {id} has no result on pi's path"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn codex_repairs_answer_every_orphan_and_move_only_what_is_not_json() {
+    check_agent(Agent::Codex);
+}
+
+#[test]
+fn pi_repairs_answer_every_replayed_orphan_and_keep_the_chain_whole() {
+    check_agent(Agent::Pi);
+}
+
+#[test]
+fn a_codex_answer_sits_right_after_its_call() {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/import/codex/parallel_missing.jsonl");
+    let r = repair(Agent::Codex, &std::fs::read(file).unwrap()).unwrap();
+    let lines: Vec<Value> = r
+        .bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let call = lines
+        .iter()
+        .position(|l| l["payload"]["call_id"] == "call_p2")
+        .unwrap();
+    let answer = &lines[call + 1];
+    assert_eq!(answer["type"], "response_item");
+    assert_eq!(answer["payload"]["type"], "function_call_output");
+    assert_eq!(answer["payload"]["call_id"], "call_p2");
+    assert_eq!(
+        answer["timestamp"], lines[call]["timestamp"],
+        "the call's own time"
+    );
+}

@@ -1,0 +1,167 @@
+//! `recover repair --from codex|pi FILE --out FILE2`: another agent's session file made
+//! resumable, as a copy beside it.
+//!
+//! The original is never opened for writing, and nothing that exists is overwritten: the copy
+//! and its `.quarantine` are new files, each written whole under a temporary name and renamed,
+//! so a failed run leaves neither half written. What the copy says is `import`'s
+//! ([`import::repair`]), checked before it is written: read again, it leaves no call the agent
+//! replays without an output.
+
+use import::{Agent, Repaired};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// What a repair wrote.
+#[derive(Debug)]
+pub struct RepairReport {
+    /// The repair itself.
+    pub repaired: Repaired,
+    /// The quarantine file, when lines were moved out.
+    pub quarantine: Option<PathBuf>,
+}
+
+/// Why a repair wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RepairError {
+    /// The session file could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is too large to read.
+    #[error("{}: {source}", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit it passed.
+        source: import::ReadError,
+    },
+    /// `--out` names the session file itself.
+    #[error("{}: --out names the session file itself; the original is never modified", path.display())]
+    SameFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file to be written exists already.
+    #[error("{}: exists; a repair never overwrites a file (remove it or choose another --out)", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Writing failed.
+    #[error("{}: cannot write: {source}", path.display())]
+    Write {
+        /// The file asked for.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The repair broke its own promise (a bug).
+    #[error("{}: the repaired copy was not written: {why} (a bug: please report it)", path.display())]
+    Unkept {
+        /// The file.
+        path: PathBuf,
+        /// The promise broken.
+        why: String,
+    },
+}
+
+/// `out`'s quarantine: `FILE2.quarantine`.
+pub fn quarantine_path(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".quarantine");
+    out.with_file_name(name)
+}
+
+/// Repairs `file`, a session file of `agent`, into `out` (and `out.quarantine` when lines are
+/// moved out).
+pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport, RepairError> {
+    let read_error = |source| RepairError::Read {
+        path: file.to_owned(),
+        source,
+    };
+    let size_bytes = std::fs::metadata(file).map_err(read_error)?.len();
+    if size_bytes > import::FILE_BYTES_MAX {
+        let source = import::ReadError::TooLarge { size_bytes };
+        return Err(RepairError::TooLarge {
+            path: file.to_owned(),
+            source,
+        });
+    }
+    if same_file(file, out) {
+        return Err(RepairError::SameFile {
+            path: out.to_owned(),
+        });
+    }
+    let quarantine = quarantine_path(out);
+    for path in [out, quarantine.as_path()] {
+        if path.symlink_metadata().is_ok() {
+            return Err(RepairError::Exists {
+                path: path.to_owned(),
+            });
+        }
+    }
+    let bytes = std::fs::read(file).map_err(read_error)?;
+    let repaired = import::repair(agent, &bytes).map_err(|source| RepairError::TooLarge {
+        path: file.to_owned(),
+        source,
+    })?;
+    import::check_repair(agent, &repaired).map_err(|why| RepairError::Unkept {
+        path: out.to_owned(),
+        why,
+    })?;
+    let quarantine = (!repaired.quarantine.is_empty()).then_some(quarantine);
+    if let Some(q) = &quarantine {
+        write_new(q, &repaired.quarantine)?;
+    }
+    if let Err(e) = write_new(out, &repaired.bytes) {
+        if let Some(q) = &quarantine {
+            // Ours, written a moment ago: no half result is left.
+            let _ = std::fs::remove_file(q);
+        }
+        return Err(e);
+    }
+    Ok(RepairReport {
+        repaired,
+        quarantine,
+    })
+}
+
+/// Whether `out` names `file` (a link to it included).
+fn same_file(file: &Path, out: &Path) -> bool {
+    match (std::fs::canonicalize(file), std::fs::canonicalize(out)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Writes `bytes` to `path`, which must not exist: a temporary file beside it, synced, then
+/// linked into place (a link fails if `path` appeared meanwhile; a rename would replace it).
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), RepairError> {
+    let failed = |source| RepairError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".partial-{}", std::process::id()));
+    let partial = path.with_file_name(name);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&partial)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::hard_link(&partial, path));
+    let _ = std::fs::remove_file(&partial);
+    written.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists if path.exists() => RepairError::Exists {
+            path: path.to_owned(),
+        },
+        _ => failed(e),
+    })
+}
