@@ -10,6 +10,7 @@ use crate::session::{Call, Session, Source, Verdict};
 use crate::Agent;
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::HashMap;
 
 const UNKNOWN: &str = "codex spawns a tool as soon as its call item is recorded and records no \
                        start: a call with no output may have run";
@@ -106,19 +107,11 @@ enum ResponseItem {
 
 /// The session in `bytes`.
 pub(crate) fn read(bytes: &[u8]) -> Session {
-    let (good, bad) = lines::split(bytes);
     let mut s = Session::new(Agent::Codex);
-    s.quarantined = bad;
-    let mut last_good = None;
-    for line in &good {
-        match take(&mut s, line) {
-            Ok(()) => last_good = Some(line.at),
-            Err(why) => s.quarantined.push(lines::unparseable(line, why)),
-        }
-    }
-    lines::order(&mut s.quarantined, last_good);
+    let lines = lines::each(bytes, |line| take(&mut s, line));
+    s.quarantined = lines.quarantined;
     if s.session_id.is_none() {
-        let at = good.first().map_or(Source { line: 1, offset: 0 }, |l| l.at);
+        let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes
             .push((at, "no session_meta line: the session has no id".into()));
     }
@@ -292,11 +285,12 @@ impl<'a> OutputPayload<'a> {
 /// codex's own normalization puts its stand-in, of the kind its call asks for.
 pub(crate) fn answers(calls: &[&Call], lines: &[FileLine<'_>]) -> Edits {
     let mut edits = Edits::default();
+    let text_at: HashMap<u64, &[u8]> = lines.iter().map(|l| (l.at.offset, l.text)).collect();
     for call in calls {
-        let line = lines.iter().find(|l| l.at == call.at);
+        let line = text_at.get(&call.at.offset);
         // The call's own time: the answer claims no time of its own.
         let timestamp = line
-            .and_then(|l| serde_json::from_slice::<Value>(l.text).ok())
+            .and_then(|text| serde_json::from_slice::<Value>(text).ok())
             .and_then(|v| {
                 v.get("timestamp")
                     .and_then(Value::as_str)

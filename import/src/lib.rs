@@ -1,7 +1,8 @@
-//! Other agents' session files, read truthfully (issue 21's reading half).
+//! Other agents' session files, read truthfully (issue 21's reading half), and repaired.
 //!
 //! Today's agent CLIs answer every interrupted tool call with one canned string, whatever
-//! happened. This crate reads their session files (codex's rollout JSONL, pi's session JSONL)
+//! happened. This crate reads their session files (codex's rollout JSONL, pi's session JSONL,
+//! Claude Code's session JSONL as public material describes it)
 //! and says, for each tool call, only what the file and the agent's own code can prove:
 //!
 //! - an output was recorded: that is its result ([`Verdict::Result`]);
@@ -21,6 +22,8 @@
 //! journal, no events, no runtime. `recover` turns a [`Session`] into a journal; this crate
 //! never writes one. It never runs or contacts anything.
 
+mod chain;
+mod claude_code;
 mod codex;
 mod lines;
 mod pi;
@@ -38,6 +41,9 @@ pub enum Agent {
     Codex,
     /// pi (badlogic/pi-mono's coding agent): a session JSONL (`~/.pi/agent/sessions/…`).
     Pi,
+    /// Anthropic's Claude Code: a session JSONL (`~/.claude/projects/…/<session>.jsonl`), known
+    /// from public material only (it is closed source).
+    ClaudeCode,
 }
 
 impl Agent {
@@ -46,6 +52,7 @@ impl Agent {
         match self {
             Agent::Codex => "codex",
             Agent::Pi => "pi",
+            Agent::ClaudeCode => "claude-code",
         }
     }
 
@@ -54,6 +61,7 @@ impl Agent {
         match name {
             "codex" => Some(Agent::Codex),
             "pi" => Some(Agent::Pi),
+            "claude-code" => Some(Agent::ClaudeCode),
             _ => None,
         }
     }
@@ -83,6 +91,7 @@ pub fn read(agent: Agent, bytes: &[u8]) -> Result<Session, ReadError> {
     let session = match agent {
         Agent::Codex => codex::read(bytes),
         Agent::Pi => pi::read(bytes),
+        Agent::ClaudeCode => claude_code::read(bytes),
     };
     session.check();
     Ok(session)

@@ -47,10 +47,19 @@ pub(crate) struct Line {
     pub(crate) value: Value,
 }
 
-/// The lines of `bytes`: those that parse, in order, and those quarantined.
-pub(crate) fn split(bytes: &[u8]) -> (Vec<Line>, Vec<Quarantined>) {
-    let mut good = Vec::new();
+/// What [`each`] kept out, and where the first JSON line was.
+pub(crate) struct Lines {
+    /// In file order, each told whether a line read well comes after it.
+    pub(crate) quarantined: Vec<Quarantined>,
+    pub(crate) first_json: Option<Source>,
+}
+
+/// Hands each line of `bytes` that parses as JSON to `take`, one at a time (no line is kept);
+/// a line that does not parse, or that `take` refuses with its reason, is quarantined.
+pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), String>) -> Lines {
     let mut bad: Vec<Quarantined> = Vec::new();
+    let mut first_json = None;
+    let mut last_good = None;
     let mut offset = 0usize;
     let mut number = 0u64;
     while offset < bytes.len() {
@@ -68,38 +77,34 @@ pub(crate) fn split(bytes: &[u8]) -> (Vec<Line>, Vec<Quarantined>) {
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Value>(text) {
+        let len_bytes = text.len() as u64;
+        let damage = match serde_json::from_slice::<Value>(text) {
             Ok(value) => {
-                for q in bad.iter_mut() {
-                    q.followed_by_good = true;
+                first_json.get_or_insert(at);
+                match take(&Line { at, value }) {
+                    Ok(()) => {
+                        last_good = Some(at);
+                        continue;
+                    }
+                    Err(why) => Damage::Shape { why },
                 }
-                good.push(Line { at, value });
             }
-            Err(e) => {
-                let damage = if ended {
-                    Damage::NotJson { why: e.to_string() }
-                } else {
-                    Damage::Torn
-                };
-                bad.push(Quarantined {
-                    at,
-                    len_bytes: text.len() as u64,
-                    damage,
-                    followed_by_good: false,
-                });
-            }
-        }
+            Err(_) if !ended => Damage::Torn,
+            Err(e) => Damage::NotJson { why: e.to_string() },
+        };
+        bad.push(Quarantined {
+            at,
+            len_bytes,
+            damage,
+            followed_by_good: false,
+        });
     }
-    (good, bad)
-}
-
-/// A line whose JSON is not what its type says: quarantined as such.
-pub(crate) fn unparseable(line: &Line, why: String) -> Quarantined {
-    Quarantined {
-        at: line.at,
-        len_bytes: serde_json::to_vec(&line.value).map_or(0, |v| v.len() as u64),
-        damage: Damage::Shape { why },
-        followed_by_good: false,
+    for q in bad.iter_mut() {
+        q.followed_by_good = last_good.is_some_and(|g| g > q.at);
+    }
+    Lines {
+        quarantined: bad,
+        first_json,
     }
 }
 
@@ -124,25 +129,27 @@ pub(crate) fn blocks_text(blocks: &[Value]) -> String {
         .join("\n")
 }
 
-/// Puts `quarantined` in file order, each told whether a line read well comes after it.
-pub(crate) fn order(quarantined: &mut [Quarantined], last_good: Option<Source>) {
-    quarantined.sort_by_key(|q| q.at);
-    for q in quarantined.iter_mut() {
-        q.followed_by_good = last_good.is_some_and(|g| g > q.at);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read_all(bytes: &[u8]) -> (Vec<Source>, Lines) {
+        let mut good = Vec::new();
+        let lines = each(bytes, |l| {
+            good.push(l.at);
+            Ok(())
+        });
+        (good, lines)
+    }
+
     #[test]
     fn a_torn_tail_and_a_bad_middle_line_are_told_apart() {
         let file = b"{\"a\":1}\nnot json\n\n{\"b\":2}\n{\"c\":";
-        let (good, bad) = split(file);
+        let (good, lines) = read_all(file);
+        let bad = lines.quarantined;
         assert_eq!(good.len(), 2);
         assert_eq!(
-            good[1].at,
+            good[1],
             Source {
                 line: 4,
                 offset: 18
@@ -161,9 +168,23 @@ mod tests {
     fn a_line_torn_inside_a_character_is_one_bad_line() {
         let mut file = b"{\"a\":\"\xc3\xa9\"}\n{\"b\":\"".to_vec();
         file.push(0xc3);
-        let (good, bad) = split(&file);
+        let (good, lines) = read_all(&file);
         assert_eq!(good.len(), 1);
-        assert_eq!(bad.len(), 1);
-        assert_eq!(bad[0].damage, Damage::Torn);
+        assert_eq!(lines.quarantined.len(), 1);
+        assert_eq!(lines.quarantined[0].damage, Damage::Torn);
+    }
+
+    #[test]
+    fn a_line_its_reader_refuses_is_quarantined_by_shape_with_its_length() {
+        let file = b"{\"a\":1}\n{\"b\":2}\n{\"a\":3}\n";
+        let lines = each(file, |l| match l.value.get("a") {
+            Some(_) => Ok(()),
+            None => Err("no a".into()),
+        });
+        let q = &lines.quarantined[0];
+        assert_eq!((q.at.line, q.len_bytes), (2, 7));
+        assert_eq!(q.damage, Damage::Shape { why: "no a".into() });
+        assert!(q.followed_by_good);
+        assert_eq!(lines.first_json, Some(Source { line: 1, offset: 0 }));
     }
 }

@@ -6,13 +6,14 @@
 //! provably not started; it runs every call of any other message and records no start, so a
 //! call there with no result may have run.
 
+use crate::chain;
 use crate::lines::{self, parse, Line};
 use crate::repair::{self, Edits, FileLine};
 use crate::session::{Call, Item, Session, Source, Verdict};
 use crate::Agent;
 use serde::Deserialize;
-use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet};
+use serde_json::Value;
+use std::collections::HashSet;
 
 const NOT_STARTED: &str = "pi runs no tool call of an assistant message that stopped with \
                            `error` or `aborted`: its agent loop returns before executing them";
@@ -117,27 +118,20 @@ enum Block {
 
 /// The session in `bytes`.
 pub(crate) fn read(bytes: &[u8]) -> Session {
-    let (good, bad) = lines::split(bytes);
     let mut s = Session::new(Agent::Pi);
-    s.quarantined = bad;
-    let mut last_good = None;
     let mut ids = HashSet::new();
     let mut parents = Vec::new();
-    for line in &good {
-        match take(&mut s, line) {
-            Ok(entry) => {
-                last_good = Some(line.at);
-                ids.extend(entry.id);
-                if let Some(parent) = entry.parent_id {
-                    parents.push((line.at, parent));
-                }
-            }
-            Err(why) => s.quarantined.push(lines::unparseable(line, why)),
+    let lines = lines::each(bytes, |line| {
+        let entry = take(&mut s, line)?;
+        ids.extend(entry.id);
+        if let Some(parent) = entry.parent_id {
+            parents.push((line.at, parent));
         }
-    }
-    lines::order(&mut s.quarantined, last_good);
+        Ok(())
+    });
+    s.quarantined = lines.quarantined;
     if s.session_id.is_none() {
-        let at = good.first().map_or(Source { line: 1, offset: 0 }, |l| l.at);
+        let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes.push((
             at,
             "no session header: pi itself would start this file afresh".into(),
@@ -277,178 +271,71 @@ struct TextBlock {
     text: String,
 }
 
-/// One kept line's place in pi's chain.
-struct Link {
-    at: Source,
-    id: Option<String>,
-    parent: Option<String>,
-    /// Its JSON, to rewrite its parent when the exact text cannot be patched.
-    value: Value,
-}
-
-/// The repair's edits (`repair.rs`): each answered call's result entry after its message's last
-/// result (or the message itself), chained by `parentId` with the entries that followed there
-/// re-pointed to the last one added; and every entry whose parent was never written (or was
-/// moved out) re-linked to the kept entry before it in the file, as pi's own migration of
-/// unlinked files chains them.
+/// The repair's edits (`repair.rs`, through `chain.rs`): each answered call's `toolResult`
+/// entry after its message's last result (or the message itself), chained by `parentId`.
 pub(crate) fn repairs(
     session: &Session,
     calls: &[&Call],
     lines: &[FileLine<'_>],
-    moved: &[Source],
+    moved: &HashSet<Source>,
 ) -> Edits {
-    let links: Vec<Link> = lines
-        .iter()
-        .filter(|l| !moved.contains(&l.at))
-        .filter_map(|l| {
-            let value: Value = serde_json::from_slice(l.text).ok()?;
-            Some(Link {
-                at: l.at,
-                id: value.get("id").and_then(Value::as_str).map(str::to_owned),
-                parent: value
-                    .get("parentId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                value,
-            })
-        })
-        .collect();
-    let mut ids: HashSet<String> = links.iter().filter_map(|l| l.id.clone()).collect();
-    let mut edits = Edits::default();
-    let mut new_parent: HashMap<u64, String> = HashMap::new();
-    // The last answer's id added after a line (by its offset).
-    let mut last_added: HashMap<u64, String> = HashMap::new();
-
-    // Each message's answers, in the order of its calls.
-    let mut by_message: Vec<(usize, Vec<&Call>)> = Vec::new();
-    for call in calls {
-        match by_message.iter_mut().find(|(m, _)| *m == call.message) {
-            Some((_, list)) => list.push(call),
-            None => by_message.push((call.message, vec![call])),
-        }
-    }
-    for (message, answered) in by_message {
-        let Some(anchor) = anchor(session, message, &links) else {
-            continue;
-        };
-        let assistant = links.iter().find(|l| l.at == session.items[message].at());
-        let (iso, ms) = assistant.map_or((Value::Null, Value::Null), |l| {
-            (
-                l.value["timestamp"].clone(),
-                l.value["message"]["timestamp"].clone(),
-            )
-        });
-        let mut parent = anchor.id.clone();
-        for call in answered {
-            let id = anchor.id.as_ref().map(|_| fresh_id(&call.id, &mut ids));
-            let entry = ResultEntry {
-                kind: "message",
-                id: id.as_deref(),
-                parent_id: id.as_ref().map(|_| parent.as_deref()),
-                timestamp: &iso,
-                message: ResultMessage {
-                    role: "toolResult",
-                    tool_call_id: &call.id,
-                    tool_name: &call.name,
-                    content: [TextBlock {
-                        kind: "text",
-                        text: repair::answer_text(Agent::Pi, call),
-                    }],
-                    is_error: true,
-                    timestamp: &ms,
-                },
-            };
-            // expect: a struct of strings and JSON values always serializes.
-            let entry = serde_json::to_vec(&entry).expect("an entry serializes");
-            edits.after.entry(anchor.at.offset).or_default().push(entry);
-            if id.is_some() {
-                parent = id;
-            }
-        }
-        if let Some(last) = &parent {
-            if Some(last) != anchor.id.as_ref() {
-                last_added.insert(anchor.at.offset, last.clone());
-            }
-        }
-        // What followed the anchor in the chain now follows the answers.
-        if let (Some(from), Some(to)) =
-            (&anchor.id, parent.filter(|p| Some(p) != anchor.id.as_ref()))
-        {
-            for l in links.iter().filter(|l| l.parent.as_ref() == Some(from)) {
-                new_parent.insert(l.at.offset, to.clone());
-            }
-        }
-    }
-
-    // A parent never written (or moved out): the entry before it in the repaired file.
-    let mut before: Option<String> = None;
-    for l in &links {
-        if let Some(parent) = &l.parent {
-            if !ids.contains(parent) && !new_parent.contains_key(&l.at.offset) {
-                if let Some(b) = &before {
-                    new_parent.insert(l.at.offset, b.clone());
+    let keys = chain::Keys {
+        id: "id",
+        parent: "parentId",
+    };
+    chain::repairs(
+        session,
+        calls,
+        lines,
+        moved,
+        keys,
+        entry_id,
+        |anchor, calls, parent, ids| {
+            let (iso, ms) = anchor.message.map_or((Value::Null, Value::Null), |l| {
+                let value = l.value();
+                (
+                    value["timestamp"].clone(),
+                    value["message"]["timestamp"].clone(),
+                )
+            });
+            // A version-1 file has no ids: its entries are chained by their order.
+            let linked = anchor.after.id.is_some();
+            let mut parent = parent.map(str::to_owned);
+            let mut out = Vec::new();
+            for call in calls {
+                let id = linked.then(|| ids.fresh(&call.id));
+                let entry = ResultEntry {
+                    kind: "message",
+                    id: id.as_deref(),
+                    parent_id: id.as_ref().map(|_| parent.as_deref()),
+                    timestamp: &iso,
+                    message: ResultMessage {
+                        role: "toolResult",
+                        tool_call_id: &call.id,
+                        tool_name: &call.name,
+                        content: [TextBlock {
+                            kind: "text",
+                            text: repair::answer_text(Agent::Pi, call),
+                        }],
+                        is_error: true,
+                        timestamp: &ms,
+                    },
+                };
+                // expect: a struct of strings and JSON values always serializes.
+                out.push((
+                    id.clone(),
+                    serde_json::to_vec(&entry).expect("an entry serializes"),
+                ));
+                if id.is_some() {
+                    parent = id;
                 }
             }
-        }
-        before = last_added
-            .get(&l.at.offset)
-            .cloned()
-            .or(l.id.clone())
-            .or(before);
-    }
-    for l in &links {
-        if let Some(to) = new_parent.get(&l.at.offset) {
-            let text = lines
-                .iter()
-                .find(|x| x.at == l.at)
-                .map_or(&[][..], |x| x.text);
-            edits.parent.insert(l.at.offset, relinked(text, l, to));
-        }
-    }
-    edits
+            out
+        },
+    )
 }
 
-/// The line an answer goes after: the message's last result in the file, or the message.
-fn anchor<'a>(session: &Session, message: usize, links: &'a [Link]) -> Option<&'a Link> {
-    let Item::Assistant { calls, at, .. } = &session.items[message] else {
-        return None;
-    };
-    let results = session.items.iter().filter_map(|item| match item {
-        Item::Output { call, at } if calls.contains(call) => Some(*at),
-        _ => None,
-    });
-    let last = results.max().unwrap_or(*at);
-    links.iter().find(|l| l.at == last)
-}
-
-/// `text` with its `parentId` set to `to`: the exact text patched when pi's serialization is
-/// found once, else the line written again.
-fn relinked(text: &[u8], link: &Link, to: &str) -> Vec<u8> {
-    if let Some(old) = &link.parent {
-        let from = format!("\"parentId\":{}", json!(old));
-        let into = format!("\"parentId\":{}", json!(to));
-        let text_str = String::from_utf8_lossy(text);
-        if text_str.matches(&from).count() == 1 {
-            return text_str.replacen(&from, &into, 1).into_bytes();
-        }
-    }
-    let mut value = link.value.clone();
-    value["parentId"] = json!(to);
-    value.to_string().into_bytes()
-}
-
-/// An entry id as pi makes them (8 hex digits), not yet in `ids`, derived from `seed` so that a
-/// repair of the same file writes the same bytes.
-fn fresh_id(seed: &str, ids: &mut HashSet<String>) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in seed.bytes() {
-        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    loop {
-        let id = format!("{:08x}", hash as u32);
-        if ids.insert(id.clone()) {
-            return id;
-        }
-        hash = hash.wrapping_mul(0x0100_0000_01b3).wrapping_add(1);
-    }
+/// An entry id as pi makes them: 8 hex digits.
+fn entry_id(hash: u128) -> String {
+    format!("{:08x}", hash as u32)
 }

@@ -12,8 +12,8 @@
 
 use crate::lines::Damage;
 use crate::session::{Call, Session, Source, Verdict};
-use crate::{codex, pi, read, Agent, ReadError};
-use std::collections::HashMap;
+use crate::{claude_code, codex, pi, read, Agent, ReadError};
+use std::collections::{HashMap, HashSet};
 
 /// What a repair made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub(crate) struct Edits {
 pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
     let session = read(agent, bytes)?;
     let lines = file_lines(bytes);
-    let moved: Vec<Source> = session
+    let moved: HashSet<Source> = session
         .quarantined
         .iter()
         .filter(|q| matches!(q.damage, Damage::Torn | Damage::NotJson { .. }))
@@ -63,12 +63,18 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
     let edits = match agent {
         Agent::Codex => codex::answers(&answered, &lines),
         Agent::Pi => pi::repairs(&session, &answered, &lines, &moved),
+        Agent::ClaudeCode => claude_code::repairs(&session, &answered, &lines, &moved),
     };
     let mut out = Repaired {
         bytes: Vec::with_capacity(bytes.len() + 512 * answered.len()),
         quarantine: Vec::new(),
         answered: answered.iter().map(|c| (c.id.clone(), c.at)).collect(),
-        moved: moved.clone(),
+        moved: session
+            .quarantined
+            .iter()
+            .filter(|q| moved.contains(&q.at))
+            .map(|q| q.at)
+            .collect(),
         relinked: Vec::new(),
     };
     for line in &lines {
@@ -146,9 +152,12 @@ pub(crate) fn file_lines(bytes: &[u8]) -> Vec<FileLine<'_>> {
 /// answered with its text (the caller's check, in tests and in `recover repair`).
 pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
     let again = read(agent, &repaired.bytes).map_err(|e| e.to_string())?;
+    let answered: HashSet<&str> = (again.calls.iter())
+        .filter(|c| matches!(c.verdict, Verdict::Result { .. }))
+        .map(|c| c.id.as_str())
+        .collect();
     for (id, _) in &repaired.answered {
-        let call = again.calls.iter().find(|c| &c.id == id);
-        if !matches!(call.map(|c| &c.verdict), Some(Verdict::Result { .. })) {
+        if !answered.contains(id.as_str()) {
             return Err(format!("call {id:?} is not answered in the repaired file"));
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::lines::Quarantined;
 use crate::Agent;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Where something is in the session file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -128,6 +129,10 @@ pub struct Session {
     /// What else the reader noticed (a missing header, a duplicate call id, a parent that was
     /// never written), each with where.
     pub notes: Vec<(Source, String)>,
+    /// Every call id seen, and the calls of each id still without an output, oldest first:
+    /// reading stays linear in the file however many calls it holds.
+    ids: HashSet<String>,
+    open: HashMap<String, VecDeque<usize>>,
 }
 
 impl Session {
@@ -142,6 +147,8 @@ impl Session {
             quarantined: Vec::new(),
             unknown: Vec::new(),
             notes: Vec::new(),
+            ids: HashSet::new(),
+            open: HashMap::new(),
         }
     }
 
@@ -202,10 +209,11 @@ impl Session {
         arguments: String,
         at: Source,
     ) {
-        if self.calls.iter().any(|c| c.id == id) {
+        if !self.ids.insert(id.clone()) {
             self.notes.push((at, format!("call id {id:?} used again")));
         }
         let index = self.calls.len();
+        self.open.entry(id.clone()).or_default().push_back(index);
         let message = self.items.len() - 1;
         let Some(Item::Assistant { calls, .. }) = self.items.last_mut() else {
             unreachable!("callers add the assistant message first");
@@ -226,10 +234,7 @@ impl Session {
     /// Pairs an output with the first call of that id that has none yet; an output of no such
     /// call is an orphan.
     pub(crate) fn pair(&mut self, call_id: &str, text: String, is_error: bool, at: Source) {
-        let open = self
-            .calls
-            .iter()
-            .position(|c| c.id == call_id && !matches!(c.verdict, Verdict::Result { .. }));
+        let open = self.open.get_mut(call_id).and_then(VecDeque::pop_front);
         match open {
             Some(i) => {
                 self.calls[i].verdict = Verdict::Result { text, is_error, at };

@@ -146,6 +146,11 @@ fn pi_fixtures_are_classified_as_expected() {
 }
 
 #[test]
+fn claude_code_fixtures_are_classified_as_expected() {
+    check(Agent::ClaudeCode);
+}
+
+#[test]
 fn a_quarantined_line_says_where_and_why() {
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/data/import/codex/bad_middle.jsonl");

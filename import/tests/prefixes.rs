@@ -8,7 +8,7 @@ use tooljournal_import::{check_repair, read, repair, Agent, Verdict};
 
 fn all_fixtures() -> Vec<(Agent, Vec<u8>)> {
     let mut out = Vec::new();
-    for agent in [Agent::Codex, Agent::Pi] {
+    for agent in [Agent::Codex, Agent::Pi, Agent::ClaudeCode] {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/data/import")
             .join(agent.name());
@@ -22,7 +22,7 @@ fn all_fixtures() -> Vec<(Agent, Vec<u8>)> {
             out.push((agent, std::fs::read(f).unwrap()));
         }
     }
-    assert!(out.len() >= 14, "the fixtures are there");
+    assert!(out.len() >= 21, "the fixtures are there");
     out
 }
 

@@ -124,8 +124,10 @@ fn check_agent(agent: Agent) {
         );
         assert_eq!(r.bytes.last(), Some(&b'\n'), "{name}: ends with a newline");
 
-        if agent == Agent::Pi {
-            pi_chain_is_whole(&name, &r.bytes);
+        match agent {
+            Agent::Pi => pi_chain_is_whole(&name, &r.bytes),
+            Agent::ClaudeCode => claude_chain_is_whole(&name, &r.bytes),
+            Agent::Codex => {}
         }
 
         // A fixed point: a repaired file needs nothing more.
@@ -185,6 +187,63 @@ fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
             }
         }
     }
+}
+
+/// Claude Code's conversation is the chain from the last line up: every parent is there, and
+/// every `tool_use` on it has its `tool_result` on it, in a later line.
+fn claude_chain_is_whole(name: &str, bytes: &[u8]) {
+    let lines: Vec<Value> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let by_uuid: HashMap<&str, &Value> = lines
+        .iter()
+        .filter_map(|l| Some((l["uuid"].as_str()?, l)))
+        .collect();
+    for l in &lines {
+        if let Some(parent) = l["parentUuid"].as_str() {
+            assert!(
+                by_uuid.contains_key(parent),
+                "{name}: parent {parent} missing"
+            );
+        }
+    }
+    let mut path = Vec::new();
+    let mut at = lines.iter().rev().find(|l| l["uuid"].is_string());
+    while let Some(l) = at {
+        path.push(l);
+        at = l["parentUuid"]
+            .as_str()
+            .and_then(|p| by_uuid.get(p).copied());
+    }
+    path.reverse();
+    for (i, l) in path.iter().enumerate() {
+        if l["type"] != "assistant" {
+            continue;
+        }
+        for block in l["message"]["content"].as_array().unwrap() {
+            if block["type"] != "tool_use" {
+                continue;
+            }
+            let id = &block["id"];
+            let answered = path[i + 1..].iter().any(|later| {
+                later["type"] == "user"
+                    && later["message"]["content"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|b| b["tool_use_id"] == *id))
+            });
+            assert!(
+                answered,
+                "{name}: {id} has no tool_result after it on the chain"
+            );
+        }
+    }
+}
+
+#[test]
+fn claude_code_repairs_answer_every_orphan_and_keep_the_chain_whole() {
+    check_agent(Agent::ClaudeCode);
 }
 
 #[test]

@@ -98,8 +98,9 @@ enum Command {
     /// parent links re-linked around them. The original is never modified; nothing existing is
     /// overwritten.
     Repair {
-        /// The agent that wrote FILE: codex (a rollout JSONL) or pi (a session JSONL).
-        #[arg(long, value_name = "AGENT", value_parser = ["codex", "pi"])]
+        /// The agent that wrote FILE: codex (a rollout JSONL), pi (a session JSONL) or
+        /// claude-code (a session JSONL, as public material describes it).
+        #[arg(long, value_name = "AGENT", value_parser = ["codex", "pi", "claude-code"])]
         from: String,
         /// The session file.
         file: PathBuf,

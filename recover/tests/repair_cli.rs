@@ -171,10 +171,10 @@ fn refusals_name_the_file_and_change_nothing() {
     assert!(!tmp.path().join("x.jsonl").exists());
 
     // An agent this build does not read.
-    let o = run(&tmp.path().join("y.jsonl"), "claude-code", &file);
+    let o = run(&tmp.path().join("y.jsonl"), "gemini-cli", &file);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o.stderr).contains("claude-code"),
+        text(&o.stderr).contains("gemini-cli"),
         "{}",
         text(&o.stderr)
     );
@@ -188,4 +188,50 @@ fn refusals_name_the_file_and_change_nothing() {
         "{}",
         text(&o.stderr)
     );
+}
+
+#[test]
+fn a_claude_code_response_missing_one_result_gets_it_on_the_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (file, original) = session_in(tmp.path(), "claude-code", "parallel_missing");
+    let out = tmp.path().join("fixed.jsonl");
+    let o = recover(&[
+        Path::new("repair"),
+        Path::new("--from"),
+        Path::new("claude-code"),
+        &file,
+        Path::new("--out"),
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("answered toolu_p2"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), original);
+    let fixed = std::fs::read(&out).unwrap();
+    let lines: Vec<serde_json::Value> = fixed
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    // The answer follows the existing results, as the last line: the chain's leaf.
+    let last = lines.last().unwrap();
+    let before = &lines[lines.len() - 2];
+    assert_eq!(last["type"], "user");
+    assert_eq!(last["parentUuid"], before["uuid"]);
+    assert_eq!(last["sessionId"], before["sessionId"]);
+    let block = &last["message"]["content"][0];
+    assert_eq!(block["tool_use_id"], "toolu_p2");
+    assert_eq!(block["is_error"], true);
+    assert!(block["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("TOOL_OUTCOME_UNKNOWN"));
+    let session = read(Agent::ClaudeCode, &fixed).unwrap();
+    assert!(session
+        .calls
+        .iter()
+        .all(|c| matches!(c.verdict, Verdict::Result { .. })));
 }

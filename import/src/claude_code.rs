@@ -1,0 +1,342 @@
+//! Claude Code's session JSONL (docs/IMPORT_FORMATS.md §4): lines chained by
+//! `uuid`/`parentUuid`, the Messages API's `tool_use` and `tool_result` blocks inside.
+//!
+//! Claude Code is closed source: everything here is known from public material only (its SDK
+//! documentation and third parties' readings of session files), and read as such. No public
+//! source shows a record of a tool starting or a rule by which it provably never ran, so a call
+//! with no result is [`Verdict::OutcomeUnknown`], never not started.
+
+use crate::chain;
+use crate::lines::{self, parse, Line};
+use crate::repair::{self, Edits, FileLine};
+use crate::session::{Call, Item, Session, Source, Verdict};
+use crate::Agent;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+
+const UNKNOWN: &str = "Claude Code records no start of a tool call (as far as its public \
+                       documentation and readers of its files show): a call with no result may \
+                       have run";
+
+/// Line types that hold no message of the model's or a tool's result.
+const OTHER_TYPES: [&str; 7] = [
+    "system",
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "permission-mode",
+    "progress",
+    "pr-link",
+];
+
+/// Every line's envelope (the harness's camelCase fields).
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default, rename = "parentUuid")]
+    parent_uuid: Option<String>,
+    #[serde(default, rename = "sessionId")]
+    session_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UserLine {
+    message: UserMessage,
+}
+
+#[derive(Deserialize)]
+struct UserMessage {
+    content: Value,
+}
+
+#[derive(Deserialize)]
+struct AssistantLine {
+    message: AssistantMessage,
+}
+
+/// The API's message (snake_case fields).
+#[derive(Deserialize)]
+struct AssistantMessage {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    content: Vec<Value>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+/// A content block, by its `type`.
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum Block {
+    #[serde(rename = "text")]
+    Text { text: String },
+    #[serde(rename = "tool_use")]
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(rename = "tool_result")]
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: Value,
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// Thinking, images, and blocks newer than this reader.
+    #[serde(other)]
+    Other,
+}
+
+/// What reading keeps between lines.
+#[derive(Default)]
+struct Reading {
+    /// The API message id of the last assistant line: one response may be written as several
+    /// lines, one block each, that share it.
+    last_message_id: Option<String>,
+}
+
+/// The session in `bytes`.
+pub(crate) fn read(bytes: &[u8]) -> Session {
+    let mut s = Session::new(Agent::ClaudeCode);
+    let mut reading = Reading::default();
+    let mut uuids = HashSet::new();
+    let mut parents = Vec::new();
+    let lines = lines::each(bytes, |line| {
+        let envelope = take(&mut s, &mut reading, line)?;
+        uuids.extend(envelope.uuid);
+        if let Some(parent) = envelope.parent_uuid {
+            parents.push((line.at, parent));
+        }
+        Ok(())
+    });
+    s.quarantined = lines.quarantined;
+    for (at, parent) in parents {
+        if !uuids.contains(&parent) {
+            s.notes.push((
+                at,
+                format!("parentUuid {parent:?} names no line in the file: it was never written"),
+            ));
+        }
+    }
+    s.settle(|_, _| Verdict::OutcomeUnknown { why: UNKNOWN });
+    s
+}
+
+fn take(s: &mut Session, reading: &mut Reading, line: &Line) -> Result<Envelope, String> {
+    let envelope: Envelope = parse(&line.value, "the line")?;
+    let at = line.at;
+    if s.session_id.is_none() {
+        s.session_id.clone_from(&envelope.session_id);
+    }
+    match envelope.kind.as_str() {
+        "user" => {
+            let user: UserLine = parse(&line.value, "user")?;
+            user_line(s, user.message.content, at)?;
+            reading.last_message_id = None;
+        }
+        "assistant" => {
+            let line: AssistantLine = parse(&line.value, "assistant")?;
+            assistant_line(s, reading, line.message, at)?;
+        }
+        kind if OTHER_TYPES.contains(&kind) => {}
+        other => s.unknown.push((other.to_owned(), at)),
+    }
+    Ok(envelope)
+}
+
+fn user_line(s: &mut Session, content: Value, at: Source) -> Result<(), String> {
+    let blocks = match content {
+        Value::String(text) => {
+            s.user(text, at);
+            return Ok(());
+        }
+        Value::Array(blocks) => blocks,
+        other => {
+            return Err(format!(
+                "user: message.content: a string or blocks, not {other}"
+            ))
+        }
+    };
+    let mut texts = Vec::new();
+    for (i, block) in blocks.into_iter().enumerate() {
+        let block: Block =
+            serde_json::from_value(block).map_err(|e| format!("message.content[{i}]: {e}"))?;
+        match block {
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => s.pair(&tool_use_id, result_text(&content), is_error, at),
+            Block::Text { text } => texts.push(text),
+            Block::ToolUse { .. } | Block::Other => {}
+        }
+    }
+    if !texts.is_empty() {
+        s.user(texts.join("\n"), at);
+    }
+    Ok(())
+}
+
+fn assistant_line(
+    s: &mut Session,
+    reading: &mut Reading,
+    message: AssistantMessage,
+    at: Source,
+) -> Result<(), String> {
+    if let Some(model) = message.model {
+        s.model = Some(model);
+    }
+    let same_response = matches!(s.items.last(), Some(Item::Assistant { .. }))
+        && message.id.is_some()
+        && message.id == reading.last_message_id;
+    if !same_response {
+        s.assistant(String::new(), None, at, Vec::new(), "tool_use");
+    }
+    reading.last_message_id = message.id;
+    for (i, block) in message.content.into_iter().enumerate() {
+        let block: Block =
+            serde_json::from_value(block).map_err(|e| format!("message.content[{i}]: {e}"))?;
+        match block {
+            Block::Text { text } => s.model_text(text, at),
+            Block::ToolUse { id, name, input } => {
+                s.model_call((id, name, "tool_use"), input.to_string(), at);
+            }
+            Block::ToolResult { .. } | Block::Other => {}
+        }
+    }
+    if let (Some(stop), Some(Item::Assistant { stop: last, .. })) =
+        (message.stop_reason, s.items.last_mut())
+    {
+        *last = Some(stop);
+    }
+    Ok(())
+}
+
+/// A `tool_result`'s text: a string, or blocks.
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => lines::blocks_text(blocks),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A `user` line of `tool_result` blocks, its fields in the order Claude Code writes them, the
+/// harness's fields copied from the line it follows.
+#[derive(Serialize)]
+struct ResultLine<'a> {
+    #[serde(rename = "parentUuid")]
+    parent_uuid: Option<&'a str>,
+    #[serde(rename = "isSidechain", skip_serializing_if = "Option::is_none")]
+    is_sidechain: Option<&'a Value>,
+    #[serde(rename = "userType", skip_serializing_if = "Option::is_none")]
+    user_type: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cwd: Option<&'a Value>,
+    #[serde(rename = "sessionId", skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'a Value>,
+    #[serde(rename = "gitBranch", skip_serializing_if = "Option::is_none")]
+    git_branch: Option<&'a Value>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: ResultMessage<'a>,
+    uuid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct ResultMessage<'a> {
+    role: &'static str,
+    content: Vec<ResultBlock<'a>>,
+}
+
+#[derive(Serialize)]
+struct ResultBlock<'a> {
+    tool_use_id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    content: String,
+    is_error: bool,
+}
+
+/// The repair's edits (`repair.rs`, through `chain.rs`): one `user` line holding a
+/// `tool_result` for each of a response's calls without one, after its last line or result, as
+/// the Messages API wants results right after their calls.
+pub(crate) fn repairs(
+    session: &Session,
+    calls: &[&Call],
+    lines: &[FileLine<'_>],
+    moved: &HashSet<Source>,
+) -> Edits {
+    let keys = chain::Keys {
+        id: "uuid",
+        parent: "parentUuid",
+    };
+    chain::repairs(
+        session,
+        calls,
+        lines,
+        moved,
+        keys,
+        uuid,
+        |anchor, calls, parent, ids| {
+            let seed: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+            let id = ids.fresh(&seed.join(","));
+            let from = &anchor.after.value();
+            let field = |k: &str| from.get(k);
+            let line = ResultLine {
+                parent_uuid: parent,
+                is_sidechain: field("isSidechain"),
+                user_type: field("userType"),
+                cwd: field("cwd"),
+                session_id: field("sessionId"),
+                version: field("version"),
+                git_branch: field("gitBranch"),
+                kind: "user",
+                message: ResultMessage {
+                    role: "user",
+                    content: calls
+                        .iter()
+                        .map(|c| ResultBlock {
+                            tool_use_id: &c.id,
+                            kind: "tool_result",
+                            content: repair::answer_text(Agent::ClaudeCode, c),
+                            is_error: true,
+                        })
+                        .collect(),
+                },
+                uuid: &id,
+                timestamp: field("timestamp"),
+            };
+            // expect: a struct of strings and JSON values always serializes.
+            let bytes = serde_json::to_vec(&line).expect("a line serializes");
+            vec![(Some(id), bytes)]
+        },
+    )
+}
+
+/// A UUID's text shape (8-4-4-4-12 hex digits), as Claude Code's line ids are.
+fn uuid(hash: u128) -> String {
+    let h = format!("{hash:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
