@@ -7,7 +7,7 @@
 //! followed it there, and a child of a line that is gone must point at the line before it, or
 //! the walk stops and the conversation above is lost.
 
-use crate::repair::{Edits, FileLine};
+use crate::repair::{Edits, FileLine, Job};
 use crate::session::{Call, Item, Session, Source};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -75,10 +75,7 @@ impl Ids {
 /// chain re-pointed to the last one made; then every line whose parent was never written (or
 /// moved out) re-linked to the line before it in the repaired file.
 pub(crate) fn repairs(
-    session: &Session,
-    calls: &[&Call],
-    lines: &[FileLine<'_>],
-    moved: &HashSet<Source>,
+    job: &Job<'_>,
     keys: Keys,
     shape: fn(u128) -> String,
     mut answer: impl FnMut(
@@ -88,7 +85,8 @@ pub(crate) fn repairs(
         &mut Ids,
     ) -> Vec<(Option<String>, Vec<u8>)>,
 ) -> Edits {
-    let links = links(lines, moved, keys);
+    let (session, lines) = (job.session, &job.lines);
+    let links = links(lines, &job.moved, keys);
     let mut ids = Ids {
         taken: links.iter().filter_map(|l| l.id.clone()).collect(),
         shape,
@@ -100,7 +98,7 @@ pub(crate) fn repairs(
 
     let by_offset: HashMap<u64, &Link<'_>> = links.iter().map(|l| (l.at.offset, l)).collect();
     let outputs = last_outputs(session);
-    for (message, answered) in by_message(calls) {
+    for (message, answered) in by_message(&job.calls) {
         let Some(anchor) = anchor(session, message, &outputs, &by_offset) else {
             continue;
         };

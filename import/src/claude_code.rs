@@ -8,8 +8,8 @@
 
 use crate::chain;
 use crate::lines::{self, parse, Line};
-use crate::repair::{self, Edits, FileLine};
-use crate::session::{Call, Item, Session, Source, Verdict};
+use crate::repair::{self, Edits, Job};
+use crate::session::{Item, Session, Source, Verdict};
 use crate::Agent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -275,57 +275,44 @@ struct ResultBlock<'a> {
 /// The repair's edits (`repair.rs`, through `chain.rs`): one `user` line holding a
 /// `tool_result` for each of a response's calls without one, after its last line or result, as
 /// the Messages API wants results right after their calls.
-pub(crate) fn repairs(
-    session: &Session,
-    calls: &[&Call],
-    lines: &[FileLine<'_>],
-    moved: &HashSet<Source>,
-) -> Edits {
+pub(crate) fn repairs(job: &Job<'_>) -> Edits {
     let keys = chain::Keys {
         id: "uuid",
         parent: "parentUuid",
     };
-    chain::repairs(
-        session,
-        calls,
-        lines,
-        moved,
-        keys,
-        uuid,
-        |anchor, calls, parent, ids| {
-            let seed: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-            let id = ids.fresh(&seed.join(","));
-            let from = &anchor.after.value();
-            let field = |k: &str| from.get(k);
-            let line = ResultLine {
-                parent_uuid: parent,
-                is_sidechain: field("isSidechain"),
-                user_type: field("userType"),
-                cwd: field("cwd"),
-                session_id: field("sessionId"),
-                version: field("version"),
-                git_branch: field("gitBranch"),
-                kind: "user",
-                message: ResultMessage {
-                    role: "user",
-                    content: calls
-                        .iter()
-                        .map(|c| ResultBlock {
-                            tool_use_id: &c.id,
-                            kind: "tool_result",
-                            content: repair::answer_text(Agent::ClaudeCode, c),
-                            is_error: true,
-                        })
-                        .collect(),
-                },
-                uuid: &id,
-                timestamp: field("timestamp"),
-            };
-            // expect: a struct of strings and JSON values always serializes.
-            let bytes = serde_json::to_vec(&line).expect("a line serializes");
-            vec![(Some(id), bytes)]
-        },
-    )
+    chain::repairs(job, keys, uuid, |anchor, calls, parent, ids| {
+        let seed: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        let id = ids.fresh(&seed.join(","));
+        let from = &anchor.after.value();
+        let field = |k: &str| from.get(k);
+        let line = ResultLine {
+            parent_uuid: parent,
+            is_sidechain: field("isSidechain"),
+            user_type: field("userType"),
+            cwd: field("cwd"),
+            session_id: field("sessionId"),
+            version: field("version"),
+            git_branch: field("gitBranch"),
+            kind: "user",
+            message: ResultMessage {
+                role: "user",
+                content: calls
+                    .iter()
+                    .map(|c| ResultBlock {
+                        tool_use_id: &c.id,
+                        kind: "tool_result",
+                        content: repair::answer_text(Agent::ClaudeCode, c),
+                        is_error: true,
+                    })
+                    .collect(),
+            },
+            uuid: &id,
+            timestamp: field("timestamp"),
+        };
+        // expect: a struct of strings and JSON values always serializes.
+        let bytes = serde_json::to_vec(&line).expect("a line serializes");
+        vec![(Some(id), bytes)]
+    })
 }
 
 /// A UUID's text shape (8-4-4-4-12 hex digits), as Claude Code's line ids are.

@@ -5,7 +5,7 @@
 //! No codex call is ever [`Verdict::NotStarted`].
 
 use crate::lines::{self, parse, Line};
-use crate::repair::{self, Edits, FileLine};
+use crate::repair::{self, Edits, Job};
 use crate::session::{Call, Session, Source, Verdict};
 use crate::Agent;
 use serde::Deserialize;
@@ -283,10 +283,10 @@ impl<'a> OutputPayload<'a> {
 
 /// The repair's answers (`repair.rs`): an output line right after each call's line, where
 /// codex's own normalization puts its stand-in, of the kind its call asks for.
-pub(crate) fn answers(calls: &[&Call], lines: &[FileLine<'_>]) -> Edits {
+pub(crate) fn answers(job: &Job<'_>) -> Edits {
     let mut edits = Edits::default();
-    let text_at: HashMap<u64, &[u8]> = lines.iter().map(|l| (l.at.offset, l.text)).collect();
-    for call in calls {
+    let text_at: HashMap<u64, &[u8]> = job.lines.iter().map(|l| (l.at.offset, l.text)).collect();
+    for call in &job.calls {
         let line = text_at.get(&call.at.offset);
         // The call's own time: the answer claims no time of its own.
         let timestamp = line

@@ -8,8 +8,8 @@
 
 use crate::chain;
 use crate::lines::{self, parse, Line};
-use crate::repair::{self, Edits, FileLine};
-use crate::session::{Call, Item, Session, Source, Verdict};
+use crate::repair::{self, Edits, Job};
+use crate::session::{Item, Session, Source, Verdict};
 use crate::Agent;
 use serde::Deserialize;
 use serde_json::Value;
@@ -273,66 +273,53 @@ struct TextBlock {
 
 /// The repair's edits (`repair.rs`, through `chain.rs`): each answered call's `toolResult`
 /// entry after its message's last result (or the message itself), chained by `parentId`.
-pub(crate) fn repairs(
-    session: &Session,
-    calls: &[&Call],
-    lines: &[FileLine<'_>],
-    moved: &HashSet<Source>,
-) -> Edits {
+pub(crate) fn repairs(job: &Job<'_>) -> Edits {
     let keys = chain::Keys {
         id: "id",
         parent: "parentId",
     };
-    chain::repairs(
-        session,
-        calls,
-        lines,
-        moved,
-        keys,
-        entry_id,
-        |anchor, calls, parent, ids| {
-            let (iso, ms) = anchor.message.map_or((Value::Null, Value::Null), |l| {
-                let value = l.value();
-                (
-                    value["timestamp"].clone(),
-                    value["message"]["timestamp"].clone(),
-                )
-            });
-            // A version-1 file has no ids: its entries are chained by their order.
-            let linked = anchor.after.id.is_some();
-            let mut parent = parent.map(str::to_owned);
-            let mut out = Vec::new();
-            for call in calls {
-                let id = linked.then(|| ids.fresh(&call.id));
-                let entry = ResultEntry {
-                    kind: "message",
-                    id: id.as_deref(),
-                    parent_id: id.as_ref().map(|_| parent.as_deref()),
-                    timestamp: &iso,
-                    message: ResultMessage {
-                        role: "toolResult",
-                        tool_call_id: &call.id,
-                        tool_name: &call.name,
-                        content: [TextBlock {
-                            kind: "text",
-                            text: repair::answer_text(Agent::Pi, call),
-                        }],
-                        is_error: true,
-                        timestamp: &ms,
-                    },
-                };
-                // expect: a struct of strings and JSON values always serializes.
-                out.push((
-                    id.clone(),
-                    serde_json::to_vec(&entry).expect("an entry serializes"),
-                ));
-                if id.is_some() {
-                    parent = id;
-                }
+    chain::repairs(job, keys, entry_id, |anchor, calls, parent, ids| {
+        let (iso, ms) = anchor.message.map_or((Value::Null, Value::Null), |l| {
+            let value = l.value();
+            (
+                value["timestamp"].clone(),
+                value["message"]["timestamp"].clone(),
+            )
+        });
+        // A version-1 file has no ids: its entries are chained by their order.
+        let linked = anchor.after.id.is_some();
+        let mut parent = parent.map(str::to_owned);
+        let mut out = Vec::new();
+        for call in calls {
+            let id = linked.then(|| ids.fresh(&call.id));
+            let entry = ResultEntry {
+                kind: "message",
+                id: id.as_deref(),
+                parent_id: id.as_ref().map(|_| parent.as_deref()),
+                timestamp: &iso,
+                message: ResultMessage {
+                    role: "toolResult",
+                    tool_call_id: &call.id,
+                    tool_name: &call.name,
+                    content: [TextBlock {
+                        kind: "text",
+                        text: repair::answer_text(Agent::Pi, call),
+                    }],
+                    is_error: true,
+                    timestamp: &ms,
+                },
+            };
+            // expect: a struct of strings and JSON values always serializes.
+            out.push((
+                id.clone(),
+                serde_json::to_vec(&entry).expect("an entry serializes"),
+            ));
+            if id.is_some() {
+                parent = id;
             }
-            out
-        },
-    )
+        }
+        out
+    })
 }
 
 /// An entry id as pi makes them: 8 hex digits.

@@ -45,6 +45,15 @@ pub(crate) struct Edits {
     pub(crate) parent: HashMap<u64, Vec<u8>>,
 }
 
+/// What a format's writer is given: the session, the calls to answer (in file order), the file's
+/// lines, and those moved out.
+pub(crate) struct Job<'a> {
+    pub(crate) session: &'a Session,
+    pub(crate) calls: Vec<&'a Call>,
+    pub(crate) lines: Vec<FileLine<'a>>,
+    pub(crate) moved: HashSet<Source>,
+}
+
 /// Repairs `bytes`, a session file of `agent`.
 pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
     let session = read(agent, bytes)?;
@@ -60,11 +69,23 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
         .iter()
         .filter(|c| replayed_orphan(agent, c))
         .collect();
-    let edits = match agent {
-        Agent::Codex => codex::answers(&answered, &lines),
-        Agent::Pi => pi::repairs(&session, &answered, &lines, &moved),
-        Agent::ClaudeCode => claude_code::repairs(&session, &answered, &lines, &moved),
+    let job = Job {
+        session: &session,
+        calls: answered,
+        lines,
+        moved,
     };
+    let edits = match agent {
+        Agent::Codex => codex::answers(&job),
+        Agent::Pi => pi::repairs(&job),
+        Agent::ClaudeCode => claude_code::repairs(&job),
+    };
+    let Job {
+        calls: answered,
+        lines,
+        moved,
+        ..
+    } = job;
     let mut out = Repaired {
         bytes: Vec::with_capacity(bytes.len() + 512 * answered.len()),
         quarantine: Vec::new(),

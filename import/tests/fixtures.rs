@@ -2,43 +2,13 @@
 //! define them, each beside the classification expected of it (written by hand from the rules
 //! in docs/IMPORT_FORMATS.md, never by this reader).
 
+mod common;
+
+use common::fixtures;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tooljournal_import::{read, Agent, Damage, Session, Verdict};
-
-fn fixtures(agent: Agent) -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/import")
-        .join(agent.name());
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    // The seven situations, each a file: none may go missing unnoticed.
-    let names: Vec<String> = files
-        .iter()
-        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-        .collect();
-    for wanted in [
-        "normal",
-        "no_output",
-        "parallel_missing",
-        "length_cut",
-        "torn_tail",
-        "bad_middle",
-        "unknown_item",
-    ] {
-        assert!(
-            names.iter().any(|n| n == wanted),
-            "{}: no {wanted}.jsonl",
-            dir.display()
-        );
-    }
-    files
-}
 
 fn verdict_name(v: &Verdict) -> &'static str {
     match v {

@@ -2,27 +2,18 @@
 //! line is in the file whole is never reported as not started or unknown, and a repair leaves
 //! no call the agent replays without an output.
 
+mod common;
+
 use proptest::prelude::*;
-use std::path::PathBuf;
 use tooljournal_import::{check_repair, read, repair, Agent, Verdict};
 
 fn all_fixtures() -> Vec<(Agent, Vec<u8>)> {
     let mut out = Vec::new();
-    for agent in [Agent::Codex, Agent::Pi, Agent::ClaudeCode] {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/data/import")
-            .join(agent.name());
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        files.sort();
-        for f in files {
-            out.push((agent, std::fs::read(f).unwrap()));
+    for agent in common::AGENTS {
+        for (_, bytes) in common::fixture_bytes(agent) {
+            out.push((agent, bytes));
         }
     }
-    assert!(out.len() >= 21, "the fixtures are there");
     out
 }
 

@@ -1,31 +1,12 @@
 //! `repair` on every fixture: the copy answers every call the agent will replay and no other,
 //! moves out only the lines that are not JSON, keeps pi's chain whole, and is a fixed point.
 
+mod common;
+
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use tooljournal_import::{check_repair, read, repair, Agent, Damage, Verdict};
-
-fn fixtures(agent: Agent) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/import")
-        .join(agent.name());
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= 7,
-        "{}: the fixtures are there",
-        dir.display()
-    );
-    files
-        .into_iter()
-        .map(|f| (f.display().to_string(), std::fs::read(f).unwrap()))
-        .collect()
-}
 
 /// The ids of the calls that have no output and that the agent sends again on resume.
 fn replayed_orphans(agent: Agent, bytes: &[u8]) -> Vec<String> {
@@ -43,7 +24,7 @@ fn replayed_orphans(agent: Agent, bytes: &[u8]) -> Vec<String> {
 }
 
 fn check_agent(agent: Agent) {
-    for (name, bytes) in fixtures(agent) {
+    for (name, bytes) in common::fixture_bytes(agent) {
         let before = read(agent, &bytes).unwrap();
         let r = repair(agent, &bytes).unwrap();
         let again = check_repair(agent, &r).unwrap_or_else(|e| panic!("{name}: {e}"));
