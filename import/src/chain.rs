@@ -1,12 +1,14 @@
 //! Repairs of formats whose lines are chained by parent links (pi's `id`/`parentId`, Claude
-//! Code's `uuid`/`parentUuid`): where an answer goes, how the chain takes it in, and how a link
-//! to a line never written (or moved out) is mended.
+//! Code's `uuid`/`parentUuid`): which calls the agent replays, where an answer goes, how the
+//! chain takes it in, and how a link to a line never written (or moved out) is mended.
 //!
 //! Why one room for both: the agents rebuild their context by walking parent links up from the
-//! last line, so an answer must sit in the chain between its call's message and whatever
-//! followed it there, and a child of a line that is gone must point at the line before it, or
-//! the walk stops and the conversation above is lost.
+//! last line, so only the calls on that path are sent again, an answer must sit on the path
+//! between its call's message and whatever followed it there, and a child of a line that is
+//! gone must point where that line pointed (or, when it could not be read, at the line before
+//! it), or the walk stops and the conversation above is lost.
 
+use crate::lines;
 use crate::repair::{Edits, FileLine, Job};
 use crate::session::{Call, Item, Session, Source};
 use serde_json::{json, Value};
@@ -19,11 +21,13 @@ pub(crate) struct Keys {
     pub(crate) parent: &'static str,
 }
 
-/// One kept line's place in the chain.
+/// One line that parses, and its place in the chain.
 pub(crate) struct Link<'a> {
     pub(crate) at: Source,
     pub(crate) id: Option<String>,
     pub(crate) parent: Option<String>,
+    /// Kept in the copy (not moved out).
+    kept: bool,
     /// Its bytes: read again for the few lines an answer copies fields from or whose parent is
     /// rewritten, rather than every line's JSON kept.
     pub(crate) text: &'a [u8],
@@ -32,13 +36,119 @@ pub(crate) struct Link<'a> {
 impl Link<'_> {
     /// Its JSON (`Null` never happens: only lines that parse become links).
     pub(crate) fn value(&self) -> Value {
-        serde_json::from_slice(self.text).unwrap_or(Value::Null)
+        lines::object(self.text, self.at.offset == 0).map_or(Value::Null, |(v, _)| v)
     }
+}
+
+/// A file's chain as the repair leaves it: each kept line's parent resolved, and the path the
+/// agent replays.
+pub(crate) struct Chain<'a> {
+    keys: Keys,
+    links: Vec<Link<'a>>,
+    /// For each kept link (by index): its parent in the copy, before answers go in.
+    resolved: Vec<Option<String>>,
+    /// Offsets of the kept lines on the replay path.
+    path: HashSet<u64>,
+}
+
+impl<'a> Chain<'a> {
+    /// The chain of `lines` with `moved` taken out.
+    pub(crate) fn new(lines: &[FileLine<'a>], moved: &HashSet<Source>, keys: Keys) -> Chain<'a> {
+        let links: Vec<Link<'a>> = lines
+            .iter()
+            .filter_map(|l| {
+                // Only the two link fields are kept of each line.
+                let (value, _) = lines::object(l.text, l.at.offset == 0).ok()?;
+                let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
+                Some(Link {
+                    at: l.at,
+                    id: field(keys.id),
+                    parent: field(keys.parent),
+                    kept: !moved.contains(&l.at),
+                    text: l.text,
+                })
+            })
+            .collect();
+        let by_id: HashMap<&str, usize> = (links.iter().enumerate())
+            .filter_map(|(i, l)| Some((l.id.as_deref()?, i)))
+            .collect();
+        let mut resolved = Vec::with_capacity(links.len());
+        let mut before: Option<String> = None;
+        for l in &links {
+            resolved.push(resolve(l, &links, &by_id, before.as_deref()));
+            if l.kept && l.id.is_some() {
+                before.clone_from(&l.id);
+            }
+        }
+        // A file whose entries have no ids (pi's version 1: only its header has one) is chained
+        // by its order: every line is on the path.
+        let linked = links.iter().skip(1).any(|l| l.kept && l.id.is_some());
+        let path = if !linked {
+            (links.iter())
+                .filter(|l| l.kept)
+                .map(|l| l.at.offset)
+                .collect()
+        } else {
+            replay_path(&links, &resolved, &by_id)
+        };
+        Chain {
+            keys,
+            links,
+            resolved,
+            path,
+        }
+    }
+
+    /// Whether the line at `at` is on the path the agent replays.
+    pub(crate) fn on_path(&self, at: Source) -> bool {
+        self.path.contains(&at.offset)
+    }
+}
+
+/// A kept line's parent in the copy: its own when that line is kept; the moved line's own
+/// parent, resolved again, when it was moved out but could be read; the kept line before it
+/// when its parent was never written or could not be read.
+fn resolve(
+    l: &Link<'_>,
+    links: &[Link<'_>],
+    by_id: &HashMap<&str, usize>,
+    before: Option<&str>,
+) -> Option<String> {
+    let mut parent = l.parent.as_deref()?;
+    // Each step goes to an earlier-read line's parent: at most as many steps as lines.
+    for _ in 0..=links.len() {
+        match by_id.get(parent).map(|i| &links[*i]) {
+            Some(p) if p.kept => return Some(parent.to_owned()),
+            Some(p) => match p.parent.as_deref() {
+                Some(up) => parent = up,
+                None => return None,
+            },
+            None => return before.map(str::to_owned),
+        }
+    }
+    before.map(str::to_owned)
+}
+
+/// The lines from the last kept line with an id up to the root, through resolved parents.
+fn replay_path(
+    links: &[Link<'_>],
+    resolved: &[Option<String>],
+    by_id: &HashMap<&str, usize>,
+) -> HashSet<u64> {
+    let mut path = HashSet::new();
+    let mut at = links.iter().rposition(|l| l.kept && l.id.is_some());
+    while let Some(i) = at {
+        if !path.insert(links[i].at.offset) {
+            break; // a cycle in a damaged file: the walk has been here
+        }
+        at = resolved[i].as_deref().and_then(|p| by_id.get(p).copied());
+    }
+    path
 }
 
 /// Where a message's answers go.
 pub(crate) struct Anchor<'a> {
-    /// The line they follow: the message's last output in the file, or the message.
+    /// The line they follow: the message's last output on the path, or its last line.
     pub(crate) after: &'a Link<'a>,
     /// The message's own line.
     pub(crate) message: Option<&'a Link<'a>>,
@@ -71,12 +181,12 @@ impl Ids {
 }
 
 /// The repair's edits: for each message with calls to answer, the lines `answer` makes (each
-/// with its id, chained in order after the anchor), the lines that followed the anchor in the
-/// chain re-pointed to the last one made; then every line whose parent was never written (or
-/// moved out) re-linked to the line before it in the repaired file.
+/// with its id, chained in order after the anchor), the path's line that followed the anchor
+/// re-pointed to the last one made; every kept line whose parent is gone pointed where
+/// [`resolve`] says.
 pub(crate) fn repairs(
     job: &Job<'_>,
-    keys: Keys,
+    chain: &Chain<'_>,
     shape: fn(u128) -> String,
     mut answer: impl FnMut(
         &Anchor<'_>,
@@ -85,85 +195,54 @@ pub(crate) fn repairs(
         &mut Ids,
     ) -> Vec<(Option<String>, Vec<u8>)>,
 ) -> Edits {
-    let (session, lines) = (job.session, &job.lines);
-    let links = links(lines, &job.moved, keys);
+    let session = job.session;
+    let links = &chain.links;
     let mut ids = Ids {
         taken: links.iter().filter_map(|l| l.id.clone()).collect(),
         shape,
     };
     let mut edits = Edits::default();
-    let mut new_parent: HashMap<u64, String> = HashMap::new();
-    // The last answer's id added after a line (by its offset).
-    let mut last_added: HashMap<u64, String> = HashMap::new();
+    // The last answer's id added after a line (by that line's id).
+    let mut last_added: HashMap<String, String> = HashMap::new();
 
     let by_offset: HashMap<u64, &Link<'_>> = links.iter().map(|l| (l.at.offset, l)).collect();
-    let outputs = last_outputs(session);
+    let outputs = last_outputs(session, chain);
     for (message, answered) in by_message(&job.calls) {
         let Some(anchor) = anchor(session, message, &outputs, &by_offset) else {
             continue;
         };
         let mut parent = anchor.after.id.clone();
         for (id, bytes) in answer(&anchor, &answered, parent.as_deref(), &mut ids) {
-            edits
-                .after
-                .entry(anchor.after.at.offset)
-                .or_default()
-                .push(bytes);
+            let after = edits.after.entry(anchor.after.at.offset).or_default();
+            after.push(bytes);
             if id.is_some() {
                 parent = id;
             }
         }
-        // What followed the anchor in the chain now follows the answers.
-        if let (Some(from), Some(to)) = (&anchor.after.id, &parent) {
-            if from != to {
-                last_added.insert(anchor.after.at.offset, to.clone());
-                for l in links.iter().filter(|l| l.parent.as_ref() == Some(from)) {
-                    new_parent.insert(l.at.offset, to.clone());
-                }
+        if let (Some(from), Some(to)) = (&anchor.after.id, parent) {
+            if *from != to {
+                last_added.insert(from.clone(), to);
             }
         }
     }
 
-    let mut before: Option<String> = None;
-    for l in &links {
-        if let Some(parent) = &l.parent {
-            if !ids.taken.contains(parent) && !new_parent.contains_key(&l.at.offset) {
-                if let Some(b) = &before {
-                    new_parent.insert(l.at.offset, b.clone());
-                }
-            }
+    for (l, resolved) in links.iter().zip(&chain.resolved) {
+        if !l.kept {
+            continue;
         }
-        before = last_added
-            .get(&l.at.offset)
-            .cloned()
-            .or(l.id.clone())
-            .or(before);
-    }
-    for l in &links {
-        if let Some(to) = new_parent.get(&l.at.offset) {
-            edits.parent.insert(l.at.offset, relinked(l, keys, to));
+        // What followed an anchor on the path now follows its answers.
+        let to = match resolved {
+            Some(p) if chain.on_path(l.at) => last_added.get(p).unwrap_or(p),
+            Some(p) => p,
+            None => continue,
+        };
+        if l.parent.as_ref() != Some(to) {
+            edits
+                .parent
+                .insert(l.at.offset, relinked(l, chain.keys.parent, to));
         }
     }
     edits
-}
-
-/// The kept lines that are JSON, with their links.
-fn links<'a>(lines: &[FileLine<'a>], moved: &HashSet<Source>, keys: Keys) -> Vec<Link<'a>> {
-    lines
-        .iter()
-        .filter(|l| !moved.contains(&l.at))
-        .filter_map(|l| {
-            // Only the two link fields are kept of each line.
-            let value: Value = serde_json::from_slice(l.text).ok()?;
-            let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
-            Some(Link {
-                at: l.at,
-                id: field(keys.id),
-                parent: field(keys.parent),
-                text: l.text,
-            })
-        })
-        .collect()
 }
 
 /// The calls to answer grouped by their message, in the order of the calls.
@@ -179,19 +258,21 @@ fn by_message<'a>(calls: &[&'a Call]) -> Vec<(usize, Vec<&'a Call>)> {
     out
 }
 
-/// Each message's last output line (by the message's index in the items).
-fn last_outputs(session: &Session) -> HashMap<usize, Source> {
+/// Each message's last output line on the path (by the message's index in the items).
+fn last_outputs(session: &Session, chain: &Chain<'_>) -> HashMap<usize, Source> {
     let mut out: HashMap<usize, Source> = HashMap::new();
     for item in &session.items {
         if let Item::Output { call, at } = item {
-            let last = out.entry(session.calls[*call].message).or_insert(*at);
-            *last = (*last).max(*at);
+            if chain.on_path(*at) {
+                let last = out.entry(session.calls[*call].message).or_insert(*at);
+                *last = (*last).max(*at);
+            }
         }
     }
     out
 }
 
-/// The line a message's answers go after: its last output in the file, or its last line.
+/// The line a message's answers go after: its last output on the path, or its last line.
 fn anchor<'a>(
     session: &Session,
     message: usize,
@@ -213,19 +294,18 @@ fn anchor<'a>(
     })
 }
 
-/// `text` with its parent link set to `to`: the exact text patched when the agent's
-/// serialization is found once, else the line written again.
-fn relinked(link: &Link<'_>, keys: Keys, to: &str) -> Vec<u8> {
-    let text = link.text;
+/// `link`'s text with its parent link (`key`) set to `to`: the exact text patched when the
+/// agent's serialization is found once, else the line written again.
+fn relinked(link: &Link<'_>, key: &str, to: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(link.text);
     if let Some(old) = &link.parent {
-        let from = format!("\"{}\":{}", keys.parent, json!(old));
-        let into = format!("\"{}\":{}", keys.parent, json!(to));
-        let text_str = String::from_utf8_lossy(text);
-        if text_str.matches(&from).count() == 1 {
-            return text_str.replacen(&from, &into, 1).into_bytes();
+        let from = format!("\"{key}\":{}", json!(old));
+        if text.matches(&from).count() == 1 {
+            let into = format!("\"{key}\":{}", json!(to));
+            return text.replacen(&from, &into, 1).into_bytes();
         }
     }
     let mut value = link.value();
-    value[keys.parent] = json!(to);
+    value[key] = json!(to);
     value.to_string().into_bytes()
 }

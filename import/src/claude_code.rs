@@ -119,6 +119,7 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
         Ok(())
     });
     s.quarantined = lines.quarantined;
+    s.lossy = lines.lossy_lines;
     for (at, parent) in parents {
         if !uuids.contains(&parent) {
             s.notes.push((
@@ -275,12 +276,8 @@ struct ResultBlock<'a> {
 /// The repair's edits (`repair.rs`, through `chain.rs`): one `user` line holding a
 /// `tool_result` for each of a response's calls without one, after its last line or result, as
 /// the Messages API wants results right after their calls.
-pub(crate) fn repairs(job: &Job<'_>) -> Edits {
-    let keys = chain::Keys {
-        id: "uuid",
-        parent: "parentUuid",
-    };
-    chain::repairs(job, keys, uuid, |anchor, calls, parent, ids| {
+pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
+    chain::repairs(job, chain, uuid, |anchor, calls, parent, ids| {
         let seed: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
         let id = ids.fresh(&seed.join(","));
         let from = &anchor.after.value();
@@ -298,11 +295,14 @@ pub(crate) fn repairs(job: &Job<'_>) -> Edits {
                 role: "user",
                 content: calls
                     .iter()
-                    .map(|c| ResultBlock {
-                        tool_use_id: &c.id,
-                        kind: "tool_result",
-                        content: repair::answer_text(Agent::ClaudeCode, c),
-                        is_error: true,
+                    .map(|c| {
+                        let (content, is_error) = repair::answer_text(Agent::ClaudeCode, c);
+                        ResultBlock {
+                            tool_use_id: &c.id,
+                            kind: "tool_result",
+                            content,
+                            is_error,
+                        }
                     })
                     .collect(),
             },
@@ -314,6 +314,12 @@ pub(crate) fn repairs(job: &Job<'_>) -> Edits {
         vec![(Some(id), bytes)]
     })
 }
+
+/// Claude Code's link fields.
+pub(crate) const KEYS: chain::Keys = chain::Keys {
+    id: "uuid",
+    parent: "parentUuid",
+};
 
 /// A UUID's text shape (8-4-4-4-12 hex digits), as Claude Code's line ids are.
 fn uuid(hash: u128) -> String {

@@ -110,11 +110,14 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
     let mut s = Session::new(Agent::Codex);
     let lines = lines::each(bytes, |line| take(&mut s, line));
     s.quarantined = lines.quarantined;
+    s.lossy = lines.lossy_lines;
     if s.session_id.is_none() {
         let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes
             .push((at, "no session_meta line: the session has no id".into()));
     }
+    // codex pairs a call and its output by `call_id` alone (§2.3).
+    s.pair_late();
     s.settle(|_, _| Verdict::OutcomeUnknown { why: UNKNOWN });
     s
 }
@@ -290,14 +293,16 @@ pub(crate) fn answers(job: &Job<'_>) -> Edits {
         let line = text_at.get(&call.at.offset);
         // The call's own time: the answer claims no time of its own.
         let timestamp = line
-            .and_then(|text| serde_json::from_slice::<Value>(text).ok())
+            .and_then(|text| lines::object(text, call.at.offset == 0).ok())
+            .map(|(value, _)| value)
             .and_then(|v| {
                 v.get("timestamp")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             })
             .unwrap_or_default();
-        let text = repair::answer_text(Agent::Codex, call);
+        // codex records no error flag with an output.
+        let (text, _) = repair::answer_text(Agent::Codex, call);
         let payload = match call.kind {
             "custom_tool_call" => OutputPayload::text("custom_tool_call_output", call, text),
             // A client search's output holds tools, not text: an empty list says none came.

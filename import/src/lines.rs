@@ -13,8 +13,8 @@ pub enum Damage {
     /// The file's last line, with no newline after it, that does not parse: a write the crash
     /// cut short. Nothing follows it.
     Torn,
-    /// A line that is not JSON (a bad line in the middle, or a last one that ends with a
-    /// newline).
+    /// A line that is not a JSON object (a bad line in the middle, a last one that ends with a
+    /// newline, or JSON that is not an object).
     NotJson {
         /// The parser's words.
         why: String,
@@ -52,12 +52,15 @@ pub(crate) struct Lines {
     /// In file order, each told whether a line read well comes after it.
     pub(crate) quarantined: Vec<Quarantined>,
     pub(crate) first_json: Option<Source>,
+    /// Lines read with bytes that are not UTF-8 replaced (U+FFFD).
+    pub(crate) lossy_lines: Vec<Source>,
 }
 
 /// Hands each line of `bytes` that parses as JSON to `take`, one at a time (no line is kept);
 /// a line that does not parse, or that `take` refuses with its reason, is quarantined.
 pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), String>) -> Lines {
     let mut bad: Vec<Quarantined> = Vec::new();
+    let mut lossy_lines = Vec::new();
     let mut first_json = None;
     let mut last_good = None;
     let mut offset = 0usize;
@@ -78,9 +81,12 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
             continue;
         }
         let len_bytes = text.len() as u64;
-        let damage = match serde_json::from_slice::<Value>(text) {
-            Ok(value) => {
+        let damage = match object(text, at.offset == 0) {
+            Ok((value, lossy)) => {
                 first_json.get_or_insert(at);
+                if lossy {
+                    lossy_lines.push(at);
+                }
                 match take(&Line { at, value }) {
                     Ok(()) => {
                         last_good = Some(at);
@@ -90,7 +96,7 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
                 }
             }
             Err(_) if !ended => Damage::Torn,
-            Err(e) => Damage::NotJson { why: e.to_string() },
+            Err(why) => Damage::NotJson { why },
         };
         bad.push(Quarantined {
             at,
@@ -105,6 +111,44 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
     Lines {
         quarantined: bad,
         first_json,
+        lossy_lines,
+    }
+}
+
+/// A line's JSON object: what the agents' own readers take it for. A byte-order mark before the
+/// file's first line is skipped (JavaScript's `trim` drops it), and bytes that are not UTF-8 are
+/// read as U+FFFD, as Node.js decodes them (`lossy`: the line is good, but codex, which reads
+/// strict UTF-8, could not read it as it is). A value that is not an object (`null`, `1`, `[]`)
+/// is no line any agent writes, and breaks their readers.
+pub(crate) fn object(text: &[u8], first: bool) -> Result<(Value, bool), String> {
+    let text = match text.strip_prefix(b"\xef\xbb\xbf") {
+        Some(rest) if first => rest,
+        _ => text,
+    };
+    let (value, lossy) = match serde_json::from_slice::<Value>(text) {
+        Ok(value) => (value, false),
+        Err(strict) => match std::str::from_utf8(text) {
+            Ok(_) => return Err(strict.to_string()),
+            Err(_) => match serde_json::from_str(&String::from_utf8_lossy(text)) {
+                Ok(value) => (value, true),
+                Err(_) => return Err(strict.to_string()),
+            },
+        },
+    };
+    if !value.is_object() {
+        return Err(format!("a JSON {}, not an object", kind(&value)));
+    }
+    Ok((value, lossy))
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 

@@ -130,6 +130,7 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
         Ok(())
     });
     s.quarantined = lines.quarantined;
+    s.lossy = lines.lossy_lines;
     if s.session_id.is_none() {
         let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes.push((
@@ -273,12 +274,8 @@ struct TextBlock {
 
 /// The repair's edits (`repair.rs`, through `chain.rs`): each answered call's `toolResult`
 /// entry after its message's last result (or the message itself), chained by `parentId`.
-pub(crate) fn repairs(job: &Job<'_>) -> Edits {
-    let keys = chain::Keys {
-        id: "id",
-        parent: "parentId",
-    };
-    chain::repairs(job, keys, entry_id, |anchor, calls, parent, ids| {
+pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
+    chain::repairs(job, chain, entry_id, |anchor, calls, parent, ids| {
         let (iso, ms) = anchor.message.map_or((Value::Null, Value::Null), |l| {
             let value = l.value();
             (
@@ -292,6 +289,7 @@ pub(crate) fn repairs(job: &Job<'_>) -> Edits {
         let mut out = Vec::new();
         for call in calls {
             let id = linked.then(|| ids.fresh(&call.id));
+            let (text, is_error) = repair::answer_text(Agent::Pi, call);
             let entry = ResultEntry {
                 kind: "message",
                 id: id.as_deref(),
@@ -301,11 +299,8 @@ pub(crate) fn repairs(job: &Job<'_>) -> Edits {
                     role: "toolResult",
                     tool_call_id: &call.id,
                     tool_name: &call.name,
-                    content: [TextBlock {
-                        kind: "text",
-                        text: repair::answer_text(Agent::Pi, call),
-                    }],
-                    is_error: true,
+                    content: [TextBlock { kind: "text", text }],
+                    is_error,
                     timestamp: &ms,
                 },
             };
@@ -321,6 +316,12 @@ pub(crate) fn repairs(job: &Job<'_>) -> Edits {
         out
     })
 }
+
+/// pi's link fields.
+pub(crate) const KEYS: chain::Keys = chain::Keys {
+    id: "id",
+    parent: "parentId",
+};
 
 /// An entry id as pi makes them: 8 hex digits.
 fn entry_id(hash: u128) -> String {

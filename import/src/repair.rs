@@ -10,6 +10,7 @@
 //! expects: a result for them would reach the provider with no call. Lines that are JSON of a
 //! shape this reader does not know stay where they are: the agent may know them.
 
+use crate::chain::{self, Chain};
 use crate::lines::Damage;
 use crate::session::{Call, Session, Source, Verdict};
 use crate::{claude_code, codex, pi, read, Agent, ReadError};
@@ -58,44 +59,57 @@ pub(crate) struct Job<'a> {
 pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
     let session = read(agent, bytes)?;
     let lines = file_lines(bytes);
-    let moved: HashSet<Source> = session
+    let lossy: HashSet<Source> = session.lossy.iter().copied().collect();
+    let mut moved: HashSet<Source> = session
         .quarantined
         .iter()
         .filter(|q| matches!(q.damage, Damage::Torn | Damage::NotJson { .. }))
         .map(|q| q.at)
         .collect();
-    let answered: Vec<&Call> = session
-        .calls
-        .iter()
-        .filter(|c| replayed_orphan(agent, c))
-        .collect();
+    let (calls, chain) = match keys(agent) {
+        None => {
+            let calls = session.calls.iter().filter(|c| replayed_orphan(agent, c));
+            (calls.collect(), None)
+        }
+        Some(keys) => {
+            // pi passes every result on the path it replays to the provider, a result of no
+            // call included (a 400): such a result is moved out as well.
+            if agent == Agent::Pi {
+                let before = Chain::new(&lines, &moved, keys);
+                let stray = session.orphan_outputs.iter().map(|o| o.at);
+                moved.extend(stray.filter(|at| before.on_path(*at)).collect::<Vec<_>>());
+            }
+            let chain = Chain::new(&lines, &moved, keys);
+            let calls = (session.calls.iter())
+                .filter(|c| chain.on_path(c.at) && unanswered_on_path(agent, c, &chain));
+            (calls.collect(), Some(chain))
+        }
+    };
     let job = Job {
         session: &session,
-        calls: answered,
+        calls,
         lines,
         moved,
     };
-    let edits = match agent {
-        Agent::Codex => codex::answers(&job),
-        Agent::Pi => pi::repairs(&job),
-        Agent::ClaudeCode => claude_code::repairs(&job),
+    let edits = match (agent, &chain) {
+        (Agent::Pi, Some(chain)) => pi::repairs(&job, chain),
+        (Agent::ClaudeCode, Some(chain)) => claude_code::repairs(&job, chain),
+        _ => codex::answers(&job),
     };
+    drop(chain);
     let Job {
         calls: answered,
         lines,
         moved,
         ..
     } = job;
+    let mut moved_in_order: Vec<Source> = moved.iter().copied().collect();
+    moved_in_order.sort();
     let mut out = Repaired {
         bytes: Vec::with_capacity(bytes.len() + 512 * answered.len()),
         quarantine: Vec::new(),
         answered: answered.iter().map(|c| (c.id.clone(), c.at)).collect(),
-        moved: session
-            .quarantined
-            .iter()
-            .filter(|q| moved.contains(&q.at))
-            .map(|q| q.at)
-            .collect(),
+        moved: moved_in_order,
         relinked: Vec::new(),
     };
     for line in &lines {
@@ -109,7 +123,7 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
                 out.bytes.extend_from_slice(text);
                 out.relinked.push(line.at);
             }
-            None => out.bytes.extend_from_slice(line.text),
+            None => out.bytes.extend_from_slice(&readable(line, &lossy)),
         }
         out.bytes.push(b'\n');
         for added in edits.after.get(&line.at.offset).into_iter().flatten() {
@@ -118,6 +132,40 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
         }
     }
     Ok(out)
+}
+
+/// A kept line as every agent can read it: without a byte-order mark (codex's JSON reader
+/// refuses one), and valid UTF-8 (bytes that are not become U+FFFD, as pi and Claude Code read
+/// them anyway; codex could not read the file at all).
+fn readable<'a>(line: &FileLine<'a>, lossy: &HashSet<Source>) -> std::borrow::Cow<'a, [u8]> {
+    let text = match line.text.strip_prefix(b"\xef\xbb\xbf") {
+        Some(rest) if line.at.offset == 0 => rest,
+        _ => line.text,
+    };
+    if lossy.contains(&line.at) {
+        return std::borrow::Cow::Owned(String::from_utf8_lossy(text).into_owned().into_bytes());
+    }
+    std::borrow::Cow::Borrowed(text)
+}
+
+/// The link fields of a format whose lines are chained by them.
+fn keys(agent: Agent) -> Option<chain::Keys> {
+    match agent {
+        Agent::Codex => None,
+        Agent::Pi => Some(pi::KEYS),
+        Agent::ClaudeCode => Some(claude_code::KEYS),
+    }
+}
+
+/// A call on the replay path whose output the agent will not find on it: none recorded, or
+/// one only on a branch it no longer replays (pi's calls that never ran are left: pi drops
+/// their message).
+fn unanswered_on_path(agent: Agent, call: &Call, chain: &Chain<'_>) -> bool {
+    match &call.verdict {
+        Verdict::Result { at, .. } => !chain.on_path(*at),
+        Verdict::NotStarted { .. } => agent != Agent::Pi,
+        Verdict::OutcomeUnknown { .. } => true,
+    }
 }
 
 /// A call without an output that the agent will send to the model again on resume.
@@ -130,19 +178,22 @@ fn replayed_orphan(agent: Agent, call: &Call) -> bool {
     }
 }
 
-/// The answer's text: the code, what the file shows, and why.
-pub(crate) fn answer_text(agent: Agent, call: &Call) -> String {
+/// The answer's text and whether it is an error: for a call with no output, its code, the line
+/// of the call and why; for one whose output is only on a branch the agent no longer replays,
+/// that output, as recorded.
+pub(crate) fn answer_text(agent: Agent, call: &Call) -> (String, bool) {
     let (code, why) = match &call.verdict {
         Verdict::NotStarted { why } => ("TOOL_NOT_STARTED", *why),
         Verdict::OutcomeUnknown { why } => ("TOOL_OUTCOME_UNKNOWN", *why),
-        Verdict::Result { .. } => unreachable!("only calls without an output are answered"),
+        Verdict::Result { text, is_error, .. } => return (text.clone(), *is_error),
     };
-    format!(
+    let text = format!(
         "{code}: {} recorded this call (line {} of its session file) but no output: {why}. \
          Check what it did before running it again. [written by tooljournal's recover repair]",
         agent.name(),
         call.at.line
-    )
+    );
+    (text, true)
 }
 
 /// The file's non-blank lines with where each starts (a last line without a newline included).
@@ -169,21 +220,39 @@ pub(crate) fn file_lines(bytes: &[u8]) -> Vec<FileLine<'_>> {
     out
 }
 
-/// What every repair keeps: the session it was made from, read again, answers every call it
-/// answered with its text (the caller's check, in tests and in `recover repair`).
+/// What every repair keeps, read again from its copy: no call the agent replays is left
+/// without an output on the path it replays, and (pi) no result of no call is on that path.
+/// The caller's check, in tests and in `recover repair`.
 pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
     let again = read(agent, &repaired.bytes).map_err(|e| e.to_string())?;
-    let answered: HashSet<&str> = (again.calls.iter())
-        .filter(|c| matches!(c.verdict, Verdict::Result { .. }))
-        .map(|c| c.id.as_str())
-        .collect();
-    for (id, _) in &repaired.answered {
-        if !answered.contains(id.as_str()) {
-            return Err(format!("call {id:?} is not answered in the repaired file"));
+    let unanswered: Vec<&Call> = match keys(agent) {
+        None => again
+            .calls
+            .iter()
+            .filter(|c| replayed_orphan(agent, c))
+            .collect(),
+        Some(keys) => {
+            let lines = file_lines(&repaired.bytes);
+            let none = HashSet::new();
+            let chain = Chain::new(&lines, &none, keys);
+            if agent == Agent::Pi {
+                if let Some(o) = again.orphan_outputs.iter().find(|o| chain.on_path(o.at)) {
+                    return Err(format!(
+                        "line {}: a result of no call ({:?}) is on the path pi replays",
+                        o.at.line, o.call_id
+                    ));
+                }
+            }
+            (again.calls.iter())
+                .filter(|c| chain.on_path(c.at) && unanswered_on_path(agent, c, &chain))
+                .collect()
         }
+    };
+    match unanswered.first() {
+        Some(c) => Err(format!(
+            "call {:?} (line {}) still has no output",
+            c.id, c.at.line
+        )),
+        None => Ok(again),
     }
-    if let Some(orphan) = again.calls.iter().find(|c| replayed_orphan(agent, c)) {
-        return Err(format!("call {:?} still has no output", orphan.id));
-    }
-    Ok(again)
 }

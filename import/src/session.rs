@@ -105,6 +105,10 @@ pub struct OrphanOutput {
     pub call_id: String,
     /// Where.
     pub at: Source,
+    /// Its text.
+    pub text: String,
+    /// Recorded as an error.
+    pub is_error: bool,
 }
 
 /// A session file as read.
@@ -124,6 +128,9 @@ pub struct Session {
     pub orphan_outputs: Vec<OrphanOutput>,
     /// Lines kept out, in file order.
     pub quarantined: Vec<Quarantined>,
+    /// Lines whose bytes are not all UTF-8, read with U+FFFD in their place (as Node.js reads
+    /// them; codex, which reads strict UTF-8, could not).
+    pub lossy: Vec<Source>,
     /// Lines of a type this reader does not know: kept, and named here (type, where).
     pub unknown: Vec<(String, Source)>,
     /// What else the reader noticed (a missing header, a duplicate call id, a parent that was
@@ -145,6 +152,7 @@ impl Session {
             calls: Vec::new(),
             orphan_outputs: Vec::new(),
             quarantined: Vec::new(),
+            lossy: Vec::new(),
             unknown: Vec::new(),
             notes: Vec::new(),
             ids: HashSet::new(),
@@ -231,20 +239,36 @@ impl Session {
         });
     }
 
-    /// Pairs an output with the first call of that id that has none yet; an output of no such
-    /// call is an orphan.
+    /// Pairs an output with the latest call of that id before it that has none yet (a result
+    /// follows its call; an id reused by a later message names the later call); an output of no
+    /// such call is an orphan.
     pub(crate) fn pair(&mut self, call_id: &str, text: String, is_error: bool, at: Source) {
-        let open = self.open.get_mut(call_id).and_then(VecDeque::pop_front);
-        match open {
-            Some(i) => {
-                self.calls[i].verdict = Verdict::Result { text, is_error, at };
-                self.items.push(Item::Output { call: i, at });
-            }
+        match self.open.get_mut(call_id).and_then(VecDeque::pop_back) {
+            Some(i) => self.answer(i, text, is_error, at),
             None => self.orphan_outputs.push(OrphanOutput {
                 call_id: call_id.to_owned(),
                 at,
+                text,
+                is_error,
             }),
         }
+    }
+
+    /// Pairs the outputs read before any call of their id with the first such call after them:
+    /// for formats that pair by id alone, wherever the output stands (codex).
+    pub(crate) fn pair_late(&mut self) {
+        let orphans = std::mem::take(&mut self.orphan_outputs);
+        for o in orphans {
+            match self.open.get_mut(&o.call_id).and_then(VecDeque::pop_front) {
+                Some(i) => self.answer(i, o.text, o.is_error, o.at),
+                None => self.orphan_outputs.push(o),
+            }
+        }
+    }
+
+    fn answer(&mut self, call: usize, text: String, is_error: bool, at: Source) {
+        self.calls[call].verdict = Verdict::Result { text, is_error, at };
+        self.items.push(Item::Output { call, at });
     }
 
     /// Every call still without an output gets the verdict `rule` gives it.

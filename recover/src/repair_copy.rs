@@ -39,6 +39,12 @@ pub enum RepairError {
         /// The limit it passed.
         source: import::ReadError,
     },
+    /// The session file is not a regular file (a directory, a FIFO, a device).
+    #[error("{}: not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// `--out` names the session file itself.
     #[error("{}: --out names the session file itself; the original is never modified", path.display())]
     SameFile {
@@ -83,7 +89,14 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
         path: file.to_owned(),
         source,
     };
-    let size_bytes = std::fs::metadata(file).map_err(read_error)?.len();
+    let meta = std::fs::metadata(file).map_err(read_error)?;
+    // A FIFO would block and a device would not end: only a regular file is a session file.
+    if !meta.is_file() {
+        return Err(RepairError::NotAFile {
+            path: file.to_owned(),
+        });
+    }
+    let size_bytes = meta.len();
     if size_bytes > import::FILE_BYTES_MAX {
         let source = import::ReadError::TooLarge { size_bytes };
         return Err(RepairError::TooLarge {
@@ -104,7 +117,17 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
             });
         }
     }
-    let bytes = std::fs::read(file).map_err(read_error)?;
+    let bytes = read_bounded(file).map_err(read_error)?;
+    if bytes.len() as u64 > import::FILE_BYTES_MAX {
+        // It grew past the limit after its size was read.
+        let source = import::ReadError::TooLarge {
+            size_bytes: bytes.len() as u64,
+        };
+        return Err(RepairError::TooLarge {
+            path: file.to_owned(),
+            source,
+        });
+    }
     let repaired = import::repair(agent, &bytes).map_err(|source| RepairError::TooLarge {
         path: file.to_owned(),
         source,
@@ -128,6 +151,17 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
         repaired,
         quarantine,
     })
+}
+
+/// At most one byte more than [`import::FILE_BYTES_MAX`] of `file`: a file that grows while it
+/// is read is never read without bound.
+fn read_bounded(file: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)?
+        .take(import::FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Whether `out` names `file` (a link to it included).

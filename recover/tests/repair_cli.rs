@@ -12,9 +12,15 @@ fn fixture(agent: &str, name: &str) -> PathBuf {
         .join(format!("{name}.jsonl"))
 }
 
-fn recover(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
-        .args(args)
+/// `recover repair --from FROM FILE --out OUT`, in `dir` when given.
+fn repair(dir: Option<&Path>, from: &str, file: &Path, out: &Path) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_recover"));
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    (command.args(["repair", "--from", from]).arg(file))
+        .arg("--out")
+        .arg(out)
         .output()
         .expect("the recover binary runs")
 }
@@ -36,14 +42,7 @@ fn a_torn_codex_rollout_is_answered_and_its_torn_line_moved_out() {
     let tmp = tempfile::tempdir().unwrap();
     let (file, original) = session_in(tmp.path(), "codex", "torn_tail");
     let out = tmp.path().join("fixed.jsonl");
-    let o = recover(&[
-        Path::new("repair"),
-        Path::new("--from"),
-        Path::new("codex"),
-        &file,
-        Path::new("--out"),
-        &out,
-    ]);
+    let o = repair(None, "codex", &file, &out);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let stdout = text(&o.stdout);
     assert!(
@@ -81,14 +80,7 @@ fn a_pi_session_with_a_bad_line_is_relinked_and_its_error_calls_left_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let (file, _) = session_in(tmp.path(), "pi", "bad_middle");
     let out = tmp.path().join("fixed.jsonl");
-    let o = recover(&[
-        Path::new("repair"),
-        Path::new("--from"),
-        Path::new("pi"),
-        &file,
-        Path::new("--out"),
-        &out,
-    ]);
+    let o = repair(None, "pi", &file, &out);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stdout).contains("relinked line 6"),
@@ -104,14 +96,7 @@ fn a_pi_session_with_a_bad_line_is_relinked_and_its_error_calls_left_alone() {
 
     let (file, _) = session_in(tmp.path(), "pi", "length_cut");
     let out = tmp.path().join("cut.jsonl");
-    let o = recover(&[
-        Path::new("repair"),
-        Path::new("--from"),
-        Path::new("pi"),
-        &file,
-        Path::new("--out"),
-        &out,
-    ]);
+    let o = repair(None, "pi", &file, &out);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let stdout = text(&o.stdout);
     assert!(stdout.contains("answered toolu_len"), "{stdout}");
@@ -129,16 +114,7 @@ fn a_pi_session_with_a_bad_line_is_relinked_and_its_error_calls_left_alone() {
 fn refusals_name_the_file_and_change_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let (file, original) = session_in(tmp.path(), "codex", "no_output");
-    let run = |out: &Path, from: &str, file: &Path| {
-        recover(&[
-            Path::new("repair"),
-            Path::new("--from"),
-            Path::new(from),
-            file,
-            Path::new("--out"),
-            out,
-        ])
-    };
+    let run = |out: &Path, from: &str, file: &Path| repair(None, from, file, out);
 
     // --out is the session file itself.
     let o = run(&file, "codex", &file);
@@ -195,14 +171,7 @@ fn a_claude_code_response_missing_one_result_gets_it_on_the_chain() {
     let tmp = tempfile::tempdir().unwrap();
     let (file, original) = session_in(tmp.path(), "claude-code", "parallel_missing");
     let out = tmp.path().join("fixed.jsonl");
-    let o = recover(&[
-        Path::new("repair"),
-        Path::new("--from"),
-        Path::new("claude-code"),
-        &file,
-        Path::new("--out"),
-        &out,
-    ]);
+    let o = repair(None, "claude-code", &file, &out);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stdout).contains("answered toolu_p2"),
@@ -234,4 +203,79 @@ fn a_claude_code_response_missing_one_result_gets_it_on_the_chain() {
         .calls
         .iter()
         .all(|c| matches!(c.verdict, Verdict::Result { .. })));
+}
+
+/// A file that never ends (a device, or a pipe fed by a runaway writer) is refused, never read
+/// without bound: run under a 3 GB address-space limit, an unbounded read would fail with "out
+/// of memory" instead (an adversarial review found it so).
+#[test]
+fn an_endless_file_is_refused_not_read_without_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("fixed.jsonl");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 3000000; exec timeout 60 \"$0\" repair --from pi /dev/zero --out \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_recover"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{:?}: {stderr}", o.status);
+    assert!(stderr.contains("/dev/zero: not a regular file"), "{stderr}");
+    assert!(
+        std::fs::read_dir(tmp.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
+}
+
+/// The original is never the target, through a symlink, a hard link or a relative path; a
+/// directory as FILE is refused; an `--out` whose quarantine would be the original is refused;
+/// each refusal exits 1 naming a path and leaves no file behind.
+#[test]
+fn the_original_cannot_be_reached_through_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (file, original) = session_in(dir, "pi", "torn_tail");
+    std::os::unix::fs::symlink(&file, dir.join("sym.jsonl")).unwrap();
+    std::fs::hard_link(&file, dir.join("hard.jsonl")).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink(dir.join("gone"), dir.join("dangling.jsonl")).unwrap();
+    let names = || {
+        let mut v: Vec<_> = (std::fs::read_dir(dir).unwrap())
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = names();
+    let name = Path::new("torn_tail.jsonl");
+    for out in [
+        "sym.jsonl",
+        "hard.jsonl",
+        "./sub/../torn_tail.jsonl",
+        "torn_tail.jsonl",
+        "sub",
+        "dangling.jsonl",
+    ] {
+        let o = repair(Some(dir), "pi", name, Path::new(out));
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{out}: {stderr}");
+        assert!(stderr.contains(out), "{out}: {stderr}");
+        assert_eq!(std::fs::read(&file).unwrap(), original, "{out}");
+    }
+    let o = repair(Some(dir), "pi", Path::new("sub"), Path::new("x.jsonl"));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("sub: not a regular file"),
+        "{}",
+        text(&o.stderr)
+    );
+    // --out whose quarantine is the original: refused, the original not overwritten.
+    let q = dir.join("t.jsonl.quarantine");
+    std::fs::write(&q, &original).unwrap();
+    let o = repair(Some(dir), "pi", &q, Path::new("t.jsonl"));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&q).unwrap(), original);
+    std::fs::remove_file(&q).unwrap();
+    assert_eq!(before, names(), "no partial or stray file left");
 }
