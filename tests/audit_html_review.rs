@@ -10,7 +10,7 @@ mod recover_bin;
 use audit_page::{assert_sound_page, call_ids, demo, parse_errors, path_str, summary};
 use journal::{FsStorage, Journal, Options};
 use runtime::event::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -21,6 +21,14 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
+}
+
+/// A temporary directory, the journal path in it, and a writer creating that journal.
+fn fresh() -> (tempfile::TempDir, PathBuf, Writer) {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("j");
+    let w = Writer::create(&j);
+    (dir, j, w)
 }
 
 /// Appends records with increasing times.
@@ -190,9 +198,7 @@ fn fat_calls(prefix: &str, n: usize, chars: usize) -> Vec<(String, String, Strin
 /// journal's 16 MiB record limit) once took the page past the default 32 MiB bound.
 #[test]
 fn bound_a_long_model_name_keeps_the_page_within_the_default_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     w.model("<".repeat(6 << 20));
     w.step(1, 1, &fat_calls("c", 3, 10));
@@ -203,9 +209,7 @@ fn bound_a_long_model_name_keeps_the_page_within_the_default_bound() {
 /// The session id is cut in the summary (it once went in whole).
 #[test]
 fn bound_a_long_session_id_keeps_the_page_within_its_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("<".repeat(MIB as usize), vec![]);
     w.step(1, 1, &fat_calls("c", 3, 10));
     w.close();
@@ -240,9 +244,7 @@ fn bound_many_tools_with_long_names_keep_the_page_within_its_bound() {
 /// their share of the summary, the rest counted.
 #[test]
 fn bound_many_long_faults_keep_the_page_within_its_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     w.step(1, 1, &fat_calls("c", 200, 2000));
     for _ in 0..1000 {
@@ -255,9 +257,7 @@ fn bound_many_long_faults_keep_the_page_within_its_bound() {
 /// Control: the items alone, however fat, stay within the bound (this held).
 #[test]
 fn bound_fat_calls_alone_stay_within_the_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     for s in 1..=50 {
         let calls: Vec<_> = (0..20)
@@ -290,9 +290,7 @@ fn bound_fat_calls_alone_stay_within_the_bound() {
 /// `assert_sound_page` demands.
 #[test]
 fn escaping_control_and_noncharacters_in_journal_text_are_no_parse_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     let odd = "a\u{7f}b\u{85}c\u{9f}d\u{fdd0}e\u{fffe}f\u{1fffe}g";
     w.step(
@@ -429,9 +427,7 @@ fn errors_json_and_html_conflict() {
 /// each at the last record before its crash.
 #[test]
 fn resumed_twice_crashed_session_has_one_marker_per_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     w.step(1, 1, &fat_calls("a", 2, 10));
     let crash1 = w.at_ms;
@@ -538,9 +534,7 @@ fn old_a_format_1_journal_draws_as_its_format_2_copy() {
 /// call started: drawn, its calls all there, the crash marked.
 #[test]
 fn old_a_schema_1_journal_draws() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open_schema(1, "s".into(), vec![]);
     w.step(1, 1, &fat_calls("c", 2, 10));
     let c0 = CallRef {
@@ -618,9 +612,7 @@ fn escaping_a_journal_path_that_looks_like_markup_is_text() {
 /// Unrecovered, the same call has no times at all.
 #[test]
 fn resumed_a_call_never_received_is_not_drawn_after_the_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     w.step(1, 1, &fat_calls("c", 1, 10));
     // The response asked for two calls; the process died after receiving the first.
@@ -700,9 +692,7 @@ fn resumed_a_call_never_received_is_not_drawn_after_the_crash() {
 /// keeping the first, so it was not).
 #[test]
 fn bound_the_crash_is_marked_after_a_thousand_faults() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = dir.path().join("j");
-    let mut w = Writer::create(&j);
+    let (dir, j, mut w) = fresh();
     w.open("s".into(), vec![]);
     w.step(1, 1, &fat_calls("c", 1, 10));
     for i in 0..1001 {

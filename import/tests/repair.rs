@@ -131,20 +131,20 @@ fn check_agent(agent: Agent) {
     }
 }
 
-/// pi's context is the chain from the last entry up: every parent is there, and every call on
-/// it that pi replays has its result on it too.
-fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
-    let entries: Vec<Value> = bytes
+/// The lines an agent replays: from the last line with an id (`id_key`) up through parent
+/// links (`parent_key`), root first; every parent named in the file must be in it.
+fn replayed_path(name: &str, bytes: &[u8], id_key: &str, parent_key: &str) -> Vec<Value> {
+    let lines: Vec<Value> = bytes
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
         .map(|l| serde_json::from_slice(l).unwrap())
         .collect();
-    let by_id: HashMap<&str, &Value> = entries
+    let by_id: HashMap<&str, &Value> = lines
         .iter()
-        .filter_map(|e| Some((e["id"].as_str()?, e)))
+        .filter_map(|l| Some((l[id_key].as_str()?, l)))
         .collect();
-    for e in &entries {
-        if let Some(parent) = e["parentId"].as_str() {
+    for l in &lines {
+        if let Some(parent) = l[parent_key].as_str() {
             assert!(
                 by_id.contains_key(parent),
                 "{name}: parent {parent} missing"
@@ -152,11 +152,19 @@ fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
         }
     }
     let mut path = Vec::new();
-    let mut at = entries.last();
-    while let Some(e) = at {
-        path.push(e);
-        at = e["parentId"].as_str().and_then(|p| by_id.get(p).copied());
+    let mut at = lines.iter().rev().find(|l| l[id_key].is_string());
+    while let Some(l) = at {
+        path.push(l.clone());
+        at = l[parent_key].as_str().and_then(|p| by_id.get(p).copied());
     }
+    path.reverse();
+    path
+}
+
+/// pi's context is the chain from the last entry up: every parent is there, and every call on
+/// it that pi replays has its result on it too.
+fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
+    let path = replayed_path(name, bytes, "id", "parentId");
     let results: Vec<&str> = path
         .iter()
         .filter(|e| e["message"]["role"] == "toolResult")
@@ -183,32 +191,7 @@ fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
 /// Claude Code's conversation is the chain from the last line up: every parent is there, and
 /// every `tool_use` on it has its `tool_result` on it, in a later line.
 fn claude_chain_is_whole(name: &str, bytes: &[u8]) {
-    let lines: Vec<Value> = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect();
-    let by_uuid: HashMap<&str, &Value> = lines
-        .iter()
-        .filter_map(|l| Some((l["uuid"].as_str()?, l)))
-        .collect();
-    for l in &lines {
-        if let Some(parent) = l["parentUuid"].as_str() {
-            assert!(
-                by_uuid.contains_key(parent),
-                "{name}: parent {parent} missing"
-            );
-        }
-    }
-    let mut path = Vec::new();
-    let mut at = lines.iter().rev().find(|l| l["uuid"].is_string());
-    while let Some(l) = at {
-        path.push(l);
-        at = l["parentUuid"]
-            .as_str()
-            .and_then(|p| by_uuid.get(p).copied());
-    }
-    path.reverse();
+    let path = replayed_path(name, bytes, "uuid", "parentUuid");
     for (i, l) in path.iter().enumerate() {
         if l["type"] != "assistant" {
             continue;
