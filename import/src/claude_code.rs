@@ -120,6 +120,7 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
     });
     s.quarantined = lines.quarantined;
     s.lossy = lines.lossy_lines;
+    s.times = lines.times;
     for (at, parent) in parents {
         if !uuids.contains(&parent) {
             s.notes.push((

@@ -54,6 +54,9 @@ pub(crate) struct Lines {
     pub(crate) first_json: Option<Source>,
     /// Lines read with bytes that are not UTF-8 replaced (U+FFFD).
     pub(crate) lossy_lines: Vec<Source>,
+    /// Each JSON line's `timestamp` that reads as RFC 3339, as (line, milliseconds since the
+    /// Unix epoch), in line order.
+    pub(crate) times: Vec<(u64, u64)>,
 }
 
 /// Hands each line of `bytes` that parses as JSON to `take`, one at a time (no line is kept);
@@ -61,6 +64,7 @@ pub(crate) struct Lines {
 pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), String>) -> Lines {
     let mut bad: Vec<Quarantined> = Vec::new();
     let mut lossy_lines = Vec::new();
+    let mut times = Vec::new();
     let mut first_json = None;
     let mut last_good = None;
     let mut offset = 0usize;
@@ -87,6 +91,9 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
                 if lossy {
                     lossy_lines.push(at);
                 }
+                if let Some(ms) = timestamp_ms(&value) {
+                    times.push((number, ms));
+                }
                 match take(&Line { at, value }) {
                     Ok(()) => {
                         last_good = Some(at);
@@ -112,7 +119,17 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
         quarantined: bad,
         first_json,
         lossy_lines,
+        times,
     }
+}
+
+/// A line's top-level `timestamp` (all three agents write one, RFC 3339 in UTC), in
+/// milliseconds since the Unix epoch; `None` when it is missing, not RFC 3339, or before 1970.
+fn timestamp_ms(value: &Value) -> Option<u64> {
+    let text = value.get("timestamp")?.as_str()?;
+    let at =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    u64::try_from(at.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 /// A line's JSON object: what the agents' own readers take it for. A byte-order mark before the

@@ -131,6 +131,7 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
     });
     s.quarantined = lines.quarantined;
     s.lossy = lines.lossy_lines;
+    s.times = lines.times;
     if s.session_id.is_none() {
         let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes.push((

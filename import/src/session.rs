@@ -136,6 +136,9 @@ pub struct Session {
     /// What else the reader noticed (a missing header, a duplicate call id, a parent that was
     /// never written), each with where.
     pub notes: Vec<(Source, String)>,
+    /// Each line's `timestamp`, as (line, milliseconds since the Unix epoch), in line order;
+    /// lines without one are not listed ([`Session::time_ms`]).
+    pub times: Vec<(u64, u64)>,
     /// Every call id seen, and the calls of each id still without an output, oldest first:
     /// reading stays linear in the file however many calls it holds.
     ids: HashSet<String>,
@@ -143,6 +146,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// When the line was written, as its `timestamp` says (`None`: it has none that reads).
+    pub fn time_ms(&self, line: u64) -> Option<u64> {
+        let i = self.times.binary_search_by_key(&line, |&(l, _)| l).ok()?;
+        Some(self.times[i].1)
+    }
+
     pub(crate) fn new(agent: Agent) -> Session {
         Session {
             agent,
@@ -155,6 +164,7 @@ impl Session {
             lossy: Vec::new(),
             unknown: Vec::new(),
             notes: Vec::new(),
+            times: Vec::new(),
             ids: HashSet::new(),
             open: HashMap::new(),
         }

@@ -275,10 +275,32 @@ pub(crate) fn question_lines(ask: &AskRecord) -> String {
     out
 }
 
+/// An imported call's decision: the agent that ran it decided, so what the audit can say is
+/// where the call and its outcome were read and what the source proves.
+fn imported_decision(i: &runtime::replay::ImportedCall) -> String {
+    use runtime::event::ImportVerdict;
+    let line = |l: Option<runtime::event::ImportLine>| match l {
+        Some(l) => format!("line {} (byte {})", l.line, l.offset),
+        None => "an unknown line".into(),
+    };
+    let called = format!("imported from {}", line(i.line));
+    match &i.verdict {
+        Some(ImportVerdict::Recorded) => format!("{called}; output at {}", line(i.outcome_line)),
+        Some(ImportVerdict::NotStarted { why }) => format!("{called}; no output; never ran: {why}"),
+        Some(ImportVerdict::OutcomeUnknown { why }) => {
+            format!("{called}; no output; may have run: {why}")
+        }
+        None => format!("{called}; the import stopped before its outcome"),
+    }
+}
+
 pub(crate) fn decision(f: Option<&CallFacts>) -> String {
     let Some(r) = f else {
         return "never received".into();
     };
+    if let Some(imported) = &r.imported {
+        return imported_decision(imported);
+    }
     if let Some(ask) = &r.last_ask {
         let asked = format!("asked: {}", question_summary(ask));
         // Allowed (or answered), then stopped before it started.

@@ -237,10 +237,37 @@ pub(crate) struct Unfinished<'a> {
     pub answered: Option<&'a Answer>,
     /// What a probe of the workspace found (a `started` call's, when one was asked for).
     pub probe: Option<&'a Probe>,
+    /// It was read from another agent's session by an import that stopped before its
+    /// `import/outcome` ([`import_cut_short`]).
+    pub imported: bool,
+}
+
+/// What the model is told about a call of an imported journal whose import stopped before its
+/// outcome was written. The agents imported record no start, so nothing proves the call did
+/// not run: its outcome is unknown, whatever state the journal leaves it in. Deterministic.
+pub fn import_cut_short_text() -> String {
+    error_content(
+        ErrorCode::ToolOutcomeUnknown,
+        "this call was imported from another agent's session, and the import stopped before \
+         its outcome was written; that agent records no start, so it may have run and its \
+         effects may have happened: import the session file again to learn what it recorded, \
+         and retry only if the call is idempotent",
+    )
+}
+
+/// [`import_cut_short_text`] as a classification and result.
+pub(crate) fn import_cut_short() -> (Option<Classification>, CommittedResult) {
+    (
+        Some(Classification::ToolOutcomeUnknown),
+        error_result(ErrorCode::ToolOutcomeUnknown, import_cut_short_text()),
+    )
 }
 
 /// What becomes of a call the journal left unfinished.
 pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>, CommittedResult) {
+    if c.imported {
+        return import_cut_short();
+    }
     match c.state {
         CallState::Settled => (
             None,
@@ -312,6 +339,7 @@ fn classify_orphan(
         question_pending: question_pending(c),
         answered: answered(c),
         probe,
+        imported: c.imported.is_some(),
     })
 }
 
@@ -395,7 +423,8 @@ pub fn analyze_probing(
         .map(|c| report_call(c, &earlier, live, &mut orphans, prober))
         .collect();
     if !live {
-        adopt_unreceived(&mut calls, &mut orphans, unreceived);
+        let imported = replay.imported.is_some();
+        adopt_unreceived(&mut calls, &mut orphans, unreceived, imported);
         // Model order within each step (adopted calls were appended at the step's end).
         calls.sort_by_key(|c| (c.call.turn, c.call.step, model_index(&replay, &c.call)));
     }
@@ -477,7 +506,7 @@ fn report_call(
             tool: c.tool.clone(),
             raw_arguments: c.raw_arguments.clone(),
             state: c.state,
-            classification: None,
+            classification: imported_classification(c),
             resources: c.resources.clone().unwrap_or_default(),
             result: c.committed.clone().expect("committed calls have a result"),
             recovered: false,
@@ -496,6 +525,15 @@ fn report_call(
     } else {
         report_orphan(c, orphans, prober)
     }
+}
+
+/// What an imported call's `import/outcome` proves: `None` for a recorded output (and for
+/// every call the runtime committed itself).
+pub(crate) fn imported_classification(c: &CallReplay) -> Option<Classification> {
+    c.imported
+        .as_ref()
+        .and_then(|i| i.verdict.as_ref())
+        .and_then(|v| v.classification())
 }
 
 /// An orphan's report, its result recorded for the recovery event (and its pending question
@@ -526,18 +564,32 @@ fn report_orphan(c: &CallReplay, orphans: &mut Orphans, prober: Option<&Prober>)
     }
 }
 
-/// Unreceived calls become `TOOL_NOT_STARTED` orphans, each reported after its step's calls.
+/// A call only its step's `llm/response` names: `TOOL_NOT_STARTED` (the runtime journals
+/// `received` before anything else of a call), except in an imported journal, whose import
+/// stopped before it came to the call ([`import_cut_short`]).
+pub(crate) fn never_received(imported: bool) -> (Option<Classification>, CommittedResult) {
+    if imported {
+        return import_cut_short();
+    }
+    (
+        Some(Classification::ToolNotStarted),
+        error_result(ErrorCode::ToolNotStarted, not_started_text()),
+    )
+}
+
+/// Unreceived calls become orphans ([`never_received`]), each reported after its step's calls.
 fn adopt_unreceived(
     calls: &mut Vec<CallReport>,
     orphans: &mut Orphans,
     unreceived: Vec<(CallRef, String, String)>,
+    imported: bool,
 ) {
     for (call, tool, raw_arguments) in unreceived {
-        let result = error_result(ErrorCode::ToolNotStarted, not_started_text());
+        let (classification, result) = never_received(imported);
         orphans.recovered_calls.push(RecoveredCall {
             call: call.clone(),
             state: CallState::Received,
-            classification: Some(Classification::ToolNotStarted),
+            classification,
             result: result.clone(),
         });
         let at = calls
@@ -552,7 +604,7 @@ fn adopt_unreceived(
                 tool,
                 raw_arguments,
                 state: CallState::Received,
-                classification: Some(Classification::ToolNotStarted),
+                classification,
                 resources: Resources::default(),
                 result,
                 recovered: true,

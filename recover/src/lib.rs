@@ -33,6 +33,7 @@ pub use history::{conversation, layout, providers};
 
 pub mod audit;
 pub mod classify;
+pub mod import_journal;
 pub mod listing;
 #[cfg(feature = "mutant")]
 pub mod mutant;

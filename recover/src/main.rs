@@ -108,6 +108,61 @@ enum Command {
         #[arg(long, value_name = "FILE2")]
         out: PathBuf,
     },
+    /// Another agent's session file written as a tooljournal journal, so that classify,
+    /// rebuild and audit work on it: each call with its recorded output, or TOOL_NOT_STARTED
+    /// where the agent's code proves it never ran, or else TOOL_OUTCOME_UNKNOWN; every event
+    /// marked with the source line it was read from, damaged lines listed, never dropped.
+    Import {
+        /// The agent that wrote FILE: codex, pi or claude-code.
+        #[arg(long, value_name = "AGENT", value_parser = ["codex", "pi", "claude-code"])]
+        from: String,
+        /// The session file (never modified).
+        file: PathBuf,
+        /// The journal to write: a new or empty directory, or a postgres:// session URL.
+        #[arg(long, value_name = "DIR")]
+        journal: PathBuf,
+    },
+}
+
+/// `--journal` of `import`: a directory (created if missing) or a PostgreSQL session.
+fn import_backend(journal: &Path) -> Result<journal::Backend, Failure> {
+    if let Place::Backend(backend) = place(journal)? {
+        return Ok(backend);
+    }
+    let storage = journal::FsStorage::create(journal).map_err(|e| {
+        Failure::Failed(format!(
+            "{}: cannot create journal directory: {e}",
+            journal.display()
+        ))
+    })?;
+    Ok(journal::Backend::Files(std::sync::Arc::new(storage)))
+}
+
+fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
+    // expect: clap accepts only the names `from_name` knows.
+    let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
+    let failed = |e: recover::import_journal::ImportError| Failure::Failed(e.to_string());
+    let bytes = recover::repair_copy::read_session_file(file).map_err(|e| failed(e.into()))?;
+    let backend = import_backend(journal)?;
+    let now_ms = runtime::eventlog::Clock::now_ms(&runtime::eventlog::SystemClock);
+    let label = file.display().to_string();
+    let r = recover::import_journal::import_into(&backend, agent, &label, &bytes, now_ms)
+        .map_err(failed)?;
+    print(&format!(
+        "imported {label} ({from}) into {}: turns {}, steps {}, calls {} ({} with a recorded \
+         output, {} TOOL_NOT_STARTED, {} TOOL_OUTCOME_UNKNOWN); lines kept out {}, notes {}; \
+         records {}\n",
+        backend.location(),
+        r.turns,
+        r.steps,
+        r.recorded + r.not_started + r.unknown,
+        r.recorded,
+        r.not_started,
+        r.unknown,
+        r.damaged,
+        r.notes,
+        r.records,
+    ))
 }
 
 enum Failure {
@@ -557,6 +612,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => audit_html(&place(&dir)?, &file, html_bytes_max, probe.as_deref()),
         Command::Audit { dir, json, .. } => audit(&place(&dir)?, json),
         Command::Repair { from, file, out } => repair(&from, &file, &out),
+        Command::Import {
+            from,
+            file,
+            journal,
+        } => import(&from, &file, &journal),
     }
 }
 

@@ -85,25 +85,6 @@ pub fn quarantine_path(out: &Path) -> PathBuf {
 /// Repairs `file`, a session file of `agent`, into `out` (and `out.quarantine` when lines are
 /// moved out).
 pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport, RepairError> {
-    let read_error = |source| RepairError::Read {
-        path: file.to_owned(),
-        source,
-    };
-    let meta = std::fs::metadata(file).map_err(read_error)?;
-    // A FIFO would block and a device would not end: only a regular file is a session file.
-    if !meta.is_file() {
-        return Err(RepairError::NotAFile {
-            path: file.to_owned(),
-        });
-    }
-    let size_bytes = meta.len();
-    if size_bytes > import::FILE_BYTES_MAX {
-        let source = import::ReadError::TooLarge { size_bytes };
-        return Err(RepairError::TooLarge {
-            path: file.to_owned(),
-            source,
-        });
-    }
     if same_file(file, out) {
         return Err(RepairError::SameFile {
             path: out.to_owned(),
@@ -117,17 +98,7 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
             });
         }
     }
-    let bytes = read_bounded(file).map_err(read_error)?;
-    if bytes.len() as u64 > import::FILE_BYTES_MAX {
-        // It grew past the limit after its size was read.
-        let source = import::ReadError::TooLarge {
-            size_bytes: bytes.len() as u64,
-        };
-        return Err(RepairError::TooLarge {
-            path: file.to_owned(),
-            source,
-        });
-    }
+    let bytes = read_session_file(file)?;
     let repaired = import::repair(agent, &bytes).map_err(|source| RepairError::TooLarge {
         path: file.to_owned(),
         source,
@@ -151,6 +122,35 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
         repaired,
         quarantine,
     })
+}
+
+/// A session file's bytes, read whole: only a regular file, never past
+/// [`import::FILE_BYTES_MAX`] (a file that grows while it is read included).
+pub fn read_session_file(file: &Path) -> Result<Vec<u8>, RepairError> {
+    let read_error = |source| RepairError::Read {
+        path: file.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(file).map_err(read_error)?;
+    // A FIFO would block and a device would not end: only a regular file is a session file.
+    if !meta.is_file() {
+        return Err(RepairError::NotAFile {
+            path: file.to_owned(),
+        });
+    }
+    let too_large = |size_bytes| RepairError::TooLarge {
+        path: file.to_owned(),
+        source: import::ReadError::TooLarge { size_bytes },
+    };
+    if meta.len() > import::FILE_BYTES_MAX {
+        return Err(too_large(meta.len()));
+    }
+    let bytes = read_bounded(file).map_err(read_error)?;
+    if bytes.len() as u64 > import::FILE_BYTES_MAX {
+        // It grew past the limit after its size was read.
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// At most one byte more than [`import::FILE_BYTES_MAX`] of `file`: a file that grows while it

@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 /// answers `answered` and `declined`, the codes `QUESTION_DECLINED` and `QUESTION_UNANSWERED`,
 /// `context/summary-requested` and `context/compacted`; 5 added `started` with an idempotency
 /// key and evidence (the older `started` is still read) and `recovery/rerun`; 6 added
-/// `writer/stolen`.
-pub const EVENT_SCHEMA_VERSION: u32 = 6;
+/// `writer/stolen`; 7 added `import/source`, `import/line` and `import/outcome` (a session
+/// another agent wrote, imported by `recover import`).
+pub const EVENT_SCHEMA_VERSION: u32 = 7;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
@@ -341,6 +342,10 @@ pub use start::{
 };
 mod writer;
 pub use writer::WriterStolen;
+mod import;
+pub use import::{
+    ImportLine, ImportNote, ImportOutcome, ImportSource, ImportVerdict, ImportedDamage,
+};
 mod llm;
 pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
 
@@ -614,11 +619,19 @@ pub enum Event {
     /// `writer/stolen` (schema 6): this writer took a record store's journal from a holder
     /// whose lease was live; the holder is fenced off.
     WriterStolen(WriterStolen),
+    /// `import/source` (schema 7): right after `session/open`, the other agent's session file
+    /// this journal was imported from, and what reading it found.
+    ImportSource(ImportSource),
+    /// `import/line` (schema 7): the events after it were read from this line of the source.
+    ImportLine(ImportLine),
+    /// `import/outcome` (schema 7): an imported call's one result and what the source proves
+    /// about it; it commits the call from `received`.
+    ImportOutcome(ImportOutcome),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 40;
+    pub const VARIANT_COUNT: u32 = 43;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -662,6 +675,9 @@ impl Event {
             Event::ContextCompacted(_) => "context/compacted",
             Event::RecoveryRerun(_) => "recovery/rerun",
             Event::WriterStolen(_) => "writer/stolen",
+            Event::ImportSource(_) => "import/source",
+            Event::ImportLine(_) => "import/line",
+            Event::ImportOutcome(_) => "import/outcome",
         }
     }
 
@@ -682,7 +698,8 @@ impl Event {
             | Event::AskCancelled { call, .. }
             | Event::AskExpired { call, .. }
             | Event::AskQuestion { call, .. }
-            | Event::AskReplied { call, .. } => Some(call),
+            | Event::AskReplied { call, .. }
+            | Event::ImportOutcome(ImportOutcome { call, .. }) => Some(call),
             _ => None,
         }
     }

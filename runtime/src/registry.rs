@@ -336,8 +336,9 @@ fn source_server(source: &ToolSource) -> String {
     }
 }
 
-/// sha256 over the canonical JSON (serde_json sorts object keys) of both schemas.
-fn schema_hash(input: &serde_json::Value, output: Option<&serde_json::Value>) -> String {
+/// sha256 over the canonical JSON (serde_json sorts object keys) of both schemas: the hash
+/// `session/open`, `tool/schema` and `step/tools` name a tool's schemas by.
+pub fn schema_hash(input: &serde_json::Value, output: Option<&serde_json::Value>) -> String {
     let mut h = Sha256::new();
     h.update(input.to_string().as_bytes());
     h.update(b"\n");

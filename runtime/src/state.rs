@@ -148,6 +148,21 @@ impl CallMachine {
         self.advance_attempt(to, self.attempt + 1)
     }
 
+    /// An imported call's `import/outcome`: from `received` straight to `committed`, a move the
+    /// runtime's own machine never makes (an imported call was run by another agent, so this
+    /// journal saw none of its steps between).
+    pub(crate) fn commit_imported(&mut self) -> Result<(), IllegalTransition> {
+        if self.state != CallState::Received {
+            return Err(IllegalTransition {
+                call: self.call.clone(),
+                from: self.state,
+                to: CallState::Committed,
+            });
+        }
+        self.state = CallState::Committed;
+        Ok(())
+    }
+
     /// As [`CallMachine::advance`], with the attempt number a `started` event carries.
     pub fn advance_attempt(
         &mut self,

@@ -441,6 +441,42 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 lease_left_ms: 500,
             }),
         ),
+        (
+            40,
+            "import/source",
+            Event::ImportSource(ImportSource {
+                agent: "pi".into(),
+                file: "s.jsonl".into(),
+                size_bytes: 10,
+                sha256: "00".repeat(32),
+                source_session_id: None,
+                damaged: vec![],
+                notes: vec![],
+            }),
+        ),
+        (
+            41,
+            "import/line",
+            Event::ImportLine(ImportLine {
+                line: 3,
+                offset: 99,
+            }),
+        ),
+        (
+            42,
+            "import/outcome",
+            Event::ImportOutcome(ImportOutcome {
+                call: call(),
+                verdict: ImportVerdict::OutcomeUnknown { why: "w".into() },
+                result: CommittedResult {
+                    content: "c".into(),
+                    is_error: true,
+                    code: Some(ErrorCode::ToolOutcomeUnknown),
+                    value: None,
+                },
+                source_seqs: vec![5],
+            }),
+        ),
     ]
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 6;
+pub const DOC_SCHEMA: u32 = 7;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -747,6 +747,59 @@ fn writer_stolen(c: &mut Cur) -> R {
     )
 }
 
+// Schema 7.
+fn imported_damage(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("line", u64v),
+            ("offset", u64v),
+            ("bytes", u64v),
+            ("reason", strv),
+            ("followed", boolv),
+        ],
+    )
+}
+fn import_note(c: &mut Cur) -> R {
+    obj(c, &[("line", u64v), ("offset", u64v), ("text", strv)])
+}
+fn import_source(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("agent", strv),
+            ("file", strv),
+            ("size_bytes", u64v),
+            ("sha256", strv),
+            ("source_session_id", opt_str),
+            ("damaged", |c| seq(c, imported_damage)),
+            ("notes", |c| seq(c, import_note)),
+        ],
+    )
+}
+fn import_line(c: &mut Cur) -> R {
+    obj(c, &[("line", u64v), ("offset", u64v)])
+}
+fn import_verdict(c: &mut Cur) -> R {
+    let v = [
+        ("Recorded", Shape::Unit),
+        ("NotStarted", Shape::Fields(&[("why", strv)])),
+        ("OutcomeUnknown", Shape::Fields(&[("why", strv)])),
+    ];
+    variant(c, "ImportVerdict", &v)
+}
+fn import_outcome(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("call", call_ref),
+            ("verdict", import_verdict),
+            ("result", committed_result),
+            ("source_seqs", seqs),
+        ],
+    )
+}
+
 /// The event table of FORMAT.md: index → (name, fields).
 fn events() -> Vec<(&'static str, Shape)> {
     use Shape::{Fields, Newtype, Unit};
@@ -899,6 +952,10 @@ fn events() -> Vec<(&'static str, Shape)> {
         ("recovery/rerun", Newtype(recovery_rerun)),
         // Schema 6.
         ("writer/stolen", Newtype(writer_stolen)),
+        // Schema 7.
+        ("import/source", Newtype(import_source)),
+        ("import/line", Newtype(import_line)),
+        ("import/outcome", Newtype(import_outcome)),
     ]
 }
 
@@ -924,6 +981,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("CompactTrigger", 2),
         ("Evidence", 1),
         ("RerunPolicy", 2),
+        ("ImportVerdict", 3),
         ("ErrorCode", ERROR_CODES.len() as u32),
     ]
 }

@@ -4,11 +4,12 @@
 use runtime::event::{
     idempotency_key, Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, CallStarted,
     Classification, CommittedResult, CompactTrigger, ConfigFile, ContextCompacted,
-    ContextSummaryRequested, Event, Evidence, LlmAttemptFailed, LlmRequest, LlmResponseDetail,
-    ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question,
-    QuestionOption, Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy, Resources,
-    SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy,
-    Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, WriterStolen,
+    ContextSummaryRequested, Event, Evidence, ImportLine, ImportNote, ImportOutcome, ImportSource,
+    ImportVerdict, ImportedDamage, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelCall,
+    ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question, QuestionOption,
+    Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy, Resources, SessionModel,
+    SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy, Text,
+    ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, WriterStolen,
     EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
@@ -600,6 +601,50 @@ pub fn every_event() -> Vec<Record> {
         holder_epoch: 3,
         lease_left_ms: 9_500,
     }));
+    events.push(Event::ImportSource(ImportSource {
+        agent: "codex".into(),
+        file: "rollout.jsonl".into(),
+        size_bytes: 4096,
+        sha256: "ab".repeat(32),
+        source_session_id: Some("0199".into()),
+        damaged: vec![ImportedDamage {
+            line: 7,
+            offset: 900,
+            bytes: 12,
+            reason: "torn".into(),
+            followed: false,
+        }],
+        notes: vec![ImportNote {
+            line: 3,
+            offset: 300,
+            text: "an item of unknown type world_state".into(),
+        }],
+    }));
+    events.push(Event::ImportLine(ImportLine {
+        line: 4,
+        offset: 420,
+    }));
+    for verdict in [
+        ImportVerdict::Recorded,
+        ImportVerdict::NotStarted {
+            why: "stopped with error".into(),
+        },
+        ImportVerdict::OutcomeUnknown {
+            why: "no output".into(),
+        },
+    ] {
+        events.push(Event::ImportOutcome(ImportOutcome {
+            call: c.clone(),
+            verdict,
+            result: CommittedResult {
+                content: "done".into(),
+                is_error: false,
+                code: None,
+                value: None,
+            },
+            source_seqs: vec![11],
+        }));
+    }
     events
         .into_iter()
         .enumerate()

@@ -69,7 +69,7 @@ impl Survey {
                 }
             }
             // Moments are the audit's only.
-            Notice::Opened(_) | Notice::Moment(_) => {}
+            Notice::Opened(_) | Notice::Moment(_) | Notice::Imported(_) => {}
         }
     }
 }

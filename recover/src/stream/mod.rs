@@ -28,14 +28,13 @@
 //! resources.
 
 use crate::classify::{
-    answered, classify_unfinished, end_of, error_result, kept_probe, not_started_text,
+    answered, classify_unfinished, end_of, imported_classification, kept_probe, never_received,
     probe_started, question_pending, CallReport, End, Unfinished,
 };
 use crate::probe::Prober;
 use journal::ReadEnd;
 use notice::{final_result, keep_result, Kept};
 pub use notice::{CallFacts, CallTimes, ClosedStep, Mode, Moment, MomentKind, Notice};
-use runtime::code::ErrorCode;
 use runtime::event::{
     CallRef, Classification, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome,
     TurnOutcome,
@@ -99,6 +98,8 @@ struct OpenCalls {
     /// [`Mode::Audit`]'s second pass: the last facts of calls that could still move when they
     /// were handed out, as the first pass found them at the end.
     moved_facts: HashMap<CallRef, CallFacts>,
+    /// `import/source` was read: a call left unfinished is one the import did not finish.
+    imported: bool,
 }
 
 impl OpenCalls {
@@ -119,6 +120,7 @@ impl OpenCalls {
             mode,
             kept: Kept::default(),
             moved_facts: HashMap::new(),
+            imported: false,
         }
     }
 
@@ -483,6 +485,11 @@ impl Retain for OpenCalls {
     fn context_compacted(&mut self, compacted: runtime::event::ContextCompacted) {
         self.notice(Notice::Compacted(compacted));
     }
+
+    fn import_source(&mut self, source: runtime::event::ImportSource) {
+        self.imported = true;
+        self.notice(Notice::Imported(source));
+    }
 }
 
 /// What is known once the last record is in.
@@ -640,6 +647,7 @@ impl Classifier {
             let report = report_at_end(
                 c,
                 live,
+                kept.imported,
                 &mut recovered_calls,
                 &mut pending_asks,
                 prober.as_deref(),
@@ -721,6 +729,7 @@ fn remaining_calls(kept: &mut OpenCalls) -> Vec<Call> {
 fn report_at_end(
     mut c: Call,
     live: bool,
+    imported: bool,
     recovered_calls: &mut Vec<((u32, u32, usize), RecoveredCall)>,
     pending_asks: &mut Vec<CallRef>,
     prober: Option<&Prober>,
@@ -745,11 +754,8 @@ fn report_at_end(
         probe_started(&r, prober)
     };
     let (classification, result, key) = if c.never_received {
-        (
-            Some(Classification::ToolNotStarted),
-            error_result(ErrorCode::ToolNotStarted, not_started_text()),
-            (u32::MAX, u32::MAX, usize::MAX),
-        )
+        let (classification, result) = never_received(imported);
+        (classification, result, (u32::MAX, u32::MAX, usize::MAX))
     } else {
         if r.ask_pending() {
             pending_asks.push(r.call.clone());
@@ -763,6 +769,7 @@ fn report_at_end(
             question_pending: question_pending(&r),
             answered: answered(&r),
             probe: probe.as_ref(),
+            imported: r.imported.is_some(),
         });
         (
             classification,
@@ -846,7 +853,7 @@ fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
             tool,
             raw_arguments,
             state: r.state,
-            classification: None,
+            classification: imported_classification(r),
             resources,
             // Cannot fail: a call is committed only by `committed` or a `recovery`, and both
             // set its result (a recovered call is the arm above).

@@ -60,6 +60,8 @@ pub enum Notice {
     Step(ClosedStep),
     /// A moment a timeline draws ([`Mode::Audit`] only).
     Moment(Moment),
+    /// `import/source`: the journal was imported from another agent's session file.
+    Imported(runtime::event::ImportSource),
 }
 
 /// A moment of the session, as `audit --html` draws it: when, and what.
@@ -188,6 +190,8 @@ pub struct CallFacts {
     pub processes: Vec<ProcessStarted>,
     /// When each of its state changes was written.
     pub times: CallTimes,
+    /// Read from another agent's session file: its lines and verdict.
+    pub imported: Option<runtime::replay::ImportedCall>,
 }
 
 /// When a call's state changes were written: wall-clock milliseconds since the Unix epoch.
@@ -234,6 +238,7 @@ impl CallFacts {
                 settled_ms: c.settled_at_ms,
                 committed_ms: c.committed_at_ms,
             },
+            imported: c.imported.clone(),
         }
     }
 }

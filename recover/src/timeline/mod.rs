@@ -150,6 +150,14 @@ impl<W: Write> AuditSink for TimelineSink<W> {
                 self.push(item)?;
             }
             Notice::Moment(m) => self.moment(m.at_ms, m.what),
+            Notice::Imported(source) => {
+                let damaged = match source.damaged.len() {
+                    0 => String::new(),
+                    n => format!(", {n} lines of it kept out (damaged)"),
+                };
+                let text = format!("{}'s session file {}{damaged}", source.agent, source.file);
+                self.summary.imported = Some(items_text(&text));
+            }
             Notice::Schema(_) | Notice::Compacted(_) => {}
         }
         Ok(())
@@ -279,6 +287,8 @@ struct Summary {
     last_step: Option<(u32, u32)>,
     /// The last moment was a recovery's (the journal ends balanced, after a crash).
     ended_by_recovery: bool,
+    /// The other agent's session file an imported journal was read from, in words.
+    imported: Option<String>,
 }
 
 impl Summary {
@@ -303,6 +313,7 @@ impl Summary {
             last_step: None,
             stopped_turn: None,
             ended_by_recovery: false,
+            imported: None,
         }
     }
 
@@ -354,6 +365,14 @@ impl Summary {
                 "live: a writer holds the journal; this is what it held when read".into(),
             );
         }
+        if let (Some(_), Some(_)) = (&self.imported, self.closed_ms) {
+            return (
+                "imported",
+                "imported whole from another agent's session file; how that session ended is \
+                 what its calls show"
+                    .into(),
+            );
+        }
         if self.closed_ms.is_some() {
             return ("closed", "closed cleanly (session/close)".into());
         }
@@ -397,6 +416,7 @@ impl Summary {
         json!({
             "journal": self.journal,
             "session": self.session_id,
+            "imported": self.imported,
             "model": self.model,
             "tools": self.tools,
             "tools_elided": self.tools_elided,

@@ -48,6 +48,7 @@
     add(head, el('h1', null, 'Audit of ' + summary.journal));
     const dl = add(head, el('dl'));
     dlRow(dl, 'Session', summary.session || '(no session/open)');
+    if (summary.imported) dlRow(dl, 'Imported from', summary.imported);
     dlRow(dl, 'Model', summary.model || '(not journaled)');
     const ended = dlRow(dl, 'How the journal ended', summary.ended.text);
     ended.className = 'ended-' + summary.ended.how;

@@ -16,7 +16,7 @@ mod rules;
 mod tree;
 
 pub use retain::{Retain, TurnCursor};
-pub use tree::{AskRecord, CallReplay, SessionReplay, StepReplay, TurnReplay};
+pub use tree::{AskRecord, CallReplay, ImportedCall, SessionReplay, StepReplay, TurnReplay};
 
 use crate::event::{declared_schema, Event, Record, EVENT_SCHEMA_VERSION};
 use crate::state::IllegalTransition;
@@ -100,6 +100,12 @@ pub struct Replayer<R = SessionReplay> {
     after_recovery: bool,
     /// The session's id, from `session/open`: every `started` key is checked against it.
     session_id: Option<String>,
+    /// The kind of the last event applied (`import/source` comes right after `session/open`).
+    previous_kind: Option<&'static str>,
+    /// `import/source` was read: the journal is an imported one.
+    imported: bool,
+    /// The latest `import/line`: where in the source file the events being read came from.
+    import_line: Option<crate::event::ImportLine>,
 }
 
 /// Decodes a journal's records as events, one at a time in seq order, by the versioning rule
@@ -186,6 +192,9 @@ impl<R: Retain> Replayer<R> {
             decoder: EventDecoder::new(),
             after_recovery: false,
             session_id: None,
+            previous_kind: None,
+            imported: false,
+            import_line: None,
         }
     }
 

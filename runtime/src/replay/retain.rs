@@ -91,6 +91,8 @@ pub trait Retain {
     fn tool_schema(&mut self, _schema: crate::event::ToolSchema) {}
     /// A `context/compacted`: the reduction every later request is sent with.
     fn context_compacted(&mut self, _compacted: crate::event::ContextCompacted) {}
+    /// `import/source`: the journal is an imported one.
+    fn import_source(&mut self, _source: crate::event::ImportSource) {}
 }
 
 /// Keeps everything: the session whole, as audit, resume and rebuild need it.
@@ -221,5 +223,9 @@ impl Retain for SessionReplay {
     }
     fn context_compacted(&mut self, compacted: crate::event::ContextCompacted) {
         self.compaction = Some(compacted);
+    }
+
+    fn import_source(&mut self, source: crate::event::ImportSource) {
+        self.imported = Some(source);
     }
 }

@@ -3,11 +3,11 @@
 //! record's seq and position.
 
 use super::retain::{Retain, TurnCursor};
-use super::tree::{AskRecord, CallReplay, StepReplay};
+use super::tree::{AskRecord, CallReplay, ImportedCall, StepReplay};
 use super::{ReplayError, Replayer};
 use crate::event::{
-    Approval, AskAnswer, CallRef, CallStarted, Event, Recovery, RecoveryRerun, Reply, RerunPolicy,
-    StepOutcome, TurnOutcome,
+    Approval, AskAnswer, CallRef, CallStarted, Event, ImportLine, ImportOutcome, Recovery,
+    RecoveryRerun, Reply, RerunPolicy, StepOutcome, TurnOutcome,
 };
 use crate::state::CallState;
 use journal::Position;
@@ -54,6 +54,7 @@ impl<R: Retain> Replayer<R> {
             &mut self.after_recovery,
             matches!(event, Event::Recovery(_)),
         );
+        let previous_kind = self.previous_kind.replace(at.kind);
         if let (Event::SessionOpen(open), None) = (&event, &self.session_id) {
             self.session_id = Some(open.session_id.clone());
         }
@@ -240,10 +241,89 @@ impl<R: Retain> Replayer<R> {
                 }
                 apply_rerun(r, seq, rerun).map_err(bad)?
             }
+            Event::ImportSource(source) => {
+                if previous_kind != Some("session/open") {
+                    return Err(bad(
+                        "import/source comes once, right after session/open".into()
+                    ));
+                }
+                self.imported = true;
+                r.import_source(source);
+            }
+            Event::ImportLine(line) => {
+                if !self.imported {
+                    return Err(bad("import/line in a journal that was not imported".into()));
+                }
+                self.import_line = Some(line);
+            }
+            Event::ImportOutcome(outcome) => {
+                if !self.imported {
+                    return Err(bad(format!(
+                        "{}: import/outcome in a journal that was not imported",
+                        outcome.call
+                    )));
+                }
+                import_outcome(r, at, outcome, self.import_line)?
+            }
+            Event::Received { ref call, .. } if self.imported => {
+                // An imported call keeps the source line it was read from.
+                let call = call.clone();
+                apply_call_event(r, at, event)?;
+                r.call_mut(&call).map_err(bad)?.imported = Some(ImportedCall {
+                    line: self.import_line,
+                    verdict: None,
+                    outcome_line: None,
+                });
+            }
             other => apply_call_event(r, at, other)?,
         }
         Ok(())
     }
+}
+
+/// `import/outcome`: an imported call's one result, from `received` (the only state an imported
+/// call is ever in before it), pointing back at it.
+fn import_outcome<R: Retain>(
+    r: &mut R,
+    at: At,
+    outcome: ImportOutcome,
+    line: Option<ImportLine>,
+) -> Result<(), ReplayError> {
+    let bad = |message: String| at.bad(message);
+    let ImportOutcome {
+        call,
+        verdict,
+        result,
+        source_seqs,
+    } = outcome;
+    let c = r.call_mut(&call).map_err(bad)?;
+    let previous = c.seqs.last().copied().unwrap_or(0);
+    if !source_seqs.contains(&previous) || source_seqs.iter().any(|&s| s >= at.seq) {
+        return Err(bad(format!(
+            "{call}: import/outcome points back at {source_seqs:?}, not at the call's previous \
+             event {previous}"
+        )));
+    }
+    c.machine
+        .commit_imported()
+        .map_err(|source| ReplayError::IllegalTransition {
+            seq: at.seq,
+            position: at.position,
+            source,
+        })?;
+    c.state = CallState::Committed;
+    c.seqs.push(at.seq);
+    c.committed = Some(result);
+    c.committed_at_ms = Some(at.at_ms);
+    let imported = c.imported.get_or_insert(ImportedCall {
+        line: None,
+        verdict: None,
+        outcome_line: None,
+    });
+    imported.verdict = Some(verdict);
+    imported.outcome_line = line;
+    r.call_committed(&call);
+    Ok(())
 }
 
 /// The events about one call, and the session-wide facts that need no shape checked.
@@ -491,6 +571,10 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         Event::SpillStored { .. } => {}
         // A takeover changes no call's state: the store fenced the old writer off.
         Event::WriterStolen(_) => {}
+        // Applied by `apply_event`, which knows whether the journal is imported.
+        Event::ImportSource(_) | Event::ImportLine(_) | Event::ImportOutcome(_) => {
+            return Err(bad("an event applied out of its place (a bug)".into()))
+        }
         // Shape events and recoveries are applied by `apply_event`; none reaches here.
         Event::SessionOpen(_)
         | Event::TurnStart { .. }

@@ -4,9 +4,9 @@
 
 use crate::code::ErrorCode;
 use crate::event::{
-    Approval, AskAnswer, CallRef, CommittedResult, Evidence, ModelResponse, Outcome, PlanItem,
-    ProcessStarted, Question, Recovery, Reply, RerunPolicy, Resources, SessionOpen, SessionPolicy,
-    StepOutcome, TurnOutcome, VisibleTool,
+    Approval, AskAnswer, CallRef, CommittedResult, Evidence, ImportLine, ImportSource,
+    ImportVerdict, ModelResponse, Outcome, PlanItem, ProcessStarted, Question, Recovery, Reply,
+    RerunPolicy, Resources, SessionOpen, SessionPolicy, StepOutcome, TurnOutcome, VisibleTool,
 };
 use crate::state::{CallMachine, CallState};
 
@@ -86,6 +86,9 @@ pub struct CallReplay {
     pub evidence: Vec<Evidence>,
     /// A resume left it open to run it again (`recovery/rerun`), under this policy.
     pub rerun: Option<RerunPolicy>,
+    /// Read from another agent's session file (an imported journal): where, and what the
+    /// source proves of its outcome.
+    pub imported: Option<ImportedCall>,
     /// The state machine its events are checked against: a recovery commits the call without
     /// moving it, so later events are checked as the runtime would have checked them.
     pub(super) machine: CallMachine,
@@ -132,6 +135,7 @@ impl CallReplay {
             idempotency_key: None,
             evidence: Vec::new(),
             rerun: None,
+            imported: None,
         }
     }
 
@@ -146,6 +150,19 @@ impl CallReplay {
     pub fn ask_pending(&self) -> bool {
         self.asks.last().is_some_and(|a| a.answer.is_none())
     }
+}
+
+/// What an imported journal says of one call beyond its events: the source lines it was read
+/// from and the verdict of its `import/outcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedCall {
+    /// The line its `received` was read from (the `import/line` before it).
+    pub line: Option<ImportLine>,
+    /// What the source proves of its outcome; `None` until its `import/outcome` (an import cut
+    /// short leaves it `None`).
+    pub verdict: Option<ImportVerdict>,
+    /// The line its `import/outcome` was read from: the output's, or the call's own.
+    pub outcome_line: Option<ImportLine>,
 }
 
 /// One step of a turn: a model request and the calls it asked for.
@@ -232,6 +249,8 @@ pub struct SessionReplay {
     /// The latest `context/compacted`: how every request after it was reduced. A summary
     /// requested with no `context/compacted` after it reduced nothing.
     pub compaction: Option<crate::event::ContextCompacted>,
+    /// The `import/source` of an imported journal: the other agent's file it was read from.
+    pub imported: Option<ImportSource>,
 }
 
 impl SessionReplay {

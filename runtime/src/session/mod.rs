@@ -117,6 +117,15 @@ pub(crate) fn resumable(
     if replay.closed {
         return Err(RuntimeError::Misuse("the session is closed".into()));
     }
+    // Its calls were run by another agent: nothing this runtime would append could be told
+    // apart from the import, and the import is a record, not a session to go on with.
+    if let Some(source) = &replay.imported {
+        return Err(RuntimeError::Misuse(format!(
+            "the journal was imported from {}'s session file {}: it is a record of that \
+             session and cannot be resumed here",
+            source.agent, source.file
+        )));
+    }
     if let Some(turn) = replay.open_turn() {
         return Err(RuntimeError::Misuse(format!(
             "turn {} is still open: the session was interrupted; recover it first",

@@ -6,6 +6,7 @@ pub mod forged;
 pub mod fs_env;
 pub mod pipeline;
 pub mod scheduler;
+pub mod written;
 
 use journal::{Journal, Options, SimStorage};
 use serde_json::{json, Value};

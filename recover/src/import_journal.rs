@@ -1,0 +1,566 @@
+//! `recover import --from codex|pi|claude-code FILE --journal DIR`: another agent's session
+//! file written as a tooljournal journal, so that `classify`, `rebuild` and `audit` work on it.
+//!
+//! Why a journal and not a report: everything `recover` says of a session it says from a
+//! journal, so an imported session gets the same classification, the same four provider
+//! histories and the same audit, with no second reading of each format to keep in step.
+//!
+//! What is written claims nothing the file does not show (DESIGN.md §13). Each call goes from
+//! `received` to one `import/outcome`: its recorded output, or the verdict `import` proves
+//! (`TOOL_NOT_STARTED` only where the agent's own code shows it never ran, else
+//! `TOOL_OUTCOME_UNKNOWN`); no `parsed`, `approved`, `started` or `settled` is made up. Every
+//! event after `import/source` stands under the `import/line` of the line it was read from,
+//! and carries that line's own `timestamp` when it has one. Lines that did not read are listed
+//! in `import/source`, never dropped silently.
+//!
+//! An import stopped halfway (killed, a full disk) leaves a journal with no `session/close`:
+//! `recover` reads its unfinished calls as `TOOL_OUTCOME_UNKNOWN`, never as not started
+//! ([`crate::classify::import_cut_short_text`]).
+
+use crate::classify::error_result;
+use import::{Agent, Call, Item, Session, Source, Verdict};
+use journal::{Backend, Journal, JournalError, Limits, Options, ReadEnd, Reader, Takeover};
+use runtime::event::{
+    CallRef, CommittedResult, Event, ImportLine, ImportNote, ImportOutcome, ImportSource,
+    ImportVerdict, ImportedDamage, ModelCall, ModelResponse, Record, SessionModel, SessionOpen,
+    StepOutcome, StopReason, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool,
+    EVENT_SCHEMA_VERSION,
+};
+use runtime::result::error_content;
+use runtime::ErrorCode;
+use std::collections::{BTreeSet, HashMap};
+
+/// What an import wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Records written.
+    pub records: u64,
+    /// Turns and steps (assistant messages) written.
+    pub turns: u32,
+    /// Assistant messages written, one step each.
+    pub steps: u64,
+    /// Calls with a recorded output.
+    pub recorded: u64,
+    /// Calls proven never to have run.
+    pub not_started: u64,
+    /// Calls that may have run, with no output.
+    pub unknown: u64,
+    /// Lines kept out (damaged), listed in `import/source`.
+    pub damaged: u64,
+    /// Notes listed in `import/source`.
+    pub notes: u64,
+}
+
+/// Why an import wrote nothing, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The session file could not be read.
+    #[error(transparent)]
+    Source(#[from] crate::repair_copy::RepairError),
+    /// The destination already holds records: an import goes to an empty journal.
+    #[error(
+        "{journal}: already holds a journal ({records} records); an import goes to an empty one"
+    )]
+    NotEmpty {
+        /// The destination.
+        journal: String,
+        /// Records found there.
+        records: u64,
+    },
+    /// The journal failed (open, append, sync): what was written stands, with no
+    /// `session/close` after it.
+    #[error("{journal}: {source}")]
+    Journal {
+        /// The destination.
+        journal: String,
+        /// Why.
+        source: JournalError,
+    },
+}
+
+/// Imports `bytes`, the session file `file` of `agent`, into the empty journal `backend`.
+pub fn import_into(
+    backend: &Backend,
+    agent: Agent,
+    file: &str,
+    bytes: &[u8],
+    now_ms: u64,
+) -> Result<ImportReport, ImportError> {
+    let label = backend.location();
+    let failed = |source| ImportError::Journal {
+        journal: label.clone(),
+        source,
+    };
+    let (end, records) = Reader::open_backend(backend, Limits::default())
+        .and_then(|r| r.drain())
+        .map_err(failed)?;
+    if records > 0 || end != ReadEnd::Clean {
+        return Err(ImportError::NotEmpty {
+            journal: label.clone(),
+            records,
+        });
+    }
+    // Cannot fail for a size under `FILE_BYTES_MAX`, which the file was read under.
+    let session = import::read(agent, bytes).map_err(|source| {
+        ImportError::Source(crate::repair_copy::RepairError::TooLarge {
+            path: file.into(),
+            source,
+        })
+    })?;
+    let (journal, _) =
+        Journal::open_backend(backend, Takeover::Refuse, Options::default()).map_err(failed)?;
+    let source = import_source(&session, file, bytes);
+    let mut report = ImportReport {
+        damaged: source.damaged.len() as u64,
+        notes: source.notes.len() as u64,
+        ..ImportReport::default()
+    };
+    let mut writer = Writer {
+        journal: &journal,
+        session: &session,
+        at_ms: now_ms,
+        line: None,
+        records: 0,
+    };
+    write_session(&mut writer, source, &mut report).map_err(failed)?;
+    report.records = writer.records;
+    journal.close().map_err(failed)?;
+    Ok(report)
+}
+
+/// Appends records, each under the `import/line` of the line it was read from.
+struct Writer<'a> {
+    journal: &'a Journal,
+    session: &'a Session,
+    /// The latest time a line gave (the import's own clock before the first): a line without
+    /// a `timestamp` is put at the time of the line before it.
+    at_ms: u64,
+    /// The line of the latest `import/line`.
+    line: Option<u64>,
+    records: u64,
+}
+
+impl Writer<'_> {
+    /// Appends `event`, read from the line at `from` (`None`: made by the import itself, from
+    /// the lines before it: a step's or turn's end, `session/close`).
+    fn put(&mut self, from: Option<Source>, event: Event) -> Result<u64, JournalError> {
+        if let Some(at) = from {
+            if let Some(ms) = self.session.time_ms(at.line) {
+                self.at_ms = ms;
+            }
+            if self.line != Some(at.line) {
+                self.line = Some(at.line);
+                self.append(Event::ImportLine(ImportLine {
+                    line: at.line,
+                    offset: at.offset,
+                }))?;
+            }
+        }
+        self.append(event)
+    }
+
+    fn append(&mut self, event: Event) -> Result<u64, JournalError> {
+        self.records += 1;
+        self.journal.append(&Record {
+            at_ms: self.at_ms,
+            event,
+        })
+    }
+}
+
+/// `import/source`: the file and what reading it found.
+fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
+    use sha2::Digest;
+    let damaged = session
+        .quarantined
+        .iter()
+        .map(|q| ImportedDamage {
+            line: q.at.line,
+            offset: q.at.offset,
+            bytes: q.len_bytes,
+            reason: match &q.damage {
+                import::Damage::Torn => "torn: the last line, cut short".to_owned(),
+                import::Damage::NotJson { why } => format!("not a JSON object: {why}"),
+                import::Damage::Shape { why } => format!("not the shape its type has: {why}"),
+            },
+            followed: q.followed_by_good,
+        })
+        .collect();
+    let mut notes: Vec<(Source, String)> = session.notes.clone();
+    notes.extend(
+        (session.unknown.iter()).map(|(kind, at)| (*at, format!("an item of unknown type {kind}"))),
+    );
+    notes.extend(session.lossy.iter().map(|at| {
+        (
+            *at,
+            "bytes that are not UTF-8, read as U+FFFD (as Node.js reads them)".to_owned(),
+        )
+    }));
+    notes.extend(session.orphan_outputs.iter().map(|o| {
+        (
+            o.at,
+            format!(
+                "an output for call {}, which no call before it has: kept out",
+                o.call_id
+            ),
+        )
+    }));
+    notes.sort_by_key(|(at, _)| *at);
+    ImportSource {
+        agent: session.agent.name().to_owned(),
+        file: file.to_owned(),
+        size_bytes: bytes.len() as u64,
+        sha256: hex(&sha2::Sha256::digest(bytes)),
+        source_session_id: session.session_id.clone(),
+        damaged,
+        notes: notes
+            .into_iter()
+            .map(|(at, text)| ImportNote {
+                line: at.line,
+                offset: at.offset,
+                text,
+            })
+            .collect(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The session's events: its opening, then its messages in file order (each user message a
+/// turn, each assistant message a step of it, each call received and given its outcome), then
+/// `session/close`.
+fn write_session(
+    w: &mut Writer<'_>,
+    source: ImportSource,
+    report: &mut ImportReport,
+) -> Result<(), JournalError> {
+    let session = w.session;
+    let first = session.items.first().map(|i| i.at());
+    if let Some(ms) = first.and_then(|at| session.time_ms(at.line)) {
+        w.at_ms = ms;
+    }
+    let source_agent = source.agent.clone();
+    w.put(None, Event::SessionOpen(session_open(session, &source)))?;
+    w.put(None, Event::ImportSource(source))?;
+    if let Some(model) = &session.model {
+        w.put(
+            None,
+            Event::SessionModel(SessionModel {
+                provider: session.agent.name().to_owned(),
+                model: model.clone(),
+                system: None,
+                settings: Default::default(),
+                note: Some("imported: the agent's system prompt and settings are not known".into()),
+                base_url: None,
+            }),
+        )?;
+    }
+    let tools = tools(session);
+    for (name, hash) in &tools {
+        w.put(
+            None,
+            Event::ToolSchema(ToolSchema {
+                schema_hash: hash.clone(),
+                name: name.clone(),
+                description: format!(
+                    "a tool of {source_agent}, imported: the session file does not record its \
+                     description or schema, so any object is taken as its input"
+                ),
+                input_schema: UNKNOWN_SCHEMA.to_owned(),
+            }),
+        )?;
+    }
+    let mut shown = Some(
+        (tools.iter())
+            .map(|(name, schema_hash)| VisibleTool {
+                name: name.clone(),
+                schema_hash: schema_hash.clone(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut turn = Turn::default();
+    for item in &session.items {
+        match item {
+            Item::User { text, at } => {
+                turn.end(w)?;
+                turn.begin(w, Some(*at), text.clone())?;
+                report.turns = turn.number;
+            }
+            Item::Assistant {
+                text,
+                calls,
+                stop,
+                at,
+            } => {
+                if !turn.open {
+                    // The model spoke first (or the user's line was lost): a turn with no words.
+                    turn.begin(w, Some(*at), String::new())?;
+                    report.turns = turn.number;
+                }
+                turn.steps += 1;
+                report.steps += 1;
+                let calls: Vec<&Call> = calls.iter().map(|&i| &session.calls[i]).collect();
+                let step = (turn.number, turn.steps);
+                write_step(w, step, text, stop.as_deref(), *at, &calls, shown.take())?;
+                for c in &calls {
+                    match c.verdict {
+                        Verdict::Result { .. } => report.recorded += 1,
+                        Verdict::NotStarted { .. } => report.not_started += 1,
+                        Verdict::OutcomeUnknown { .. } => report.unknown += 1,
+                    }
+                }
+            }
+            // Written with its call, in its step.
+            Item::Output { .. } => {}
+        }
+    }
+    turn.end(w)?;
+    w.put(None, Event::SessionClose)?;
+    Ok(())
+}
+
+/// The turn being written.
+#[derive(Default)]
+struct Turn {
+    number: u32,
+    steps: u32,
+    open: bool,
+}
+
+impl Turn {
+    fn begin(
+        &mut self,
+        w: &mut Writer<'_>,
+        at: Option<Source>,
+        user_text: String,
+    ) -> Result<(), JournalError> {
+        self.number += 1;
+        self.steps = 0;
+        self.open = true;
+        w.put(
+            at,
+            Event::TurnStart {
+                turn: self.number,
+                user_text,
+            },
+        )?;
+        Ok(())
+    }
+
+    fn end(&mut self, w: &mut Writer<'_>) -> Result<(), JournalError> {
+        if std::mem::take(&mut self.open) {
+            w.put(
+                None,
+                Event::TurnEnd {
+                    turn: self.number,
+                    outcome: TurnOutcome::Completed,
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One assistant message as a step: `step/start`, `llm/response`, each call `received` (from
+/// its own line), each call's `import/outcome` (from its output's line, or its own), `step/end`.
+fn write_step(
+    w: &mut Writer<'_>,
+    (turn, step): (u32, u32),
+    text: &str,
+    stop: Option<&str>,
+    at: Source,
+    calls: &[&Call],
+    tools: Option<Vec<VisibleTool>>,
+) -> Result<(), JournalError> {
+    let ids = step_ids(calls);
+    w.put(Some(at), Event::StepStart { turn, step })?;
+    if let Some(tools) = tools {
+        w.put(Some(at), Event::StepTools { turn, step, tools })?;
+    }
+    let response = ModelResponse {
+        text: text.to_owned(),
+        tool_calls: calls
+            .iter()
+            .zip(&ids)
+            .map(|(c, id)| ModelCall {
+                call_id: id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
+            .collect(),
+        stop_reason: stop_reason(stop, !calls.is_empty()),
+    };
+    let response_seq = w.put(
+        Some(at),
+        Event::LlmResponse {
+            turn,
+            step,
+            response,
+        },
+    )?;
+    let mut received = Vec::with_capacity(calls.len());
+    for (index, (c, id)) in calls.iter().zip(&ids).enumerate() {
+        let call = CallRef {
+            turn,
+            step,
+            call_id: id.clone(),
+        };
+        let seq = w.put(
+            Some(c.at),
+            Event::Received {
+                call: call.clone(),
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                tool: c.name.clone(),
+                raw_arguments: c.arguments.clone(),
+                source_seqs: vec![response_seq],
+            },
+        )?;
+        received.push((call, seq));
+    }
+    for (c, (call, seq)) in calls.iter().zip(received) {
+        let (from, verdict, result) = outcome(c);
+        w.put(
+            Some(from),
+            Event::ImportOutcome(ImportOutcome {
+                call,
+                verdict,
+                result,
+                source_seqs: vec![seq],
+            }),
+        )?;
+    }
+    w.put(
+        None,
+        Event::StepEnd {
+            turn,
+            step,
+            outcome: StepOutcome::Completed,
+        },
+    )?;
+    Ok(())
+}
+
+/// The call ids of one step, each unique: a journal names a call by (turn, step, id), so an id
+/// the agent used twice in one message gets `#2`, `#3` (the file's notes say it was used twice).
+fn step_ids(calls: &[&Call]) -> Vec<String> {
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    let mut taken: BTreeSet<String> = calls.iter().map(|c| c.id.clone()).collect();
+    calls
+        .iter()
+        .map(|c| {
+            let n = seen.entry(c.id.as_str()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                return c.id.clone();
+            }
+            let mut k = *n;
+            loop {
+                let id = format!("{}#{k}", c.id);
+                if taken.insert(id.clone()) {
+                    return id;
+                }
+                k += 1;
+            }
+        })
+        .collect()
+}
+
+/// The journal's stop reason for the agent's: pi's and Claude Code's words, or, for codex,
+/// which records none, whether the message asked for tools.
+fn stop_reason(stop: Option<&str>, calls: bool) -> StopReason {
+    match stop {
+        Some("length" | "max_tokens") => StopReason::Length,
+        Some("error" | "aborted") => StopReason::Interrupted,
+        Some("stop" | "end_turn" | "stop_sequence") if !calls => StopReason::EndTurn,
+        _ if calls => StopReason::ToolUse,
+        _ => StopReason::EndTurn,
+    }
+}
+
+/// A call's `import/outcome`: the line it is read from, the verdict, and the result.
+fn outcome(c: &Call) -> (Source, ImportVerdict, CommittedResult) {
+    match &c.verdict {
+        Verdict::Result { text, is_error, at } => (
+            *at,
+            ImportVerdict::Recorded,
+            CommittedResult {
+                content: text.clone(),
+                is_error: *is_error,
+                code: None,
+                value: None,
+            },
+        ),
+        Verdict::NotStarted { why } => (
+            c.at,
+            ImportVerdict::NotStarted {
+                why: (*why).to_owned(),
+            },
+            error_result(
+                ErrorCode::ToolNotStarted,
+                error_content(
+                    ErrorCode::ToolNotStarted,
+                    &format!("this call did not run: {why}; it may be retried"),
+                ),
+            ),
+        ),
+        Verdict::OutcomeUnknown { why } => (
+            c.at,
+            ImportVerdict::OutcomeUnknown {
+                why: (*why).to_owned(),
+            },
+            error_result(
+                ErrorCode::ToolOutcomeUnknown,
+                error_content(
+                    ErrorCode::ToolOutcomeUnknown,
+                    &format!(
+                        "no output was recorded for this call, and it may have run: {why}; \
+                         check what it could have changed, and retry only if it is idempotent"
+                    ),
+                ),
+            ),
+        ),
+    }
+}
+
+/// The input schema an imported tool is declared with: the agents do not record their tools'
+/// schemas in their session files, and providers refuse a history with calls but no tools.
+const UNKNOWN_SCHEMA: &str = r#"{"type":"object"}"#;
+
+/// Each tool the session called, by name, with the hash of [`UNKNOWN_SCHEMA`].
+fn tools(session: &Session) -> Vec<(String, String)> {
+    let names: BTreeSet<&str> = session.calls.iter().map(|c| c.name.as_str()).collect();
+    // Cannot fail: the constant is JSON.
+    let schema: serde_json::Value =
+        serde_json::from_str(UNKNOWN_SCHEMA).expect("the unknown schema is JSON");
+    let hash = runtime::registry::schema_hash(&schema, None);
+    names
+        .into_iter()
+        .map(|name| (name.to_owned(), hash.clone()))
+        .collect()
+}
+
+/// `session/open`: the source's session id (or one made from the file's hash), and each tool
+/// the session called, as the agent's.
+fn session_open(session: &Session, source: &ImportSource) -> SessionOpen {
+    SessionOpen {
+        schema_version: EVENT_SCHEMA_VERSION,
+        session_id: session
+            .session_id
+            .clone()
+            .unwrap_or_else(|| format!("imported-{}", &source.sha256[..16])),
+        workspace: ".".into(),
+        tools: tools(session)
+            .into_iter()
+            .map(|(name, schema_hash)| ToolDescriptor {
+                name,
+                source: ToolSource::External {
+                    server: source.agent.clone(),
+                },
+                version: String::new(),
+                schema_hash,
+            })
+            .collect(),
+    }
+}
