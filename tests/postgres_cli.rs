@@ -165,6 +165,44 @@ fn same_output_on_both_backends(script: &str, name: &str) {
 }
 
 #[test]
+fn an_import_reads_the_same_from_a_directory_and_from_postgres() {
+    for (agent, name) in [
+        ("codex", "parallel_missing"),
+        ("pi", "length_cut"),
+        ("claude-code", "bad_middle"),
+    ] {
+        let f = pgcli::fixture();
+        let file = pgcli::data(&format!("import/{agent}/{name}.jsonl"));
+        let dir = f.path("journal");
+        let dir = path_str(&dir).to_string();
+        let url = session_url(&format!("import-{agent}-{name}"));
+        for journal in [&dir, &url] {
+            let ran = recover(&[
+                "import",
+                "--from",
+                agent,
+                path_str(&file),
+                "--journal",
+                journal,
+            ]);
+            assert_eq!(ran.code, Some(0), "{agent}/{name} into {journal}: {ran}");
+        }
+        // A second import into the session is refused, as into the directory.
+        let again = recover(&[
+            "import",
+            "--from",
+            agent,
+            path_str(&file),
+            "--journal",
+            &url,
+        ]);
+        assert_eq!(again.code, Some(1), "{again}");
+        assert!(again.stderr.contains("already holds a journal"), "{again}");
+        assert_same_readings(&dir, &url, &f.state);
+    }
+}
+
+#[test]
 fn basic_reads_the_same_from_a_directory_and_from_postgres() {
     same_output_on_both_backends("basic.jsonl", "same-basic");
 }

@@ -195,7 +195,7 @@ fn assistant_line(
     at: Source,
 ) -> Result<(), String> {
     if let Some(model) = message.model {
-        s.model = Some(model);
+        s.model_named(model, at);
     }
     let same_response = matches!(s.items.last(), Some(Item::Assistant { .. }))
         && message.id.is_some()

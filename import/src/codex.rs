@@ -136,7 +136,7 @@ fn take(s: &mut Session, line: &Line) -> Result<(), String> {
         "turn_context" => {
             let context: TurnContext = parse(payload, "payload")?;
             if let Some(model) = context.model {
-                s.model = Some(model);
+                s.model_named(model, line.at);
             }
         }
         "response_item" => {

@@ -172,7 +172,7 @@ fn take(s: &mut Session, line: &Line) -> Result<Entry, String> {
         }
         "model_change" => {
             let change: ModelChange = parse(&line.value, "model_change")?;
-            s.model = Some(format!("{}/{}", change.provider, change.model_id));
+            s.model_named(format!("{}/{}", change.provider, change.model_id), at);
         }
         "message" => {
             let entry: MessageEntry = parse(&line.value, "message")?;
@@ -200,7 +200,7 @@ fn message(s: &mut Session, message: Message, at: Source) -> Result<(), String> 
             model,
         } => {
             if let (Some(provider), Some(model)) = (provider, model) {
-                s.model = Some(format!("{provider}/{model}"));
+                s.model_named(format!("{provider}/{model}"), at);
             }
             let mut texts = Vec::new();
             let mut calls = Vec::new();

@@ -120,6 +120,9 @@ pub struct Session {
     pub session_id: Option<String>,
     /// The last model named.
     pub model: Option<String>,
+    /// Each model the file names where it names it, as (line, model), in line order: a model
+    /// named again is listed only when it changes.
+    pub models: Vec<(Source, String)>,
     /// Messages in file order.
     pub items: Vec<Item>,
     /// Tool calls in file order.
@@ -152,11 +155,20 @@ impl Session {
         Some(self.times[i].1)
     }
 
+    /// The line at `at` names `model`: the session's model from here on.
+    pub(crate) fn model_named(&mut self, model: String, at: Source) {
+        if self.model.as_ref() != Some(&model) {
+            self.models.push((at, model.clone()));
+        }
+        self.model = Some(model);
+    }
+
     pub(crate) fn new(agent: Agent) -> Session {
         Session {
             agent,
             session_id: None,
             model: None,
+            models: Vec::new(),
             items: Vec::new(),
             calls: Vec::new(),
             orphan_outputs: Vec::new(),
@@ -249,11 +261,24 @@ impl Session {
         });
     }
 
-    /// Pairs an output with the latest call of that id before it that has none yet (a result
-    /// follows its call; an id reused by a later message names the later call); an output of no
-    /// such call is an orphan.
+    /// Pairs an output with a call of that id before it that has none yet: in the latest
+    /// message that has such a call (an id reused by a later message names the later call), the
+    /// first (outputs come in their calls' order, an id used twice in one message included); an
+    /// output of no such call is an orphan.
     pub(crate) fn pair(&mut self, call_id: &str, text: String, is_error: bool, at: Source) {
-        match self.open.get_mut(call_id).and_then(VecDeque::pop_back) {
+        let calls = &self.calls;
+        let open = self.open.get_mut(call_id);
+        // The latest message with an open call of this id, and in it the first such call:
+        // outputs come in their calls' order (an id used twice in one message).
+        let taken = open.and_then(|open| {
+            let message = calls[*open.back()?].message;
+            let first = open
+                .iter()
+                .rposition(|&i| calls[i].message != message)
+                .map_or(0, |p| p + 1);
+            open.remove(first)
+        });
+        match taken {
             Some(i) => self.answer(i, text, is_error, at),
             None => self.orphan_outputs.push(OrphanOutput {
                 call_id: call_id.to_owned(),

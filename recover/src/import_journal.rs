@@ -45,8 +45,8 @@ pub struct ImportReport {
     pub not_started: u64,
     /// Calls that may have run, with no output.
     pub unknown: u64,
-    /// Lines kept out (damaged), listed in `import/source`.
-    pub damaged: u64,
+    /// Lines kept out (damaged), as listed in `import/source`.
+    pub damaged: Vec<ImportedDamage>,
     /// Notes listed in `import/source`.
     pub notes: u64,
 }
@@ -67,6 +67,26 @@ pub enum ImportError {
         /// Records found there.
         records: u64,
     },
+    /// A message or output of the file is larger than one journal record may be: nothing is
+    /// written.
+    #[error(
+        "{file}: line {line} (byte {offset}): {what} takes about {size_bytes} bytes, over the \
+         {size_bytes_max} bytes one journal record may hold; nothing was written"
+    )]
+    TooLargeForARecord {
+        /// The session file.
+        file: String,
+        /// The line.
+        line: u64,
+        /// Its byte offset.
+        offset: u64,
+        /// What it is, in words.
+        what: &'static str,
+        /// Its estimated encoded size.
+        size_bytes: u64,
+        /// What a record may hold.
+        size_bytes_max: u64,
+    },
     /// The journal failed (open, append, sync): what was written stands, with no
     /// `session/close` after it.
     #[error("{journal}: {source}")]
@@ -78,12 +98,45 @@ pub enum ImportError {
     },
 }
 
-/// Imports `bytes`, the session file `file` of `agent`, into the empty journal `backend`.
+/// A session file read and found to fit in a journal, ready to be written.
+#[derive(Debug)]
+pub struct Prepared {
+    session: Session,
+    source: ImportSource,
+}
+
+/// Reads `bytes`, the session file `file` of `agent`, and checks that each of its messages and
+/// outputs fits in one journal record; nothing is written.
+pub fn prepare(agent: Agent, file: &str, bytes: &[u8]) -> Result<Prepared, ImportError> {
+    // Cannot fail for a size under `FILE_BYTES_MAX`, which the file was read under.
+    let session = import::read(agent, bytes).map_err(|source| {
+        ImportError::Source(crate::repair_copy::RepairError::TooLarge {
+            path: file.into(),
+            source,
+        })
+    })?;
+    fits_in_records(&session, file)?;
+    let source = import_source(&session, file, bytes);
+    Ok(Prepared { session, source })
+}
+
+/// Imports `bytes`, the session file `file` of `agent`, into the empty journal `backend`:
+/// [`prepare`], then [`write_into`].
 pub fn import_into(
     backend: &Backend,
     agent: Agent,
     file: &str,
     bytes: &[u8],
+    now_ms: u64,
+) -> Result<ImportReport, ImportError> {
+    write_into(backend, prepare(agent, file, bytes)?, now_ms)
+}
+
+/// Writes a prepared session into the empty journal `backend` (one that holds a record is
+/// refused, and left as it is).
+pub fn write_into(
+    backend: &Backend,
+    prepared: Prepared,
     now_ms: u64,
 ) -> Result<ImportReport, ImportError> {
     let label = backend.location();
@@ -100,18 +153,11 @@ pub fn import_into(
             records,
         });
     }
-    // Cannot fail for a size under `FILE_BYTES_MAX`, which the file was read under.
-    let session = import::read(agent, bytes).map_err(|source| {
-        ImportError::Source(crate::repair_copy::RepairError::TooLarge {
-            path: file.into(),
-            source,
-        })
-    })?;
+    let Prepared { session, source } = prepared;
     let (journal, _) =
         Journal::open_backend(backend, Takeover::Refuse, Options::default()).map_err(failed)?;
-    let source = import_source(&session, file, bytes);
     let mut report = ImportReport {
-        damaged: source.damaged.len() as u64,
+        damaged: source.damaged.clone(),
         notes: source.notes.len() as u64,
         ..ImportReport::default()
     };
@@ -126,6 +172,54 @@ pub fn import_into(
     report.records = writer.records;
     journal.close().map_err(failed)?;
     Ok(report)
+}
+
+/// Bytes a record's fields may take beside the texts counted (ids, numbers, length prefixes),
+/// counted per call and once per record: far more than they take.
+const FIELD_BYTES: u64 = 256;
+
+/// Checks, before anything is written, that each record the import writes fits in one journal
+/// record: a user message, an assistant message with its calls (`llm/response` holds them all),
+/// each output. A session file may hold far more than a record (1 GiB to 16 MiB): what does not
+/// fit is named, and the journal is not begun.
+fn fits_in_records(session: &Session, file: &str) -> Result<(), ImportError> {
+    let size_bytes_max = u64::from(Limits::default().record_size_bytes_max);
+    let check = |at: Source, what: &'static str, size_bytes: u64| {
+        if size_bytes + FIELD_BYTES <= size_bytes_max {
+            return Ok(());
+        }
+        Err(ImportError::TooLargeForARecord {
+            file: file.to_owned(),
+            line: at.line,
+            offset: at.offset,
+            what,
+            size_bytes,
+            size_bytes_max,
+        })
+    };
+    for item in &session.items {
+        match item {
+            Item::User { text, at } => check(*at, "the user's message", text.len() as u64)?,
+            Item::Assistant {
+                text, calls, at, ..
+            } => {
+                let calls_bytes: u64 = (calls.iter().map(|&i| &session.calls[i]))
+                    .map(|c| (c.arguments.len() + c.id.len() + c.name.len()) as u64 + FIELD_BYTES)
+                    .sum();
+                check(
+                    *at,
+                    "the assistant's message with its calls",
+                    text.len() as u64 + calls_bytes,
+                )?;
+            }
+            Item::Output { call, at } => {
+                if let Verdict::Result { text, .. } = &session.calls[*call].verdict {
+                    check(*at, "a call's output", text.len() as u64)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Appends records, each under the `import/line` of the line it was read from.
@@ -244,19 +338,6 @@ fn write_session(
     let source_agent = source.agent.clone();
     w.put(None, Event::SessionOpen(session_open(session, &source)))?;
     w.put(None, Event::ImportSource(source))?;
-    if let Some(model) = &session.model {
-        w.put(
-            None,
-            Event::SessionModel(SessionModel {
-                provider: session.agent.name().to_owned(),
-                model: model.clone(),
-                system: None,
-                settings: Default::default(),
-                note: Some("imported: the agent's system prompt and settings are not known".into()),
-                base_url: None,
-            }),
-        )?;
-    }
     let tools = tools(session);
     for (name, hash) in &tools {
         w.put(
@@ -281,7 +362,11 @@ fn write_session(
             .collect::<Vec<_>>(),
     );
     let mut turn = Turn::default();
+    let mut models = session.models.iter().peekable();
     for item in &session.items {
+        while let Some((at, model)) = models.next_if(|(at, _)| at.line <= item.at().line) {
+            w.put(Some(*at), session_model(session, model))?;
+        }
         match item {
             Item::User { text, at } => {
                 turn.end(w)?;
@@ -316,9 +401,25 @@ fn write_session(
             Item::Output { .. } => {}
         }
     }
+    for (at, model) in models {
+        w.put(Some(*at), session_model(session, model))?;
+    }
     turn.end(w)?;
     w.put(None, Event::SessionClose)?;
     Ok(())
+}
+
+/// `session/model` for a model the file names: the agent is the provider; the system prompt
+/// and settings are not in the file.
+fn session_model(session: &Session, model: &str) -> Event {
+    Event::SessionModel(SessionModel {
+        provider: session.agent.name().to_owned(),
+        model: model.to_owned(),
+        system: None,
+        settings: Default::default(),
+        note: Some("imported: the agent's system prompt and settings are not known".into()),
+        base_url: None,
+    })
 }
 
 /// The turn being written.

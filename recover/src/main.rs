@@ -129,6 +129,16 @@ fn import_backend(journal: &Path) -> Result<journal::Backend, Failure> {
     if let Place::Backend(backend) = place(journal)? {
         return Ok(backend);
     }
+    // A new or empty directory: a mistyped project directory is never written into.
+    if let Ok(mut entries) = std::fs::read_dir(journal) {
+        if let Some(Ok(entry)) = entries.next() {
+            return Err(Failure::Failed(format!(
+                "{}: not empty (it holds {}); an import goes to a new or empty directory",
+                journal.display(),
+                entry.file_name().to_string_lossy()
+            )));
+        }
+    }
     let storage = journal::FsStorage::create(journal).map_err(|e| {
         Failure::Failed(format!(
             "{}: cannot create journal directory: {e}",
@@ -143,11 +153,26 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
     let failed = |e: recover::import_journal::ImportError| Failure::Failed(e.to_string());
     let bytes = recover::repair_copy::read_session_file(file).map_err(|e| failed(e.into()))?;
+    let label = file.display().to_string();
+    // Read and checked before the journal is made: a file that cannot be imported leaves no
+    // directory behind.
+    let prepared = recover::import_journal::prepare(agent, &label, &bytes).map_err(failed)?;
     let backend = import_backend(journal)?;
     let now_ms = runtime::eventlog::Clock::now_ms(&runtime::eventlog::SystemClock);
-    let label = file.display().to_string();
-    let r = recover::import_journal::import_into(&backend, agent, &label, &bytes, now_ms)
-        .map_err(failed)?;
+    let r = recover::import_journal::write_into(&backend, prepared, now_ms).map_err(failed)?;
+    let mut text = String::new();
+    for d in &r.damaged {
+        let follows = if d.followed {
+            "good lines follow it"
+        } else {
+            "nothing good follows it"
+        };
+        text.push_str(&format!(
+            "kept out line {} (byte {}, {} bytes): {}; {follows}\n",
+            d.line, d.offset, d.bytes, d.reason
+        ));
+    }
+    print(&text)?;
     print(&format!(
         "imported {label} ({from}) into {}: turns {}, steps {}, calls {} ({} with a recorded \
          output, {} TOOL_NOT_STARTED, {} TOOL_OUTCOME_UNKNOWN); lines kept out {}, notes {}; \
@@ -159,7 +184,7 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
         r.recorded,
         r.not_started,
         r.unknown,
-        r.damaged,
+        r.damaged.len(),
         r.notes,
         r.records,
     ))

@@ -3,9 +3,12 @@
 //! proves; the source is never modified, a journal that holds records is never written to, and
 //! an import cut short at any record never says a call did not start.
 
+mod common;
+use common::imported::{classify, fixture, import, line_offsets, s, FORMATS};
+use common::{recover, text};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 const AGENTS: [&str; 3] = ["codex", "pi", "claude-code"];
 const FIXTURES: [&str; 7] = [
@@ -17,57 +20,6 @@ const FIXTURES: [&str; 7] = [
     "bad_middle",
     "unknown_item",
 ];
-const FORMATS: [&str; 4] = ["openai-chat", "openai-responses", "anthropic", "gemini"];
-
-fn fixture(agent: &str, name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/import")
-        .join(agent)
-        .join(format!("{name}.jsonl"))
-}
-
-fn recover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
-        .args(args)
-        .output()
-        .expect("the recover binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 temporary path")
-}
-
-/// `recover import --from AGENT FILE --journal DIR`, which must succeed.
-fn import(agent: &str, file: &Path, journal: &Path) -> String {
-    let o = recover(&["import", "--from", agent, s(file), "--journal", s(journal)]);
-    assert!(
-        o.status.success(),
-        "import {agent} {}: {}",
-        file.display(),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
-
-/// `classify --json --dry-run`: each call's id and classification (`null` for a finished call).
-fn classify(journal: &Path) -> Vec<(String, Value)> {
-    let o = recover(&["classify", s(journal), "--json", "--dry-run"]);
-    assert!(o.status.success(), "classify: {}", text(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("classify --json is JSON");
-    v["calls"]
-        .as_array()
-        .expect("calls")
-        .iter()
-        .map(|c| {
-            let id = c["call_id"].as_str().expect("call_id").to_owned();
-            (id, c["classification"].clone())
-        })
-        .collect()
-}
 
 /// The fixture's hand-written verdicts, as `classify --json` words them.
 fn expected(agent: &str, name: &str) -> Vec<(String, Value)> {
@@ -97,7 +49,8 @@ fn each_fixture_imports_with_the_verdicts_its_file_proves() {
         for name in FIXTURES {
             let journal = tmp.path().join(format!("{agent}-{name}"));
             let said = import(agent, &fixture(agent, name), &journal);
-            assert!(said.starts_with("imported "), "{said}");
+            let last = said.lines().last().unwrap_or_default();
+            assert!(last.starts_with("imported "), "{said}");
             let mut got = classify(&journal);
             got.sort_by(|a, b| a.0.cmp(&b.0));
             assert_eq!(got, expected(agent, name), "{agent}/{name}");
@@ -255,11 +208,7 @@ fn import_never_modifies_its_source_and_never_writes_over_a_journal() {
         s(&journal),
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o.stderr).contains("already holds a journal"),
-        "{}",
-        text(&o.stderr)
-    );
+    assert!(text(&o.stderr).contains("not empty"), "{}", text(&o.stderr));
     assert_eq!(records(&journal), was);
 
     // What is not a session file is named.
@@ -543,4 +492,84 @@ mod prefixes {
             prop_assert_eq!(recovered.analysis.calls.len(), read.calls.len());
         }
     }
+}
+
+#[test]
+fn damaged_lines_are_named_where_they_are_and_kept_in_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (agent, name, follows) in [
+        ("codex", "bad_middle", "good lines follow it"),
+        ("pi", "torn_tail", "nothing good follows it"),
+    ] {
+        let file = fixture(agent, name);
+        let bytes = std::fs::read(&file).unwrap();
+        let offsets = line_offsets(&bytes);
+        let journal = tmp.path().join(format!("{agent}-{name}"));
+        let said = import(agent, &file, &journal);
+        let kept_out: Vec<&str> = said.lines().filter(|l| l.starts_with("kept out")).collect();
+        assert!(!kept_out.is_empty(), "{said}");
+        let storage = std::sync::Arc::new(journal::FsStorage::open(&journal).unwrap());
+        let (replay, _) = runtime::replay::replay_storage(storage, journal::Limits::default())
+            .expect("the import replays");
+        let source = replay.imported.expect("import/source");
+        assert_eq!(source.agent, agent);
+        assert_eq!(source.size_bytes, bytes.len() as u64);
+        assert_eq!(source.damaged.len(), kept_out.len(), "{said}");
+        for (d, line) in source.damaged.iter().zip(&kept_out) {
+            assert_eq!(
+                d.offset,
+                offsets[d.line as usize - 1],
+                "{agent}/{name}: {d:?}"
+            );
+            assert!(
+                line.starts_with(&format!("kept out line {} (byte {},", d.line, d.offset))
+                    && line.ends_with(follows),
+                "{line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_imported_call_names_the_lines_that_recorded_it_and_their_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    for agent in AGENTS {
+        for name in FIXTURES {
+            let file = fixture(agent, name);
+            let bytes = std::fs::read(&file).unwrap();
+            let offsets = line_offsets(&bytes);
+            let line_text = |n: u64| {
+                let start = offsets[n as usize - 1] as usize;
+                let end = offsets.get(n as usize).map_or(bytes.len(), |&o| o as usize);
+                String::from_utf8_lossy(&bytes[start..end]).into_owned()
+            };
+            let journal = tmp.path().join(format!("{agent}-{name}"));
+            import(agent, &file, &journal);
+            let storage = std::sync::Arc::new(journal::FsStorage::open(&journal).unwrap());
+            let (replay, _) =
+                runtime::replay::replay_storage(storage, journal::Limits::default()).unwrap();
+            for c in replay.calls() {
+                let i = c.imported.as_ref().expect("an imported call");
+                for l in [i.line, i.outcome_line] {
+                    let l = l.expect("each of its records stands under a line");
+                    assert_eq!(l.offset, offsets[l.line as usize - 1], "{agent}/{name}");
+                    assert!(
+                        line_text(l.line).contains(&c.call.call_id),
+                        "{agent}/{name}: line {} does not name {}",
+                        l.line,
+                        c.call.call_id
+                    );
+                }
+            }
+        }
+    }
+    // The times are the file's own: call_p2's line says 2026-11-20T10:00:02.210Z.
+    let journal = tmp.path().join("codex-parallel_missing");
+    let storage = std::sync::Arc::new(journal::FsStorage::open(&journal).unwrap());
+    let (replay, _) = runtime::replay::replay_storage(storage, journal::Limits::default()).unwrap();
+    let p2 = replay
+        .calls()
+        .find(|c| c.call.call_id == "call_p2")
+        .unwrap();
+    assert_eq!(p2.received_at_ms, 1_795_168_802_210);
 }

@@ -2,6 +2,8 @@
 //! (`Builder`); shared by `cli_commands.rs` and `cli_crash_points.rs`.
 #![allow(dead_code)]
 
+pub mod imported;
+
 use journal::{FsStorage, Journal, Options};
 use runtime::event::*;
 use runtime::ErrorCode;

@@ -252,12 +252,16 @@ impl<R: Retain> Replayer<R> {
             }
             Event::ImportLine(line) => {
                 if !self.imported {
+                    self.imported = true;
+                    r.import_source(unproven_source());
                     return Err(bad("import/line in a journal that was not imported".into()));
                 }
                 self.import_line = Some(line);
             }
             Event::ImportOutcome(outcome) => {
                 if !self.imported {
+                    self.imported = true;
+                    r.import_source(unproven_source());
                     return Err(bad(format!(
                         "{}: import/outcome in a journal that was not imported",
                         outcome.call
@@ -278,6 +282,22 @@ impl<R: Retain> Replayer<R> {
             other => apply_call_event(r, at, other)?,
         }
         Ok(())
+    }
+}
+
+/// What an import event with no `import/source` before it stands for: the event is refused
+/// (the journal is inconsistent), but a reading that passes over damage (`--salvage`) goes on
+/// reading the journal as the imported one it is, or its imported calls would read as never
+/// started.
+fn unproven_source() -> crate::event::ImportSource {
+    crate::event::ImportSource {
+        agent: "unknown".into(),
+        file: "(its import/source could not be read)".into(),
+        size_bytes: 0,
+        sha256: String::new(),
+        source_session_id: None,
+        damaged: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
