@@ -4,22 +4,13 @@
 //! an import cut short at any record never says a call did not start.
 
 mod common;
-use common::imported::{classify, fixture, import, line_offsets, s, FORMATS};
+use common::imported::{
+    classify, fixture, import, line_offsets, rebuilt, s, AGENTS, FIXTURES, FORMATS,
+};
 use common::{recover, text};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-
-const AGENTS: [&str; 3] = ["codex", "pi", "claude-code"];
-const FIXTURES: [&str; 7] = [
-    "normal",
-    "no_output",
-    "parallel_missing",
-    "length_cut",
-    "torn_tail",
-    "bad_middle",
-    "unknown_item",
-];
 
 /// The fixture's hand-written verdicts, as `classify --json` words them.
 fn expected(agent: &str, name: &str) -> Vec<(String, Value)> {
@@ -74,18 +65,10 @@ fn rebuilt_histories_of_every_import_validate_in_all_four_formats() {
                 .filter(|(_, c)| c == "TOOL_OUTCOME_UNKNOWN")
                 .count();
             for format in FORMATS {
-                let o = recover(&["rebuild", s(&journal), "--format", format]);
-                assert!(
-                    o.status.success(),
-                    "{agent}/{name} {format}: {}",
-                    text(&o.stderr)
-                );
+                let what = format!("{agent}/{name}");
+                let (body, noted) = rebuilt(&journal, format, &[], &what);
                 // No note: the body is whole as it is (tools declared, one result per call).
-                assert_eq!(text(&o.stderr), "", "{agent}/{name} {format}");
-                let body: Value = serde_json::from_slice(&o.stdout).unwrap();
-                let f: tooljournal_recover::providers::Format = format.parse().unwrap();
-                tooljournal_recover::providers::validate(f, &body)
-                    .unwrap_or_else(|v| panic!("{agent}/{name} {format}: {v}"));
+                assert_eq!(noted, "", "{what} {format}");
                 assert_eq!(
                     body.to_string().matches("TOOL_OUTCOME_UNKNOWN").count(),
                     unknown,
@@ -123,16 +106,7 @@ fn a_repaired_copy_imports_with_no_orphan_and_rebuilds_valid() {
                 );
             }
             for format in FORMATS {
-                let o = recover(&["rebuild", s(&journal), "--format", format, "--dry-run"]);
-                assert!(
-                    o.status.success(),
-                    "{agent}/{name} {format}: {}",
-                    text(&o.stderr)
-                );
-                let body: Value = serde_json::from_slice(&o.stdout).unwrap();
-                let f: tooljournal_recover::providers::Format = format.parse().unwrap();
-                tooljournal_recover::providers::validate(f, &body)
-                    .unwrap_or_else(|v| panic!("{agent}/{name} {format}: {v}"));
+                rebuilt(&journal, format, &["--dry-run"], &format!("{agent}/{name}"));
             }
         }
     }
@@ -390,15 +364,12 @@ fn an_import_killed_at_a_random_moment_is_recovered_without_a_false_not_started(
                 "seed {seed} try {k} ({after_ms} ms): {id} is {c}"
             );
         }
-        let o = recover(&["rebuild", s(&journal), "--format", "openai-chat"]);
-        assert!(
-            o.status.success(),
-            "seed {seed} try {k}: {}",
-            text(&o.stderr)
+        rebuilt(
+            &journal,
+            "openai-chat",
+            &[],
+            &format!("seed {seed} try {k}"),
         );
-        let body: Value = serde_json::from_slice(&o.stdout).unwrap();
-        tooljournal_recover::providers::validate("openai-chat".parse().unwrap(), &body)
-            .unwrap_or_else(|v| panic!("seed {seed} try {k}: {v}"));
     }
     eprintln!("seed {seed}: {killed_midway} of 4 imports killed before they finished ({whole_ms} ms whole)");
 }
@@ -508,9 +479,7 @@ fn damaged_lines_are_named_where_they_are_and_kept_in_the_journal() {
         let said = import(agent, &file, &journal);
         let kept_out: Vec<&str> = said.lines().filter(|l| l.starts_with("kept out")).collect();
         assert!(!kept_out.is_empty(), "{said}");
-        let storage = std::sync::Arc::new(journal::FsStorage::open(&journal).unwrap());
-        let (replay, _) = runtime::replay::replay_storage(storage, journal::Limits::default())
-            .expect("the import replays");
+        let replay = common::replay_dir(&journal);
         let source = replay.imported.expect("import/source");
         assert_eq!(source.agent, agent);
         assert_eq!(source.size_bytes, bytes.len() as u64);
@@ -545,9 +514,7 @@ fn every_imported_call_names_the_lines_that_recorded_it_and_their_times() {
             };
             let journal = tmp.path().join(format!("{agent}-{name}"));
             import(agent, &file, &journal);
-            let storage = std::sync::Arc::new(journal::FsStorage::open(&journal).unwrap());
-            let (replay, _) =
-                runtime::replay::replay_storage(storage, journal::Limits::default()).unwrap();
+            let replay = common::replay_dir(&journal);
             for c in replay.calls() {
                 let i = c.imported.as_ref().expect("an imported call");
                 for l in [i.line, i.outcome_line] {
@@ -565,8 +532,7 @@ fn every_imported_call_names_the_lines_that_recorded_it_and_their_times() {
     }
     // The times are the file's own: call_p2's line says 2026-11-20T10:00:02.210Z.
     let journal = tmp.path().join("codex-parallel_missing");
-    let storage = std::sync::Arc::new(journal::FsStorage::open(&journal).unwrap());
-    let (replay, _) = runtime::replay::replay_storage(storage, journal::Limits::default()).unwrap();
+    let replay = common::replay_dir(&journal);
     let p2 = replay
         .calls()
         .find(|c| c.call.call_id == "call_p2")

@@ -5,6 +5,20 @@ use super::{recover, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The agents `--from` names.
+pub const AGENTS: [&str; 3] = ["codex", "pi", "claude-code"];
+
+/// The seven situations: each agent has a fixture of each.
+pub const FIXTURES: [&str; 7] = [
+    "normal",
+    "no_output",
+    "parallel_missing",
+    "length_cut",
+    "torn_tail",
+    "bad_middle",
+    "unknown_item",
+];
+
 /// The four formats `rebuild` writes.
 pub const FORMATS: [&str; 4] = ["openai-chat", "openai-responses", "anthropic", "gemini"];
 
@@ -72,4 +86,19 @@ pub fn line_offsets(bytes: &[u8]) -> Vec<u64> {
             .map(|(i, _)| i as u64 + 1),
     );
     offsets
+}
+
+/// `recover rebuild JOURNAL --format FORMAT` with `extra` arguments, which must succeed with a
+/// body that passes the provider's validator; the body and what went to stderr. `what` names
+/// the case in failures.
+pub fn rebuilt(journal: &Path, format: &str, extra: &[&str], what: &str) -> (Value, String) {
+    let mut args = vec!["rebuild", s(journal), "--format", format];
+    args.extend_from_slice(extra);
+    let o = recover(&args);
+    assert!(o.status.success(), "{what} {format}: {}", text(&o.stderr));
+    let body: Value = serde_json::from_slice(&o.stdout).expect("a body is JSON");
+    let f: tooljournal_recover::providers::Format = format.parse().expect("a format");
+    tooljournal_recover::providers::validate(f, &body)
+        .unwrap_or_else(|v| panic!("{what} {format}: {v}"));
+    (body, text(&o.stderr))
 }
