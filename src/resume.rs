@@ -58,6 +58,16 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     take_or_wait(journal_dir, steal, lease_wait_ms)?;
     // Read first, writing nothing: what the journal says decides what this resume does.
     let looked = recover_checked(journal_dir, false, None, false)?;
+    // Another agent ran an imported journal's calls: refused before recovery writes anything.
+    if let Some(source) = &looked.analysis.replay.imported {
+        return Err(failed(format!(
+            "{}: imported from {}'s session file {}: it is a record of that session and cannot \
+             be resumed here (nothing was written)",
+            crate::location::shown(journal_dir),
+            source.agent,
+            source.file
+        )));
+    }
     // The policy the journal holds decides how the journal is opened (its fsync), so it is
     // read before the lock, and checked again under it.
     let journaled = looked.analysis.replay.policy.clone();

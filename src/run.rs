@@ -592,6 +592,16 @@ pub(crate) fn refuse_existing_session(journal_dir: &Path) -> Result<(), CliError
         "tooljournal resume --journal {}",
         crate::location::shown(journal_dir)
     );
+    if let (Some(open), Some(source)) = (&replay.open, &replay.imported) {
+        return Err(failed(format!(
+            "{}: already holds session {}, imported from {}'s session file {}; `run` starts \
+             new sessions only, and an imported journal is a record that cannot be continued",
+            crate::location::shown(journal_dir),
+            open.session_id,
+            source.agent,
+            source.file
+        )));
+    }
     if let Some(open) = &replay.open {
         let state = if backend.writer_state().is_ok_and(|w| w.live()) {
             "live".to_owned()

@@ -157,7 +157,7 @@ pub fn write_into(
     let (journal, _) =
         Journal::open_backend(backend, Takeover::Refuse, Options::default()).map_err(failed)?;
     let mut report = ImportReport {
-        damaged: source.damaged.clone(),
+        damaged: session.quarantined.iter().map(damage).collect(),
         notes: source.notes.len() as u64,
         ..ImportReport::default()
     };
@@ -197,6 +197,15 @@ fn fits_in_records(session: &Session, file: &str) -> Result<(), ImportError> {
             size_bytes_max,
         })
     };
+    // `session/open` holds the session's id and every tool's name (and `tool/schema` each).
+    let names: BTreeSet<&str> = session.calls.iter().map(|c| c.name.as_str()).collect();
+    let open_bytes = session.session_id.as_ref().map_or(0, String::len) as u64
+        + names
+            .iter()
+            .map(|n| n.len() as u64 + FIELD_BYTES)
+            .sum::<u64>();
+    let header = Source { line: 1, offset: 0 };
+    check(header, "the session's id with its tools' names", open_bytes)?;
     for item in &session.items {
         match item {
             Item::User { text, at } => check(*at, "the user's message", text.len() as u64)?,
@@ -265,21 +274,7 @@ impl Writer<'_> {
 /// `import/source`: the file and what reading it found.
 fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
     use sha2::Digest;
-    let damaged = session
-        .quarantined
-        .iter()
-        .map(|q| ImportedDamage {
-            line: q.at.line,
-            offset: q.at.offset,
-            bytes: q.len_bytes,
-            reason: match &q.damage {
-                import::Damage::Torn => "torn: the last line, cut short".to_owned(),
-                import::Damage::NotJson { why } => format!("not a JSON object: {why}"),
-                import::Damage::Shape { why } => format!("not the shape its type has: {why}"),
-            },
-            followed: q.followed_by_good,
-        })
-        .collect();
+    let damaged: Vec<ImportedDamage> = session.quarantined.iter().map(damage).collect();
     let mut notes: Vec<(Source, String)> = session.notes.clone();
     notes.extend(
         (session.unknown.iter()).map(|(kind, at)| (*at, format!("an item of unknown type {kind}"))),
@@ -300,6 +295,25 @@ fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
         )
     }));
     notes.sort_by_key(|(at, _)| *at);
+    let notes = notes.into_iter().map(|(at, text)| ImportNote {
+        line: at.line,
+        offset: at.offset,
+        text: bounded(text),
+    });
+    let (damaged, damaged_left) = within(damaged, |d| d.reason.len());
+    let (mut notes, notes_left) = within(notes.collect(), |n| n.text.len());
+    for (what, left) in [("lines kept out", damaged_left), ("notes", notes_left)] {
+        if let Some((count, line, offset)) = left {
+            notes.push(ImportNote {
+                line,
+                offset,
+                text: format!(
+                    "{count} more {what}, from this line on, are not listed here: the list \
+                     would not fit in one record (`recover import` printed every line kept out)"
+                ),
+            });
+        }
+    }
     ImportSource {
         agent: session.agent.name().to_owned(),
         file: file.to_owned(),
@@ -307,15 +321,85 @@ fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
         sha256: hex(&sha2::Sha256::digest(bytes)),
         source_session_id: session.session_id.clone(),
         damaged,
-        notes: notes
-            .into_iter()
-            .map(|(at, text)| ImportNote {
-                line: at.line,
-                offset: at.offset,
-                text,
-            })
-            .collect(),
+        notes,
     }
+}
+
+/// A line kept out, as `import/source` lists it (its reason within [`TEXT_BYTES_MAX`]).
+fn damage(q: &import::Quarantined) -> ImportedDamage {
+    ImportedDamage {
+        line: q.at.line,
+        offset: q.at.offset,
+        bytes: q.len_bytes,
+        reason: bounded(match &q.damage {
+            import::Damage::Torn => "torn: the last line, cut short".to_owned(),
+            import::Damage::NotJson { why } => format!("not a JSON object: {why}"),
+            import::Damage::Shape { why } => format!("not the shape its type has: {why}"),
+        }),
+        followed: q.followed_by_good,
+    }
+}
+
+/// The most bytes of one reason or note `import/source` keeps: they quote the file (an
+/// unknown type's name, a parser's words), which may be as long as a line.
+const TEXT_BYTES_MAX: usize = 2048;
+
+/// The most bytes each of `import/source`'s lists takes, so that the record fits with room to
+/// spare: the rest is counted in a note.
+const LIST_BYTES_MAX: usize = 4 << 20;
+
+/// `text` within [`TEXT_BYTES_MAX`], cut at a character boundary, saying how much was cut.
+fn bounded(mut text: String) -> String {
+    if text.len() <= TEXT_BYTES_MAX {
+        return text;
+    }
+    let mut cut = TEXT_BYTES_MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let more = text.len() - cut;
+    text.truncate(cut);
+    text.push_str(&format!("… ({more} bytes more)"));
+    text
+}
+
+/// Something `import/source` lists with where it is.
+trait Listed {
+    fn at(&self) -> (u64, u64);
+}
+
+impl Listed for ImportedDamage {
+    fn at(&self) -> (u64, u64) {
+        (self.line, self.offset)
+    }
+}
+
+impl Listed for ImportNote {
+    fn at(&self) -> (u64, u64) {
+        (self.line, self.offset)
+    }
+}
+
+/// The first items of `list` within [`LIST_BYTES_MAX`] (each counted with `text_bytes` and
+/// room for its numbers), and, when some are left out, how many and where the first is.
+fn within<T: Listed>(
+    mut list: Vec<T>,
+    text_bytes: impl Fn(&T) -> usize,
+) -> (Vec<T>, Option<(usize, u64, u64)>) {
+    let mut total = 0;
+    let kept = list
+        .iter()
+        .position(|item| {
+            total += text_bytes(item) + 64;
+            total > LIST_BYTES_MAX
+        })
+        .unwrap_or(list.len());
+    let left = list.split_off(kept);
+    let first = left.first().map(|item| {
+        let (line, offset) = item.at();
+        (left.len(), line, offset)
+    });
+    (list, first)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -153,7 +153,15 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
     let failed = |e: recover::import_journal::ImportError| Failure::Failed(e.to_string());
     let bytes = recover::repair_copy::read_session_file(file).map_err(|e| failed(e.into()))?;
-    let label = file.display().to_string();
+    // As given; a name that is not UTF-8 keeps its bytes, escaped (`\xFF`), so that two such
+    // names never read as one.
+    let label = match file.to_str() {
+        Some(name) => name.to_owned(),
+        None => {
+            let quoted = format!("{:?}", file.as_os_str());
+            quoted.trim_matches('"').to_owned()
+        }
+    };
     // Read and checked before the journal is made: a file that cannot be imported leaves no
     // directory behind.
     let prepared = recover::import_journal::prepare(agent, &label, &bytes).map_err(failed)?;

@@ -5,7 +5,7 @@
 
 mod common;
 use common::imported::{
-    classify, fixture, import, line_offsets, rebuilt, s, AGENTS, FIXTURES, FORMATS,
+    classify, cut, fixture, import, line_offsets, rebuilt, s, AGENTS, FIXTURES, FORMATS,
 };
 use common::{recover, text};
 use serde_json::Value;
@@ -217,23 +217,6 @@ fn import_never_modifies_its_source_and_never_writes_over_a_journal() {
     );
 }
 
-/// The first `keep` records of `from` copied into a new journal `to`: an import cut short
-/// there.
-fn cut(from: &Path, to: &Path, keep: u64) {
-    use journal::{FsStorage, Journal, Limits, Options, Reader, Takeover};
-    let storage = std::sync::Arc::new(FsStorage::create(to).unwrap());
-    let backend = journal::Backend::Files(storage);
-    let (j, _) = Journal::open_backend(&backend, Takeover::Refuse, Options::default()).unwrap();
-    let source = std::sync::Arc::new(FsStorage::open(from).unwrap());
-    let reader = Reader::open(source, Limits::default()).unwrap();
-    for record in reader.take(keep as usize) {
-        let record = record.unwrap();
-        let event: runtime::event::Record = record.decode().unwrap();
-        j.append(&event).unwrap();
-    }
-    j.close().unwrap();
-}
-
 #[test]
 fn an_import_cut_short_at_any_record_never_says_a_call_did_not_start() {
     let tmp = tempfile::tempdir().unwrap();
@@ -253,7 +236,7 @@ fn an_import_cut_short_at_any_record_never_says_a_call_did_not_start() {
             .expect("verify prints the record count");
         for keep in 1..records {
             let part = tmp.path().join(format!("{agent}-{keep}"));
-            cut(&whole, &part, keep);
+            cut(&whole, &part, keep as usize);
             for (id, c) in classify(&part) {
                 // What the whole import says, or unknown: never a "did not start" it did not
                 // prove.
@@ -387,7 +370,7 @@ fn a_resume_refuses_an_imported_journal_even_when_recovery_left_it_open() {
         .and_then(|n| n.parse().ok())
         .unwrap();
     let part = tmp.path().join("part");
-    cut(&whole, &part, records - 3);
+    cut(&whole, &part, records as usize - 3);
     let o = recover(&["classify", s(&part)]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let workspace = tmp.path().join("ws");

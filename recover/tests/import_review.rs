@@ -5,19 +5,10 @@
 //! *Defects found* each failed on a defect the review found, since fixed.
 
 mod common;
-use common::imported::{fixture, records, s, FORMATS};
+use common::imported::{fixture, lines, records, s, FORMATS};
 use common::{recover, text};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-
-fn lines(values: &[Value]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for v in values {
-        out.extend_from_slice(v.to_string().as_bytes());
-        out.push(b'\n');
-    }
-    out
-}
 
 /// Writes `bytes` as FILE and imports it; the import must succeed.
 fn import_bytes(dir: &Path, agent: &str, name: &str, bytes: &[u8]) -> (PathBuf, PathBuf) {

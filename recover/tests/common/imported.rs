@@ -102,3 +102,28 @@ pub fn rebuilt(journal: &Path, format: &str, extra: &[&str], what: &str) -> (Val
         .unwrap_or_else(|v| panic!("{what} {format}: {v}"));
     (body, text(&o.stderr))
 }
+
+/// The first `keep` records of `from` in a new journal `to`: an import cut short there.
+pub fn cut(from: &Path, to: &Path, keep: usize) {
+    use journal::{FsStorage, Journal, Limits, Options, Reader, Takeover};
+    let storage = std::sync::Arc::new(FsStorage::create(to).unwrap());
+    let backend = journal::Backend::Files(storage);
+    let (j, _) = Journal::open_backend(&backend, Takeover::Refuse, Options::default()).unwrap();
+    let source = std::sync::Arc::new(FsStorage::open(from).unwrap());
+    let reader = Reader::open(source, Limits::default()).unwrap();
+    for record in reader.take(keep) {
+        let record: runtime::event::Record = record.unwrap().decode().unwrap();
+        j.append(&record).unwrap();
+    }
+    j.close().unwrap();
+}
+
+/// JSON values as the lines of a JSONL file.
+pub fn lines(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        out.extend_from_slice(v.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
