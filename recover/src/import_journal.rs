@@ -318,7 +318,7 @@ fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
         agent: session.agent.name().to_owned(),
         file: file.to_owned(),
         size_bytes: bytes.len() as u64,
-        sha256: hex(&sha2::Sha256::digest(bytes)),
+        sha256: hex::encode(sha2::Sha256::digest(bytes)),
         source_session_id: session.session_id.clone(),
         damaged,
         notes,
@@ -400,10 +400,6 @@ fn within<T: Listed>(
         (left.len(), line, offset)
     });
     (list, first)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The session's events: its opening, then its messages in file order (each user message a
