@@ -350,7 +350,24 @@ impl From<journal::JournalError> for CliError {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The secrets this process was given (model keys, the database password) taken out of every
+/// tool's reach, before anything else runs: out of the environment (kept for the adapters and
+/// the store), wiped from the initial environment the kernel shows, the process sealed
+/// (`runtime::secrets`).
+fn keep_secrets() -> Result<(), String> {
+    use runtime::secrets;
+    secrets::take_from_environment(&secrets::SECRET_VARS).map_err(|e| e.to_string())?;
+    pg::set_default_password(secrets::var("PGPASSWORD"));
+    secrets::seal_process().map_err(|e| {
+        format!("cannot keep this process's memory from its tools (PR_SET_DUMPABLE): {e}")
+    })
+}
+
 fn main() -> ExitCode {
+    if let Err(e) = keep_secrets() {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
     // Journals, spill stores and state hold tool arguments and results: nobody else's business.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let cli = match Cli::try_parse() {

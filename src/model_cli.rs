@@ -1,7 +1,8 @@
 //! Which live model a command talks to, and how: `--model PROVIDER:MODEL` and `--base-url`
 //! over `[model]` in the configuration file over the providers' own environment variables
 //! (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`, ...). The key is read from the
-//! environment only, and never leaves the adapter: not in the journal, a message or a log.
+//! environment only (taken out of it at start, `runtime::secrets`), and never leaves the
+//! adapter: not in the journal, a message, a log or a tool's reach.
 
 use crate::config::ModelSection;
 use crate::system_prompt;
@@ -54,17 +55,22 @@ pub fn spec(
 /// provider's variable), its base URL from `--base-url`, else `[model] base_url`, else the
 /// provider's variable, else the one the journal recorded ([`journaled_base_url`]), else the
 /// provider's own. Fails before any session is touched: an unknown provider, a missing key
-/// (naming the variable), a bad URL, a journaled address the key may not be sent to. The key's
-/// variables are then taken out of the environment the session's tools inherit.
+/// (naming the variable), a bad URL, a journaled address the key may not be sent to.
 pub fn connect(
     spec: &str,
     flags: &ModelFlags,
     section: &ModelSection,
     journaled: Option<&SessionModel>,
 ) -> Result<Box<dyn Model>, CliError> {
-    let mut config = llm::ModelConfig::from_env(spec, section.api_key_env.as_deref())
-        .map_err(|e| CliError::Failed(e.to_string()))?;
-    scrub_key_vars(config.format, section.api_key_env.as_deref());
+    // The providers' own variables were taken at start (`secrets::take`); one the
+    // configuration names is taken now, before the session's tools or threads exist.
+    if let Some(var) = section.api_key_env.as_deref() {
+        runtime::secrets::take_from_environment(&[var])
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+    }
+    let mut config =
+        llm::ModelConfig::resolve(spec, section.api_key_env.as_deref(), runtime::secrets::var)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
     // Read now, before any journal is touched (`agent_config` reads it again once the tools
     // are known): a missing prompt file must not leave a session begun behind it.
     system_prompt_file(section)?;
@@ -121,21 +127,6 @@ fn journaled_base_url(
     }
     eprintln!("note: requests go to {url}, where the session talked (recorded in its journal)");
     Ok(Some(url))
-}
-
-/// Takes the variables the key was read from out of this process's environment, once the
-/// adapter holds the key: `bash` calls and MCP servers inherit the environment, and a model
-/// that ran `env` would otherwise put the key in its result, the journal and the next request.
-/// Called before the session's runtime and its threads start (the CLI connects the model
-/// first): nothing reads the environment concurrently.
-fn scrub_key_vars(format: llm::Format, api_key_env: Option<&str>) {
-    let vars: Vec<&str> = match api_key_env {
-        Some(var) => vec![var],
-        None => llm::config::key_vars(format).to_vec(),
-    };
-    for var in vars {
-        std::env::remove_var(var);
-    }
 }
 
 /// The loop's settings: steps, attempts, backoff and timeout from `[model]`, the system

@@ -199,6 +199,11 @@ fn startup(name: &str, message: String) -> McpError {
 fn spawn(name: &str, config: &ServerConfig, stderr: Stdio) -> Result<TokioChildProcess, McpError> {
     let mut command = tokio::process::Command::new(&config.command);
     command.args(&config.args).envs(&config.env);
+    // A server is started for the model's calls as `bash` is: kept from the runtime's secrets.
+    // SAFETY: runs in the child between fork and exec; system calls only, no allocation.
+    unsafe {
+        command.pre_exec(runtime::secrets::before_exec);
+    }
     if let Some(cwd) = &config.cwd {
         // Checked here: a spawn into a missing directory fails with ENOENT, which reads as
         // if the command were missing.

@@ -65,6 +65,7 @@ pub mod registry;
 pub mod replay;
 pub mod result;
 mod scheduler;
+pub mod secrets;
 pub mod session;
 pub mod spill;
 pub mod state;

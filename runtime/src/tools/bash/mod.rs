@@ -329,9 +329,13 @@ impl Bash {
             .process_group(0)
             .kill_on_drop(true);
         // SAFETY: the closure runs in the child between fork and exec and makes only
-        // async-signal-safe system calls (prctl, getppid, _exit).
+        // async-signal-safe system calls (prctl, getppid, capget/capset, setrlimit), allocating
+        // nothing.
         unsafe {
-            shell.pre_exec(die_with_the_runtime);
+            shell.pre_exec(|| {
+                die_with_the_runtime()?;
+                crate::secrets::before_exec()
+            });
         }
         let spawned = shell.spawn();
         // The command holds our copies of the pipe's write end: drop them, or the pipe never
