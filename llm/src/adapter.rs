@@ -222,14 +222,21 @@ impl Model for HttpModel {
                 e.message = key.redact(&e.message);
                 e
             };
-            let response = http::post(&self.client, self.format, &self.url, &self.headers, body)
-                .await
-                .map_err(&redact)?;
+            let response = http::post(
+                &self.client,
+                self.format,
+                &self.url,
+                &self.headers,
+                body,
+                &self.key,
+            )
+            .await
+            .map_err(&redact)?;
             let url = self.url.clone();
             let bytes = response
                 .bytes_stream()
                 .map_err(move |e| http::transport_error(&url, &e));
-            let events = crate::decode_stream(self.format, bytes).map_err(redact);
+            let events = crate::decode_stream(self.format, bytes, self.key.clone()).map_err(redact);
             Ok(events.boxed())
         })
     }

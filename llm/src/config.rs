@@ -2,8 +2,6 @@
 //! API is, the key, and the two timeouts; read from a `PROVIDER:MODEL` string and the
 //! environment as each provider's own SDK reads it.
 
-use std::fmt;
-
 use history::providers::Format;
 
 /// How long a connection attempt may take, by default, in ms.
@@ -13,43 +11,7 @@ pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// OpenAI SDK's own default, since a reasoning model may think that long before it streams.
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 600_000;
 
-/// A credential. Its `Debug` and `Display` print `[redacted]`; only [`Secret::expose`] gives
-/// the text, for the one header that carries it.
-#[derive(Clone, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `key`.
-    pub fn new(key: impl Into<String>) -> Secret {
-        Secret(key.into())
-    }
-
-    /// The key itself: for the request header, never for a message.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// `text` with every occurrence of the key replaced by `[redacted]` (a provider may echo a
-    /// key back in its error message).
-    pub fn redact(&self, text: &str) -> String {
-        if self.0.is_empty() || !text.contains(self.0.as_str()) {
-            return text.to_string();
-        }
-        text.replace(self.0.as_str(), "[redacted]")
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
+pub use crate::secret::Secret;
 
 /// Everything [`crate::connect`] needs.
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@ use runtime::model::{ModelError, ModelErrorKind};
 use serde_json::Value;
 
 use crate::config::{ConfigError, ModelConfig};
+use crate::secret::Secret;
 
 /// At most this much of an error response's body is read, in bytes.
 const ERROR_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -73,6 +74,7 @@ pub(crate) async fn post(
     url: &Url,
     headers: &HeaderMap,
     body: Vec<u8>,
+    key: &Secret,
 ) -> Result<Response, ModelError> {
     let response = client
         .post(url.clone())
@@ -92,7 +94,7 @@ pub(crate) async fn post(
             kind: status_kind(format, status.as_u16(), json.as_ref()),
             status: Some(status.as_u16()),
             retry_after_ms,
-            message: error_message(status, &body),
+            message: error_message(status, &body, key),
         });
     }
     let content_type = response
@@ -296,7 +298,7 @@ pub(crate) fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64
 /// Anthropic, Gemini; Gemini's streaming endpoint wraps it in an array), else a string
 /// `error`, `message` or `detail` (OpenAI-compatible servers), else the body's text cut to
 /// [`QUOTED_BODY_BYTES_MAX`], else the status's reason.
-pub(crate) fn error_message(status: StatusCode, body: &[u8]) -> String {
+pub(crate) fn error_message(status: StatusCode, body: &[u8], key: &Secret) -> String {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         if let Some(message) = json_message(&value) {
             return message;
@@ -310,7 +312,7 @@ pub(crate) fn error_message(status: StatusCode, body: &[u8]) -> String {
             .unwrap_or("no message")
             .to_string();
     }
-    cut(text, QUOTED_BODY_BYTES_MAX)
+    key.quote(text, QUOTED_BODY_BYTES_MAX)
 }
 
 /// The message of a JSON error value, as [`error_message`] looks for it.
@@ -332,18 +334,6 @@ pub(crate) fn json_message(value: &Value) -> Option<String> {
         .iter()
         .find_map(|k| obj.get(*k).and_then(Value::as_str))
         .map(str::to_string)
-}
-
-/// `text` cut to at most `bytes_max` bytes at a character boundary, `…` marking a cut.
-pub(crate) fn cut(text: &str, bytes_max: usize) -> String {
-    if text.len() <= bytes_max {
-        return text.to_string();
-    }
-    let mut end = bytes_max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]
@@ -415,19 +405,36 @@ mod tests {
     fn error_messages_from_each_shape() {
         let s = StatusCode::BAD_REQUEST;
         assert_eq!(
-            error_message(s, br#"{"error":{"message":"m1","type":"x"}}"#),
+            error_message(
+                s,
+                br#"{"error":{"message":"m1","type":"x"}}"#,
+                &Secret::default()
+            ),
             "m1"
         );
         assert_eq!(
-            error_message(s, br#"[{"error":{"code":400,"message":"m2"}}]"#),
+            error_message(
+                s,
+                br#"[{"error":{"code":400,"message":"m2"}}]"#,
+                &Secret::default()
+            ),
             "m2"
         );
-        assert_eq!(error_message(s, br#"{"error":"m3"}"#), "m3");
-        assert_eq!(error_message(s, br#"{"detail":"m4"}"#), "m4");
-        assert_eq!(error_message(s, b"plain text\n"), "plain text");
-        assert_eq!(error_message(s, b""), "Bad Request");
+        assert_eq!(
+            error_message(s, br#"{"error":"m3"}"#, &Secret::default()),
+            "m3"
+        );
+        assert_eq!(
+            error_message(s, br#"{"detail":"m4"}"#, &Secret::default()),
+            "m4"
+        );
+        assert_eq!(
+            error_message(s, b"plain text\n", &Secret::default()),
+            "plain text"
+        );
+        assert_eq!(error_message(s, b"", &Secret::default()), "Bad Request");
         let long = "é".repeat(QUOTED_BODY_BYTES_MAX);
-        let quoted = error_message(s, long.as_bytes());
+        let quoted = error_message(s, long.as_bytes(), &Secret::default());
         assert!(quoted.ends_with('…'));
         assert!(quoted.len() <= QUOTED_BODY_BYTES_MAX + '…'.len_utf8());
     }

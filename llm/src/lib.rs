@@ -63,6 +63,7 @@ mod gemini;
 mod http;
 mod openai_chat;
 mod openai_responses;
+pub mod secret;
 mod sse;
 pub mod windows;
 
@@ -100,18 +101,22 @@ where
             retry_after_ms: None,
             message: format!("the response stream broke: {e}"),
         }),
+        Secret::default(),
     )
 }
 
 /// [`decode`] of a stream whose failures are already model errors.
-pub(crate) fn decode_stream<'a, S>(format: Format, bytes: S) -> ModelStream<'a>
+/// `key` is redacted from every event the stream quotes, before the quote is cut.
+pub(crate) fn decode_stream<'a, S>(format: Format, bytes: S, key: Secret) -> ModelStream<'a>
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Send + 'a,
 {
     match format {
-        Format::OpenAiChat => sse::drive(openai_chat::ChatDecoder::default(), bytes),
-        Format::OpenAiResponses => sse::drive(openai_responses::ResponsesDecoder::default(), bytes),
-        Format::Anthropic => sse::drive(anthropic::AnthropicDecoder::default(), bytes),
-        Format::Gemini => sse::drive(gemini::GeminiDecoder::default(), bytes),
+        Format::OpenAiChat => sse::drive(openai_chat::ChatDecoder::default(), bytes, key),
+        Format::OpenAiResponses => {
+            sse::drive(openai_responses::ResponsesDecoder::default(), bytes, key)
+        }
+        Format::Anthropic => sse::drive(anthropic::AnthropicDecoder::default(), bytes, key),
+        Format::Gemini => sse::drive(gemini::GeminiDecoder::default(), bytes, key),
     }
 }

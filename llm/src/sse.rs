@@ -14,7 +14,8 @@ use runtime::model::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
 
 use history::providers::Format;
 
-use crate::http::{cut, status_kind};
+use crate::http::status_kind;
+use crate::secret::Secret;
 
 /// The bytes of whole lines handed to the SSE parser in one piece (a longer line goes alone).
 /// `eventsource-stream` scans an unfinished line again from its start each time a piece comes
@@ -194,11 +195,13 @@ struct Drive<S, D> {
     over: bool,
     /// Events read so far, to name the one that is malformed.
     count: u64,
+    /// Redacted from an event's data before it is quoted.
+    key: Secret,
 }
 
 /// The model events `decoder` reads from `bytes`: ends after [`ModelEvent::Stop`] or the first
 /// error.
-pub(crate) fn drive<'a, S, D>(decoder: D, bytes: S) -> ModelStream<'a>
+pub(crate) fn drive<'a, S, D>(decoder: D, bytes: S, key: Secret) -> ModelStream<'a>
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Send + 'a,
     D: Decoder + 'a,
@@ -210,6 +213,7 @@ where
         out: Vec::new(),
         over: false,
         count: 0,
+        key,
     };
     stream::unfold(state, |mut st| async move {
         loop {
@@ -281,7 +285,7 @@ fn named<S, D: Decoder>(
             "{}: event {} (`{name}`) is not what the provider sends: {what}; data: {}",
             st.decoder.provider(),
             st.count,
-            cut(data, QUOTED_DATA_BYTES_MAX)
+            st.key.quote(data, QUOTED_DATA_BYTES_MAX)
         )),
     }
 }

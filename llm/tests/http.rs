@@ -389,3 +389,88 @@ async fn the_key_appears_in_no_error_nor_debug_output() {
         assert_error_has_no_key(format.as_str(), e);
     }
 }
+
+/// The forms a key may come back in, each as the text a provider would quote: the key, its
+/// percent-encoding and hex, and its base64 and base64url after 0, 1 and 2 other bytes (as in
+/// `Basic base64(user:KEY)`). Each with the 6-byte windows that hold the key's bytes alone.
+fn key_forms() -> Vec<(String, Vec<String>)> {
+    use base64::Engine;
+    let windows = |core: &str| -> Vec<String> {
+        let b = core.as_bytes();
+        b.windows(6)
+            .map(|w| String::from_utf8(w.to_vec()).unwrap())
+            .collect()
+    };
+    let mut forms = Vec::new();
+    let pct: String =
+        percent_encoding::utf8_percent_encode(KEY, percent_encoding::NON_ALPHANUMERIC).to_string();
+    for plain in [
+        KEY.to_owned(),
+        pct,
+        hex::encode(KEY),
+        hex::encode_upper(KEY),
+    ] {
+        let w = windows(&plain);
+        forms.push((plain, w));
+    }
+    for engine in [
+        base64::engine::general_purpose::STANDARD,
+        base64::engine::general_purpose::URL_SAFE,
+    ] {
+        for prefix in ["", "u", "u:"] {
+            let encoded = engine.encode(format!("{prefix}{KEY}"));
+            // Characters 4..len-4 hold bits of the key alone (at most 2 bytes before it, the
+            // padding after it).
+            let core = &encoded[4..encoded.len() - 4];
+            let w = windows(core);
+            forms.push((encoded, w));
+        }
+    }
+    forms
+}
+
+fn assert_no_piece(what: &str, message: &str, windows: &[String]) {
+    if let Some(w) = windows.iter().find(|w| message.contains(w.as_str())) {
+        panic!("{what}: the message quotes `{w}` of the key: {message}");
+    }
+}
+
+/// Every message that quotes a provider is redacted before it is cut: a key in any of its
+/// forms, at every offset around the cut (the 1,000 bytes of a body that is not the
+/// provider's JSON, the 200 bytes of an event that is not what the provider sends), never
+/// shows, whole or in part, and the quote is still there around it.
+#[tokio::test]
+async fn a_key_at_every_offset_around_every_cut_is_never_quoted() {
+    // The two cuts (`http::QUOTED_BODY_BYTES_MAX`, `sse::QUOTED_DATA_BYTES_MAX`), and the bytes
+    // of the quote that come before the event's data in the stream's case.
+    const BODY_CUT: usize = 1000;
+    const DATA_CUT: usize = 200;
+    for (form, windows) in key_forms() {
+        let len = form.len();
+        for at in BODY_CUT.saturating_sub(len + 2)..=BODY_CUT + 2 {
+            let body = format!("{}{form} trailing words", "x".repeat(at));
+            let e = status_error(Canned {
+                status: 502,
+                headers: vec![("content-type", "text/html".into())],
+                pieces: vec![body.into_bytes()],
+                break_after: false,
+            })
+            .await;
+            assert!(e.message.starts_with("xxxx"), "a quote: {}", e.message);
+            assert_no_piece(&format!("body, {form} at {at}"), &e.message, &windows);
+        }
+        for at in DATA_CUT.saturating_sub(len + 2)..=DATA_CUT + 2 {
+            let data = format!("{}{form} not json", "x".repeat(at));
+            let server = serve(Canned::sse(format!("data: {data}\n\n").into_bytes())).await;
+            let mut m = model(Format::OpenAiChat, &server.base, "gpt-4.1-mini");
+            let events = run(m.as_mut()).await.expect("a stream");
+            let e = events
+                .into_iter()
+                .find_map(Result::err)
+                .expect("the event is refused");
+            assert_eq!(e.kind, ModelErrorKind::Malformed, "{}", e.message);
+            assert!(e.message.contains("data: xxxx"), "a quote: {}", e.message);
+            assert_no_piece(&format!("event, {form} at {at}"), &e.message, &windows);
+        }
+    }
+}
