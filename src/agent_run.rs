@@ -337,6 +337,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     // Before the journal is touched: a bad spec or a missing key leaves nothing behind.
     let model = model_cli::connect(&spec, &args.flags, section, None)?;
     let setup = Setup {
+        journal: &journal_dir,
         person: person_for(args.approve),
         approve: args.approve,
         max_parallel: args.max_parallel,

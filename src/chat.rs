@@ -42,6 +42,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     let failed = |what: String| CliError::Failed(what);
     let new = run::NewSession::at(args.workspace, args.journal)?;
     let workspace = new.workspace.clone();
+    let journal = new.journal_dir.clone();
     let loaded = config::load(args.config.as_deref())?;
     let section = loaded.config.model.clone();
     let spec = model_cli::spec(&args.flags, &section, None)?.ok_or_else(|| {
@@ -52,6 +53,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         .map_err(|e| failed(format!("cannot use the terminal: {e}")))?;
     let person = TerminalApprover::new();
     let setup = Setup {
+        journal: &journal,
         // Every question goes to the person, whatever the policy sends to it.
         person: Some(person.clone() as Arc<dyn runtime::hooks::Approver>),
         approve: args.approve,

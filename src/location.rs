@@ -19,7 +19,7 @@ use std::sync::Arc;
 pub fn shown(journal: impl AsRef<Path>) -> String {
     let journal = journal.as_ref();
     match journal.to_str() {
-        Some(s) if pg::looks_like_url(s) => pg::elide_password(s),
+        Some(s) if pg::looks_like_url(s) => pg::redact_url(s),
         _ => journal.display().to_string(),
     }
 }

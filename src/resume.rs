@@ -76,6 +76,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         eprintln!("note: {note}");
     }
     let mut setup = Setup {
+        journal: journal_dir,
         person: None,
         approve: resolved.approve,
         max_parallel: resolved.max_parallel,

@@ -116,6 +116,9 @@ pub(crate) enum Opening {
 
 /// What a session is set up with, beyond where it lives.
 pub(crate) struct Setup<'a> {
+    /// The journal as the user named it (a URL with its password): what the CLI opens again
+    /// (MCP logs beside it, the table printed at the end), never the location messages show.
+    pub journal: &'a Path,
     /// Who answers questions instead of the script's approver (a person at the terminal).
     pub person: Option<Arc<dyn runtime::hooks::Approver>>,
     pub approve: Approve,
@@ -282,6 +285,7 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, CliError> {
     let resuming = opening != Opening::New;
     let Setup {
+        journal,
         person: _,
         approve,
         max_parallel,
@@ -292,7 +296,7 @@ pub(crate) fn prepare(
         killed,
         plan_mode,
     } = setup;
-    let journal_dir = locked.journal_dir().to_owned();
+    let journal_dir = journal.to_owned();
     let mut prepared = locked.prepare().map_err(build_error)?;
     config::apply_builtin_exposure(file_config, prepared.registry_mut())?;
     let rt = tokio_runtime()?;
@@ -530,6 +534,7 @@ pub fn run_model(
 ) -> Result<(), CliError> {
     let no_config = FileConfig::default();
     let setup = Setup {
+        journal: journal_dir,
         person: None,
         approve,
         max_parallel,
@@ -695,6 +700,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let journal_dir = new.journal_dir.clone();
     let loaded = config::load(args.config.as_deref())?;
     let setup = Setup {
+        journal: &journal_dir,
         person: None,
         approve: args.approve,
         max_parallel: args.max_parallel,

@@ -54,7 +54,8 @@ mod writer;
 pub use rows::PgRows;
 pub use schema::{init, sessions, InitReport, SessionInfo, SCHEMA_VERSION};
 pub use url::{
-    elide_password, is_url, looks_like_url, session_url, LEASE_MS_DEFAULT, LEASE_MS_MIN,
+    is_url, looks_like_url, redact_url, session_url, set_default_password, LEASE_MS_DEFAULT,
+    LEASE_MS_MIN,
 };
 pub use writer::{PgWriter, RESOLVE_WAIT_MS_MAX};
 

@@ -340,6 +340,54 @@ impl TempPostgres {
         .unwrap_or_else(|e| panic!("terminate backends: {}", e.describe()))
     }
 
+    /// A superuser `role` that must give `password` (scram-sha-256 on the socket; every other
+    /// role keeps trust), made once; returns the store URL without user or password:
+    /// `postgres:///postgres?host=DIR`, for a test to put them where it means to.
+    pub fn password_role(&self, role: &str, password: &str) -> String {
+        let step = format!("password role {role}");
+        let url = crate::url::parse(&self.url("roles")).unwrap_or_else(|e| panic!("{step}: {e}"));
+        let conn = Conn::connect(&url.config)
+            .unwrap_or_else(|e| panic!("{step}: connect: {}", e.describe()));
+        let (role_q, password_q) = (role.replace('"', "\"\""), password.replace('\'', "''"));
+        conn.call(move |w| {
+            w.client.batch_execute(&format!(
+                "DO $$ BEGIN
+                   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{}') THEN
+                     CREATE ROLE \"{role_q}\" LOGIN SUPERUSER;
+                   END IF;
+                 END $$;
+                 ALTER ROLE \"{role_q}\" PASSWORD '{password_q}';",
+                role_q.replace('\'', "''")
+            ))?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{step}: {}", e.describe()));
+        let hba = self.data().join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).unwrap_or_else(|e| panic!("{step}: {e}"));
+        let line = format!("local all \"{role}\" scram-sha-256\n");
+        if !text.contains(&line) {
+            std::fs::write(&hba, format!("{line}{text}")).unwrap_or_else(|e| panic!("{step}: {e}"));
+            self.pg_ctl(&["reload"])
+                .unwrap_or_else(|e| panic!("{step}: {e}"));
+        }
+        // A reload is signalled, not awaited: the rule holds once a connection without the
+        // password is refused.
+        let bare = format!(
+            "postgres://{role}@/postgres?host={}&session=x",
+            self.dir.display()
+        );
+        let bare = crate::url::parse(&bare).unwrap_or_else(|e| panic!("{step}: {e}"));
+        let mut config = bare.config;
+        config.password(b"not the password".as_slice());
+        for _ in 0..200 {
+            if Conn::connect(&config).is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        format!("postgres:///postgres?host={}", self.dir.display())
+    }
+
     /// Stops the server (`-m fast`); it stays stopped until dropped.
     pub fn stop(&self) {
         self.pg_ctl(&["-m", "fast", "stop"])

@@ -6,6 +6,7 @@
 
 use journal::JournalError;
 use percent_encoding::percent_decode_str;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The lease a writer holds a journal with unless the URL says `lease_ms`.
@@ -24,7 +25,7 @@ const TCP_USER_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// A parsed store URL.
 #[derive(Clone)]
 pub(crate) struct StoreUrl {
-    /// The URL without its password: what messages name the store by.
+    /// The URL as [`redact_url`] shows it: what messages name the store by.
     pub(crate) location: String,
     /// What the client connects with.
     pub(crate) config: postgres::Config,
@@ -81,7 +82,8 @@ pub fn looks_like_url(location: &str) -> bool {
     })
 }
 
-/// A bad URL's error: names the URL (password elided) and what is wrong.
+/// A bad URL's error: names the URL (as [`redact_url`] shows it) and what is wrong; `message`
+/// never quotes the URL's text, which may hold a password.
 fn bad(location: &str, message: String) -> JournalError {
     JournalError::Store {
         location: location.to_string(),
@@ -90,100 +92,229 @@ fn bad(location: &str, message: String) -> JournalError {
     }
 }
 
-/// The URL with any password removed, from the user part and from a `password=` parameter:
-/// how a location is shown (anything that is not a PostgreSQL URL is returned as it is).
-pub fn elide_password(url: &str) -> String {
-    if !looks_like_url(url) {
+/// Query parameters whose value is a secret (compared with the name percent-decoded, case
+/// aside): never shown, never handed to the driver as text.
+const SECRET_PARAMS: [&str; 3] = ["password", "sslpassword", "sslkey"];
+
+fn is_secret_param(name: &str) -> bool {
+    let decoded = percent_decode_str(name).decode_utf8_lossy();
+    SECRET_PARAMS
+        .iter()
+        .any(|s| decoded.eq_ignore_ascii_case(s))
+}
+
+/// How every message shows a location: a PostgreSQL URL without its secrets, anything else as
+/// it is. The one redaction routine of the workspace's locations.
+///
+/// The user part is libpq's (up to the first `@` that no `/` precedes) when that reading is
+/// plain: no `?` or `#` in it, and no other `@` after it. Otherwise everything up to the URL's
+/// *last* `@` is taken as the user part, so that a password typed with a raw `@`, `?`, `/` or
+/// `#` never shows (a URL with a raw `@` in its query is then shown cut to what follows that
+/// `@`: less than it says, never a secret). Either way only the user name is shown, and every query
+/// parameter named as a secret ([`SECRET_PARAMS`], its name decoded), or without `=`, is left
+/// out.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://").filter(|_| looks_like_url(url)) else {
         return url.to_owned();
-    }
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
     };
-    let mut shown = match base.split_once("://") {
-        // The credentials run to the last `@` (a host has none, and a password may hold `/`).
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((creds, host_and_path)) => {
-                let user = creds.split(':').next().unwrap_or_default();
-                format!("{scheme}://{user}@{host_and_path}")
-            }
-            None => format!("{scheme}://{rest}"),
-        },
-        None => base.to_string(),
-    };
-    if let Some(query) = query {
-        let kept: Vec<&str> = query
-            .split('&')
-            .filter(|p| !p.starts_with("password="))
-            .collect();
-        if !kept.is_empty() {
-            shown.push('?');
-            shown.push_str(&kept.join("&"));
+    let (userinfo, after) = split_userinfo(rest);
+    let plain = userinfo.is_none_or(|u| !u.contains(['?', '#'])) && !after.contains('@');
+    let (user, after) = match rest.rfind('@') {
+        _ if plain => (
+            userinfo.map(|u| u.split(':').next().unwrap_or_default()),
+            after,
+        ),
+        Some(at) => {
+            let name = rest[..at]
+                .split([':', '/', '?', '#', '&', '=', ';'])
+                .next()
+                .unwrap_or_default();
+            (Some(name), &rest[at + 1..])
         }
+        None => (None, rest),
+    };
+    let mut shown = format!("{scheme}://");
+    if let Some(user) = user {
+        shown.push_str(user);
+        shown.push('@');
+    }
+    match after.split_once('?') {
+        Some((host_and_path, query)) => {
+            shown.push_str(host_and_path);
+            let kept: Vec<&str> = query
+                .split('&')
+                // A parameter without `=` may be a mistyped secret: left out too.
+                .filter(|p| {
+                    p.split_once('=')
+                        .is_some_and(|(name, _)| !is_secret_param(name))
+                })
+                .collect();
+            if !kept.is_empty() {
+                shown.push('?');
+                shown.push_str(&kept.join("&"));
+            }
+        }
+        None => shown.push_str(after),
     }
     shown
 }
 
+/// The password a URL that gives none connects with, once [`set_default_password`] was called.
+static DEFAULT_PASSWORD: OnceLock<Option<String>> = OnceLock::new();
+
+/// Sets the password every URL that gives none connects with, in place of `PGPASSWORD`: for a
+/// binary that took `PGPASSWORD` out of its environment (so that the tools it starts do not
+/// inherit it). The first call wins. Without a call, `PGPASSWORD` is read, as libpq reads it.
+pub fn set_default_password(password: Option<String>) {
+    let _ = DEFAULT_PASSWORD.set(password);
+}
+
+fn default_password() -> Option<Vec<u8>> {
+    match DEFAULT_PASSWORD.get() {
+        Some(set) => set.clone().map(String::into_bytes),
+        None => std::env::var_os("PGPASSWORD").map(|p| p.into_encoded_bytes()),
+    }
+}
+
+/// `rest` (the URL after `scheme://`) cut into its user part, when it has one, and what
+/// follows: libpq's rule, the user part runs to the first `@` that no `/` precedes.
+fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
+    match rest.find(['@', '/']) {
+        Some(at) if rest.as_bytes()[at] == b'@' => (Some(&rest[..at]), &rest[at + 1..]),
+        _ => (None, rest),
+    }
+}
+
 /// Parses a store URL: `postgres://USER[:PASSWORD]@HOST[:PORT]/DB?session=ID[&lease_ms=N]`, or
 /// `postgres://USER@/DB?host=/socket/dir&session=ID` for a Unix socket.
+///
+/// The password (from the user part, a `password` parameter, else the default) is taken out
+/// before the driver parses the rest, and set on its configuration directly: no text the
+/// driver's errors quote can hold it.
 pub(crate) fn parse(url: &str) -> Result<StoreUrl, JournalError> {
-    let location = elide_password(url);
-    if !is_url(url) {
+    let location = redact_url(url);
+    let Some((scheme, rest)) = url.split_once("://").filter(|_| is_url(url)) else {
         return Err(bad(
             &location,
             "not a PostgreSQL URL: it must start with postgres:// or postgresql://".into(),
         ));
-    }
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, q),
-        None => (url, ""),
     };
-    let mut session = None;
-    let mut lease_ms = LEASE_MS_DEFAULT;
-    let mut passed = Vec::new();
-    for param in query.split('&').filter(|p| !p.is_empty()) {
-        let Some((key, value)) = param.split_once('=') else {
-            return Err(bad(
-                &location,
-                format!("query parameter `{param}` has no `=`"),
-            ));
-        };
-        let value = percent_decode_str(value).decode_utf8().map_err(|_| {
-            bad(
-                &location,
-                format!("query parameter `{key}` is not UTF-8 once decoded"),
-            )
-        })?;
-        match key {
-            "session" if session.is_some() => {
-                return Err(bad(&location, "`session` is given twice".into()))
-            }
-            "session" if value.is_empty() => {
-                return Err(bad(&location, "`session` is empty".into()))
-            }
-            "session" => session = Some(value.into_owned()),
-            "lease_ms" => lease_ms = parse_lease_ms(&location, &value)?,
-            "sslmode" if value != "disable" && value != "prefer" => {
-                return Err(bad(
-                    &location,
-                    format!("sslmode={value}: this build has no TLS (see the crate's docs)"),
-                ))
-            }
-            _ => passed.push(param),
-        }
+    let (userinfo, after) = split_userinfo(rest);
+    let (user, password) = match userinfo.map(|u| u.split_once(':').unwrap_or((u, ""))) {
+        Some((user, password)) => (Some(user), Some(password).filter(|p| !p.is_empty())),
+        None => (None, None),
+    };
+    let (host_and_path, query) = after.split_once('?').unwrap_or((after, ""));
+    if host_and_path.contains('@') || user.is_some_and(|u| u.contains(['?', '#'])) {
+        return Err(bad(
+            &location,
+            "the user part is ambiguous: percent-encode `@`, `/`, `?` and `#` in a user name \
+             or password (as %40, %2F, %3F, %23)"
+                .into(),
+        ));
     }
-    let mut rest = base.to_string();
-    if !passed.is_empty() {
-        rest.push('?');
-        rest.push_str(&passed.join("&"));
+    let password = password.map(|p| percent_decode_str(p).collect::<Vec<u8>>());
+    let params = Params::read(&location, query)?;
+    let mut driver_url = format!("{scheme}://");
+    if let Some(user) = user {
+        driver_url.push_str(user);
+        driver_url.push('@');
     }
-    let mut config: postgres::Config = rest.parse().map_err(|e| bad(&location, format!("{e}")))?;
+    driver_url.push_str(host_and_path);
+    if !params.passed.is_empty() {
+        driver_url.push('?');
+        driver_url.push_str(&params.passed.join("&"));
+    }
+    let mut config: postgres::Config = driver_url
+        .parse()
+        .map_err(|e| bad(&location, format!("{e}")))?;
     if config.get_hosts().is_empty() {
         return Err(bad(
             &location,
             "no host: give one (postgres://USER@HOST/DB) or a socket directory (?host=/dir)".into(),
         ));
     }
+    // As libpq: a parameter wins over the user part; PGPASSWORD (or the default a binary set)
+    // counts only when neither gives one, so that a password need not be typed where a shell
+    // history or a process listing keeps it.
+    if let Some(password) = params.password.or(password).or_else(default_password) {
+        config.password(password);
+    }
+    set_defaults(&mut config, params.lease_ms);
+    Ok(StoreUrl {
+        location,
+        config,
+        session: params.session,
+        lease_ms: params.lease_ms,
+    })
+}
+
+/// The query parameters of a store URL: this crate's own, the password, and the rest, which
+/// the driver reads.
+struct Params<'a> {
+    session: Option<String>,
+    lease_ms: u64,
+    password: Option<Vec<u8>>,
+    passed: Vec<&'a str>,
+}
+
+impl<'a> Params<'a> {
+    fn read(location: &str, query: &'a str) -> Result<Params<'a>, JournalError> {
+        let mut params = Params {
+            session: None,
+            lease_ms: LEASE_MS_DEFAULT,
+            password: None,
+            passed: Vec::new(),
+        };
+        for (n, param) in query.split('&').filter(|p| !p.is_empty()).enumerate() {
+            // Named by position, never quoted: a parameter without `=` may be a mistyped secret.
+            let Some((key, value)) = param.split_once('=') else {
+                return Err(bad(
+                    location,
+                    format!("query parameter {} has no `=`", n + 1),
+                ));
+            };
+            let name = percent_decode_str(key).decode_utf8_lossy();
+            if is_secret_param(key) {
+                if !name.eq_ignore_ascii_case("password") {
+                    return Err(bad(
+                        location,
+                        format!("`{name}`: this build has no TLS (see the crate's docs)"),
+                    ));
+                }
+                params.password = Some(percent_decode_str(value).collect());
+                continue;
+            }
+            let value = percent_decode_str(value).decode_utf8().map_err(|_| {
+                bad(
+                    location,
+                    format!("query parameter `{name}` is not UTF-8 once decoded"),
+                )
+            })?;
+            match name.as_ref() {
+                "session" if params.session.is_some() => {
+                    return Err(bad(location, "`session` is given twice".into()))
+                }
+                "session" if value.is_empty() => {
+                    return Err(bad(location, "`session` is empty".into()))
+                }
+                "session" => params.session = Some(value.into_owned()),
+                "lease_ms" => params.lease_ms = parse_lease_ms(location, &value)?,
+                "sslmode" if value != "disable" && value != "prefer" => {
+                    return Err(bad(
+                        location,
+                        format!("sslmode={value}: this build has no TLS (see the crate's docs)"),
+                    ))
+                }
+                _ => params.passed.push(param),
+            }
+        }
+        Ok(params)
+    }
+}
+
+/// The timeouts, application name and server options a URL does not set.
+fn set_defaults(config: &mut postgres::Config, lease_ms: u64) {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT));
     }
@@ -202,19 +333,6 @@ pub(crate) fn parse(url: &str) -> Result<StoreUrl, JournalError> {
             lease_ms.max(IDLE_IN_TRANSACTION_MS_MIN)
         ));
     }
-    // As libpq: a password not in the URL comes from PGPASSWORD, so it need not be typed
-    // where a shell history or a process listing keeps it.
-    if config.get_password().is_none() {
-        if let Some(password) = std::env::var_os("PGPASSWORD") {
-            config.password(password.as_encoded_bytes());
-        }
-    }
-    Ok(StoreUrl {
-        location,
-        config,
-        session,
-        lease_ms,
-    })
 }
 
 fn parse_lease_ms(location: &str, value: &str) -> Result<u64, JournalError> {
@@ -234,15 +352,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn password_is_elided_from_user_part_and_params() {
-        assert_eq!(
-            elide_password("postgres://u:secret@h:5/db?session=a&password=x&lease_ms=9"),
-            "postgres://u@h:5/db?session=a&lease_ms=9"
-        );
-        assert_eq!(
-            elide_password("postgres://u@/db?host=/tmp"),
-            "postgres://u@/db?host=/tmp"
-        );
+    fn no_way_of_writing_a_password_shows_it() {
+        for (url, shown) in [
+            (
+                "postgres://u:pw@h/db?session=a",
+                "postgres://u@h/db?session=a",
+            ),
+            ("postgres://u:p%3Fw@h/db", "postgres://u@h/db"),
+            (
+                "postgres://u:p?w@h/db?session=a",
+                "postgres://u@h/db?session=a",
+            ),
+            ("postgres://u:p@w@h/db", "postgres://u@h/db"),
+            ("postgres://u:p/w@h/db", "postgres://u@h/db"),
+            ("postgres://u:a@p?w@/db?host=/s", "postgres://u@/db?host=/s"),
+            (
+                "postgres://u@h/db?%70assword=pw&session=a",
+                "postgres://u@h/db?session=a",
+            ),
+            (
+                "postgres://u@h/db?PASSWORD=pw&sslpassword=k",
+                "postgres://u@h/db",
+            ),
+            (
+                "postgres://u@h/db?session=a&pw",
+                "postgres://u@h/db?session=a",
+            ),
+            ("postgres:///db?password=pw&session=a@b", "postgres://@b"),
+            ("postgres://h:5432/db", "postgres://h:5432/db"),
+            ("/var/lib/journals/s1", "/var/lib/journals/s1"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_password_with_a_raw_question_mark_is_read_as_libpq_reads_it() {
+        let u = parse("postgres://u:p?w@localhost/db?session=s").unwrap();
+        assert_eq!(u.config.get_password(), Some(b"p?w".as_slice()));
+        assert_eq!(u.session.as_deref(), Some("s"));
+        let u = parse("postgres://u@localhost/db?session=s&%70assword=a%26b").unwrap();
+        assert_eq!(u.config.get_password(), Some(b"a&b".as_slice()));
+        assert!(parse("postgres://u:a@b@localhost/db?session=s").is_err());
     }
 
     #[test]
