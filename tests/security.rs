@@ -321,3 +321,345 @@ fn a_key_echoed_across_a_cut_or_encoded_is_never_shown() {
 fn events_of(case: &Case) -> Vec<runtime::event::Event> {
     events(&case.journal())
 }
+
+/// A transcript whose one step runs `env` in `bash`.
+fn env_transcript(dir: &Path) -> std::path::PathBuf {
+    let call = json!({"command": "env"}).to_string();
+    let lines = [
+        json!({"user": "show the environment"}),
+        json!({"assistant": {"text": "", "tool_calls": [{"id": "c1", "name": "bash", "arguments": call}], "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+    ];
+    let path = dir.join("env.jsonl");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).expect("the transcript");
+    path
+}
+
+/// Runs `program` with `args` (and `PGPASSWORD` when given) and a state directory of its own.
+fn run_bin(program: &Path, args: &[&str], pgpassword: Option<&str>, state: &Path) -> Output {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .env_remove("PGPASSWORD");
+    if let Some(pw) = pgpassword {
+        command.env("PGPASSWORD", pw);
+    }
+    command.output().expect("the binary runs")
+}
+
+/// A database password never shows, however it is given (in the user part, percent-encoded
+/// or with a raw `?`; as a `password` parameter, its name percent-encoded; in `PGPASSWORD`),
+/// in any command's output or error, nor in the environment a `bash` call sees; and every
+/// command that takes a location works with it (`run` once re-opened the store from the URL
+/// it shows, without the password).
+#[test]
+fn database_passwords_are_never_shown_and_every_command_connects_with_them() {
+    const PW: &str = "Pw7-Hq?Zr9Xy";
+    let server = pg::testing::shared();
+    let base = server.password_role("tj_secret", PW);
+    let query = base.split_once('?').expect("a socket directory").1;
+    let encoded = percent_encoding::utf8_percent_encode(PW, percent_encoding::NON_ALPHANUMERIC);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("the workspace");
+    let script = env_transcript(dir.path());
+    let tooljournal = Path::new(env!("CARGO_BIN_EXE_tooljournal"));
+    let recover = common::recover_bin::recover_bin();
+    let forms = [
+        (
+            format!("postgres://tj_secret:{encoded}@/postgres?{query}&session=pw-a"),
+            None,
+        ),
+        (
+            format!("postgres://tj_secret:{PW}@/postgres?{query}&session=pw-b"),
+            None,
+        ),
+        (
+            format!("postgres://tj_secret@/postgres?{query}&session=pw-c&%70assword={encoded}"),
+            None,
+        ),
+        (
+            format!("postgres://tj_secret@/postgres?{query}&session=pw-d"),
+            Some(PW),
+        ),
+    ];
+    let shows_password = |out: &Output| {
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        all.contains(PW) || all.contains(&encoded.to_string()) || all.contains("Zr9Xy")
+    };
+    for (url, pgpassword) in &forms {
+        let state = dir.path().join("state");
+        let run = run_bin(
+            tooljournal,
+            &[
+                "run",
+                "--script",
+                script.to_str().unwrap(),
+                "--workspace",
+                ws.to_str().unwrap(),
+                "--journal",
+                url,
+            ],
+            *pgpassword,
+            &state,
+        );
+        assert_eq!(run.status.code(), Some(0), "{url}: {}", shown(&run));
+        assert!(!shows_password(&run), "{url}: {}", shown(&run));
+        // Read here with the password in the URL: this process has no PGPASSWORD.
+        let readable = url.replace("tj_secret@", &format!("tj_secret:{encoded}@"));
+        let journaled = common::pg::records(Path::new(&readable));
+        let dump = format!("{journaled:?}");
+        assert!(dump.contains("PATH="), "the env call ran: {url}");
+        assert!(!dump.contains(PW), "the bash call saw the password: {url}");
+        for args in [
+            vec!["classify", url.as_str()],
+            vec!["audit", url.as_str()],
+            vec!["verify", url.as_str()],
+        ] {
+            let out = run_bin(recover, &args, *pgpassword, &state);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", shown(&out));
+            assert!(!shows_password(&out), "{args:?}: {}", shown(&out));
+        }
+        let store: String = url
+            .split('&')
+            .filter(|p| !p.starts_with("session="))
+            .collect::<Vec<_>>()
+            .join("&");
+        let sessions = run_bin(
+            tooljournal,
+            &["sessions", "--store", &store],
+            *pgpassword,
+            &state,
+        );
+        assert_eq!(sessions.status.code(), Some(0), "{}", shown(&sessions));
+        assert!(!shows_password(&sessions), "{}", shown(&sessions));
+    }
+    // Refused URLs say why without the password: a bad parameter after a raw `?` in it, a
+    // parameter without `=`, a host part that holds a raw `@` of the password.
+    for bad in [
+        format!("postgres://tj_secret:{PW}@/postgres?{query}&session=x&lease_ms=no"),
+        format!("postgres://tj_secret@/postgres?{query}&session=x&{PW}"),
+        format!("postgres://tj_secret:a@{PW}@/postgres?{query}&session=x"),
+        format!("postgres://tj_secret:{PW}@/postgres?{query}&session=x&sslpassword={PW}"),
+    ] {
+        for (program, args) in [
+            (
+                tooljournal,
+                vec![
+                    "run",
+                    "--script",
+                    script.to_str().unwrap(),
+                    "--journal",
+                    bad.as_str(),
+                ],
+            ),
+            (recover, vec!["classify", bad.as_str()]),
+        ] {
+            let out = run_bin(program, &args, None, dir.path());
+            assert_ne!(out.status.code(), Some(0), "{bad}: {}", shown(&out));
+            assert!(
+                text(&out.stderr).contains("error: postgres://"),
+                "{}",
+                shown(&out)
+            );
+            assert!(!shows_password(&out), "{bad}: {}", shown(&out));
+        }
+    }
+}
+
+/// `tooljournal run --script FILE` into `journal`, on a fresh workspace in `dir`.
+fn scripted_journal(dir: &Path, script: &str) -> std::path::PathBuf {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).expect("the workspace");
+    let journal = dir.join("journal");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(script);
+    let out = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(script)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--journal")
+        .arg(&journal)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .output()
+        .expect("tooljournal runs");
+    assert!(out.status.success(), "{}", shown(&out));
+    journal
+}
+
+/// `recover ARGS` run by a shell that first plants, as the user it runs as could, a symlink
+/// to `target` at `plant` with `$$` (the pid `recover` will have: the shell `exec`s it)
+/// replaced by that pid.
+fn recover_after_planting(
+    plant: Option<&Path>,
+    target: &Path,
+    args: &[&std::ffi::OsStr],
+) -> Output {
+    let mut command = Command::new("sh");
+    let script = match plant {
+        Some(_) => r#"ln -s "$1" "$(printf '%s' "$2" | sed "s/PID/$$/")" && shift 2 && exec "$@""#,
+        None => r#"shift 2 && exec "$@""#,
+    };
+    command
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(target)
+        .arg(plant.unwrap_or(Path::new("-")))
+        .arg(common::recover_bin::recover_bin())
+        .args(args);
+    command.output().expect("sh runs")
+}
+
+/// Nothing `recover` writes follows a link planted at its destination or at the temporary
+/// name it once used beside it (`FILE.partial-PID`), and nothing that was there is removed:
+/// the planted link's target keeps its bytes, the refusal names the real obstacle.
+#[test]
+fn recover_never_writes_through_a_planted_link_nor_removes_what_it_did_not_make() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let d = dir.path();
+    let journal = scripted_journal(d, "basic.jsonl");
+    let target = d.join("bashrc");
+    let original = "alias ll='ls -l'\n";
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let intact = |what: &str| {
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("the target"),
+            original,
+            "{what}: the link's target was written"
+        );
+    };
+    std::fs::write(&target, original).expect("the target");
+
+    // A link at the old temporary name: the page is written, the target untouched, and the
+    // page is a file of its own.
+    let page = d.join("page.html");
+    let plant = d.join("page.html.partial-PID");
+    let out = recover_after_planting(
+        Some(&plant),
+        &target,
+        &[
+            &os("audit"),
+            journal.as_os_str(),
+            &os("--html"),
+            page.as_os_str(),
+        ],
+    );
+    assert!(out.status.success(), "{}", shown(&out));
+    intact("audit --html, link at FILE.partial-PID");
+    let meta = std::fs::symlink_metadata(&page).expect("the page");
+    assert!(meta.is_file(), "the page is a regular file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+
+    // A link at the destination itself: refused by every command that writes one, named.
+    let link = d.join("out.txt");
+    std::os::unix::fs::symlink(&target, &link).expect("a link");
+    for args in [
+        vec![
+            os("audit"),
+            journal.clone().into(),
+            os("--html"),
+            link.clone().into(),
+        ],
+        vec![
+            os("rebuild"),
+            journal.clone().into(),
+            os("--format"),
+            os("anthropic"),
+            os("--out"),
+            link.clone().into(),
+        ],
+    ] {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let out = recover_after_planting(None, &target, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", shown(&out));
+        assert!(
+            text(&out.stderr).contains("is a symbolic link"),
+            "{args:?}: {}",
+            shown(&out)
+        );
+        intact(&format!("{args:?}"));
+        assert!(std::fs::symlink_metadata(&link)
+            .expect("the link")
+            .is_symlink());
+    }
+
+    // `repair --out X`: a file of someone else's at `X.partial-PID` is left as it is, and X
+    // is written; a link at X is refused as existing.
+    let session =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import/codex/no_output.jsonl");
+    let copy = d.join("repaired.jsonl");
+    let theirs = d.join("repaired.jsonl.partial-PID");
+    let out = recover_after_planting(
+        Some(&theirs),
+        &target,
+        &[
+            &os("repair"),
+            &os("--from"),
+            &os("codex"),
+            session.as_os_str(),
+            &os("--out"),
+            copy.as_os_str(),
+        ],
+    );
+    assert!(out.status.success(), "{}", shown(&out));
+    assert!(
+        std::fs::read(&copy).is_ok_and(|b| !b.is_empty()),
+        "the copy"
+    );
+    intact("repair, link at X.partial-PID");
+    let planted: Vec<_> = std::fs::read_dir(d)
+        .expect("the directory")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("repaired.jsonl.partial-")
+        })
+        .collect();
+    assert_eq!(planted.len(), 1, "the planted link is still there");
+    let out = recover_after_planting(
+        None,
+        &target,
+        &[
+            &os("repair"),
+            &os("--from"),
+            &os("codex"),
+            session.as_os_str(),
+            &os("--out"),
+            link.as_os_str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(text(&out.stderr).contains("exists"), "{}", shown(&out));
+    intact("repair --out LINK");
+
+    // `import --journal DIR`: a link to an empty directory is not followed.
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).expect("a directory");
+    let linked_dir = d.join("imported");
+    std::os::unix::fs::symlink(&empty, &linked_dir).expect("a link");
+    let out = recover_after_planting(
+        None,
+        &target,
+        &[
+            &os("import"),
+            &os("--from"),
+            &os("codex"),
+            session.as_os_str(),
+            &os("--journal"),
+            linked_dir.as_os_str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(
+        text(&out.stderr).contains("symbolic link"),
+        "{}",
+        shown(&out)
+    );
+    assert_eq!(std::fs::read_dir(&empty).expect("empty").count(), 0);
+}

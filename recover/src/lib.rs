@@ -37,6 +37,7 @@ pub mod import_journal;
 pub mod listing;
 #[cfg(feature = "mutant")]
 pub mod mutant;
+pub mod output;
 pub mod place;
 pub mod probe;
 pub mod rebuild;

@@ -7,6 +7,7 @@
 use clap::{Parser, Subcommand};
 use journal::ReadEnd;
 // The library of this package, by the short name the workspace uses.
+use recover::output::{Kind, Output};
 use recover::session::{RecoverError, ReportSink, RereadError};
 use recover::Place;
 use std::io::Write;
@@ -129,7 +130,21 @@ fn import_backend(journal: &Path) -> Result<journal::Backend, Failure> {
     if let Place::Backend(backend) = place(journal)? {
         return Ok(backend);
     }
-    // A new or empty directory: a mistyped project directory is never written into.
+    // A new or empty directory: a mistyped project directory is never written into, nor is
+    // a link (planted or not) followed to wherever it leads.
+    if let Ok(meta) = std::fs::symlink_metadata(journal) {
+        if meta.file_type().is_symlink() || !meta.is_dir() {
+            let what = if meta.file_type().is_symlink() {
+                "a symbolic link"
+            } else {
+                "not a directory"
+            };
+            return Err(Failure::Failed(format!(
+                "{}: {what}; an import goes to a new or empty directory",
+                journal.display()
+            )));
+        }
+    }
     if let Ok(mut entries) = std::fs::read_dir(journal) {
         if let Some(Ok(entry)) = entries.next() {
             return Err(Failure::Failed(format!(
@@ -400,9 +415,9 @@ fn audit(at: &Place, json: bool) -> Result<(), Failure> {
         .map_err(reread_failure)
 }
 
-/// `audit --html FILE`: the same two readings, the second written as a page. A file is
-/// written beside its destination and renamed over it at the end, so that a failed run leaves
-/// no half page where a whole one is expected.
+/// `audit --html FILE`: the same two readings, the second written as a page. It is written
+/// beside its destination and given its name at the end (`recover::output`), so that a failed
+/// run leaves no half page where a whole one is expected.
 fn audit_html(
     at: &Place,
     file: &Path,
@@ -430,12 +445,7 @@ fn audit_html(
             .map(drop)
             .map_err(reread_failure);
     }
-    let partial = partial_path(file);
-    // Named as the user gave it: the partial file beside it is ours, not theirs.
-    let cannot = |what: &str, e: std::io::Error| {
-        Failure::Failed(format!("{}: cannot {what}: {e}", file.display()))
-    };
-    let created = std::fs::File::create(&partial).map_err(|e| cannot("create", e))?;
+    let created = Output::create(file, Kind::Replace).map_err(not_written)?;
     let written = recover::timeline::stream_html(
         at,
         first,
@@ -443,24 +453,23 @@ fn audit_html(
         &options,
         std::io::BufWriter::with_capacity(1 << 16, created),
     );
-    let finished = match written {
+    // A page given up (an error here) is dropped unnamed: the destination was never touched.
+    let out = match written {
         Ok(out) => out
             .into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .map_err(|e| cannot("write", e)),
-        Err(RereadError::Output(e)) => Err(cannot("write", e)),
-        Err(e) => Err(reread_failure(e)),
+            .map_err(|e| cannot_write(file, e.into_error()))?,
+        Err(RereadError::Output(e)) => return Err(cannot_write(file, e)),
+        Err(e) => return Err(reread_failure(e)),
     };
-    if let Err(e) = finished {
-        // The partial page is ours; the destination was never touched.
-        let _ = std::fs::remove_file(&partial);
-        return Err(e);
-    }
-    std::fs::rename(&partial, file).map_err(|e| {
-        let _ = std::fs::remove_file(&partial);
-        Failure::Failed(format!("{}: cannot write: {e}", file.display()))
-    })
+    out.commit().map(drop).map_err(not_written)
+}
+
+fn not_written(e: recover::output::OutputError) -> Failure {
+    Failure::Failed(e.to_string())
+}
+
+fn cannot_write(file: &Path, e: std::io::Error) -> Failure {
+    Failure::Failed(format!("{}: cannot write: {e}", file.display()))
 }
 
 /// `recover repair`: the copy written, what it did on stdout.
@@ -499,13 +508,6 @@ fn repair(from: &str, file: &Path, out: &Path) -> Result<(), Failure> {
     print(&text)
 }
 
-/// `FILE.partial-PID`, beside `FILE`.
-fn partial_path(file: &Path) -> PathBuf {
-    let mut name = file.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".partial-{}", std::process::id()));
-    file.with_file_name(name)
-}
-
 /// A live session has no history to rebuild: its unfinished calls are running.
 fn live_failure(dir: &Path) -> Failure {
     Failure::Failed(format!(
@@ -535,16 +537,19 @@ fn rebuild(
     // The text keeps the arguments as the journal has them (no number rounded).
     let notes = match out {
         Some(path) => {
-            let cannot = |e: std::io::Error| {
-                Failure::Failed(format!("{}: cannot write: {e}", path.display()))
-            };
-            let file = std::fs::File::create(path).map_err(cannot)?;
+            let file = Output::create(path, Kind::Replace).map_err(not_written)?;
             let file = std::io::BufWriter::with_capacity(1 << 16, file);
-            match streamed::write(at, first, file) {
-                Ok(written) => written.notes,
-                Err(RereadError::Output(e)) => return Err(cannot(e)),
+            let written = match streamed::write(at, first, file) {
+                Ok(written) => written,
+                Err(RereadError::Output(e)) => return Err(cannot_write(path, e)),
                 Err(RereadError::Recover(e)) => return Err(e.into()),
-            }
+            };
+            let out = written
+                .out
+                .into_inner()
+                .map_err(|e| cannot_write(path, e.into_error()))?;
+            out.commit().map_err(not_written)?;
+            written.notes
         }
         None => {
             let stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -582,8 +587,12 @@ fn rebuild_salvaged(
     // The text keeps the arguments as the journal has them (no number rounded).
     let text = format!("{}\n", rebuilt.body.to_json_pretty());
     match out {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| Failure::Failed(format!("{}: cannot write: {e}", path.display()))),
+        Some(path) => {
+            let mut file = Output::create(path, Kind::Replace).map_err(not_written)?;
+            std::io::Write::write_all(&mut file, text.as_bytes())
+                .map_err(|e| cannot_write(path, e))?;
+            file.commit().map(drop).map_err(not_written)
+        }
         None => print(&text),
     }
 }
@@ -598,7 +607,7 @@ fn place(dir: &Path) -> Result<Place, Failure> {
         return Err(Failure::Failed(format!(
             "{}: not a journal location: a journal is a directory or a \
              postgres://USER@HOST/DB?session=ID URL",
-            pg::elide_password(other)
+            pg::redact_url(other)
         )));
     }
     match dir.to_str().filter(|s| pg::is_url(s)) {

@@ -2,11 +2,12 @@
 //! resumable, as a copy beside it.
 //!
 //! The original is never opened for writing, and nothing that exists is overwritten: the copy
-//! and its `.quarantine` are new files, each written whole under a temporary name and renamed,
-//! so a failed run leaves neither half written. What the copy says is `import`'s
+//! and its `.quarantine` are new files, each written whole unnamed beside its destination and
+//! then linked in (`crate::output`), so a failed run leaves neither half written. What the copy says is `import`'s
 //! ([`import::repair`]), checked before it is written: read again, it leaves no call the agent
 //! replays without an output.
 
+use crate::output::{Kind, Output, OutputError, Written};
 use import::{Agent, Repaired};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,9 @@ pub enum RepairError {
         /// Why.
         source: std::io::Error,
     },
+    /// Creating, naming or syncing the copy failed (the message names what and where).
+    #[error(transparent)]
+    Output(OutputError),
     /// The repair broke its own promise (a bug).
     #[error("{}: the repaired copy was not written: {why} (a bug: please report it)", path.display())]
     Unkept {
@@ -108,13 +112,14 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
         why,
     })?;
     let quarantine = (!repaired.quarantine.is_empty()).then_some(quarantine);
-    if let Some(q) = &quarantine {
-        write_new(q, &repaired.quarantine)?;
-    }
+    let moved_out = match &quarantine {
+        Some(q) => Some(write_new(q, &repaired.quarantine)?),
+        None => None,
+    };
     if let Err(e) = write_new(out, &repaired.bytes) {
-        if let Some(q) = &quarantine {
-            // Ours, written a moment ago: no half result is left.
-            let _ = std::fs::remove_file(q);
+        if let Some(q) = moved_out {
+            // Ours, written a moment ago (and only while it still is): no half result is left.
+            q.remove();
         }
         return Err(e);
     }
@@ -172,30 +177,19 @@ fn same_file(file: &Path, out: &Path) -> bool {
     }
 }
 
-/// Writes `bytes` to `path`, which must not exist: a temporary file beside it, synced, then
-/// linked into place (a link fails if `path` appeared meanwhile; a rename would replace it).
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), RepairError> {
-    let failed = |source| RepairError::Write {
+/// Writes `bytes` to `path`, which must not exist (`crate::output`: written unnamed beside it,
+/// then linked in, which fails if anything has the name; no link followed, nothing removed).
+fn write_new(path: &Path, bytes: &[u8]) -> Result<Written, RepairError> {
+    let not_written = |e: OutputError| match e {
+        OutputError::Exists { path }
+        | OutputError::Symlink { path }
+        | OutputError::NotAFile { path } => RepairError::Exists { path },
+        e @ OutputError::Io { .. } => RepairError::Output(e),
+    };
+    let mut file = Output::create(path, Kind::New).map_err(not_written)?;
+    file.write_all(bytes).map_err(|source| RepairError::Write {
         path: path.to_owned(),
         source,
-    };
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".partial-{}", std::process::id()));
-    let partial = path.with_file_name(name);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&partial)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::hard_link(&partial, path));
-    let _ = std::fs::remove_file(&partial);
-    written.map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists if path.exists() => RepairError::Exists {
-            path: path.to_owned(),
-        },
-        _ => failed(e),
-    })
+    })?;
+    file.commit().map_err(not_written)
 }
