@@ -122,7 +122,13 @@ fn crash_copy(journal_dir: &std::path::Path, crashed: &std::path::Path) -> Resul
     let bytes = std::fs::read(journal_dir.join(&name))
         .map_err(|e| failed("cannot read the demo journal", e))?;
     let torn_end = (cut as usize + 9).min(bytes.len());
-    std::fs::create_dir_all(crashed).map_err(|e| failed("cannot create the crashed copy", e))?;
-    std::fs::write(crashed.join(&name), &bytes[..torn_end])
-        .map_err(|e| failed("cannot write the crashed copy", e))
+    // A journal's modes, as the journal gives its own files.
+    journal::FsStorage::create(crashed).map_err(|e| failed("cannot create the crashed copy", e))?;
+    std::os::unix::fs::OpenOptionsExt::mode(
+        std::fs::OpenOptions::new().write(true).create_new(true),
+        0o600,
+    )
+    .open(crashed.join(&name))
+    .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes[..torn_end]))
+    .map_err(|e| failed("cannot write the crashed copy", e))
 }

@@ -72,8 +72,15 @@ impl Servers {
             let log = self
                 .logs
                 .join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
-            let file =
-                std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+            let file = std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true),
+                0o600,
+            )
+            .open(&log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
             self.rt
                 .block_on(mcp::McpServer::start(name, &server_config, file.into()))
                 .map_err(|e| format!("{e}{}", quoted_log(&log)))

@@ -109,7 +109,8 @@ pub fn side_dir(journal: &Path) -> Result<PathBuf, CliError> {
     let digest = sha2::Sha256::digest(id.as_bytes());
     let name = format!("{safe}-{}", hex::encode(&digest[..6]));
     let dir = state_root()?.join("postgres").join(name);
-    std::fs::create_dir_all(&dir)
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
         .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
     Ok(dir)
 }

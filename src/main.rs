@@ -368,8 +368,8 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(1);
     }
-    // Journals, spill stores and state hold tool arguments and results: nobody else's business.
-    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    // No umask of our own: tools create the user's files with the user's umask, and every file
+    // of ours (journal, spill store, state, logs) is given its mode (0600, 0700) as it is made.
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -12,6 +12,7 @@ use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
 use runtime::replay::replay_backend;
 use runtime::transcript::{drive, read_script, DriveReport, ScriptedApprover, ScriptedModel};
 use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -147,6 +148,7 @@ fn start_servers(
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&log)
             .map_err(|e| failed(format!("{}: {e}", log.display())))?;
         let server = rt

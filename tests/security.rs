@@ -663,3 +663,106 @@ fn recover_never_writes_through_a_planted_link_nor_removes_what_it_did_not_make(
     );
     assert_eq!(std::fs::read_dir(&empty).expect("empty").count(), 0);
 }
+
+/// A transcript of one step: `calls` as (id, tool, arguments).
+fn transcript(
+    dir: &Path,
+    name: &str,
+    calls: &[(&str, &str, serde_json::Value)],
+) -> std::path::PathBuf {
+    let calls: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|(id, tool, args)| json!({"id": id, "name": tool, "arguments": args.to_string()}))
+        .collect();
+    let lines = [
+        json!({"user": "go"}),
+        json!({"assistant": {"text": "", "tool_calls": calls, "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+    ];
+    let path = dir.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).expect("the transcript");
+    path
+}
+
+fn mode_of(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Run with the user's umask 022, the files and directories a `bash` call and the `write` tool
+/// create in the workspace are 0644 and 0755, as the user's own; the session's own files
+/// (journal, spill store, the state directories above them) are 0600 and 0700 whatever the
+/// umask.
+#[test]
+fn tools_create_with_the_user_s_umask_and_the_journal_is_private() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let d = dir.path();
+    let ws = d.join("ws");
+    std::fs::create_dir(&ws).expect("the workspace");
+    let script = transcript(
+        d,
+        "umask.jsonl",
+        &[
+            (
+                "c1",
+                "bash",
+                json!({"command": "mkdir made && echo x > made/by-bash.txt"}),
+            ),
+            (
+                "c2",
+                "write",
+                json!({"path": "written/by-write.txt", "content": "y\n"}),
+            ),
+            ("c3", "bash", json!({"command": "seq 1 40000"})),
+        ],
+    );
+    let state = d.join("state");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 022 && exec "$@""#)
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(&ws)
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .expect("tooljournal runs");
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(mode_of(&ws.join("made")), 0o755);
+    assert_eq!(mode_of(&ws.join("made/by-bash.txt")), 0o644);
+    assert_eq!(mode_of(&ws.join("written")), 0o755);
+    assert_eq!(mode_of(&ws.join("written/by-write.txt")), 0o644);
+    let sessions = state.join("tooljournal/sessions");
+    for private in [state.join("tooljournal"), sessions.clone()] {
+        assert_eq!(mode_of(&private), 0o700, "{}", private.display());
+    }
+    let journals: Vec<_> = std::fs::read_dir(&sessions)
+        .expect("the sessions")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    let spill = journals[0].join("spill");
+    assert!(spill.is_dir(), "a result was spilled");
+    // The journal's own files are 0600, its directories 0700, the spill store's included
+    // (sled makes its files and directories with the umask, inside it).
+    let mut seen = 0;
+    for path in files_under(&journals[0]) {
+        if !path.starts_with(&spill) {
+            assert_eq!(mode_of(&path), 0o600, "{}", path.display());
+            seen += 1;
+        }
+        let mut p = path.clone();
+        while p.pop() && p.starts_with(&journals[0]) {
+            if p == spill || !p.starts_with(&spill) {
+                assert_eq!(mode_of(&p), 0o700, "{}", p.display());
+            }
+        }
+    }
+    assert!(seen >= 2, "the journal's segment and lock were looked at");
+}

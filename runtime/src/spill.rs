@@ -39,6 +39,11 @@ pub struct SledSpill {
 impl SledSpill {
     /// Opens (or creates) the store in `dir`, with at most `cache_bytes` of cache.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledSpill, String> {
+        // 0700 before sled makes its files (with the process's umask, which is the user's):
+        // they hold tool results.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create the spill store at {}: {e}", dir.display()))?;
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
