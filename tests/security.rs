@@ -766,3 +766,72 @@ fn tools_create_with_the_user_s_umask_and_the_journal_is_private() {
     }
     assert!(seen >= 2, "the journal's segment and lock were looked at");
 }
+
+/// `tooljournal fuzz --workspace-template DIR`, with a symlinked directory in the template
+/// that leads out to a 3 GiB file the transcript names: nothing outside is read (the world
+/// says the path is reached through a symlink), and the run's memory stays small.
+#[test]
+fn the_fuzz_template_and_world_stay_inside_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let d = dir.path();
+    let outside = d.join("outside");
+    std::fs::create_dir(&outside).expect("outside");
+    // Sparse: 3 GiB that take no disk, and would take 3 GiB of memory to read whole.
+    std::fs::File::create(outside.join("big.bin"))
+        .and_then(|f| f.set_len(3 << 30))
+        .expect("a big file");
+    std::fs::write(outside.join("secret.txt"), "OUTSIDE\n").expect("a file outside");
+    let template = d.join("template");
+    std::fs::create_dir(&template).expect("the template");
+    std::fs::write(template.join("notes.txt"), "TODO\n").expect("a file");
+    std::os::unix::fs::symlink(&outside, template.join("out")).expect("a link out");
+    let script = transcript(
+        d,
+        "fuzz.jsonl",
+        &[
+            (
+                "w1",
+                "write",
+                json!({"path": "out/big.bin", "content": "x"}),
+            ),
+            (
+                "e1",
+                "edit",
+                json!({"path": "out/secret.txt", "old_string": "OUTSIDE", "new_string": "CHANGED"}),
+            ),
+            (
+                "w2",
+                "write",
+                json!({"path": "notes.txt", "content": "DONE\n"}),
+            ),
+        ],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["fuzz", "--script"])
+        .arg(&script)
+        .arg("--workspace-template")
+        .arg(&template)
+        .args(["--seed", "7", "--cases", "3"])
+        .env("XDG_CONFIG_HOME", d.join("no-config"))
+        .output()
+        .expect("tooljournal fuzz runs");
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .expect("getrusage");
+    // ru_maxrss is in KiB: the largest child this test binary waited for.
+    assert!(
+        usage.max_rss() < 256 * 1024,
+        "a child of these tests took {} KiB",
+        usage.max_rss()
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).expect("outside"),
+        "OUTSIDE\n"
+    );
+    assert_eq!(
+        std::fs::metadata(outside.join("big.bin"))
+            .expect("big")
+            .len(),
+        3 << 30
+    );
+}

@@ -13,15 +13,25 @@
 //! - a crash is a process crash for the files: what the tools handed the operating system
 //!   stays. The workspace's power loss is not simulated (the journal's is, on the simulated
 //!   disk), so [`Observer::crash`] drops nothing;
-//! - a path is checked where the transcript names it; a symlink in the template is recorded as
-//!   the link, not followed (a write through it lands on, and is recorded by evidence for, its
-//!   target).
+//! - a path is checked where the transcript names it, below a handle on the workspace and
+//!   following no symlink, as the file tools are confined: a symlink is recorded as the link (a
+//!   write through it lands on, and is recorded by evidence for, its target), a path through
+//!   one as reached through a symlink, never read; a file larger than the tools edit is told
+//!   by its size, never read. The template is copied the same way: links as links, nothing
+//!   outside it read.
 
 use super::observe::{CallView, Observer};
 use runtime::event::Evidence;
+use runtime::tools::beneath::{is_symlink_refusal, open_beneath, open_root};
+use runtime::tools::fs::EDIT_BYTES_MAX;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 use std::collections::BTreeMap;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The tools whose calls name the files a [`WorkspaceWorld`] watches.
@@ -138,9 +148,20 @@ impl Observer for WorkspaceWorld {
     }
 
     fn snapshot(&self) -> Files {
+        let root = match open_root(&self.dir) {
+            Ok(root) => root,
+            Err(e) => {
+                let gone = FileState::Other(format!("the workspace cannot be opened: {e}"));
+                return self
+                    .paths
+                    .iter()
+                    .map(|p| (p.clone(), gone.clone()))
+                    .collect();
+            }
+        };
         self.paths
             .iter()
-            .map(|p| (p.clone(), file_state(&self.dir.join(p))))
+            .map(|p| (p.clone(), file_state(root.as_fd(), p)))
             .collect()
     }
 
@@ -217,54 +238,145 @@ fn normalise(path: &str) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// What is at `path`: a file's content's sha256, nothing, or what else is there in words.
-fn file_state(path: &Path) -> FileState {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
+/// The largest file the world hashes: what the file tools edit ([`EDIT_BYTES_MAX`]). A larger
+/// one is told by its size, never read (a template may hold anything).
+const HASHED_BYTES_MAX: u64 = EDIT_BYTES_MAX;
+
+/// What is at `rel` below the workspace `root` (a handle), following no symlink, as the file
+/// tools are confined: a file's content's sha256, nothing, or what else is there in words.
+fn file_state(root: BorrowedFd<'_>, rel: &str) -> FileState {
+    let rel = Path::new(rel);
+    let (parent, name) = match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => return FileState::Other("not a path below the workspace".to_owned()),
+    };
+    let dir = match open_beneath(
+        root,
+        parent,
+        OFlags::PATH | OFlags::DIRECTORY,
+        Mode::empty(),
+    ) {
+        Ok(dir) => dir,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return FileState::Absent,
+        Err(e) if is_symlink_refusal(&e) => {
+            return FileState::Other("reached through a symlink, which is not followed".into())
+        }
         Err(e) => return FileState::Other(format!("cannot be inspected: {e}")),
     };
-    if meta.file_type().is_symlink() {
-        return FileState::Other(match fs::read_link(path) {
-            Ok(target) => format!("a symlink to {}", target.display()),
-            Err(e) => format!("a symlink that cannot be read: {e}"),
-        });
+    let stat = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) => return FileState::Absent,
+        Err(e) => return FileState::Other(format!("cannot be inspected: {e}")),
+    };
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Symlink => {
+            return FileState::Other(match rustix::fs::readlinkat(&dir, name, Vec::new()) {
+                Ok(target) => format!("a symlink to {}", target.to_string_lossy()),
+                Err(e) => format!("a symlink that cannot be read: {e}"),
+            })
+        }
+        _ => return FileState::Other("not a regular file".to_owned()),
     }
-    if !meta.is_file() {
-        return FileState::Other("not a regular file".to_owned());
+    if stat.st_size as u64 > HASHED_BYTES_MAX {
+        return FileState::Other(format!(
+            "{} bytes, more than the {HASHED_BYTES_MAX} the file tools edit: not read",
+            stat.st_size
+        ));
     }
-    match fs::read(path) {
+    let read = || -> io::Result<Vec<u8>> {
+        let fd = rustix::fs::openat(&dir, name, OFlags::RDONLY | OFlags::NOFOLLOW, Mode::empty())?;
+        let mut bytes = Vec::new();
+        fs::File::from(fd)
+            .take(HASHED_BYTES_MAX + 1)
+            .read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    match read() {
+        Ok(bytes) if bytes.len() as u64 > HASHED_BYTES_MAX => FileState::Other(format!(
+            "more than the {HASHED_BYTES_MAX} bytes the file tools edit: not read"
+        )),
         Ok(bytes) => FileState::Sha256(runtime::tools::sha256_hex(&bytes)),
         Err(e) => FileState::Other(format!("cannot be read: {e}")),
     }
 }
 
 /// Copies the tree under `from` into the existing directory `to`: directories, regular files
-/// (with their permissions) and symlinks (as links). Anything else (a FIFO, a socket) is
-/// refused: copying it would block or mean nothing.
+/// (with their permissions) and symlinks (as links). Every entry is opened relative to its
+/// directory's handle following no symlink, so nothing outside the template is ever read, even
+/// if the template changes while it is copied. Anything else (a FIFO, a socket) is refused:
+/// copying it would block or mean nothing.
 fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
-    let entries = fs::read_dir(from).map_err(|e| in_path(from, e))?;
+    let dir = rustix::fs::open(
+        from,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| in_path(from, e.into()))?;
+    copy_dir(dir, from, to, 0)
+}
+
+/// Deepest a template is copied (each level holds one open directory handle), as the file
+/// tools' walk.
+const TEMPLATE_DEPTH_MAX: usize = 256;
+
+/// [`copy_tree`] of the directory `dir` (shown as `shown`), `depth` levels below the template.
+fn copy_dir(dir: OwnedFd, shown: &Path, to: &Path, depth: usize) -> io::Result<()> {
+    if depth > TEMPLATE_DEPTH_MAX {
+        return Err(in_path(
+            shown,
+            io::Error::other(format!("deeper than {TEMPLATE_DEPTH_MAX} directories")),
+        ));
+    }
+    let entries = rustix::fs::Dir::read_from(&dir).map_err(|e| in_path(shown, e.into()))?;
     for entry in entries {
-        let entry = entry.map_err(|e| in_path(from, e))?;
-        let source = entry.path();
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type().map_err(|e| in_path(&source, e))?;
-        if kind.is_dir() {
-            fs::create_dir(&target).map_err(|e| in_path(&target, e))?;
-            copy_tree(&source, &target)?;
-        } else if kind.is_symlink() {
-            let link = fs::read_link(&source).map_err(|e| in_path(&source, e))?;
-            std::os::unix::fs::symlink(link, &target).map_err(|e| in_path(&target, e))?;
-        } else if kind.is_file() {
-            fs::copy(&source, &target).map_err(|e| in_path(&source, e))?;
-        } else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: not a regular file, directory or symlink",
-                    source.display()
-                ),
-            ));
+        let entry = entry.map_err(|e| in_path(shown, e.into()))?;
+        let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let source = shown.join(name);
+        let target = to.join(name);
+        let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| in_path(&source, e.into()))?;
+        let at = |flags: OFlags| {
+            rustix::fs::openat(
+                &dir,
+                name,
+                flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| in_path(&source, e.into()))
+        };
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => {
+                let sub = at(OFlags::RDONLY | OFlags::DIRECTORY)?;
+                fs::create_dir(&target).map_err(|e| in_path(&target, e))?;
+                copy_dir(sub, &source, &target, depth + 1)?;
+            }
+            FileType::Symlink => {
+                let link = rustix::fs::readlinkat(&dir, name, Vec::new())
+                    .map_err(|e| in_path(&source, e.into()))?;
+                let link = std::ffi::OsStr::from_bytes(link.to_bytes());
+                std::os::unix::fs::symlink(link, &target).map_err(|e| in_path(&target, e))?;
+            }
+            FileType::RegularFile => {
+                let mut file = fs::File::from(at(OFlags::RDONLY)?);
+                let mut copy = fs::File::create_new(&target).map_err(|e| in_path(&target, e))?;
+                io::copy(&mut file, &mut copy).map_err(|e| in_path(&source, e))?;
+                let mode = fs::Permissions::from_mode(stat.st_mode & 0o7777);
+                copy.set_permissions(mode)
+                    .map_err(|e| in_path(&target, e))?;
+            }
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: not a regular file, directory or symlink",
+                        source.display()
+                    ),
+                ))
+            }
         }
     }
     Ok(())
