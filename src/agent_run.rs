@@ -122,8 +122,10 @@ impl StreamOut {
             return;
         }
         let mut out = std::io::stdout().lock();
-        // A closed stdout stops the showing, never the session.
-        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        // A closed stdout stops the showing, never the session. What the model wrote is shown
+        // as its bytes say (`runtime::display`: a delta is whole characters).
+        let shown = runtime::display::visible(text);
+        let _ = out.write_all(shown.as_bytes()).and_then(|()| out.flush());
         self.mid_line = !text.ends_with('\n');
     }
 

@@ -37,6 +37,7 @@
 //! model's text may print around the menu, and the runtime's shutdown at the end of `run`
 //! waits for the menu too.
 
+use runtime::display::visible;
 use runtime::event::{Answer, AskAnswer, Question, TEXT_CHARS_MAX};
 use runtime::hooks::{
     Approver, AskFuture, CallInfo, Decision, PreExecute, QuestionFuture, QuestionOutcome,
@@ -78,17 +79,10 @@ pub fn describe(call: &CallInfo) -> String {
     )
 }
 
-/// `text` with control characters as spaces, cut to `chars_max` characters (an ellipsis
-/// marks a cut).
+/// `text` on one line, cut to `chars_max` characters, hidden characters shown
+/// (`runtime::display::one_line`).
 pub fn one_line(text: &str, chars_max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match flat.char_indices().nth(chars_max) {
-        Some((at, _)) => format!("{}…", &flat[..at]),
-        None => flat,
-    }
+    runtime::display::one_line(text, chars_max)
 }
 
 /// Asks the person at the terminal (questions on stderr, answers on stdin), one question at a
@@ -147,8 +141,10 @@ impl Approver for TerminalApprover {
             let withdrawn = Arc::new(AtomicBool::new(false));
             let _guard = Withdrawn(withdrawn.clone());
             let prompt = format!(
-                "? {} {question} — allow? [y]es / [n]o / [a]lways for {}: ",
-                call.call.call_id, call.tool
+                "? {} {} — allow? [y]es / [n]o / [a]lways for {}: ",
+                visible(&call.call.call_id),
+                visible(&question),
+                call.tool
             );
             let answer = tokio::task::spawn_blocking(move || {
                 let _terminal = terminal;
@@ -251,7 +247,7 @@ impl std::fmt::Display for Entry {
                 label,
                 description,
             } => {
-                write!(f, "{number}) {label}")?;
+                write!(f, "{number}) {}", visible(label))?;
                 if !description.is_empty() {
                     write!(f, " — {}", one_line(description, 200))?;
                 }
@@ -271,7 +267,7 @@ const MULTI_HELP: &str = "↑↓ to move, space to mark, enter to submit, type a
 /// An entry as the answered prompt shows it: the label, without its description.
 fn chosen(entry: &Entry) -> String {
     match entry {
-        Entry::Choice { label, .. } => label.clone(),
+        Entry::Choice { label, .. } => visible(label).into_owned(),
         Entry::OwnWords => "(in my own words)".into(),
         Entry::Decline => "(declined)".into(),
     }
@@ -311,7 +307,7 @@ fn marked_validly(
 /// or interrupted.
 fn menu_question(call_id: &str, question: &Question, withdrawn: &AtomicBool) -> Menu {
     // Printed apart from the menu: a long or multi-line question stays readable above it.
-    eprintln!("? {call_id} asks: {}", question.text);
+    eprintln!("? {} asks: {}", visible(call_id), visible(&question.text));
     discard_typeahead();
     let menu = if question.options.is_empty() {
         words_only()
@@ -472,9 +468,9 @@ fn options_menu(question: &Question) -> Menu {
 /// The question as printed for a line-by-line answer: the text, the numbered options, and how
 /// to answer.
 fn show_question(call_id: &str, question: &Question) -> String {
-    let mut shown = format!("? {call_id} asks: {}\n", question.text);
+    let mut shown = format!("? {} asks: {}\n", visible(call_id), visible(&question.text));
     for (i, option) in question.options.iter().enumerate() {
-        shown.push_str(&format!("  {}) {}", i + 1, option.label));
+        shown.push_str(&format!("  {}) {}", i + 1, visible(&option.label)));
         if !option.description.is_empty() {
             shown.push_str(&format!(" — {}", one_line(&option.description, 200)));
         }

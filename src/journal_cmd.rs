@@ -78,7 +78,7 @@ pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
     for record in reader.by_ref() {
         let r = record?;
         if json {
-            outln!(
+            dataln!(
                 "{}",
                 serde_json::json!({
                     "seq": r.seq,

@@ -5,9 +5,16 @@
 //! a newer tooljournal (docs/FORMAT.md, *Versioning*). `fuzz` says 1 also when it found a
 //! violation, and 2 when its transcript or workspace template cannot be used.
 
-/// `println!` that returns [`CliError::StdoutClosed`] instead of panicking on a closed pipe.
+/// `println!` for a person: returns [`CliError::StdoutClosed`] instead of panicking on a
+/// closed pipe, and shows control, bidi and invisible characters as escapes
+/// (`runtime::display`).
 macro_rules! outln {
     ($($arg:tt)*) => { $crate::out(format_args!($($arg)*)) };
+}
+
+/// [`outln!`] for a line of data (JSON): written as it is.
+macro_rules! dataln {
+    ($($arg:tt)*) => { $crate::out_data(format_args!($($arg)*)) };
 }
 
 mod agent_run;
@@ -325,8 +332,17 @@ impl std::fmt::Display for CliError {
     }
 }
 
-/// Writes one line to stdout; a closed pipe ends the command quietly instead of panicking.
+/// Writes one line for a person to stdout (hidden characters shown, `runtime::display`); a
+/// closed pipe ends the command quietly instead of panicking.
 pub fn out(line: std::fmt::Arguments) -> Result<(), CliError> {
+    out_data(format_args!(
+        "{}",
+        runtime::display::visible(&line.to_string())
+    ))
+}
+
+/// Writes one line of data to stdout as it is; a closed pipe ends the command quietly.
+pub fn out_data(line: std::fmt::Arguments) -> Result<(), CliError> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     match writeln!(stdout, "{line}") {
@@ -519,15 +535,15 @@ fn main() -> ExitCode {
     match result {
         Ok(()) | Err(CliError::StdoutClosed) => ExitCode::SUCCESS,
         Err(CliError::Failed(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", runtime::display::visible(&message));
             ExitCode::from(1)
         }
         Err(CliError::Corrupt(message) | CliError::BadInput(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", runtime::display::visible(&message));
             ExitCode::from(2)
         }
         Err(CliError::Newer(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", runtime::display::visible(&message));
             ExitCode::from(3)
         }
     }

@@ -92,7 +92,10 @@ impl Printer {
     fn label(call: &CallRef, tool: &str) -> String {
         format!(
             "  turn {} step {}  {:<12} {:<8}",
-            call.turn, call.step, call.call_id, tool
+            call.turn,
+            call.step,
+            runtime::display::visible(&call.call_id),
+            tool
         )
     }
 }
@@ -118,7 +121,7 @@ impl Observer for Printer {
     }
     fn on_progress(&self, call: &CallRef, _tool: &str, message: &str) -> Result<(), String> {
         if let Some(bar) = lock(&self.lines).get(call) {
-            bar.set_message(message.to_owned());
+            bar.set_message(runtime::display::one_line(message, 200));
         }
         Ok(())
     }

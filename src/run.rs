@@ -454,7 +454,7 @@ fn print_json(journal_dir: &Path) -> Result<(), CliError> {
         let decoded: Record = record.decode().map_err(failed)?;
         let line =
             serde_json::json!({"seq": record.seq, "at_ms": decoded.at_ms, "event": decoded.event});
-        outln!("{line}")?;
+        dataln!("{line}")?;
     }
     Ok(())
 }

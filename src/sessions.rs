@@ -128,7 +128,7 @@ pub fn list(json: bool, store: Option<&std::path::Path>) -> Result<(), CliError>
     let rows: Vec<Row> = dirs.iter().map(|d| read_session(d)).collect();
     if json {
         for r in &rows {
-            outln!(
+            dataln!(
                 "{}",
                 serde_json::json!({
                     "id": r.id, "journal": r.dir, "workspace": r.workspace,

@@ -172,6 +172,61 @@ fn journal_text_that_looks_like_markup_never_runs_in_a_browser() {
     assert_no_console_error(&b, "markup");
 }
 
+/// Bidi controls and invisible characters in the prompt, the model's text, a call id, a file
+/// name, a file's content and a command's output: the page shows each as an escape
+/// (`\u{202E}`), never as itself, so `report\u{202E}txt.exe` cannot pass for `reportexe.txt`.
+#[test]
+fn hidden_characters_show_as_escapes_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/audit/bidi.jsonl");
+    let journal = run_script(dir.path(), &script, &[]);
+    let file = out_dir().join("bidi.html");
+    write_page(path_str(&journal), &file, &[]);
+    let b = Browser::start();
+    b.open_file(&file);
+    let hidden = ['\u{202E}', '\u{202C}', '\u{2066}', '\u{200B}'];
+    let no_hidden = |what: &str, text: &str| {
+        if let Some(c) = text.chars().find(|c| hidden.contains(c)) {
+            panic!("{what} shows U+{:04X} as itself: {text}", c as u32);
+        }
+    };
+    let turn = b.text("h2.turn");
+    assert!(
+        turn.contains("Rename the \\u{202E}report\\u{202C} and list it"),
+        "{turn}"
+    );
+    for (i, _) in b.find_all(".row").iter().enumerate() {
+        b.execute(
+            "document.querySelectorAll('.row')[arguments[0]].click()",
+            vec![json!(i)],
+        );
+        let details = b.text("#details");
+        no_hidden("the details", &details);
+        if details.contains("Call c2") {
+            // The command's output: the file's name as `ls` printed it, and the zero width
+            // space `printf` wrote.
+            assert!(details.contains("report\\u{202E}txt.exe"), "{details}");
+            assert!(details.contains("zero\\u{200B}width"), "{details}");
+        } else {
+            assert!(details.contains("Call c\\u{202E}1"), "{details}");
+            assert!(details.contains("report\\u{202E}txt.exe"), "{details}");
+        }
+    }
+    let body = b.text("body");
+    no_hidden("the page", &body);
+    assert!(body.contains("\\u{202E}"), "{body}");
+    for (attr, what) in [("title", "titles"), ("aria-label", "labels")] {
+        let all = b.execute(
+            &format!(
+                "return Array.from(document.querySelectorAll('[{attr}]')).map(e => e.getAttribute('{attr}')).join('\\n')"
+            ),
+            vec![],
+        );
+        no_hidden(what, all.as_str().unwrap_or_default());
+    }
+    assert_no_console_error(&b, "bidi");
+}
+
 #[test]
 fn a_session_over_the_bound_pages_in_a_browser_and_shows_its_gap() {
     let dir = tempfile::tempdir().unwrap();

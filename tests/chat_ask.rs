@@ -465,3 +465,54 @@ fn a_question_expires_by_the_configured_timeout_and_its_late_answer_is_not_used(
         "{sent:?}"
     );
 }
+
+/// What a person sees at the terminal is what the bytes say: a right-to-left override in the
+/// model's streamed text, in a question and in an option's label is shown as `\u{202E}`, never
+/// as itself; the answer and the journal keep the label's bytes.
+#[test]
+fn hidden_characters_show_as_escapes_in_chat_and_its_menu() {
+    let format = Format::OpenAiChat;
+    let case = Case::new();
+    let mut chat = Chat::start(&case, format);
+    let args = serde_json::json!({
+        "question": "Open report\u{202E}txt.exe?",
+        "options": [
+            {"label": "yes\u{2066}", "description": "it is a \u{200B}text file"},
+            {"label": "no", "description": "leave it"},
+        ],
+    })
+    .to_string();
+    case.server.push(
+        format,
+        Reply::calls(vec![("call_b1", "ask", args.as_str())])
+            .with_text("I found report\u{202E}txt.exe.")
+            .into(),
+    );
+    case.server.push(format, Reply::text("Opened.").into());
+    chat.line("look at the reports");
+    chat.see("I found report\\u{202E}txt.exe.");
+    chat.see("call_b1 asks: Open report\\u{202E}txt.exe?");
+    chat.see("1) yes\\u{2066} — it is a \\u{200B}text file");
+    chat.keys(ENTER);
+    chat.see("Opened.");
+    chat.see("you> ");
+    let transcript = chat.transcript.clone();
+    chat.exit();
+    let shown = String::from_utf8_lossy(&transcript.0.lock().unwrap()).into_owned();
+    for c in ['\u{202E}', '\u{2066}', '\u{200B}'] {
+        assert!(
+            !shown.contains(c),
+            "the terminal showed U+{:04X} as itself:\n{}",
+            c as u32,
+            transcript.tail()
+        );
+    }
+    let events = case.events();
+    assert_eq!(
+        replies_of(&events, "call_b1"),
+        vec![AskReply::Answered(Answer {
+            choice: vec!["yes\u{2066}".into()],
+            text: None,
+        })]
+    );
+}

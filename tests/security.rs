@@ -835,3 +835,67 @@ fn the_fuzz_template_and_world_stay_inside_the_workspace() {
         3 << 30
     );
 }
+
+/// The characters the transcript `tests/data/audit/bidi.jsonl` hides in its prompt, text,
+/// call id, file name, file content and command output.
+const HIDDEN: [char; 4] = ['\u{202E}', '\u{202C}', '\u{2066}', '\u{200B}'];
+
+fn assert_shown_not_hidden(what: &str, text: &str) {
+    if let Some(c) = text.chars().find(|c| HIDDEN.contains(c)) {
+        panic!("{what} shows U+{:04X} as itself:\n{text}", c as u32);
+    }
+    assert!(
+        text.contains("\\u{202E}"),
+        "{what} shows the override's escape:\n{text}"
+    );
+}
+
+/// Bidi controls and invisible characters in a prompt, a call id, a file name, a result: every
+/// terminal display (`run`'s table, `recover audit`, `recover classify`) shows them as
+/// escapes, and the journal keeps them as they are.
+#[test]
+fn hidden_characters_are_shown_as_escapes_and_journaled_as_they_are() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let journal = scripted_journal(dir.path(), "audit/bidi.jsonl");
+    let events = serde_json::to_string(&events(&journal)).expect("events as JSON");
+    assert!(
+        events.contains("report\u{202E}txt.exe") && events.contains("c\u{202E}1"),
+        "the journal keeps the bytes"
+    );
+    let ws = dir.path().join("ws");
+    assert!(
+        ws.join("report\u{202E}txt.exe").is_file(),
+        "the file has its name"
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/audit/bidi.jsonl"))
+        .arg("--workspace")
+        .arg(dir.path().join("ws"))
+        .arg("--journal")
+        .arg(dir.path().join("again"))
+        .output()
+        .expect("tooljournal runs");
+    assert!(run.status.success(), "{}", shown(&run));
+    assert_shown_not_hidden("run", &text(&run.stdout));
+    for command in ["audit", "classify"] {
+        let out = Command::new(common::recover_bin::recover_bin())
+            .arg(command)
+            .arg(&journal)
+            .output()
+            .expect("recover runs");
+        assert!(out.status.success(), "{}", shown(&out));
+        assert_shown_not_hidden(command, &text(&out.stdout));
+    }
+    // Data is not a display: the JSON keeps the characters (as JSON has them).
+    let json = Command::new(common::recover_bin::recover_bin())
+        .args(["audit", "--json"])
+        .arg(&journal)
+        .output()
+        .expect("recover runs");
+    let json = text(&json.stdout);
+    assert!(
+        json.contains('\u{202E}') && !json.contains("\\u{202E}"),
+        "{json}"
+    );
+}

@@ -98,13 +98,10 @@ pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
-/// A text on one line (control characters as spaces), cut to `max_chars`: for the table.
+/// A text on one line, hidden characters shown, cut to `max_chars`: for the table
+/// (`runtime::display::one_line`).
 pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    truncate(&flat, max_chars)
+    runtime::display::one_line(s, max_chars)
 }
 
 /// What became of a question: `pending`, `answered`, `declined`, `expired` or `cancelled`. A
@@ -449,11 +446,11 @@ pub fn call_text(call: AuditCall<'_>) -> String {
         "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  {}\n",
         c.call.turn,
         c.call.step,
-        truncate(&c.call.call_id, 10),
-        truncate(&c.tool, 24),
-        truncate(&source_text(call.tool), 32),
-        truncate(&c.raw_arguments, 34),
-        truncate(&decision(f), 36),
+        one_line(&c.call.call_id, 10),
+        one_line(&c.tool, 24),
+        one_line(&source_text(call.tool), 32),
+        one_line(&c.raw_arguments, 34),
+        one_line(&decision(f), 36),
         class,
         timing_ms(f)
             .map(|m| m.to_string())

@@ -235,7 +235,13 @@ impl From<RecoverError> for Failure {
     }
 }
 
+/// Writes text for a person to stdout, hidden characters shown (`runtime::display`).
 fn print(text: &str) -> Result<(), Failure> {
+    print_data(&runtime::display::visible(text))
+}
+
+/// Writes data (JSON) to stdout as it is.
+fn print_data(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
@@ -316,6 +322,11 @@ fn classify(
     use recover::listing::{JsonListing, TextListing};
     let name = dir.display().to_string();
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    // The table is for a person: hidden characters shown (`runtime::display`).
+    let shown = || {
+        let stdout = runtime::display::VisibleWriter::new(std::io::stdout().lock());
+        std::io::BufWriter::with_capacity(1 << 16, stdout)
+    };
     let text_listing = |out| {
         let listing = TextListing::new(out, &name);
         if probe.is_some() {
@@ -338,7 +349,7 @@ fn classify(
             let salvage = r.salvage.as_ref().map(recover::report::salvage_json);
             give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_ref()))
         } else {
-            let mut listing = text_listing(out);
+            let mut listing = text_listing(shown());
             let salvage = r.salvage.as_ref().map(recover::report::salvage_text);
             give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_deref()))
         };
@@ -349,7 +360,7 @@ fn classify(
             l.finish(s.end, s.live, None)
         })
     } else {
-        classify_streamed(at, dry_run, probe, text_listing(out), |l, s| {
+        classify_streamed(at, dry_run, probe, text_listing(shown()), |l, s| {
             l.finish(s.end, s.live, None)
         })
     }
@@ -409,10 +420,16 @@ fn audit(at: &Place, json: bool) -> Result<(), Failure> {
     let first = with_bar(|progress| recover::audit::first_reading(at, progress))?;
     note(dir, first.streamed.notes());
     let name = dir.display().to_string();
-    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    recover::audit::stream(at, first, &name, json, out)
-        .map(drop)
-        .map_err(reread_failure)
+    let streamed = if json {
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        recover::audit::stream(at, first, &name, json, out).map(drop)
+    } else {
+        // For a person: hidden characters shown (`runtime::display`).
+        let stdout = runtime::display::VisibleWriter::new(std::io::stdout().lock());
+        let out = std::io::BufWriter::with_capacity(1 << 16, stdout);
+        recover::audit::stream(at, first, &name, json, out).map(drop)
+    };
+    streamed.map_err(reread_failure)
 }
 
 /// `audit --html FILE`: the same two readings, the second written as a page. It is written
@@ -593,7 +610,7 @@ fn rebuild_salvaged(
                 .map_err(|e| cannot_write(path, e))?;
             file.commit().map(drop).map_err(not_written)
         }
-        None => print(&text),
+        None => print_data(&text),
     }
 }
 
@@ -675,15 +692,15 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
         Err(Failure::Failed(m)) => {
-            eprintln!("error: {m}");
+            eprintln!("error: {}", runtime::display::visible(&m));
             ExitCode::from(1)
         }
         Err(Failure::Corrupt(m)) => {
-            eprintln!("error: {m}");
+            eprintln!("error: {}", runtime::display::visible(&m));
             ExitCode::from(2)
         }
         Err(Failure::Newer(m)) => {
-            eprintln!("error: {m}");
+            eprintln!("error: {}", runtime::display::visible(&m));
             ExitCode::from(3)
         }
     }

@@ -53,6 +53,7 @@ pub mod args;
 pub mod builder;
 pub mod code;
 mod config;
+pub mod display;
 mod error;
 pub mod event;
 pub mod eventlog;

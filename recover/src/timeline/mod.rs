@@ -433,6 +433,8 @@ impl Summary {
             })),
             "pages": pages.count(),
             "bytes_max": bytes_max,
+            // The characters the page shows as escapes, as the terminal displays do.
+            "hidden": runtime::display::HIDDEN_RANGES,
         })
     }
 }

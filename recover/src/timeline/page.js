@@ -18,10 +18,21 @@
   let rows = [];
   let selected = -1;
 
+  // Characters that change how the text around them looks without showing themselves (the
+  // ranges the terminal displays use, handed over in the summary) and control characters but a
+  // newline and a tab: shown as `\u{XXXX}`, so that what is seen is what the bytes say.
+  const HIDDEN = new RegExp('[' + [[0, 8], [0x0b, 0x1f], [0x7f, 0x9f]].concat(summary.hidden || [])
+    .map(function (r) { return '\\u{' + r[0].toString(16) + '}-\\u{' + r[1].toString(16) + '}'; })
+    .join('') + ']', 'gu');
+  function shown(value) {
+    return String(value).replace(HIDDEN, function (ch) {
+      return '\\u{' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '}';
+    });
+  }
   function el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = shown(text);
     return e;
   }
   function add(parent, child) { parent.appendChild(child); return child; }
@@ -38,7 +49,7 @@
   function dlRow(dl, term, value) {
     add(dl, el('dt', null, term));
     const dd = add(dl, el('dd'));
-    if (value instanceof Node) dd.appendChild(value); else dd.textContent = String(value);
+    if (value instanceof Node) dd.appendChild(value); else dd.textContent = shown(value);
     return dd;
   }
 
@@ -224,14 +235,14 @@
     marks.forEach(function (m) {
       const mk = overlay('marker ' + m.kind, m.at);
       add(mk, el('span', null, m.kind === 'crash' ? '\u26a1 crash' : m.kind === 'stop' ? '\u25a0 stop' : m.kind === 'live' ? 'live' : '! fault'));
-      mk.title = m.text;
+      mk.title = shown(m.text);
       mk.setAttribute('role', 'note');
-      mk.setAttribute('aria-label', m.text + ' at ' + time(m.at));
+      mk.setAttribute('aria-label', shown(m.text) + ' at ' + time(m.at));
     });
     const alone = barriers(group);
     alone.forEach(function (b) {
       const band = overlay('barrier', b.from, b.to);
-      band.title = b.call.id + ' ran alone while ' + b.waited + ' waited';
+      band.title = shown(b.call.id) + ' ran alone while ' + b.waited + ' waited';
       b.call.barrier = b.waited;
     });
     group.forEach(function (c) { drawRow(box, c, x); });
@@ -242,7 +253,7 @@
     row.setAttribute('role', 'button');
     row.tabIndex = -1;
     row.dataset.callId = c.id;
-    row.setAttribute('aria-label', 'call ' + c.id + ', ' + c.tool + ': ' + c.label);
+    row.setAttribute('aria-label', shown('call ' + c.id + ', ' + c.tool + ': ' + c.label));
     const label = add(row, el('span', 'label'));
     add(label, el('span', 'icon', o[0] + ' '));
     add(label, el('span', 'id', c.id + ' '));
@@ -260,7 +271,7 @@
       const w = hi - lo || 1;
       seg.style.left = ((x(p[1]) - lo) / w * 100) + '%';
       seg.style.width = ((x(p[2]) - x(p[1])) / w * 100) + '%';
-      seg.title = p[0] + ': ' + span(p[2] - p[1]);
+      seg.title = shown(p[0]) + ': ' + span(p[2] - p[1]);
     });
     add(row, el('span', 'word', o[0] + ' ' + c.label + (c.barrier ? ' \u00b7 ran alone' : '')));
     const index = rows.length;
