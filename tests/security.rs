@@ -5,6 +5,8 @@
 //! text that renders other than it reads.
 
 mod common;
+#[path = "mcp/support.rs"]
+mod mcp_support;
 
 use common::models::*;
 use mockllm::{Answer, Format, Reply};
@@ -64,7 +66,13 @@ done
 echo "runtime=$rt"
 echo "runtime mem: $(memscan "$rt" "$tmp/key")"
 echo "self mem: $(memscan $$ "$tmp/control")"
-for f in /proc/$rt/fd/*; do grep -q -a -F -f "$tmp/key" "$f" 2>/dev/null && echo "HIT $f"; done
+for f in /proc/$rt/fd/* /proc/$$/fd/*; do
+  [ -f "$f" ] && grep -q -a -F -f "$tmp/key" "$f" 2>/dev/null && echo "HIT $f"
+done
+for st in /proc/[0-9]*/status; do
+  [ "$(awk '/^PPid:/ {{print $2}}' "$st" 2>/dev/null)" = "$rt" ] || continue
+  echo "child $(awk '/^Name:/ {{print $2}}' "$st") bnd=$(awk '/^CapBnd:/ {{print $2}}' "$st") eff=$(awk '/^CapEff:/ {{print $2}}' "$st")"
+done
 rm -rf "$tmp"
 "#
     )
@@ -165,10 +173,22 @@ fn a_model_driven_bash_call_finds_the_key_nowhere() {
         case.server.expect_key(PROBE_KEY);
         std::fs::write(case.workspace().join("probe.sh"), probe_script(PROBE_KEY))
             .expect("the probe");
+        // An MCP server beside the shell: its environment is the model's to read too.
+        let config = std::fs::read_to_string(case.config()).expect("the configuration");
+        let everything = mcp_support::everything_server();
+        std::fs::write(
+            case.config(),
+            format!("{config}\n[mcp_servers.everything]\ncommand = {everything:?}\nargs = [\"stdio\"]\n"),
+        )
+        .expect("the configuration");
         let call = json!({"command": "bash probe.sh", "timeout_ms": 120000}).to_string();
         case.server.push(
             format,
-            Answer::calls(vec![("call_probe", "bash", &call)]).into(),
+            Answer::calls(vec![
+                ("call_env", "mcp__everything__get-env", "{}"),
+                ("call_probe", "bash", &call),
+            ])
+            .into(),
         );
         case.server.push(format, Answer::text("done").into());
         let out = tooljournal_as(who, &case, format, &case.run_args(format, &["look around"]));
@@ -201,6 +221,40 @@ fn a_model_driven_bash_call_finds_the_key_nowhere() {
         assert!(
             count(self_mem, "opened") == 1 && count(self_mem, "hits") >= 1,
             "{who:?}: the search cannot read memory at all: {report}"
+        );
+        // Every process the runtime started (the shell, the MCP server) runs without
+        // CAP_SYS_PTRACE, and as root none can gain it back at an exec.
+        let children: Vec<&str> = report.lines().filter(|l| l.starts_with("child ")).collect();
+        assert!(
+            children
+                .iter()
+                .any(|c| c.starts_with("child node") || c.contains("mcp"))
+                && children.iter().any(|c| c.starts_with("child bash")),
+            "{who:?}: the runtime's children: {report}"
+        );
+        const PTRACE: u64 = 1 << 19;
+        for child in &children {
+            let cap = |name: &str| {
+                child
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .unwrap_or_else(|| panic!("no {name} in `{child}`"))
+            };
+            assert_eq!(cap("eff") & PTRACE, 0, "{who:?}: {child}");
+            if matches!(who, As::Root) {
+                assert_eq!(cap("bnd") & PTRACE, 0, "{who:?}: {child}");
+            }
+        }
+        let env: Vec<String> = results_for(
+            format,
+            &requests[1].body,
+            "call_env",
+            "mcp__everything__get-env",
+        );
+        assert!(
+            env.len() == 1 && env[0].contains("PATH"),
+            "{who:?}: the server's environment: {env:?}"
         );
         // Nothing the session wrote or sent holds the key.
         for r in &requests {

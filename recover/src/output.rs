@@ -52,7 +52,7 @@ pub enum OutputError {
     /// A system call failed.
     #[error("{}: cannot {op}: {source}", path.display())]
     Io {
-        /// The path the call was about (the destination, or its directory).
+        /// The destination, as asked for.
         path: PathBuf,
         /// What was being done.
         op: &'static str,
@@ -111,11 +111,7 @@ impl Output {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| OutputError::Io {
-            path: parent.to_owned(),
-            op: "open the directory",
-            source: e.into(),
-        })?;
+        .map_err(|e| io("open its directory", e.into()))?;
         check_destination(path, kind, &dir, &name)?;
         let (file, temp) = new_file(&dir, &name).map_err(|e| io("create", e))?;
         Ok(Output {
