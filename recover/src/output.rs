@@ -77,12 +77,13 @@ pub struct Output {
 }
 
 /// A written output: enough to take it back if a later step fails (only while it is still
-/// the file that was written).
+/// the file that was written). It keeps the file open: while it is, no other file can be given
+/// its inode number, so the identity check cannot be fooled by a reused inode.
 #[derive(Debug)]
 pub struct Written {
     dir: OwnedFd,
     name: OsString,
-    identity: (u64, u64),
+    file: File,
 }
 
 /// How many names of ours are tried before giving up, when each is taken.
@@ -133,7 +134,6 @@ impl Output {
             source,
         };
         self.file.sync_all().map_err(|e| io("write", e))?;
-        let identity = identity(&self.file).map_err(|e| io("write", e))?;
         match self.kind {
             Kind::New => self.link_new()?,
             Kind::Replace => self.rename_over()?,
@@ -143,10 +143,11 @@ impl Output {
             .dir
             .try_clone()
             .map_err(|e| io("sync the directory", e))?;
+        let file = self.file.try_clone().map_err(|e| io("write", e))?;
         Ok(Written {
             dir,
             name: self.name.clone(),
-            identity,
+            file,
         })
     }
 
@@ -230,7 +231,9 @@ impl Drop for Output {
 impl Written {
     /// Removes the written file, only while its name still names it (a later step failed).
     pub fn remove(self) {
-        remove_if(&self.dir, &self.name, self.identity);
+        if let Ok(ours) = identity(&self.file) {
+            remove_if(&self.dir, &self.name, ours);
+        }
     }
 }
 
@@ -326,8 +329,8 @@ fn identity(file: &File) -> io::Result<(u64, u64)> {
     Ok((st.st_dev, st.st_ino))
 }
 
-/// Removes `name` from `dir` if it is the file `ours` (a device and inode), never anything
-/// else that took the name.
+/// Removes `name` from `dir` if it is the file `ours` (a device and inode of a file the caller
+/// holds open, so that no other file can have them), never anything else that took the name.
 fn remove_if(dir: &OwnedFd, name: &OsStr, ours: (u64, u64)) {
     if let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         if (st.st_dev, st.st_ino) == ours {
