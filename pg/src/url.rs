@@ -111,7 +111,7 @@ fn is_secret_param(name: &str) -> bool {
 /// *last* `@` is taken as the user part, so that a password typed with a raw `@`, `?`, `/` or
 /// `#` never shows (a URL with a raw `@` in its query is then shown cut to what follows that
 /// `@`: less than it says, never a secret). Either way only the user name is shown, and every query
-/// parameter named as a secret ([`SECRET_PARAMS`], its name decoded), or without `=`, is left
+/// parameter named as a secret (`password`, `sslpassword`, `sslkey`, its name decoded), or without `=`, is left
 /// out.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://").filter(|_| looks_like_url(url)) else {

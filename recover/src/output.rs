@@ -112,7 +112,7 @@ impl Output {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| io("open its directory", e.into()))?;
+        .map_err(|e| io("write: its directory cannot be opened", e.into()))?;
         check_destination(path, kind, &dir, &name)?;
         let (file, temp) = new_file(&dir, &name).map_err(|e| io("create", e))?;
         Ok(Output {
