@@ -295,22 +295,6 @@ impl AnthropicDecoder {
     }
 }
 
-/// The HTTP status Anthropic gives each error type as a response of its own.
-fn status_of(kind: Option<&str>) -> u16 {
-    match kind {
-        Some("invalid_request_error") => 400,
-        Some("authentication_error") => 401,
-        Some("billing_error") => 402,
-        Some("permission_error") => 403,
-        Some("not_found_error") => 404,
-        Some("request_too_large") => 413,
-        Some("rate_limit_error") => 429,
-        Some("timeout_error") => 504,
-        Some("overloaded_error") => 529,
-        _ => 500,
-    }
-}
-
 impl Decoder for AnthropicDecoder {
     fn provider(&self) -> &'static str {
         "anthropic"
@@ -377,12 +361,8 @@ impl Decoder for AnthropicDecoder {
                     .unwrap_or_else(|| "an error event (no message given)".to_string());
                 // The event is the shape of Anthropic's error response.
                 let body = json!({"error": {"type": kind, "message": message}});
-                return Err(provider_error(
-                    Format::Anthropic,
-                    status_of(kind),
-                    &body,
-                    message,
-                ));
+                let status = crate::http::error_status(&body["error"]);
+                return Err(provider_error(Format::Anthropic, status, &body, message));
             }
             // `ping`, and event types added later.
             _ => {}

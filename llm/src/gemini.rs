@@ -147,11 +147,7 @@ impl Decoder for GeminiDecoder {
     ) -> Result<Step, DecodeError> {
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(DecodeError::shape)?;
         if let Some(error) = &chunk.error {
-            let status = error
-                .get("code")
-                .and_then(Value::as_u64)
-                .filter(|c| (400..600).contains(c))
-                .unwrap_or(500) as u16;
+            let status = crate::http::error_status(error);
             let body = json!({ "error": error });
             let message = json_message(&body).unwrap_or_else(|| error.to_string());
             return Err(provider_error(Format::Gemini, status, &body, message));

@@ -179,6 +179,64 @@ fn overflow_body(format: Format, body: &Value) -> bool {
     }
 }
 
+/// The HTTP status a provider's error object stands for, from whichever of its documented
+/// shapes it has: a number in `status_code` (Groq), `status` or `code` (Gemini, vLLM,
+/// OpenRouter), or the same as a string; else the status its type or code names (Anthropic's
+/// `type`, OpenAI's `type` and `code`, Google's `status`); else 500, a server's error. A
+/// status read here decides whether another attempt is made ([`ModelError::retryable`]: never
+/// for a 4xx but 408, 409 and 429).
+///
+/// [`ModelError::retryable`]: runtime::model::ModelError::retryable
+pub(crate) fn error_status(error: &Value) -> u16 {
+    let http = |n: u64| (100..600).contains(&n).then_some(n as u16);
+    for key in ["status_code", "status", "code"] {
+        let field = &error[key];
+        let number = field
+            .as_u64()
+            .or_else(|| field.as_str().and_then(|s| s.trim().parse().ok()));
+        if let Some(status) = number.and_then(http) {
+            return status;
+        }
+    }
+    ["type", "code", "status"]
+        .iter()
+        .filter_map(|k| error[*k].as_str())
+        .find_map(named_status)
+        .unwrap_or(500)
+}
+
+/// The HTTP status an error's name stands for, in the providers' own words.
+fn named_status(name: &str) -> Option<u16> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "invalid_request_error"
+        | "invalid_argument"
+        | "failed_precondition"
+        | "out_of_range"
+        | "context_length_exceeded"
+        | "invalid_prompt"
+        | "tool_use_failed"
+        | "bad_request" => 400,
+        "authentication_error" | "unauthenticated" | "invalid_api_key" => 401,
+        "billing_error" => 402,
+        "permission_error" | "permission_denied" => 403,
+        "not_found_error" | "not_found" | "model_not_found" => 404,
+        "aborted" | "already_exists" => 409,
+        "request_too_large" => 413,
+        "rate_limit_error"
+        | "rate_limit_exceeded"
+        | "resource_exhausted"
+        | "insufficient_quota"
+        | "tokens" => 429,
+        "cancelled" => 499,
+        "api_error" | "server_error" | "internal" | "unknown" => 500,
+        "unimplemented" => 501,
+        "unavailable" => 503,
+        "timeout_error" | "deadline_exceeded" => 504,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
 /// The wait a Google error body asks for: `error.details[]` holding a
 /// `type.googleapis.com/google.rpc.RetryInfo` whose `retryDelay` is a duration such as `"7s"`
 /// or `"1.5s"`.
@@ -339,6 +397,7 @@ pub(crate) fn json_message(value: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -399,6 +458,30 @@ mod tests {
             None
         );
         assert_eq!(retry_info_ms(b"not json"), None);
+    }
+
+    #[test]
+    fn an_error_s_status_is_read_from_each_shape() {
+        for (error, status) in [
+            (
+                json!({"type": "invalid_request_error", "status_code": 400}),
+                400,
+            ),
+            (json!({"code": 429, "status": "RESOURCE_EXHAUSTED"}), 429),
+            (
+                json!({"code": "400", "message": "Token limit reached"}),
+                400,
+            ),
+            (json!({"code": 400, "message": "Token limit reached"}), 400),
+            (json!({"type": "overloaded_error"}), 529),
+            (json!({"status": "INVALID_ARGUMENT"}), 400),
+            (json!({"code": "context_length_exceeded"}), 400),
+            (json!({"code": "rate_limit_exceeded"}), 429),
+            (json!({"type": "tool_use_failed"}), 400),
+            (json!({"message": "no idea"}), 500),
+        ] {
+            assert_eq!(error_status(&error), status, "{error}");
+        }
     }
 
     #[test]

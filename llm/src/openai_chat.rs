@@ -184,16 +184,9 @@ impl Decoder for ChatDecoder {
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(DecodeError::shape)?;
         if let Some(error) = &chunk.error {
-            // A server's error in the stream (vLLM, OpenRouter): its own code if it is an HTTP
-            // status, 400 for OpenAI's overflow code (as its response has), else a server error.
-            let code = error.get("code");
-            let status = match code.and_then(Value::as_str) {
-                Some("context_length_exceeded") => 400,
-                _ => code
-                    .and_then(Value::as_u64)
-                    .filter(|c| (400..600).contains(c))
-                    .unwrap_or(500) as u16,
-            };
+            // A server's error in the stream (vLLM, OpenRouter, Groq): its status from whichever
+            // shape it has (`crate::http::error_status`).
+            let status = crate::http::error_status(error);
             let body = serde_json::json!({ "error": error });
             let message = json_message(&body).unwrap_or_else(|| error.to_string());
             return Err(provider_error(Format::OpenAiChat, status, &body, message));

@@ -192,20 +192,12 @@ impl ResponsesDecoder {
     }
 }
 
-/// The HTTP status an error code of a failed response has as a response of its own.
-fn status_of(code: Option<&Value>) -> u16 {
-    match code.and_then(Value::as_str) {
-        Some("rate_limit_exceeded") => 429,
-        Some("server_error") | None => 500,
-        Some(_) => 400,
-    }
-}
-
 /// A failure the stream reports with `code`, read as the same error answered as a response
 /// (`{"error": {code, message}}`): a `context_length_exceeded` is a context overflow.
 fn failure(code: Option<&Value>, message: String) -> DecodeError {
     let body = json!({"error": {"code": code, "message": message}});
-    provider_error(Format::OpenAiResponses, status_of(code), &body, message)
+    let status = crate::http::error_status(&body["error"]);
+    provider_error(Format::OpenAiResponses, status, &body, message)
 }
 
 impl Decoder for ResponsesDecoder {

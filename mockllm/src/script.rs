@@ -24,6 +24,12 @@ pub enum Reply {
         #[serde(default)]
         body: String,
     },
+    /// Recorded bytes of a real provider's streaming response, sent as they are (a 200 event
+    /// stream), each piece of `chunks` its own write: a capture replayed.
+    Recorded {
+        /// The body, in the pieces it is sent in.
+        chunks: Vec<Vec<u8>>,
+    },
     /// The provider's answer to a request longer than the model's context window, in the
     /// request's format, as the provider sends it: a 400 whose body is OpenAI's `code:
     /// "context_length_exceeded"` (Chat and Responses), Anthropic's `invalid_request_error`
@@ -73,6 +79,11 @@ impl Reply {
             headers,
             body,
         }
+    }
+
+    /// A recorded body sent as it is, one piece per write (see [`Reply::Recorded`]).
+    pub fn recorded(chunks: Vec<Vec<u8>>) -> Reply {
+        Reply::Recorded { chunks }
     }
 
     /// The request's provider's context-overflow error, as a 400 (see

@@ -217,6 +217,13 @@ async fn handle(
             headers,
             body,
         }) => plain_response(status, &headers, body),
+        Ok(Reply::Recorded { chunks }) => {
+            let planned = chunks
+                .into_iter()
+                .map(|c| Frame::Send(Bytes::from(c)))
+                .collect();
+            stream_response(planned, 0)
+        }
         Ok(Reply::ContextOverflow { in_stream: false }) => {
             let (status, body) = errors::context_overflow(format);
             plain_response(status, &[], body.to_string())
