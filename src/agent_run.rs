@@ -168,8 +168,13 @@ impl Observer for StreamOut {
                     self.request_pending = false;
                     self.printer.show_durable();
                 }
-                if let ModelEvent::TextDelta(text) = event {
-                    self.text(text);
+                match event {
+                    ModelEvent::TextDelta(text) => self.text(text),
+                    ModelEvent::Note(note) => {
+                        self.end_line();
+                        eprintln!("note: {}", runtime::display::visible(note));
+                    }
+                    _ => {}
                 }
             }
             AgentEvent::AttemptFailed {
@@ -200,6 +205,19 @@ impl Observer for StreamOut {
             }
         }
     }
+}
+
+/// How a refused answer is shown: the provider's word and what it said, hidden characters
+/// escaped (`runtime::display`).
+pub fn refusal_line(refusal: &runtime::event::LlmRefusal) -> String {
+    let said = match refusal.explanation.trim() {
+        "" => String::new(),
+        text => format!(": {}", runtime::display::visible(text)),
+    };
+    format!(
+        "refused: the provider refused the answer ({}){said} (the turn ended)",
+        runtime::display::visible(&refusal.reason)
+    )
 }
 
 /// How a run of turns came out.
@@ -236,6 +254,7 @@ pub async fn one_turn(
             }
             eprintln!("error: the provider refused the request: {message} (the turn ended)");
         }
+        TurnEnd::Refused(refusal) => eprintln!("{}", refusal_line(&refusal)),
     }
     Ok(None)
 }

@@ -502,3 +502,134 @@ fn the_key_is_never_written() {
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+/// A refused answer, in each provider's shape: shown to the user with the provider's word and
+/// what it said, journaled as `llm/refusal` after a response whose stop reason is `refusal`,
+/// counted by `recover audit`, and named by `recover rebuild` as the last answer.
+#[test]
+fn a_refusal_is_shown_journaled_audited_and_named_by_rebuild() {
+    let anthropic = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_r\",\"usage\":{\"input_tokens\":9,\"output_tokens\":0}}}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"refusal\",\"stop_details\":{\"type\":\"refusal\",\"category\":\"cyber\",\"explanation\":\"This request was blocked.\"}},\"usage\":{\"output_tokens\":1}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let chat = concat!(
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"refusal\":\"I can't help with that.\"}}]}\n\n",
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let gemini = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"\"}]},\"finishReason\":\"SAFETY\"}]}\n\n";
+    for (format, body, reason, said) in [
+        (
+            Format::Anthropic,
+            anthropic,
+            "refusal",
+            "[cyber] This request was blocked.",
+        ),
+        (
+            Format::OpenAiChat,
+            chat,
+            "refusal",
+            "I can't help with that.",
+        ),
+        (Format::Gemini, gemini, "SAFETY", "(SAFETY)"),
+    ] {
+        let case = Case::new();
+        case.server
+            .push(format, Reply::recorded(vec![body.as_bytes().to_vec()]));
+        let out = case.run(format, &["do something risky"]);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", shown(&out));
+        let stderr = text(&out.stderr);
+        let all = format!("{}{stderr}", text(&out.stdout));
+        assert!(
+            stderr.contains(&format!(
+                "refused: the provider refused the answer ({reason})"
+            )) && all.contains(said),
+            "{format}: {}",
+            shown(&out)
+        );
+        let events = case.events();
+        let refusal = events.iter().find_map(|e| match e {
+            Event::LlmRefusal(r) => Some(r.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            refusal.as_ref().map(|r| r.reason.as_str()),
+            Some(reason),
+            "{format}: {:?}",
+            kinds(&events)
+        );
+        let audit = std::process::Command::new(common::recover_bin::recover_bin())
+            .arg("audit")
+            .arg(case.journal())
+            .output()
+            .expect("recover runs");
+        assert!(
+            text(&audit.stdout).contains("refused answers: 1"),
+            "{format}: {}",
+            shown(&audit)
+        );
+        let rebuild = std::process::Command::new(common::recover_bin::recover_bin())
+            .args(["rebuild", "--format", format.as_str()])
+            .arg(case.journal())
+            .output()
+            .expect("recover runs");
+        assert!(rebuild.status.success(), "{format}: {}", shown(&rebuild));
+        assert!(
+            text(&rebuild.stderr).contains("was refused by the provider"),
+            "{format}: {}",
+            shown(&rebuild)
+        );
+    }
+}
+
+/// A content block of a type no build knows yet, with a delta of a type no build knows: the
+/// answer is read, not failed; the block is kept as it came and sent back to the provider in
+/// the next request; the binary and the journal say so (`llm/note`).
+#[test]
+fn an_unknown_block_and_delta_are_kept_sent_back_and_noted() {
+    let format = Format::Anthropic;
+    let body = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_u\",\"usage\":{\"input_tokens\":9,\"output_tokens\":0}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"future_block\",\"payload\":\"a\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"payload_delta\",\"payload\":\"bc\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"ls\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let case = Case::new();
+    case.server
+        .push(format, Reply::recorded(vec![body.as_bytes().to_vec()]));
+    case.server.push(format, Answer::text("done").into());
+    let out = case.run(format, &["list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert!(
+        text(&out.stderr).contains("future_block"),
+        "the note is shown: {}",
+        shown(&out)
+    );
+    let notes: Vec<String> = case
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::LlmNote(n) => Some(n.note.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes.len(),
+        2,
+        "a note for the block and one for the delta: {notes:?}"
+    );
+    let second = &case.requests()[1].body;
+    let content = second["messages"][1]["content"].clone();
+    assert_eq!(
+        content[0],
+        json!({"type": "future_block", "payload": "abc"}),
+        "the block goes back as it came: {content}"
+    );
+    assert_eq!(content[1]["type"], "tool_use", "{content}");
+}

@@ -79,11 +79,23 @@ pub struct ToolSpec {
 ///
 /// `items` is JSON text, whose shape depends on `format`:
 /// - `anthropic`: an array of the response's `thinking` and `redacted_thinking` content blocks,
-///   verbatim and in order (signatures included); rendered first in the assistant's `content`;
-/// - `openai-responses`: an array of the response's `reasoning` output items, verbatim
-///   (`id`, `encrypted_content`, `summary`, …); rendered right before the assistant's own items;
+///   verbatim and in order (signatures included), when they lead a message of otherwise plain
+///   text and calls; rendered first in the assistant's `content`. Otherwise (schema 8: server
+///   tools' blocks, text with citations, thinking between other blocks, blocks of kinds not
+///   known here) an object `{"content": [...]}`: every block of the message, verbatim and in
+///   order, rendered as it is but its `tool_use` blocks (the n-th is the n-th call, rebuilt from
+///   the call) and blank text;
+/// - `openai-responses`: an array of the response's output items other than its message and
+///   its `function_call`s, verbatim: `reasoning` (`id`, `encrypted_content`, `summary`, …) and,
+///   schema 8, the hosted tools' calls (`web_search_call`, …) and items of types not known
+///   here; rendered right before the assistant's own items, those other than reasoning without
+///   their `id`;
 /// - `gemini`: an object `{"text": SIG_OR_NULL, "calls": [SIG_OR_NULL, …]}`: the
 ///   `thoughtSignature` of the first text part, and of each `functionCall` part in call order;
+///   or (schema 8, a message with parts of other kinds: executed code and its result, inline
+///   data, parts of kinds not known here) `{"parts": [...]}`: every part as it came, rendered as
+///   it is but thought summaries (left out) and `functionCall` parts (rebuilt from the calls,
+///   with their signatures);
 /// - `openai-chat` has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderState {

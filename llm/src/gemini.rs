@@ -7,7 +7,11 @@
 //! and it ends; a call without an `id` gets `call_{index}`. `thoughtSignature`s are handed back
 //! as the message's provider state `{"text": SIG_OR_NULL, "calls": [SIG_OR_NULL, …]}`: the
 //! first signature on a text part (streamed text is one part in the history, and its signature
-//! may come with a later piece of it, even an empty one), and each call's own.
+//! may come with a later piece of it, even an empty one), and each call's own. A message with
+//! parts of other kinds (code the model executed and its result, inline data, parts of kinds
+//! this build does not know, noted) is handed back whole instead, `{"parts": [...]}`: every part
+//! as it came, in order. A `finishReason` of a safety filter's (`SAFETY`, `RECITATION`, …) is a
+//! refusal; a malformed or unexpected call, noted.
 
 use std::collections::HashSet;
 
@@ -39,12 +43,13 @@ struct Candidate<'a> {
     #[serde(borrow)]
     content: Option<Content<'a>>,
     finish_reason: Option<String>,
+    finish_message: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Content<'a> {
     #[serde(borrow)]
-    parts: Option<Vec<Part<'a>>>,
+    parts: Option<Vec<&'a RawValue>>,
 }
 
 #[derive(Deserialize)]
@@ -88,9 +93,32 @@ pub(crate) struct GeminiDecoder {
     text_signature: Option<String>,
     call_signatures: Vec<Option<String>>,
     finish: Option<String>,
+    finish_message: Option<String>,
     usage: Option<Usage>,
     response_id: bool,
+    /// Every part as it came, for a message that must go back whole.
+    parts: Vec<Value>,
+    /// A part of another kind than text, thought and call came: the message goes back whole.
+    whole: bool,
 }
+
+/// The part fields Gemini documents; a part with another is kept verbatim and noted.
+const KNOWN_PART_FIELDS: [&str; 11] = [
+    "text",
+    "thought",
+    "thoughtSignature",
+    "functionCall",
+    "functionResponse",
+    "inlineData",
+    "fileData",
+    "executableCode",
+    "codeExecutionResult",
+    "videoMetadata",
+    "partMetadata",
+];
+
+/// The part fields a message of text and calls alone has.
+const PLAIN_PART_FIELDS: [&str; 4] = ["text", "thought", "thoughtSignature", "functionCall"];
 
 impl GeminiDecoder {
     fn call(
@@ -130,6 +158,29 @@ impl GeminiDecoder {
         });
         out.push(ModelEvent::CallEnd { index });
         self.call_signatures.push(signature);
+        Ok(())
+    }
+}
+
+impl GeminiDecoder {
+    /// Keeps `raw` for a message that may have to go back whole; a part with a field other
+    /// than text, thought and call makes it so (noted when the field is not a documented one).
+    fn keep(&mut self, raw: &RawValue, out: &mut Vec<ModelEvent>) -> Result<(), DecodeError> {
+        let part: Value = serde_json::from_str(raw.get()).map_err(DecodeError::shape)?;
+        if let Some(fields) = part.as_object() {
+            for name in fields.keys() {
+                if !PLAIN_PART_FIELDS.contains(&name.as_str()) {
+                    self.whole = true;
+                }
+                if !KNOWN_PART_FIELDS.contains(&name.as_str()) {
+                    out.push(ModelEvent::Note(format!(
+                        "kept a part with `{name}`, which this build does not know, as the \
+                         provider sent it"
+                    )));
+                }
+            }
+        }
+        self.parts.push(part);
         Ok(())
     }
 }
@@ -179,7 +230,9 @@ impl Decoder for GeminiDecoder {
             return Ok(Step::More);
         };
         let parts = candidate.content.and_then(|c| c.parts).unwrap_or_default();
-        for part in parts {
+        for raw in parts {
+            let part: Part<'_> = serde_json::from_str(raw.get()).map_err(DecodeError::shape)?;
+            self.keep(raw, out)?;
             if let Some(call) = part.function_call {
                 self.call(call, part.thought_signature, out)?;
                 continue;
@@ -199,6 +252,9 @@ impl Decoder for GeminiDecoder {
         if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
             self.finish = Some(reason);
         }
+        if let Some(message) = candidate.finish_message.filter(|m| !m.is_empty()) {
+            self.finish_message = Some(message);
+        }
         Ok(Step::More)
     }
 
@@ -209,9 +265,9 @@ impl Decoder for GeminiDecoder {
         // An answer Gemini stopped before it was done (a filter, a malformed call) runs none
         // of its calls; any other reason after calls (STOP, Gemini's usual word, or a
         // server's own) asks for them.
+        let said = self.finish_message.clone().unwrap_or_default();
         let stop = match reason {
             "MAX_TOKENS" => StopReason::Length,
-            _ if self.calls == 0 => StopReason::EndTurn,
             "SAFETY"
             | "RECITATION"
             | "LANGUAGE"
@@ -219,13 +275,40 @@ impl Decoder for GeminiDecoder {
             | "PROHIBITED_CONTENT"
             | "SPII"
             | "IMAGE_SAFETY"
-            | "MALFORMED_FUNCTION_CALL"
+            | "IMAGE_PROHIBITED_CONTENT"
+            | "IMAGE_RECITATION" => {
+                out.push(ModelEvent::Refusal {
+                    reason: reason.to_owned(),
+                    explanation: said,
+                });
+                StopReason::Refusal
+            }
+            "MALFORMED_FUNCTION_CALL"
             | "UNEXPECTED_TOOL_CALL"
             | "TOO_MANY_TOOL_CALLS"
-            | "OTHER" => StopReason::Interrupted,
+            | "OTHER" => {
+                let said = if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {said}")
+                };
+                out.push(ModelEvent::Note(format!(
+                    "gemini stopped the answer with finishReason {reason}{said}"
+                )));
+                if self.calls == 0 {
+                    StopReason::EndTurn
+                } else {
+                    StopReason::Interrupted
+                }
+            }
+            _ if self.calls == 0 => StopReason::EndTurn,
             _ => StopReason::ToolUse,
         };
-        if self.text_signature.is_some() || self.call_signatures.iter().any(Option::is_some) {
+        if self.whole {
+            let state = json!({ "parts": self.parts });
+            out.push(ModelEvent::ProviderState(state.to_string()));
+        } else if self.text_signature.is_some() || self.call_signatures.iter().any(Option::is_some)
+        {
             let state = json!({ "text": self.text_signature, "calls": self.call_signatures });
             out.push(ModelEvent::ProviderState(state.to_string()));
         }

@@ -79,6 +79,8 @@ pub(crate) struct ChatDecoder {
     finish: Option<StopReason>,
     usage: Option<Usage>,
     response_id: bool,
+    /// The message's `refusal` text came: the model refused.
+    refused: bool,
 }
 
 impl ChatDecoder {
@@ -148,11 +150,25 @@ impl ChatDecoder {
             out.push(ModelEvent::Usage(usage));
         }
         // A server that sends no finish_reason: the message says what it asks for.
-        let stop = self.finish.unwrap_or(if self.calls.is_empty() {
+        let mut stop = self.finish.unwrap_or(if self.calls.is_empty() {
             StopReason::EndTurn
         } else {
             StopReason::ToolUse
         });
+        // The model's own refusal (its `refusal` text, the message's words) or the content
+        // filter's: a refusal either way, the filter's word for it kept.
+        if stop == StopReason::Refusal || self.refused {
+            let reason = if stop == StopReason::Refusal {
+                "content_filter"
+            } else {
+                "refusal"
+            };
+            out.push(ModelEvent::Refusal {
+                reason: reason.into(),
+                explanation: String::new(),
+            });
+            stop = StopReason::Refusal;
+        }
         out.push(ModelEvent::Stop(stop));
     }
 }
@@ -208,6 +224,7 @@ impl Decoder for ChatDecoder {
                         out.push(ModelEvent::TextDelta(text.clone()));
                     }
                 }
+                self.refused |= delta.refusal.as_ref().is_some_and(|r| !r.is_empty());
                 for call in delta.tool_calls.iter().flatten() {
                     let at = self.call_for(call, out)?;
                     let fragment = call.function.as_ref().and_then(|f| f.arguments.as_ref());
@@ -225,7 +242,8 @@ impl Decoder for ChatDecoder {
                     // Some OpenAI-compatible servers say "stop" after tool calls; the calls
                     // are still asked for, and their results must reach the model.
                     "stop" if !self.calls.is_empty() => StopReason::ToolUse,
-                    "stop" | "content_filter" => StopReason::EndTurn,
+                    "stop" => StopReason::EndTurn,
+                    "content_filter" => StopReason::Refusal,
                     "tool_calls" | "function_call" => StopReason::ToolUse,
                     "length" => StopReason::Length,
                     _ if self.calls.is_empty() => StopReason::EndTurn,

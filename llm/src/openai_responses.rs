@@ -4,9 +4,12 @@
 //!
 //! Calls are keyed by `output_index`; a call begins with its `function_call` item (its
 //! `call_id` and `name`) and ends with `response.function_call_arguments.done` or its
-//! `response.output_item.done`, whichever comes first. `reasoning` items are kept verbatim as
-//! `response.output_item.done` has them (their `encrypted_content` complete) and handed back as
-//! the message's provider state.
+//! `response.output_item.done`, whichever comes first. Every other item but the message is
+//! kept verbatim as `response.output_item.done` has it and handed back as the message's provider
+//! state: `reasoning` (with its `encrypted_content` complete; one without it cannot go back
+//! under `store: false` and is left out), the hosted tools' calls (`web_search_call`, …), and
+//! items of types this build does not know (noted). A message's `refusal` content, or an
+//! answer cut by the content filter, is a refusal.
 
 use std::collections::HashMap;
 
@@ -86,10 +89,31 @@ struct Call {
 pub(crate) struct ResponsesDecoder {
     calls: Vec<Call>,
     by_output: HashMap<u32, usize>,
-    /// `reasoning` items, verbatim, in order.
-    reasoning: Vec<String>,
+    /// The items kept as provider state (reasoning, hosted tools' calls, unknown items),
+    /// verbatim, in order.
+    kept: Vec<String>,
+    /// The message held a `refusal` content part.
+    refused: bool,
     response_id: bool,
 }
+
+/// The output item types OpenAI documents; another is kept verbatim and noted.
+const KNOWN_ITEMS: [&str; 14] = [
+    "message",
+    "function_call",
+    "reasoning",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "local_shell_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "custom_tool_call",
+    "compaction",
+];
 
 impl ResponsesDecoder {
     fn begin(
@@ -164,10 +188,10 @@ impl ResponsesDecoder {
         if let Some(id) = response.and_then(|r| r.id.as_deref()) {
             self.response_id(id, out);
         }
-        if !self.reasoning.is_empty() {
+        if !self.kept.is_empty() {
             out.push(ModelEvent::ProviderState(format!(
                 "[{}]",
-                self.reasoning.join(",")
+                self.kept.join(",")
             )));
         }
         if let Some(usage) = response.and_then(|r| r.usage.as_ref()) {
@@ -261,9 +285,17 @@ impl Decoder for ResponsesDecoder {
                     // encrypted content: by id alone the API looks for an item it never kept
                     // ("Items are not persisted when store is set to false").
                     "reasoning" if raw.get().contains("\"encrypted_content\":\"") => {
-                        self.reasoning.push(raw.get().to_string())
+                        self.kept.push(raw.get().to_string())
                     }
                     "reasoning" => {}
+                    "message" => {
+                        let refusal = serde_json::from_str::<Value>(raw.get())
+                            .ok()
+                            .and_then(|v| v.get("content").cloned())
+                            .and_then(|c| c.as_array().cloned())
+                            .is_some_and(|c| c.iter().any(|p| p["type"] == "refusal"));
+                        self.refused |= refusal;
+                    }
                     "function_call" => {
                         let known = event
                             .output_index
@@ -275,11 +307,25 @@ impl Decoder for ResponsesDecoder {
                         };
                         self.end_call(at, item.arguments.as_deref(), out);
                     }
-                    _ => {}
+                    kind => {
+                        if !KNOWN_ITEMS.contains(&kind) {
+                            out.push(ModelEvent::Note(format!(
+                                "kept an output item of type `{kind}`, which this build does \
+                                 not know, as the provider sent it"
+                            )));
+                        }
+                        self.kept.push(raw.get().to_string());
+                    }
                 }
             }
             "response.completed" => {
-                let stop = if self.calls.is_empty() {
+                let stop = if self.refused {
+                    out.push(ModelEvent::Refusal {
+                        reason: "refusal".into(),
+                        explanation: String::new(),
+                    });
+                    StopReason::Refusal
+                } else if self.calls.is_empty() {
                     StopReason::EndTurn
                 } else {
                     StopReason::ToolUse
@@ -297,6 +343,13 @@ impl Decoder for ResponsesDecoder {
                 // filter) runs none of its calls.
                 let stop = match reason {
                     Some("max_output_tokens") => StopReason::Length,
+                    Some("content_filter") => {
+                        out.push(ModelEvent::Refusal {
+                            reason: "content_filter".into(),
+                            explanation: String::new(),
+                        });
+                        StopReason::Refusal
+                    }
                     _ if self.calls.is_empty() => StopReason::EndTurn,
                     _ => StopReason::Interrupted,
                 };

@@ -595,9 +595,30 @@ async fn every_prefix_of_every_stream_decodes_to_a_prefix_then_one_error() {
 async fn an_answer_a_filter_stopped_runs_none_of_its_calls() {
     let gemini = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"ls\",\"args\":{}}}]},\"finishReason\":\"SAFETY\"}]}\n\n";
     let got = oks(decode_all(Format::Gemini, gemini.as_bytes(), 1000).await);
+    // A safety filter's stop is a refusal (whose calls the runtime rejects, as an
+    // interrupted answer's); a malformed call's, an interrupted answer noted.
+    assert_eq!(
+        got.last(),
+        Some(&ModelEvent::Stop(StopReason::Refusal)),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&ModelEvent::Refusal {
+            reason: "SAFETY".into(),
+            explanation: String::new()
+        }),
+        "{got:?}"
+    );
+    let malformed = gemini.replace("SAFETY", "MALFORMED_FUNCTION_CALL");
+    let got = oks(decode_all(Format::Gemini, malformed.as_bytes(), 1000).await);
     assert_eq!(
         got.last(),
         Some(&ModelEvent::Stop(StopReason::Interrupted)),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|e| matches!(e, ModelEvent::Note(n) if n.contains("MALFORMED_FUNCTION_CALL"))),
         "{got:?}"
     );
     for finished in ["STOP", "FUNCTION_CALL"] {

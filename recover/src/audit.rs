@@ -510,15 +510,26 @@ impl Totals {
     }
 }
 
-/// How many responses the journal details (`llm/response-detail`), and their token counts
-/// added up.
+/// How many responses the journal details (`llm/response-detail`), their token counts added
+/// up, the refused ones (`llm/refusal`) and what the adapters noted (`llm/note`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageTotals {
     responses: usize,
     total: Usage,
+    refusals: Vec<runtime::event::LlmRefusal>,
+    notes: Vec<runtime::event::LlmNote>,
 }
 
 impl UsageTotals {
+    /// Takes what a closed step says of its response.
+    pub fn step(&mut self, step: &crate::stream::ClosedStep) {
+        if let Some(d) = &step.detail {
+            self.add(&d.usage);
+        }
+        self.refusals.extend(step.refusal.clone());
+        self.notes.extend(step.notes.iter().cloned());
+    }
+
     /// Counts one detailed response.
     pub fn add(&mut self, u: &Usage) {
         self.responses += 1;
@@ -536,7 +547,44 @@ impl UsageTotals {
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
             "cached_input_tokens": u.cached_input_tokens,
+            "refusals": self.refusals.iter().map(|r| json!({
+                "turn": r.turn,
+                "step": r.step,
+                "reason": r.reason,
+                "explanation": r.explanation,
+            })).collect::<Vec<_>>(),
+            "notes": self.notes.iter().map(|n| json!({
+                "turn": n.turn,
+                "step": n.step,
+                "note": n.note,
+            })).collect::<Vec<_>>(),
         })
+    }
+
+    /// The refused answers and the adapters' notes, a line each, for people.
+    fn responses_text(&self) -> String {
+        let mut text = format!("refused answers: {}\n", self.refusals.len());
+        for r in &self.refusals {
+            let said = match r.explanation.trim() {
+                "" => String::new(),
+                e => format!(": {}", one_line(e, 300)),
+            };
+            text.push_str(&format!(
+                "  turn {} step {}: {}{said}\n",
+                r.turn,
+                r.step,
+                one_line(&r.reason, 60)
+            ));
+        }
+        for n in &self.notes {
+            text.push_str(&format!(
+                "note: turn {} step {}: {}\n",
+                n.turn,
+                n.step,
+                one_line(&n.note, 300)
+            ));
+        }
+        text
     }
 
     fn text(&self) -> String {
@@ -630,6 +678,7 @@ impl<W: Write> AuditWriter<W> {
                 t.calls, t.ok, t.errors, t.not_started, t.outcome_unknown, t.side_effects
             )?;
             self.out.write_all(usage.text().as_bytes())?;
+            self.out.write_all(usage.responses_text().as_bytes())?;
         }
         self.out.flush()?;
         Ok(self.out)
@@ -735,9 +784,7 @@ struct TableSink<W: Write> {
 impl<W: Write> AuditSink for TableSink<W> {
     fn notice(&mut self, notice: Notice) -> std::io::Result<()> {
         if let Notice::Step(step) = notice {
-            if let Some(d) = &step.detail {
-                self.usage.add(&d.usage);
-            }
+            self.usage.step(&step);
         }
         Ok(())
     }

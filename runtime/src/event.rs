@@ -23,8 +23,10 @@ use serde::{Deserialize, Serialize};
 /// `context/summary-requested` and `context/compacted`; 5 added `started` with an idempotency
 /// key and evidence (the older `started` is still read) and `recovery/rerun`; 6 added
 /// `writer/stolen`; 7 added `import/source`, `import/line` and `import/outcome` (a session
-/// another agent wrote, imported by `recover import`).
-pub const EVENT_SCHEMA_VERSION: u32 = 7;
+/// another agent wrote, imported by `recover import`); 8 added the stop reason `refusal`,
+/// `llm/refusal` and `llm/note` (and wider provider state: every content block, item or part a
+/// provider needs back).
+pub const EVENT_SCHEMA_VERSION: u32 = 8;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
@@ -125,6 +127,12 @@ pub enum StopReason {
     /// The stream broke or the user stopped it before the model finished (schema 3): the text
     /// received so far is the message; every call in it is rejected, none runs.
     Interrupted,
+    /// The provider refused the answer, or stopped it as unsafe (schema 8: Anthropic
+    /// `refusal`, OpenAI `content_filter` or a refusal, Gemini `SAFETY` and its kind): the text
+    /// is what the model said, if anything; every call in it is rejected, none runs; the turn
+    /// ends, and the step's `llm/refusal` says why.
+    // Last: the journal stores the variant's index.
+    Refusal,
 }
 
 /// One tool call as the model sent it.
@@ -347,7 +355,9 @@ pub use import::{
     ImportLine, ImportNote, ImportOutcome, ImportSource, ImportVerdict, ImportedDamage,
 };
 mod llm;
-pub use llm::{LlmAttemptFailed, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema};
+pub use llm::{
+    LlmAttemptFailed, LlmNote, LlmRefusal, LlmRequest, LlmResponseDetail, SessionModel, ToolSchema,
+};
 
 /// Every event. Variants are appended only (the journal stores the variant index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -627,11 +637,17 @@ pub enum Event {
     /// `import/outcome` (schema 7): an imported call's one result and what the source proves
     /// about it; it commits the call from `received`.
     ImportOutcome(ImportOutcome),
+    /// `llm/refusal` (schema 8): why the step's answer, whose stop reason is `refusal`, was
+    /// refused; right after its `llm/response-detail`.
+    LlmRefusal(LlmRefusal),
+    /// `llm/note` (schema 8): something the adapter noticed in the step's answer and kept
+    /// rather than refuse (a content block of a type this build does not know, kept verbatim).
+    LlmNote(LlmNote),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 43;
+    pub const VARIANT_COUNT: u32 = 45;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -678,6 +694,8 @@ impl Event {
             Event::ImportSource(_) => "import/source",
             Event::ImportLine(_) => "import/line",
             Event::ImportOutcome(_) => "import/outcome",
+            Event::LlmRefusal(_) => "llm/refusal",
+            Event::LlmNote(_) => "llm/note",
         }
     }
 

@@ -87,6 +87,18 @@ pub enum ModelEvent {
     /// State the provider requires back with this message (see [`ProviderState`]), as JSON
     /// text in that format's shape.
     ProviderState(String),
+    /// The provider refused the answer: its own word for why (`refusal`, `content_filter`,
+    /// `SAFETY`, …) and what it said of it, verbatim (empty when it said nothing); comes before
+    /// [`ModelEvent::Stop`] with [`StopReason::Refusal`].
+    Refusal {
+        /// The provider's word for the refusal.
+        reason: String,
+        /// What the provider said of it.
+        explanation: String,
+    },
+    /// Something the adapter noticed and kept rather than refuse (a content block of a type
+    /// it does not know, kept verbatim as provider state), in words.
+    Note(String),
     /// Why the model stopped: the stream's last event.
     Stop(StopReason),
     /// The provider is still at work, saying nothing the message keeps (a ping, reasoning it

@@ -477,6 +477,27 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 source_seqs: vec![5],
             }),
         ),
+        (
+            43,
+            "llm/refusal",
+            Event::LlmRefusal(LlmRefusal {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                reason: "refusal".into(),
+                explanation: "e".into(),
+            }),
+        ),
+        (
+            44,
+            "llm/note",
+            Event::LlmNote(LlmNote {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                note: "n".into(),
+            }),
+        ),
     ]
 }
 

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 use tooljournal_runtime::event::{
-    Event, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelResponse, SessionModel,
-    SessionOpen, StepOutcome, StopReason, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome,
-    VisibleTool, EVENT_SCHEMA_VERSION,
+    Event, LlmAttemptFailed, LlmNote, LlmRefusal, LlmRequest, LlmResponseDetail, ModelResponse,
+    SessionModel, SessionOpen, StepOutcome, StopReason, ToolDescriptor, ToolSchema, ToolSource,
+    TurnOutcome, VisibleTool, EVENT_SCHEMA_VERSION,
 };
 use tooljournal_runtime::model::{ModelErrorKind, ModelSettings, Usage};
 
@@ -367,4 +367,105 @@ fn a_response_for_an_attempt_that_failed_is_refused() {
         message.contains("after the step's llm/response"),
         "{message}"
     );
+}
+
+fn refusal_event(step: u32, attempt: u32) -> Event {
+    Event::LlmRefusal(LlmRefusal {
+        turn: 1,
+        step,
+        attempt,
+        reason: "refusal".into(),
+        explanation: "[cyber] blocked".into(),
+    })
+}
+
+fn note_event(step: u32, attempt: u32) -> Event {
+    Event::LlmNote(LlmNote {
+        turn: 1,
+        step,
+        attempt,
+        note: "kept a block of type `x`".into(),
+    })
+}
+
+fn refused_response(step: u32) -> Event {
+    Event::LlmResponse {
+        turn: 1,
+        step,
+        response: ModelResponse {
+            text: "I can't help with that.".into(),
+            tool_calls: vec![],
+            stop_reason: StopReason::Refusal,
+        },
+    }
+}
+
+/// Schema 8: a refused answer's `llm/refusal` and any answer's `llm/note`s replay onto their
+/// step; a refusal of an answer that was not refused, a second one, or either one for an
+/// earlier attempt, is refused naming its record.
+#[test]
+fn a_refusal_and_notes_replay_onto_their_step_and_only_there() {
+    let good = with_prefix(vec![
+        request(1, 1),
+        refused_response(1),
+        detail(1, 1),
+        refusal_event(1, 1),
+        note_event(1, 1),
+        note_event(1, 1),
+        step_end(1),
+        turn_end(),
+    ]);
+    let replayed = replay(&good).expect("a journal that fits");
+    let step = &replayed.turns[0].steps[0];
+    assert_eq!(
+        step.refusal.as_ref().map(|r| r.reason.as_str()),
+        Some("refusal")
+    );
+    assert_eq!(step.notes.len(), 2);
+    let cases: [(&str, Vec<Event>, usize, &str); 4] = [
+        (
+            "an answer that was not refused",
+            vec![
+                request(1, 1),
+                response(1),
+                detail(1, 1),
+                refusal_event(1, 1),
+            ],
+            3,
+            "llm/refusal",
+        ),
+        (
+            "twice",
+            vec![
+                request(1, 1),
+                refused_response(1),
+                refusal_event(1, 1),
+                refusal_event(1, 1),
+            ],
+            3,
+            "llm/refusal",
+        ),
+        (
+            "for an earlier attempt",
+            vec![
+                request(1, 1),
+                failed(1, 1),
+                request(1, 2),
+                refused_response(1),
+                refusal_event(1, 1),
+            ],
+            4,
+            "llm/refusal",
+        ),
+        (
+            "a note before the response",
+            vec![request(1, 1), note_event(1, 1)],
+            1,
+            "llm/note",
+        ),
+    ];
+    for (case, tail, bad, kind_expected) in cases {
+        let (seq, kind, _) = refused(&with_prefix(tail));
+        assert_eq!((seq, kind), (seq_of_tail(bad), kind_expected), "{case}");
+    }
 }

@@ -593,7 +593,74 @@ fn replay(format: Format, file: &Path, how: Pieces) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let found = journaled(&case, format)
         .map_err(|e| format!("{e}\n{}", crate::common::models::shown(&out)))?;
-    agrees(&expected, &found)
+    agrees(&expected, &found)?;
+    if let Outcome::Answer { state, stop, .. } = &expected {
+        if stop == "refusal" {
+            refused(&case)?;
+        }
+        if !state.is_empty() {
+            sent_back(&case, format, state)?;
+        }
+    }
+    Ok(())
+}
+
+/// A refusal is journaled as one: `llm/refusal` after the response.
+fn refused(case: &Case) -> Result<(), String> {
+    let events = case.events();
+    let refusal = events.iter().find_map(|e| match e {
+        Event::LlmRefusal(r) => Some(r.clone()),
+        _ => None,
+    });
+    match refusal {
+        Some(r) if !r.reason.is_empty() => Ok(()),
+        other => Err(format!(
+            "no llm/refusal with the provider's reason: {other:?}"
+        )),
+    }
+}
+
+/// `recover rebuild` for the capture's own format sends every state item back as it came (an
+/// item of Responses other than reasoning without its `id`, which `store: false` cannot look
+/// up).
+fn sent_back(case: &Case, format: Format, state: &[Value]) -> Result<(), String> {
+    let out = std::process::Command::new(crate::common::recover_bin::recover_bin())
+        .args(["rebuild", "--format", format.as_str()])
+        .arg(case.journal())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "recover rebuild --format {format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let body: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    for item in state {
+        let mut wanted = item.clone();
+        if format == Format::OpenAiResponses && wanted["type"] != "reasoning" {
+            if let Some(fields) = wanted.as_object_mut() {
+                fields.remove("id");
+            }
+        }
+        if !holds(&body, &wanted) {
+            return Err(format!(
+                "recover rebuild --format {format} does not send back {}",
+                clipped(&wanted.to_string())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `needle` is `haystack` or a value anywhere inside it.
+fn holds(haystack: &Value, needle: &Value) -> bool {
+    haystack == needle
+        || match haystack {
+            Value::Array(items) => items.iter().any(|v| holds(v, needle)),
+            Value::Object(fields) => fields.values().any(|v| holds(v, needle)),
+            _ => false,
+        }
 }
 
 fn format_of(dir: &str) -> Option<Format> {

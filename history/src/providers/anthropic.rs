@@ -3,7 +3,10 @@
 //! Roles alternate strictly, so consecutive messages of one role merge: a user turn holds its
 //! `tool_result` blocks first, then any text; an assistant turn its `thinking` and
 //! `redacted_thinking` blocks (its provider state, verbatim), then its text, then its
-//! `tool_use` blocks. Blank text (Anthropic rejects whitespace-only text blocks) is left out.
+//! `tool_use` blocks. A message whose provider state is the whole message (server tools'
+//! blocks, citations, thinking between other blocks) is its blocks in order instead, the
+//! `tool_use` ones rebuilt from its calls. Blank text (Anthropic rejects whitespace-only text
+//! blocks) is left out.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -88,6 +91,10 @@ pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, messages: &mut Vec<Node>) {
             }
         }
         Msg::Assistant { text, calls, state } => {
+            if let Some(content) = state.and_then(content_form) {
+                push_content(&content, calls, turns.turn("assistant", messages));
+                return;
+            }
             // Thinking goes with what the message says; alone it would make a turn of
             // nothing but reasoning.
             let says_something = !is_blank(text) || !calls.is_empty();
@@ -132,6 +139,53 @@ pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, messages: &mut Vec<Node>) {
                 );
             }
         }
+    }
+}
+
+/// The blocks of a provider state in its whole-message shape (`{"content": [...]}`, schema 8:
+/// every block of the message in order, written when it holds more than text, calls and
+/// leading thinking); `None` for the thinking-only shape.
+fn content_form(items: &str) -> Option<Vec<Value>> {
+    match serde_json::from_str::<Value>(items).ok()? {
+        Value::Object(mut fields) => match fields.remove("content")? {
+            Value::Array(blocks) => Some(blocks),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A message in its provider state's whole-message shape: every block as the provider sent
+/// it, in order, but the `tool_use` blocks, which are the message's calls (the n-th block the
+/// n-th call, rebuilt from the journal's call: its id, name and arguments) and blank text,
+/// which Anthropic refuses. Calls the blocks do not hold come last.
+fn push_content(content: &[Value], calls: &[super::Call<'_>], turn: &mut super::Turn) {
+    let mut calls = calls.iter();
+    let tool_use = |c: &super::Call<'_>| {
+        Node::object([
+            ("type", json!("tool_use").into()),
+            ("id", json!(c.id).into()),
+            ("name", json!(anthropic_name(c.name)).into()),
+            ("input", arguments_object(c.arguments)),
+        ])
+    };
+    for block in content {
+        match block.get("type").and_then(Value::as_str) {
+            Some("tool_use") => {
+                if let Some(c) = calls.next() {
+                    turn.rest.push(tool_use(c));
+                }
+            }
+            Some("text")
+                if block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_none_or(is_blank) => {}
+            _ => turn.rest.push(block.clone().into()),
+        }
+    }
+    for c in calls {
+        turn.rest.push(tool_use(c));
     }
 }
 
@@ -394,6 +448,13 @@ fn check_block<'a>(
         }
         ("thinking" | "redacted_thinking", "assistant") => check_thinking(block, kind, i, seen),
         ("tool_result", "user") => check_tool_result(block, i, seen),
+        // A server tool's use and its result (web search, web fetch, code execution, …) and
+        // blocks of kinds not known here: the provider's own content, sent back as it came.
+        (_, "assistant") if kind != "tool_result" => {
+            seen.other = true;
+            seen.content = true;
+            Ok(())
+        }
         (kind, role) => Err(Violation::new(
             i,
             SHAPE,

@@ -81,6 +81,10 @@ pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, contents: &mut Vec<Node>) {
             }
         }
         Msg::Assistant { text, calls, state } => {
+            if let Some(parts) = state.and_then(whole_parts) {
+                push_parts(&parts, calls, turns.turn("model", contents));
+                return;
+            }
             let sigs = Signatures::parse(*state);
             if !text.is_empty() || sigs.text.is_some() {
                 let mut part = json!({ "text": text });
@@ -117,6 +121,52 @@ pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, contents: &mut Vec<Node>) {
                 );
             }
         }
+    }
+}
+
+/// The parts of a provider state in its whole-message shape (`{"parts": [...]}`, schema 8:
+/// every part of the message as it came, written when it holds parts of other kinds than text,
+/// thought and call); `None` for the signatures' shape.
+fn whole_parts(items: &str) -> Option<Vec<Value>> {
+    match serde_json::from_str::<Value>(items).ok()? {
+        Value::Object(mut fields) => match fields.remove("parts")? {
+            Value::Array(parts) => Some(parts),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A message in its provider state's whole-message shape: every part as it came, in order,
+/// but thought summaries (never sent back) and the `functionCall` parts, which are the
+/// message's calls (the n-th part the n-th call, rebuilt from the journal's call, with the
+/// part's own `thoughtSignature`). Calls the parts do not hold come last.
+fn push_parts(parts: &[Value], calls: &[super::Call<'_>], turn: &mut super::Turn) {
+    let mut calls = calls.iter();
+    let call_part = |c: &super::Call<'_>, sig: Option<&Value>| {
+        let call = Node::object([
+            ("id", json!(c.id).into()),
+            ("name", json!(c.name).into()),
+            ("args", arguments_object(c.arguments)),
+        ]);
+        let mut part = BTreeMap::new();
+        part.insert("functionCall", call);
+        if let Some(sig) = sig {
+            part.insert("thoughtSignature", sig.clone().into());
+        }
+        Node::Object(part)
+    };
+    for part in parts {
+        if part.get("functionCall").is_some() {
+            if let Some(c) = calls.next() {
+                turn.rest.push(call_part(c, part.get("thoughtSignature")));
+            }
+        } else if part.get("thought") != Some(&json!(true)) {
+            turn.rest.push(part.clone().into());
+        }
+    }
+    for c in calls {
+        turn.rest.push(call_part(c, None));
     }
 }
 

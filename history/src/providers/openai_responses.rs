@@ -1,6 +1,8 @@
-//! OpenAI Responses: `{"input": [...]}`. An assistant message's `reasoning` items (its
-//! provider state, verbatim) come right before its own message and `function_call` items, as
-//! the response gave them.
+//! OpenAI Responses: `{"input": [...]}`. An assistant message's provider state (its `reasoning`
+//! items, the hosted tools' calls such as `web_search_call`, and items of types not known here,
+//! each as the response gave it) comes right before its own message and `function_call` items.
+//! The items other than reasoning go back without their `id`: under `store: false` nothing was
+//! kept to look an id up by (a reasoning item carries its encrypted content instead).
 
 use std::collections::{HashMap, HashSet};
 
@@ -39,7 +41,10 @@ pub(super) fn push(msg: &Msg<'_>, input: &mut Vec<Node>) {
         }
         Msg::Assistant { text, calls, state } => {
             if let Some(items) = state {
-                input.extend(state_items(items, |t| t == "reasoning"));
+                // The message and its calls are the journal's, rendered below, never the state's.
+                let kept =
+                    |t: &str| !matches!(t, "message" | "function_call" | "function_call_output");
+                input.extend(state_items(items, kept).into_iter().map(without_id));
             }
             if !text.is_empty() {
                 input.push(json!({"type": "message", "role": "assistant", "content": text}).into());
@@ -71,6 +76,20 @@ pub(super) fn push(msg: &Msg<'_>, input: &mut Vec<Node>) {
     }
 }
 
+/// A state item as it goes back: a reasoning item as it came, any other without its `id`.
+fn without_id(item: Node) -> Node {
+    let Node::Raw(raw) = &item else {
+        return item;
+    };
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::Object(mut fields)) if fields.get("type") != Some(&json!("reasoning")) => {
+            fields.remove("id");
+            Node::Value(Value::Object(fields))
+        }
+        _ => item,
+    }
+}
+
 /// Each `function_call`'s `call_id` -> (index of its item, answered yet).
 type Calls<'a> = HashMap<&'a str, (usize, bool)>;
 
@@ -87,6 +106,9 @@ pub(super) fn validate(body: &Value) -> Result<(), Violation> {
             "function_call" => check_function_call(item, i, &mut calls)?,
             "function_call_output" => check_function_call_output(item, i, &mut calls)?,
             "reasoning" => check_reasoning(item, i, input.get(i + 1))?,
+            // Output the provider produced and needs back (a hosted tool's call, an item of a
+            // type not known here), as it came: nothing of ours to check in it.
+            _ if !item.contains_key("role") => {}
             other => {
                 return Err(Violation::new(
                     i,
@@ -126,9 +148,10 @@ fn check_reasoning(
         ));
     }
     let follows = next.is_some_and(|n| match n.get("type").and_then(Value::as_str) {
-        Some("reasoning" | "function_call") => true,
         Some("message") | None => n.get("role").and_then(Value::as_str) == Some("assistant"),
-        Some(_) => false,
+        Some("function_call_output") => false,
+        // Reasoning, a function_call, a hosted tool's call: the assistant's own output.
+        Some(_) => true,
     });
     if !follows {
         return Err(Violation::new(

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 7;
+pub const DOC_SCHEMA: u32 = 8;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +274,7 @@ fn stop_reason(c: &mut Cur) -> R {
         ("end_turn", Shape::Unit),
         ("length", Shape::Unit),
         ("interrupted", Shape::Unit), // schema 3
+        ("refusal", Shape::Unit),     // schema 8
     ];
     variant(c, "StopReason", &v)
 }
@@ -956,6 +957,26 @@ fn events() -> Vec<(&'static str, Shape)> {
         ("import/source", Newtype(import_source)),
         ("import/line", Newtype(import_line)),
         ("import/outcome", Newtype(import_outcome)),
+        // Schema 8.
+        (
+            "llm/refusal",
+            Fields(&[
+                ("turn", u32v),
+                ("step", u32v),
+                ("attempt", u32v),
+                ("reason", strv),
+                ("explanation", strv),
+            ]),
+        ),
+        (
+            "llm/note",
+            Fields(&[
+                ("turn", u32v),
+                ("step", u32v),
+                ("attempt", u32v),
+                ("note", strv),
+            ]),
+        ),
     ]
 }
 
@@ -964,7 +985,7 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
     vec![
         ("Event", events().len() as u32),
         ("ToolSource", 3),
-        ("StopReason", 4),
+        ("StopReason", 5),
         ("StepOutcome", 4),
         ("TurnOutcome", 4),
         ("Approval", 4),

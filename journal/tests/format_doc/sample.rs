@@ -5,12 +5,12 @@ use runtime::event::{
     idempotency_key, Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, CallStarted,
     Classification, CommittedResult, CompactTrigger, ConfigFile, ContextCompacted,
     ContextSummaryRequested, Event, Evidence, ImportLine, ImportNote, ImportOutcome, ImportSource,
-    ImportVerdict, ImportedDamage, LlmAttemptFailed, LlmRequest, LlmResponseDetail, ModelCall,
-    ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted, Question, QuestionOption,
-    Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy, Resources, SessionModel,
-    SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy, Text,
-    ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, WriterStolen,
-    EVENT_SCHEMA_VERSION,
+    ImportVerdict, ImportedDamage, LlmAttemptFailed, LlmNote, LlmRefusal, LlmRequest,
+    LlmResponseDetail, ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted,
+    Question, QuestionOption, Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy,
+    Resources, SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason,
+    SyncPolicy, Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool,
+    WriterStolen, EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;
@@ -76,6 +76,7 @@ pub fn every_event() -> Vec<Record> {
         StopReason::EndTurn,
         StopReason::Length,
         StopReason::Interrupted,
+        StopReason::Refusal,
     ];
     for (i, stop_reason) in stop_reasons.into_iter().enumerate() {
         events.push(Event::LlmResponse {
@@ -645,6 +646,19 @@ pub fn every_event() -> Vec<Record> {
             source_seqs: vec![11],
         }));
     }
+    events.push(Event::LlmRefusal(LlmRefusal {
+        turn: 2,
+        step: 1,
+        attempt: 1,
+        reason: "refusal".into(),
+        explanation: "[cyber] blocked".into(),
+    }));
+    events.push(Event::LlmNote(LlmNote {
+        turn: 2,
+        step: 1,
+        attempt: 1,
+        note: "kept a block of type `x`".into(),
+    }));
     events
         .into_iter()
         .enumerate()

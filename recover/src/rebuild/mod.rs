@@ -120,6 +120,15 @@ pub(crate) fn tools_shown(
 /// journal's limit, not a rebuilding bug, so it is a note, and the body is still given.
 pub fn body(a: &Analysis, format: Format) -> Result<Rebuilt, InvalidBody> {
     let (tools, mut notes) = tools(a);
+    let last_answered = a
+        .replay
+        .turns
+        .iter()
+        .flat_map(|t| &t.steps)
+        .rfind(|s| s.response.is_some());
+    if let Some(refusal) = last_answered.and_then(|s| s.refusal.as_ref()) {
+        notes.push(refusal_note(refusal));
+    }
     let settings = a
         .replay
         .model
@@ -134,6 +143,20 @@ pub fn body(a: &Analysis, format: Format) -> Result<Rebuilt, InvalidBody> {
         Err(violation) => return Err(InvalidBody { format, violation }),
     }
     Ok(Rebuilt { body, notes })
+}
+
+/// What `rebuild` says when the model's last answer was a refusal: the body ends with what it
+/// said, and the provider's reason is not in it.
+pub(crate) fn refusal_note(refusal: &runtime::event::LlmRefusal) -> String {
+    let said = match refusal.explanation.trim() {
+        "" => String::new(),
+        text => format!(": {text}"),
+    };
+    format!(
+        "the model's last answer (turn {}, step {}) was refused by the provider ({}){said}; \
+         the body ends with what the model said",
+        refusal.turn, refusal.step, refusal.reason
+    )
 }
 
 /// The note for an Anthropic body with tool blocks and no tools.

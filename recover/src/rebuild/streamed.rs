@@ -47,6 +47,8 @@ struct Survey {
     shown: Option<Vec<VisibleTool>>,
     any_step: bool,
     ids: IdSurvey,
+    /// The last step the model answered: refused (`llm/refusal`), or not.
+    last_refusal: Option<runtime::event::LlmRefusal>,
 }
 
 impl Survey {
@@ -61,6 +63,9 @@ impl Survey {
             Notice::TurnBegun { turn, .. } => self.turns = turn,
             Notice::Step(step) => {
                 self.any_step = true;
+                if step.response.is_some() {
+                    self.last_refusal = step.refusal.clone();
+                }
                 if step.tools.is_some() {
                     self.shown = step.tools;
                 }
@@ -102,6 +107,7 @@ pub fn first_reading(
         shown: None,
         any_step: false,
         ids: IdSurvey::new(format),
+        last_refusal: None,
     };
     let (streamed, mut classifier) = crate::session::recover_streaming_observing(
         at,
@@ -147,6 +153,9 @@ pub fn write<W: Write>(
         late,
     } = first;
     let (tools, mut notes) = tools_shown(survey.shown.as_deref(), survey.any_step, &survey.schemas);
+    if let Some(refusal) = &survey.last_refusal {
+        notes.push(super::refusal_note(refusal));
+    }
     let turns = survey.turns as usize;
     let compaction = survey.compaction.as_ref().map(|c| c.compaction());
     // Turns 1..=through_turn are left out, but never the last: `layout` counts as many.

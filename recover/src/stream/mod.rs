@@ -219,6 +219,8 @@ impl OpenCalls {
             tools: step.tools,
             response,
             detail: step.detail,
+            refusal: step.refusal,
+            notes: step.notes,
             results,
             open_at_end,
         };

@@ -161,6 +161,10 @@ pub struct ClosedStep {
     pub response: Option<ModelResponse>,
     /// What came with the response.
     pub detail: Option<LlmResponseDetail>,
+    /// Why the response was refused (`llm/refusal`).
+    pub refusal: Option<runtime::event::LlmRefusal>,
+    /// What the adapter noticed in it (`llm/note`).
+    pub notes: Vec<runtime::event::LlmNote>,
     /// Its calls in journal order: each call's id and, in [`Mode::Write`], its result's content
     /// and whether it is an error when the result was final as the step closed (`None`: decided
     /// later, by a later `recovery` or at the end of the journal).

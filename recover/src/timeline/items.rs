@@ -156,6 +156,7 @@ fn stop_reason(r: StopReason) -> &'static str {
         StopReason::EndTurn => "end_turn",
         StopReason::Length => "length",
         StopReason::Interrupted => "interrupted",
+        StopReason::Refusal => "refusal",
     }
 }
 

@@ -1,7 +1,7 @@
 //! A streamed answer put back together: text, calls by index, usage, response id, provider
 //! state and stop reason, from the [`ModelEvent`]s as they arrive.
 
-use crate::event::{LlmResponseDetail, ModelCall, ModelResponse, StopReason};
+use crate::event::{LlmNote, LlmRefusal, LlmResponseDetail, ModelCall, ModelResponse, StopReason};
 use crate::model::{ModelEvent, Usage};
 
 /// One call as its events built it.
@@ -20,6 +20,9 @@ pub(crate) struct Assembly {
     usage: Usage,
     response_id: Option<String>,
     provider_state: Option<String>,
+    /// The provider's refusal: its word and what it said.
+    refusal: Option<(String, String)>,
+    notes: Vec<String>,
     stop: Option<StopReason>,
 }
 
@@ -45,6 +48,11 @@ impl Assembly {
             ModelEvent::Usage(usage) => self.usage = usage,
             ModelEvent::ResponseId(id) => self.response_id = Some(id),
             ModelEvent::ProviderState(state) => self.provider_state = Some(state),
+            ModelEvent::Refusal {
+                reason,
+                explanation,
+            } => self.refusal = Some((reason, explanation)),
+            ModelEvent::Note(note) => self.notes.push(note),
             ModelEvent::Stop(reason) => self.stop = Some(reason),
             ModelEvent::KeepAlive => {}
         }
@@ -119,6 +127,38 @@ impl Assembly {
                 .clone()
                 .map(|state| (provider.to_owned(), state)),
         }
+    }
+
+    /// The `llm/refusal` of this answer, when its stop reason is a refusal: the provider's own
+    /// word, or `refusal` where an adapter stopped with the reason and gave none.
+    pub(crate) fn refusal(&self, turn: u32, step: u32, attempt: u32) -> Option<LlmRefusal> {
+        if self.stop != Some(StopReason::Refusal) {
+            return None;
+        }
+        let (reason, explanation) = self
+            .refusal
+            .clone()
+            .unwrap_or_else(|| ("refusal".to_owned(), String::new()));
+        Some(LlmRefusal {
+            turn,
+            step,
+            attempt,
+            reason,
+            explanation,
+        })
+    }
+
+    /// The `llm/note`s of this answer.
+    pub(crate) fn notes(&self, turn: u32, step: u32, attempt: u32) -> Vec<LlmNote> {
+        self.notes
+            .iter()
+            .map(|note| LlmNote {
+                turn,
+                step,
+                attempt,
+                note: note.clone(),
+            })
+            .collect()
     }
 }
 

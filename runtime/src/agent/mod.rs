@@ -98,6 +98,8 @@ pub enum TurnEnd {
     Failed(String),
     /// It used `steps_max` steps.
     StepsExhausted,
+    /// The provider refused the answer (the step's `llm/refusal`); the turn is over.
+    Refused(crate::event::LlmRefusal),
 }
 
 /// What the loop tells whoever shows the session, as it happens.
@@ -329,8 +331,15 @@ impl Agent {
             state,
             results: Vec::new(),
         };
+        let (turn, step_n) = (session.turn(), session.step());
+        let details = crate::session::ResponseDetails {
+            detail: Some(detail),
+            refusal: assembly.refusal(turn, step_n, attempt),
+            notes: assembly.notes(turn, step_n, attempt),
+        };
+        let refusal = details.refusal.clone();
         let results = session
-            .run_response(response.clone(), Some(detail), stop.clone())
+            .run_response(response.clone(), details, stop.clone())
             .await?;
         observer.on(AgentEvent::Results(&results));
         let step = StepView {
@@ -360,7 +369,10 @@ impl Agent {
             return Ok(None);
         }
         session.end_turn(TurnOutcome::Completed).await?;
-        Ok(Some(TurnEnd::Completed))
+        match refusal {
+            Some(refusal) => Ok(Some(TurnEnd::Refused(refusal))),
+            None => Ok(Some(TurnEnd::Completed)),
+        }
     }
 
     /// The step's request, attempt after attempt.

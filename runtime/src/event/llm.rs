@@ -1,7 +1,8 @@
 //! The events a live model's requests leave (event schema 3): which model and prompt
 //! (`session/model`), the tools as the model is shown them (`tool/schema`), and each attempt of
-//! a step's request (`llm/request`, `llm/attempt-failed`, `llm/response-detail`). Their
-//! variants are in [`super::Event`]; DESIGN.md §11 says when each is written.
+//! a step's request (`llm/request`, `llm/attempt-failed`, `llm/response-detail`; schema 8:
+//! `llm/refusal`, `llm/note`). Their variants are in [`super::Event`]; DESIGN.md §11 says when
+//! each is written.
 
 use serde::{Deserialize, Serialize};
 
@@ -95,4 +96,34 @@ pub struct LlmResponseDetail {
     /// The state the provider requires back with this message, verbatim: its format's name and
     /// JSON text (see `history::conversation::ProviderState`).
     pub provider_state: Option<(String, String)>,
+}
+
+/// `llm/refusal` (schema 8): why the step's answer was refused, right after its
+/// `llm/response-detail` when its stop reason is `refusal`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmRefusal {
+    /// The turn it belongs to.
+    pub turn: u32,
+    /// The step it belongs to.
+    pub step: u32,
+    /// The attempt that gave the response.
+    pub attempt: u32,
+    /// The provider's own word for it (`refusal`, `content_filter`, `SAFETY`, `RECITATION`, …).
+    pub reason: String,
+    /// What the provider said of it, verbatim (Anthropic's `stop_details`), or empty.
+    pub explanation: String,
+}
+
+/// `llm/note` (schema 8): what the adapter noticed in the step's answer and kept rather than
+/// refuse, in words; after the step's `llm/response-detail`, before its calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmNote {
+    /// The turn it belongs to.
+    pub turn: u32,
+    /// The step it belongs to.
+    pub step: u32,
+    /// The attempt that gave the response.
+    pub attempt: u32,
+    /// The note.
+    pub note: String,
 }

@@ -213,6 +213,38 @@ impl<R: Retain> Replayer<R> {
                 }
                 s.detail = Some(detail);
             }
+            Event::LlmRefusal(refusal) => {
+                let s = open_step(r, refusal.turn, refusal.step).map_err(bad)?;
+                let refused = s
+                    .response
+                    .as_ref()
+                    .is_some_and(|resp| resp.stop_reason == crate::event::StopReason::Refusal);
+                if !refused || s.refusal.is_some() || !s.calls.is_empty() {
+                    return Err(bad(
+                        "llm/refusal comes once, after an llm/response whose stop reason is \
+                         refusal and before its calls"
+                            .into(),
+                    ));
+                }
+                if refusal.attempt != s.attempts {
+                    return Err(bad(format!(
+                        "llm/refusal for attempt {}, but the step's last request is attempt {}",
+                        refusal.attempt, s.attempts
+                    )));
+                }
+                s.refusal = Some(refusal);
+            }
+            Event::LlmNote(note) => {
+                let s = open_step(r, note.turn, note.step).map_err(bad)?;
+                if s.response.is_none() || !s.calls.is_empty() || note.attempt != s.attempts {
+                    return Err(bad(
+                        "llm/note comes after its step's llm/response, before its calls, for \
+                         its last attempt"
+                            .into(),
+                    ));
+                }
+                s.notes.push(note);
+            }
             Event::StepEnd {
                 turn,
                 step,
@@ -620,9 +652,9 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         | Event::LlmAttemptFailed(_)
         | Event::ContextSummaryRequested(_)
         | Event::ContextCompacted(_)
-        | Event::LlmResponseDetail(_) => {
-            return Err(bad("an event applied out of its place (a bug)".into()))
-        }
+        | Event::LlmResponseDetail(_)
+        | Event::LlmRefusal(_)
+        | Event::LlmNote(_) => return Err(bad("an event applied out of its place (a bug)".into())),
     }
     Ok(())
 }

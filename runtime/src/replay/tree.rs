@@ -184,6 +184,10 @@ pub struct StepReplay {
     pub failed_attempts: Vec<crate::event::LlmAttemptFailed>,
     /// What came with the response (`llm/response-detail`).
     pub detail: Option<crate::event::LlmResponseDetail>,
+    /// Why the response was refused (`llm/refusal`, schema 8).
+    pub refusal: Option<crate::event::LlmRefusal>,
+    /// What the adapter noticed in the response (`llm/note`, schema 8).
+    pub notes: Vec<crate::event::LlmNote>,
 }
 
 impl StepReplay {
@@ -198,6 +202,8 @@ impl StepReplay {
             attempts: 0,
             failed_attempts: Vec::new(),
             detail: None,
+            refusal: None,
+            notes: Vec::new(),
         }
     }
 }

@@ -47,6 +47,15 @@ impl Session {
                     .into(),
             );
         }
+        if stop_reason == StopReason::Refusal {
+            return self.reject(
+                track,
+                ErrorCode::TruncatedCall,
+                "the provider refused the assistant message before it was complete; no call in \
+                 it runs"
+                    .into(),
+            );
+        }
         if stop_reason == StopReason::Interrupted {
             return self.reject(
                 track,

@@ -42,6 +42,19 @@ use tokio_util::sync::CancellationToken;
 /// Up to this many calls in a message, duplicate call ids are found by comparing pairs.
 const DUPLICATE_SCAN_CALLS_MAX: usize = 16;
 
+/// What came with a model's response besides the message, journaled right after its
+/// `llm/response` and before any of its calls: `llm/response-detail`, then `llm/refusal` (when
+/// the stop reason is `refusal`), then the `llm/note`s.
+#[derive(Debug, Clone, Default)]
+pub struct ResponseDetails {
+    /// Usage, the response's id, provider state.
+    pub detail: Option<crate::event::LlmResponseDetail>,
+    /// Why the answer was refused.
+    pub refusal: Option<crate::event::LlmRefusal>,
+    /// What the adapter noticed.
+    pub notes: Vec<crate::event::LlmNote>,
+}
+
 /// A live session over one journal.
 pub struct Session {
     log: EventLog,
@@ -486,15 +499,16 @@ impl Session {
         response: ModelResponse,
         cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
-        self.run_response(response, None, cancel).await
+        self.run_response(response, ResponseDetails::default(), cancel)
+            .await
     }
 
     /// [`Session::run_batch_cancellable`], with what came with the response
-    /// (`llm/response-detail`) journaled right after its `llm/response`, before any call.
+    /// ([`ResponseDetails`]) journaled right after its `llm/response`, before any call.
     pub async fn run_response(
         &mut self,
         response: ModelResponse,
-        detail: Option<crate::event::LlmResponseDetail>,
+        details: ResponseDetails,
         cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
         self.check_response(&response)?;
@@ -511,8 +525,19 @@ impl Session {
         let Event::LlmResponse { response, .. } = event else {
             unreachable!("built as llm/response just above")
         };
+        let ResponseDetails {
+            detail,
+            refusal,
+            notes,
+        } = details;
         if let Some(detail) = detail {
             self.log.append(&Event::LlmResponseDetail(detail))?;
+        }
+        if let Some(refusal) = refusal {
+            self.log.append(&Event::LlmRefusal(refusal))?;
+        }
+        for note in notes {
+            self.log.append(&Event::LlmNote(note))?;
         }
         let stop_reason = response.stop_reason;
 
