@@ -266,3 +266,53 @@ fn a_session_over_the_bound_pages_in_a_browser_and_shows_its_gap() {
     assert_eq!(b.text("#where"), format!("Page 1 of {pages}"));
     assert_no_console_error(&b, "large");
 }
+
+#[test]
+fn an_imported_sessions_page_lists_what_reading_its_file_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/import/claude-code/interrupted_resumed.jsonl");
+    let mut source = std::fs::read_to_string(fixture).unwrap();
+    for n in 1..=3 {
+        source.push_str(&format!("{{\"type\":\"hologram\",\"uuid\":\"h{n}\"}}\n"));
+    }
+    let file = dir.path().join("session.jsonl");
+    std::fs::write(&file, source).unwrap();
+    let journal = dir.path().join("j");
+    let out = std::process::Command::new(recover_bin::recover_bin())
+        .args([
+            "import",
+            "--from",
+            "claude-code",
+            "--journal",
+            path_str(&journal),
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = out_dir().join("imported.html");
+    write_page(path_str(&journal), &page, &[]);
+    let b = Browser::start();
+    b.open_file(&page);
+    let closed = b.text("#summary");
+    assert!(
+        closed.contains("Reading the file found") && closed.contains("2 lines"),
+        "{closed}"
+    );
+    b.execute(
+        "document.querySelectorAll('#summary details').forEach(d => { d.open = true; })",
+        vec![],
+    );
+    let open = b.text("#summary");
+    assert!(
+        open.contains("note: lines 7, 8 and 9: an item of unknown type hologram")
+            && open.contains("note: line 4: a reply Claude Code wrote itself"),
+        "{open}"
+    );
+    assert_no_console_error(&b, "imported");
+}

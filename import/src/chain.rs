@@ -7,6 +7,12 @@
 //! between its call's message and whatever followed it there, and a child of a line that is
 //! gone must point where that line pointed (or, when it could not be read, at the line before
 //! it), or the walk stops and the conversation above is lost.
+//!
+//! Claude Code adds one step to the walk (docs/IMPORT_FORMATS.md §4.3): a response written as
+//! several lines (one per block, sharing the API message id) is replayed whole when any of its
+//! lines is on the walk, together with the result lines hung under any of them (parallel calls'
+//! results each hang under their own call's line, off the walk). [`Keys::role`] says which
+//! lines are responses and results; the replayed lines are the walk and those.
 
 use crate::lines;
 use crate::repair::{Edits, FileLine, Job};
@@ -14,11 +20,26 @@ use crate::session::{Call, Item, Session, Source};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 
-/// The names of a format's link fields.
+/// The names of a format's link fields, and what each line is where that matters: a header
+/// (pi), a response's line or results (Claude Code, which replays a response's lines together).
 #[derive(Clone, Copy)]
 pub(crate) struct Keys {
     pub(crate) id: &'static str,
     pub(crate) parent: &'static str,
+    pub(crate) role: Option<fn(&Value) -> Role>,
+}
+
+/// What a line is to the chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A line of the model's response with this API message id.
+    Response(String),
+    /// A line of tool results.
+    Results,
+    /// The file's header (pi's `session` line): its id is the session's, not a link.
+    Header,
+    /// Anything else.
+    Other,
 }
 
 /// One line that parses, and its place in the chain.
@@ -28,6 +49,8 @@ pub(crate) struct Link<'a> {
     pub(crate) parent: Option<String>,
     /// Kept in the copy (not moved out).
     kept: bool,
+    /// What it is, where the format replays responses whole.
+    role: Role,
     /// Its bytes: read again for the few lines an answer copies fields from or whose parent is
     /// rewritten, rather than every line's JSON kept.
     pub(crate) text: &'a [u8],
@@ -47,7 +70,10 @@ pub(crate) struct Chain<'a> {
     links: Vec<Link<'a>>,
     /// For each kept link (by index): its parent in the copy, before answers go in.
     resolved: Vec<Option<String>>,
-    /// Offsets of the kept lines on the replay path.
+    /// Offsets of the kept lines on the walk from the last line up the parent links.
+    walk: HashSet<u64>,
+    /// Offsets of the kept lines the agent replays: the walk and, where the format replays
+    /// responses whole, their other lines and the results hung under them.
     path: HashSet<u64>,
 }
 
@@ -59,12 +85,17 @@ impl<'a> Chain<'a> {
             .filter_map(|l| {
                 // Only the two link fields are kept of each line.
                 let (value, _) = lines::object(l.text, l.at.offset == 0).ok()?;
+                let role = keys.role.map_or(Role::Other, |role| role(&value));
+                if role == Role::Header {
+                    return None;
+                }
                 let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
                 Some(Link {
                     at: l.at,
                     id: field(keys.id),
                     parent: field(keys.parent),
                     kept: !moved.contains(&l.at),
+                    role,
                     text: l.text,
                 })
             })
@@ -83,7 +114,7 @@ impl<'a> Chain<'a> {
         // A file whose entries have no ids (pi's version 1: only its header has one) is chained
         // by its order: every line is on the path.
         let linked = links.iter().skip(1).any(|l| l.kept && l.id.is_some());
-        let path = if !linked {
+        let walk: HashSet<u64> = if !linked {
             (links.iter())
                 .filter(|l| l.kept)
                 .map(|l| l.at.offset)
@@ -91,18 +122,63 @@ impl<'a> Chain<'a> {
         } else {
             replay_path(&links, &resolved, &by_id)
         };
+        let path = whole_responses(&links, &resolved, &walk);
         Chain {
             keys,
             links,
             resolved,
+            walk,
             path,
         }
     }
 
-    /// Whether the line at `at` is on the path the agent replays.
+    /// Whether the line at `at` is replayed by the agent.
     pub(crate) fn on_path(&self, at: Source) -> bool {
         self.path.contains(&at.offset)
     }
+
+    /// Whether the line at `at` is on the walk up the parent links from the last line: where
+    /// an answer can be chained in.
+    fn on_walk(&self, at: Source) -> bool {
+        self.walk.contains(&at.offset)
+    }
+}
+
+/// The lines replayed: those of `walk`, and for each response with a line on it, every kept
+/// line of that response and every kept result line whose parent is one of them (Claude
+/// Code's loader, which gathers a response's lines by message id and its results by parent).
+fn whole_responses(
+    links: &[Link<'_>],
+    resolved: &[Option<String>],
+    walk: &HashSet<u64>,
+) -> HashSet<u64> {
+    let responses: HashSet<&str> = (links.iter())
+        .filter(|l| walk.contains(&l.at.offset))
+        .filter_map(|l| match &l.role {
+            Role::Response(id) => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut path = walk.clone();
+    if responses.is_empty() {
+        return path;
+    }
+    let mut members: HashSet<&str> = HashSet::new();
+    for l in links.iter().filter(|l| l.kept) {
+        if let Role::Response(id) = &l.role {
+            if responses.contains(id.as_str()) {
+                path.insert(l.at.offset);
+                members.extend(l.id.as_deref());
+            }
+        }
+    }
+    for (l, parent) in links.iter().zip(resolved) {
+        let under = parent.as_deref().is_some_and(|p| members.contains(p));
+        if l.kept && l.role == Role::Results && under {
+            path.insert(l.at.offset);
+        }
+    }
+    path
 }
 
 /// A kept line's parent in the copy: its own when that line is kept; the moved line's own
@@ -161,13 +237,41 @@ pub(crate) struct Ids {
     shape: fn(u128) -> String,
 }
 
+/// FNV-1a's 128-bit hash of `seed`: ids drawn from what they stand for, the same each time.
+fn hash(seed: &[u8]) -> u128 {
+    let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in seed {
+        hash = (hash ^ u128::from(*b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    hash
+}
+
+/// A version 4 UUID's text (8-4-4-4-12 hex digits, the version and variant bits set) made of
+/// `hash`'s other bits: the shape of Claude Code's line ids and pi's session ids.
+pub(crate) fn uuid(hash: u128) -> String {
+    const VERSION_MASK: u128 = 0xf000 << 64;
+    const VARIANT_MASK: u128 = 0xc000 << 48;
+    let v4 = (hash & !VERSION_MASK & !VARIANT_MASK) | (0x4000 << 64) | (0x8000 << 48);
+    let h = format!("{v4:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// A UUID drawn from `seed`.
+pub(crate) fn seeded_uuid(seed: &[u8]) -> String {
+    uuid(hash(seed))
+}
+
 impl Ids {
     /// A fresh id for `seed`.
     pub(crate) fn fresh(&mut self, seed: &str) -> String {
-        let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-        for b in seed.bytes() {
-            hash = (hash ^ u128::from(b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
-        }
+        let mut hash = hash(seed.as_bytes());
         loop {
             let id = (self.shape)(hash);
             if self.taken.insert(id.clone()) {
@@ -206,9 +310,9 @@ pub(crate) fn repairs(
     let mut last_added: HashMap<String, String> = HashMap::new();
 
     let by_offset: HashMap<u64, &Link<'_>> = links.iter().map(|l| (l.at.offset, l)).collect();
-    let outputs = last_outputs(session, chain);
+    let outputs = outputs_on_path(session, chain);
     for (message, answered) in by_message(&job.calls) {
-        let Some(anchor) = anchor(session, message, &outputs, &by_offset) else {
+        let Some(anchor) = anchor(session, chain, message, &outputs, &by_offset) else {
             continue;
         };
         let mut parent = anchor.after.id.clone();
@@ -230,9 +334,10 @@ pub(crate) fn repairs(
         if !l.kept {
             continue;
         }
-        // What followed an anchor on the path now follows its answers.
+        // What followed an anchor on the walk now follows its answers (a result hung off the
+        // walk under a response's line stays there: that is where the agent finds it).
         let to = match resolved {
-            Some(p) if chain.on_path(l.at) => last_added.get(p).unwrap_or(p),
+            Some(p) if chain.on_walk(l.at) => last_added.get(p).unwrap_or(p),
             Some(p) => p,
             None => continue,
         };
@@ -258,36 +363,40 @@ fn by_message<'a>(calls: &[&'a Call]) -> Vec<(usize, Vec<&'a Call>)> {
     out
 }
 
-/// Each message's last output line on the path (by the message's index in the items).
-fn last_outputs(session: &Session, chain: &Chain<'_>) -> HashMap<usize, Source> {
-    let mut out: HashMap<usize, Source> = HashMap::new();
+/// Each message's output lines on the path (by the message's index in the items).
+fn outputs_on_path(session: &Session, chain: &Chain<'_>) -> HashMap<usize, Vec<Source>> {
+    let mut out: HashMap<usize, Vec<Source>> = HashMap::new();
     for item in &session.items {
         if let Item::Output { call, at } = item {
             if chain.on_path(*at) {
-                let last = out.entry(session.calls[*call].message).or_insert(*at);
-                *last = (*last).max(*at);
+                let message = session.calls[*call].message;
+                out.entry(message).or_default().push(*at);
             }
         }
     }
     out
 }
 
-/// The line a message's answers go after: its last output on the path, or its last line.
+/// The line a message's answers go after: the last of its lines and its outputs on the path
+/// that is on the walk (a line off the walk, a parallel call's result hung under its own call,
+/// would leave the answer on a branch no one replays); the last of them when none is.
 fn anchor<'a>(
     session: &Session,
+    chain: &Chain<'_>,
     message: usize,
-    outputs: &HashMap<usize, Source>,
+    outputs: &HashMap<usize, Vec<Source>>,
     by_offset: &HashMap<u64, &'a Link<'a>>,
 ) -> Option<Anchor<'a>> {
     let Item::Assistant { calls, at, .. } = &session.items[message] else {
         return None;
     };
-    let own = calls
-        .iter()
-        .map(|c| session.calls[*c].at)
+    let own = calls.iter().map(|c| session.calls[*c].at);
+    let answered = outputs.get(&message).into_iter().flatten().copied();
+    let lines: Vec<Source> = own.chain(answered).chain([*at]).collect();
+    let last = (lines.iter().copied())
+        .filter(|l| chain.on_walk(*l))
         .max()
-        .unwrap_or(*at);
-    let last = outputs.get(&message).map_or(own, |o| (*o).max(own));
+        .or_else(|| lines.iter().copied().max())?;
     Some(Anchor {
         after: by_offset.get(&last.offset).copied()?,
         message: by_offset.get(&at.offset).copied(),

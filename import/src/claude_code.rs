@@ -19,15 +19,46 @@ const UNKNOWN: &str = "Claude Code records no start of a tool call (as far as it
                        documentation and readers of its files show): a call with no result may \
                        have run";
 
-/// Line types that hold no message of the model's or a tool's result.
-const OTHER_TYPES: [&str; 7] = [
+/// The starts of the placeholders Claude Code writes as a call's result when it has none (the
+/// interruption markers of Claude Code 2.1.332's loader, docs/IMPORT_FORMATS.md §4.2): each
+/// is the agent's own text, written whatever the call did, so none is an output.
+const PLACEHOLDERS: [&str; 6] = [
+    "[Request interrupted by user for tool use]",
+    "[Tool call interrupted",
+    "[Tool call result not in this copy",
+    "[Tool call did not complete",
+    "[Tool call not completed",
+    "[Tool call skipped",
+];
+
+const PLACEHOLDER: &str = "Claude Code wrote its own placeholder in place of this call's \
+                           result, whatever the call did: no output was recorded, and nothing \
+                           shows whether it ran";
+
+/// The model name Claude Code gives the replies it writes itself ("No response requested.").
+const SYNTHETIC_MODEL: &str = "<synthetic>";
+
+/// Line types that hold no message of the model's or a tool's result: the harness's own lines
+/// and its metadata (the types Claude Code 2.1.332's loader names, docs/IMPORT_FORMATS.md §4.1).
+const OTHER_TYPES: [&str; 18] = [
     "system",
+    "attachment",
     "summary",
     "file-history-snapshot",
+    "file-history-delta",
     "queue-operation",
     "permission-mode",
     "progress",
     "pr-link",
+    "last-prompt",
+    "ai-title",
+    "custom-title",
+    "tag",
+    "agent-name",
+    "agent-color",
+    "agent-setting",
+    "content-replacement",
+    "continued-in",
 ];
 
 /// Every line's envelope (the harness's camelCase fields).
@@ -177,7 +208,14 @@ fn user_line(s: &mut Session, content: Value, at: Source) -> Result<(), String> 
                 tool_use_id,
                 content,
                 is_error,
-            } => s.pair(&tool_use_id, result_text(&content), is_error, at),
+            } => {
+                let text = result_text(&content);
+                if PLACEHOLDERS.iter().any(|p| text.starts_with(p)) {
+                    s.pair_placeholder(&tool_use_id, text, at, PLACEHOLDER);
+                } else {
+                    s.pair(&tool_use_id, text, is_error, at);
+                }
+            }
             Block::Text { text } => texts.push(text),
             Block::ToolUse { .. } | Block::Other => {}
         }
@@ -194,8 +232,14 @@ fn assistant_line(
     message: AssistantMessage,
     at: Source,
 ) -> Result<(), String> {
-    if let Some(model) = message.model {
-        s.model_named(model, at);
+    match message.model {
+        // Claude Code's own reply, not the model's: the session's model stays what it was.
+        Some(model) if model == SYNTHETIC_MODEL => s.notes.push((
+            at,
+            "a reply Claude Code wrote itself (model <synthetic>), not the model's".to_owned(),
+        )),
+        Some(model) => s.model_named(model, at),
+        None => {}
     }
     let same_response = matches!(s.items.last(), Some(Item::Assistant { .. }))
         && message.id.is_some()
@@ -278,10 +322,18 @@ struct ResultBlock<'a> {
 /// `tool_result` for each of a response's calls without one, after its last line or result, as
 /// the Messages API wants results right after their calls.
 pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
-    chain::repairs(job, chain, uuid, |anchor, calls, parent, ids| {
-        let seed: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-        let id = ids.fresh(&seed.join(","));
+    chain::repairs(job, chain, chain::uuid, |anchor, calls, parent, ids| {
         let from = &anchor.after.value();
+        // Claude Code's line ids are random UUIDs, unique across sessions (its loader looks
+        // lines up by id across a project's files): the new id is drawn from the session's id,
+        // the line it follows and the calls, so two sessions that share a call id never share
+        // it, and a repair of the same file still writes the same bytes.
+        let seed: Vec<&str> = [from["sessionId"].as_str(), anchor.after.id.as_deref()]
+            .into_iter()
+            .flatten()
+            .chain(calls.iter().map(|c| c.id.as_str()))
+            .collect();
+        let id = ids.fresh(&seed.join("\n"));
         let field = |k: &str| from.get(k);
         let line = ResultLine {
             parent_uuid: parent,
@@ -316,21 +368,29 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
     })
 }
 
-/// Claude Code's link fields.
+/// Claude Code's link fields; it replays a response's lines together.
 pub(crate) const KEYS: chain::Keys = chain::Keys {
     id: "uuid",
     parent: "parentUuid",
+    role: Some(role),
 };
 
-/// A UUID's text shape (8-4-4-4-12 hex digits), as Claude Code's line ids are.
-fn uuid(hash: u128) -> String {
-    let h = format!("{hash:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+/// A line as Claude Code's loader groups them: an assistant line by its API message id, a user
+/// line holding a `tool_result` block as results.
+fn role(line: &Value) -> chain::Role {
+    let message = &line["message"];
+    match line["type"].as_str() {
+        Some("assistant") => match message["id"].as_str() {
+            Some(id) => chain::Role::Response(id.to_owned()),
+            None => chain::Role::Other,
+        },
+        Some("user") => {
+            let blocks = message["content"].as_array().into_iter().flatten();
+            match blocks.into_iter().any(|b| b["type"] == "tool_result") {
+                true => chain::Role::Results,
+                false => chain::Role::Other,
+            }
+        }
+        _ => chain::Role::Other,
+    }
 }

@@ -247,10 +247,13 @@ fn output_text(output: &Value) -> (String, bool) {
     }
 }
 
-/// A rollout line as codex writes one: `timestamp` first, then the item's tag and payload.
+/// A rollout line as codex writes one: `timestamp` first, the line's `ordinal` where the
+/// rollout numbers its lines (codex 0.171's paginated history), then the item's tag and payload.
 #[derive(serde::Serialize)]
 struct OutputLine<'a> {
     timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordinal: Option<u64>,
     #[serde(rename = "type")]
     kind: &'static str,
     payload: OutputPayload<'a>,
@@ -285,46 +288,96 @@ impl<'a> OutputPayload<'a> {
     }
 }
 
+/// A line's `ordinal`: codex 0.171 numbers every line of a paginated rollout from 0 and, on
+/// resume, continues from the last line's (refusing a last line without one).
+fn ordinal_of(text: &[u8], first: bool) -> Option<u64> {
+    let (value, _) = lines::object(text, first).ok()?;
+    value.get("ordinal")?.as_u64()
+}
+
 /// The repair's answers (`repair.rs`): an output line right after each call's line, where
-/// codex's own normalization puts its stand-in, of the kind its call asks for.
+/// codex's own normalization puts its stand-in, of the kind its call asks for. In a rollout
+/// whose lines carry ordinals the copy is numbered again in order, answers included, as codex
+/// would have numbered it had it written the answers itself.
 pub(crate) fn answers(job: &Job<'_>) -> Edits {
     let mut edits = Edits::default();
-    let text_at: HashMap<u64, &[u8]> = job.lines.iter().map(|l| (l.at.offset, l.text)).collect();
+    let kept = || job.lines.iter().filter(|l| !job.moved.contains(&l.at));
+    let mut next = kept().find_map(|l| ordinal_of(l.text, l.at.offset == 0));
+    let mut answers: HashMap<u64, Vec<OutputLine<'_>>> = HashMap::new();
     for call in &job.calls {
-        let line = text_at.get(&call.at.offset);
-        // The call's own time: the answer claims no time of its own.
-        let timestamp = line
-            .and_then(|text| lines::object(text, call.at.offset == 0).ok())
-            .map(|(value, _)| value)
-            .and_then(|v| {
-                v.get("timestamp")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default();
-        // codex records no error flag with an output.
-        let (text, _) = repair::answer_text(Agent::Codex, call);
-        let payload = match call.kind {
-            "custom_tool_call" => OutputPayload::text("custom_tool_call_output", call, text),
-            // A client search's output holds tools, not text: an empty list says none came.
-            "tool_search_call" => OutputPayload {
-                kind: "tool_search_output",
-                call_id: &call.id,
-                output: None,
-                status: Some("completed"),
-                execution: Some("client"),
-                tools: Some([]),
-            },
-            _ => OutputPayload::text("function_call_output", call, text),
-        };
-        let answer = OutputLine {
-            timestamp,
-            kind: "response_item",
-            payload,
-        };
-        // expect: a string and a JSON value always serialize.
-        let answer = serde_json::to_vec(&answer).expect("a line serializes");
-        edits.after.entry(call.at.offset).or_default().push(answer);
+        answers
+            .entry(call.at.offset)
+            .or_default()
+            .push(answer(job, call));
+    }
+    for l in kept() {
+        if let Some(n) = next {
+            if let Some(own) = ordinal_of(l.text, l.at.offset == 0) {
+                if own != n {
+                    edits
+                        .renumbered
+                        .insert(l.at.offset, renumbered(l.text, own, n));
+                }
+                next = Some(n + 1);
+            }
+        }
+        for mut line in answers.remove(&l.at.offset).into_iter().flatten() {
+            line.ordinal = next;
+            next = next.map(|n| n + 1);
+            // expect: strings and JSON values always serialize.
+            let bytes = serde_json::to_vec(&line).expect("a line serializes");
+            edits.after.entry(l.at.offset).or_default().push(bytes);
+        }
     }
     edits
+}
+
+/// The output line that answers `call` (its ordinal set by the caller).
+fn answer<'a>(job: &Job<'_>, call: &'a Call) -> OutputLine<'a> {
+    let line = job.lines.iter().find(|l| l.at == call.at);
+    // The call's own time: the answer claims no time of its own.
+    let timestamp = line
+        .and_then(|l| lines::object(l.text, call.at.offset == 0).ok())
+        .and_then(|(v, _)| {
+            v.get("timestamp")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    // codex records no error flag with an output.
+    let (text, _) = repair::answer_text(Agent::Codex, call);
+    let payload = match call.kind {
+        "custom_tool_call" => OutputPayload::text("custom_tool_call_output", call, text),
+        // A client search's output holds tools, not text: an empty list says none came.
+        "tool_search_call" => OutputPayload {
+            kind: "tool_search_output",
+            call_id: &call.id,
+            output: None,
+            status: Some("completed"),
+            execution: Some("client"),
+            tools: Some([]),
+        },
+        _ => OutputPayload::text("function_call_output", call, text),
+    };
+    OutputLine {
+        timestamp,
+        ordinal: None,
+        kind: "response_item",
+        payload,
+    }
+}
+
+/// `text` with its `ordinal` set to `to`: the exact text patched where codex's serialization
+/// of it is found once, else the line written again.
+fn renumbered(text: &[u8], own: u64, to: u64) -> Vec<u8> {
+    let line = String::from_utf8_lossy(text);
+    let from = format!("\"ordinal\":{own}");
+    if line.matches(&from).count() == 1 {
+        return line
+            .replacen(&from, &format!("\"ordinal\":{to}"), 1)
+            .into_bytes();
+    }
+    let mut value: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+    value["ordinal"] = to.into();
+    value.to_string().into_bytes()
 }

@@ -56,11 +56,28 @@ struct Header {
     id: String,
 }
 
+/// A `model_change`: pi writes `provider` and `modelId`; agents built on pi write a `model`
+/// of their own naming instead (`"openrouter/…"`), and pi, which checks no field, keeps both.
 #[derive(Deserialize)]
 struct ModelChange {
-    provider: String,
-    #[serde(rename = "modelId")]
-    model_id: String,
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default, rename = "modelId")]
+    model_id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+impl ModelChange {
+    /// The model it names: `provider/modelId`, else whichever of them it has.
+    fn name(self) -> Option<String> {
+        match (self.provider, self.model_id, self.model) {
+            (Some(provider), Some(id), _) => Some(format!("{provider}/{id}")),
+            (_, Some(id), _) => Some(id),
+            (_, None, Some(model)) => Some(model),
+            (Some(_), None, None) | (None, None, None) => None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -172,7 +189,12 @@ fn take(s: &mut Session, line: &Line) -> Result<Entry, String> {
         }
         "model_change" => {
             let change: ModelChange = parse(&line.value, "model_change")?;
-            s.model_named(format!("{}/{}", change.provider, change.model_id), at);
+            match change.name() {
+                Some(model) => s.model_named(model, at),
+                None => s
+                    .notes
+                    .push((at, "a model_change that names no model".into())),
+            }
         }
         "message" => {
             let entry: MessageEntry = parse(&line.value, "message")?;
@@ -318,11 +340,61 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
     })
 }
 
+/// The header to write first when the first line pi would read (the first kept line that
+/// parses) is not a session header with a string `id`: pi reads such a file as empty and
+/// starts it afresh, discarding every entry (`loadEntriesFromFile`, docs/IMPORT_FORMATS.md
+/// §3.5). Its id is drawn from the file's entries (the same copy each time), its timestamp is
+/// the first entry's, its `version` 3 when the entries are linked by ids (else none: version
+/// 1, which pi migrates by order), and its `cwd` empty: the file does not say where it ran.
+pub(crate) fn missing_header(
+    lines: &[repair::FileLine<'_>],
+    moved: &HashSet<Source>,
+) -> Option<String> {
+    let mut kept = (lines.iter())
+        .filter(|l| !moved.contains(&l.at))
+        .filter_map(|l| Some((l, lines::object(l.text, l.at.offset == 0).ok()?.0)));
+    let (first_line, first) = kept.next()?;
+    if first["type"] == "session" && first["id"].is_string() {
+        return None;
+    }
+    let header = NewHeader {
+        kind: "session",
+        version: first.get("id").is_some().then_some(3),
+        id: chain::seeded_uuid(first_line.text),
+        timestamp: first["timestamp"].as_str(),
+        cwd: "",
+    };
+    // expect: a struct of strings and numbers always serializes.
+    Some(serde_json::to_string(&header).expect("a header serializes"))
+}
+
+/// A session header as pi writes one, its fields in pi's order.
+#[derive(serde::Serialize)]
+struct NewHeader<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<u32>,
+    id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a str>,
+    cwd: &'static str,
+}
+
 /// pi's link fields.
 pub(crate) const KEYS: chain::Keys = chain::Keys {
     id: "id",
     parent: "parentId",
+    role: Some(role),
 };
+
+/// pi's header is no entry of the tree (`_buildIndex` skips it); every other line is one.
+fn role(line: &Value) -> chain::Role {
+    match line["type"] == "session" {
+        true => chain::Role::Header,
+        false => chain::Role::Other,
+    }
+}
 
 /// An entry id as pi makes them: 8 hex digits.
 fn entry_id(hash: u128) -> String {

@@ -1,6 +1,7 @@
 //! A copy of a session file the agent can resume: every call it will replay answered once with
-//! the truth, the lines that are not JSON moved out, the chain re-linked where the format has
-//! one.
+//! the truth, the lines that are not JSON moved out (and pi's results of no call, which the
+//! provider would refuse), the chain re-linked where the format has one, and pi's header
+//! written where the file has none.
 //!
 //! Why these and no more: the agents fail on resume for two reasons, an orphan call (codex's
 //! "No tool output found", a provider's 400 on pi's `tool_use` without a result) and a broken
@@ -25,10 +26,19 @@ pub struct Repaired {
     pub quarantine: Vec<u8>,
     /// The calls answered, with the line of each call.
     pub answered: Vec<(String, Source)>,
-    /// The lines moved out.
+    /// The lines moved out: those that are not JSON objects, and [`Repaired::stray`].
     pub moved: Vec<Source>,
-    /// Lines whose parent link was changed (pi).
+    /// Of those, the results of no call on the path pi replays (pi would send them, and the
+    /// provider refuse them): valid lines, moved whole.
+    pub stray: Vec<Source>,
+    /// Lines whose parent link was changed (pi, Claude Code).
     pub relinked: Vec<Source>,
+    /// Lines whose `ordinal` was moved on past the answers before them (codex, whose newest
+    /// rollouts number every line).
+    pub renumbered: Vec<Source>,
+    /// The session header written as the copy's first line (pi, for a file whose first entry
+    /// is not one: pi would throw such a file away and start afresh).
+    pub header: Option<String>,
 }
 
 /// A line of the original file.
@@ -44,6 +54,8 @@ pub(crate) struct FileLine<'a> {
 pub(crate) struct Edits {
     pub(crate) after: HashMap<u64, Vec<Vec<u8>>>,
     pub(crate) parent: HashMap<u64, Vec<u8>>,
+    /// Lines whose `ordinal` the answers before them moved on (codex's paginated rollouts).
+    pub(crate) renumbered: HashMap<u64, Vec<u8>>,
 }
 
 /// What a format's writer is given: the session, the calls to answer (in file order), the file's
@@ -66,6 +78,7 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
         .filter(|q| matches!(q.damage, Damage::Torn | Damage::NotJson { .. }))
         .map(|q| q.at)
         .collect();
+    let mut stray: Vec<Source> = Vec::new();
     let (calls, chain) = match keys(agent) {
         None => {
             let calls = session.calls.iter().filter(|c| replayed_orphan(agent, c));
@@ -76,8 +89,9 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
             // call included (a 400): such a result is moved out as well.
             if agent == Agent::Pi {
                 let before = Chain::new(&lines, &moved, keys);
-                let stray = session.orphan_outputs.iter().map(|o| o.at);
-                moved.extend(stray.filter(|at| before.on_path(*at)).collect::<Vec<_>>());
+                let on_path = session.orphan_outputs.iter().map(|o| o.at);
+                stray.extend(on_path.filter(|at| before.on_path(*at)));
+                moved.extend(stray.iter().copied());
             }
             let chain = Chain::new(&lines, &moved, keys);
             let calls = (session.calls.iter())
@@ -105,25 +119,45 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
     } = job;
     let mut moved_in_order: Vec<Source> = moved.iter().copied().collect();
     moved_in_order.sort();
+    let header = match agent {
+        Agent::Pi => pi::missing_header(&lines, &moved),
+        _ => None,
+    };
+    stray.sort();
     let mut out = Repaired {
         bytes: Vec::with_capacity(bytes.len() + 512 * answered.len()),
         quarantine: Vec::new(),
         answered: answered.iter().map(|c| (c.id.clone(), c.at)).collect(),
         moved: moved_in_order,
+        stray,
         relinked: Vec::new(),
+        renumbered: Vec::new(),
+        header: None,
     };
+    if let Some(line) = header {
+        out.bytes.extend_from_slice(line.as_bytes());
+        out.bytes.push(b'\n');
+        out.header = Some(line);
+    }
     for line in &lines {
         if moved.contains(&line.at) {
             out.quarantine.extend_from_slice(line.text);
             out.quarantine.push(b'\n');
             continue;
         }
-        match edits.parent.get(&line.at.offset) {
-            Some(text) => {
+        match (
+            edits.parent.get(&line.at.offset),
+            edits.renumbered.get(&line.at.offset),
+        ) {
+            (Some(text), _) => {
                 out.bytes.extend_from_slice(text);
                 out.relinked.push(line.at);
             }
-            None => out.bytes.extend_from_slice(&readable(line, &lossy)),
+            (None, Some(text)) => {
+                out.bytes.extend_from_slice(text);
+                out.renumbered.push(line.at);
+            }
+            (None, None) => out.bytes.extend_from_slice(&readable(line, &lossy)),
         }
         out.bytes.push(b'\n');
         for added in edits.after.get(&line.at.offset).into_iter().flatten() {
@@ -162,7 +196,7 @@ fn keys(agent: Agent) -> Option<chain::Keys> {
 /// their message).
 fn unanswered_on_path(agent: Agent, call: &Call, chain: &Chain<'_>) -> bool {
     match &call.verdict {
-        Verdict::Result { at, .. } => !chain.on_path(*at),
+        Verdict::Result { at, .. } | Verdict::Placeholder { at, .. } => !chain.on_path(*at),
         Verdict::NotStarted { .. } => agent != Agent::Pi,
         Verdict::OutcomeUnknown { .. } => true,
     }
@@ -171,7 +205,7 @@ fn unanswered_on_path(agent: Agent, call: &Call, chain: &Chain<'_>) -> bool {
 /// A call without an output that the agent will send to the model again on resume.
 fn replayed_orphan(agent: Agent, call: &Call) -> bool {
     match (&call.verdict, agent) {
-        (Verdict::Result { .. }, _) => false,
+        (Verdict::Result { .. } | Verdict::Placeholder { .. }, _) => false,
         // pi drops the messages whose calls it never ran: they get no result.
         (Verdict::NotStarted { .. }, Agent::Pi) => false,
         _ => true,
@@ -186,6 +220,8 @@ pub(crate) fn answer_text(agent: Agent, call: &Call) -> (String, bool) {
         Verdict::NotStarted { why } => ("TOOL_NOT_STARTED", *why),
         Verdict::OutcomeUnknown { why } => ("TOOL_OUTCOME_UNKNOWN", *why),
         Verdict::Result { text, is_error, .. } => return (text.clone(), *is_error),
+        // The agent's own answer, moved with the call onto the path as it was written.
+        Verdict::Placeholder { text, .. } => return (text.clone(), true),
     };
     let text = format!(
         "{code}: {} recorded this call (line {} of its session file) but no output: {why}. \
@@ -225,6 +261,9 @@ pub(crate) fn file_lines(bytes: &[u8]) -> Vec<FileLine<'_>> {
 /// The caller's check, in tests and in `recover repair`.
 pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
     let again = read(agent, &repaired.bytes).map_err(|e| e.to_string())?;
+    if agent == Agent::Codex {
+        ordinals_in_order(&repaired.bytes)?;
+    }
     let unanswered: Vec<&Call> = match keys(agent) {
         None => again
             .calls
@@ -234,6 +273,13 @@ pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
         Some(keys) => {
             let lines = file_lines(&repaired.bytes);
             let none = HashSet::new();
+            if agent == Agent::Pi && pi::missing_header(&lines, &none).is_some() {
+                return Err(
+                    "the first line is not a session header: pi would discard the \
+                            file"
+                        .to_owned(),
+                );
+            }
             let chain = Chain::new(&lines, &none, keys);
             if agent == Agent::Pi {
                 if let Some(o) = again.orphan_outputs.iter().find(|o| chain.on_path(o.at)) {
@@ -255,4 +301,34 @@ pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
         )),
         None => Ok(again),
     }
+}
+
+/// A codex rollout whose lines carry ordinals numbers them one by one, to its last line (codex
+/// continues from the last line's on resume, and refuses a last line without one).
+fn ordinals_in_order(bytes: &[u8]) -> Result<(), String> {
+    let lines = file_lines(bytes);
+    let ordinal = |l: &FileLine<'_>| {
+        let (value, _) = crate::lines::object(l.text, l.at.offset == 0).ok()?;
+        value.get("ordinal")?.as_u64()
+    };
+    let Some(first) = lines.iter().find_map(ordinal) else {
+        return Ok(());
+    };
+    let mut next = first;
+    for (i, l) in lines.iter().enumerate() {
+        match ordinal(l) {
+            Some(n) if n == next => next += 1,
+            Some(n) => {
+                return Err(format!(
+                    "line {}: ordinal {n} where {next} comes",
+                    l.at.line
+                ))
+            }
+            None if i + 1 == lines.len() => {
+                return Err(format!("line {}: the last line has no ordinal", l.at.line))
+            }
+            None => {}
+        }
+    }
+    Ok(())
 }

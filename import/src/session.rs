@@ -37,6 +37,28 @@ pub enum Verdict {
         /// Why it may have run.
         why: &'static str,
     },
+    /// No output: in its place the agent wrote a placeholder of its own that records nothing
+    /// of what the call did (Claude Code's "[Tool call interrupted: … its outcome is unknown
+    /// …]", "[Request interrupted by user for tool use]"). The agent replays the placeholder
+    /// as the call's answer, so a repair adds none; what the call did is unknown.
+    Placeholder {
+        /// The placeholder's text.
+        text: String,
+        /// Its line.
+        at: Source,
+        /// Why it is no output, in words.
+        why: &'static str,
+    },
+}
+
+impl Verdict {
+    /// The line of what the agent recorded as the call's answer: its output or its placeholder.
+    pub fn answer_at(&self) -> Option<Source> {
+        match self {
+            Verdict::Result { at, .. } | Verdict::Placeholder { at, .. } => Some(*at),
+            Verdict::NotStarted { .. } | Verdict::OutcomeUnknown { .. } => None,
+        }
+    }
 }
 
 /// One tool call the model asked for.
@@ -266,6 +288,29 @@ impl Session {
     /// first (outputs come in their calls' order, an id used twice in one message included); an
     /// output of no such call is an orphan.
     pub(crate) fn pair(&mut self, call_id: &str, text: String, is_error: bool, at: Source) {
+        self.pair_answer(call_id, text, is_error, at, None);
+    }
+
+    /// Pairs the agent's own placeholder for an output (see [`Verdict::Placeholder`]) as
+    /// [`Session::pair`] pairs an output.
+    pub(crate) fn pair_placeholder(
+        &mut self,
+        call_id: &str,
+        text: String,
+        at: Source,
+        why: &'static str,
+    ) {
+        self.pair_answer(call_id, text, true, at, Some(why));
+    }
+
+    fn pair_answer(
+        &mut self,
+        call_id: &str,
+        text: String,
+        is_error: bool,
+        at: Source,
+        placeholder: Option<&'static str>,
+    ) {
         let calls = &self.calls;
         let open = self.open.get_mut(call_id);
         // The latest message with an open call of this id, and in it the first such call:
@@ -278,9 +323,13 @@ impl Session {
                 .map_or(0, |p| p + 1);
             open.remove(first)
         });
-        match taken {
-            Some(i) => self.answer(i, text, is_error, at),
-            None => self.orphan_outputs.push(OrphanOutput {
+        match (taken, placeholder) {
+            (Some(i), Some(why)) => {
+                self.calls[i].verdict = Verdict::Placeholder { text, at, why };
+                self.items.push(Item::Output { call: i, at });
+            }
+            (Some(i), None) => self.answer(i, text, is_error, at),
+            (None, _) => self.orphan_outputs.push(OrphanOutput {
                 call_id: call_id.to_owned(),
                 at,
                 text,
@@ -309,7 +358,7 @@ impl Session {
     /// Every call still without an output gets the verdict `rule` gives it.
     pub(crate) fn settle(&mut self, rule: impl Fn(&Session, &Call) -> Verdict) {
         for i in 0..self.calls.len() {
-            if !matches!(self.calls[i].verdict, Verdict::Result { .. }) {
+            if self.calls[i].verdict.answer_at().is_none() {
                 let verdict = rule(self, &self.calls[i]);
                 self.calls[i].verdict = verdict;
             }
@@ -323,7 +372,10 @@ impl Session {
                 matches!(self.items.get(c.message), Some(Item::Assistant { calls, .. }) if calls.contains(&i)),
                 "a call belongs to its message"
             );
-            if let Verdict::NotStarted { why } | Verdict::OutcomeUnknown { why } = c.verdict {
+            if let Verdict::NotStarted { why }
+            | Verdict::OutcomeUnknown { why }
+            | Verdict::Placeholder { why, .. } = c.verdict
+            {
                 assert!(!why.is_empty(), "every verdict without an output says why");
             }
         }

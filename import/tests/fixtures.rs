@@ -15,6 +15,7 @@ fn verdict_name(v: &Verdict) -> &'static str {
         Verdict::Result { .. } => "result",
         Verdict::NotStarted { .. } => "not_started",
         Verdict::OutcomeUnknown { .. } => "unknown",
+        Verdict::Placeholder { .. } => "placeholder",
     }
 }
 
@@ -97,6 +98,9 @@ fn check(agent: Agent) {
         for c in &s.calls {
             match &c.verdict {
                 Verdict::Result { at, .. } => assert!(at.offset < bytes.len() as u64),
+                Verdict::Placeholder { at, why, .. } => {
+                    assert!(at.offset < bytes.len() as u64 && !why.is_empty(), "{name}")
+                }
                 Verdict::NotStarted { why } | Verdict::OutcomeUnknown { why } => {
                     assert!(!why.is_empty(), "{name}: {}", c.id)
                 }

@@ -15,7 +15,7 @@ fn replayed_orphans(agent: Agent, bytes: &[u8]) -> Vec<String> {
         .calls
         .iter()
         .filter(|c| match c.verdict {
-            Verdict::Result { .. } => false,
+            Verdict::Result { .. } | Verdict::Placeholder { .. } => false,
             Verdict::NotStarted { .. } => agent != Agent::Pi,
             Verdict::OutcomeUnknown { .. } => true,
         })
@@ -188,28 +188,46 @@ fn pi_chain_is_whole(name: &str, bytes: &[u8]) {
     }
 }
 
-/// Claude Code's conversation is the chain from the last line up: every parent is there, and
-/// every `tool_use` on it has its `tool_result` on it, in a later line.
+/// Claude Code's conversation is the chain from the last line up, each response on it whole
+/// (its lines share the API message id) with the results hung under any of its lines: every
+/// parent is there, and every `tool_use` of those responses has exactly one `tool_result`, on
+/// the chain after it or under one of the response's lines.
 fn claude_chain_is_whole(name: &str, bytes: &[u8]) {
     let path = replayed_path(name, bytes, "uuid", "parentUuid");
+    let all: Vec<Value> = (bytes.split(|b| *b == b'\n'))
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let results_of = |l: &Value| -> Vec<Value> {
+        let blocks = l["message"]["content"].as_array().into_iter().flatten();
+        let ids = blocks.filter(|b| b["type"] == "tool_result");
+        ids.map(|b| b["tool_use_id"].clone()).collect()
+    };
     for (i, l) in path.iter().enumerate() {
         if l["type"] != "assistant" {
             continue;
         }
+        let response = &l["message"]["id"];
+        let lines: Vec<&Value> = (all.iter())
+            .filter(|m| m["type"] == "assistant" && m["message"]["id"] == *response)
+            .collect();
+        let uuids: Vec<&Value> = lines.iter().map(|m| &m["uuid"]).collect();
+        let hung: Vec<Value> = (all.iter())
+            .filter(|r| r["type"] == "user" && uuids.contains(&&r["parentUuid"]))
+            .filter(|r| !path.contains(r))
+            .flat_map(results_of)
+            .collect();
+        let later: Vec<Value> = path[i + 1..].iter().flat_map(results_of).collect();
         for block in l["message"]["content"].as_array().unwrap() {
             if block["type"] != "tool_use" {
                 continue;
             }
             let id = &block["id"];
-            let answered = path[i + 1..].iter().any(|later| {
-                later["type"] == "user"
-                    && later["message"]["content"]
-                        .as_array()
-                        .is_some_and(|c| c.iter().any(|b| b["tool_use_id"] == *id))
-            });
-            assert!(
-                answered,
-                "{name}: {id} has no tool_result after it on the chain"
+            let answers = later.iter().chain(&hung).filter(|r| *r == id).count();
+            assert_eq!(
+                answers, 1,
+                "{name}: {id} has {answers} tool_results after it on the chain or under its \
+                 response"
             );
         }
     }

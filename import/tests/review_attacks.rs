@@ -196,6 +196,7 @@ fn verdicts(agent: Agent, bytes: &[u8]) -> Vec<(String, &'static str)> {
                 Verdict::Result { .. } => "Result",
                 Verdict::NotStarted { .. } => "NotStarted",
                 Verdict::OutcomeUnknown { .. } => "OutcomeUnknown",
+                Verdict::Placeholder { .. } => "Placeholder",
             };
             (c.id.clone(), v)
         })
@@ -449,4 +450,208 @@ fn pi_fixtures_replay_clean_after_repair() {
         assert_eq!(repair(Agent::Pi, &once.bytes).unwrap().bytes, once.bytes);
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Promise 2: a pi file whose first line is not its session header (a committed session cut
+/// from its start, `import-real/pi/agent-complex-task__01…`) was "repaired" into a copy that pi
+/// throws away whole (`loadEntriesFromFile` checks the first parsed entry only) and starts
+/// afresh. The copy now starts with a header, and the repair says so.
+#[test]
+fn pi_a_file_without_its_header_gets_one_and_pi_keeps_the_copy() {
+    let lines = [
+        pi_user("e1", Some("gone1234"), "list"),
+        pi_assistant("e2", "e1", &["c1"], "toolUse"),
+        pi_result("e3", "e2", "c1"),
+        pi_assistant("e4", "e3", &["c2"], "toolUse"),
+    ];
+    let bytes = file(&lines);
+    assert!(
+        !pi_replay(&bytes).is_empty(),
+        "the fixture is one pi discards"
+    );
+    let r = repair(Agent::Pi, &bytes).unwrap();
+    let header = r
+        .header
+        .as_deref()
+        .expect("the repair says it wrote a header");
+    let first = r.bytes.split(|b| *b == b'\n').next().unwrap();
+    assert_eq!(first, header.as_bytes());
+    let h: Value = serde_json::from_str(header).unwrap();
+    assert_eq!(h["type"], "session");
+    assert_eq!(h["version"], 3, "entries with ids are version 3");
+    assert_eq!(
+        h["timestamp"], "2026-11-20T10:00:01.000Z",
+        "the first entry's time"
+    );
+    assert!(h["id"].as_str().is_some_and(|id| id.len() == 36), "{h}");
+    assert_eq!(pi_replay(&r.bytes), Vec::<String>::new());
+    assert_eq!(r.answered.len(), 1, "c2 answered as well");
+    // The same file repairs to the same bytes, and the copy needs no second header.
+    assert_eq!(repair(Agent::Pi, &bytes).unwrap().bytes, r.bytes);
+    let twice = repair(Agent::Pi, &r.bytes).unwrap();
+    assert!(twice.header.is_none() && twice.bytes == r.bytes);
+    check_repair(Agent::Pi, &r).unwrap();
+}
+
+/// A Claude Code session line as the harness writes it.
+fn claude_line(
+    session: &str,
+    uuid: &str,
+    parent: Option<&str>,
+    kind: &str,
+    message: Value,
+) -> String {
+    json!({"parentUuid": parent, "isSidechain": false, "sessionId": session, "type": kind,
+        "message": message, "uuid": uuid, "timestamp": "2026-11-20T10:00:01.000Z"})
+    .to_string()
+}
+
+/// Promise 2 (issue 36, 7b): the line a repair adds to a Claude Code file took its id from the
+/// call id alone, so two sessions interrupted on the same call id (ids are per response, and
+/// some providers number them) got lines with one uuid, which Claude Code looks up across a
+/// project's files. Now each is drawn from the session and the line it follows as well, and
+/// is shaped as the version 4 UUIDs Claude Code writes.
+#[test]
+fn claude_code_an_added_line_id_is_its_own_in_every_session() {
+    let session_file = |session: &str, prefix: &str| {
+        let (u, a) = (format!("{prefix}-u"), format!("{prefix}-a"));
+        let call = json!({"role": "assistant", "id": format!("msg_{prefix}"), "model": "m",
+            "content": [{"type": "tool_use", "id": "toolu_same", "name": "Bash", "input": {}}]});
+        file(&[
+            claude_line(
+                session,
+                &u,
+                None,
+                "user",
+                json!({"role": "user", "content": "go"}),
+            ),
+            claude_line(session, &a, Some(&u), "assistant", call),
+        ])
+    };
+    let added = |bytes: &[u8]| -> String {
+        let r = repair(Agent::ClaudeCode, bytes).unwrap();
+        assert_eq!(r.answered.len(), 1);
+        let last = r
+            .bytes
+            .split(|b| *b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .unwrap();
+        let v: Value = serde_json::from_slice(last).unwrap();
+        assert_eq!(v["message"]["content"][0]["tool_use_id"], "toolu_same");
+        v["uuid"].as_str().unwrap().to_owned()
+    };
+    let one = added(&session_file("11111111-aaaa-4aaa-8aaa-111111111111", "s1"));
+    let two = added(&session_file("22222222-bbbb-4bbb-8bbb-222222222222", "s2"));
+    assert_ne!(one, two, "two sessions, one call id, two line ids");
+    for id in [&one, &two] {
+        let b = id.as_bytes();
+        assert!(
+            id.len() == 36 && b[14] == b'4' && b"89ab".contains(&b[19]),
+            "{id}"
+        );
+    }
+}
+
+/// Issue 36, 7c: Claude Code 2.1.332, resumed after it was killed while its shell tool ran,
+/// writes its own "[Tool call interrupted: … its outcome is unknown …]" as the call's result
+/// and a "No response requested." reply of its own (model `<synthetic>`). That result is the
+/// agent's verdict, not the tool's output: the call reads as unknown, its placeholder keeps it
+/// answered (a repair adds nothing, which would be a second result), and the session's model
+/// stays the model's.
+#[test]
+fn claude_code_its_own_interrupted_placeholder_is_no_output() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/import/claude-code/interrupted_resumed.jsonl");
+    let bytes = std::fs::read(path).unwrap();
+    let s = read(Agent::ClaudeCode, &bytes).unwrap();
+    let Verdict::Placeholder { text, at, .. } = &s.calls[0].verdict else {
+        panic!("{:?}", s.calls[0].verdict)
+    };
+    assert!(
+        text.starts_with("[Tool call interrupted") && at.line == 3,
+        "{text} {at:?}"
+    );
+    assert_eq!(s.model.as_deref(), Some("claude-opus-4-5"));
+    let r = repair(Agent::ClaudeCode, &bytes).unwrap();
+    assert!(
+        r.answered.is_empty() && r.bytes == bytes,
+        "{:?}",
+        r.answered
+    );
+}
+
+/// Issue 36, 7a: codex 0.171 numbers every line of a paginated rollout (`ordinal`, from 0)
+/// and on resume continues from the last line's, refusing a last line without one; a repair
+/// put an answer with none after the call. Now the answer takes the number after its call's,
+/// every line after it moves on by one, and the file's last line carries one.
+#[test]
+fn codex_a_numbered_rollout_stays_numbered_one_by_one() {
+    let numbered = |n: u64, kind: &str, payload: Value| {
+        json!({"timestamp":"2026-11-20T10:00:00.000Z","ordinal":n,"type":kind,"payload":payload})
+            .to_string()
+    };
+    let call =
+        |id: &str| json!({"type":"function_call","name":"shell","arguments":"{}","call_id":id});
+    let bytes = file(&[
+        numbered(
+            0,
+            "session_meta",
+            json!({"id":"s1","history_mode":"paginated"}),
+        ),
+        numbered(1, "response_item", call("call_a")),
+        numbered(2, "response_item", call("call_b")),
+        numbered(
+            3,
+            "response_item",
+            json!({"type":"function_call_output","call_id":"call_b","output":"ok"}),
+        ),
+        numbered(
+            4,
+            "event_msg",
+            json!({"type":"turn_aborted","reason":"interrupted"}),
+        ),
+        numbered(5, "response_item", call("call_c")),
+    ]);
+    let r = repair(Agent::Codex, &bytes).unwrap();
+    let lines: Vec<Value> = (r.bytes.split(|b| *b == b'\n'))
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let ordinals: Vec<u64> = lines
+        .iter()
+        .map(|l| l["ordinal"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ordinals,
+        (0..8).collect::<Vec<u64>>(),
+        "one by one, answers included"
+    );
+    assert_eq!(
+        lines[2]["payload"]["call_id"], "call_a",
+        "call_a's answer right after it"
+    );
+    assert_eq!(
+        lines[7]["payload"]["call_id"], "call_c",
+        "the last line is an answer, numbered"
+    );
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["payload"]["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(kinds[2], "function_call_output");
+    assert_eq!(
+        r.renumbered.len(),
+        4,
+        "the four lines after call_a's answer"
+    );
+    // Only the number changed in each renumbered line, in place.
+    let first_moved =
+        String::from_utf8_lossy(r.bytes.split(|b| *b == b'\n').nth(3).unwrap()).into_owned();
+    assert_eq!(first_moved, numbered(3, "response_item", call("call_b")));
+    check_repair(Agent::Codex, &r).unwrap();
+    assert_eq!(
+        repair(Agent::Codex, &r.bytes).unwrap().bytes,
+        r.bytes,
+        "a fixed point"
+    );
 }

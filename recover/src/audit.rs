@@ -523,11 +523,21 @@ pub struct UsageTotals {
 impl UsageTotals {
     /// Takes what a closed step says of its response.
     pub fn step(&mut self, step: &crate::stream::ClosedStep) {
-        if let Some(d) = &step.detail {
+        self.response(step.detail.as_ref(), step.refusal.as_ref(), &step.notes);
+    }
+
+    /// Takes what the journal says of one response: its detail, its refusal, its notes.
+    pub fn response(
+        &mut self,
+        detail: Option<&runtime::event::LlmResponseDetail>,
+        refusal: Option<&runtime::event::LlmRefusal>,
+        notes: &[runtime::event::LlmNote],
+    ) {
+        if let Some(d) = detail {
             self.add(&d.usage);
         }
-        self.refusals.extend(step.refusal.clone());
-        self.notes.extend(step.notes.iter().cloned());
+        self.refusals.extend(refusal.cloned());
+        self.notes.extend(notes.iter().cloned());
     }
 
     /// Counts one detailed response.
@@ -659,12 +669,22 @@ impl<W: Write> AuditWriter<W> {
         Ok(())
     }
 
-    /// Writes the totals and the usage, and hands the output back (flushed).
-    pub fn finish(mut self, usage: &UsageTotals) -> std::io::Result<W> {
+    /// Writes the totals and the usage (and for an imported journal what reading its source
+    /// found), and hands the output back (flushed).
+    pub fn finish(
+        mut self,
+        usage: &UsageTotals,
+        imported: Option<&runtime::event::ImportSource>,
+    ) -> std::io::Result<W> {
         let t = &self.totals;
         if self.json {
-            // `journal`, `totals` and `usage` sort after `calls`.
-            self.out.write_all(b"],\"journal\":")?;
+            // `imported`, `journal`, `totals` and `usage` sort after `calls`.
+            self.out.write_all(b"]")?;
+            if let Some(source) = imported {
+                self.out.write_all(b",\"imported\":")?;
+                serde_json::to_writer(&mut self.out, &imported_json(source))?;
+            }
+            self.out.write_all(b",\"journal\":")?;
             serde_json::to_writer(&mut self.out, &self.journal)?;
             self.out.write_all(b",\"totals\":")?;
             serde_json::to_writer(&mut self.out, &t.json())?;
@@ -679,10 +699,56 @@ impl<W: Write> AuditWriter<W> {
             )?;
             self.out.write_all(usage.text().as_bytes())?;
             self.out.write_all(usage.responses_text().as_bytes())?;
+            if let Some(source) = imported {
+                self.out.write_all(imported_text(source).as_bytes())?;
+            }
         }
         self.out.flush()?;
         Ok(self.out)
     }
+}
+
+/// An imported journal's source, for `audit --json`: the file, and every line kept out and
+/// every note with where it was.
+pub(crate) fn imported_json(source: &runtime::event::ImportSource) -> Value {
+    json!({
+        "agent": source.agent,
+        "file": source.file,
+        "size_bytes": source.size_bytes,
+        "sha256": source.sha256,
+        "source_session_id": source.source_session_id,
+        "damaged": source.damaged.iter().map(|d| json!({
+            "line": d.line,
+            "offset": d.offset,
+            "bytes": d.bytes,
+            "reason": d.reason,
+            "followed": d.followed,
+        })).collect::<Vec<_>>(),
+        "notes": source.notes.iter().map(|n| json!({
+            "line": n.line,
+            "offset": n.offset,
+            "text": n.text,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// An imported journal's source, for people: the file, then what reading it found.
+fn imported_text(source: &runtime::event::ImportSource) -> String {
+    let mut text = format!(
+        "imported from {}'s session file {} ({} bytes, sha256 {}): {} lines kept out, {} notes\n",
+        source.agent,
+        source.file,
+        source.size_bytes,
+        short_hash(&source.sha256),
+        source.damaged.len(),
+        source.notes.len()
+    );
+    for line in crate::import_journal::source_lines(&source.damaged, &source.notes) {
+        text.push_str("  ");
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
 }
 
 /// What the first reading of an audit found: the journal whole, and what the second needs.
@@ -775,16 +841,20 @@ pub fn reread_into(
     )
 }
 
-/// The table (or JSON) as a sink: the calls, and the responses' usage for the totals.
+/// The table (or JSON) as a sink: the calls, the responses' usage for the totals, and an
+/// imported journal's source.
 struct TableSink<W: Write> {
     writer: AuditWriter<W>,
     usage: UsageTotals,
+    imported: Option<runtime::event::ImportSource>,
 }
 
 impl<W: Write> AuditSink for TableSink<W> {
     fn notice(&mut self, notice: Notice) -> std::io::Result<()> {
-        if let Notice::Step(step) = notice {
-            self.usage.step(&step);
+        match notice {
+            Notice::Step(step) => self.usage.step(&step),
+            Notice::Imported(source) => self.imported = Some(source),
+            _ => {}
         }
         Ok(())
     }
@@ -806,10 +876,15 @@ pub fn stream<W: Write>(
     let mut sink = TableSink {
         writer: AuditWriter::new(out, name, json).map_err(RereadError::Output)?,
         usage: UsageTotals::default(),
+        imported: None,
     };
     reread_into(at, first, &mut sink)?;
-    let TableSink { writer, usage } = sink;
-    writer.finish(&usage).map_err(RereadError::Output)
+    let TableSink {
+        writer,
+        usage,
+        imported,
+    } = sink;
+    (writer.finish(&usage, imported.as_ref())).map_err(RereadError::Output)
 }
 
 /// A hash's first 12 characters, for a table: cut by characters, since a journal written by

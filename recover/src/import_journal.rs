@@ -48,7 +48,59 @@ pub struct ImportReport {
     /// Lines kept out (damaged), as listed in `import/source`.
     pub damaged: Vec<ImportedDamage>,
     /// Notes listed in `import/source`.
-    pub notes: u64,
+    pub notes: Vec<ImportNote>,
+}
+
+/// What reading the file found, a line each for people: every line kept out, with where and
+/// why, then the notes ([`note_lines`]). `recover import` prints them; `audit` shows them.
+pub fn source_lines(damaged: &[ImportedDamage], notes: &[ImportNote]) -> Vec<String> {
+    let kept_out = damaged.iter().map(|d| {
+        let follows = if d.followed {
+            "good lines follow it"
+        } else {
+            "nothing good follows it"
+        };
+        format!(
+            "kept out line {} (byte {}, {} bytes): {}; {follows}",
+            d.line, d.offset, d.bytes, d.reason
+        )
+    });
+    let notes = note_lines(notes).into_iter().map(|n| format!("note: {n}"));
+    kept_out.chain(notes).collect()
+}
+
+/// The most line numbers a grouped note names before it says how many more.
+const NOTE_LINES_MAX: usize = 8;
+
+/// Notes for people: those with the same text grouped into one line that names where each
+/// was (`line 4`, `lines 4, 12 and 30`, or the first few and how many in all), in the order
+/// of each text's first line. A file with a line type repeated throughout reads as one line.
+pub fn note_lines(notes: &[ImportNote]) -> Vec<String> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut lines: HashMap<&str, Vec<u64>> = HashMap::new();
+    for n in notes {
+        let at = lines.entry(n.text.as_str()).or_insert_with(|| {
+            order.push(n.text.as_str());
+            Vec::new()
+        });
+        at.push(n.line);
+    }
+    order
+        .into_iter()
+        .map(|text| {
+            let at = &lines[text];
+            let shown: Vec<String> = at.iter().take(NOTE_LINES_MAX).map(u64::to_string).collect();
+            let place = match (at.len(), shown.as_slice()) {
+                (1, [one]) => format!("line {one}"),
+                (n, _) if n > NOTE_LINES_MAX => {
+                    format!("lines {}, … ({n} lines in all)", shown.join(", "))
+                }
+                (_, [first @ .., last]) => format!("lines {} and {last}", first.join(", ")),
+                (_, []) => String::new(),
+            };
+            format!("{place}: {text}")
+        })
+        .collect()
 }
 
 /// Why an import wrote nothing, or stopped.
@@ -158,7 +210,7 @@ pub fn write_into(
         Journal::open_backend(backend, Takeover::Refuse, Options::default()).map_err(failed)?;
     let mut report = ImportReport {
         damaged: session.quarantined.iter().map(damage).collect(),
-        notes: source.notes.len() as u64,
+        notes: source.notes.clone(),
         ..ImportReport::default()
     };
     let mut writer = Writer {
@@ -473,7 +525,9 @@ fn write_session(
                     match c.verdict {
                         Verdict::Result { .. } => report.recorded += 1,
                         Verdict::NotStarted { .. } => report.not_started += 1,
-                        Verdict::OutcomeUnknown { .. } => report.unknown += 1,
+                        Verdict::OutcomeUnknown { .. } | Verdict::Placeholder { .. } => {
+                            report.unknown += 1
+                        }
                     }
                 }
             }
@@ -662,47 +716,64 @@ fn stop_reason(stop: Option<&str>, calls: bool) -> StopReason {
 
 /// A call's `import/outcome`: the line it is read from, the verdict, and the result.
 fn outcome(c: &Call) -> (Source, ImportVerdict, CommittedResult) {
-    match &c.verdict {
+    let (at, (verdict, result)) = match &c.verdict {
         Verdict::Result { text, is_error, at } => (
             *at,
-            ImportVerdict::Recorded,
-            CommittedResult {
-                content: text.clone(),
-                is_error: *is_error,
-                code: None,
-                value: None,
-            },
+            (
+                ImportVerdict::Recorded,
+                CommittedResult {
+                    content: text.clone(),
+                    is_error: *is_error,
+                    code: None,
+                    value: None,
+                },
+            ),
         ),
         Verdict::NotStarted { why } => (
             c.at,
-            ImportVerdict::NotStarted {
-                why: (*why).to_owned(),
-            },
-            error_result(
-                ErrorCode::ToolNotStarted,
-                error_content(
+            (
+                ImportVerdict::NotStarted {
+                    why: (*why).to_owned(),
+                },
+                error_result(
                     ErrorCode::ToolNotStarted,
-                    &format!("this call did not run: {why}; it may be retried"),
-                ),
-            ),
-        ),
-        Verdict::OutcomeUnknown { why } => (
-            c.at,
-            ImportVerdict::OutcomeUnknown {
-                why: (*why).to_owned(),
-            },
-            error_result(
-                ErrorCode::ToolOutcomeUnknown,
-                error_content(
-                    ErrorCode::ToolOutcomeUnknown,
-                    &format!(
-                        "no output was recorded for this call, and it may have run: {why}; \
-                         check what it could have changed, and retry only if it is idempotent"
+                    error_content(
+                        ErrorCode::ToolNotStarted,
+                        &format!("this call did not run: {why}; it may be retried"),
                     ),
                 ),
             ),
         ),
-    }
+        Verdict::OutcomeUnknown { why } => (c.at, unknown((*why).to_owned())),
+        // Read from the placeholder's line: the agent's own verdict, quoted in the why.
+        Verdict::Placeholder { text, at, why } => {
+            let quoted: String = text.chars().take(PLACEHOLDER_CHARS_MAX).collect();
+            let more = if quoted.len() < text.len() { "…" } else { "" };
+            (
+                *at,
+                unknown(format!("{why} (line {}: {quoted:?}{more})", at.line)),
+            )
+        }
+    };
+    (at, verdict, result)
+}
+
+/// The most characters of an agent's placeholder quoted in a verdict's why.
+const PLACEHOLDER_CHARS_MAX: usize = 200;
+
+/// `TOOL_OUTCOME_UNKNOWN` with `why`, and the result the model gets for it.
+fn unknown(why: String) -> (ImportVerdict, CommittedResult) {
+    let content = error_content(
+        ErrorCode::ToolOutcomeUnknown,
+        &format!(
+            "no output was recorded for this call, and it may have run: {why}; check what it \
+             could have changed, and retry only if it is idempotent"
+        ),
+    );
+    (
+        ImportVerdict::OutcomeUnknown { why },
+        error_result(ErrorCode::ToolOutcomeUnknown, content),
+    )
 }
 
 /// The input schema an imported tool is declared with: the agents do not record their tools'

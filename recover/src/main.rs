@@ -95,9 +95,11 @@ enum Command {
     },
     /// Another agent's session file made resumable, as a copy: every call it will replay
     /// without an output answered once with the truth (TOOL_OUTCOME_UNKNOWN or
-    /// TOOL_NOT_STARTED, and why), lines that are not JSON moved to OUT.quarantine, pi's
-    /// parent links re-linked around them. The original is never modified; nothing existing is
-    /// overwritten.
+    /// TOOL_NOT_STARTED, and why); lines that are not JSON moved to OUT.quarantine, and so are
+    /// pi's results of a call not in the file (pi would send them and the provider refuse
+    /// them); pi's parent links re-linked around what moved, and a session header written
+    /// first where a pi file has none (pi discards such a file). The original is never
+    /// modified; nothing existing is overwritten.
     Repair {
         /// The agent that wrote FILE: codex (a rollout JSONL), pi (a session JSONL) or
         /// claude-code (a session JSONL, as public material describes it).
@@ -184,16 +186,9 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     let now_ms = runtime::eventlog::Clock::now_ms(&runtime::eventlog::SystemClock);
     let r = recover::import_journal::write_into(&backend, prepared, now_ms).map_err(failed)?;
     let mut text = String::new();
-    for d in &r.damaged {
-        let follows = if d.followed {
-            "good lines follow it"
-        } else {
-            "nothing good follows it"
-        };
-        text.push_str(&format!(
-            "kept out line {} (byte {}, {} bytes): {}; {follows}\n",
-            d.line, d.offset, d.bytes, d.reason
-        ));
+    for line in recover::import_journal::source_lines(&r.damaged, &r.notes) {
+        text.push_str(&line);
+        text.push('\n');
     }
     print(&text)?;
     print(&format!(
@@ -208,7 +203,7 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
         r.not_started,
         r.unknown,
         r.damaged.len(),
-        r.notes,
+        r.notes.len(),
         r.records,
     ))
 }
@@ -501,11 +496,39 @@ fn repair(from: &str, file: &Path, out: &Path) -> Result<(), Failure> {
         text.push_str(&format!("answered {id} (line {})\n", at.line));
     }
     if let Some(q) = &report.quarantine {
-        let lines: Vec<String> = r.moved.iter().map(|at| at.line.to_string()).collect();
+        let numbers = |at: &mut dyn Iterator<Item = &import::Source>| {
+            at.map(|at| at.line.to_string()).collect::<Vec<_>>()
+        };
+        let damaged = numbers(&mut r.moved.iter().filter(|at| !r.stray.contains(at)));
+        if !damaged.is_empty() {
+            text.push_str(&format!(
+                "moved line {} to {} (not JSON)\n",
+                damaged.join(", "),
+                q.display()
+            ));
+        }
+        let stray = numbers(&mut r.stray.iter());
+        if !stray.is_empty() {
+            text.push_str(&format!(
+                "moved line {} to {} (a result of a call that is not in the file: pi would \
+                 send it, and the provider refuse it)\n",
+                stray.join(", "),
+                q.display()
+            ));
+        }
+    }
+    if let Some(header) = &r.header {
         text.push_str(&format!(
-            "moved line {} to {}\n",
-            lines.join(", "),
-            q.display()
+            "wrote a session header as line 1 (the file starts with none, and pi discards such \
+             a file; its cwd is unknown, left empty): {header}\n"
+        ));
+    }
+    if let Some(first) = r.renumbered.first() {
+        text.push_str(&format!(
+            "renumbered the ordinal of {} lines from line {} on, past the answers before them \
+             (this rollout numbers every line)\n",
+            r.renumbered.len(),
+            first.line
         ));
     }
     for at in &r.relinked {

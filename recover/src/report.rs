@@ -115,9 +115,8 @@ fn opened_tools(a: &Analysis) -> &[runtime::event::ToolDescriptor] {
 /// The token usage of the session's detailed responses.
 fn usage(a: &Analysis) -> UsageTotals {
     let mut usage = UsageTotals::default();
-    let details = a.replay.turns.iter().flat_map(|t| t.steps.iter());
-    for d in details.filter_map(|s| s.detail.as_ref()) {
-        usage.add(&d.usage);
+    for s in a.replay.turns.iter().flat_map(|t| t.steps.iter()) {
+        usage.response(s.detail.as_ref(), s.refusal.as_ref(), &s.notes);
     }
     usage
 }
@@ -137,12 +136,16 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut audit = json!({
         "journal": journal,
         "calls": calls,
         "totals": totals.json(),
         "usage": usage(a).json(),
-    })
+    });
+    if let Some(source) = &a.replay.imported {
+        audit["imported"] = crate::audit::imported_json(source);
+    }
+    audit
 }
 
 /// `audit` for people.
@@ -157,7 +160,7 @@ pub fn audit_text(journal: &str, a: &Analysis) -> String {
                 tool: descriptor(tools, &c.tool),
             })?;
         }
-        w.finish(&usage(a))
+        w.finish(&usage(a), a.replay.imported.as_ref())
     };
     // Cannot fail: writing to a Vec does not fail, and the table is UTF-8 (made of strings).
     let bytes = write().expect("an audit written to memory");

@@ -387,3 +387,69 @@ fn the_audit_page_of_an_import_with_odd_times_tells_the_files_own_times_read_onl
         ]
     );
 }
+
+/// Issue 36, 5d and 7c: what reading the source found is shown, not only counted: `import`
+/// prints every note (a line type repeated throughout read as one line naming its lines), and
+/// `audit` shows them in its text, its JSON and on its page. Claude Code 2.1.332's own
+/// "[Tool call interrupted: …]" result reads as the outcome unknown, quoting the placeholder,
+/// and its "No response requested." reply as the agent's, noted.
+#[test]
+fn what_reading_the_source_found_is_shown_by_import_and_audit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut source =
+        std::fs::read_to_string(fixture("claude-code", "interrupted_resumed")).unwrap();
+    for n in 1..=3 {
+        source.push_str(&format!("{{\"type\":\"hologram\",\"uuid\":\"h{n}\"}}\n"));
+    }
+    let file = tmp.path().join("session.jsonl");
+    std::fs::write(&file, source).unwrap();
+    let journal = tmp.path().join("j");
+    let said = import("claude-code", &file, &journal);
+    let grouped = "note: lines 7, 8 and 9: an item of unknown type hologram";
+    let synthetic = "note: line 4: a reply Claude Code wrote itself (model <synthetic>)";
+    assert!(said.contains(grouped) && said.contains(synthetic), "{said}");
+    assert!(
+        said.contains("0 with a recorded output, 0 TOOL_NOT_STARTED, 1 TOOL_OUTCOME_UNKNOWN"),
+        "{said}"
+    );
+
+    let o = recover(&["classify", s(&journal), "--json", "--dry-run"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["calls"][0]["classification"], "TOOL_OUTCOME_UNKNOWN",
+        "{v}"
+    );
+    let o = recover(&["rebuild", s(&journal), "--format", "anthropic", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let body = text(&o.stdout);
+    assert!(
+        body.contains("TOOL_OUTCOME_UNKNOWN") && body.contains("[Tool call interrupted"),
+        "the model is told the outcome is unknown, and what Claude Code wrote: {body}"
+    );
+
+    let o = recover(&["audit", s(&journal)]);
+    let table = text(&o.stdout);
+    assert!(
+        table.contains("imported from claude-code's session file"),
+        "{table}"
+    );
+    assert!(table.contains(&format!("  {grouped}")), "{table}");
+    let o = recover(&["audit", s(&journal), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = v["imported"]["notes"].as_array().unwrap();
+    let lines: Vec<u64> = notes.iter().map(|n| n["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, [4, 7, 8, 9], "{notes:?}");
+    assert_eq!(v["imported"]["agent"], "claude-code");
+
+    let page = tmp.path().join("audit.html");
+    let o = recover(&["audit", s(&journal), "--html", s(&page)]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let summary: Value =
+        serde_json::from_str(blocks(&html, "type=\"application/json\" id=\"summary-data\"")[0])
+            .unwrap();
+    let shown: Vec<&str> = (summary["import_lines"].as_array().unwrap().iter())
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(shown.contains(&grouped), "{shown:?}");
+}

@@ -461,7 +461,7 @@ fn audit_totals_the_token_usage_of_the_sessions_responses() {
     assert_eq!(
         v["usage"],
         json!({"responses": 2, "input_tokens": 250, "output_tokens": 50,
-               "cached_input_tokens": 160})
+               "cached_input_tokens": 160, "refusals": [], "notes": []})
     );
     let out = recover(&["audit", path]);
     assert!(

@@ -279,3 +279,50 @@ fn the_original_cannot_be_reached_through_out() {
     std::fs::remove_file(&q).unwrap();
     assert_eq!(before, names(), "no partial or stray file left");
 }
+
+/// Issue 36, 5a and 5b: what the repair does besides answering is said, each with why: a line
+/// that is not JSON moved out, a valid result of a call that is not in the file moved out (pi
+/// would send it, and the provider refuse it), a header written where a pi file starts with
+/// none (pi discards such a file), and each relinked line.
+#[test]
+fn the_repair_says_what_it_moved_and_wrote_and_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (file, _) = session_in(tmp.path(), "pi", "unknown_item");
+    let out = tmp.path().join("fixed.jsonl");
+    let o = repair(None, "pi", &file, &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains("(a result of a call that is not in the file: pi would send it, and the provider refuse it)"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("(not JSON)"),
+        "nothing there is not JSON: {stdout}"
+    );
+    let quarantine = std::fs::read_to_string(tmp.path().join("fixed.jsonl.quarantine")).unwrap();
+    assert!(quarantine.contains("toolu_zzz"), "{quarantine}");
+
+    let (file, _) = session_in(tmp.path(), "pi", "no_header");
+    let out = tmp.path().join("headed.jsonl");
+    let o = repair(None, "pi", &file, &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains("wrote a session header as line 1 (the file starts with none"),
+        "{stdout}"
+    );
+    let copy = std::fs::read_to_string(&out).unwrap();
+    let header: serde_json::Value = serde_json::from_str(copy.lines().next().unwrap()).unwrap();
+    assert!(
+        header["type"] == "session" && header["id"].is_string(),
+        "{header}"
+    );
+    assert!(stdout.contains("answered call_n2 (line 5)"), "{stdout}");
+
+    let (file, _) = session_in(tmp.path(), "pi", "bad_middle");
+    let out = tmp.path().join("unbroken.jsonl");
+    let o = repair(None, "pi", &file, &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(" to ") && text(&o.stdout).contains("(not JSON)"));
+}

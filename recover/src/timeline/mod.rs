@@ -157,6 +157,11 @@ impl<W: Write> AuditSink for TimelineSink<W> {
                 };
                 let text = format!("{}'s session file {}{damaged}", source.agent, source.file);
                 self.summary.imported = Some(items_text(&text));
+                let lines = crate::import_journal::source_lines(&source.damaged, &source.notes);
+                self.summary.import_lines_elided = lines.len().saturating_sub(IMPORT_LINES_MAX);
+                self.summary.import_lines = (lines.iter().take(IMPORT_LINES_MAX))
+                    .map(|l| items_text(l))
+                    .collect();
             }
             Notice::Schema(_) | Notice::Compacted(_) => {}
         }
@@ -289,7 +294,15 @@ struct Summary {
     ended_by_recovery: bool,
     /// The other agent's session file an imported journal was read from, in words.
     imported: Option<String>,
+    /// What reading that file found (lines kept out, notes), at most [`IMPORT_LINES_MAX`].
+    import_lines: Vec<String>,
+    /// How many more there were.
+    import_lines_elided: usize,
 }
+
+/// The most lines of what reading an imported file found that the page lists (`recover audit`
+/// lists them all).
+const IMPORT_LINES_MAX: usize = 40;
 
 impl Summary {
     fn new(journal: &str, first: &FirstReading) -> Summary {
@@ -314,6 +327,8 @@ impl Summary {
             stopped_turn: None,
             ended_by_recovery: false,
             imported: None,
+            import_lines: Vec::new(),
+            import_lines_elided: 0,
         }
     }
 
@@ -417,6 +432,8 @@ impl Summary {
             "journal": self.journal,
             "session": self.session_id,
             "imported": self.imported,
+            "import_lines": self.import_lines,
+            "import_lines_elided": self.import_lines_elided,
             "model": self.model,
             "tools": self.tools,
             "tools_elided": self.tools_elided,

@@ -60,6 +60,15 @@
     const dl = add(head, el('dl'));
     dlRow(dl, 'Session', summary.session || '(no session/open)');
     if (summary.imported) dlRow(dl, 'Imported from', summary.imported);
+    if (summary.import_lines && summary.import_lines.length > 0) {
+      const found = el('details');
+      add(found, el('summary', null, summary.import_lines.length + ' lines' +
+        (summary.import_lines_elided ? ' (and ' + summary.import_lines_elided +
+          ' more: `recover audit` lists every one)' : '')));
+      const list = add(found, el('ul'));
+      summary.import_lines.forEach(function (line) { add(list, el('li', null, line)); });
+      dlRow(dl, 'Reading the file found', found);
+    }
     dlRow(dl, 'Model', summary.model || '(not journaled)');
     const ended = dlRow(dl, 'How the journal ended', summary.ended.text);
     ended.className = 'ended-' + summary.ended.how;
