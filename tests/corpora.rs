@@ -48,6 +48,33 @@ pub fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     found
 }
 
+/// Runs `check` on every job on two threads (the machines have two cores), and gives back what
+/// each that failed said, named by `name`.
+pub fn on_two_threads<J: Sync>(
+    jobs: &[J],
+    name: impl Fn(&J) -> String + Sync,
+    check: impl Fn(&J) -> Result<(), String> + Sync,
+) -> Vec<String> {
+    let failures = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(job) = jobs.get(i) else { break };
+                if let Err(why) = check(job) {
+                    let line = format!("{}: {why}", name(job));
+                    failures
+                        .lock()
+                        .expect("no check panics holding it")
+                        .push(line);
+                }
+            });
+        }
+    });
+    failures.into_inner().expect("no check panicked holding it")
+}
+
 #[test]
 fn every_recorded_stream_is_read_exactly() {
     streams::run_all(&corpora().join("real-streams"));

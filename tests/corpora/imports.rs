@@ -585,24 +585,11 @@ pub fn run_all(root: &Path) {
     }
     assert!(!jobs.is_empty(), "no session file under {}", root.display());
     let total = jobs.len();
-    let failures = std::sync::Mutex::new(Vec::new());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some((agent, file)) = jobs.get(i) else {
-                    break;
-                };
-                if let Err(why) = check(agent, file) {
-                    let name = file.strip_prefix(root).unwrap_or(file);
-                    let line = format!("{}: {why}", name.display());
-                    failures.lock().unwrap().push(line);
-                }
-            });
-        }
-    });
-    let failures = failures.into_inner().unwrap();
+    let name = |(_, file): &(&str, PathBuf)| {
+        let name = file.strip_prefix(root).unwrap_or(file);
+        name.display().to_string()
+    };
+    let failures = crate::on_two_threads(&jobs, name, |(agent, file)| check(agent, file));
     println!("files in agreement: {} of {total}", total - failures.len());
     assert!(
         failures.is_empty(),

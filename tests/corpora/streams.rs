@@ -699,29 +699,16 @@ pub fn run_all(root: &Path) {
         })
         .collect();
     let total = jobs.len();
-    let failures = std::sync::Mutex::new(Vec::new());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some((format, file)) = jobs.get(i) else {
-                    break;
-                };
-                for how in [Pieces::PerEvent, Pieces::Bytes(7)] {
-                    if let Err(why) = replay(*format, file, how) {
-                        failures.lock().unwrap().push(format!(
-                            "{} ({how:?}): {}",
-                            file.strip_prefix(root).unwrap_or(file).display(),
-                            clipped(&why)
-                        ));
-                        break;
-                    }
-                }
-            });
+    let name = |(_, file): &(Format, PathBuf)| {
+        let name = file.strip_prefix(root).unwrap_or(file);
+        name.display().to_string()
+    };
+    let failures = crate::on_two_threads(&jobs, name, |(format, file)| {
+        for how in [Pieces::PerEvent, Pieces::Bytes(7)] {
+            replay(*format, file, how).map_err(|why| format!("({how:?}): {}", clipped(&why)))?;
         }
+        Ok(())
     });
-    let failures = failures.into_inner().unwrap();
     println!(
         "streams read exactly: {} of {total}",
         total - failures.len()

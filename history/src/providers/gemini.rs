@@ -94,17 +94,9 @@ pub(super) fn push(msg: &Msg<'_>, turns: &mut Turns, contents: &mut Vec<Node>) {
                 turns.turn("model", contents).first.push(part.into());
             }
             for (k, c) in calls.iter().enumerate() {
-                let call = Node::object([
-                    ("id", json!(c.id).into()),
-                    ("name", json!(c.name).into()),
-                    ("args", arguments_object(c.arguments)),
-                ]);
-                let mut part = BTreeMap::new();
-                part.insert("functionCall", call);
-                if let Some(Some(sig)) = sigs.calls.get(k) {
-                    part.insert("thoughtSignature", json!(sig).into());
-                }
-                turns.turn("model", contents).rest.push(Node::Object(part));
+                let sig = sigs.calls.get(k).and_then(|s| s.as_ref()).map(|s| json!(s));
+                let part = call_part(c, sig.as_ref());
+                turns.turn("model", contents).rest.push(part);
             }
         }
         Msg::Results(results) => {
@@ -143,19 +135,6 @@ fn whole_parts(items: &str) -> Option<Vec<Value>> {
 /// part's own `thoughtSignature`). Calls the parts do not hold come last.
 fn push_parts(parts: &[Value], calls: &[super::Call<'_>], turn: &mut super::Turn) {
     let mut calls = calls.iter();
-    let call_part = |c: &super::Call<'_>, sig: Option<&Value>| {
-        let call = Node::object([
-            ("id", json!(c.id).into()),
-            ("name", json!(c.name).into()),
-            ("args", arguments_object(c.arguments)),
-        ]);
-        let mut part = BTreeMap::new();
-        part.insert("functionCall", call);
-        if let Some(sig) = sig {
-            part.insert("thoughtSignature", sig.clone().into());
-        }
-        Node::Object(part)
-    };
     for part in parts {
         if part.get("functionCall").is_some() {
             if let Some(c) = calls.next() {
@@ -168,6 +147,21 @@ fn push_parts(parts: &[Value], calls: &[super::Call<'_>], turn: &mut super::Turn
     for c in calls {
         turn.rest.push(call_part(c, None));
     }
+}
+
+/// A call's `functionCall` part, with the thought signature it came with.
+fn call_part(c: &super::Call<'_>, sig: Option<&Value>) -> Node {
+    let call = Node::object([
+        ("id", json!(c.id).into()),
+        ("name", json!(c.name).into()),
+        ("args", arguments_object(c.arguments)),
+    ]);
+    let mut part = BTreeMap::new();
+    part.insert("functionCall", call);
+    if let Some(sig) = sig {
+        part.insert("thoughtSignature", sig.clone().into());
+    }
+    Node::Object(part)
 }
 
 /// One content's role and its functionCall / functionResponse parts as (name, id).
