@@ -51,6 +51,13 @@ pub struct ModelSection {
     pub system_prompt_file: Option<PathBuf>,
     /// How long the provider may stay silent: before its response begins, and between pieces.
     pub request_timeout_ms: Option<u64>,
+    /// How long one attempt may take as a whole (default an hour): past it the attempt fails,
+    /// retried once.
+    pub attempt_timeout_ms: Option<u64>,
+    /// The most bytes one event of a response's stream may hold (default 16 MiB).
+    pub event_bytes_max: Option<u64>,
+    /// The most bytes one response's stream may hold (default 128 MiB).
+    pub response_bytes_max: Option<u64>,
     /// Attempts after the first for a request that failed in a way worth retrying.
     pub retry_attempts: Option<u32>,
     /// The first backoff before a retry (each retry doubles it).

@@ -82,6 +82,12 @@ pub fn connect(
     if let Some(ms) = section.request_timeout_ms {
         config.request_timeout_ms = ms;
     }
+    if let Some(bytes) = section.event_bytes_max {
+        config.event_bytes_max = bytes;
+    }
+    if let Some(bytes) = section.response_bytes_max {
+        config.response_bytes_max = bytes;
+    }
     llm::connect(config).map_err(|e| CliError::Failed(e.to_string()))
 }
 
@@ -156,6 +162,9 @@ pub fn agent_config(
         idle_timeout_ms: section
             .request_timeout_ms
             .unwrap_or(defaults.idle_timeout_ms),
+        attempt_timeout_ms: section
+            .attempt_timeout_ms
+            .unwrap_or(defaults.attempt_timeout_ms),
         system: Some(system),
         settings: ModelSettings {
             max_tokens: section.max_tokens,
@@ -186,6 +195,18 @@ fn check_limits(section: &ModelSection) -> Result<(), CliError> {
         .filter(|p| !(1..=100).contains(p))
     {
         return refuse(format!("compact_at_percent = {p}: from 1 to 100"));
+    }
+    for (key, value) in [
+        ("request_timeout_ms", section.request_timeout_ms),
+        ("attempt_timeout_ms", section.attempt_timeout_ms),
+        ("event_bytes_max", section.event_bytes_max),
+        ("response_bytes_max", section.response_bytes_max),
+    ] {
+        if value == Some(0) {
+            return refuse(format!(
+                "{key} = 0: nothing could be read; leave the key out for the default"
+            ));
+        }
     }
     if section.context_window_tokens == Some(0) {
         return refuse("context_window_tokens = 0: a window holds at least one token".into());

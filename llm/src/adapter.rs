@@ -27,6 +27,7 @@ pub(crate) struct HttpModel {
     headers: HeaderMap,
     client: Client,
     key: Secret,
+    bounds: crate::sse::Bounds,
 }
 
 impl fmt::Debug for HttpModel {
@@ -49,6 +50,10 @@ impl HttpModel {
             headers: http::headers(format, config.api_key.expose())?,
             client: http::client(&config)?,
             url,
+            bounds: crate::sse::Bounds {
+                event_bytes_max: config.event_bytes_max,
+                response_bytes_max: config.response_bytes_max,
+            },
             model: config.model,
             key: config.api_key,
         })
@@ -236,7 +241,8 @@ impl Model for HttpModel {
             let bytes = response
                 .bytes_stream()
                 .map_err(move |e| http::transport_error(&url, &e));
-            let events = crate::decode_stream(self.format, bytes, self.key.clone()).map_err(redact);
+            let events = crate::decode_stream(self.format, bytes, self.key.clone(), self.bounds)
+                .map_err(redact);
             Ok(events.boxed())
         })
     }

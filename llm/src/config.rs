@@ -11,6 +11,15 @@ pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// OpenAI SDK's own default, since a reasoning model may think that long before it streams.
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 600_000;
 
+/// The most bytes one server-sent event may hold, by default: the journal's record limit, since
+/// no event larger than a record could be kept (Gemini sends a call's whole arguments in one).
+pub const EVENT_BYTES_MAX_DEFAULT: u64 = 16 * 1024 * 1024;
+
+/// The most bytes one response's stream may hold, by default: 128 MiB, four times what the
+/// longest answer a model writes today (128k tokens, OpenAI's envelope of ~250 bytes around
+/// each token's delta) takes on the wire.
+pub const RESPONSE_BYTES_MAX_DEFAULT: u64 = 128 * 1024 * 1024;
+
 pub use crate::secret::Secret;
 
 /// Everything [`crate::connect`] needs.
@@ -30,6 +39,12 @@ pub struct ModelConfig {
     pub request_timeout_ms: u64,
     /// How long connecting (TCP and TLS) may take, in ms.
     pub connect_timeout_ms: u64,
+    /// The most bytes one event of the stream may hold (its lines up to the blank line that
+    /// ends it); past it the attempt fails, naming the limit, and nothing more is read.
+    pub event_bytes_max: u64,
+    /// The most bytes one response's stream may hold, all events together; past it the
+    /// attempt fails as for [`ModelConfig::event_bytes_max`].
+    pub response_bytes_max: u64,
 }
 
 impl ModelConfig {
@@ -42,6 +57,8 @@ impl ModelConfig {
             api_key,
             request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
             connect_timeout_ms: CONNECT_TIMEOUT_MS_DEFAULT,
+            event_bytes_max: EVENT_BYTES_MAX_DEFAULT,
+            response_bytes_max: RESPONSE_BYTES_MAX_DEFAULT,
         }
     }
 

@@ -102,21 +102,30 @@ where
             message: format!("the response stream broke: {e}"),
         }),
         Secret::default(),
+        sse::Bounds::default(),
     )
 }
 
 /// [`decode`] of a stream whose failures are already model errors.
 /// `key` is redacted from every event the stream quotes, before the quote is cut.
-pub(crate) fn decode_stream<'a, S>(format: Format, bytes: S, key: Secret) -> ModelStream<'a>
+pub(crate) fn decode_stream<'a, S>(
+    format: Format,
+    bytes: S,
+    key: Secret,
+    bounds: sse::Bounds,
+) -> ModelStream<'a>
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Send + 'a,
 {
     match format {
-        Format::OpenAiChat => sse::drive(openai_chat::ChatDecoder::default(), bytes, key),
-        Format::OpenAiResponses => {
-            sse::drive(openai_responses::ResponsesDecoder::default(), bytes, key)
-        }
-        Format::Anthropic => sse::drive(anthropic::AnthropicDecoder::default(), bytes, key),
-        Format::Gemini => sse::drive(gemini::GeminiDecoder::default(), bytes, key),
+        Format::OpenAiChat => sse::drive(openai_chat::ChatDecoder::default(), bytes, key, bounds),
+        Format::OpenAiResponses => sse::drive(
+            openai_responses::ResponsesDecoder::default(),
+            bytes,
+            key,
+            bounds,
+        ),
+        Format::Anthropic => sse::drive(anthropic::AnthropicDecoder::default(), bytes, key, bounds),
+        Format::Gemini => sse::drive(gemini::GeminiDecoder::default(), bytes, key, bounds),
     }
 }

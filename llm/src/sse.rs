@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use eventsource_stream::{EventStream, EventStreamError};
 use futures_util::stream::{self, Stream, StreamExt};
 use runtime::model::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
@@ -24,6 +24,14 @@ use crate::secret::Secret;
 /// lines, a few at a time, and a line as long as a call's arguments (Gemini sends each call on
 /// one `data:` line) is scanned once.
 const PIECE_BYTES_MAX: usize = 2048;
+
+/// A chunk of an unfinished line this long or longer is kept as it came; shorter ones are
+/// copied together into pieces of [`CARRY_SMALL_BYTES_MAX`] (a stream of tiny chunks would
+/// otherwise cost a handle per chunk).
+const CARRY_WHOLE_BYTES_MIN: usize = 4096;
+
+/// See [`CARRY_WHOLE_BYTES_MIN`].
+const CARRY_SMALL_BYTES_MAX: usize = 64 * 1024;
 
 /// The data of an event that is not what the provider sends is quoted up to this many bytes.
 const QUOTED_DATA_BYTES_MAX: usize = 200;
@@ -92,11 +100,14 @@ pub(crate) fn cut_short() -> ModelError {
 /// holding whole lines up to [`PIECE_BYTES_MAX`] bytes, or one longer line; the bytes after the
 /// last line end come last, when `bytes` ends. Pieces are slices of the chunks, copied only when
 /// a line spans chunks. A failure of `bytes` is passed on after the whole lines before it.
-fn pieces<'a, S>(bytes: S) -> impl Stream<Item = Result<Bytes, ModelError>> + Send + 'a
+fn pieces<'a, S>(
+    bytes: S,
+    bounds: Bounds,
+) -> impl Stream<Item = Result<Bytes, ModelError>> + Send + 'a
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Send + 'a,
 {
-    let state = (Box::pin(bytes), Lines::default(), VecDeque::new(), false);
+    let state = (Box::pin(bytes), Lines::new(bounds), VecDeque::new(), false);
     stream::unfold(
         state,
         |(mut bytes, mut lines, mut ready, mut ended)| async move {
@@ -108,7 +119,13 @@ where
                     return None;
                 }
                 match bytes.next().await {
-                    Some(Ok(chunk)) => lines.push(chunk, &mut ready),
+                    Some(Ok(chunk)) => {
+                        if let Err(e) = lines.push(chunk, &mut ready) {
+                            // Nothing more is read: the limit is the attempt's end.
+                            ready.push_back(Err(e));
+                            ended = true;
+                        }
+                    }
                     Some(Err(e)) => {
                         // Nothing is read after a failure: the line it broke is left unfinished.
                         ready.push_back(Err(e));
@@ -126,26 +143,83 @@ where
     )
 }
 
-/// Cuts chunks into pieces of whole lines (see [`pieces`]).
-#[derive(Default)]
+/// The most bytes a stream may bring: one event, and the whole response
+/// ([`crate::ModelConfig::event_bytes_max`], [`crate::ModelConfig::response_bytes_max`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    pub event_bytes_max: u64,
+    pub response_bytes_max: u64,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            event_bytes_max: crate::config::EVENT_BYTES_MAX_DEFAULT,
+            response_bytes_max: crate::config::RESPONSE_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// Cuts chunks into pieces of whole lines (see [`pieces`]), counting what they bring against
+/// the [`Bounds`]: the SSE parser holds an event's lines until the blank line that ends it, so
+/// an event is bounded here, before it is handed on.
 struct Lines {
-    /// The start of a line that has not ended yet.
-    carry: BytesMut,
+    /// The start of a line that has not ended yet, as the chunks brought it: joined once, when
+    /// the line ends (a buffer grown chunk by chunk would double and copy its way up to the
+    /// event's bound, holding twice what it keeps).
+    carry: Vec<Bytes>,
+    /// Short chunks of the line not yet ended, after those in `carry`.
+    small: BytesMut,
+    /// The bytes in `carry` and `small`.
+    carry_bytes: u64,
+    bounds: Bounds,
+    /// Bytes of the event not yet ended, in the pieces handed on.
+    event_bytes: u64,
+    /// Bytes of the response so far.
+    response_bytes: u64,
+    /// The last piece ended with `\r`: a `\n` first in the next is the same line end.
+    after_cr: bool,
 }
 
 impl Lines {
-    /// Queues the pieces of whole lines `chunk` ends; keeps the rest.
-    fn push(&mut self, mut chunk: Bytes, out: &mut VecDeque<Result<Bytes, ModelError>>) {
-        if !self.carry.is_empty() {
+    fn new(bounds: Bounds) -> Lines {
+        Lines {
+            carry: Vec::new(),
+            small: BytesMut::new(),
+            carry_bytes: 0,
+            bounds,
+            event_bytes: 0,
+            response_bytes: 0,
+            after_cr: false,
+        }
+    }
+
+    /// Queues the pieces of whole lines `chunk` ends; keeps the rest. Fails once the response
+    /// or the event being read passes its bound (the pieces before are queued).
+    fn push(
+        &mut self,
+        mut chunk: Bytes,
+        out: &mut VecDeque<Result<Bytes, ModelError>>,
+    ) -> Result<(), ModelError> {
+        self.response_bytes = self.response_bytes.saturating_add(chunk.len() as u64);
+        if self.response_bytes > self.bounds.response_bytes_max {
+            return Err(too_large(
+                "the response",
+                "response_bytes_max",
+                self.bounds.response_bytes_max,
+            ));
+        }
+        if self.carry_bytes > 0 {
             match line_end(&chunk) {
                 Some(end) => {
-                    self.carry.extend_from_slice(&chunk[..end]);
-                    out.push_back(Ok(self.carry.split().freeze()));
-                    chunk.advance(end);
+                    self.keep(chunk.split_to(end));
+                    let piece = self.joined();
+                    self.count(&piece)?;
+                    out.push_back(Ok(piece));
                 }
                 None => {
-                    self.carry.extend_from_slice(&chunk);
-                    return;
+                    self.keep(chunk);
+                    return self.check_event(self.carry_bytes);
                 }
             }
         }
@@ -161,15 +235,101 @@ impl Lines {
                     None => break,
                 },
             };
-            out.push_back(Ok(chunk.split_to(end)));
+            let piece = chunk.split_to(end);
+            self.count(&piece)?;
+            out.push_back(Ok(piece));
         }
-        self.carry.extend_from_slice(&chunk);
+        self.keep(chunk);
+        self.check_event(self.carry_bytes)
+    }
+
+    /// Keeps `bytes` as the start, or more, of a line not yet ended.
+    fn keep(&mut self, bytes: Bytes) {
+        self.carry_bytes += bytes.len() as u64;
+        if bytes.len() >= CARRY_WHOLE_BYTES_MIN {
+            self.keep_small();
+            self.carry.push(bytes);
+        } else {
+            self.small.extend_from_slice(&bytes);
+            if self.small.len() >= CARRY_SMALL_BYTES_MAX {
+                self.keep_small();
+            }
+        }
+    }
+
+    /// Moves the short chunks into `carry`, as one piece.
+    fn keep_small(&mut self) {
+        if !self.small.is_empty() {
+            self.carry.push(self.small.split().freeze());
+        }
+    }
+
+    /// The kept bytes as one piece (no copy when one chunk holds them all).
+    fn joined(&mut self) -> Bytes {
+        self.keep_small();
+        self.carry_bytes = 0;
+        if self.carry.len() == 1 {
+            return self.carry.pop().unwrap_or_default();
+        }
+        let mut joined = BytesMut::with_capacity(self.carry.iter().map(Bytes::len).sum());
+        for bytes in self.carry.drain(..) {
+            joined.extend_from_slice(&bytes);
+        }
+        joined.freeze()
+    }
+
+    /// Counts the lines of `piece` (whole lines) into the event they belong to: a blank line
+    /// ends it.
+    fn count(&mut self, piece: &[u8]) -> Result<(), ModelError> {
+        let mut rest = piece;
+        if self.after_cr && rest.first() == Some(&b'\n') {
+            // The end of the last piece's last line, counted with it.
+            rest = &rest[1..];
+            if self.event_bytes > 0 {
+                self.event_bytes += 1;
+                self.check_event(0)?;
+            }
+        }
+        while let Some(len) = line_end(rest) {
+            let ending = if rest[..len].ends_with(b"\r\n") { 2 } else { 1 };
+            if len == ending {
+                self.event_bytes = 0;
+            } else {
+                self.event_bytes = self.event_bytes.saturating_add(len as u64);
+                self.check_event(0)?;
+            }
+            rest = &rest[len..];
+        }
+        // Only the stream's end leaves bytes after the last line end; they are counted too.
+        self.event_bytes = self.event_bytes.saturating_add(rest.len() as u64);
+        self.after_cr = piece.last() == Some(&b'\r');
+        self.check_event(0)
+    }
+
+    /// Fails when the event being read, with `more` bytes not yet handed on, passes its bound.
+    fn check_event(&self, more: u64) -> Result<(), ModelError> {
+        if self.event_bytes.saturating_add(more) > self.bounds.event_bytes_max {
+            return Err(too_large(
+                "one event of the response",
+                "event_bytes_max",
+                self.bounds.event_bytes_max,
+            ));
+        }
+        Ok(())
     }
 
     /// The bytes after the last line end, if any (the stream has ended).
     fn rest(&mut self) -> Option<Bytes> {
-        (!self.carry.is_empty()).then(|| self.carry.split().freeze())
+        (self.carry_bytes > 0).then(|| self.joined())
     }
+}
+
+/// The failed attempt of a stream past one of its [`Bounds`]: not retried (the provider would
+/// send the same again), and named by the `[model]` key that sets the bound.
+fn too_large(what: &str, key: &str, max: u64) -> ModelError {
+    malformed(format!(
+        "{what} passed {max} bytes, the limit ([model] {key}); nothing more was read"
+    ))
 }
 
 /// The length of `bytes`' first line, its end included: up to a `\n`, a `\r\n`, or a `\r`
@@ -201,13 +361,13 @@ struct Drive<S, D> {
 
 /// The model events `decoder` reads from `bytes`: ends after [`ModelEvent::Stop`] or the first
 /// error.
-pub(crate) fn drive<'a, S, D>(decoder: D, bytes: S, key: Secret) -> ModelStream<'a>
+pub(crate) fn drive<'a, S, D>(decoder: D, bytes: S, key: Secret, bounds: Bounds) -> ModelStream<'a>
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Send + 'a,
     D: Decoder + 'a,
 {
     let state = Drive {
-        events: EventStream::new(Box::pin(pieces(bytes))),
+        events: EventStream::new(Box::pin(pieces(bytes, bounds))),
         decoder,
         pending: VecDeque::new(),
         out: Vec::new(),
@@ -332,7 +492,9 @@ mod tests {
     use super::*;
 
     async fn cut(chunks: Vec<Result<Bytes, ModelError>>) -> Vec<Result<Bytes, ModelError>> {
-        pieces(stream::iter(chunks)).collect().await
+        pieces(stream::iter(chunks), Bounds::default())
+            .collect()
+            .await
     }
 
     fn ok(piece: &Result<Bytes, ModelError>) -> &[u8] {
@@ -389,6 +551,40 @@ mod tests {
         let lines: Vec<&[u8]> = out.iter().map(ok).collect();
         let want: Vec<&[u8]> = vec![b"data: {\"a\": 1}\n", b"\n", b"data: {\"b\": 2}\n", b"\n"];
         assert_eq!(lines, want);
+    }
+
+    /// For every cut of a stream into chunks (sizes 1 to 9 and larger, CR LF line ends cut
+    /// between `\r` and `\n`), the largest event is refused by a bound one byte below its size
+    /// and read whole by a bound of its size.
+    #[tokio::test]
+    async fn an_event_is_bounded_alike_however_the_stream_is_cut() {
+        let small = "event: a\r\ndata: 1\r\n\r\n";
+        // The largest event: a long line and ten short ones.
+        let big = format!(
+            "data: {}\r\n{}",
+            "y".repeat(3000),
+            "data: zz\r\n".repeat(10)
+        );
+        let big_bytes = big.len() as u64;
+        let all = format!("{small}{big}\r\n{small}{small}");
+        for size in (1..=9).chain([64, 2048, 5000]) {
+            for (max, refused) in [(big_bytes - 1, true), (big_bytes, false)] {
+                let bounds = Bounds {
+                    event_bytes_max: max,
+                    response_bytes_max: u64::MAX,
+                };
+                let chunks = all
+                    .as_bytes()
+                    .chunks(size)
+                    .map(|c| Ok(Bytes::copy_from_slice(c)));
+                let out: Vec<_> = pieces(stream::iter(chunks), bounds).collect().await;
+                let failed = out.iter().any(|p| {
+                    p.as_ref()
+                        .is_err_and(|e| e.message.contains("[model] event_bytes_max"))
+                });
+                assert_eq!(failed, refused, "chunks of {size}, bound {max}");
+            }
+        }
     }
 
     #[tokio::test]

@@ -30,6 +30,17 @@ pub enum Reply {
         /// The body, in the pieces it is sent in.
         chunks: Vec<Vec<u8>>,
     },
+    /// A 200 event stream of `head`, then `fill_bytes` bytes `a`, then `tail`, all as given:
+    /// one event (or line) as long as a test wants without the server holding it (sent in
+    /// pieces of 64 KiB, made once).
+    LongEvent {
+        /// The bytes before the fill (`data: {"…": "`).
+        head: String,
+        /// How many bytes `a` follow it.
+        fill_bytes: u64,
+        /// The bytes after the fill (`"}\n\n` and whatever follows).
+        tail: String,
+    },
     /// The provider's answer to a request longer than the model's context window, in the
     /// request's format, as the provider sends it: a 400 whose body is OpenAI's `code:
     /// "context_length_exceeded"` (Chat and Responses), Anthropic's `invalid_request_error`
@@ -168,6 +179,9 @@ pub struct Faults {
     /// Send the text, then nothing more, keeping the connection open until the client
     /// closes it.
     pub hang_after_text: bool,
+    /// Send the text, then an event that says nothing (Anthropic's `event: ping`) every this
+    /// many ms, until the client closes the connection: a stream that never ends.
+    pub ping_after_text_ms: Option<u64>,
 }
 
 impl Answer {
@@ -263,6 +277,12 @@ impl Answer {
     /// Fault: the text, then silence with the connection open.
     pub fn hang_after_text(mut self) -> Answer {
         self.faults.hang_after_text = true;
+        self
+    }
+
+    /// Fault: the text, then a ping every `every_ms`, forever.
+    pub fn ping_after_text(mut self, every_ms: u64) -> Answer {
+        self.faults.ping_after_text_ms = Some(every_ms);
         self
     }
 }

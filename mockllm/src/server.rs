@@ -224,6 +224,18 @@ async fn handle(
                 .collect();
             stream_response(planned, 0)
         }
+        Ok(Reply::LongEvent {
+            head,
+            fill_bytes,
+            tail,
+        }) => {
+            let planned = vec![
+                Frame::Send(Bytes::from(head)),
+                Frame::Fill { bytes: fill_bytes },
+                Frame::Send(Bytes::from(tail)),
+            ];
+            stream_response(planned, 0)
+        }
         Ok(Reply::ContextOverflow { in_stream: false }) => {
             let (status, body) = errors::context_overflow(format);
             plain_response(status, &[], body.to_string())
@@ -337,6 +349,24 @@ fn stream_response(planned: Vec<Frame>, chunk_delay_ms: u64) -> Response {
                     tx.closed().await;
                     return;
                 }
+                Frame::Fill { bytes } => {
+                    let piece = Bytes::from(vec![b'a'; 64 * 1024]);
+                    let mut left = bytes;
+                    while left > 0 {
+                        let n = left.min(piece.len() as u64);
+                        // `n` is at most the piece's length, a usize.
+                        if tx.send(Ok(piece.slice(..n as usize))).await.is_err() {
+                            return;
+                        }
+                        left -= n;
+                    }
+                }
+                Frame::Repeat { bytes, every_ms } => loop {
+                    tokio::time::sleep(Duration::from_millis(every_ms)).await;
+                    if tx.send(Ok(bytes.clone())).await.is_err() {
+                        return;
+                    }
+                },
             }
         }
     });

@@ -42,6 +42,18 @@ pub(crate) enum Frame {
     Cut(Bytes),
     /// Send nothing more; hold the connection until the client leaves.
     Hang,
+    /// Send `bytes` bytes `a`, in pieces of 64 KiB.
+    Fill {
+        /// How many.
+        bytes: u64,
+    },
+    /// Send these bytes every `every_ms`, until the client leaves.
+    Repeat {
+        /// One event.
+        bytes: Bytes,
+        /// The pause before each.
+        every_ms: u64,
+    },
 }
 
 /// The frames `answer` streams as in `format`, or why the script cannot be sent so.
@@ -165,6 +177,13 @@ impl<'a> Emitter<'a> {
     pub fn text_end(&mut self) {
         if self.faults.hang_after_text {
             self.push(Frame::Hang);
+            self.over = true;
+        } else if let Some(every_ms) = self.faults.ping_after_text_ms {
+            let bytes = self.encode(Some("ping"), r#"{"type": "ping"}"#);
+            self.push(Frame::Repeat {
+                bytes: bytes.into(),
+                every_ms,
+            });
             self.over = true;
         }
     }

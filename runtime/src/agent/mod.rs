@@ -13,6 +13,9 @@
 //!   least the provider's `Retry-After`) while attempts remain. The broken attempt's partial
 //!   text is kept in `llm/attempt-failed` and never enters the history; none of its calls run,
 //!   even those whose arguments arrived whole (the answer as a whole did not);
+//! - an attempt still streaming at `attempt_timeout_ms` (events that say nothing keep the idle
+//!   rule content, so only a deadline ends a stream that never ends): retried once, not more
+//!   (a second attempt that runs as long says the provider is not going to finish);
 //! - anything else (400, 401, 403, 404, an unreadable body) or the last attempt: the provider's
 //!   message ends the step and the turn as failed ([`TurnEnd::Failed`]).
 //!
@@ -58,6 +61,8 @@ pub struct AgentConfig {
     pub backoff_max_ms: u64,
     /// The longest wait for the response to begin or for its next piece.
     pub idle_timeout_ms: u64,
+    /// The longest an attempt may take as a whole, from its request to its last event.
+    pub attempt_timeout_ms: u64,
     /// The system prompt sent with every request.
     pub system: Option<String>,
     /// Settings sent with every request.
@@ -79,6 +84,7 @@ impl Default for AgentConfig {
             // As long as the adapters' read timeout: a reasoning model may think for minutes
             // before its first token.
             idle_timeout_ms: 600_000,
+            attempt_timeout_ms: ATTEMPT_TIMEOUT_MS_DEFAULT,
             system: None,
             settings: ModelSettings::default(),
             context_window_tokens: None,
@@ -86,6 +92,10 @@ impl Default for AgentConfig {
         }
     }
 }
+
+/// How long an attempt may take as a whole, by default: an hour, the longest answer a model
+/// writes today (128k tokens) at a slow 40 tokens a second, after minutes of thinking.
+pub const ATTEMPT_TIMEOUT_MS_DEFAULT: u64 = 3_600_000;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,6 +182,8 @@ enum Streamed {
     Whole(Assembly),
     Stopped(Assembly),
     Broken(ModelError, Assembly),
+    /// The attempt's deadline came while it went on.
+    Late(ModelError, Assembly),
 }
 
 impl Agent {
@@ -399,6 +411,7 @@ impl Agent {
     ) -> Result<Asked, RuntimeError> {
         let attempts_max = self.config.attempts_max.max(1);
         let last_attempt = first_attempt.saturating_add(attempts_max - 1);
+        let mut late_attempts = 0u32;
         for attempt in first_attempt..=last_attempt {
             let body = match self.model.body(request) {
                 Ok(body) => body,
@@ -415,14 +428,21 @@ impl Agent {
                     body_bytes: body.len() as u64,
                 })
                 .await?;
-            let idle_ms = self.config.idle_timeout_ms;
+            let waits = self.waits();
             let (error, partial) =
-                match stream_once(self.model.as_mut(), body, idle_ms, stop, observer).await {
+                match stream_once(self.model.as_mut(), body, waits, stop, observer).await {
                     Streamed::Whole(assembly) => return Ok(Asked::Answer(assembly, attempt)),
                     Streamed::Stopped(assembly) => return Ok(Asked::Answer(assembly, attempt)),
                     Streamed::Broken(error, partial) => (error, partial),
+                    Streamed::Late(error, partial) => {
+                        late_attempts += 1;
+                        (error, partial)
+                    }
                 };
-            let backoff = (error.retryable() && attempt < last_attempt)
+            // A deadline is retried once: a second attempt as long says the provider will not
+            // finish, and every further one would cost the whole deadline again.
+            let retryable = error.retryable() && late_attempts < 2;
+            let backoff = (retryable && attempt < last_attempt)
                 .then(|| {
                     backoff::delay_ms(
                         attempt,
@@ -453,7 +473,7 @@ impl Agent {
                 if error.kind == ModelErrorKind::ContextOverflow {
                     return Ok(Asked::Overflow(error.to_string(), attempt));
                 }
-                let waits_too_long = error.retryable() && attempt < last_attempt;
+                let waits_too_long = retryable && attempt < last_attempt;
                 let tries = attempt + 1 - first_attempt;
                 return Ok(Asked::Failed(failure_text(&error, tries, waits_too_long)));
             };
@@ -465,6 +485,23 @@ impl Agent {
         }
         unreachable!("the last attempt returns: a failure there gets no backoff")
     }
+
+    /// How long an attempt may wait, per piece and as a whole.
+    fn waits(&self) -> Waits {
+        Waits {
+            idle_ms: self.config.idle_timeout_ms,
+            attempt_ms: self.config.attempt_timeout_ms,
+        }
+    }
+}
+
+/// The two waits of one attempt, in ms.
+#[derive(Debug, Clone, Copy)]
+struct Waits {
+    /// The longest silence: before the response begins, between its pieces.
+    idle_ms: u64,
+    /// The whole attempt.
+    attempt_ms: u64,
 }
 
 /// What a change of provider leaves behind: provider state is sent back only to the provider
@@ -507,16 +544,31 @@ fn failure_text(error: &ModelError, attempt: u32, waits_too_long: bool) -> Strin
     }
 }
 
-/// Sends `body` and reads its stream to the end, the user's stop, or a failure.
+/// Sends `body` and reads its stream to the end, the user's stop, a failure, or the attempt's
+/// deadline.
 async fn stream_once(
     model: &mut dyn Model,
     body: Vec<u8>,
-    idle_ms: u64,
+    waits: Waits,
     stop: &CancellationToken,
     observer: &mut dyn Observer,
 ) -> Streamed {
     let mut assembly = Assembly::default();
+    let Waits {
+        idle_ms,
+        attempt_ms,
+    } = waits;
     let idle = Duration::from_millis(idle_ms);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(attempt_ms);
+    let late = || ModelError {
+        kind: ModelErrorKind::Transport,
+        status: None,
+        retry_after_ms: None,
+        message: format!(
+            "the attempt was still going on after {attempt_ms} ms, its deadline \
+             ([model] attempt_timeout_ms)"
+        ),
+    };
     let slow = || ModelError {
         kind: ModelErrorKind::Transport,
         status: None,
@@ -526,6 +578,7 @@ async fn stream_once(
     let sent = tokio::select! {
         biased;
         _ = stop.cancelled() => return Streamed::Stopped(assembly),
+        _ = tokio::time::sleep_until(deadline) => return Streamed::Late(late(), assembly),
         sent = tokio::time::timeout(idle, model.send(body)) => sent,
     };
     let mut stream = match sent {
@@ -537,6 +590,7 @@ async fn stream_once(
         let next = tokio::select! {
             biased;
             _ = stop.cancelled() => return Streamed::Stopped(assembly),
+            _ = tokio::time::sleep_until(deadline) => return Streamed::Late(late(), assembly),
             next = tokio::time::timeout(idle, stream.next()) => next,
         };
         match next {

@@ -287,16 +287,16 @@ impl Agent {
                 body_bytes: body.len() as u64,
             })
             .await?;
-        let idle_ms = self.config.idle_timeout_ms;
+        let waits = self.waits();
         // Nobody is shown the summary as it streams: it is not the assistant's answer.
         Ok(
-            match stream_once(self.model.as_mut(), body, idle_ms, stop, &mut ()).await {
+            match stream_once(self.model.as_mut(), body, waits, stop, &mut ()).await {
                 Streamed::Whole(assembly) => match assembly.text().trim() {
                     "" => Summary::Failed("the model's summary was empty".into()),
                     text => Summary::Text(shorten(text, SUMMARY_CHARS_MAX)),
                 },
                 Streamed::Stopped(_) => Summary::Stopped,
-                Streamed::Broken(error, _) => {
+                Streamed::Broken(error, _) | Streamed::Late(error, _) => {
                     Summary::Failed(format!("the summary request failed: {error}"))
                 }
             },
