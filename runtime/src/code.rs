@@ -67,11 +67,15 @@ pub enum ErrorCode {
     /// away, or none is configured). Never an answer and never consent: ask again if the
     /// answer is still needed (schema 4).
     QuestionUnanswered,
+    /// The assistant message carried more calls than the runtime runs from one message
+    /// (`calls_per_batch_max`, 128 by default); this call is past that number (schema 9).
+    /// Rejected before it runs: ask for it again in a later message.
+    TooManyCalls,
 }
 
 impl ErrorCode {
     /// Every code, in variant (journal index) order.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::UnknownTool,
         ErrorCode::SyntaxError,
         ErrorCode::SchemaError,
@@ -90,6 +94,7 @@ impl ErrorCode {
         ErrorCode::PostExecuteBlocked,
         ErrorCode::QuestionDeclined,
         ErrorCode::QuestionUnanswered,
+        ErrorCode::TooManyCalls,
     ];
 
     /// The code's stable name, e.g. `UNKNOWN_TOOL`: what the model reads and programs match on.
@@ -113,6 +118,7 @@ impl ErrorCode {
             ErrorCode::PostExecuteBlocked => "POST_EXECUTE_BLOCKED",
             ErrorCode::QuestionDeclined => "QUESTION_DECLINED",
             ErrorCode::QuestionUnanswered => "QUESTION_UNANSWERED",
+            ErrorCode::TooManyCalls => "TOO_MANY_CALLS",
         }
     }
 

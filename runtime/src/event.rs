@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 /// `writer/stolen`; 7 added `import/source`, `import/line` and `import/outcome` (a session
 /// another agent wrote, imported by `recover import`); 8 added the stop reason `refusal`,
 /// `llm/refusal` and `llm/note` (and wider provider state: every content block, item or part a
-/// provider needs back).
-pub const EVENT_SCHEMA_VERSION: u32 = 8;
+/// provider needs back); 9 added the code `TOO_MANY_CALLS` (the calls of a message past the
+/// runtime's number, answered rather than the message dropped).
+pub const EVENT_SCHEMA_VERSION: u32 = 9;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`

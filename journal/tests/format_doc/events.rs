@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 8;
+pub const DOC_SCHEMA: u32 = 9;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -338,7 +338,7 @@ fn resources(c: &mut Cur) -> R {
         ],
     )
 }
-pub const ERROR_CODES: [&str; 18] = [
+pub const ERROR_CODES: [&str; 19] = [
     "UNKNOWN_TOOL",
     "SYNTAX_ERROR",
     "SCHEMA_ERROR",
@@ -357,6 +357,7 @@ pub const ERROR_CODES: [&str; 18] = [
     "POST_EXECUTE_BLOCKED",
     "QUESTION_DECLINED",   // schema 4
     "QUESTION_UNANSWERED", // schema 4
+    "TOO_MANY_CALLS",      // schema 9
 ];
 fn error_code(c: &mut Cur) -> R {
     let v: Vec<_> = ERROR_CODES.iter().map(|n| (*n, Shape::Unit)).collect();

@@ -456,7 +456,7 @@ impl Session {
     }
 
     /// → rejected, with the error result ready to commit.
-    fn reject(
+    pub(super) fn reject(
         &mut self,
         track: &mut Track,
         code: ErrorCode,

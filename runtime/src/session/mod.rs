@@ -22,6 +22,7 @@ pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
 pub use admit::{ASK_TOOL, PLAN_MODE_POLICY};
 
+use crate::code::ErrorCode;
 use crate::event::{
     CallRef, Event, ModelResponse, SessionOpen, StepOutcome, TurnOutcome, EVENT_SCHEMA_VERSION,
 };
@@ -541,6 +542,9 @@ impl Session {
         }
         let stop_reason = response.stop_reason;
 
+        // The calls past the limit are journaled and answered, never run: the message is the
+        // model's, and dropping it would leave the session with no record of what it asked.
+        let (calls, calls_max) = (response.tool_calls.len(), self.config.calls_per_batch_max);
         let mut tracks = Vec::with_capacity(response.tool_calls.len());
         // Each call's text moves into its `received` and back out, as the response's did.
         for (index, model_call) in response.tool_calls.into_iter().enumerate() {
@@ -567,7 +571,13 @@ impl Session {
                 unreachable!("built as received just above")
             };
             let mut track = Track::received(call, seq, tool, source_seqs);
-            if cancel.is_cancelled() {
+            if index >= calls_max {
+                self.reject(
+                    &mut track,
+                    ErrorCode::TooManyCalls,
+                    too_many(calls, calls_max),
+                )?;
+            } else if cancel.is_cancelled() {
                 scheduler::cancel_before_start(
                     &self.ctx(),
                     &mut track,
@@ -598,13 +608,6 @@ impl Session {
                 "a batch runs inside an open step, once per step".into(),
             ));
         }
-        if response.tool_calls.len() > self.config.calls_per_batch_max {
-            return Err(RuntimeError::InvalidResponse(format!(
-                "{} tool calls in one message; the limit is {}",
-                response.tool_calls.len(),
-                self.config.calls_per_batch_max
-            )));
-        }
         // Duplicates by pairwise comparison up to a few calls (no set to build per batch), by
         // a set beyond.
         let mut seen = HashSet::new();
@@ -632,4 +635,13 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Why a call past the runtime's number per message is not run, in words the model reads.
+fn too_many(calls: usize, calls_max: usize) -> String {
+    format!(
+        "the message asked for {calls} calls; at most {calls_max} of one message run, the \
+         first {calls_max} in its order, and this one is past them: it did not run. Ask for it \
+         again in a later message"
+    )
 }
