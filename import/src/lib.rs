@@ -70,6 +70,12 @@ impl Agent {
 /// The most bytes a session file may hold: the reader keeps the file and its calls in memory.
 pub const FILE_BYTES_MAX: u64 = 1 << 30;
 
+/// The most bytes one line of a session file may hold, its newline excluded: 64 MiB, room for
+/// the largest document an agent embeds in a line (Anthropic takes PDFs of 32 MB, 43 MB in
+/// base64). A file is read a line at a time against it, so a longer line is refused when this
+/// much of it has been read, never held whole.
+pub const LINE_BYTES_MAX: u64 = 64 << 20;
+
 /// Why a file could not be read as a session at all (a bad line is not such a reason: it is
 /// quarantined).
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +85,17 @@ pub enum ReadError {
     TooLarge {
         /// Its size.
         size_bytes: u64,
+    },
+    /// A line is longer than [`LINE_BYTES_MAX`].
+    #[error(
+        "line {line} (at byte {offset}) is longer than {LINE_BYTES_MAX} bytes, the limit for \
+         one line of a session file; the file was not read past it"
+    )]
+    LineTooLong {
+        /// The line's number, from 1.
+        line: u64,
+        /// The byte offset of its first byte.
+        offset: u64,
     },
 }
 

@@ -150,7 +150,15 @@ pub fn read_session_file(file: &Path) -> Result<Vec<u8>, RepairError> {
     if meta.len() > import::FILE_BYTES_MAX {
         return Err(too_large(meta.len()));
     }
-    let bytes = read_bounded(file).map_err(read_error)?;
+    let bytes = match read_bounded(file, meta.len()).map_err(read_error)? {
+        Ok(bytes) => bytes,
+        Err(source) => {
+            return Err(RepairError::TooLarge {
+                path: file.to_owned(),
+                source,
+            })
+        }
+    };
     if bytes.len() as u64 > import::FILE_BYTES_MAX {
         // It grew past the limit after its size was read.
         return Err(too_large(bytes.len() as u64));
@@ -158,15 +166,34 @@ pub fn read_session_file(file: &Path) -> Result<Vec<u8>, RepairError> {
     Ok(bytes)
 }
 
-/// At most one byte more than [`import::FILE_BYTES_MAX`] of `file`: a file that grows while it
-/// is read is never read without bound.
-fn read_bounded(file: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
+/// At most one byte more than [`import::FILE_BYTES_MAX`] of `file`, read a line at a time: a
+/// line longer than [`import::LINE_BYTES_MAX`] is refused once that much of it is read, and a
+/// file that grows while it is read is never read without bound. `size_bytes` (the size the
+/// file had) is reserved at once, so the bytes are held once, not grown by doubling.
+fn read_bounded(
+    file: &Path,
+    size_bytes: u64,
+) -> std::io::Result<Result<Vec<u8>, import::ReadError>> {
+    use std::io::{BufRead, BufReader, Read};
     let mut bytes = Vec::new();
-    std::fs::File::open(file)?
-        .take(import::FILE_BYTES_MAX + 1)
-        .read_to_end(&mut bytes)?;
-    Ok(bytes)
+    // Under FILE_BYTES_MAX, checked by the caller: it fits a usize on every supported target.
+    bytes.reserve_exact(usize::try_from(size_bytes).unwrap_or(0));
+    let mut reader = BufReader::new(std::fs::File::open(file)?.take(import::FILE_BYTES_MAX + 1));
+    let mut line = 0u64;
+    loop {
+        let offset = bytes.len() as u64;
+        line += 1;
+        let read = (&mut reader)
+            .take(import::LINE_BYTES_MAX + 1)
+            .read_until(b'\n', &mut bytes)?;
+        if read == 0 {
+            return Ok(Ok(bytes));
+        }
+        let text_bytes = read as u64 - u64::from(bytes.last() == Some(&b'\n'));
+        if text_bytes > import::LINE_BYTES_MAX {
+            return Ok(Err(import::ReadError::LineTooLong { line, offset }));
+        }
+    }
 }
 
 /// Whether `out` names `file` (a link to it included).
