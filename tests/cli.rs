@@ -163,6 +163,43 @@ fn missing_directory_and_bad_usage_exit_1() {
     assert!(text(&out.stdout).contains("journal"));
 }
 
+/// A journal path that is a plain file: every command names the path once and says what is in
+/// the way (never "jf: … jf is not a directory", never "File exists (os error 17)").
+#[test]
+fn a_journal_path_that_is_a_file_is_named_once_with_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let jf = dir.path().join("jf");
+    std::fs::write(&jf, b"not a journal").unwrap();
+    let jf_s = jf.to_str().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/src/demo.jsonl");
+    let runs: [(&[&str], &str); 3] = [
+        (&["journal", "verify", jf_s], "not a directory"),
+        (
+            &[
+                "run",
+                "--script",
+                demo,
+                "--workspace",
+                ws,
+                "--journal",
+                jf_s,
+            ],
+            "something that is not a directory has that name",
+        ),
+        (&["resume", "--journal", jf_s], "not a directory"),
+    ];
+    for (args, said) in runs {
+        let out = tooljournal(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert_eq!(stderr.matches(jf_s).count(), 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains("os error"), "{args:?}: {stderr}");
+    }
+    assert_eq!(std::fs::read(&jf).unwrap(), b"not a journal");
+}
+
 #[test]
 fn dump_json_lists_every_record_back_to_back() {
     let dir = raw_journal_with(6);

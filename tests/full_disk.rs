@@ -124,6 +124,10 @@ fn a_full_disk_stops_the_session_names_the_disk_and_leaves_a_recoverable_journal
         "names the file: {stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+    // The system's words, not a library's `Debug` ("IO error: Os { code: 28, kind: … }").
+    for theirs in ["Os {", "kind: StorageFull", "IO error:"] {
+        assert!(!stderr.contains(theirs), "{stderr}");
+    }
     assert!(!lock_is_held(&journal), "the lock was released");
 
     // Read-only, it already tells the truth; with room again it recovers and balances.

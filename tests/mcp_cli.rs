@@ -382,6 +382,40 @@ fn an_mcp_tool_renamed_to_a_built_in_name_is_refused_before_the_session_starts()
     );
 }
 
+/// A server that exits at once, before or after closing its input: the session does not start,
+/// and the error says what happened and what to do, in our words, not the MCP library's.
+/// Whether the request's write or the wait for its answer fails first is the kernel's race, so
+/// either of the two sentences may come.
+#[test]
+fn a_server_that_exits_at_once_is_named_with_what_to_do() {
+    let said = [
+        "the server closed its input before `initialize` could be sent",
+        "the server closed its output before it answered `initialize`",
+    ];
+    for script in ["exec 0<&-; sleep 0.5; exit 3", "exit 3"] {
+        let config =
+            format!("[mcp_servers.dead]\ncommand = \"sh\"\nargs = [\"-c\", \"{script}\"]\n");
+        let f = fixture(&config, &[json!({"user": "hi"}), end()]);
+        let out = f.run();
+        assert_eq!(out.status.code(), Some(1), "{script}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("MCP server dead: "), "{script}: {stderr}");
+        assert!(
+            said.iter().any(|s| stderr.contains(s)),
+            "{script}: {stderr}"
+        );
+        assert!(stderr.contains("run `sh` by hand"), "{script}: {stderr}");
+        for theirs in [
+            "rmcp::",
+            "Send message error",
+            "TokioChildProcess",
+            "connection closed:",
+        ] {
+            assert!(!stderr.contains(theirs), "{script}: {stderr}");
+        }
+    }
+}
+
 #[test]
 fn a_bad_configuration_is_refused_naming_the_file() {
     let f = fixture(

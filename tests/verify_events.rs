@@ -209,6 +209,24 @@ fn a_garbage_payload_is_corruption_in_verify_as_in_recover() {
     }
 }
 
+/// A payload damaged where bincode has words of its own (an integer that begins with the byte
+/// 255, "an extension point … a mismatched bincode version"): `verify` and `recover` say what is
+/// wrong with the record in the journal's words.
+#[test]
+fn a_damaged_payload_is_described_without_the_codec_s_words() {
+    let mut payloads = vec![encode(&open_record(EVENT_SCHEMA_VERSION, vec![]), 2)];
+    payloads.push(raw_event(1, &[255, 1, 2, 3], 2));
+    let dir = journal_of(&payloads, 2);
+    let stderr = assert_verify_agrees_with_recover(dir.path(), 2);
+    assert!(
+        stderr.contains("an integer in it begins with the byte 255, which no journal writes"),
+        "{stderr}"
+    );
+    for theirs in ["bincode", "extension point"] {
+        assert!(!stderr.contains(theirs), "{stderr}");
+    }
+}
+
 fn an_unknown_event_in_a_newer_schema_is_newer(v: u32) {
     let newer = EVENT_SCHEMA_VERSION + 1;
     let mut payloads = opened(newer, v);

@@ -63,7 +63,59 @@ pub struct CodecError {
 fn codec_error(e: bincode::Error) -> CodecError {
     CodecError {
         over_limit: matches!(*e, bincode::ErrorKind::SizeLimit),
-        message: e.to_string(),
+        message: plain(&e),
+    }
+}
+
+/// bincode's failure in the journal's words: bincode's own ("Byte 255 is treated as an
+/// extension point … Do you have a mismatched bincode version") blame a library the reader
+/// never chose, while what is wrong is a byte of this payload; `serde`'s own messages (a variant
+/// index out of range, a missing field) already say what, and are kept.
+fn plain(e: &bincode::ErrorKind) -> String {
+    use bincode::ErrorKind as K;
+    match e {
+        K::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "it ends before its last field".into()
+        }
+        K::Io(io) => format!("it cannot be read: {io}"),
+        K::InvalidUtf8Encoding(e) => format!("a string in it is not UTF-8 ({e})"),
+        K::InvalidBoolEncoding(b) => format!("a boolean in it is the byte {b}, neither 0 nor 1"),
+        K::InvalidCharEncoding => "a character in it is not a Unicode scalar value".into(),
+        K::InvalidTagEncoding(tag) => {
+            format!("an option or enum tag in it is {tag}, not one written")
+        }
+        K::SizeLimit => "a length in it reaches past its end".into(),
+        K::SequenceMustHaveLength | K::DeserializeAnyNotSupported => {
+            format!("it does not fit its type ({e})")
+        }
+        K::Custom(message) => custom(message),
+    }
+}
+
+/// [`plain`] for bincode's and serde's messages of their own.
+fn custom(message: &str) -> String {
+    let message = message.trim();
+    if message.starts_with("Byte 255 is treated as an extension point") {
+        "an integer in it begins with the byte 255, which no journal writes".into()
+    } else if message.starts_with("Invalid value (u128 range)") {
+        "an integer in it is marked 128-bit, which no journal writes".into()
+    } else if let Some(rest) = message.strip_prefix("Invalid size ") {
+        let n = rest.split(':').next().unwrap_or(rest);
+        format!("a length in it, {n}, is larger than this machine can address")
+    } else if message.starts_with("Invalid u32 ")
+        || message.starts_with("Invalid u16 ")
+        || message.starts_with("Invalid i32 ")
+        || message.starts_with("Invalid i16 ")
+    {
+        let (kind, n) = message["Invalid ".len()..]
+            .split_once(' ')
+            .unwrap_or(("integer", ""));
+        let n = n.split(':').next().unwrap_or(n);
+        format!("an integer in it, {n}, does not fit the field's {kind}")
+    } else if message == "Slice had bytes remaining after deserialization" {
+        "bytes are left in it after its last field".into()
+    } else {
+        message.to_owned()
     }
 }
 
@@ -137,6 +189,42 @@ pub fn decode_prefix<T: DeserializeOwned>(
         .with_limit(limit)
         .deserialize(bytes))
     .map_err(codec_error)
+}
+
+#[cfg(test)]
+mod plain_words {
+    use super::*;
+
+    /// No decoding failure a damaged payload can cause reaches the reader in bincode's words.
+    #[test]
+    fn a_bad_payload_is_described_in_the_journal_s_words() {
+        let v = Encoding::Varint;
+        let cases = [
+            (decode::<u64>(&[255], v).err(), "begins with the byte 255"),
+            (
+                decode::<String>(&[3, b'a'], v).err(),
+                "ends before its last field",
+            ),
+            (decode::<u8>(&[1, 2], v).err(), "bytes are left in it"),
+            (
+                decode::<u32>(&[253, 0, 0, 0, 0, 1, 0, 0, 0], v).err(),
+                "does not fit the field's u32",
+            ),
+        ];
+        for (decoded, said) in cases {
+            let message = decoded.expect("a bad payload is an error").message;
+            assert!(message.contains(said), "{message}");
+            for theirs in [
+                "bincode",
+                "extension point",
+                "Slice had",
+                "io error",
+                "disagreement",
+            ] {
+                assert!(!message.contains(theirs), "{message}");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ impl McpServer {
         let service = handler
             .serve(transport)
             .await
-            .map_err(|e| startup(name, format!("initialize failed: {e}")))?;
+            .map_err(|e| startup(name, initialize_failed(&config.command, &e)))?;
         let source = source_of(name, service.peer());
         let listed = list_tools(name, config, service.peer()).await?;
         let link = Arc::new(Link {
@@ -188,6 +188,33 @@ impl McpServer {
 }
 
 /// A startup failure of the server `name`.
+/// Why `initialize` failed, in words that say what to do: the transport's own ("Send message
+/// error Transport [rmcp::transport::child_process::TokioChildProcess] error: Broken pipe")
+/// name a library, while what happened is almost always a server that exited at once.
+fn initialize_failed(command: &str, e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    let by_hand = format!("run `{command}` by hand to see why; its stderr is shown above");
+    match e {
+        E::ConnectionClosed(_) => format!(
+            "the server closed its output before it answered `initialize`: it exited, or does \
+             not speak MCP on stdio ({by_hand})"
+        ),
+        E::TransportError { error, .. } => {
+            let io = error.error.downcast_ref::<std::io::Error>();
+            match io {
+                Some(io) if io.kind() == std::io::ErrorKind::BrokenPipe => format!(
+                    "the server closed its input before `initialize` could be sent: it exited \
+                     at once, or does not read stdin ({by_hand})"
+                ),
+                Some(io) => format!("cannot talk to the server over its stdio: {io}"),
+                None => format!("cannot talk to the server over its stdio: {}", error.error),
+            }
+        }
+        E::JsonRpcError(data) => format!("the server refused `initialize`: {}", data.message),
+        other => format!("initialize failed: {other}"),
+    }
+}
+
 fn startup(name: &str, message: String) -> McpError {
     McpError::Startup {
         server: name.to_owned(),

@@ -48,7 +48,13 @@ impl SledSpill {
             .path(dir)
             .cache_capacity(cache_bytes)
             .open()
-            .map_err(|e| format!("cannot open the spill store at {}: {e}", dir.display()))?;
+            .map_err(|e| {
+                format!(
+                    "cannot open the spill store at {}: {}",
+                    dir.display(),
+                    sled_text(&e)
+                )
+            })?;
         Ok(SledSpill {
             db: Some(db),
             dir: dir.to_owned(),
@@ -64,14 +70,20 @@ impl SledSpill {
     fn fail(&self, what: &str, e: sled::Error) -> String {
         self.failed
             .store(true, std::sync::atomic::Ordering::Release);
-        let note = match &e {
-            sled::Error::Io(io) => journal::full_disk_note(io),
-            _ => "",
-        };
         format!(
-            "{}: spill store {what} failed: {e}{note}",
-            self.dir.display()
+            "{}: spill store {what} failed: {}",
+            self.dir.display(),
+            sled_text(&e)
         )
+    }
+}
+
+/// sled's error as a person reads it: an I/O error as the system says it (sled's own shows
+/// Rust's `Debug`, "IO error: Os { code: 28, kind: StorageFull, … }"), with the full-disk note.
+fn sled_text(e: &sled::Error) -> String {
+    match e {
+        sled::Error::Io(io) => format!("{io}{}", journal::full_disk_note(io)),
+        other => other.to_string(),
     }
 }
 
@@ -98,7 +110,7 @@ impl SpillStore for SledSpill {
         let Some(hash) = locator.strip_prefix(LOCATOR_PREFIX) else {
             return Ok(None);
         };
-        match self.db().get(hash).map_err(|e| e.to_string())? {
+        match self.db().get(hash).map_err(|e| sled_text(&e))? {
             None => Ok(None),
             Some(bytes) => String::from_utf8(bytes.to_vec())
                 .map(Some)

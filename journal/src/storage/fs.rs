@@ -25,7 +25,15 @@ impl FsStorage {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(&dir)?;
+            .create(&dir)
+            .map_err(|e| match e.kind() {
+                // A recursive create fails so only when something else has the name.
+                io::ErrorKind::AlreadyExists => io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "something that is not a directory has that name",
+                ),
+                _ => e,
+            })?;
         Ok(FsStorage { dir })
     }
 
@@ -36,7 +44,7 @@ impl FsStorage {
         if !meta.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", dir.display()),
+                "not a directory",
             ));
         }
         Ok(FsStorage { dir })
