@@ -5,7 +5,7 @@
 //! Missed targets are reported, never turned into a failing exit code: a slow CI disk or a noisy
 //! neighbour is not a bug, and the numbers are worth seeing either way.
 //!
-//! Usage: `cargo run --release -p tooljournal-bench --features sqlite -- journal|runtime|sse
+//! Usage: `cargo run --release -p tooljournal-bench --features sqlite -- journal|runtime|sse|bounds
 //! [--quick] [--json] [--dir DIR]` (the binary requires the package's `sqlite` feature, which
 //! brings in the SQLite baseline, so that `cargo test --workspace` never compiles SQLite).
 //!
@@ -22,11 +22,15 @@
 //! - `sse` (issue 15): the model adapters' stream decoding (`tooljournal_llm::decode`) in MB/s,
 //!   per provider format, on a stream of tool-call deltas of about 10 MB (2 MB quick) recorded
 //!   from the `mockllm` loopback server; target 100 MB/s. No disk: `--dir` is not used.
+//! - `bounds` (issue 37): peak memory of what a hostile provider or file can make tooljournal
+//!   hold: a 300 MB event, a 100 MB session-file line, `recover import` and `repair` of a 1 GiB
+//!   rollout (128 MiB quick), each in a child process of its own.
 //!
 //! This file is the command line and its dispatch; `journal_bench`, `runtime_bench` and
 //! `sse_bench` are the three benchmarks, and `disk` what the first two measure with (the raw
 //! fdatasync loop, segment sizes, scratch directories).
 
+mod bounds_bench;
 mod disk;
 mod journal_bench;
 mod runtime_bench;
@@ -83,6 +87,17 @@ enum Command {
     /// The model adapters' stream decoding in MB/s per provider format, on a recorded stream of
     /// tool-call deltas of about 10 MB (issue 15).
     Sse,
+    /// Peak memory of a 300 MB provider event, a 100 MB session-file line, and `recover
+    /// import` / `repair` of a 1 GiB rollout (issue 37).
+    Bounds,
+    /// Internal: one measurement of `bounds` (WORK on PATH), printing one JSON line with this
+    /// process's peak RSS.
+    #[command(hide = true)]
+    BoundsChild {
+        #[arg(value_enum)]
+        work: bounds_bench::ChildWork,
+        path: PathBuf,
+    },
     /// Internal: recovers (read only) the journal in DIR and prints one JSON line with the time
     /// taken and this process's peak RSS. Run by `runtime` as a child process so that the peak
     /// is the recovery's alone.
@@ -153,6 +168,8 @@ fn main() -> ExitCode {
         Command::Journal => journal_bench::run(&cli.common),
         Command::Runtime => runtime_bench::run(&cli.common),
         Command::Sse => sse_bench::run(&cli.common),
+        Command::Bounds => bounds_bench::run(&cli.common),
+        Command::BoundsChild { work, path } => bounds_bench::bounds_child(work, &path),
         Command::RecoverChild { dir, work } => runtime_bench::recovery::recover_child(&dir, work),
         Command::GenerateJournal { dir, mib } => runtime_bench::generate::generate_only(&dir, mib),
         Command::SessionLoop {

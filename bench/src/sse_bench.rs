@@ -367,6 +367,8 @@ fn verify(
                 call.3 = true;
             }
             ModelEvent::Stop(reason) => stop = Some(*reason),
+            ModelEvent::Refusal { .. } => return Err(wrong("a refusal".into())),
+            ModelEvent::Note(note) => return Err(wrong(format!("a note: {note}"))),
             ModelEvent::Usage(_)
             | ModelEvent::ResponseId(_)
             | ModelEvent::ProviderState(_)

@@ -119,7 +119,7 @@ fn in_child<T: serde::de::DeserializeOwned>(dir: &Path, work: &str) -> Result<T,
 }
 
 /// This process's peak resident set so far, in KiB (`VmHWM`).
-fn vm_hwm_kb() -> Result<u64, BoxError> {
+pub(crate) fn vm_hwm_kb() -> Result<u64, BoxError> {
     let status = fs::read_to_string("/proc/self/status")?;
     status
         .lines()
