@@ -375,7 +375,9 @@ impl Harness {
 
     /// Runs one case and checks it.
     pub fn check(&self, case: &UserCase) -> Checked {
-        verdict::check(self, case)
+        verdict::check(self, case, &tokio_util::sync::CancellationToken::new())
+            // Only a cancelled stop cuts a case short, and nothing cancels this one.
+            .expect("a case nobody stops is checked")
     }
 
     /// Runs cases of `cases` from `budget`'s first seed until its budget is spent, stopping at
