@@ -4,6 +4,7 @@
 
 use super::case::{Approval, CancelAt, Resume, Step, UserCase};
 use super::observe::{AnySnapshot, Crash};
+use super::stop::Stop;
 use super::watch::{AsksWhenPlanned, Ground, Watched};
 use super::{Clock, Harness};
 use crate::case::{CallSpec, Kind};
@@ -43,12 +44,12 @@ pub(crate) struct Played {
     pub(crate) crash: Option<Crash>,
 }
 
-/// Runs `case`'s session with its fault; the fault's report, if it drew one. `stop` cancelled
+/// Runs `case`'s session with its fault; the fault's report, if it drew one. `stop` reached
 /// (the campaign's deadline) stops the session as the user's stop would, and starts no other.
 pub(crate) fn first_run(
     harness: &Harness,
     case: &UserCase,
-    stop: &CancellationToken,
+    stop: &Stop,
 ) -> (Played, Option<FaultReport>) {
     let (mut played, report) = with_fault(
         case.fault,
@@ -141,14 +142,15 @@ fn options(clock_start_ms: u64) -> SessionOptions {
 }
 
 /// One session of `case` on a fresh disk, with `inject`'s fault, the worlds reset first; none
-/// once `stop` is cancelled (the tools are not even made).
+/// once `stop` is cancelled (neither the worlds reset nor the tools made).
 fn session(
     harness: &Harness,
     case: &UserCase,
     inject: Option<(Op, u64, Fault)>,
-    stop: &CancellationToken,
+    stop: &Stop,
 ) -> (Played, Ops) {
-    for w in &harness.worlds {
+    // Once stopped, nothing of the case is checked: the worlds are not worth resetting.
+    for w in harness.worlds.iter().filter(|_| !stop.is_stopped()) {
         w.world.reset();
     }
     let initial: Vec<AnySnapshot> = harness.worlds.iter().map(|w| w.world.snapshot()).collect();
@@ -225,9 +227,9 @@ fn session(
     )
 }
 
-/// `make()`, unless `stop` is already cancelled.
-fn parts_unless<T>(stop: &CancellationToken, make: impl FnOnce() -> T) -> Option<T> {
-    (!stop.is_cancelled()).then(make)
+/// `make()`, unless the campaign is already stopped.
+fn parts_unless<T>(stop: &Stop, make: impl FnOnce() -> T) -> Option<T> {
+    (!stop.is_stopped()).then(make)
 }
 
 /// What each call whose arguments parse declares it will touch, as its tool says.
@@ -247,7 +249,7 @@ struct Play<'a> {
     parts: &'a Parts,
     /// The campaign's deadline: every step's stop is its child, and no turn or step begins
     /// once it is cancelled.
-    stop: &'a CancellationToken,
+    stop: &'a Stop,
     sent: Vec<SentStep>,
 }
 
@@ -279,11 +281,11 @@ impl Play<'_> {
             .journal
             .set(Arc::downgrade(session.event_log().journal()));
         for turn in &case.turns {
-            if self.stop.is_cancelled() || session.begin_turn(&turn.user).is_err() {
+            if self.stop.is_stopped() || session.begin_turn(&turn.user).is_err() {
                 return;
             }
             for step in &turn.steps {
-                if self.stop.is_cancelled() {
+                if self.stop.is_stopped() {
                     return;
                 }
                 match self.step(&mut session, step).await {
@@ -441,9 +443,9 @@ pub(crate) fn resume(
     case: &UserCase,
     image: &SimStorage,
     policy: RerunPolicy,
-    stop: &CancellationToken,
+    stop: &Stop,
 ) -> Result<Option<Resumed>, String> {
-    if stop.is_cancelled() {
+    if stop.is_stopped() {
         return Ok(None);
     }
     let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());

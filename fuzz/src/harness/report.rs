@@ -1,13 +1,12 @@
 //! A campaign over a harness's cases: the seeds it ran, which final word each call got how
 //! often, and the first violation, shrunk and printed as a transcript.
 
+use super::stop::Stop;
 use super::{Harness, UserCase};
 use crate::FaultStats;
 use proptest::strategy::{BoxedStrategy, ValueTree};
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// Most simplifications a shrink tries.
 const SHRINK_STEPS_MAX: u32 = 500;
@@ -183,12 +182,8 @@ pub(crate) fn campaign(
         first_seed: budget.first_seed,
         ..Report::default()
     };
-    let stop = CancellationToken::new();
-    let _watch = budget.deadline.map(|d| Watch::start(d, stop.clone()));
-    while report.ran < budget.cases
-        && !stop.is_cancelled()
-        && budget.deadline.is_none_or(|d| Instant::now() < d)
-    {
+    let (stop, _watch) = Stop::at(budget.deadline);
+    while report.ran < budget.cases && !stop.is_stopped() {
         let seed = budget.first_seed.wrapping_add(report.ran);
         let checked = match crate::tree_of(cases, seed) {
             Ok(tree) => check_guarded(harness, &tree.current(), &stop),
@@ -215,49 +210,10 @@ pub(crate) fn campaign(
     report
 }
 
-/// Cancels `stop` at a deadline, from a thread of its own: a session may be blocked in a tool,
-/// or run on the paused clock, and must still be stopped on time. Dropped, it ends.
-struct Watch {
-    /// Dropped to end the thread early.
-    done: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watch {
-    fn start(deadline: Instant, stop: CancellationToken) -> Watch {
-        let (done, ended) = mpsc::channel::<()>();
-        // Fails only when the process cannot make a thread, where no campaign could run
-        // anyway (each case's runtime needs more than this).
-        let thread = std::thread::spawn(move || {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if let Err(mpsc::RecvTimeoutError::Timeout) = ended.recv_timeout(left) {
-                stop.cancel();
-            }
-        });
-        Watch {
-            done: Some(done),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        drop(self.done.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// [`Harness::check`] until `stop` (`None`: it stopped the case), with a panic of the user's
 /// code (an observer, a tool's setup) reported as what broke the case rather than ending the
 /// campaign.
-fn check_guarded(
-    harness: &Harness,
-    case: &UserCase,
-    stop: &CancellationToken,
-) -> Option<super::Checked> {
+fn check_guarded(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<super::Checked> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         super::verdict::check(harness, case, stop)
     })) {
@@ -291,7 +247,7 @@ fn shrink(
     cases: &BoxedStrategy<UserCase>,
     seed: u64,
     mut violations: Vec<String>,
-    stop: &CancellationToken,
+    stop: &Stop,
 ) -> Found {
     // It drew a case a moment ago, from the same seed.
     let Ok(mut tree) = crate::tree_of(cases, seed) else {
@@ -310,7 +266,7 @@ fn shrink(
     // always checked.
     let mut smallest = tree.current();
     let mut steps = 0;
-    while steps < SHRINK_STEPS_MAX && !stop.is_cancelled() && tree.simplify() {
+    while steps < SHRINK_STEPS_MAX && !stop.is_stopped() && tree.simplify() {
         steps += 1;
         let Some(checked) = check_guarded(harness, &tree.current(), stop) else {
             break;

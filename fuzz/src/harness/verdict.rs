@@ -3,6 +3,7 @@
 
 use super::observe::AnySnapshot;
 use super::play::{first_run, rerun_policy, resume, Resumed};
+use super::stop::Stop;
 use super::truth::{self, Subject};
 use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
 use crate::check::copy_of;
@@ -14,21 +15,16 @@ use runtime::event::Evidence;
 use runtime::event::{Classification, RerunPolicy};
 use serde_json::Value;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// Runs `case` and checks it; `None` when `stop` (the campaign's deadline) was cancelled before
 /// its sessions ended: they were stopped midway, so there is nothing true to check.
-pub(crate) fn check(
-    harness: &Harness,
-    case: &UserCase,
-    stop: &CancellationToken,
-) -> Option<Checked> {
+pub(crate) fn check(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<Checked> {
     // Recovery's mutant acts on this thread while the checks recover.
     #[cfg(feature = "mutant")]
     let _recovery_mutant = (harness.mutant == Some(crate::Mutant::StartedReadAsNotStarted))
         .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
     let (played, fault) = first_run(harness, case, stop);
-    if stop.is_cancelled() {
+    if stop.is_stopped() {
         return None;
     }
     let mut v = Vec::new();
@@ -51,7 +47,7 @@ pub(crate) fn check(
     let mut last_journal = played.run.image.clone();
     if let Some(policy) = rerun_policy(case) {
         let resumed = resume(harness, case, &pristine, policy, stop);
-        if stop.is_cancelled() {
+        if stop.is_stopped() {
             return None;
         }
         match resumed {
