@@ -229,7 +229,12 @@ enum Command {
         /// The directory every case's workspace starts as a copy of (default: empty).
         #[arg(long, value_name = "DIR")]
         workspace_template: Option<PathBuf>,
-        /// No case begins after this many seconds (with --cases: whichever comes first).
+        /// A budget of this many seconds (with --cases: whichever ends first). No case begins
+        /// after it; a case still running then is stopped as the user's stop would stop it,
+        /// reported as cancelled, and counted as neither passed nor a violation. The campaign
+        /// ends within S + 10 s: the runtime's 5 s cancel grace for the stopped bodies (`bash`:
+        /// SIGTERM, then SIGKILL 2 s later) and the report; with MCP servers, plus a server
+        /// start already under way (its startup timeout) and their stopping.
         #[arg(long, value_name = "S")]
         seconds: Option<u64>,
         /// Most cases (default: 100 when --seconds is not given).

@@ -384,3 +384,104 @@ fn on_a_terminal_a_progress_bar_counts_the_cases_before_the_report() {
         "{status:?}"
     );
 }
+
+/// Seed 40's first two cases lose the journal's disk as it opens (no body runs, a few ms each);
+/// the third runs the `sleep`.
+const SLOW_SEED: u64 = 40;
+
+/// `--seconds` is a budget (issue "Bounded, never stuck", item 5): a case whose `sleep` outlasts
+/// it is stopped at the deadline, reported as cancelled and counted as neither a pass nor a
+/// violation (the cases before it are), and its `sleep` does not outlive the campaign.
+#[test]
+fn seconds_stop_a_case_running_at_the_deadline_and_leave_nothing_running() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    // An argument no other process has, to find this run's `sleep` by.
+    let sleep = format!("60.{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("slow.jsonl");
+    let lines = [
+        serde_json::json!({"user": "Run the slow suite."}),
+        serde_json::json!({"assistant": {"text": "Running.", "tool_calls": [
+            {"id": "b1", "name": "bash", "arguments": format!(r#"{{"command": "sleep {sleep}"}}"#)}
+        ], "stop_reason": "tool_use"}}),
+        serde_json::json!({"assistant": {"text": "Done.", "stop_reason": "end_turn"}}),
+    ];
+    let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text_of.join("\n")).unwrap();
+    let config_home = tempfile::tempdir().unwrap();
+    let began = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["fuzz", "--seconds", "4", "--seed", &SLOW_SEED.to_string()])
+        .arg("--script")
+        .arg(&script)
+        .env("XDG_CONFIG_HOME", config_home.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // Not a timing assertion: the sleep is 60 s, and 4 s plus the stated slack (10 s) is far
+    // below this bound; a campaign that waits for the sleep blows through it.
+    let bound = Duration::from_secs(30);
+    let ended = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if began.elapsed() > bound {
+            let _ = child.kill();
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let took = began.elapsed();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let left = sleeping_with(&sleep);
+    for pid in &left {
+        // Not left behind for the machine, whatever the verdict.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        ended,
+        "`fuzz --seconds 4` still ran after {bound:?}:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "took {took:?}\n{stdout}\n{stderr}"
+    );
+    assert!(left.is_empty(), "`sleep {sleep}` left running: {left:?}");
+    let last = stdout.trim_end().lines().last().unwrap_or_default();
+    let ran: u64 = last
+        .strip_prefix("cases: ")
+        .and_then(|r| r.strip_suffix(", violations: 0"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `cases: N, violations: 0` last:\n{stdout}"));
+    // The case after the ones that ended is the one stopped (seed 42, unless a loaded machine
+    // spent the budget sooner).
+    let cancelled = format!(
+        "cancelled at the deadline: 1 case (seed {}), stopped while it ran; neither passed nor \
+         a violation, and not counted below",
+        SLOW_SEED + ran
+    );
+    assert!(stdout.contains(&cancelled), "{stdout}");
+    // It is in no tally: b1's words add up to the cases that ended.
+    let words = outcomes(&stdout);
+    let total: u64 = words.get("b1").map_or(0, |w| w.values().sum());
+    assert_eq!(total, ran, "{stdout}");
+}
+
+/// Pids of the processes whose command line is `sleep ARG`.
+fn sleeping_with(arg: &str) -> Vec<i32> {
+    let wanted = format!("sleep\0{arg}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes())
+        })
+        .collect()
+}

@@ -7,7 +7,8 @@
 //! conversation, which [`providers::history`] lays out for OpenAI, Anthropic or Gemini, and
 //! [`rebuild::body`] makes a whole request body of (system prompt, tools, settings).
 //! [`session::recover_probing`] also looks at the workspace for each `TOOL_OUTCOME_UNKNOWN`
-//! call ([`probe`]: `applied`, `not_applied`, `changed`, `running`, `no_evidence`), reading
+//! call ([`probe`]: `applied`, `not_applied`, `changed`, `running`, `not_looked`,
+//! `no_evidence`), reading
 //! only, and words the evidence into the result recovery gives it.
 //!
 //! ```no_run

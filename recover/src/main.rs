@@ -46,7 +46,9 @@ enum Command {
         salvage: bool,
         /// For each TOOL_OUTCOME_UNKNOWN call, look at this workspace (read only, confined to
         /// it, no symlink followed) and compare it with what the call recorded before it acted:
-        /// applied, not_applied, changed, running or no_evidence. Evidence, not proof: the
+        /// applied, not_applied, changed, running, not_looked (a path that leads out of the
+        /// workspace or through a symlink: not read, nothing said of it) or no_evidence.
+        /// Evidence, not proof: the
         /// classification stays TOOL_OUTCOME_UNKNOWN; the result recovery gives such a call
         /// states the evidence.
         #[arg(long, value_name = "WORKSPACE")]

@@ -8,14 +8,17 @@
 //! names, confined like the file tools (the path resolved by [`Workspace::resolve`], which
 //! refuses `..`, absolute paths and symlinks that lead out, then opened below a handle on the
 //! workspace's root following no symlink at all), and hashes what it finds, streamed, up to
-//! [`PROBE_FILE_BYTES_MAX`] bytes. What is not a plain file (a directory, a symlink, a path
-//! that leads out, a special file) is `changed`, with the reason in the probe's `detail`: it is
-//! neither of the two states the call recorded. A plain file it cannot compare (unreadable, too
-//! large) is `no_evidence`, saying why: it may still be either.
+//! [`PROBE_FILE_BYTES_MAX`] bytes. What is not a plain file (a directory, a special file) is
+//! `changed`, with the reason in the probe's `detail`: it is neither of the two states the call
+//! recorded. A path the probe refuses to look at (one that leads out of the workspace, a
+//! symlink in its way: the file tools follow a symlink that stays inside, the probe follows
+//! none) is `not_looked`, saying why: nothing was seen, so nothing is claimed. A plain file it
+//! cannot compare (unreadable, too large) is `no_evidence`, saying why: it may still be either.
 
 use runtime::event::Evidence;
 use runtime::replay::CallReplay;
 use runtime::tools::{beneath, Workspace};
+use runtime::ErrorCode;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -40,8 +43,11 @@ pub enum Verdict {
     /// Every file the call would replace still holds what it held before the call started (or
     /// is still absent).
     NotApplied,
-    /// Neither: something else changed a file since (or it cannot be read as a file).
+    /// Neither: something else changed a file since (or it is no longer a plain file).
     Changed,
+    /// The probe refused to look at a file (its path leads out of the workspace, or a symlink
+    /// stands in it), so it says nothing of it either way.
+    NotLooked,
     /// A process group the call started is still alive.
     Running,
     /// The call recorded nothing that can be checked.
@@ -55,6 +61,7 @@ impl Verdict {
             Verdict::Applied => "applied",
             Verdict::NotApplied => "not_applied",
             Verdict::Changed => "changed",
+            Verdict::NotLooked => "not_looked",
             Verdict::Running => "running",
             Verdict::NoEvidence => "no_evidence",
         }
@@ -94,7 +101,9 @@ impl Probe {
                 self.detail
             ),
             Verdict::Running => format!("a probe found that {}; {NOT_PROOF}", self.detail),
-            Verdict::NoEvidence => format!("no probe was possible: {}", self.detail),
+            Verdict::NotLooked | Verdict::NoEvidence => {
+                format!("no probe was possible: {}", self.detail)
+            }
         }
     }
 }
@@ -125,8 +134,11 @@ enum Found {
     Absent,
     /// A plain file with these contents' sha256.
     File(String),
-    /// Something that is neither state: not a plain file, or beyond where the probe looks.
+    /// Something that is neither state: not a plain file.
     Other(String),
+    /// Beyond where the probe looks (outside the workspace, behind a symlink), and why: it was
+    /// not looked at, so nothing can be said of it either way.
+    NotLooked(String),
     /// A plain file the probe could not compare (too large, unreadable), and why: nothing can
     /// be said of it either way.
     Uncompared(String),
@@ -259,6 +271,13 @@ impl Prober {
                 None,
                 format!("{path} could not be compared with what the call recorded: {why}"),
             ),
+            Found::NotLooked(why) => (
+                Verdict::NotLooked,
+                None,
+                format!(
+                    "{path} was not looked at: {why}; so the probe says nothing of what it holds"
+                ),
+            ),
             Found::Other(why) => (
                 Verdict::Changed,
                 None,
@@ -282,20 +301,29 @@ impl Prober {
     /// What stands at `path` (workspace-relative, as journaled) now, read without following
     /// any symlink and without writing anything.
     fn look(&self, path: &str) -> Found {
-        // The tools' own check: `..`, absolute paths, symlinks that lead out are refused.
-        let resolved = match self.ws.resolve(path) {
-            Ok(resolved) => resolved,
-            Err(e) => return Found::Other(format!("the probe refused to look: {}", e.message)),
-        };
         let rel: PathBuf = Path::new(path)
             .components()
             .filter(|c| matches!(c, Component::Normal(_)))
             .collect();
-        if resolved != self.ws.root().join(&rel) {
-            return Found::Other(format!(
-                "a symlink stands in its path (it leads to {}); the probe follows no symlink",
-                self.ws.relative(&resolved).display()
-            ));
+        // The tools' own check: `..`, absolute paths, symlinks that lead out are refused.
+        match self.ws.resolve(path) {
+            Ok(resolved) if resolved != self.ws.root().join(&rel) => {
+                return Found::NotLooked(format!(
+                    "a symlink stands in its path (it leads to {}), and the probe follows no \
+                     symlink",
+                    self.ws.relative(&resolved).display()
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.code == ErrorCode::FsOutsideWorkspace => {
+                return Found::NotLooked(format!(
+                    "the probe reads only inside the workspace, and {}",
+                    e.message
+                ))
+            }
+            // Not a question of confinement (a file where a directory should be, a name too
+            // long): the open below, which follows no symlink, finds what stands there.
+            Err(_) => {}
         }
         // First a handle that reads nothing, to see what stands there: opening a FIFO or a
         // device to read it could block or act.
@@ -350,9 +378,9 @@ fn not_opened(e: &std::io::Error) -> Found {
     if e.kind() == std::io::ErrorKind::NotFound {
         Found::Absent
     } else if beneath::is_symlink_refusal(e) {
-        Found::Other(
-            "a symlink stands in its path (it appeared while the probe looked); the probe follows \
-             no symlink"
+        Found::NotLooked(
+            "a symlink stands in its path (it appeared while the probe looked), and the probe \
+             follows no symlink"
                 .into(),
         )
     } else if e.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()) {
@@ -364,15 +392,20 @@ fn not_opened(e: &std::io::Error) -> Found {
 
 /// A finding for what is not a plain file of a size the probe hashes; `None` for one it does.
 fn not_a_plain_file(stat: &Stat) -> Option<Found> {
-    let why = match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile if stat.st_size as u64 > PROBE_FILE_BYTES_MAX => {
-            return Some(Found::Uncompared(too_large()))
-        }
-        FileType::RegularFile => return None,
-        FileType::Directory => "a directory stands there now".into(),
-        FileType::Symlink => "a symlink stands there now; the probe follows no symlink".into(),
-        _ => "something other than a plain file stands there now".into(),
-    };
+    let why =
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile if stat.st_size as u64 > PROBE_FILE_BYTES_MAX => {
+                return Some(Found::Uncompared(too_large()))
+            }
+            FileType::RegularFile => return None,
+            FileType::Directory => "a directory stands there now".into(),
+            FileType::Symlink => return Some(Found::NotLooked(
+                "a symlink stands there now (it appeared while the probe looked), and the probe \
+                 follows no symlink"
+                    .into(),
+            )),
+            _ => "something other than a plain file stands there now".into(),
+        };
     Some(Found::Other(why))
 }
 
@@ -408,14 +441,17 @@ fn hash_bounded(file: std::fs::File) -> std::io::Result<Option<String>> {
 }
 
 /// Several items' verdicts as one: all applied, all not applied, or else changed (resting on
-/// the first item that is neither, or on the first when they disagree).
+/// the first item that is neither, or on the first when they disagree); a file not looked at
+/// or not compared leaves nothing to say unless another changed.
 fn combine(mut items: Vec<Item>) -> Probe {
     let all = |v: Verdict| items.iter().all(|i| i.verdict == v);
     let any = |v: Verdict| items.iter().any(|i| i.verdict == v);
-    // A file in neither state decides; then one that could not be compared leaves nothing to
-    // say; then the files agree, or they disagree.
+    // A file in neither state decides; then one not looked at or not compared leaves nothing
+    // to say; then the files agree, or they disagree.
     let verdict = if any(Verdict::Changed) {
         Verdict::Changed
+    } else if any(Verdict::NotLooked) {
+        Verdict::NotLooked
     } else if any(Verdict::NoEvidence) {
         Verdict::NoEvidence
     } else if all(Verdict::Applied) {

@@ -12,11 +12,11 @@
 
 mod common;
 
-use common::{recover, text};
+use common::{forged, recover, text};
 use journal::{FsStorage, Journal, Limits, Options, Reader};
 use runtime::event::{
-    idempotency_key, Approval, CallRef, CallStarted, Classification, Event, Evidence, ModelCall,
-    ModelResponse, Record, Resources, SessionOpen, StepOutcome, StopReason, ToolSource,
+    idempotency_key, CallRef, Classification, Event, Evidence, ModelCall, ModelResponse, Record,
+    StepOutcome, StopReason, ToolSource,
 };
 use runtime::registry::Registry;
 use runtime::testing::ManualClock;
@@ -453,78 +453,6 @@ fn audit_shows_the_key_and_the_evidence() {
 // ---------------------------------------------------------------------------------------------
 // Journals made by hand: what no tool records, and process groups.
 
-/// A schema-5 session `hand` with one step whose calls each get `started` with `evidence`; then
-/// `extra` events. Nothing settles.
-fn forged(journal: &Path, calls: &[(&str, Vec<Evidence>)], extra: Vec<Event>) {
-    let (j, _) = Journal::open(
-        Arc::new(FsStorage::create(journal).unwrap()),
-        Options::default(),
-    )
-    .unwrap();
-    let put = |event: Event| {
-        j.append(&Record {
-            at_ms: 1_000,
-            event,
-        })
-        .unwrap()
-    };
-    put(Event::SessionOpen(SessionOpen {
-        schema_version: runtime::event::EVENT_SCHEMA_VERSION,
-        session_id: "hand".into(),
-        workspace: "/ws".into(),
-        tools: vec![],
-    }));
-    put(Event::TurnStart {
-        turn: 1,
-        user_text: "go".into(),
-    });
-    put(Event::StepStart { turn: 1, step: 1 });
-    let response = put(Event::LlmResponse {
-        turn: 1,
-        step: 1,
-        response: ModelResponse {
-            text: "on it".into(),
-            tool_calls: calls
-                .iter()
-                .map(|(id, _)| model_call(id, "write", json!({"path": "x"})))
-                .collect(),
-            stop_reason: StopReason::ToolUse,
-        },
-    });
-    for (i, (id, evidence)) in calls.iter().enumerate() {
-        let c = call(id, 1);
-        let mut last = put(Event::Received {
-            call: c.clone(),
-            index: i as u32,
-            tool: "write".into(),
-            raw_arguments: json!({"path": "x"}).to_string(),
-            source_seqs: vec![response],
-        });
-        last = put(Event::Parsed {
-            call: c.clone(),
-            arguments: "{}".into(),
-            source_seqs: vec![last],
-        });
-        last = put(Event::Approved {
-            call: c.clone(),
-            approval: Approval::Default,
-            source_seqs: vec![last],
-        });
-        put(Event::Started(CallStarted {
-            call: c.clone(),
-            attempt: 1,
-            resources: Resources::default(),
-            idempotency_key: idempotency_key("hand", &c),
-            evidence: evidence.clone(),
-            source_seqs: vec![last],
-        }));
-    }
-    for e in extra {
-        put(e);
-    }
-    j.close().unwrap();
-}
-
 /// A hand-made journal whose evidence hash is not hex (FORMAT.md: 64 lowercase hex digits) is
 /// refused as inconsistent, naming the record, by every command that reads it; never a panic
 /// (`audit` once cut such a hash at byte 12, inside a character).
@@ -598,7 +526,7 @@ fn replace(path: &str) -> Vec<Evidence> {
 }
 
 #[test]
-fn paths_that_lead_out_symlinks_and_directories_are_changed_never_followed() {
+fn paths_that_lead_out_or_through_symlinks_are_not_looked_at_and_directories_are_changed() {
     let d = tempfile::tempdir().unwrap();
     let ws = d.path().join("ws");
     std::fs::create_dir_all(ws.join("dir.txt")).unwrap();
@@ -613,24 +541,25 @@ fn paths_that_lead_out_symlinks_and_directories_are_changed_never_followed() {
     std::fs::write(ws.join("sub/f.txt"), AFTER).unwrap();
     std::fs::write(ws.join("plain.txt"), AFTER).unwrap();
     let journal = d.path().join("journal");
+    let (looked, not_looked) = (Verdict::Changed, Verdict::NotLooked);
     let cases = [
-        ("p1", "../x", "outside the workspace"),
-        ("p2", "/etc/passwd", "outside the workspace"),
-        ("p3", "out.txt", "a symlink leads out"),
-        ("p4", "in.txt", "symlink"),
-        ("p5", "alias/f.txt", "symlink"),
-        ("p6", "dir.txt", "a directory stands there"),
-        ("p7", "plain.txt/deeper", "not a directory"),
-        ("p8", "plain.txt", "now holds exactly"),
+        ("p1", "../x", not_looked, "outside the workspace"),
+        ("p2", "/etc/passwd", not_looked, "outside the workspace"),
+        ("p3", "out.txt", not_looked, "a symlink leads out"),
+        ("p4", "in.txt", not_looked, "symlink"),
+        ("p5", "alias/f.txt", not_looked, "symlink"),
+        ("p6", "dir.txt", looked, "a directory stands there"),
+        ("p7", "plain.txt/deeper", looked, "needs a directory"),
+        ("p8", "plain.txt", Verdict::Applied, "now holds exactly"),
     ];
     let calls: Vec<(&str, Vec<Evidence>)> = cases
         .iter()
-        .map(|(id, path, _)| (*id, replace(path)))
+        .map(|(id, path, _, _)| (*id, replace(path)))
         .collect();
     forged(&journal, &calls, vec![]);
     let before = snapshot(d.path());
     let r = recover_probing(&journal, false, Some(&ws)).unwrap();
-    for (id, path, why) in cases {
+    for (id, path, want, why) in cases {
         let c = r
             .analysis
             .calls
@@ -638,16 +567,16 @@ fn paths_that_lead_out_symlinks_and_directories_are_changed_never_followed() {
             .find(|c| c.call.call_id == id)
             .unwrap();
         let p = c.probe.as_ref().unwrap();
-        let want = if id == "p8" {
-            Verdict::Applied
-        } else {
-            Verdict::Changed
-        };
         assert_eq!(p.verdict, want, "{id} {path}: {p:?}");
         assert!(p.detail.contains(why), "{id} {path}: {}", p.detail);
         assert_eq!(p.path.as_deref(), Some(path));
-        if want == Verdict::Changed {
+        if want != Verdict::Applied {
             assert_eq!(p.found_sha256, None, "{id}: nothing was read through it");
+        }
+        // Not looked at: said so, and nothing claimed of what it holds.
+        if want == Verdict::NotLooked {
+            assert!(p.detail.contains("was not looked at"), "{id}: {}", p.detail);
+            assert!(!p.detail.contains("holds neither"), "{id}: {}", p.detail);
         }
         let json = classify_probe(&journal, &ws, id);
         assert_eq!(json["probe"]["verdict"], want.as_str(), "{json}");

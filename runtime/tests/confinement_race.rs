@@ -3,6 +3,10 @@
 //! tools read, write, edit, list and walk through it. Nothing outside may be read into a result
 //! (every outside file holds a marker that must never appear), nothing outside may change, and
 //! every write the journal confirms is found inside the workspace with the content it says.
+//!
+//! The batches go on until the swapper has swapped often enough while they ran, however loaded
+//! the machine (a fixed number of rounds once ended before a slowed swapper had swapped), within
+//! a generous bound on time; a race that still did not happen by then fails the test.
 
 mod common;
 
@@ -14,6 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tooljournal_runtime::event::{SideEffect, ToolSource};
 use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::registry::Registry;
@@ -22,10 +27,14 @@ use tooljournal_runtime::tools::{sha256_hex, Workspace};
 use tooljournal_runtime::{Config, ToolResult};
 
 const MARKER: &str = "OUTSIDE-7f3a9c-MARKER";
-/// Batches of calls made while the swapper runs.
-const ROUNDS: usize = 150;
-/// Fewest completed swaps the child must report, so the race was really run.
+/// Fewest batches of calls made while the swapper runs.
+const ROUNDS_MIN: usize = 150;
+/// Fewest swaps the child must complete while the batches run, so the race was really run.
 const SWAPS_MIN: u64 = 20;
+/// Longest the batches go on waiting for [`SWAPS_MIN`] swaps: not a timing assertion (an
+/// unloaded machine swaps that often in well under a second), a bound on a machine too loaded
+/// to swap at all, where the test fails saying so.
+const RACE_BOUND: Duration = Duration::from_secs(300);
 
 /// Every entry below `dir` (not following symlinks) with its bytes; a symlink: its target.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
@@ -67,20 +76,25 @@ fn files_by_name(dir: &Path) -> BTreeMap<String, Vec<String>> {
 /// A shell loop that, until `stop` exists, renames `ws/d` away, puts a symlink to `outside`
 /// in its place, removes it and renames the directory back; a directory a writer created at
 /// `d` meanwhile is moved inside the real one (so nothing is lost and the loop never sticks).
-/// Writes how many swaps it completed to `count`.
+/// Appends a line to `count` for every swap it completes (one `write` of a few bytes in append
+/// mode: a reader never sees half a line counted).
 const SWAPPER: &str = r#"
 cd "$1" || exit 1
-n=0; m=0
+m=0
 while [ ! -e "$2" ]; do
   if mv -T d d.real 2>/dev/null; then
-    if ln -s "$3" d 2>/dev/null; then n=$((n+1)); rm -f d; fi
+    if ln -s "$3" d 2>/dev/null; then echo swap >> "$4"; rm -f d; fi
     until mv -T d.real d 2>/dev/null; do
       m=$((m+1)); mv -T d "d.real/recreated-$m" 2>/dev/null; rm -f d
     done
   fi
 done
-echo "$n" > "$4"
 "#;
+
+/// Swaps the swapper has completed so far (whole lines of `count`; none before the first).
+fn swaps(count: &Path) -> u64 {
+    fs::read(count).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_swapped_for_a_symlink_never_leads_out() {
@@ -126,7 +140,16 @@ async fn a_directory_swapped_for_a_symlink_never_leads_out() {
         .expect("sh runs");
 
     let mut results: Vec<ToolResult> = Vec::new();
-    for i in 0..ROUNDS {
+    let began = Instant::now();
+    let swaps_before = swaps(&count);
+    let mut i = 0;
+    // Rounds until the race has been run (or the bound passes; the assertion below then fails).
+    while i < ROUNDS_MIN
+        || (swaps(&count) - swaps_before < SWAPS_MIN && began.elapsed() < RACE_BOUND)
+    {
+        if let Some(status) = swapper.try_wait().unwrap() {
+            panic!("the swapper ended before it was told to: {status}");
+        }
         let (from, to) = if i % 2 == 0 {
             ("alpha", "beta")
         } else {
@@ -161,18 +184,24 @@ async fn a_directory_swapped_for_a_symlink_never_leads_out() {
             .map(|(j, (tool, args))| call(&format!("c{i}-{j}"), tool, &args.to_string()))
             .collect();
         results.extend(one_step(&mut session, calls).await);
+        i += 1;
     }
+    // Counted before the stop: the swaps made while the calls ran.
+    let swapped = swaps(&count) - swaps_before;
     fs::write(&stop, "").unwrap();
     let status = swapper.wait().unwrap();
     assert!(status.success(), "the swapper failed: {status}");
-    let swaps: u64 = fs::read_to_string(&count).unwrap().trim().parse().unwrap();
     assert!(
-        swaps >= SWAPS_MIN,
-        "only {swaps} swaps happened: the race was not run"
+        swapped >= SWAPS_MIN,
+        "only {swapped} swaps happened in {:?} of {i} rounds of calls: the race was not run",
+        began.elapsed()
     );
 
     let refused = results.iter().filter(|r| r.is_error).count();
-    eprintln!("{swaps} swaps; {refused} of {} calls failed", results.len());
+    eprintln!(
+        "{swapped} swaps in {i} rounds; {refused} of {} calls failed",
+        results.len()
+    );
 
     // Nothing from outside reached a result, and nothing outside changed.
     for r in &results {

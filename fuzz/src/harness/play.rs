@@ -4,6 +4,7 @@
 
 use super::case::{Approval, CancelAt, Resume, Step, UserCase};
 use super::observe::{AnySnapshot, Crash};
+use super::stop::Stop;
 use super::watch::{AsksWhenPlanned, Ground, Watched};
 use super::{Clock, Harness};
 use crate::case::{CallSpec, Kind};
@@ -43,11 +44,16 @@ pub(crate) struct Played {
     pub(crate) crash: Option<Crash>,
 }
 
-/// Runs `case`'s session with its fault; the fault's report, if it drew one.
-pub(crate) fn first_run(harness: &Harness, case: &UserCase) -> (Played, Option<FaultReport>) {
+/// Runs `case`'s session with its fault; the fault's report, if it drew one. `stop` reached
+/// (the campaign's deadline) stops the session as the user's stop would, and starts no other.
+pub(crate) fn first_run(
+    harness: &Harness,
+    case: &UserCase,
+    stop: &Stop,
+) -> (Played, Option<FaultReport>) {
     let (mut played, report) = with_fault(
         case.fault,
-        |inject| session(harness, case, inject),
+        |inject| session(harness, case, inject, stop),
         |played| &played.run.image,
     );
     played.run.fault = report.clone();
@@ -135,9 +141,16 @@ fn options(clock_start_ms: u64) -> SessionOptions {
     }
 }
 
-/// One session of `case` on a fresh disk, with `inject`'s fault, the worlds reset first.
-fn session(harness: &Harness, case: &UserCase, inject: Option<(Op, u64, Fault)>) -> (Played, Ops) {
-    for w in &harness.worlds {
+/// One session of `case` on a fresh disk, with `inject`'s fault, the worlds reset first; none
+/// once `stop` is cancelled (neither the worlds reset nor the tools made).
+fn session(
+    harness: &Harness,
+    case: &UserCase,
+    inject: Option<(Op, u64, Fault)>,
+    stop: &Stop,
+) -> (Played, Ops) {
+    // Once stopped, nothing of the case is checked: the worlds are not worth resetting.
+    for w in harness.worlds.iter().filter(|_| !stop.is_stopped()) {
         w.world.reset();
     }
     let initial: Vec<AnySnapshot> = harness.worlds.iter().map(|w| w.world.snapshot()).collect();
@@ -151,13 +164,15 @@ fn session(harness: &Harness, case: &UserCase, inject: Option<(Op, u64, Fault)>)
     let mut steps = Vec::new();
     let mut said = HashMap::new();
     let mut declared = HashMap::new();
-    match parts(harness, case.parallel_max, &ground) {
-        Err(e) => live_violations.push(format!("harness: {e}")),
-        Ok(parts) => {
+    match parts_unless(stop, || parts(harness, case.parallel_max, &ground)) {
+        None => {}
+        Some(Err(e)) => live_violations.push(format!("harness: {e}")),
+        Some(Ok(parts)) => {
             declared = declared_resources(case, &parts.registry);
             let mut play = Play {
                 ground: &ground,
                 parts: &parts,
+                stop,
                 sent: Vec::new(),
             };
             rt.block_on(play.session(&counted, case));
@@ -212,6 +227,11 @@ fn session(harness: &Harness, case: &UserCase, inject: Option<(Op, u64, Fault)>)
     )
 }
 
+/// `make()`, unless the campaign is already stopped.
+fn parts_unless<T>(stop: &Stop, make: impl FnOnce() -> T) -> Option<T> {
+    (!stop.is_stopped()).then(make)
+}
+
 /// What each call whose arguments parse declares it will touch, as its tool says.
 fn declared_resources(case: &UserCase, registry: &Registry) -> HashMap<String, Resources> {
     case.calls()
@@ -227,6 +247,9 @@ fn declared_resources(case: &UserCase, registry: &Registry) -> HashMap<String, R
 struct Play<'a> {
     ground: &'a Arc<Ground>,
     parts: &'a Parts,
+    /// The campaign's deadline: every step's stop is its child, and no turn or step begins
+    /// once it is cancelled.
+    stop: &'a Stop,
     sent: Vec<SentStep>,
 }
 
@@ -258,10 +281,13 @@ impl Play<'_> {
             .journal
             .set(Arc::downgrade(session.event_log().journal()));
         for turn in &case.turns {
-            if session.begin_turn(&turn.user).is_err() {
+            if self.stop.is_stopped() || session.begin_turn(&turn.user).is_err() {
                 return;
             }
             for step in &turn.steps {
+                if self.stop.is_stopped() {
+                    return;
+                }
                 match self.step(&mut session, step).await {
                     StepEnd::Completed => {}
                     StepEnd::TurnCancelled => break,
@@ -289,7 +315,7 @@ impl Play<'_> {
         }
         self.plan_approvals(step);
         self.sent.push(sent_step(at, step));
-        let token = CancellationToken::new();
+        let token = self.stop.child_token();
         let at_body = match step.cancel {
             Some(CancelAt::AtBody(n)) => Some(n),
             _ => None,
@@ -410,13 +436,18 @@ pub(crate) struct Resumed {
 
 /// `tooljournal resume --rerun POLICY` on `image` (the journal as the crash left it; appended
 /// to): recovery, the calls the policy picks run again, the session closed. `Ok(None)`: no turn
-/// was open, nothing to resume. The worlds go on as the crash left them.
+/// was open, nothing to resume, or `stop` was cancelled first (cancelled later, it stops the
+/// calls run again as the user's stop would). The worlds go on as the crash left them.
 pub(crate) fn resume(
     harness: &Harness,
     case: &UserCase,
     image: &SimStorage,
     policy: RerunPolicy,
+    stop: &Stop,
 ) -> Result<Option<Resumed>, String> {
+    if stop.is_stopped() {
+        return Ok(None);
+    }
     let storage: Arc<dyn journal::Storage> = Arc::new(image.clone());
     let (replay, end) =
         runtime::replay::replay_storage(storage.clone(), journal::Limits::default())
@@ -452,7 +483,7 @@ pub(crate) fn resume(
         .map_err(|e| format!("the re-running resume was refused: {e}"))?;
         let _ = ground.journal.set(session.event_log().journal().clone());
         session
-            .run_rerun(CancellationToken::new())
+            .run_rerun(stop.child_token())
             .await
             .map_err(|e| format!("running again failed: {e}"))?;
         session

@@ -1,6 +1,7 @@
 //! A campaign over a harness's cases: the seeds it ran, which final word each call got how
 //! often, and the first violation, shrunk and printed as a transcript.
 
+use super::stop::Stop;
 use super::{Harness, UserCase};
 use crate::FaultStats;
 use proptest::strategy::{BoxedStrategy, ValueTree};
@@ -17,7 +18,8 @@ pub struct Budget {
     pub first_seed: u64,
     /// Most cases.
     pub cases: u64,
-    /// No case begins after this.
+    /// No case begins after this, and a case still running then is stopped (its bodies
+    /// cancelled as the user's stop cancels them) and reported as cancelled, not checked.
     pub deadline: Option<Instant>,
 }
 
@@ -59,8 +61,11 @@ pub struct Found {
 pub struct Report {
     /// The first seed.
     pub first_seed: u64,
-    /// Cases run.
+    /// Cases run to their end and checked (a case cancelled at the deadline is not one).
     pub ran: u64,
+    /// The seed of the case the deadline stopped while it ran: it is neither passed nor a
+    /// violation, and in no tally.
+    pub cancelled: Option<u64>,
     /// Per call (`id (tool)`, in the order first met): each final word's label and how many
     /// cases ended the call with it.
     pub outcomes: Vec<(String, BTreeMap<&'static str, u64>)>,
@@ -155,6 +160,13 @@ impl std::fmt::Display for Report {
             writeln!(f, "and its plan:")?;
             write!(f, "{}", found.case.plan())?;
         }
+        if let Some(seed) = self.cancelled {
+            writeln!(
+                f,
+                "cancelled at the deadline: 1 case (seed {seed}), stopped while it ran; neither \
+                 passed nor a violation, and not counted below"
+            )?;
+        }
         write!(f, "cases: {}, violations: {}", self.ran, self.violations())
     }
 }
@@ -170,22 +182,21 @@ pub(crate) fn campaign(
         first_seed: budget.first_seed,
         ..Report::default()
     };
-    while report.ran < budget.cases && budget.deadline.is_none_or(|d| Instant::now() < d) {
+    let (stop, _watch) = Stop::at(budget.deadline);
+    while report.ran < budget.cases && !stop.is_stopped() {
         let seed = budget.first_seed.wrapping_add(report.ran);
-        report.ran += 1;
         let checked = match crate::tree_of(cases, seed) {
-            Ok(tree) => check_guarded(harness, &tree.current()),
-            Err(why) => not_run(format!("the case strategy drew no case: {why}")),
+            Ok(tree) => check_guarded(harness, &tree.current(), &stop),
+            Err(why) => Some(not_run(format!("the case strategy drew no case: {why}"))),
         };
+        let Some(checked) = checked else {
+            report.cancelled = Some(seed);
+            break;
+        };
+        report.ran += 1;
         report.tally(&checked);
         if !checked.passed() {
-            report.found = Some(shrink(
-                harness,
-                cases,
-                seed,
-                checked.violations,
-                budget.deadline,
-            ));
+            report.found = Some(shrink(harness, cases, seed, checked.violations, &stop));
         }
         progress(Progress {
             ran: report.ran,
@@ -199,10 +210,13 @@ pub(crate) fn campaign(
     report
 }
 
-/// [`Harness::check`], with a panic of the user's code (an observer, a tool's setup) reported
-/// as what broke the case rather than ending the campaign.
-fn check_guarded(harness: &Harness, case: &UserCase) -> super::Checked {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| harness.check(case))) {
+/// [`Harness::check`] until `stop` (`None`: it stopped the case), with a panic of the user's
+/// code (an observer, a tool's setup) reported as what broke the case rather than ending the
+/// campaign.
+fn check_guarded(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<super::Checked> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::verdict::check(harness, case, stop)
+    })) {
         Ok(checked) => checked,
         Err(panic) => {
             let why = panic
@@ -210,7 +224,7 @@ fn check_guarded(harness: &Harness, case: &UserCase) -> super::Checked {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".to_owned());
-            not_run(format!("the case could not be run: {why}"))
+            Some(not_run(format!("the case could not be run: {why}")))
         }
     }
 }
@@ -227,13 +241,13 @@ fn not_run(why: String) -> super::Checked {
 }
 
 /// Shrinks the failing case of `seed` (which broke `violations`) as far as it keeps failing,
-/// and no further than `deadline`: no case begins after it.
+/// and no further than `stop` (the deadline): a case it stops ends the shrinking.
 fn shrink(
     harness: &Harness,
     cases: &BoxedStrategy<UserCase>,
     seed: u64,
     mut violations: Vec<String>,
-    deadline: Option<Instant>,
+    stop: &Stop,
 ) -> Found {
     // It drew a case a moment ago, from the same seed.
     let Ok(mut tree) = crate::tree_of(cases, seed) else {
@@ -252,10 +266,11 @@ fn shrink(
     // always checked.
     let mut smallest = tree.current();
     let mut steps = 0;
-    while steps < SHRINK_STEPS_MAX && deadline.is_none_or(|d| Instant::now() < d) && tree.simplify()
-    {
+    while steps < SHRINK_STEPS_MAX && !stop.is_stopped() && tree.simplify() {
         steps += 1;
-        let checked = check_guarded(harness, &tree.current());
+        let Some(checked) = check_guarded(harness, &tree.current(), stop) else {
+            break;
+        };
         if checked.passed() {
             if !tree.complicate() {
                 break;

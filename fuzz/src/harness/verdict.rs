@@ -3,6 +3,7 @@
 
 use super::observe::AnySnapshot;
 use super::play::{first_run, rerun_policy, resume, Resumed};
+use super::stop::Stop;
 use super::truth::{self, Subject};
 use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
 use crate::check::copy_of;
@@ -15,22 +16,26 @@ use runtime::event::{Classification, RerunPolicy};
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Runs `case` and checks it.
-pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
+/// Runs `case` and checks it; `None` when `stop` (the campaign's deadline) was cancelled before
+/// its sessions ended: they were stopped midway, so there is nothing true to check.
+pub(crate) fn check(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<Checked> {
     // Recovery's mutant acts on this thread while the checks recover.
     #[cfg(feature = "mutant")]
     let _recovery_mutant = (harness.mutant == Some(crate::Mutant::StartedReadAsNotStarted))
         .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
-    let (played, fault) = first_run(harness, case);
+    let (played, fault) = first_run(harness, case, stop);
+    if stop.is_stopped() {
+        return None;
+    }
     let mut v = Vec::new();
     let Some((_, pristine)) = crate::check::invariants(&played.run, &mut v) else {
-        return Checked {
+        return Some(Checked {
             violations: v,
             calls: Vec::new(),
             fault,
             unchecked_worlds: 0,
             probes: Vec::new(),
-        };
+        });
     };
     let probes = match &harness.probe {
         Some(dir) => probe_agrees(dir, &pristine, &played.run.bodies, &mut v),
@@ -41,7 +46,11 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
     // resumed from the journal as the crash left it.
     let mut last_journal = played.run.image.clone();
     if let Some(policy) = rerun_policy(case) {
-        match resume(harness, case, &pristine, policy) {
+        let resumed = resume(harness, case, &pristine, policy, stop);
+        if stop.is_stopped() {
+            return None;
+        }
+        match resumed {
             Err(e) => v.push(format!("I5 resume: {e}")),
             Ok(None) => {}
             Ok(Some(resumed)) => {
@@ -58,13 +67,13 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
             v.push(format!(
                 "I5 resume: the final journal does not recover: {e}"
             ));
-            return Checked {
+            return Some(Checked {
                 violations: v,
                 calls: Vec::new(),
                 fault,
                 unchecked_worlds: 0,
                 probes,
-            };
+            });
         }
     };
     let calls = settle(case, &last_analysis, &bodies);
@@ -109,13 +118,13 @@ pub(crate) fn check(harness: &Harness, case: &UserCase) -> Checked {
             Err(_) => v.push(format!("property {name}: it panicked")),
         }
     }
-    Checked {
+    Some(Checked {
         violations: v,
         calls,
         fault,
         unchecked_worlds,
         probes,
-    }
+    })
 }
 
 /// The probe's verdicts on the journal as the crash left it (`pristine`) and the workspace

@@ -258,3 +258,80 @@ fn crashed_batch(dir: &Path, shown: bool) {
     b.start("c.2");
     b.done();
 }
+
+/// A schema-5 session `hand` with one step whose calls (of `write`) each get `started` with
+/// their evidence; then `extra` events. Nothing settles: every call's outcome is unknown.
+pub fn forged(journal: &Path, calls: &[(&str, Vec<Evidence>)], extra: Vec<Event>) {
+    let (j, _) = Journal::open(
+        Arc::new(FsStorage::create(journal).unwrap()),
+        Options::default(),
+    )
+    .unwrap();
+    let put = |event: Event| {
+        j.append(&Record {
+            at_ms: 1_000,
+            event,
+        })
+        .unwrap()
+    };
+    put(Event::SessionOpen(SessionOpen {
+        schema_version: EVENT_SCHEMA_VERSION,
+        session_id: "hand".into(),
+        workspace: "/ws".into(),
+        tools: vec![],
+    }));
+    put(Event::TurnStart {
+        turn: 1,
+        user_text: "go".into(),
+    });
+    put(Event::StepStart { turn: 1, step: 1 });
+    let arguments = serde_json::json!({"path": "x"}).to_string();
+    let response = put(Event::LlmResponse {
+        turn: 1,
+        step: 1,
+        response: ModelResponse {
+            text: "on it".into(),
+            tool_calls: calls
+                .iter()
+                .map(|(id, _)| ModelCall {
+                    call_id: (*id).into(),
+                    name: "write".into(),
+                    arguments: arguments.clone(),
+                })
+                .collect(),
+            stop_reason: StopReason::ToolUse,
+        },
+    });
+    for (i, (id, evidence)) in calls.iter().enumerate() {
+        let c = call(id);
+        let mut last = put(Event::Received {
+            call: c.clone(),
+            index: i as u32,
+            tool: "write".into(),
+            raw_arguments: arguments.clone(),
+            source_seqs: vec![response],
+        });
+        last = put(Event::Parsed {
+            call: c.clone(),
+            arguments: "{}".into(),
+            source_seqs: vec![last],
+        });
+        last = put(Event::Approved {
+            call: c.clone(),
+            approval: Approval::Default,
+            source_seqs: vec![last],
+        });
+        put(Event::Started(CallStarted {
+            call: c.clone(),
+            attempt: 1,
+            resources: Resources::default(),
+            idempotency_key: idempotency_key("hand", &c),
+            evidence: evidence.clone(),
+            source_seqs: vec![last],
+        }));
+    }
+    for e in extra {
+        put(e);
+    }
+    j.close().unwrap();
+}
