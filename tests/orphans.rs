@@ -232,7 +232,7 @@ fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orph
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("k1: process group {pgid}"))
+        stderr.contains(&format!("call k1 (turn 1, step 1): process group {pgid}"))
             && stderr.contains("the session is live")
             && stderr.contains("live run's"),
         "{stderr}"
