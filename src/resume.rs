@@ -108,7 +108,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let going_on = script.is_some() || matches!(live, agent_run::Live::Go(_));
     let rerun = rerun.filter(|_| going_on);
     if stealing {
-        if looked.analysis.replay.closed {
+        if looked.analysis.replay.closed && !matches!(live, agent_run::Live::Go(_)) {
             // Nothing to take it for: said as `still_resumable` says it, the holder untouched.
             if let Some(open) = &looked.analysis.replay.open {
                 outln!(
@@ -154,7 +154,15 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     // and no other process can append before this session does (or finish it meanwhile).
     let locked = lock(builder)?;
     let replay = locked.replay();
-    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref(), rerun.is_some())?
+    // A finished session goes on only with new turns for a live model (`session/reopen`).
+    let reopen = matches!(live, agent_run::Live::Go(_));
+    let Some(open) = still_resumable(
+        journal_dir,
+        replay,
+        journaled.as_ref(),
+        rerun.is_some(),
+        reopen,
+    )?
     else {
         return Ok(());
     };
@@ -270,6 +278,7 @@ fn still_resumable<'r>(
     replay: &'r SessionReplay,
     journaled: Option<&runtime::event::SessionPolicy>,
     recovering: bool,
+    reopen: bool,
 ) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
     if replay.policy.as_ref() != journaled {
         return Err(failed(format!(
@@ -285,9 +294,10 @@ fn still_resumable<'r>(
         )?;
         return Ok(None);
     };
-    if replay.closed {
+    if replay.closed && !reopen {
         outln!(
-            "{}: session {} already finished; nothing to resume",
+            "{}: session {} already finished; nothing to resume (give --prompt TEXT to go on \
+             with a new turn)",
             crate::location::shown(journal_dir),
             open.session_id
         )?;

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// another agent wrote, imported by `recover import`); 8 added the stop reason `refusal`,
 /// `llm/refusal` and `llm/note` (and wider provider state: every content block, item or part a
 /// provider needs back).
-pub const EVENT_SCHEMA_VERSION: u32 = 8;
+pub const EVENT_SCHEMA_VERSION: u32 = 9;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
@@ -643,11 +643,15 @@ pub enum Event {
     /// `llm/note` (schema 8): something the adapter noticed in the step's answer and kept
     /// rather than refuse (a content block of a type this build does not know, kept verbatim).
     LlmNote(LlmNote),
+    /// `session/reopen` (schema 9): a finished session goes on (`tooljournal resume --prompt`):
+    /// right after its `session/close`, the only event that may follow one; the session is
+    /// open again, its next turn the one after its last.
+    SessionReopen,
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 45;
+    pub const VARIANT_COUNT: u32 = 46;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -696,6 +700,7 @@ impl Event {
             Event::ImportOutcome(_) => "import/outcome",
             Event::LlmRefusal(_) => "llm/refusal",
             Event::LlmNote(_) => "llm/note",
+            Event::SessionReopen => "session/reopen",
         }
     }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 8;
+pub const DOC_SCHEMA: u32 = 9;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -977,6 +977,8 @@ fn events() -> Vec<(&'static str, Shape)> {
                 ("note", strv),
             ]),
         ),
+        // Schema 9.
+        ("session/reopen", Unit),
     ]
 }
 
