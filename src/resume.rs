@@ -155,13 +155,17 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let locked = lock(builder)?;
     let replay = locked.replay();
     // A finished session goes on only with new turns for a live model (`session/reopen`).
-    let reopen = matches!(live, agent_run::Live::Go(_));
+    let finished = match (script, &live) {
+        (_, agent_run::Live::Go(_)) => Finished::GoesOn,
+        (None, agent_run::Live::NeedsPrompt(_)) => Finished::StaysWithoutPrompt,
+        _ => Finished::Stays,
+    };
     let Some(open) = still_resumable(
         journal_dir,
         replay,
         journaled.as_ref(),
         rerun.is_some(),
-        reopen,
+        finished,
     )?
     else {
         return Ok(());
@@ -271,6 +275,15 @@ fn recover_checked(
     Ok(recovered)
 }
 
+/// What becomes of a finished session: it goes on (a live model with prompts), or stays
+/// finished (a model was given no prompt; a transcript, or no model at all, has no new turn).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finished {
+    GoesOn,
+    Stays,
+    StaysWithoutPrompt,
+}
+
 /// Checks, under the writer lock, that the journal is still the one recovery balanced and
 /// that there is a session to continue. `None`: nothing to resume (said on stdout).
 fn still_resumable<'r>(
@@ -278,7 +291,7 @@ fn still_resumable<'r>(
     replay: &'r SessionReplay,
     journaled: Option<&runtime::event::SessionPolicy>,
     recovering: bool,
-    reopen: bool,
+    finished: Finished,
 ) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
     if replay.policy.as_ref() != journaled {
         return Err(failed(format!(
@@ -294,10 +307,13 @@ fn still_resumable<'r>(
         )?;
         return Ok(None);
     };
-    if replay.closed && !reopen {
+    if replay.closed && finished != Finished::GoesOn {
+        let hint = match finished {
+            Finished::StaysWithoutPrompt => " (give --prompt TEXT to go on with a new turn)",
+            _ => "",
+        };
         outln!(
-            "{}: session {} already finished; nothing to resume (give --prompt TEXT to go on \
-             with a new turn)",
+            "{}: session {} already finished; nothing to resume{hint}",
             crate::location::shown(journal_dir),
             open.session_id
         )?;

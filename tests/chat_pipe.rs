@@ -94,3 +94,50 @@ fn piped_lines_answer_the_approval_then_go_on_as_messages_in_order() {
     assert_eq!(user_messages(&requests[2].body), ["write a note", "thanks"]);
     assert!(said.contains("You are welcome."), "{said}");
 }
+
+#[test]
+fn a_piped_line_answers_the_models_question_and_the_next_is_a_message() {
+    let format = Format::OpenAiChat;
+    let case = Case::new();
+    let server = &case.server;
+    let args = serde_json::json!({
+        "question": "Which database should I set up?",
+        "options": [{"label": "sqlite"}, {"label": "postgres"}],
+    })
+    .to_string();
+    server.push(
+        format,
+        Answer::calls(vec![("call_q1", "ask", args.as_str())])
+            .with_text("A question first.")
+            .into(),
+    );
+    server.push(format, Answer::text("Postgres it is.").into());
+    server.push(format, Answer::text("Done.").into());
+
+    let out = chat_piped(&case, format, "set up a database\n2\nthanks\n");
+    let said = shown(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("call_q1 asks: Which database"), "{said}");
+    let replies: Vec<runtime::event::Reply> = case
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::AskReplied { call, reply } if call.call_id == "call_q1" => Some(reply),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        replies,
+        [runtime::event::Reply::Answered(runtime::event::Answer {
+            choice: vec!["postgres".into()],
+            text: None,
+        })],
+        "{said}"
+    );
+    let requests = case.requests();
+    assert_eq!(requests.len(), 3, "{said}");
+    assert_eq!(
+        user_messages(&requests[2].body),
+        ["set up a database", "thanks"]
+    );
+}
