@@ -168,12 +168,18 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
     );
 }
 
-/// Kills a process group when dropped: a failed assertion leaves no sleeper behind.
-struct KillGroup(Option<u32>);
+/// The run and its call's process group, both killed when dropped: a failed assertion leaves
+/// neither behind.
+struct Running {
+    run: std::process::Child,
+    group: Option<u32>,
+}
 
-impl Drop for KillGroup {
+impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
+        let _ = self.run.kill();
+        let _ = self.run.wait();
+        if let Some(pgid) = self.group {
             let pgid = nix::unistd::Pid::from_raw(pgid as i32);
             let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         }
@@ -196,7 +202,7 @@ fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orph
     ];
     let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     std::fs::write(&script, text.join("\n")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+    let run = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
         .args(["run", "--script"])
         .arg(&script)
         .arg("--workspace")
@@ -207,18 +213,21 @@ fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orph
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut group = KillGroup(None);
+    let mut running = Running { run, group: None };
     wait_until("the command started", || {
         std::fs::read_to_string(ws.join("started.txt")).is_ok_and(|t| t.ends_with('\n'))
     });
-    let pgid = events(&journal)
-        .into_iter()
-        .find_map(|e| match e {
+    // The group is journaled right after the shell is spawned, which may be after the command
+    // wrote its file.
+    let group = || {
+        events(&journal).into_iter().find_map(|e| match e {
             Event::CallProcess { call, process } if call.call_id == "k1" => Some(process.pgid),
             _ => None,
         })
-        .expect("the shell's group is journaled before it runs");
-    group.0 = Some(pgid);
+    };
+    wait_until("the shell's group is journaled", || group().is_some());
+    let pgid = group().expect("journaled: waited for above");
+    running.group = Some(pgid);
     let classify = || {
         Command::new(recover_bin::recover_bin())
             .args(["classify", "--dry-run"])
@@ -241,8 +250,8 @@ fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orph
     assert!(!stderr.contains("still running: process group"), "{stderr}");
 
     // Once the run is killed, the same group is an orphan, and said to be one.
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    running.run.kill().unwrap(); // SIGKILL
+    running.run.wait().unwrap();
     let out = classify();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
