@@ -126,7 +126,7 @@ pub(super) fn prepare(backend: &Backend, write: bool) -> Result<Prepared, Recove
         && !live
         && read_only_because.is_none()
         && session_id.is_some()
-        && lock_would_not_be_made_for_nothing(backend, dir)?
+        && lock_file_worth_making(backend, dir)?
     {
         match Journal::lock_backend(backend, Takeover::Refuse) {
             Ok(l) => lock = Some(l),
@@ -150,7 +150,7 @@ pub(super) fn prepare(backend: &Backend, write: bool) -> Result<Prepared, Recove
 /// events, newer) the reading would have left a file behind. So such a journal is checked
 /// first, writing nothing; one that would be refused is then read without the lock, and the
 /// reading refuses it as it would have under the lock, creating nothing.
-fn lock_would_not_be_made_for_nothing(backend: &Backend, dir: &Path) -> Result<bool, RecoverError> {
+fn lock_file_worth_making(backend: &Backend, dir: &Path) -> Result<bool, RecoverError> {
     let Some(storage) = backend.files() else {
         return Ok(true);
     };
