@@ -123,6 +123,17 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         if going_on && !kill_orphans {
             refuse_running(journal_dir, &looked.analysis.replay)?;
         }
+        // The session goes on in its own workspace, which must be here to go on in.
+        if let Some(open) = &looked.analysis.replay.open {
+            let here = std::fs::metadata(&open.workspace).map(|m| m.is_dir());
+            if !matches!(here, Ok(true)) {
+                return Err(failed(format!(
+                    "{}: the session's workspace {} is not a directory here; nothing was taken",
+                    crate::location::shown(journal_dir),
+                    open.workspace
+                )));
+            }
+        }
         take_or_wait(journal_dir, true, lease_wait_ms)?;
         looked = recover_checked(journal_dir, false, None, false, false)?;
     }

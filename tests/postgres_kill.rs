@@ -504,6 +504,46 @@ fn a_steal_that_would_refuse_refuses_before_taking_anything() {
     no_twice(&case, "steal refused");
 }
 
+#[test]
+fn a_steal_whose_workspace_is_not_here_refuses_before_taking_anything() {
+    let server = pg::testing::shared();
+    let command = "echo a1 >> marker.txt; \
+                   for i in $(seq 1 600); do [ -f go ] && break; sleep 0.1; done";
+    let script = script_of(&[
+        json!({"user": "go"}),
+        step(vec![tool_call("a1", "bash", json!({ "command": command }))]),
+        end(),
+    ]);
+    let case = pg_case(&script, &server.url("steal-no-workspace"));
+    let mut a = spawn_run(&case, 1, &[]);
+    wait_started(&case.journal, "a1", &mut a);
+    let holder = live_holder(&case.journal).expect("A holds the session");
+    // A works through its open handles; under its journaled path there is nothing now.
+    let moved = case.ws.with_extension("moved");
+    std::fs::rename(&case.ws, &moved).expect("move the workspace away");
+    let b = case.spawn_resume("steal", &["--steal", "--kill-orphans"]);
+    let status = case.wait_resume(b, "steal");
+    std::fs::rename(&moved, &case.ws).expect("put the workspace back");
+    let status = status.expect("resume ends");
+    let logs = case.logs("steal");
+    assert_eq!(status.code(), Some(1), "{logs}");
+    assert!(
+        logs.contains("is not a directory here") && logs.contains("nothing was taken"),
+        "{logs}"
+    );
+    assert!(
+        !records(&case.journal)
+            .iter()
+            .any(|(_, r)| matches!(r.event, Event::WriterStolen(_))),
+        "a refused resume stole the session"
+    );
+    let still = live_holder(&case.journal).expect("A still holds the session");
+    assert_eq!((&still.name, still.epoch), (&holder.name, holder.epoch));
+    std::fs::write(case.ws.join("go"), "").expect("let a1 end");
+    let status = wait_child(&mut a, "A");
+    assert!(status.success(), "A: {status}: {}", case.logs("run"));
+}
+
 /// Moments after the second call started at which the server is disturbed, one round each.
 const DISTURB_AFTER_MS: [u64; 3] = [0, 70, 140];
 
