@@ -478,8 +478,9 @@ fn refuse_running(journal_dir: &Path, replay: &SessionReplay) -> Result<(), CliE
     for (call, process) in replay.unsettled_processes() {
         if let Some(members) = runtime::process::still_running(&process) {
             return Err(failed(format!(
-                "{}: {call}: still running: process group {} ({members} processes); taking the session would leave it running unwatched, so \
-                 nothing was taken: wait for it, or resume with --steal --kill-orphans",
+                "{}: {call}: still running: process group {} ({members} processes); taking the \
+                 session would leave it running unwatched, so nothing was taken: wait for it, or \
+                 resume with --steal --kill-orphans",
                 crate::location::shown(journal_dir),
                 process.pgid
             )));
