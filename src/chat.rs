@@ -1,13 +1,13 @@
 //! `tooljournal chat`: a person and a live model, turn by turn, at a terminal.
 //!
-//! The prompt is `rustyline`'s (line editing, history) at a terminal; piped input is read line
-//! by line from the one input the approvals' answers come from too (`Input`). During a turn
-//! the terminal is the session's: the model's text streams as it arrives, each call has a live status line (the
-//! printer), questions are asked by the terminal approver (y/n/a for approvals, a menu for the
-//! `ask` tool's), and Ctrl-C (a SIGINT: the terminal is out of raw mode then, and a menu passes
-//! its Ctrl-C on as one) stops the turn, journaled as the user's stop; a second Ctrl-C within a
-//! second also ends the session. A question's menu may outlive its question (expired, or the
-//! batch stopped): the prompt waits until the menu is gone, so that no line typed into it is
+//! The prompt is `rustyline`'s (line editing, history) at a terminal; piped input is read line by
+//! line from the one input the approvals' answers come from too (`Input`). During a turn the
+//! terminal is the session's: the model's text streams as it arrives, each call has a live status
+//! line (the printer), questions are asked by the terminal approver (y/n/a for approvals, a menu
+//! for the `ask` tool's), and Ctrl-C (a SIGINT: the terminal is out of raw mode then, and a menu
+//! passes its Ctrl-C on as one) stops the turn, journaled as the user's stop; a second Ctrl-C
+//! within a second also ends the session. A question's menu may outlive its question (expired, or
+//! the batch stopped): the prompt waits until the menu is gone, so that no line typed into it is
 //! taken for the chat's. At the prompt, Ctrl-C clears the line (twice within a second: ends the
 //! session); Ctrl-D or `/exit` ends the session (`session/close`).
 //!
