@@ -582,21 +582,35 @@ fn ask_blocking(prompt: &str, withdrawn: &AtomicBool) -> AskAnswer {
     }
 }
 
-/// One line from stdin (without its newline); None at end of input or once withdrawn.
+/// One line from stdin (without its newline); None at end of input, on a read error, or once
+/// withdrawn.
 fn read_line(withdrawn: &AtomicBool) -> Option<String> {
+    read_stdin_line(withdrawn).ok().flatten()
+}
+
+/// The next line of input when stdin is not a terminal (a pipe, a here-doc, a file): `chat`'s
+/// messages come from here, read as the approvals' answers are, so that both take their lines
+/// from the one input in order (a buffered reader would take lines meant for the next
+/// question). `None` at end of input.
+pub fn next_piped_line() -> std::io::Result<Option<String>> {
+    read_stdin_line(&AtomicBool::new(false))
+}
+
+/// One line from stdin (without its newline); `None` at end of input or once withdrawn.
+fn read_stdin_line(withdrawn: &AtomicBool) -> std::io::Result<Option<String>> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let stdin = std::io::stdin();
     let mut line = Vec::new();
     loop {
         if withdrawn.load(Ordering::SeqCst) {
-            return None;
+            return Ok(None);
         }
         let ready = {
             let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(100u16)) {
                 Ok(n) => n > 0,
                 Err(nix::errno::Errno::EINTR) => false,
-                Err(_) => return None,
+                Err(e) => return Err(std::io::Error::other(format!("stdin: poll: {e}"))),
             }
         };
         if !ready {
@@ -605,11 +619,11 @@ fn read_line(withdrawn: &AtomicBool) -> Option<String> {
         let mut byte = [0u8; 1];
         // One byte at a time: nothing after the newline is taken from whoever reads next.
         match nix::unistd::read(stdin.as_fd(), &mut byte) {
-            Ok(0) => return (!line.is_empty()).then(|| String::from_utf8_lossy(&line).into()),
-            Ok(_) if byte[0] == b'\n' => return Some(String::from_utf8_lossy(&line).into()),
+            Ok(0) => return Ok((!line.is_empty()).then(|| String::from_utf8_lossy(&line).into())),
+            Ok(_) if byte[0] == b'\n' => return Ok(Some(String::from_utf8_lossy(&line).into())),
             Ok(_) => line.push(byte[0]),
             Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
-            Err(_) => return None,
+            Err(e) => return Err(std::io::Error::other(format!("stdin: read: {e}"))),
         }
     }
 }

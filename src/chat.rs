@@ -1,12 +1,13 @@
 //! `tooljournal chat`: a person and a live model, turn by turn, at a terminal.
 //!
-//! The prompt is `rustyline`'s (line editing, history). During a turn the terminal is the
-//! session's: the model's text streams as it arrives, each call has a live status line (the
-//! printer), questions are asked by the terminal approver (y/n/a for approvals, a menu for the
-//! `ask` tool's), and Ctrl-C (a SIGINT: the terminal is out of raw mode then, and a menu passes
-//! its Ctrl-C on as one) stops the turn, journaled as the user's stop; a second Ctrl-C within a
-//! second also ends the session. A question's menu may outlive its question (expired, or the
-//! batch stopped): the prompt waits until the menu is gone, so that no line typed into it is
+//! The prompt is `rustyline`'s (line editing, history) at a terminal; piped input is read line by
+//! line from the one input the approvals' answers come from too (`Input`). During a turn the
+//! terminal is the session's: the model's text streams as it arrives, each call has a live status
+//! line (the printer), questions are asked by the terminal approver (y/n/a for approvals, a menu
+//! for the `ask` tool's), and Ctrl-C (a SIGINT: the terminal is out of raw mode then, and a menu
+//! passes its Ctrl-C on as one) stops the turn, journaled as the user's stop; a second Ctrl-C
+//! within a second also ends the session. A question's menu may outlive its question (expired, or
+//! the batch stopped): the prompt waits until the menu is gone, so that no line typed into it is
 //! taken for the chat's. At the prompt, Ctrl-C clears the line (twice within a second: ends the
 //! session); Ctrl-D or `/exit` ends the session (`session/close`).
 //!
@@ -49,8 +50,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         failed("no model: give --model PROVIDER:MODEL (or [model] in the configuration)".into())
     })?;
     let model = model_cli::connect(&spec, &args.flags, &section, None)?;
-    let mut editor = rustyline::DefaultEditor::new()
-        .map_err(|e| failed(format!("cannot use the terminal: {e}")))?;
+    let mut input = Input::new().map_err(|e| failed(format!("cannot use the terminal: {e}")))?;
     let person = TerminalApprover::new();
     let setup = Setup {
         journal: &journal,
@@ -102,7 +102,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
             eprintln!("(a withdrawn question is still on the screen: end it with Enter or Esc)");
             person.wait_for_terminal();
         }
-        let line = editor.readline("you> ");
+        let line = input.readline("you> ");
         if interrupts.quit_requested() {
             // A second Ctrl-C that came as a signal just before the prompt took the terminal.
             break;
@@ -121,7 +121,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
             }
             Err(ReadlineError::Eof) => break,
             Err(e) => {
-                result = Err(failed(format!("cannot read the terminal: {e}")));
+                result = Err(failed(format!("cannot read the input: {e}")));
                 break;
             }
         };
@@ -135,7 +135,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
             }
             _ => {}
         }
-        let _ = editor.add_history_entry(text);
+        input.add_history_entry(text);
         match rt.block_on(one_turn(
             &mut agent,
             &mut session,
@@ -175,4 +175,42 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         crate::location::shown(&journal_dir)
     )?;
     Ok(())
+}
+
+/// Where the person's lines come from: a terminal, through `rustyline` (line editing, history);
+/// any other input (a pipe, a here-doc) line by line as the approver reads its answers
+/// ([`crate::approval::next_piped_line`]), so that a scripted chat's answers reach the
+/// questions they follow and never the model. (rustyline reads such input through a buffer,
+/// taking the answers' lines with the message's.)
+enum Input {
+    Terminal(Box<rustyline::DefaultEditor>),
+    Piped,
+}
+
+impl Input {
+    fn new() -> rustyline::Result<Input> {
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            Ok(Input::Terminal(Box::new(rustyline::DefaultEditor::new()?)))
+        } else {
+            Ok(Input::Piped)
+        }
+    }
+
+    fn readline(&mut self, prompt: &str) -> Result<String, ReadlineError> {
+        match self {
+            Input::Terminal(editor) => editor.readline(prompt),
+            Input::Piped => match crate::approval::next_piped_line() {
+                Ok(Some(line)) => Ok(line),
+                Ok(None) => Err(ReadlineError::Eof),
+                Err(e) => Err(ReadlineError::Io(e)),
+            },
+        }
+    }
+
+    fn add_history_entry(&mut self, line: &str) {
+        if let Input::Terminal(editor) = self {
+            // Best effort: a line missing from the history is no failure.
+            let _ = editor.add_history_entry(line);
+        }
+    }
 }

@@ -54,10 +54,15 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         ));
     }
     // A session in PostgreSQL may be held by another worker's lease: wait for it to expire,
-    // or take it now (journaled), before anything is read.
-    take_or_wait(journal_dir, steal, lease_wait_ms)?;
+    // or (`--steal`) take it, but only once everything that could refuse has been checked
+    // (below): a steal fences the holder off, and a resume that then refused would have
+    // stopped a healthy writer for nothing.
+    let stealing = steal && crate::location::url(journal_dir).is_some();
+    if !stealing {
+        take_or_wait(journal_dir, steal, lease_wait_ms)?;
+    }
     // Read first, writing nothing: what the journal says decides what this resume does.
-    let looked = recover_checked(journal_dir, false, None, false)?;
+    let mut looked = recover_checked(journal_dir, false, None, false, stealing)?;
     // Another agent ran an imported journal's calls: refused before recovery writes anything.
     if let Some(source) = &looked.analysis.replay.imported {
         return Err(failed(format!(
@@ -102,6 +107,36 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     // as `recover` would, and nothing runs.
     let going_on = script.is_some() || matches!(live, agent_run::Live::Go(_));
     let rerun = rerun.filter(|_| going_on);
+    if stealing {
+        if looked.analysis.replay.closed && !matches!(live, agent_run::Live::Go(_)) {
+            // Nothing to take it for: said as `still_resumable` says it, the holder untouched.
+            if let Some(open) = &looked.analysis.replay.open {
+                outln!(
+                    "{}: session {} already finished; nothing to resume (nothing was taken)",
+                    crate::location::shown(journal_dir),
+                    open.session_id
+                )?;
+                return Ok(());
+            }
+        }
+        // The holder's running calls become orphans the moment it is fenced off.
+        if going_on && !kill_orphans {
+            refuse_running(journal_dir, &looked.analysis.replay)?;
+        }
+        // The session goes on in its own workspace, which must be here to go on in.
+        if let Some(open) = &looked.analysis.replay.open {
+            let here = std::fs::metadata(&open.workspace).map(|m| m.is_dir());
+            if !matches!(here, Ok(true)) {
+                return Err(failed(format!(
+                    "{}: the session's workspace {} is not a directory here; nothing was taken",
+                    crate::location::shown(journal_dir),
+                    open.workspace
+                )));
+            }
+        }
+        take_or_wait(journal_dir, true, lease_wait_ms)?;
+        looked = recover_checked(journal_dir, false, None, false, false)?;
+    }
     // Groups killed before recovery probes the workspace: what it journals of them is then
     // true (they ended), not what it would have seen a moment before the kill.
     let mut killed = if kill_orphans && going_on {
@@ -130,7 +165,19 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     // and no other process can append before this session does (or finish it meanwhile).
     let locked = lock(builder)?;
     let replay = locked.replay();
-    let Some(open) = still_resumable(journal_dir, replay, journaled.as_ref(), rerun.is_some())?
+    // A finished session goes on only with new turns for a live model (`session/reopen`).
+    let finished = match (script, &live) {
+        (_, agent_run::Live::Go(_)) => Finished::GoesOn,
+        (None, agent_run::Live::NeedsPrompt(_)) => Finished::StaysWithoutPrompt,
+        _ => Finished::Stays,
+    };
+    let Some(open) = still_resumable(
+        journal_dir,
+        replay,
+        journaled.as_ref(),
+        rerun.is_some(),
+        finished,
+    )?
     else {
         return Ok(());
     };
@@ -193,20 +240,22 @@ fn recover_first(
         }
     }
     let workspace = crate::rerun::probe_target(&looked.analysis);
-    let recovered = recover_checked(journal_dir, true, workspace.as_deref(), true)?;
+    let recovered = recover_checked(journal_dir, true, workspace.as_deref(), true, false)?;
     if recovered.appended {
         print_recovered(&recovered)?;
     }
     Ok(recovered)
 }
 
-/// Recovery, read-only or not (probing `workspace` when given), refusing a live session and
-/// one it could not write to; with `say`, its notes go to stderr.
+/// Recovery, read-only or not (probing `workspace` when given), refusing a live session
+/// (unless `live_ok`: a look before a steal) and one it could not write to; with `say`, its
+/// notes go to stderr.
 fn recover_checked(
     journal_dir: &Path,
     write: bool,
     workspace: Option<&Path>,
     say: bool,
+    live_ok: bool,
 ) -> Result<recover::session::Recovered, CliError> {
     let recovered =
         recover::session::recover_probing(crate::location::place(journal_dir)?, write, workspace)
@@ -221,7 +270,7 @@ fn recover_checked(
             eprintln!("note: {}: {note}", crate::location::shown(journal_dir));
         }
     }
-    if recovered.analysis.live {
+    if recovered.analysis.live && !live_ok {
         if crate::location::url(journal_dir).is_some() {
             return Err(lease_is_live(journal_dir));
         }
@@ -237,6 +286,15 @@ fn recover_checked(
     Ok(recovered)
 }
 
+/// What becomes of a finished session: it goes on (a live model with prompts), or stays
+/// finished (a model was given no prompt; a transcript, or no model at all, has no new turn).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finished {
+    GoesOn,
+    Stays,
+    StaysWithoutPrompt,
+}
+
 /// Checks, under the writer lock, that the journal is still the one recovery balanced and
 /// that there is a session to continue. `None`: nothing to resume (said on stdout).
 fn still_resumable<'r>(
@@ -244,6 +302,7 @@ fn still_resumable<'r>(
     replay: &'r SessionReplay,
     journaled: Option<&runtime::event::SessionPolicy>,
     recovering: bool,
+    finished: Finished,
 ) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
     if replay.policy.as_ref() != journaled {
         return Err(failed(format!(
@@ -259,9 +318,13 @@ fn still_resumable<'r>(
         )?;
         return Ok(None);
     };
-    if replay.closed {
+    if replay.closed && finished != Finished::GoesOn {
+        let hint = match finished {
+            Finished::StaysWithoutPrompt => " (give --prompt TEXT to go on with a new turn)",
+            _ => "",
+        };
         outln!(
-            "{}: session {} already finished; nothing to resume",
+            "{}: session {} already finished; nothing to resume{hint}",
             crate::location::shown(journal_dir),
             open.session_id
         )?;
@@ -406,6 +469,24 @@ fn stop_orphans(
         killed.push((call, process.pgid));
     }
     Ok(killed)
+}
+
+/// Before a steal, without `--kill-orphans`: refuses when a call's process group still runs.
+/// The holder runs it now; fenced off, it could no longer settle it, and the resume would then
+/// refuse to go on beside it: refused first, nothing taken.
+fn refuse_running(journal_dir: &Path, replay: &SessionReplay) -> Result<(), CliError> {
+    for (call, process) in replay.unsettled_processes() {
+        if let Some(members) = runtime::process::still_running(&process) {
+            return Err(failed(format!(
+                "{}: {call}: still running: process group {} ({members} processes); taking the \
+                 session would leave it running unwatched, so nothing was taken: wait for it, or \
+                 resume with --steal --kill-orphans",
+                crate::location::shown(journal_dir),
+                process.pgid
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What recovery did before a resume, for people.

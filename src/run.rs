@@ -334,6 +334,10 @@ pub(crate) fn prepare(
                 recovered = Some(analysis);
                 resumed
             }
+            // A finished session given new turns (only `resume` with prompts gets here).
+            Opening::Resume { .. } if prepared.replay().closed => {
+                prepared.reopen_reporting().map_err(build_error)?
+            }
             Opening::Resume { .. } => prepared.resume_reporting().map_err(build_error)?,
             Opening::New => prepared.open_reporting().map_err(build_error)?,
         };

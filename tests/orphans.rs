@@ -3,6 +3,10 @@
 //! processes are found again from the journal (`call/process`), recovery hands them to
 //! `recover classify`'s warning, and `resume` refuses to go on beside them unless
 //! `--kill-orphans` (journaled); the library's `Session::builder(..).resume()` refuses the same way.
+//! A live run's own running call is no orphan, and `recover classify` does not call it one.
+
+#[path = "common/recover_bin.rs"]
+mod recover_bin;
 
 use runtime::event::{Event, ProcessStarted, Record};
 use serde_json::json;
@@ -161,5 +165,99 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
     assert!(
         after.analysis.replay.unsettled_processes().is_empty(),
         "the killed group is no longer a candidate"
+    );
+}
+
+/// The run and its call's process group, both killed when dropped: a failed assertion leaves
+/// neither behind.
+struct Running {
+    run: std::process::Child,
+    group: Option<u32>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.run.kill();
+        let _ = self.run.wait();
+        if let Some(pgid) = self.group {
+            let pgid = nix::unistd::Pid::from_raw(pgid as i32);
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+#[test]
+fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orphan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let journal = tmp.path().join("journal");
+    let script = tmp.path().join("s.jsonl");
+    let command = "sleep 300 & echo started > started.txt; wait $!";
+    let lines = [
+        json!({"user": "long job"}),
+        json!({"assistant": {"text": "", "tool_calls": [{"id": "k1", "name": "bash",
+            "arguments": json!({ "command": command }).to_string()}], "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+    ];
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&script, text.join("\n")).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--journal")
+        .arg(&journal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running { run, group: None };
+    wait_until("the command started", || {
+        std::fs::read_to_string(ws.join("started.txt")).is_ok_and(|t| t.ends_with('\n'))
+    });
+    // The group is journaled right after the shell is spawned, which may be after the command
+    // wrote its file.
+    let group = || {
+        events(&journal).into_iter().find_map(|e| match e {
+            Event::CallProcess { call, process } if call.call_id == "k1" => Some(process.pgid),
+            _ => None,
+        })
+    };
+    wait_until("the shell's group is journaled", || group().is_some());
+    let pgid = group().expect("journaled: waited for above");
+    running.group = Some(pgid);
+    let classify = || {
+        Command::new(recover_bin::recover_bin())
+            .args(["classify", "--dry-run"])
+            .arg(&journal)
+            .output()
+            .unwrap()
+    };
+
+    // The run holds the session: its call runs in it, and no resume could or should stop it.
+    let out = classify();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("call k1 (turn 1, step 1): process group {pgid}"))
+            && stderr.contains("the session is live")
+            && stderr.contains("live run's"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--kill-orphans"), "{stderr}");
+    assert!(!stderr.contains("still running: process group"), "{stderr}");
+
+    // Once the run is killed, the same group is an orphan, and said to be one.
+    running.run.kill().unwrap(); // SIGKILL
+    running.run.wait().unwrap();
+    let out = classify();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("still running: process group {pgid}"))
+            && stderr.contains("--kill-orphans"),
+        "{stderr}"
     );
 }

@@ -420,6 +420,130 @@ fn a_stolen_session_fences_the_stopped_writer_and_nothing_of_it_lands_after_the_
     no_twice(&case, "fencing");
 }
 
+/// Waits until the journal holds `call_id`'s process group (`call/process`); returns its pgid.
+fn wait_process(journal: &Path, call_id: &str) -> u32 {
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        let pgid = records(journal)
+            .into_iter()
+            .find_map(|(_, r)| match r.event {
+                Event::CallProcess { call, process } if call.call_id == call_id => {
+                    Some(process.pgid)
+                }
+                _ => None,
+            });
+        if let Some(pgid) = pgid {
+            return pgid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{call_id}'s process never journaled"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_steal_that_would_refuse_refuses_before_taking_anything() {
+    let server = pg::testing::shared();
+    // a1 runs until the test lets it end (bounded: a failed test leaves no endless loop).
+    let command = "echo a1 >> marker.txt; \
+                   for i in $(seq 1 600); do [ -f go ] && break; sleep 0.1; done";
+    let script = script_of(&[
+        json!({"user": "go"}),
+        step(vec![tool_call("a1", "bash", json!({ "command": command }))]),
+        step(vec![mark("a2")]),
+        end(),
+    ]);
+    let case = pg_case(&script, &server.url("steal-refused"));
+    let mut a = spawn_run(&case, 1, &[]);
+    wait_started(&case.journal, "a1", &mut a);
+    let pgid = wait_process(&case.journal, "a1");
+    let holder = live_holder(&case.journal).expect("A holds the session");
+    let before = records(&case.journal).len();
+
+    // A healthy writer with a running call: without --kill-orphans the resume would refuse to
+    // go on beside that call once A is fenced off, so it refuses first and takes nothing.
+    let b = case.spawn_resume("steal", &["--steal"]);
+    let status = case.wait_resume(b, "steal").expect("resume ends");
+    let logs = case.logs("steal");
+    assert_eq!(status.code(), Some(1), "{logs}");
+    assert!(
+        logs.contains(&format!("still running: process group {pgid}"))
+            && logs.contains("nothing was taken")
+            && logs.contains("--kill-orphans"),
+        "{logs}"
+    );
+    let after_b = records(&case.journal);
+    assert!(
+        !after_b
+            .iter()
+            .any(|(_, r)| matches!(r.event, Event::WriterStolen(_))),
+        "a refused resume stole the session"
+    );
+    let still = live_holder(&case.journal).expect("A still holds the session");
+    assert_eq!((&still.name, still.epoch), (&holder.name, holder.epoch));
+
+    // A goes on undisturbed: its call ends, is committed, and the session closes.
+    std::fs::write(case.ws.join("go"), "").expect("let a1 end");
+    let status = wait_child(&mut a, "A");
+    assert!(status.success(), "A: {status}: {}", case.logs("run"));
+    let end = records(&case.journal);
+    assert!(end.len() > before, "A wrote on");
+    assert!(end.iter().any(|(_, r)| matches!(
+        &r.event,
+        Event::Committed { call, .. } if call.call_id == "a1"
+    )));
+    assert!(!end
+        .iter()
+        .any(|(_, r)| matches!(r.event, Event::Recovery(_))));
+    assert!(matches!(
+        end.last().map(|(_, r)| &r.event),
+        Some(Event::SessionClose)
+    ));
+    no_twice(&case, "steal refused");
+}
+
+#[test]
+fn a_steal_whose_workspace_is_not_here_refuses_before_taking_anything() {
+    let server = pg::testing::shared();
+    let command = "echo a1 >> marker.txt; \
+                   for i in $(seq 1 600); do [ -f go ] && break; sleep 0.1; done";
+    let script = script_of(&[
+        json!({"user": "go"}),
+        step(vec![tool_call("a1", "bash", json!({ "command": command }))]),
+        end(),
+    ]);
+    let case = pg_case(&script, &server.url("steal-no-workspace"));
+    let mut a = spawn_run(&case, 1, &[]);
+    wait_started(&case.journal, "a1", &mut a);
+    let holder = live_holder(&case.journal).expect("A holds the session");
+    // A works through its open handles; under its journaled path there is nothing now.
+    let moved = case.ws.with_extension("moved");
+    std::fs::rename(&case.ws, &moved).expect("move the workspace away");
+    let b = case.spawn_resume("steal", &["--steal", "--kill-orphans"]);
+    let status = case.wait_resume(b, "steal");
+    std::fs::rename(&moved, &case.ws).expect("put the workspace back");
+    let status = status.expect("resume ends");
+    let logs = case.logs("steal");
+    assert_eq!(status.code(), Some(1), "{logs}");
+    assert!(
+        logs.contains("is not a directory here") && logs.contains("nothing was taken"),
+        "{logs}"
+    );
+    assert!(
+        !records(&case.journal)
+            .iter()
+            .any(|(_, r)| matches!(r.event, Event::WriterStolen(_))),
+        "a refused resume stole the session"
+    );
+    let still = live_holder(&case.journal).expect("A still holds the session");
+    assert_eq!((&still.name, still.epoch), (&holder.name, holder.epoch));
+    std::fs::write(case.ws.join("go"), "").expect("let a1 end");
+    let status = wait_child(&mut a, "A");
+    assert!(status.success(), "A: {status}: {}", case.logs("run"));
+}
+
 /// Moments after the second call started at which the server is disturbed, one round each.
 const DISTURB_AFTER_MS: [u64; 3] = [0, 70, 140];
 

@@ -376,7 +376,7 @@ fn classify_streamed<S: ReportSink>(
         recover::session::recover_streaming_probing(at, !dry_run, progress, &mut listing, probe)
     })?;
     note(dir, s.notes());
-    warn_running(dir, &s.processes);
+    warn_running(dir, &s.processes, s.live);
     match s.output_error.take() {
         Some(e) => Err(output_failure(e)),
         None => finish(listing, &s).map_err(output_failure),
@@ -384,13 +384,26 @@ fn classify_streamed<S: ReportSink>(
 }
 
 /// Process groups that calls of the interrupted run left running, on stderr: whether they run
-/// is the world's state, not the journal's, so it stays out of stdout.
+/// is the world's state, not the journal's, so it stays out of stdout. In a live session they
+/// are the live run's own calls, not orphans: no resume may stop them (it would refuse, the
+/// session being live), so none is advised.
 fn warn_running(
     dir: &Path,
     processes: &[(runtime::event::CallRef, runtime::event::ProcessStarted)],
+    live: bool,
 ) {
     for (call, process) in processes {
-        if let Some(members) = runtime::process::still_running(process) {
+        let Some(members) = runtime::process::still_running(process) else {
+            continue;
+        };
+        if live {
+            eprintln!(
+                "note: {}: {call}: process group {} ({members} processes) is the live run's: \
+                 the session is live and this call is still running in it (not an orphan)",
+                dir.display(),
+                process.pgid
+            );
+        } else {
             eprintln!(
                 "warning: {}: {call}: still running: process group {} ({members} processes); \
                  it may still change the workspace (`tooljournal resume --kill-orphans` stops it)",

@@ -46,8 +46,14 @@ pub fn salvage_json(s: &crate::session::Salvage) -> Value {
     })
 }
 
-/// What `--salvage` skipped, for people.
+/// What `--salvage` skipped, for people; a journal with nothing to pass over (clean, or only
+/// torn) is said to be so, never called corrupt.
 pub fn salvage_text(s: &crate::session::Salvage) -> String {
+    if !s.passed_over() {
+        return "salvage: nothing was passed over: the journal has no corruption (nothing was \
+                written)\n"
+            .to_owned();
+    }
     let mut out = String::from(
         "SALVAGED: this journal is corrupt; these parts were passed over (nothing was written):\n",
     );

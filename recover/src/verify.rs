@@ -30,9 +30,17 @@ pub fn verify(at: impl Into<Place>) -> Result<Verified, RecoverError> {
     let label = place.label();
     let dir = label.as_path();
     let backend = place.open()?;
+    verify_backend(&backend, dir)
+}
+
+/// [`verify`] on an opened backend, `dir` naming it in errors.
+pub(crate) fn verify_backend(
+    backend: &journal::Backend,
+    dir: &std::path::Path,
+) -> Result<Verified, RecoverError> {
     let replay_error = |e: ReplayError| RecoverError::from_replay(dir, e);
     let mut reader =
-        Reader::open_backend(&backend, Limits::default()).map_err(|e| replay_error(e.into()))?;
+        Reader::open_backend(backend, Limits::default()).map_err(|e| replay_error(e.into()))?;
     let mut classifier = Classifier::new(false);
     while let Some(record) = reader.next_ref() {
         let record = record.map_err(|e| replay_error(e.into()))?;

@@ -40,7 +40,7 @@ use crate::eventlog::{Clock, SystemClock};
 use crate::hooks::{Approver, Guard, Hooks, Observer, PostExecute, PreExecute};
 use crate::registry::{Registry, RegistryError};
 use crate::replay::{replay_backend, ReplayError, SessionReplay};
-use crate::session::{refuse_a_session, resumable};
+use crate::session::{continuable, refuse_a_session, resumable};
 use crate::spill::SledSpill;
 use crate::tool::Tool;
 use crate::tools::{builtin_registry, Workspace};
@@ -530,6 +530,22 @@ impl PreparedSession {
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
+        if plan_mode && !session.plan_mode() {
+            session.set_plan_mode(true, "resumed in plan mode")?;
+        }
+        Ok((session, report))
+    }
+
+    /// Continues a finished session: `session/reopen` is appended and the session goes on
+    /// ([`Session::reopen`]). Refused as `resume` is (other workspace, an imported journal),
+    /// and when the session is not finished, with the journal untouched. Plan mode as in
+    /// `resume`.
+    pub fn reopen_reporting(self) -> Result<(Session, OpenReport), BuildError> {
+        continuable(&self.replay, true)?;
+        self.check_resumable_here()?;
+        let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
+        let plan_mode = std::mem::take(&mut config.plan_mode);
+        let mut session = Session::reopen(journal, registry, hooks, config, options, &replay)?;
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }

@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 /// `writer/stolen`; 7 added `import/source`, `import/line` and `import/outcome` (a session
 /// another agent wrote, imported by `recover import`); 8 added the stop reason `refusal`,
 /// `llm/refusal` and `llm/note` (and wider provider state: every content block, item or part a
-/// provider needs back); 9 added the code `TOO_MANY_CALLS` (the calls of a message past the
-/// runtime's number, answered rather than the message dropped).
+/// provider needs back); 9 added `session/reopen` (a finished session given a new prompt goes
+/// on) and the code `TOO_MANY_CALLS` (the calls of a message past the runtime's number,
+/// answered rather than the message dropped).
 pub const EVENT_SCHEMA_VERSION: u32 = 9;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
@@ -644,11 +645,15 @@ pub enum Event {
     /// `llm/note` (schema 8): something the adapter noticed in the step's answer and kept
     /// rather than refuse (a content block of a type this build does not know, kept verbatim).
     LlmNote(LlmNote),
+    /// `session/reopen` (schema 9): a finished session goes on (`tooljournal resume --prompt`):
+    /// right after its `session/close`, the only event that may follow one; the session is
+    /// open again, its next turn the one after its last.
+    SessionReopen,
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 45;
+    pub const VARIANT_COUNT: u32 = 46;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -697,6 +702,7 @@ impl Event {
             Event::ImportOutcome(_) => "import/outcome",
             Event::LlmRefusal(_) => "llm/refusal",
             Event::LlmNote(_) => "llm/note",
+            Event::SessionReopen => "session/reopen",
         }
     }
 

@@ -498,6 +498,7 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 note: "n".into(),
             }),
         ),
+        (45, "session/reopen", Event::SessionReopen),
     ]
 }
 

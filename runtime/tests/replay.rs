@@ -410,3 +410,60 @@ async fn resume_refuses_a_replay_that_is_not_the_journal_s_end() {
     }
     assert_eq!(replay(&storage).last_seq, before, "nothing was appended");
 }
+
+#[test]
+fn session_reopen_stands_only_right_after_session_close() {
+    let open = rec(Event::SessionOpen(
+        tooljournal_runtime::event::SessionOpen {
+            schema_version: tooljournal_runtime::event::EVENT_SCHEMA_VERSION,
+            session_id: "s".into(),
+            workspace: "/ws".into(),
+            tools: vec![],
+        },
+    ));
+    let turn = |n: u32| {
+        [
+            rec(Event::TurnStart {
+                turn: n,
+                user_text: format!("turn {n}"),
+            }),
+            rec(Event::TurnEnd {
+                turn: n,
+                outcome: tooljournal_runtime::event::TurnOutcome::Completed,
+            }),
+        ]
+    };
+    let replay = |records: &[Record]| {
+        replay_storage(Arc::new(journal_of(records)), journal::Limits::default())
+    };
+    // Closed, reopened, a second turn, closed again: one session of two turns.
+    let mut records = vec![open.clone()];
+    records.extend(turn(1));
+    records.extend([rec(Event::SessionClose), rec(Event::SessionReopen)]);
+    records.extend(turn(2));
+    let (reopened, _) = replay(&records).unwrap();
+    assert!(!reopened.closed, "open again after session/reopen");
+    assert_eq!(reopened.turns.len(), 2);
+    records.push(rec(Event::SessionClose));
+    assert!(replay(&records).unwrap().0.closed);
+
+    // Anywhere else it is an inconsistent journal, and so is any other event after a close.
+    let mut not_closed = vec![open.clone()];
+    not_closed.extend(turn(1));
+    not_closed.push(rec(Event::SessionReopen));
+    let err = replay(&not_closed).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("session/reopen of a session that is not closed"),
+        "{err}"
+    );
+    let mut after_close = vec![open];
+    after_close.extend(turn(1));
+    after_close.push(rec(Event::SessionClose));
+    after_close.extend(turn(2));
+    let err = replay(&after_close).unwrap_err();
+    assert!(
+        err.to_string().contains("event after session/close"),
+        "{err}"
+    );
+}

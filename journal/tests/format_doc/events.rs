@@ -978,6 +978,8 @@ fn events() -> Vec<(&'static str, Shape)> {
                 ("note", strv),
             ]),
         ),
+        // Schema 9.
+        ("session/reopen", Unit),
     ]
 }
 

@@ -659,6 +659,7 @@ pub fn every_event() -> Vec<Record> {
         attempt: 1,
         note: "kept a block of type `x`".into(),
     }));
+    events.push(Event::SessionReopen);
     events
         .into_iter()
         .enumerate()

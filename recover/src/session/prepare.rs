@@ -122,7 +122,12 @@ pub(super) fn prepare(backend: &Backend, write: bool) -> Result<Prepared, Recove
         None
     };
     let mut lock = None;
-    if write && !live && read_only_because.is_none() && session_id.is_some() {
+    if write
+        && !live
+        && read_only_because.is_none()
+        && session_id.is_some()
+        && lock_file_worth_making(backend, dir)?
+    {
         match Journal::lock_backend(backend, Takeover::Refuse) {
             Ok(l) => lock = Some(l),
             Err(JournalError::Locked { .. } | JournalError::Leased { .. }) => live = true,
@@ -137,5 +142,24 @@ pub(super) fn prepare(backend: &Backend, write: bool) -> Result<Prepared, Recove
         lock,
         session_id,
         read_only_because,
+    })
+}
+
+/// Whether taking the writer lock creates no file in vain. A directory without its `LOCK` file
+/// (a copy of a journal) gets one from the lock; if the journal is then refused (corrupt, not
+/// events, newer) the reading would have left a file behind. So such a journal is checked
+/// first, writing nothing; one that would be refused is then read without the lock, and the
+/// reading refuses it as it would have under the lock, creating nothing.
+fn lock_file_worth_making(backend: &Backend, dir: &Path) -> Result<bool, RecoverError> {
+    let Some(storage) = backend.files() else {
+        return Ok(true);
+    };
+    let names = storage.list().map_err(|e| io_failed(dir, e))?;
+    if names.iter().any(|n| n == journal::storage::LOCK_FILE) {
+        return Ok(true);
+    }
+    Ok(match crate::verify::verify_backend(backend, dir) {
+        Ok(verified) => !matches!(verified.end, journal::ReadEnd::Corrupt(_)),
+        Err(_) => false,
     })
 }

@@ -24,6 +24,14 @@ pub struct Salvage {
     pub affected_calls: Vec<CallRef>,
 }
 
+impl Salvage {
+    /// Whether anything was really passed over: a skipped byte range or record. A torn tail is
+    /// not (it ends the journal, as without `--salvage`).
+    pub fn passed_over(&self) -> bool {
+        !self.skipped.is_empty() || !self.skipped_events.is_empty()
+    }
+}
+
 /// Reads what can be read of a corrupt journal, passing over the damage and saying exactly what
 /// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
 /// recovery appended behind it would hide that.

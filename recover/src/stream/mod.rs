@@ -350,6 +350,11 @@ impl Retain for OpenCalls {
         self.moment(MomentKind::Closed, false);
     }
 
+    fn session_reopened(&mut self) {
+        self.closed = false;
+        self.moment(MomentKind::Reopened, false);
+    }
+
     fn turn_begun(&mut self, turn: u32, user_text: String) {
         self.moment(MomentKind::TurnBegun { turn }, false);
         self.notice(Notice::TurnBegun { turn, user_text });

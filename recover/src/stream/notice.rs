@@ -128,6 +128,8 @@ pub enum MomentKind {
     },
     /// `session/close`.
     Closed,
+    /// `session/reopen`: the finished session goes on; it is no longer closed.
+    Reopened,
 }
 
 /// The times a [`Moment`] is put at: the record being applied, and the last one written by the

@@ -262,6 +262,7 @@ impl<W: Write> TimelineSink<W> {
                 }
             }
             MomentKind::Closed => s.closed_ms = Some(at_ms),
+            MomentKind::Reopened => s.closed_ms = None,
             MomentKind::TurnBegun { .. } | MomentKind::TurnEnded { .. } => {}
         }
     }

@@ -47,6 +47,8 @@ pub trait Retain {
     fn session_opened(&mut self, open: SessionOpen);
     /// `session/close`, checked.
     fn session_closed(&mut self);
+    /// `session/reopen`, checked (right after `session/close`): the session is open again.
+    fn session_reopened(&mut self);
     /// A turn begins (`turn/start`, checked).
     fn turn_begun(&mut self, turn: u32, user_text: String);
     /// The open turn ends: `turn/end`, or a recovery that interrupts it (which may leave a step
@@ -140,6 +142,10 @@ impl Retain for SessionReplay {
 
     fn session_closed(&mut self) {
         self.closed = true;
+    }
+
+    fn session_reopened(&mut self) {
+        self.closed = false;
     }
 
     fn turn_begun(&mut self, turn: u32, user_text: String) {

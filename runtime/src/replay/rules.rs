@@ -73,8 +73,14 @@ impl<R: Retain> Replayer<R> {
         if !r.opened() && !matches!(event, Event::SessionOpen(_)) {
             return Err(bad("the journal does not begin with session/open".into()));
         }
-        if r.closed() {
-            return Err(bad("event after session/close".into()));
+        // Only a reopening follows a close (schema 9); it is the only place one may stand.
+        match (r.closed(), &event) {
+            (true, Event::SessionReopen) => {}
+            (true, _) => return Err(bad("event after session/close".into())),
+            (false, Event::SessionReopen) => {
+                return Err(bad("session/reopen of a session that is not closed".into()))
+            }
+            (false, _) => {}
         }
         match event {
             Event::SessionOpen(open) => {
@@ -266,6 +272,7 @@ impl<R: Retain> Replayer<R> {
                 }
                 r.session_closed();
             }
+            Event::SessionReopen => r.session_reopened(),
             Event::Recovery(recovery) => apply_recovery(r, at, recovery)?,
             Event::RecoveryRerun(rerun) => {
                 if !after_recovery {
@@ -636,6 +643,7 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         | Event::StepEnd { .. }
         | Event::TurnEnd { .. }
         | Event::SessionClose
+        | Event::SessionReopen
         | Event::Recovery(_)
         | Event::RecoveryRerun(_)
         | Event::Received { .. }

@@ -125,11 +125,25 @@ pub(crate) fn refuse_a_session(records: u64, location: &str) -> Result<(), Runti
 pub(crate) fn resumable(
     replay: &crate::replay::SessionReplay,
 ) -> Result<&SessionOpen, RuntimeError> {
+    continuable(replay, false)
+}
+
+/// [`resumable`], for a session that is closed (`reopening`: it must be) or not (it must not).
+pub(crate) fn continuable(
+    replay: &crate::replay::SessionReplay,
+    reopening: bool,
+) -> Result<&SessionOpen, RuntimeError> {
     let Some(open) = &replay.open else {
         return Err(RuntimeError::Misuse("the journal holds no session".into()));
     };
-    if replay.closed {
-        return Err(RuntimeError::Misuse("the session is closed".into()));
+    match (replay.closed, reopening) {
+        (true, false) => return Err(RuntimeError::Misuse("the session is closed".into())),
+        (false, true) => {
+            return Err(RuntimeError::Misuse(
+                "the session is not closed: resume it instead of reopening it".into(),
+            ))
+        }
+        _ => {}
     }
     // Its calls were run by another agent: nothing this runtime would append could be told
     // apart from the import, and the import is a record, not a session to go on with.
@@ -300,6 +314,23 @@ impl Session {
     ) -> Result<Session, RuntimeError> {
         resumable(replay)?;
         Session::continue_from(journal, registry, hooks, config, options, replay)
+    }
+
+    /// Continues a finished session (its journal ends with `session/close`): appends
+    /// `session/reopen`, then goes on as [`Session::resume`] does, its next turn the one after
+    /// its last. An imported journal is refused as `resume` refuses it.
+    pub fn reopen(
+        journal: Journal,
+        registry: Arc<Registry>,
+        hooks: Hooks,
+        config: Config,
+        options: SessionOptions,
+        replay: &crate::replay::SessionReplay,
+    ) -> Result<Session, RuntimeError> {
+        continuable(replay, true)?;
+        let session = Session::continue_from(journal, registry, hooks, config, options, replay)?;
+        session.log.append(&Event::SessionReopen)?;
+        Ok(session)
     }
 
     /// The session the journal holds, after its last event (checked by the caller): the
