@@ -201,3 +201,50 @@ fn salvage_calls_a_journal_salvaged_only_when_it_passed_something_over() {
         assert!(said.contains("SALVAGED: this journal is corrupt"), "{said}");
     }
 }
+
+/// A journal directory `recover` may not read: every command says which directory, and that it
+/// could not read it (never a bare "Permission denied"). Run as `nobody` when the tests are
+/// root, whom permission bits do not stop.
+#[test]
+fn an_unreadable_journal_directory_is_named_with_what_could_not_be_done() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    std::fs::create_dir(&journal).unwrap();
+    crashed_copy(&journal);
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let exe = env!("CARGO_BIN_EXE_recover");
+    let journal_s = journal.to_str().unwrap();
+    for args in [
+        vec!["classify", journal_s],
+        vec!["audit", journal_s],
+        vec!["rebuild", journal_s, "--format", "anthropic"],
+    ] {
+        let mut command = std::process::Command::new(exe);
+        command.args(&args);
+        if is_root() {
+            command.uid(65534).gid(65534);
+        }
+        let out = command.output().expect("recover runs");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{journal_s}: cannot ")),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("journal directory"), "{args:?}: {stderr}");
+    }
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// Whether the tests run as root (`Uid:` of `/proc/self/status`, effective uid second).
+fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
+        .expect("a Uid line")
+}

@@ -34,7 +34,7 @@ pub enum RecoverError {
     },
     /// A file of the journal directory could not be listed or measured outside the journal's
     /// reader (looking for the quarantine file of an earlier cut, say): exit 1.
-    #[error("{}", placed(dir, source))]
+    #[error("{}: cannot read the journal directory: {source}", dir.display())]
     Io {
         /// The journal's directory.
         dir: PathBuf,
