@@ -50,6 +50,28 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// `tooljournal run` of the transcript `lines` (written to `script`), its output dropped.
+fn spawn_run(
+    script: &Path,
+    lines: &[serde_json::Value],
+    ws: &Path,
+    journal: &Path,
+) -> std::process::Child {
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(script, text.join("\n")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(script)
+        .arg("--workspace")
+        .arg(ws)
+        .arg("--journal")
+        .arg(journal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
@@ -72,20 +94,7 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
             "arguments": json!({ "command": "echo next > next.txt" }).to_string()}],
             "stop_reason": "end_turn"}}),
     ];
-    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    std::fs::write(&script, text.join("\n")).unwrap();
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
-        .args(["run", "--script"])
-        .arg(&script)
-        .arg("--workspace")
-        .arg(&ws)
-        .arg("--journal")
-        .arg(&journal)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&script, &lines, &ws, &journal);
     // Its line, not only the file: the shell dies with the runtime, maybe between the two.
     wait_until("the command started", || {
         std::fs::read_to_string(ws.join("started.txt")).is_ok_and(|t| t.ends_with('\n'))
@@ -200,19 +209,7 @@ fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orph
             "arguments": json!({ "command": command }).to_string()}], "stop_reason": "tool_use"}}),
         json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
     ];
-    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    std::fs::write(&script, text.join("\n")).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
-        .args(["run", "--script"])
-        .arg(&script)
-        .arg("--workspace")
-        .arg(&ws)
-        .arg("--journal")
-        .arg(&journal)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = spawn_run(&script, &lines, &ws, &journal);
     let mut running = Running { run, group: None };
     wait_until("the command started", || {
         std::fs::read_to_string(ws.join("started.txt")).is_ok_and(|t| t.ends_with('\n'))

@@ -474,15 +474,7 @@ fn a_steal_that_would_refuse_refuses_before_taking_anything() {
             && logs.contains("--kill-orphans"),
         "{logs}"
     );
-    let after_b = records(&case.journal);
-    assert!(
-        !after_b
-            .iter()
-            .any(|(_, r)| matches!(r.event, Event::WriterStolen(_))),
-        "a refused resume stole the session"
-    );
-    let still = live_holder(&case.journal).expect("A still holds the session");
-    assert_eq!((&still.name, still.epoch), (&holder.name, holder.epoch));
+    nothing_taken(&case, &holder);
 
     // A goes on undisturbed: its call ends, is committed, and the session closes.
     std::fs::write(case.ws.join("go"), "").expect("let a1 end");
@@ -502,6 +494,19 @@ fn a_steal_that_would_refuse_refuses_before_taking_anything() {
         Some(Event::SessionClose)
     ));
     no_twice(&case, "steal refused");
+}
+
+/// A refused `--steal` took nothing: no `writer/stolen`, and `holder` (A) still holds the
+/// session with its epoch.
+fn nothing_taken(case: &Case, holder: &journal::Holder) {
+    assert!(
+        !records(&case.journal)
+            .iter()
+            .any(|(_, r)| matches!(r.event, Event::WriterStolen(_))),
+        "a refused resume stole the session"
+    );
+    let still = live_holder(&case.journal).expect("A still holds the session");
+    assert_eq!((&still.name, still.epoch), (&holder.name, holder.epoch));
 }
 
 #[test]
@@ -531,14 +536,7 @@ fn a_steal_whose_workspace_is_not_here_refuses_before_taking_anything() {
         logs.contains("is not a directory here") && logs.contains("nothing was taken"),
         "{logs}"
     );
-    assert!(
-        !records(&case.journal)
-            .iter()
-            .any(|(_, r)| matches!(r.event, Event::WriterStolen(_))),
-        "a refused resume stole the session"
-    );
-    let still = live_holder(&case.journal).expect("A still holds the session");
-    assert_eq!((&still.name, still.epoch), (&holder.name, holder.epoch));
+    nothing_taken(&case, &holder);
     std::fs::write(case.ws.join("go"), "").expect("let a1 end");
     let status = wait_child(&mut a, "A");
     assert!(status.success(), "A: {status}: {}", case.logs("run"));

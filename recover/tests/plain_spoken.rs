@@ -236,6 +236,21 @@ fn an_unreadable_journal_directory_is_named_with_what_could_not_be_done() {
         );
         assert!(stderr.contains("journal directory"), "{args:?}: {stderr}");
     }
+    // A segment it may not open: the error, and no report begun as if the session were empty.
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let segment = journal.join("00000000000000000000.segment");
+    std::fs::set_permissions(&segment, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut command = std::process::Command::new(exe);
+    command.args(["classify", journal_s]);
+    if is_root() {
+        command.uid(65534).gid(65534);
+    }
+    let out = command.output().expect("recover runs");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("00000000000000000000.segment"), "{stderr}");
+    assert!(!stdout.contains("(empty)"), "{stdout}");
+    std::fs::set_permissions(&segment, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 

@@ -116,6 +116,9 @@ pub(super) fn prepare(backend: &Backend, write: bool) -> Result<Prepared, Recove
                 }) => Some(open.session_id),
                 _ => None,
             },
+            // A journal that cannot be read is not an empty session: said now, before any
+            // report begins ("session (empty)" and then the error).
+            Some(Err(e @ journal::JournalError::Io { .. })) => return Err(journal_failed(dir, e)),
             _ => None,
         }
     } else {
