@@ -443,15 +443,17 @@ fn wait_process(journal: &Path, call_id: &str) -> u32 {
     }
 }
 
+/// a1's command: it runs until the test writes `go` (bounded: a failed test leaves no endless
+/// loop).
+const HELD_A1: &str =
+    "echo a1 >> marker.txt; for i in $(seq 1 600); do [ -f go ] && break; sleep 0.1; done";
+
 #[test]
 fn a_steal_that_would_refuse_refuses_before_taking_anything() {
     let server = pg::testing::shared();
-    // a1 runs until the test lets it end (bounded: a failed test leaves no endless loop).
-    let command = "echo a1 >> marker.txt; \
-                   for i in $(seq 1 600); do [ -f go ] && break; sleep 0.1; done";
     let script = script_of(&[
         json!({"user": "go"}),
-        step(vec![tool_call("a1", "bash", json!({ "command": command }))]),
+        step(vec![tool_call("a1", "bash", json!({ "command": HELD_A1 }))]),
         step(vec![mark("a2")]),
         end(),
     ]);
@@ -512,11 +514,9 @@ fn nothing_taken(case: &Case, holder: &journal::Holder) {
 #[test]
 fn a_steal_whose_workspace_is_not_here_refuses_before_taking_anything() {
     let server = pg::testing::shared();
-    let command = "echo a1 >> marker.txt; \
-                   for i in $(seq 1 600); do [ -f go ] && break; sleep 0.1; done";
     let script = script_of(&[
         json!({"user": "go"}),
-        step(vec![tool_call("a1", "bash", json!({ "command": command }))]),
+        step(vec![tool_call("a1", "bash", json!({ "command": HELD_A1 }))]),
         end(),
     ]);
     let case = pg_case(&script, &server.url("steal-no-workspace"));

@@ -253,13 +253,3 @@ fn an_unreadable_journal_directory_is_named_with_what_could_not_be_done() {
     std::fs::set_permissions(&segment, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
-
-/// Whether the tests run as root (`Uid:` of `/proc/self/status`, effective uid second).
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-        .expect("a Uid line")
-}

@@ -2,6 +2,9 @@
 //! session with a torn tail, a read-only journal, a corrupt journal that also has a torn tail,
 //! and a repair that was killed halfway. Each situation is built on disk, then the binary runs.
 
+mod common;
+
+use common::{is_root, recover, text};
 use journal::{FsStorage, Journal, Limits, Options};
 use runtime::event::*;
 use serde_json::Value;
@@ -10,17 +13,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-
-fn recover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
-        .args(args)
-        .output()
-        .expect("recover runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Runs `recover ARGS…` on `dir` (the directory goes after the subcommand).
 fn run(dir: &Path, args: &[&str]) -> Output {
@@ -444,15 +436,6 @@ fn succeeded(cmd: &mut Command) -> Result<(), String> {
         Ok(o) => Err(format!("{cmd:?}: {}", text(&o.stderr).trim())),
         Err(e) => Err(format!("{cmd:?}: {e}")),
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 #[test]
