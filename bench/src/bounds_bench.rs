@@ -6,8 +6,12 @@
 //!   adapter under its default limits (refused at `event_bytes_max`, 16 MiB); target 128 MB;
 //! - `import_100mb_line`: `recover import`'s reading of a codex rollout whose second line is
 //!   100 MB (refused at the 64 MiB line limit); target 256 MB;
-//! - `import_file` and `repair_file`: `recover import` and `recover repair` of an accepted
-//!   codex rollout of 1 GiB (128 MiB quick) of calls with 64 KiB outputs; target 256 MB.
+//! - `import_file` and `repair_file`: `recover import` and `recover repair` of a codex rollout
+//!   of 1 GiB (128 MiB quick) of calls with 64 KiB outputs; target 256 MB;
+//! - `import_small_lines`, `repair_small_lines`: the same of outputs of 256 bytes, whose index
+//!   grows fastest (refused at `import::INDEX_BYTES_MAX` when it is full); target 256 MB;
+//! - `import_long_lines`, `repair_long_lines`: the same of outputs of 60 MiB, lines near the
+//!   64 MiB line limit; target 256 MB.
 //!
 //! The figures are `VmHWM` of the child, as `/proc/self/status` gives it (this binary runs on
 //! mimalloc; `tooljournal` and `recover` on the system allocator).
@@ -21,8 +25,14 @@ use std::path::Path;
 const EVENT_BYTES: u64 = 300_000_000;
 /// The session file's line that is too long, in bytes.
 const LINE_BYTES: u64 = 100_000_000;
-/// The output of each call in the generated rollout.
+/// The output of each call in the generated rollouts: the common shape, lines of short
+/// outputs (the session's index grows fastest), and lines near the 64 MiB line limit.
 const OUTPUT_BYTES: usize = 64 * 1024;
+const SMALL_OUTPUT_BYTES: usize = 256;
+const LONG_OUTPUT_BYTES: usize = 60 << 20;
+/// Small turns that take the session's index near its limit (`import::INDEX_BYTES_MAX`):
+/// `full_then_long` ends them with one long output, the most a file can make a reader hold.
+const FULL_INDEX_BYTES: u64 = 42_000_000;
 const EVENT_PEAK_RSS_MB_TARGET: f64 = 128.0;
 const IMPORT_PEAK_RSS_MB_TARGET: f64 = 256.0;
 
@@ -48,7 +58,7 @@ struct ChildReport {
 
 #[derive(Serialize)]
 struct Figure {
-    name: &'static str,
+    name: String,
     input_mb: f64,
     outcome: String,
     seconds: f64,
@@ -84,17 +94,33 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     ));
     std::fs::remove_file(&long_line)?;
 
-    let rollout = scratch.path().join("rollout.jsonl");
-    let calls = write_rollout(&rollout, file_bytes)?;
-    let size = std::fs::metadata(&rollout)?.len();
-    say(&format!(
-        "import and repair: a rollout of {:.0} MB, {calls} calls",
-        size as f64 / MB
-    ));
-    let r = child(ChildWork::Import, &rollout)?;
-    figures.push(figure("import_file", size, r, IMPORT_PEAK_RSS_MB_TARGET));
-    let r = child(ChildWork::Repair, &rollout)?;
-    figures.push(figure("repair_file", size, r, IMPORT_PEAK_RSS_MB_TARGET));
+    // (name, its outputs, the bytes of small turns before a last long output)
+    let shapes = [
+        ("file", OUTPUT_BYTES, None),
+        ("small_lines", SMALL_OUTPUT_BYTES, None),
+        ("long_lines", LONG_OUTPUT_BYTES, None),
+        ("full_then_long", SMALL_OUTPUT_BYTES, Some(FULL_INDEX_BYTES)),
+    ];
+    for (shape, output_bytes, then_long) in shapes {
+        let rollout = scratch.path().join("rollout.jsonl");
+        let calls = match then_long {
+            None => write_rollout(&rollout, file_bytes, output_bytes, None)?,
+            Some(small) => write_rollout(&rollout, small, output_bytes, Some(LONG_OUTPUT_BYTES))?,
+        };
+        let size = std::fs::metadata(&rollout)?.len();
+        say(&format!(
+            "import and repair: a rollout of {:.0} MB, {calls} calls with outputs of {output_bytes} bytes",
+            size as f64 / MB
+        ));
+        for (work, name) in [
+            (ChildWork::Import, format!("import_{shape}")),
+            (ChildWork::Repair, format!("repair_{shape}")),
+        ] {
+            let r = child(work, &rollout)?;
+            figures.push(figure(name, size, r, IMPORT_PEAK_RSS_MB_TARGET));
+        }
+        std::fs::remove_file(&rollout)?;
+    }
 
     if common.json {
         println!("{}", serde_json::to_string_pretty(&figures)?);
@@ -104,10 +130,10 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn figure(name: &'static str, input_bytes: u64, r: ChildReport, target_mb: f64) -> Figure {
+fn figure(name: impl Into<String>, input_bytes: u64, r: ChildReport, target_mb: f64) -> Figure {
     let peak_rss_mb = r.hwm_kb as f64 * 1024.0 / MB;
     Figure {
-        name,
+        name: name.into(),
         input_mb: input_bytes as f64 / MB,
         outcome: r.outcome,
         seconds: r.seconds,
@@ -220,20 +246,23 @@ fn sse_event() -> Result<String, BoxError> {
 fn import(path: &Path) -> String {
     let journal_dir = path.with_extension("journal");
     let result = (|| -> Result<String, BoxError> {
-        let bytes = match recover::repair_copy::read_session_file(path) {
-            Ok(bytes) => bytes,
+        let original = match recover::repair_copy::open_session_file(path) {
+            Ok(file) => file,
             Err(e) => return Ok(format!("refused: {e}")),
         };
+        let input = import::Input::file(&original)?;
         let storage = journal::FsStorage::create(&journal_dir)?;
         let backend = journal::Backend::Files(std::sync::Arc::new(storage));
         let label = path.display().to_string();
-        let r = recover::import_journal::import_into(
-            &backend,
-            import::Agent::Codex,
-            &label,
-            &bytes,
-            0,
-        )?;
+        let r =
+            recover::import_journal::import_into(&backend, import::Agent::Codex, &label, input, 0);
+        let r = match r {
+            Ok(r) => r,
+            Err(e @ recover::import_journal::ImportError::Source(_)) => {
+                return Ok(format!("refused: {e}"))
+            }
+            Err(e) => return Err(e.into()),
+        };
         Ok(format!(
             "imported: {} calls, {} records",
             r.recorded + r.not_started + r.unknown,
@@ -251,7 +280,7 @@ fn repair(path: &Path) -> String {
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(recover::repair_copy::quarantine_path(&out));
     match result {
-        Ok(r) => format!("repaired: {} bytes written", r.repaired.bytes.len()),
+        Ok(r) => format!("repaired: {} bytes written", r.repaired.copy_bytes),
         Err(e) => format!("refused: {e}"),
     }
 }
@@ -276,17 +305,35 @@ fn write_long_line(path: &Path) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// A rollout of about `bytes`: turns of a user message, a `shell` call and its output of
-/// [`OUTPUT_BYTES`]; the last call has no output (a crash), so a repair has work to do.
+/// A rollout of at most `bytes`: turns of a user message, a `shell` call and its output of
+/// `output_bytes`; the last call has no output (a crash), so a repair has work to do.
 /// Returns the number of calls.
-fn write_rollout(path: &Path, bytes: u64) -> Result<u64, BoxError> {
+fn write_rollout(
+    path: &Path,
+    bytes: u64,
+    output_bytes: usize,
+    then_long: Option<usize>,
+) -> Result<u64, BoxError> {
     let mut out = BufWriter::new(std::fs::File::create(path)?);
     writeln!(out, "{SESSION_META}")?;
-    let output = "o".repeat(OUTPUT_BYTES);
+    let output = "o".repeat(output_bytes);
     let mut written = SESSION_META.len() as u64 + 1;
     let mut calls = 0u64;
     let at = r#""timestamp":"2026-11-20T10:00:01.000Z","type":"response_item""#;
-    while written < bytes {
+    // A turn's lines take its output and under 1 KiB more; the last call's line fits in that.
+    let turn_bytes = output_bytes as u64 + 1024;
+    let mut output_bytes_now = output_bytes;
+    loop {
+        if written + 2 * turn_bytes > bytes {
+            match then_long {
+                Some(long) if output_bytes_now != long => output_bytes_now = long,
+                _ => break,
+            }
+        }
+        let output = match output_bytes_now == output_bytes {
+            true => std::borrow::Cow::Borrowed(output.as_str()),
+            false => std::borrow::Cow::Owned("o".repeat(output_bytes_now)),
+        };
         calls += 1;
         let lines = [
             format!(

@@ -14,9 +14,15 @@
 //! results each hang under their own call's line, off the walk). [`Keys::role`] says which
 //! lines are responses and results; the replayed lines are the walk and those.
 
+use crate::input::{Input, Sum};
 use crate::lines;
-use crate::repair::{Edits, FileLine, Job};
+use crate::repair::{Edits, Job};
 use crate::session::{Call, Item, Session, Source};
+use crate::{ReadError, INDEX_BYTES_MAX};
+
+/// What a link takes beside its own size and strings: its place in the walk's and path's sets
+/// and its resolved parent.
+const LINK_EXTRA_BYTES: usize = 96;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -43,7 +49,7 @@ pub(crate) enum Role {
 }
 
 /// One line that parses, and its place in the chain.
-pub(crate) struct Link<'a> {
+pub(crate) struct Link {
     pub(crate) at: Source,
     pub(crate) id: Option<String>,
     pub(crate) parent: Option<String>,
@@ -51,23 +57,17 @@ pub(crate) struct Link<'a> {
     kept: bool,
     /// What it is, where the format replays responses whole.
     role: Role,
-    /// Its bytes: read again for the few lines an answer copies fields from or whose parent is
-    /// rewritten, rather than every line's JSON kept.
-    pub(crate) text: &'a [u8],
-}
-
-impl Link<'_> {
-    /// Its JSON (`Null` never happens: only lines that parse become links).
-    pub(crate) fn value(&self) -> Value {
-        lines::object(self.text, self.at.offset == 0).map_or(Value::Null, |(v, _)| v)
-    }
+    /// Its length: the line is read again for the few lines an answer copies fields from or
+    /// whose parent is rewritten, rather than every line kept.
+    len_bytes: u64,
 }
 
 /// A file's chain as the repair leaves it: each kept line's parent resolved, and the path the
 /// agent replays.
 pub(crate) struct Chain<'a> {
     keys: Keys,
-    links: Vec<Link<'a>>,
+    input: Input<'a>,
+    links: Vec<Link>,
     /// For each kept link (by index): its parent in the copy, before answers go in.
     resolved: Vec<Option<String>>,
     /// Offsets of the kept lines on the walk from the last line up the parent links.
@@ -78,28 +78,57 @@ pub(crate) struct Chain<'a> {
 }
 
 impl<'a> Chain<'a> {
-    /// The chain of `lines` with `moved` taken out.
-    pub(crate) fn new(lines: &[FileLine<'a>], moved: &HashSet<Source>, keys: Keys) -> Chain<'a> {
-        let links: Vec<Link<'a>> = lines
-            .iter()
-            .filter_map(|l| {
-                // Only the two link fields are kept of each line.
-                let (value, _) = lines::object(l.text, l.at.offset == 0).ok()?;
-                let role = keys.role.map_or(Role::Other, |role| role(&value));
-                if role == Role::Header {
-                    return None;
-                }
-                let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
-                Some(Link {
-                    at: l.at,
-                    id: field(keys.id),
-                    parent: field(keys.parent),
-                    kept: !moved.contains(&l.at),
-                    role,
-                    text: l.text,
-                })
-            })
-            .collect();
+    /// The chain of `input`'s lines with `moved` taken out: a whole reading, checked against
+    /// `sum`.
+    ///
+    /// The chain is held whole, with the session's index (`held_bytes`): past
+    /// [`INDEX_BYTES_MAX`] the file is refused at the line.
+    pub(crate) fn new(
+        input: Input<'a>,
+        moved: &HashSet<Source>,
+        keys: Keys,
+        (sum, held_bytes): (&Sum, u64),
+    ) -> Result<Chain<'a>, ReadError> {
+        let mut links: Vec<Link> = Vec::new();
+        let mut reading = input.lines();
+        let mut text = Vec::new();
+        let mut held_bytes = held_bytes;
+        while let Some(line) = reading.next_line(&mut text)? {
+            let at = line.at;
+            if held_bytes > INDEX_BYTES_MAX {
+                return Err(ReadError::IndexFull {
+                    line: at.line,
+                    offset: at.offset,
+                });
+            }
+            // Only the two link fields are kept of each line.
+            let Ok((value, _)) = lines::object(&text, at.offset == 0) else {
+                continue;
+            };
+            let role = keys.role.map_or(Role::Other, |role| role(&value));
+            if role == Role::Header {
+                continue;
+            }
+            let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
+            let (id, parent) = (field(keys.id), field(keys.parent));
+            let role_bytes = match &role {
+                Role::Response(id) => id.len(),
+                _ => 0,
+            };
+            // The link, its strings, and its id again in the maps and sets built from it.
+            held_bytes += (std::mem::size_of::<Link>() + LINK_EXTRA_BYTES + role_bytes) as u64
+                + 3 * id.as_ref().map_or(0, |s| s.len() as u64 + 40)
+                + 2 * parent.as_ref().map_or(0, |s| s.len() as u64 + 40);
+            links.push(Link {
+                at,
+                id,
+                parent,
+                kept: !moved.contains(&at),
+                role,
+                len_bytes: text.len() as u64,
+            });
+        }
+        sum.check(reading.crc())?;
         let by_id: HashMap<&str, usize> = (links.iter().enumerate())
             .filter_map(|(i, l)| Some((l.id.as_deref()?, i)))
             .collect();
@@ -123,13 +152,20 @@ impl<'a> Chain<'a> {
             replay_path(&links, &resolved, &by_id)
         };
         let path = whole_responses(&links, &resolved, &walk);
-        Chain {
+        Ok(Chain {
             keys,
+            input,
             links,
             resolved,
             walk,
             path,
-        }
+        })
+    }
+
+    /// A link's line as JSON (`Null` only when the file no longer says what it said).
+    pub(crate) fn value(&self, link: &Link) -> Result<Value, ReadError> {
+        let text = self.input.at(link.at.offset, link.len_bytes)?;
+        Ok(lines::object(&text, link.at.offset == 0).map_or(Value::Null, |(v, _)| v))
     }
 
     /// Whether the line at `at` is replayed by the agent.
@@ -148,7 +184,7 @@ impl<'a> Chain<'a> {
 /// line of that response and every kept result line whose parent is one of them (Claude
 /// Code's loader, which gathers a response's lines by message id and its results by parent).
 fn whole_responses(
-    links: &[Link<'_>],
+    links: &[Link],
     resolved: &[Option<String>],
     walk: &HashSet<u64>,
 ) -> HashSet<u64> {
@@ -185,8 +221,8 @@ fn whole_responses(
 /// parent, resolved again, when it was moved out but could be read; the kept line before it
 /// when its parent was never written or could not be read.
 fn resolve(
-    l: &Link<'_>,
-    links: &[Link<'_>],
+    l: &Link,
+    links: &[Link],
     by_id: &HashMap<&str, usize>,
     before: Option<&str>,
 ) -> Option<String> {
@@ -207,7 +243,7 @@ fn resolve(
 
 /// The lines from the last kept line with an id up to the root, through resolved parents.
 fn replay_path(
-    links: &[Link<'_>],
+    links: &[Link],
     resolved: &[Option<String>],
     by_id: &HashMap<&str, usize>,
 ) -> HashSet<u64> {
@@ -225,9 +261,9 @@ fn replay_path(
 /// Where a message's answers go.
 pub(crate) struct Anchor<'a> {
     /// The line they follow: the message's last output on the path, or its last line.
-    pub(crate) after: &'a Link<'a>,
+    pub(crate) after: &'a Link,
     /// The message's own line.
-    pub(crate) message: Option<&'a Link<'a>>,
+    pub(crate) message: Option<&'a Link>,
 }
 
 /// Makes new ids not yet in the file, derived from a seed so that a repair of the same file
@@ -297,8 +333,8 @@ pub(crate) fn repairs(
         &[&Call],
         Option<&str>,
         &mut Ids,
-    ) -> Vec<(Option<String>, Vec<u8>)>,
-) -> Edits {
+    ) -> Result<Vec<(Option<String>, Vec<u8>)>, ReadError>,
+) -> Result<Edits, ReadError> {
     let session = job.session;
     let links = &chain.links;
     let mut ids = Ids {
@@ -309,14 +345,14 @@ pub(crate) fn repairs(
     // The last answer's id added after a line (by that line's id).
     let mut last_added: HashMap<String, String> = HashMap::new();
 
-    let by_offset: HashMap<u64, &Link<'_>> = links.iter().map(|l| (l.at.offset, l)).collect();
+    let by_offset: HashMap<u64, &Link> = links.iter().map(|l| (l.at.offset, l)).collect();
     let outputs = outputs_on_path(session, chain);
     for (message, answered) in by_message(&job.calls) {
         let Some(anchor) = anchor(session, chain, message, &outputs, &by_offset) else {
             continue;
         };
         let mut parent = anchor.after.id.clone();
-        for (id, bytes) in answer(&anchor, &answered, parent.as_deref(), &mut ids) {
+        for (id, bytes) in answer(&anchor, &answered, parent.as_deref(), &mut ids)? {
             let after = edits.after.entry(anchor.after.at.offset).or_default();
             after.push(bytes);
             if id.is_some() {
@@ -342,12 +378,10 @@ pub(crate) fn repairs(
             None => continue,
         };
         if l.parent.as_ref() != Some(to) {
-            edits
-                .parent
-                .insert(l.at.offset, relinked(l, chain.keys.parent, to));
+            edits.parent.insert(l.at.offset, relinked(chain, l, to)?);
         }
     }
-    edits
+    Ok(edits)
 }
 
 /// The calls to answer grouped by their message, in the order of the calls.
@@ -385,7 +419,7 @@ fn anchor<'a>(
     chain: &Chain<'_>,
     message: usize,
     outputs: &HashMap<usize, Vec<Source>>,
-    by_offset: &HashMap<u64, &'a Link<'a>>,
+    by_offset: &HashMap<u64, &'a Link>,
 ) -> Option<Anchor<'a>> {
     let Item::Assistant { calls, at, .. } = &session.items[message] else {
         return None;
@@ -405,16 +439,18 @@ fn anchor<'a>(
 
 /// `link`'s text with its parent link (`key`) set to `to`: the exact text patched when the
 /// agent's serialization is found once, else the line written again.
-fn relinked(link: &Link<'_>, key: &str, to: &str) -> Vec<u8> {
-    let text = String::from_utf8_lossy(link.text);
+fn relinked(chain: &Chain<'_>, link: &Link, to: &str) -> Result<Vec<u8>, ReadError> {
+    let key = chain.keys.parent;
+    let bytes = chain.input.at(link.at.offset, link.len_bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
     if let Some(old) = &link.parent {
         let from = format!("\"{key}\":{}", json!(old));
         if text.matches(&from).count() == 1 {
             let into = format!("\"{key}\":{}", json!(to));
-            return text.replacen(&from, &into, 1).into_bytes();
+            return Ok(text.replacen(&from, &into, 1).into_bytes());
         }
     }
-    let mut value = link.value();
+    let mut value = chain.value(link)?;
     value[key] = json!(to);
-    value.to_string().into_bytes()
+    Ok(value.to_string().into_bytes())
 }

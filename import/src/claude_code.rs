@@ -7,10 +7,13 @@
 //! with no result is [`Verdict::OutcomeUnknown`], never not started.
 
 use crate::chain;
-use crate::lines::{self, parse, Line};
+use crate::input::Input;
+use crate::lines::{self, parse, parse_owned, Line};
 use crate::repair::{self, Edits, Job};
 use crate::session::{Item, Session, Source, Verdict};
+use crate::text::Store;
 use crate::Agent;
+use crate::ReadError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -135,23 +138,25 @@ struct Reading {
     last_message_id: Option<String>,
 }
 
-/// The session in `bytes`.
-pub(crate) fn read(bytes: &[u8]) -> Session {
-    let mut s = Session::new(Agent::ClaudeCode);
+/// The session in `input`, its texts kept in `store`.
+pub(crate) fn read(input: &Input<'_>, store: Store) -> Result<Session, ReadError> {
+    let mut s = Session::new(Agent::ClaudeCode, store);
     let mut reading = Reading::default();
     let mut uuids = HashSet::new();
     let mut parents = Vec::new();
-    let lines = lines::each(bytes, |line| {
-        let envelope = take(&mut s, &mut reading, line)?;
+    let lines = lines::each(input, &mut s, |s, line| {
+        let envelope = take(s, &mut reading, line)?;
+        s.hold_strings(envelope.uuid.iter().chain(&envelope.parent_uuid));
         uuids.extend(envelope.uuid);
         if let Some(parent) = envelope.parent_uuid {
             parents.push((line.at, parent));
         }
         Ok(())
-    });
+    })?;
     s.quarantined = lines.quarantined;
     s.lossy = lines.lossy_lines;
     s.times = lines.times;
+    s.crc = lines.crc;
     for (at, parent) in parents {
         if !uuids.contains(&parent) {
             s.notes.push((
@@ -161,10 +166,10 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
         }
     }
     s.settle(|_, _| Verdict::OutcomeUnknown { why: UNKNOWN });
-    s
+    s.finish()
 }
 
-fn take(s: &mut Session, reading: &mut Reading, line: &Line) -> Result<Envelope, String> {
+fn take(s: &mut Session, reading: &mut Reading, line: &mut Line) -> Result<Envelope, String> {
     let envelope: Envelope = parse(&line.value, "the line")?;
     let at = line.at;
     if s.session_id.is_none() {
@@ -172,12 +177,12 @@ fn take(s: &mut Session, reading: &mut Reading, line: &Line) -> Result<Envelope,
     }
     match envelope.kind.as_str() {
         "user" => {
-            let user: UserLine = parse(&line.value, "user")?;
+            let user: UserLine = parse_owned(line.value.take(), "user")?;
             user_line(s, user.message.content, at)?;
             reading.last_message_id = None;
         }
         "assistant" => {
-            let line: AssistantLine = parse(&line.value, "assistant")?;
+            let line: AssistantLine = parse_owned(line.value.take(), "assistant")?;
             assistant_line(s, reading, line.message, at)?;
         }
         kind if OTHER_TYPES.contains(&kind) => {}
@@ -209,7 +214,7 @@ fn user_line(s: &mut Session, content: Value, at: Source) -> Result<(), String> 
                 content,
                 is_error,
             } => {
-                let text = result_text(&content);
+                let text = result_text(content);
                 if PLACEHOLDERS.iter().any(|p| text.starts_with(p)) {
                     s.pair_placeholder(&tool_use_id, text, at, PLACEHOLDER);
                 } else {
@@ -268,10 +273,10 @@ fn assistant_line(
 }
 
 /// A `tool_result`'s text: a string, or blocks.
-fn result_text(content: &Value) -> String {
+fn result_text(content: Value) -> String {
     match content {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => lines::blocks_text(blocks),
+        Value::String(text) => text,
+        Value::Array(blocks) => lines::blocks_text(&blocks),
         Value::Null => String::new(),
         other => other.to_string(),
     }
@@ -321,9 +326,19 @@ struct ResultBlock<'a> {
 /// The repair's edits (`repair.rs`, through `chain.rs`): one `user` line holding a
 /// `tool_result` for each of a response's calls without one, after its last line or result, as
 /// the Messages API wants results right after their calls.
-pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
+pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, ReadError> {
     chain::repairs(job, chain, chain::uuid, |anchor, calls, parent, ids| {
-        let from = &anchor.after.value();
+        let from = &chain.value(anchor.after)?;
+        let mut results = Vec::with_capacity(calls.len());
+        for c in calls {
+            let (content, is_error) = repair::answer_text(job.session, c)?;
+            results.push(ResultBlock {
+                tool_use_id: &c.id,
+                kind: "tool_result",
+                content,
+                is_error,
+            });
+        }
         // Claude Code's line ids are random UUIDs, unique across sessions (its loader looks
         // lines up by id across a project's files): the new id is drawn from the session's id,
         // the line it follows and the calls, so two sessions that share a call id never share
@@ -346,25 +361,14 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
             kind: "user",
             message: ResultMessage {
                 role: "user",
-                content: calls
-                    .iter()
-                    .map(|c| {
-                        let (content, is_error) = repair::answer_text(Agent::ClaudeCode, c);
-                        ResultBlock {
-                            tool_use_id: &c.id,
-                            kind: "tool_result",
-                            content,
-                            is_error,
-                        }
-                    })
-                    .collect(),
+                content: results,
             },
             uuid: &id,
             timestamp: field("timestamp"),
         };
         // expect: a struct of strings and JSON values always serializes.
         let bytes = serde_json::to_vec(&line).expect("a line serializes");
-        vec![(Some(id), bytes)]
+        Ok(vec![(Some(id), bytes)])
     })
 }
 

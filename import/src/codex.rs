@@ -4,10 +4,13 @@
 //! once, and records no start, so a call with no output may have run, whatever ended its turn.
 //! No codex call is ever [`Verdict::NotStarted`].
 
-use crate::lines::{self, parse, Line};
+use crate::input::Input;
+use crate::lines::{self, parse, parse_owned, Line};
 use crate::repair::{self, Edits, Job};
 use crate::session::{Call, Session, Source, Verdict};
+use crate::text::Store;
 use crate::Agent;
+use crate::ReadError;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -105,13 +108,14 @@ enum ResponseItem {
     Other,
 }
 
-/// The session in `bytes`.
-pub(crate) fn read(bytes: &[u8]) -> Session {
-    let mut s = Session::new(Agent::Codex);
-    let lines = lines::each(bytes, |line| take(&mut s, line));
+/// The session in `input`, its texts kept in `store`.
+pub(crate) fn read(input: &Input<'_>, store: Store) -> Result<Session, ReadError> {
+    let mut s = Session::new(Agent::Codex, store);
+    let lines = lines::each(input, &mut s, take)?;
     s.quarantined = lines.quarantined;
     s.lossy = lines.lossy_lines;
     s.times = lines.times;
+    s.crc = lines.crc;
     if s.session_id.is_none() {
         let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes
@@ -120,29 +124,33 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
     // codex pairs a call and its output by `call_id` alone (§2.3).
     s.pair_late();
     s.settle(|_, _| Verdict::OutcomeUnknown { why: UNKNOWN });
-    s
+    s.finish()
 }
 
-fn take(s: &mut Session, line: &Line) -> Result<(), String> {
-    let envelope: Envelope = parse(&line.value, "the line")?;
+fn take(s: &mut Session, line: &mut Line) -> Result<(), String> {
+    let envelope: Envelope = parse_owned(line.value.take(), "the line")?;
     let at = line.at;
-    let payload = &envelope.payload;
+    let payload = envelope.payload;
     match envelope.kind.as_str() {
         "session_meta" => {
-            let meta: SessionMeta = parse(payload, "payload")?;
+            let meta: SessionMeta = parse(&payload, "payload")?;
             // codex takes the first as the thread's id (a fork copies its parent's after it).
             s.session_id.get_or_insert(meta.id);
         }
         "turn_context" => {
-            let context: TurnContext = parse(payload, "payload")?;
+            let context: TurnContext = parse(&payload, "payload")?;
             if let Some(model) = context.model {
                 s.model_named(model, line.at);
             }
         }
         "response_item" => {
-            let item: ResponseItem = parse(payload, "payload")?;
+            let kind = payload
+                .get("type")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let item: ResponseItem = parse_owned(payload, "payload")?;
             if matches!(item, ResponseItem::Other) {
-                let kind = payload.get("type").and_then(Value::as_str).unwrap_or("");
+                let kind = kind.as_deref().unwrap_or("");
                 if !OTHER_ITEMS.contains(&kind) {
                     s.unknown.push((format!("response_item/{kind}"), at));
                 }
@@ -205,7 +213,7 @@ fn response_item(s: &mut Session, item: ResponseItem, at: Source) {
         }
         ResponseItem::FunctionCallOutput { call_id, output }
         | ResponseItem::CustomToolCallOutput { call_id, output } => {
-            let (text, is_error) = output_text(&output);
+            let (text, is_error) = output_text(output);
             output_of(s, &call_id, text, is_error, at);
         }
         ResponseItem::ToolSearchOutput {
@@ -231,15 +239,13 @@ fn output_of(s: &mut Session, call_id: &str, text: String, is_error: bool, at: S
 
 /// An output's text: a string, content items (`input_text`/`output_text`, images named), or an
 /// early build's `{content, success}`.
-fn output_text(output: &Value) -> (String, bool) {
+fn output_text(output: Value) -> (String, bool) {
     match output {
-        Value::String(text) => (text.clone(), false),
-        Value::Array(items) => (lines::blocks_text(items), false),
+        Value::String(text) => (text, false),
+        Value::Array(items) => (lines::blocks_text(&items), false),
         Value::Object(o) => {
-            let text = o
-                .get("content")
-                .and_then(Value::as_str)
-                .map_or_else(|| output.to_string(), str::to_owned);
+            let text = o.get("content").and_then(Value::as_str).map(str::to_owned);
+            let text = text.unwrap_or_else(|| Value::Object(o.clone()).to_string());
             let failed = o.get("success").and_then(Value::as_bool) == Some(false);
             (text, failed)
         }
@@ -290,54 +296,120 @@ impl<'a> OutputPayload<'a> {
 
 /// A line's `ordinal`: codex 0.171 numbers every line of a paginated rollout from 0 and, on
 /// resume, continues from the last line's (refusing a last line without one).
-fn ordinal_of(text: &[u8], first: bool) -> Option<u64> {
+///
+/// Read for that field alone, the rest skipped unkept (a line may hold 64 MiB, and every line
+/// is asked); a line that reads only as [`lines::object`] reads it (a byte-order mark, bytes
+/// that are not UTF-8) is read that way.
+pub(crate) fn ordinal_of(text: &[u8], first: bool) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct Ordinal {
+        #[serde(default)]
+        ordinal: Option<Value>,
+    }
+    if let Ok(line) = serde_json::from_slice::<Ordinal>(text) {
+        return line.ordinal?.as_u64();
+    }
     let (value, _) = lines::object(text, first).ok()?;
     value.get("ordinal")?.as_u64()
 }
 
+/// The numbering of a repaired rollout's lines: from its first kept line's ordinal on, one by
+/// one, answers included, as codex would have numbered it had it written the answers itself.
+/// The answers' pass and the copy's pass count alike, so each line gets the same number in
+/// both.
+pub(crate) struct Ordinals {
+    next: Option<u64>,
+}
+
+impl From<Option<u64>> for Ordinals {
+    fn from(first: Option<u64>) -> Ordinals {
+        Ordinals { next: first }
+    }
+}
+
+impl Ordinals {
+    /// A kept line of the original, counted: its text renumbered when its ordinal moves.
+    pub(crate) fn line(&mut self, text: &[u8], first: bool) -> Option<Vec<u8>> {
+        let n = self.next?;
+        let own = ordinal_of(text, first)?;
+        self.next = Some(n + 1);
+        (own != n).then(|| renumbered(text, own, n))
+    }
+
+    /// A kept line, counted, without its text renumbered (the answers' pass).
+    fn count(&mut self, text: &[u8], first: bool) {
+        if let Some(n) = self.next {
+            if ordinal_of(text, first).is_some() {
+                self.next = Some(n + 1);
+            }
+        }
+    }
+
+    /// An added line: its ordinal, counted.
+    pub(crate) fn added(&mut self) -> Option<u64> {
+        let n = self.next?;
+        self.next = Some(n + 1);
+        Some(n)
+    }
+}
+
 /// The repair's answers (`repair.rs`): an output line right after each call's line, where
 /// codex's own normalization puts its stand-in, of the kind its call asks for. In a rollout
-/// whose lines carry ordinals the copy is numbered again in order, answers included, as codex
-/// would have numbered it had it written the answers itself.
-pub(crate) fn answers(job: &Job<'_>) -> Edits {
-    let mut edits = Edits::default();
-    let kept = || job.lines.iter().filter(|l| !job.moved.contains(&l.at));
-    let mut next = kept().find_map(|l| ordinal_of(l.text, l.at.offset == 0));
+/// whose lines carry ordinals the copy is numbered again in order, answers included
+/// ([`Ordinals`]): this pass numbers the answers, the copy's pass the lines.
+pub(crate) fn answers(job: &Job<'_>) -> Result<Edits, ReadError> {
+    let mut edits = Edits {
+        first_ordinal: first_ordinal(job)?,
+        ..Edits::default()
+    };
     let mut answers: HashMap<u64, Vec<OutputLine<'_>>> = HashMap::new();
     for call in &job.calls {
         answers
             .entry(call.at.offset)
             .or_default()
-            .push(answer(job, call));
+            .push(answer(job, call)?);
     }
-    for l in kept() {
-        if let Some(n) = next {
-            if let Some(own) = ordinal_of(l.text, l.at.offset == 0) {
-                if own != n {
-                    edits
-                        .renumbered
-                        .insert(l.at.offset, renumbered(l.text, own, n));
-                }
-                next = Some(n + 1);
-            }
+    let mut ordinals = Ordinals::from(edits.first_ordinal);
+    let mut reading = job.input.lines();
+    let mut text = Vec::new();
+    while let Some(line) = reading.next_line(&mut text)? {
+        let at = line.at;
+        if text.iter().all(u8::is_ascii_whitespace) || job.moved.contains(&at) {
+            continue;
         }
-        for mut line in answers.remove(&l.at.offset).into_iter().flatten() {
-            line.ordinal = next;
-            next = next.map(|n| n + 1);
+        ordinals.count(&text, at.offset == 0);
+        for mut answer in answers.remove(&at.offset).into_iter().flatten() {
+            answer.ordinal = ordinals.added();
             // expect: strings and JSON values always serialize.
-            let bytes = serde_json::to_vec(&line).expect("a line serializes");
-            edits.after.entry(l.at.offset).or_default().push(bytes);
+            let bytes = serde_json::to_vec(&answer).expect("a line serializes");
+            edits.after.entry(at.offset).or_default().push(bytes);
         }
     }
-    edits
+    job.sum.check(reading.crc())?;
+    Ok(edits)
+}
+
+/// The ordinal of the first kept line that has one.
+fn first_ordinal(job: &Job<'_>) -> Result<Option<u64>, ReadError> {
+    let mut reading = job.input.lines();
+    let mut text = Vec::new();
+    while let Some(line) = reading.next_line(&mut text)? {
+        if job.moved.contains(&line.at) {
+            continue;
+        }
+        if let Some(n) = ordinal_of(&text, line.at.offset == 0) {
+            return Ok(Some(n));
+        }
+    }
+    Ok(None)
 }
 
 /// The output line that answers `call` (its ordinal set by the caller).
-fn answer<'a>(job: &Job<'_>, call: &'a Call) -> OutputLine<'a> {
-    let line = job.lines.iter().find(|l| l.at == call.at);
+fn answer<'a>(job: &Job<'_>, call: &'a Call) -> Result<OutputLine<'a>, ReadError> {
+    let line = job.text(call.at)?;
     // The call's own time: the answer claims no time of its own.
-    let timestamp = line
-        .and_then(|l| lines::object(l.text, call.at.offset == 0).ok())
+    let timestamp = lines::object(&line, call.at.offset == 0)
+        .ok()
         .and_then(|(v, _)| {
             v.get("timestamp")
                 .and_then(Value::as_str)
@@ -345,7 +417,7 @@ fn answer<'a>(job: &Job<'_>, call: &'a Call) -> OutputLine<'a> {
         })
         .unwrap_or_default();
     // codex records no error flag with an output.
-    let (text, _) = repair::answer_text(Agent::Codex, call);
+    let (text, _) = repair::answer_text(job.session, call)?;
     let payload = match call.kind {
         "custom_tool_call" => OutputPayload::text("custom_tool_call_output", call, text),
         // A client search's output holds tools, not text: an empty list says none came.
@@ -359,12 +431,12 @@ fn answer<'a>(job: &Job<'_>, call: &'a Call) -> OutputLine<'a> {
         },
         _ => OutputPayload::text("function_call_output", call, text),
     };
-    OutputLine {
+    Ok(OutputLine {
         timestamp,
         ordinal: None,
         kind: "response_item",
         payload,
-    }
+    })
 }
 
 /// `text` with its `ordinal` set to `to`: the exact text patched where codex's serialization

@@ -25,14 +25,21 @@
 mod chain;
 mod claude_code;
 mod codex;
+mod input;
 mod lines;
 mod pi;
 mod repair;
 mod session;
+mod text;
 
+pub use input::Input;
 pub use lines::{Damage, Quarantined};
-pub use repair::{check as check_repair, repair, Repaired};
+pub use repair::{
+    check as check_repair, check_input as check_repair_input, repair, repair_into, CopyError,
+    Repair, Repaired,
+};
 pub use session::{Call, Item, OrphanOutput, Session, Source, Verdict};
+pub use text::Text;
 
 /// Which agent wrote a session file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,7 +74,7 @@ impl Agent {
     }
 }
 
-/// The most bytes a session file may hold: the reader keeps the file and its calls in memory.
+/// The most bytes a session file may hold.
 pub const FILE_BYTES_MAX: u64 = 1 << 30;
 
 /// The most bytes one line of a session file may hold, its newline excluded: 64 MiB, room for
@@ -75,6 +82,13 @@ pub const FILE_BYTES_MAX: u64 = 1 << 30;
 /// base64). A file is read a line at a time against it, so a longer line is refused when this
 /// much of it has been read, never held whole.
 pub const LINE_BYTES_MAX: u64 = 64 << 20;
+
+/// The most bytes a session's index may hold while a file is read or repaired (its messages'
+/// and calls' places, ids and verdicts, its notes, a chained format's links; its texts are
+/// kept in a temporary file and not counted): 48 MiB, room for about 60,000 calls, dozens of
+/// times the calls of the largest real session files in the corpora. With the line in hand
+/// (at most [`LINE_BYTES_MAX`]), it keeps reading any file under 256 MB (`bench bounds`).
+pub const INDEX_BYTES_MAX: u64 = 48 << 20;
 
 /// Why a file could not be read as a session at all (a bad line is not such a reason: it is
 /// quarantined).
@@ -97,19 +111,56 @@ pub enum ReadError {
         /// The byte offset of its first byte.
         offset: u64,
     },
+    /// The session's index passed [`INDEX_BYTES_MAX`].
+    #[error(
+        "line {line} (at byte {offset}): the session's index (its messages, calls and lines' \
+         places) passed {INDEX_BYTES_MAX} bytes here, the limit that keeps reading a session \
+         file in bounded memory; the file was not read past it"
+    )]
+    IndexFull {
+        /// The line's number, from 1.
+        line: u64,
+        /// The byte offset of its first byte.
+        offset: u64,
+    },
+    /// The file could not be read.
+    #[error("cannot read: {0}")]
+    Io(std::io::Error),
+    /// The temporary file that holds the session's texts could not be written or read.
+    #[error(
+        "cannot keep the session's texts in a temporary file (in TMPDIR, {dir}): {0}",
+        dir = std::env::temp_dir().display()
+    )]
+    Spill(std::io::Error),
+    /// The file said something else when it was read again: something rewrote it meanwhile.
+    #[error(
+        "the file changed while it was read (a second reading differs from the first); \
+         repair a copy that nothing writes to"
+    )]
+    Changed,
 }
 
-/// Reads `bytes` as a session file of `agent`.
+/// Reads `bytes` as a session file of `agent` (its texts kept in memory).
 pub fn read(agent: Agent, bytes: &[u8]) -> Result<Session, ReadError> {
-    let size_bytes = bytes.len() as u64;
+    read_from(agent, Input::Bytes(bytes))
+}
+
+/// Reads `input` as a session file of `agent`, a line at a time: a file's texts are kept in a
+/// temporary file, so that only its index is held ([`Text`]).
+pub fn read_from(agent: Agent, input: Input<'_>) -> Result<Session, ReadError> {
+    let size_bytes = input.len_bytes();
     if size_bytes > FILE_BYTES_MAX {
         return Err(ReadError::TooLarge { size_bytes });
     }
-    let session = match agent {
-        Agent::Codex => codex::read(bytes),
-        Agent::Pi => pi::read(bytes),
-        Agent::ClaudeCode => claude_code::read(bytes),
+    let store = match input {
+        Input::Bytes(_) => text::Store::Memory(Vec::new()),
+        Input::File { .. } => text::Store::temporary()?,
     };
+    let session = match agent {
+        Agent::Codex => codex::read(&input, store),
+        Agent::Pi => pi::read(&input, store),
+        Agent::ClaudeCode => claude_code::read(&input, store),
+    }?;
     session.check();
     Ok(session)
 }

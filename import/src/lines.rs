@@ -4,7 +4,9 @@
 //! can tear the last line anywhere, inside a character too. Read as one string, such a file
 //! fails whole (codex) or silently changes (pi); read as bytes, only that line is bad.
 
-use crate::session::Source;
+use crate::input::Input;
+use crate::session::{Session, Source};
+use crate::{ReadError, INDEX_BYTES_MAX};
 use serde_json::Value;
 
 /// Why a line was quarantined.
@@ -57,44 +59,58 @@ pub(crate) struct Lines {
     /// Each JSON line's `timestamp` that reads as RFC 3339, as (line, milliseconds since the
     /// Unix epoch), in line order.
     pub(crate) times: Vec<(u64, u64)>,
+    /// The sum of the reading ([`crate::input::Sum`]).
+    pub(crate) crc: u32,
 }
 
-/// Hands each line of `bytes` that parses as JSON to `take`, one at a time (no line is kept);
+/// Hands each line of `input` that parses as JSON to `take`, one at a time (no line is kept);
 /// a line that does not parse, or that `take` refuses with its reason, is quarantined.
-pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), String>) -> Lines {
+///
+/// The session's index is held whole while the file is read: past [`INDEX_BYTES_MAX`] (what
+/// `s` holds, and what this reading keeps of each line) the file is refused at that line.
+pub(crate) fn each(
+    input: &Input<'_>,
+    s: &mut Session,
+    mut take: impl FnMut(&mut Session, &mut Line) -> Result<(), String>,
+) -> Result<Lines, ReadError> {
     let mut bad: Vec<Quarantined> = Vec::new();
     let mut lossy_lines = Vec::new();
     let mut times = Vec::new();
     let mut first_json = None;
     let mut last_good = None;
-    let mut offset = 0usize;
-    let mut number = 0u64;
-    while offset < bytes.len() {
-        number += 1;
-        let rest = &bytes[offset..];
-        let (text, ended) = match rest.iter().position(|b| *b == b'\n') {
-            Some(n) => (&rest[..n], true),
-            None => (rest, false),
-        };
-        let at = Source {
-            line: number,
-            offset: offset as u64,
-        };
-        offset += text.len() + usize::from(ended);
+    let mut reading = input.lines();
+    let mut text = Vec::new();
+    // What this reading keeps of its lines, in bytes (strings counted by their length).
+    let mut kept_bytes = 0u64;
+    while let Some(line) = reading.next_line(&mut text)? {
+        let (at, ended) = (line.at, line.ended);
+        if kept_bytes + s.held_bytes() > INDEX_BYTES_MAX {
+            return Err(ReadError::IndexFull {
+                line: at.line,
+                offset: at.offset,
+            });
+        }
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let len_bytes = text.len() as u64;
-        let damage = match object(text, at.offset == 0) {
+        let parsed = object(&text, at.offset == 0);
+        if text.capacity() > LONG_TEXT_BYTES {
+            // A long line's bytes are let go once parsed: its value is all that is used.
+            text = Vec::new();
+        }
+        let damage = match parsed {
             Ok((value, lossy)) => {
                 first_json.get_or_insert(at);
                 if lossy {
                     lossy_lines.push(at);
+                    kept_bytes += SOURCE_BYTES;
                 }
                 if let Some(ms) = timestamp_ms(&value) {
-                    times.push((number, ms));
+                    times.push((at.line, ms));
+                    kept_bytes += SOURCE_BYTES;
                 }
-                match take(&Line { at, value }) {
+                match take(s, &mut Line { at, value }) {
                     Ok(()) => {
                         last_good = Some(at);
                         continue;
@@ -105,6 +121,11 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
             Err(_) if !ended => Damage::Torn,
             Err(why) => Damage::NotJson { why },
         };
+        kept_bytes += QUARANTINED_BYTES
+            + match &damage {
+                Damage::NotJson { why } | Damage::Shape { why } => why.len() as u64,
+                Damage::Torn => 0,
+            };
         bad.push(Quarantined {
             at,
             len_bytes,
@@ -115,13 +136,21 @@ pub(crate) fn each(bytes: &[u8], mut take: impl FnMut(&Line) -> Result<(), Strin
     for q in bad.iter_mut() {
         q.followed_by_good = last_good.is_some_and(|g| g > q.at);
     }
-    Lines {
+    Ok(Lines {
         quarantined: bad,
         first_json,
         lossy_lines,
         times,
-    }
+        crc: reading.crc(),
+    })
 }
+
+/// A line longer than this is not kept in the reading's buffer once parsed.
+const LONG_TEXT_BYTES: usize = 4 << 20;
+/// What a place in the file takes in a list (a [`Source`], or a line and a time).
+const SOURCE_BYTES: u64 = 16;
+/// What a quarantined line takes, its reason's text aside.
+const QUARANTINED_BYTES: u64 = std::mem::size_of::<Quarantined>() as u64;
 
 /// A line's top-level `timestamp` (all three agents write one, RFC 3339 in UTC), in
 /// milliseconds since the Unix epoch; `None` when it is missing, not RFC 3339, or before 1970.
@@ -177,17 +206,36 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     T::deserialize(value).map_err(|e| format!("{what}: {e}"))
 }
 
+/// `value` read as `T`, taking its strings rather than copying them (a line's value is read
+/// once, and a line may hold 64 MiB); the error names `what` and the field.
+pub(crate) fn parse_owned<T: serde::de::DeserializeOwned>(
+    value: Value,
+    what: &str,
+) -> Result<T, String> {
+    serde_json::from_value(value).map_err(|e| format!("{what}: {e}"))
+}
+
 /// The text of content blocks: each block's `text`, another block (an image…) named in
-/// brackets by its `type`.
+/// brackets by its `type`; made in one string, the blocks' texts copied once.
 pub(crate) fn blocks_text(blocks: &[Value]) -> String {
-    blocks
-        .iter()
-        .map(|b| match b.get("text").and_then(Value::as_str) {
-            Some(text) => text.to_owned(),
-            None => format!("[{}]", b.get("type").and_then(Value::as_str).unwrap_or("")),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    fn part(b: &Value) -> std::borrow::Cow<'_, str> {
+        match b.get("text").and_then(Value::as_str) {
+            Some(text) => std::borrow::Cow::Borrowed(text),
+            None => std::borrow::Cow::Owned(format!(
+                "[{}]",
+                b.get("type").and_then(Value::as_str).unwrap_or("")
+            )),
+        }
+    }
+    let len_bytes: usize = blocks.iter().map(|b| part(b).len() + 1).sum();
+    let mut out = String::with_capacity(len_bytes);
+    for (i, b) in blocks.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&part(b));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -196,10 +244,12 @@ mod tests {
 
     fn read_all(bytes: &[u8]) -> (Vec<Source>, Lines) {
         let mut good = Vec::new();
-        let lines = each(bytes, |l| {
+        let mut s = Session::new(crate::Agent::Codex, crate::text::Store::Memory(Vec::new()));
+        let lines = each(&Input::Bytes(bytes), &mut s, |_, l: &mut Line| {
             good.push(l.at);
             Ok(())
-        });
+        })
+        .unwrap();
         (good, lines)
     }
 
@@ -238,10 +288,14 @@ mod tests {
     #[test]
     fn a_line_its_reader_refuses_is_quarantined_by_shape_with_its_length() {
         let file = b"{\"a\":1}\n{\"b\":2}\n{\"a\":3}\n";
-        let lines = each(file, |l| match l.value.get("a") {
-            Some(_) => Ok(()),
-            None => Err("no a".into()),
-        });
+        let mut s = Session::new(crate::Agent::Codex, crate::text::Store::Memory(Vec::new()));
+        let lines = each(&Input::Bytes(file), &mut s, |_, l: &mut Line| {
+            match l.value.get("a") {
+                Some(_) => Ok(()),
+                None => Err("no a".into()),
+            }
+        })
+        .unwrap();
         let q = &lines.quarantined[0];
         assert_eq!((q.at.line, q.len_bytes), (2, 7));
         assert_eq!(q.damage, Damage::Shape { why: "no a".into() });

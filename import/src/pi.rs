@@ -7,10 +7,13 @@
 //! call there with no result may have run.
 
 use crate::chain;
-use crate::lines::{self, parse, Line};
+use crate::input::Input;
+use crate::lines::{self, parse, parse_owned, Line};
 use crate::repair::{self, Edits, Job};
 use crate::session::{Item, Session, Source, Verdict};
+use crate::text::Store;
 use crate::Agent;
+use crate::ReadError;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -133,22 +136,24 @@ enum Block {
     Other,
 }
 
-/// The session in `bytes`.
-pub(crate) fn read(bytes: &[u8]) -> Session {
-    let mut s = Session::new(Agent::Pi);
+/// The session in `input`, its texts kept in `store`.
+pub(crate) fn read(input: &Input<'_>, store: Store) -> Result<Session, ReadError> {
+    let mut s = Session::new(Agent::Pi, store);
     let mut ids = HashSet::new();
     let mut parents = Vec::new();
-    let lines = lines::each(bytes, |line| {
-        let entry = take(&mut s, line)?;
+    let lines = lines::each(input, &mut s, |s, line| {
+        let entry = take(s, line)?;
+        s.hold_strings(entry.id.iter().chain(&entry.parent_id));
         ids.extend(entry.id);
         if let Some(parent) = entry.parent_id {
             parents.push((line.at, parent));
         }
         Ok(())
-    });
+    })?;
     s.quarantined = lines.quarantined;
     s.lossy = lines.lossy_lines;
     s.times = lines.times;
+    s.crc = lines.crc;
     if s.session_id.is_none() {
         let at = lines.first_json.unwrap_or(Source { line: 1, offset: 0 });
         s.notes.push((
@@ -176,10 +181,10 @@ pub(crate) fn read(bytes: &[u8]) -> Session {
             Verdict::OutcomeUnknown { why: UNKNOWN }
         }
     });
-    s
+    s.finish()
 }
 
-fn take(s: &mut Session, line: &Line) -> Result<Entry, String> {
+fn take(s: &mut Session, line: &mut Line) -> Result<Entry, String> {
     let entry: Entry = parse(&line.value, "the entry")?;
     let at = line.at;
     match entry.kind.as_str() {
@@ -197,9 +202,10 @@ fn take(s: &mut Session, line: &Line) -> Result<Entry, String> {
             }
         }
         "message" => {
-            let entry: MessageEntry = parse(&line.value, "message")?;
+            let role = line.value["message"]["role"].as_str().map(str::to_owned);
+            let entry: MessageEntry = parse_owned(line.value.take(), "message")?;
             if matches!(entry.message, Message::Other) {
-                let role = line.value["message"]["role"].as_str().unwrap_or("");
+                let role = role.as_deref().unwrap_or("");
                 if !OTHER_ROLES.contains(&role) {
                     s.unknown.push((format!("message/{role}"), at));
                 }
@@ -214,7 +220,7 @@ fn take(s: &mut Session, line: &Line) -> Result<Entry, String> {
 
 fn message(s: &mut Session, message: Message, at: Source) -> Result<(), String> {
     match message {
-        Message::User { content } => s.user(content_text(&content), at),
+        Message::User { content } => s.user(content_text(content), at),
         Message::Assistant {
             content,
             stop_reason,
@@ -245,7 +251,7 @@ fn message(s: &mut Session, message: Message, at: Source) -> Result<(), String> 
             tool_call_id,
             content,
             is_error,
-        } => s.pair(&tool_call_id, content_text(&content), is_error, at),
+        } => s.pair(&tool_call_id, content_text(content), is_error, at),
         Message::Other => {}
     }
     Ok(())
@@ -253,10 +259,10 @@ fn message(s: &mut Session, message: Message, at: Source) -> Result<(), String> 
 
 /// A message's text: a string, or blocks (`text`; an image or another block named in
 /// brackets).
-fn content_text(content: &Value) -> String {
+fn content_text(content: Value) -> String {
     match content {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => lines::blocks_text(blocks),
+        Value::String(text) => text,
+        Value::Array(blocks) => lines::blocks_text(&blocks),
         Value::Null => String::new(),
         other => other.to_string(),
     }
@@ -297,22 +303,25 @@ struct TextBlock {
 
 /// The repair's edits (`repair.rs`, through `chain.rs`): each answered call's `toolResult`
 /// entry after its message's last result (or the message itself), chained by `parentId`.
-pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
+pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, ReadError> {
     chain::repairs(job, chain, entry_id, |anchor, calls, parent, ids| {
-        let (iso, ms) = anchor.message.map_or((Value::Null, Value::Null), |l| {
-            let value = l.value();
-            (
-                value["timestamp"].clone(),
-                value["message"]["timestamp"].clone(),
-            )
-        });
+        let (iso, ms) = match anchor.message {
+            Some(l) => {
+                let value = chain.value(l)?;
+                (
+                    value["timestamp"].clone(),
+                    value["message"]["timestamp"].clone(),
+                )
+            }
+            None => (Value::Null, Value::Null),
+        };
         // A version-1 file has no ids: its entries are chained by their order.
         let linked = anchor.after.id.is_some();
         let mut parent = parent.map(str::to_owned);
         let mut out = Vec::new();
         for call in calls {
             let id = linked.then(|| ids.fresh(&call.id));
-            let (text, is_error) = repair::answer_text(Agent::Pi, call);
+            let (text, is_error) = repair::answer_text(job.session, call)?;
             let entry = ResultEntry {
                 kind: "message",
                 id: id.as_deref(),
@@ -336,7 +345,7 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
                 parent = id;
             }
         }
-        out
+        Ok(out)
     })
 }
 
@@ -347,25 +356,35 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Edits {
 /// the first entry's, its `version` 3 when the entries are linked by ids (else none: version
 /// 1, which pi migrates by order), and its `cwd` empty: the file does not say where it ran.
 pub(crate) fn missing_header(
-    lines: &[repair::FileLine<'_>],
+    input: &Input<'_>,
+    lines: &[repair::FileLine],
     moved: &HashSet<Source>,
-) -> Option<String> {
-    let mut kept = (lines.iter())
-        .filter(|l| !moved.contains(&l.at))
-        .filter_map(|l| Some((l, lines::object(l.text, l.at.offset == 0).ok()?.0)));
-    let (first_line, first) = kept.next()?;
+) -> Result<Option<String>, ReadError> {
+    let mut first = None;
+    for l in lines.iter().filter(|l| !moved.contains(&l.at)) {
+        let text = input.at(l.at.offset, l.len_bytes)?;
+        if let Ok((value, _)) = lines::object(&text, l.at.offset == 0) {
+            first = Some((text, value));
+            break;
+        }
+    }
+    let Some((first_text, first)) = first else {
+        return Ok(None);
+    };
     if first["type"] == "session" && first["id"].is_string() {
-        return None;
+        return Ok(None);
     }
     let header = NewHeader {
         kind: "session",
         version: first.get("id").is_some().then_some(3),
-        id: chain::seeded_uuid(first_line.text),
+        id: chain::seeded_uuid(&first_text),
         timestamp: first["timestamp"].as_str(),
         cwd: "",
     };
     // expect: a struct of strings and numbers always serializes.
-    Some(serde_json::to_string(&header).expect("a header serializes"))
+    Ok(Some(
+        serde_json::to_string(&header).expect("a header serializes"),
+    ))
 }
 
 /// A session header as pi writes one, its fields in pi's order.

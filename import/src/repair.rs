@@ -12,21 +12,19 @@
 //! shape this reader does not know stay where they are: the agent may know them.
 
 use crate::chain::{self, Chain};
+use crate::input::{Input, Sum};
 use crate::lines::Damage;
 use crate::session::{Call, Session, Source, Verdict};
-use crate::{claude_code, codex, pi, read, Agent, ReadError};
+use crate::{claude_code, codex, pi, read_from, Agent, ReadError};
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 
-/// What a repair made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repaired {
-    /// The repaired file.
-    pub bytes: Vec<u8>,
-    /// The lines moved out, each with its newline, in file order: for `FILE2.quarantine`.
-    pub quarantine: Vec<u8>,
+/// What a repair did, its copy aside.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Repair {
     /// The calls answered, with the line of each call.
     pub answered: Vec<(String, Source)>,
-    /// The lines moved out: those that are not JSON objects, and [`Repaired::stray`].
+    /// The lines moved out: those that are not JSON objects, and [`Repair::stray`].
     pub moved: Vec<Source>,
     /// Of those, the results of no call on the path pi replays (pi would send them, and the
     /// provider refuse them): valid lines, moved whole.
@@ -39,13 +37,51 @@ pub struct Repaired {
     /// The session header written as the copy's first line (pi, for a file whose first entry
     /// is not one: pi would throw such a file away and start afresh).
     pub header: Option<String>,
+    /// The bytes of the copy written.
+    pub copy_bytes: u64,
+    /// The bytes of the quarantine written (the lines moved out, each with its newline).
+    pub quarantine_bytes: u64,
 }
 
-/// A line of the original file.
-pub(crate) struct FileLine<'a> {
+/// A repair made in memory: the copy, its quarantine, and what was done ([`Repair`], which it
+/// derefs to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repaired {
+    /// The repaired file.
+    pub bytes: Vec<u8>,
+    /// The lines moved out, each with its newline, in file order: for `FILE2.quarantine`.
+    pub quarantine: Vec<u8>,
+    /// What was done.
+    pub made: Repair,
+}
+
+// A repair in memory is its copy plus what was done: the fields read as the repair's own.
+impl std::ops::Deref for Repaired {
+    type Target = Repair;
+    fn deref(&self) -> &Repair {
+        &self.made
+    }
+}
+
+/// Why a repair wrote no whole copy.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// The session file could not be read as one.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The copy could not be written.
+    #[error("cannot write the copy: {0}")]
+    Copy(std::io::Error),
+    /// The quarantine could not be written.
+    #[error("cannot write the quarantine: {0}")]
+    Quarantine(std::io::Error),
+}
+
+/// A non-blank line of the original file: where it is and how long (its newline excluded).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileLine {
     pub(crate) at: Source,
-    /// Its bytes, without its newline.
-    pub(crate) text: &'a [u8],
+    pub(crate) len_bytes: u64,
 }
 
 /// What the agent's writer adds: lines to put after a line of the original, and new parent
@@ -54,23 +90,69 @@ pub(crate) struct FileLine<'a> {
 pub(crate) struct Edits {
     pub(crate) after: HashMap<u64, Vec<Vec<u8>>>,
     pub(crate) parent: HashMap<u64, Vec<u8>>,
-    /// Lines whose `ordinal` the answers before them moved on (codex's paginated rollouts).
-    pub(crate) renumbered: HashMap<u64, Vec<u8>>,
+    /// The copy's first `ordinal` (codex's paginated rollouts): its lines are numbered again
+    /// in order as they are written, answers included.
+    pub(crate) first_ordinal: Option<u64>,
 }
 
-/// What a format's writer is given: the session, the calls to answer (in file order), the file's
-/// lines, and those moved out.
+/// What a format's writer is given: the session, the calls to answer (in file order), the file
+/// (and its lines), and the lines moved out.
 pub(crate) struct Job<'a> {
     pub(crate) session: &'a Session,
     pub(crate) calls: Vec<&'a Call>,
-    pub(crate) lines: Vec<FileLine<'a>>,
+    pub(crate) input: Input<'a>,
+    pub(crate) lines: Vec<FileLine>,
     pub(crate) moved: HashSet<Source>,
+    pub(crate) sum: &'a Sum,
 }
 
-/// Repairs `bytes`, a session file of `agent`.
+impl Job<'_> {
+    /// The bytes of the line at `at` (a line of the file).
+    pub(crate) fn text(&self, at: Source) -> Result<Vec<u8>, ReadError> {
+        text_of(&self.input, &self.lines, at)
+    }
+}
+
+/// The bytes of the line at `at`, one of `lines` of `input`.
+pub(crate) fn text_of(
+    input: &Input<'_>,
+    lines: &[FileLine],
+    at: Source,
+) -> Result<Vec<u8>, ReadError> {
+    let i = (lines.binary_search_by_key(&at.offset, |l| l.at.offset))
+        .map_err(|_| ReadError::Changed)?;
+    input.at(at.offset, lines[i].len_bytes)
+}
+
+/// Repairs `bytes`, a session file of `agent`, in memory.
 pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
-    let session = read(agent, bytes)?;
-    let lines = file_lines(bytes);
+    let mut copy = Vec::with_capacity(bytes.len());
+    let mut quarantine = Vec::new();
+    match repair_into(agent, Input::Bytes(bytes), &mut copy, &mut quarantine) {
+        Ok(made) => Ok(Repaired {
+            bytes: copy,
+            quarantine,
+            made,
+        }),
+        Err(CopyError::Read(e)) => Err(e),
+        // Writing to memory does not fail.
+        Err(CopyError::Copy(e) | CopyError::Quarantine(e)) => Err(ReadError::Io(e)),
+    }
+}
+
+/// Repairs `input`, a session file of `agent`: the copy written to `copy`, the lines moved out
+/// to `quarantine`. Only the file's index and one line are held, however large it is; the
+/// file is read several times, each time checked to say the same ([`ReadError::Changed`]).
+pub fn repair_into(
+    agent: Agent,
+    input: Input<'_>,
+    copy: &mut dyn Write,
+    quarantine: &mut dyn Write,
+) -> Result<Repair, CopyError> {
+    let sum = Sum::default();
+    let session = read_from(agent, input)?;
+    sum.check(session.crc)?;
+    let lines = file_lines(&input, &sum)?;
     let lossy: HashSet<Source> = session.lossy.iter().copied().collect();
     let mut moved: HashSet<Source> = session
         .quarantined
@@ -88,12 +170,12 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
             // pi passes every result on the path it replays to the provider, a result of no
             // call included (a 400): such a result is moved out as well.
             if agent == Agent::Pi {
-                let before = Chain::new(&lines, &moved, keys);
+                let before = Chain::new(input, &moved, keys, (&sum, session.index_bytes()))?;
                 let on_path = session.orphan_outputs.iter().map(|o| o.at);
                 stray.extend(on_path.filter(|at| before.on_path(*at)));
                 moved.extend(stray.iter().copied());
             }
-            let chain = Chain::new(&lines, &moved, keys);
+            let chain = Chain::new(input, &moved, keys, (&sum, session.index_bytes()))?;
             let calls = (session.calls.iter())
                 .filter(|c| chain.on_path(c.at) && unanswered_on_path(agent, c, &chain));
             (calls.collect(), Some(chain))
@@ -102,81 +184,122 @@ pub fn repair(agent: Agent, bytes: &[u8]) -> Result<Repaired, ReadError> {
     let job = Job {
         session: &session,
         calls,
+        input,
         lines,
         moved,
+        sum: &sum,
     };
     let edits = match (agent, &chain) {
-        (Agent::Pi, Some(chain)) => pi::repairs(&job, chain),
-        (Agent::ClaudeCode, Some(chain)) => claude_code::repairs(&job, chain),
-        _ => codex::answers(&job),
+        (Agent::Pi, Some(chain)) => pi::repairs(&job, chain)?,
+        (Agent::ClaudeCode, Some(chain)) => claude_code::repairs(&job, chain)?,
+        _ => codex::answers(&job)?,
     };
     drop(chain);
-    let Job {
-        calls: answered,
-        lines,
-        moved,
-        ..
-    } = job;
-    let mut moved_in_order: Vec<Source> = moved.iter().copied().collect();
-    moved_in_order.sort();
     let header = match agent {
-        Agent::Pi => pi::missing_header(&lines, &moved),
+        Agent::Pi => pi::missing_header(&job.input, &job.lines, &job.moved)?,
         _ => None,
     };
+    let mut moved_in_order: Vec<Source> = job.moved.iter().copied().collect();
+    moved_in_order.sort();
     stray.sort();
-    let mut out = Repaired {
-        bytes: Vec::with_capacity(bytes.len() + 512 * answered.len()),
-        quarantine: Vec::new(),
-        answered: answered.iter().map(|c| (c.id.clone(), c.at)).collect(),
+    let mut made = Repair {
+        answered: job.calls.iter().map(|c| (c.id.clone(), c.at)).collect(),
         moved: moved_in_order,
         stray,
-        relinked: Vec::new(),
-        renumbered: Vec::new(),
-        header: None,
+        ..Repair::default()
+    };
+    let mut sinks = Sinks {
+        copy,
+        quarantine,
+        made: &mut made,
     };
     if let Some(line) = header {
-        out.bytes.extend_from_slice(line.as_bytes());
-        out.bytes.push(b'\n');
-        out.header = Some(line);
+        sinks.copy(line.as_bytes())?;
+        sinks.made.header = Some(line);
     }
-    for line in &lines {
-        if moved.contains(&line.at) {
-            out.quarantine.extend_from_slice(line.text);
-            out.quarantine.push(b'\n');
+    write_copy(&job, &edits, &lossy, &mut sinks)?;
+    Ok(made)
+}
+
+/// Where a repair writes, counting what it wrote.
+struct Sinks<'a, 'b> {
+    copy: &'a mut dyn Write,
+    quarantine: &'a mut dyn Write,
+    made: &'b mut Repair,
+}
+
+impl Sinks<'_, '_> {
+    /// `line` and a newline into the copy.
+    fn copy(&mut self, line: &[u8]) -> Result<(), CopyError> {
+        (self.copy.write_all(line))
+            .and_then(|()| self.copy.write_all(b"\n"))
+            .map_err(CopyError::Copy)?;
+        self.made.copy_bytes += line.len() as u64 + 1;
+        Ok(())
+    }
+
+    /// `line` and a newline into the quarantine.
+    fn quarantine(&mut self, line: &[u8]) -> Result<(), CopyError> {
+        (self.quarantine.write_all(line))
+            .and_then(|()| self.quarantine.write_all(b"\n"))
+            .map_err(CopyError::Quarantine)?;
+        self.made.quarantine_bytes += line.len() as u64 + 1;
+        Ok(())
+    }
+}
+
+/// The copy, a line of the original at a time: a moved line into the quarantine, a kept one
+/// with its new parent link or ordinal (or as every agent can read it), then what the repair
+/// adds after it.
+fn write_copy(
+    job: &Job<'_>,
+    edits: &Edits,
+    lossy: &HashSet<Source>,
+    sinks: &mut Sinks<'_, '_>,
+) -> Result<(), CopyError> {
+    let mut ordinals = codex::Ordinals::from(edits.first_ordinal);
+    let mut reading = job.input.lines();
+    let mut text = Vec::new();
+    while let Some(line) = reading.next_line(&mut text)? {
+        let at = line.at;
+        if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match (
-            edits.parent.get(&line.at.offset),
-            edits.renumbered.get(&line.at.offset),
-        ) {
-            (Some(text), _) => {
-                out.bytes.extend_from_slice(text);
-                out.relinked.push(line.at);
-            }
-            (None, Some(text)) => {
-                out.bytes.extend_from_slice(text);
-                out.renumbered.push(line.at);
-            }
-            (None, None) => out.bytes.extend_from_slice(&readable(line, &lossy)),
+        if job.moved.contains(&at) {
+            sinks.quarantine(&text)?;
+            continue;
         }
-        out.bytes.push(b'\n');
-        for added in edits.after.get(&line.at.offset).into_iter().flatten() {
-            out.bytes.extend_from_slice(added);
-            out.bytes.push(b'\n');
+        if let Some(relinked) = edits.parent.get(&at.offset) {
+            sinks.copy(relinked)?;
+            sinks.made.relinked.push(at);
+        } else {
+            let kept = readable(&text, at, lossy);
+            match ordinals.line(&kept, at.offset == 0) {
+                Some(renumbered) => {
+                    sinks.copy(&renumbered)?;
+                    sinks.made.renumbered.push(at);
+                }
+                None => sinks.copy(&kept)?,
+            }
+        }
+        for added in edits.after.get(&at.offset).into_iter().flatten() {
+            ordinals.added();
+            sinks.copy(added)?;
         }
     }
-    Ok(out)
+    job.sum.check(reading.crc())?;
+    Ok(())
 }
 
 /// A kept line as every agent can read it: without a byte-order mark (codex's JSON reader
 /// refuses one), and valid UTF-8 (bytes that are not become U+FFFD, as pi and Claude Code read
 /// them anyway; codex could not read the file at all).
-fn readable<'a>(line: &FileLine<'a>, lossy: &HashSet<Source>) -> std::borrow::Cow<'a, [u8]> {
-    let text = match line.text.strip_prefix(b"\xef\xbb\xbf") {
-        Some(rest) if line.at.offset == 0 => rest,
-        _ => line.text,
+fn readable<'a>(text: &'a [u8], at: Source, lossy: &HashSet<Source>) -> std::borrow::Cow<'a, [u8]> {
+    let text = match text.strip_prefix(b"\xef\xbb\xbf") {
+        Some(rest) if at.offset == 0 => rest,
+        _ => text,
     };
-    if lossy.contains(&line.at) {
+    if lossy.contains(&at) {
         return std::borrow::Cow::Owned(String::from_utf8_lossy(text).into_owned().into_bytes());
     }
     std::borrow::Cow::Borrowed(text)
@@ -215,13 +338,14 @@ fn replayed_orphan(agent: Agent, call: &Call) -> bool {
 /// The answer's text and whether it is an error: for a call with no output, its code, the line
 /// of the call and why; for one whose output is only on a branch the agent no longer replays,
 /// that output, as recorded.
-pub(crate) fn answer_text(agent: Agent, call: &Call) -> (String, bool) {
+pub(crate) fn answer_text(session: &Session, call: &Call) -> Result<(String, bool), ReadError> {
+    let agent = session.agent;
     let (code, why) = match &call.verdict {
         Verdict::NotStarted { why } => ("TOOL_NOT_STARTED", *why),
         Verdict::OutcomeUnknown { why } => ("TOOL_OUTCOME_UNKNOWN", *why),
-        Verdict::Result { text, is_error, .. } => return (text.clone(), *is_error),
+        Verdict::Result { text, is_error, .. } => return Ok((session.text(*text)?, *is_error)),
         // The agent's own answer, moved with the call onto the path as it was written.
-        Verdict::Placeholder { text, .. } => return (text.clone(), true),
+        Verdict::Placeholder { text, .. } => return Ok((session.text(*text)?, true)),
     };
     let text = format!(
         "{code}: {} recorded this call (line {} of its session file) but no output: {why}. \
@@ -229,40 +353,41 @@ pub(crate) fn answer_text(agent: Agent, call: &Call) -> (String, bool) {
         agent.name(),
         call.at.line
     );
-    (text, true)
+    Ok((text, true))
 }
 
-/// The file's non-blank lines with where each starts (a last line without a newline included).
-pub(crate) fn file_lines(bytes: &[u8]) -> Vec<FileLine<'_>> {
+/// The file's non-blank lines with where each starts (a last line without a newline
+/// included): a whole reading, checked against `sum`.
+pub(crate) fn file_lines(input: &Input<'_>, sum: &Sum) -> Result<Vec<FileLine>, ReadError> {
     let mut out = Vec::new();
-    let mut offset = 0usize;
-    let mut number = 0u64;
-    while offset < bytes.len() {
-        number += 1;
-        let rest = &bytes[offset..];
-        let n = rest.iter().position(|b| *b == b'\n');
-        let text = &rest[..n.unwrap_or(rest.len())];
+    let mut reading = input.lines();
+    let mut text = Vec::new();
+    while let Some(line) = reading.next_line(&mut text)? {
         if !text.iter().all(u8::is_ascii_whitespace) {
             out.push(FileLine {
-                at: Source {
-                    line: number,
-                    offset: offset as u64,
-                },
-                text,
+                at: line.at,
+                len_bytes: text.len() as u64,
             });
         }
-        offset += text.len() + usize::from(n.is_some());
     }
-    out
+    sum.check(reading.crc())?;
+    Ok(out)
 }
 
 /// What every repair keeps, read again from its copy: no call the agent replays is left
 /// without an output on the path it replays, and (pi) no result of no call is on that path.
 /// The caller's check, in tests and in `recover repair`.
 pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
-    let again = read(agent, &repaired.bytes).map_err(|e| e.to_string())?;
+    check_input(agent, Input::Bytes(&repaired.bytes))
+}
+
+/// [`check`] of a copy read from `copy`.
+pub fn check_input(agent: Agent, copy: Input<'_>) -> Result<Session, String> {
+    let again = read_from(agent, copy).map_err(|e| e.to_string())?;
+    let sum = Sum::default();
+    sum.check(again.crc).map_err(|e| e.to_string())?;
     if agent == Agent::Codex {
-        ordinals_in_order(&repaired.bytes)?;
+        ordinals_in_order(&copy, &sum)?;
     }
     let unanswered: Vec<&Call> = match keys(agent) {
         None => again
@@ -271,16 +396,19 @@ pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
             .filter(|c| replayed_orphan(agent, c))
             .collect(),
         Some(keys) => {
-            let lines = file_lines(&repaired.bytes);
             let none = HashSet::new();
-            if agent == Agent::Pi && pi::missing_header(&lines, &none).is_some() {
-                return Err(
-                    "the first line is not a session header: pi would discard the \
-                            file"
-                        .to_owned(),
-                );
+            if agent == Agent::Pi {
+                let lines = file_lines(&copy, &sum).map_err(|e| e.to_string())?;
+                let header = pi::missing_header(&copy, &lines, &none).map_err(|e| e.to_string())?;
+                if header.is_some() {
+                    return Err(
+                        "the first line is not a session header: pi would discard the file"
+                            .to_owned(),
+                    );
+                }
             }
-            let chain = Chain::new(&lines, &none, keys);
+            let chain = Chain::new(copy, &none, keys, (&sum, again.index_bytes()))
+                .map_err(|e| e.to_string())?;
             if agent == Agent::Pi {
                 if let Some(o) = again.orphan_outputs.iter().find(|o| chain.on_path(o.at)) {
                     return Err(format!(
@@ -305,30 +433,32 @@ pub fn check(agent: Agent, repaired: &Repaired) -> Result<Session, String> {
 
 /// A codex rollout whose lines carry ordinals numbers them one by one, to its last line (codex
 /// continues from the last line's on resume, and refuses a last line without one).
-fn ordinals_in_order(bytes: &[u8]) -> Result<(), String> {
-    let lines = file_lines(bytes);
-    let ordinal = |l: &FileLine<'_>| {
-        let (value, _) = crate::lines::object(l.text, l.at.offset == 0).ok()?;
-        value.get("ordinal")?.as_u64()
-    };
-    let Some(first) = lines.iter().find_map(ordinal) else {
-        return Ok(());
-    };
-    let mut next = first;
-    for (i, l) in lines.iter().enumerate() {
-        match ordinal(l) {
-            Some(n) if n == next => next += 1,
-            Some(n) => {
+fn ordinals_in_order(copy: &Input<'_>, sum: &Sum) -> Result<(), String> {
+    let mut reading = copy.lines();
+    let mut text = Vec::new();
+    let mut next: Option<u64> = None;
+    // The last non-blank line, and whether it had an ordinal.
+    let mut last: Option<(u64, bool)> = None;
+    while let Some(line) = reading.next_line(&mut text).map_err(|e| e.to_string())? {
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let own = codex::ordinal_of(&text, line.at.offset == 0);
+        last = Some((line.at.line, own.is_some()));
+        match (own, next) {
+            (Some(n), Some(want)) if n != want => {
                 return Err(format!(
-                    "line {}: ordinal {n} where {next} comes",
-                    l.at.line
+                    "line {}: ordinal {n} where {want} comes",
+                    line.at.line
                 ))
             }
-            None if i + 1 == lines.len() => {
-                return Err(format!("line {}: the last line has no ordinal", l.at.line))
-            }
-            None => {}
+            (Some(n), _) => next = Some(n + 1),
+            (None, _) => {}
         }
     }
-    Ok(())
+    sum.check(reading.crc()).map_err(|e| e.to_string())?;
+    match (next, last) {
+        (Some(_), Some((line, false))) => Err(format!("line {line}: the last line has no ordinal")),
+        _ => Ok(()),
+    }
 }

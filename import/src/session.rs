@@ -2,7 +2,8 @@
 //! calls with their verdicts, and what did not fit (quarantined lines, outputs of no call).
 
 use crate::lines::Quarantined;
-use crate::Agent;
+use crate::text::{Store, Text};
+use crate::{Agent, ReadError};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Where something is in the session file.
@@ -20,7 +21,7 @@ pub enum Verdict {
     /// Its output was recorded.
     Result {
         /// The output's text (images and other blocks named in brackets).
-        text: String,
+        text: Text,
         /// The agent recorded it as an error.
         is_error: bool,
         /// The output's line.
@@ -43,7 +44,7 @@ pub enum Verdict {
     /// as the call's answer, so a repair adds none; what the call did is unknown.
     Placeholder {
         /// The placeholder's text.
-        text: String,
+        text: Text,
         /// Its line.
         at: Source,
         /// Why it is no output, in words.
@@ -72,7 +73,7 @@ pub struct Call {
     /// `local_shell_call`, `tool_search_call`; pi: `toolCall`): its output's kind follows.
     pub kind: &'static str,
     /// Its arguments as the model gave them (JSON text, or the free text of a custom tool).
-    pub arguments: String,
+    pub arguments: Text,
     /// The line that recorded it.
     pub at: Source,
     /// The index in [`Session::items`] of the assistant message that holds it.
@@ -87,14 +88,14 @@ pub enum Item {
     /// The user's words.
     User {
         /// Their text.
-        text: String,
+        text: Text,
         /// Where.
         at: Source,
     },
     /// The model's turn: its text and the calls it asked for.
     Assistant {
         /// Its text.
-        text: String,
+        text: Text,
         /// Indexes in [`Session::calls`].
         calls: Vec<usize>,
         /// Why the model stopped, as the agent recorded it (pi's `stopReason`).
@@ -128,13 +129,12 @@ pub struct OrphanOutput {
     /// Where.
     pub at: Source,
     /// Its text.
-    pub text: String,
+    pub text: Text,
     /// Recorded as an error.
     pub is_error: bool,
 }
 
 /// A session file as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
     /// Who wrote it.
     pub agent: Agent,
@@ -168,9 +168,139 @@ pub struct Session {
     /// reading stays linear in the file however many calls it holds.
     ids: HashSet<String>,
     open: HashMap<String, VecDeque<usize>>,
+    /// The texts ([`Session::text`]).
+    store: Store,
+    /// The sum of the file's reading ([`crate::input::Sum`]).
+    pub(crate) crc: u32,
+    /// The first failure to keep a text: reading goes on, and ends with it.
+    spill_failed: Option<ReadError>,
+    /// What the index holds, in bytes ([`Session::held_bytes`]), up to the watermarks.
+    held: Held,
+}
+
+/// The bytes a session's index holds, counted as it grows: each list by its capacity, and its
+/// entries' strings by their length plus an allocation's overhead. An estimate (the
+/// allocator's own overhead is not seen); `bench bounds` measures the real peak.
+#[derive(Default)]
+struct Held {
+    /// Strings counted: those of the lists' first `counted` entries, and those held for the
+    /// readers ([`Session::hold_strings`]).
+    strings_bytes: u64,
+    /// How many of calls, notes, unknown, models and orphan outputs are counted.
+    counted: [usize; 5],
+    /// The whole, once the file is read.
+    total_bytes: u64,
+}
+
+/// What a string takes beside its bytes: its `String`, and an allocation's rounding.
+const STRING_BYTES: u64 = 40;
+/// What a call takes beside its own size and its id's and name's bytes: its id again in the
+/// reader's sets and maps, with their overhead.
+const CALL_EXTRA_BYTES: u64 = 3 * STRING_BYTES + 64;
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("agent", &self.agent)
+            .field("session_id", &self.session_id)
+            .field("items", &self.items.len())
+            .field("calls", &self.calls.len())
+            .field("quarantined", &self.quarantined.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {
+    /// The text `text` of this session. Fails only when its temporary file cannot be read
+    /// back (a session read from a file keeps its texts there).
+    pub fn text(&self, text: Text) -> Result<String, ReadError> {
+        self.store.read_kept(text)
+    }
+
+    /// Keeps `text`, or notes the first failure to ([`Session::finish`] returns it).
+    pub(crate) fn keep(&mut self, text: &str) -> Text {
+        match self.store.put(text) {
+            Ok(t) => t,
+            Err(e) => {
+                self.spill_failed.get_or_insert(e);
+                Text::default()
+            }
+        }
+    }
+
+    /// The session read whole: its texts written out, or the first failure to keep one.
+    pub(crate) fn finish(mut self) -> Result<Session, ReadError> {
+        if let Some(e) = self.spill_failed.take() {
+            return Err(e);
+        }
+        self.store.flush()?;
+        self.held.total_bytes = self.held_bytes();
+        Ok(self)
+    }
+
+    /// What the index of the session read whole holds ([`Session::held_bytes`]).
+    pub(crate) fn index_bytes(&self) -> u64 {
+        self.held.total_bytes
+    }
+
+    /// What the session's index holds, in bytes (an estimate): the lists of its items, calls
+    /// and notes; its texts are not counted (they are in the store).
+    pub(crate) fn held_bytes(&mut self) -> u64 {
+        fn count<T>(list: &[T], counted: &mut usize, bytes: impl Fn(&T) -> u64) -> u64 {
+            // A list that shrank (outputs paired late) is not counted down: the estimate errs
+            // high.
+            let new: u64 = list
+                .get(*counted..)
+                .unwrap_or_default()
+                .iter()
+                .map(bytes)
+                .sum();
+            *counted = list.len();
+            new
+        }
+        let [calls, notes, unknown, models, orphans] = &mut self.held.counted;
+        let c = count(&self.calls, calls, |c| {
+            (3 * c.id.len() + c.name.len()) as u64 + CALL_EXTRA_BYTES
+        });
+        let n = count(&self.notes, notes, |(_, t)| t.len() as u64 + STRING_BYTES);
+        let u = count(&self.unknown, unknown, |(t, _)| {
+            t.len() as u64 + STRING_BYTES
+        });
+        let m = count(&self.models, models, |(_, t)| t.len() as u64 + STRING_BYTES);
+        let o = count(&self.orphan_outputs, orphans, |o| {
+            o.call_id.len() as u64 + STRING_BYTES
+        });
+        self.held.strings_bytes += c + n + u + m + o;
+        // By capacity: a growing list holds up to twice what it lists.
+        let sized = |capacity: usize, size: usize| (capacity * size) as u64;
+        self.held.strings_bytes
+            + sized(self.items.capacity(), std::mem::size_of::<Item>() + 8)
+            + sized(self.calls.capacity(), std::mem::size_of::<Call>())
+            + sized(
+                self.notes.capacity(),
+                std::mem::size_of::<(Source, String)>(),
+            )
+            + sized(
+                self.unknown.capacity(),
+                std::mem::size_of::<(String, Source)>(),
+            )
+            + sized(
+                self.models.capacity(),
+                std::mem::size_of::<(Source, String)>(),
+            )
+            + sized(
+                self.orphan_outputs.capacity(),
+                std::mem::size_of::<OrphanOutput>(),
+            )
+    }
+
+    /// Counts strings a reader holds beside the session (a format's line ids).
+    pub(crate) fn hold_strings<'a>(&mut self, strings: impl Iterator<Item = &'a String>) {
+        self.held.strings_bytes += strings
+            .map(|s| 2 * (s.len() as u64 + STRING_BYTES))
+            .sum::<u64>();
+    }
+
     /// When the line was written, as its `timestamp` says (`None`: it has none that reads).
     pub fn time_ms(&self, line: u64) -> Option<u64> {
         let i = self.times.binary_search_by_key(&line, |&(l, _)| l).ok()?;
@@ -185,7 +315,7 @@ impl Session {
         self.model = Some(model);
     }
 
-    pub(crate) fn new(agent: Agent) -> Session {
+    pub(crate) fn new(agent: Agent, store: Store) -> Session {
         Session {
             agent,
             session_id: None,
@@ -201,6 +331,10 @@ impl Session {
             times: Vec::new(),
             ids: HashSet::new(),
             open: HashMap::new(),
+            store,
+            crc: 0,
+            spill_failed: None,
+            held: Held::default(),
         }
     }
 
@@ -214,6 +348,7 @@ impl Session {
         calls: Vec<(String, String, String)>,
         kind: &'static str,
     ) {
+        let text = self.keep(&text);
         self.items.push(Item::Assistant {
             text,
             calls: Vec::new(),
@@ -230,10 +365,17 @@ impl Session {
     pub(crate) fn model_text(&mut self, text: String, at: Source) {
         match self.items.last_mut() {
             Some(Item::Assistant { text: all, .. }) => {
-                if !all.is_empty() && !text.is_empty() {
-                    all.push('\n');
+                let sep = if !all.is_empty() && !text.is_empty() {
+                    "\n"
+                } else {
+                    ""
+                };
+                match self.store.append(*all, sep, &text) {
+                    Ok(joined) => *all = joined,
+                    Err(e) => {
+                        self.spill_failed.get_or_insert(e);
+                    }
                 }
-                all.push_str(&text);
             }
             _ => self.assistant(text, None, at, Vec::new(), ""),
         }
@@ -266,6 +408,7 @@ impl Session {
         }
         let index = self.calls.len();
         self.open.entry(id.clone()).or_default().push_back(index);
+        let arguments = self.keep(&arguments);
         let message = self.items.len() - 1;
         let Some(Item::Assistant { calls, .. }) = self.items.last_mut() else {
             unreachable!("callers add the assistant message first");
@@ -323,6 +466,7 @@ impl Session {
                 .map_or(0, |p| p + 1);
             open.remove(first)
         });
+        let text = self.keep(&text);
         match (taken, placeholder) {
             (Some(i), Some(why)) => {
                 self.calls[i].verdict = Verdict::Placeholder { text, at, why };
@@ -350,7 +494,7 @@ impl Session {
         }
     }
 
-    fn answer(&mut self, call: usize, text: String, is_error: bool, at: Source) {
+    fn answer(&mut self, call: usize, text: Text, is_error: bool, at: Source) {
         self.calls[call].verdict = Verdict::Result { text, is_error, at };
         self.items.push(Item::Output { call, at });
     }
@@ -387,6 +531,7 @@ impl Session {
 
     /// The user's text of a message, for readers.
     pub(crate) fn user(&mut self, text: String, at: Source) {
+        let text = self.keep(&text);
         self.items.push(Item::User { text, at });
     }
 }

@@ -37,6 +37,7 @@ fn check_agent(agent: Agent) {
             let Verdict::Result { text, .. } = &call.verdict else {
                 unreachable!()
             };
+            let text = again.text(*text).unwrap();
             let was = before.calls.iter().find(|c| &c.id == id).unwrap();
             let code = match was.verdict {
                 Verdict::NotStarted { .. } => "TOOL_NOT_STARTED",
@@ -52,8 +53,9 @@ fn check_agent(agent: Agent) {
         for c in &before.calls {
             if let Verdict::Result { text, is_error, .. } = &c.verdict {
                 let after = again.calls.iter().find(|d| d.id == c.id).unwrap();
+                let text = before.text(*text).unwrap();
                 assert!(
-                    matches!(&after.verdict, Verdict::Result { text: t, is_error: e, .. } if t == text && e == is_error),
+                    matches!(&after.verdict, Verdict::Result { text: t, is_error: e, .. } if again.text(*t).unwrap() == text && e == is_error),
                     "{name}: {} changed",
                     c.id
                 );
@@ -271,4 +273,51 @@ fn a_codex_answer_sits_right_after_its_call() {
         answer["timestamp"], lines[call]["timestamp"],
         "the call's own time"
     );
+}
+
+/// Every fixture of every agent, read from its file (texts kept in a temporary file) and
+/// repaired into files, says and writes what the same bytes read in memory do: the streaming
+/// reading changes where the texts are, never what they are.
+#[test]
+fn a_file_read_where_it_lies_says_what_its_bytes_in_memory_say() {
+    use tooljournal_import::{read_from, repair_into, Input, Item, Session};
+    fn texts(s: &Session) -> Vec<String> {
+        let mut out = Vec::new();
+        for item in &s.items {
+            match item {
+                Item::User { text, .. } | Item::Assistant { text, .. } => {
+                    out.push(s.text(*text).unwrap())
+                }
+                Item::Output { .. } => {}
+            }
+        }
+        for c in &s.calls {
+            out.push(s.text(c.arguments).unwrap());
+            if let Verdict::Result { text, .. } | Verdict::Placeholder { text, .. } = &c.verdict {
+                out.push(s.text(*text).unwrap());
+            }
+        }
+        out
+    }
+    for agent in [Agent::Codex, Agent::Pi, Agent::ClaudeCode] {
+        for (name, bytes) in common::fixture_bytes(agent) {
+            let in_memory = read(agent, &bytes).unwrap();
+            let mut file = tempfile::tempfile().unwrap();
+            std::io::Write::write_all(&mut file, &bytes).unwrap();
+            let input = Input::file(&file).unwrap();
+            let from_file = read_from(agent, input).unwrap();
+            assert_eq!(texts(&from_file), texts(&in_memory), "{name}");
+            assert_eq!(from_file.quarantined, in_memory.quarantined, "{name}");
+            let r = repair(agent, &bytes).unwrap();
+            let (mut copy, mut quarantine) = (Vec::new(), Vec::new());
+            let made = repair_into(agent, input, &mut copy, &mut quarantine).unwrap();
+            assert_eq!(made, r.made, "{name}");
+            assert_eq!(
+                (copy, quarantine),
+                (r.bytes.clone(), r.quarantine.clone()),
+                "{name}"
+            );
+            assert_eq!(made.copy_bytes, r.bytes.len() as u64, "{name}");
+        }
+    }
 }

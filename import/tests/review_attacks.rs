@@ -567,6 +567,7 @@ fn claude_code_its_own_interrupted_placeholder_is_no_output() {
     let Verdict::Placeholder { text, at, .. } = &s.calls[0].verdict else {
         panic!("{:?}", s.calls[0].verdict)
     };
+    let text = s.text(*text).unwrap();
     assert!(
         text.starts_with("[Tool call interrupted") && at.line == 3,
         "{text} {at:?}"

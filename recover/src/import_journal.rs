@@ -18,7 +18,7 @@
 //! ([`crate::classify::import_cut_short_text`]).
 
 use crate::classify::error_result;
-use import::{Agent, Call, Item, Session, Source, Verdict};
+use import::{Agent, Call, Input, Item, Session, Source, Text, Verdict};
 use journal::{Backend, Journal, JournalError, Limits, Options, ReadEnd, Reader, Takeover};
 use runtime::event::{
     CallRef, CommittedResult, Event, ImportLine, ImportNote, ImportOutcome, ImportSource,
@@ -157,31 +157,33 @@ pub struct Prepared {
     source: ImportSource,
 }
 
-/// Reads `bytes`, the session file `file` of `agent`, and checks that each of its messages and
-/// outputs fits in one journal record; nothing is written.
-pub fn prepare(agent: Agent, file: &str, bytes: &[u8]) -> Result<Prepared, ImportError> {
-    // Cannot fail for a size under `FILE_BYTES_MAX`, which the file was read under.
-    let session = import::read(agent, bytes).map_err(|source| {
-        ImportError::Source(crate::repair_copy::RepairError::TooLarge {
+/// Reads `input`, the session file `file` of `agent`, and checks that each of its messages and
+/// outputs fits in one journal record; nothing is written. A file is read a line at a time,
+/// its texts kept in a temporary file ([`import::Text`]): the session's index is held, not
+/// the file.
+pub fn prepare(agent: Agent, file: &str, input: Input<'_>) -> Result<Prepared, ImportError> {
+    let refused = |source| {
+        ImportError::Source(crate::repair_copy::RepairError::Refused {
             path: file.into(),
             source,
         })
-    })?;
+    };
+    let session = import::read_from(agent, input).map_err(refused)?;
     fits_in_records(&session, file)?;
-    let source = import_source(&session, file, bytes);
+    let source = import_source(&session, file, input).map_err(refused)?;
     Ok(Prepared { session, source })
 }
 
-/// Imports `bytes`, the session file `file` of `agent`, into the empty journal `backend`:
+/// Imports `input`, the session file `file` of `agent`, into the empty journal `backend`:
 /// [`prepare`], then [`write_into`].
 pub fn import_into(
     backend: &Backend,
     agent: Agent,
     file: &str,
-    bytes: &[u8],
+    input: Input<'_>,
     now_ms: u64,
 ) -> Result<ImportReport, ImportError> {
-    write_into(backend, prepare(agent, file, bytes)?, now_ms)
+    write_into(backend, prepare(agent, file, input)?, now_ms)
 }
 
 /// Writes a prepared session into the empty journal `backend` (one that holds a record is
@@ -215,12 +217,14 @@ pub fn write_into(
     };
     let mut writer = Writer {
         journal: &journal,
+        label: &label,
+        file: &source.file.clone(),
         session: &session,
         at_ms: now_ms,
         line: None,
         records: 0,
     };
-    write_session(&mut writer, source, &mut report).map_err(failed)?;
+    write_session(&mut writer, source, &mut report)?;
     report.records = writer.records;
     journal.close().map_err(failed)?;
     Ok(report)
@@ -260,22 +264,24 @@ fn fits_in_records(session: &Session, file: &str) -> Result<(), ImportError> {
     check(header, "the session's id with its tools' names", open_bytes)?;
     for item in &session.items {
         match item {
-            Item::User { text, at } => check(*at, "the user's message", text.len() as u64)?,
+            Item::User { text, at } => check(*at, "the user's message", text.len_bytes())?,
             Item::Assistant {
                 text, calls, at, ..
             } => {
                 let calls_bytes: u64 = (calls.iter().map(|&i| &session.calls[i]))
-                    .map(|c| (c.arguments.len() + c.id.len() + c.name.len()) as u64 + FIELD_BYTES)
+                    .map(|c| {
+                        c.arguments.len_bytes() + (c.id.len() + c.name.len()) as u64 + FIELD_BYTES
+                    })
                     .sum();
                 check(
                     *at,
                     "the assistant's message with its calls",
-                    text.len() as u64 + calls_bytes,
+                    text.len_bytes() + calls_bytes,
                 )?;
             }
             Item::Output { call, at } => {
                 if let Verdict::Result { text, .. } = &session.calls[*call].verdict {
-                    check(*at, "a call's output", text.len() as u64)?;
+                    check(*at, "a call's output", text.len_bytes())?;
                 }
             }
         }
@@ -286,6 +292,9 @@ fn fits_in_records(session: &Session, file: &str) -> Result<(), ImportError> {
 /// Appends records, each under the `import/line` of the line it was read from.
 struct Writer<'a> {
     journal: &'a Journal,
+    /// The journal and the session file, for errors.
+    label: &'a str,
+    file: &'a str,
     session: &'a Session,
     /// The latest time a line gave (the import's own clock before the first): a line without
     /// a `timestamp` is put at the time of the line before it.
@@ -298,7 +307,25 @@ struct Writer<'a> {
 impl Writer<'_> {
     /// Appends `event`, read from the line at `from` (`None`: made by the import itself, from
     /// the lines before it: a step's or turn's end, `session/close`).
-    fn put(&mut self, from: Option<Source>, event: Event) -> Result<u64, JournalError> {
+    fn put(&mut self, from: Option<Source>, event: Event) -> Result<u64, ImportError> {
+        self.put_event(from, event)
+            .map_err(|source| ImportError::Journal {
+                journal: self.label.to_owned(),
+                source,
+            })
+    }
+
+    /// The session's text `text` (kept in a temporary file while the file was read).
+    fn text(&self, text: Text) -> Result<String, ImportError> {
+        self.session.text(text).map_err(|source| {
+            ImportError::Source(crate::repair_copy::RepairError::Refused {
+                path: self.file.into(),
+                source,
+            })
+        })
+    }
+
+    fn put_event(&mut self, from: Option<Source>, event: Event) -> Result<u64, JournalError> {
         if let Some(at) = from {
             if let Some(ms) = self.session.time_ms(at.line) {
                 self.at_ms = ms;
@@ -324,8 +351,14 @@ impl Writer<'_> {
 }
 
 /// `import/source`: the file and what reading it found.
-fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
+fn import_source(
+    session: &Session,
+    file: &str,
+    input: Input<'_>,
+) -> Result<ImportSource, import::ReadError> {
     use sha2::Digest;
+    let mut sha = sha2::Sha256::new();
+    input.read_again(session, |bytes| sha.update(bytes))?;
     let damaged: Vec<ImportedDamage> = session.quarantined.iter().map(damage).collect();
     let mut notes: Vec<(Source, String)> = session.notes.clone();
     notes.extend(
@@ -366,15 +399,15 @@ fn import_source(session: &Session, file: &str, bytes: &[u8]) -> ImportSource {
             });
         }
     }
-    ImportSource {
+    Ok(ImportSource {
         agent: session.agent.name().to_owned(),
         file: file.to_owned(),
-        size_bytes: bytes.len() as u64,
-        sha256: hex::encode(sha2::Sha256::digest(bytes)),
+        size_bytes: input.len_bytes(),
+        sha256: hex::encode(sha.finalize()),
         source_session_id: session.session_id.clone(),
         damaged,
         notes,
-    }
+    })
 }
 
 /// A line kept out, as `import/source` lists it (its reason within [`TEXT_BYTES_MAX`]).
@@ -461,7 +494,7 @@ fn write_session(
     w: &mut Writer<'_>,
     source: ImportSource,
     report: &mut ImportReport,
-) -> Result<(), JournalError> {
+) -> Result<(), ImportError> {
     let session = w.session;
     let first = session.items.first().map(|i| i.at());
     if let Some(ms) = first.and_then(|at| session.time_ms(at.line)) {
@@ -502,7 +535,8 @@ fn write_session(
         match item {
             Item::User { text, at } => {
                 turn.end(w)?;
-                turn.begin(w, Some(*at), text.clone())?;
+                let text = w.text(*text)?;
+                turn.begin(w, Some(*at), text)?;
                 report.turns = turn.number;
             }
             Item::Assistant {
@@ -520,7 +554,8 @@ fn write_session(
                 report.steps += 1;
                 let calls: Vec<&Call> = calls.iter().map(|&i| &session.calls[i]).collect();
                 let step = (turn.number, turn.steps);
-                write_step(w, step, text, stop.as_deref(), *at, &calls, shown.take())?;
+                let text = w.text(*text)?;
+                write_step(w, step, &text, stop.as_deref(), *at, &calls, shown.take())?;
                 for c in &calls {
                     match c.verdict {
                         Verdict::Result { .. } => report.recorded += 1,
@@ -570,7 +605,7 @@ impl Turn {
         w: &mut Writer<'_>,
         at: Option<Source>,
         user_text: String,
-    ) -> Result<(), JournalError> {
+    ) -> Result<(), ImportError> {
         self.number += 1;
         self.steps = 0;
         self.open = true;
@@ -584,7 +619,7 @@ impl Turn {
         Ok(())
     }
 
-    fn end(&mut self, w: &mut Writer<'_>) -> Result<(), JournalError> {
+    fn end(&mut self, w: &mut Writer<'_>) -> Result<(), ImportError> {
         if std::mem::take(&mut self.open) {
             w.put(
                 None,
@@ -608,21 +643,22 @@ fn write_step(
     at: Source,
     calls: &[&Call],
     tools: Option<Vec<VisibleTool>>,
-) -> Result<(), JournalError> {
+) -> Result<(), ImportError> {
     let ids = step_ids(calls);
+    let arguments: Vec<String> = (calls.iter())
+        .map(|c| w.text(c.arguments))
+        .collect::<Result<_, _>>()?;
     w.put(Some(at), Event::StepStart { turn, step })?;
     if let Some(tools) = tools {
         w.put(Some(at), Event::StepTools { turn, step, tools })?;
     }
     let response = ModelResponse {
         text: text.to_owned(),
-        tool_calls: calls
-            .iter()
-            .zip(&ids)
-            .map(|(c, id)| ModelCall {
+        tool_calls: (calls.iter().zip(&ids).zip(&arguments))
+            .map(|((c, id), arguments)| ModelCall {
                 call_id: id.clone(),
                 name: c.name.clone(),
-                arguments: c.arguments.clone(),
+                arguments: arguments.clone(),
             })
             .collect(),
         stop_reason: stop_reason(stop, !calls.is_empty()),
@@ -636,7 +672,7 @@ fn write_step(
         },
     )?;
     let mut received = Vec::with_capacity(calls.len());
-    for (index, (c, id)) in calls.iter().zip(&ids).enumerate() {
+    for (index, ((c, id), arguments)) in calls.iter().zip(&ids).zip(arguments).enumerate() {
         let call = CallRef {
             turn,
             step,
@@ -648,14 +684,14 @@ fn write_step(
                 call: call.clone(),
                 index: u32::try_from(index).unwrap_or(u32::MAX),
                 tool: c.name.clone(),
-                raw_arguments: c.arguments.clone(),
+                raw_arguments: arguments,
                 source_seqs: vec![response_seq],
             },
         )?;
         received.push((call, seq));
     }
     for (c, (call, seq)) in calls.iter().zip(received) {
-        let (from, verdict, result) = outcome(c);
+        let (from, verdict, result) = outcome(w, c)?;
         w.put(
             Some(from),
             Event::ImportOutcome(ImportOutcome {
@@ -715,14 +751,17 @@ fn stop_reason(stop: Option<&str>, calls: bool) -> StopReason {
 }
 
 /// A call's `import/outcome`: the line it is read from, the verdict, and the result.
-fn outcome(c: &Call) -> (Source, ImportVerdict, CommittedResult) {
+fn outcome(
+    w: &Writer<'_>,
+    c: &Call,
+) -> Result<(Source, ImportVerdict, CommittedResult), ImportError> {
     let (at, (verdict, result)) = match &c.verdict {
         Verdict::Result { text, is_error, at } => (
             *at,
             (
                 ImportVerdict::Recorded,
                 CommittedResult {
-                    content: text.clone(),
+                    content: w.text(*text)?,
                     is_error: *is_error,
                     code: None,
                     value: None,
@@ -747,6 +786,7 @@ fn outcome(c: &Call) -> (Source, ImportVerdict, CommittedResult) {
         Verdict::OutcomeUnknown { why } => (c.at, unknown((*why).to_owned())),
         // Read from the placeholder's line: the agent's own verdict, quoted in the why.
         Verdict::Placeholder { text, at, why } => {
+            let text = w.text(*text)?;
             let quoted: String = text.chars().take(PLACEHOLDER_CHARS_MAX).collect();
             let more = if quoted.len() < text.len() { "…" } else { "" };
             (
@@ -755,7 +795,7 @@ fn outcome(c: &Call) -> (Source, ImportVerdict, CommittedResult) {
             )
         }
     };
-    (at, verdict, result)
+    Ok((at, verdict, result))
 }
 
 /// The most characters of an agent's placeholder quoted in a verdict's why.

@@ -171,7 +171,7 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     // expect: clap accepts only the names `from_name` knows.
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
     let failed = |e: recover::import_journal::ImportError| Failure::Failed(e.to_string());
-    let bytes = recover::repair_copy::read_session_file(file).map_err(|e| failed(e.into()))?;
+    let original = recover::repair_copy::open_session_file(file).map_err(|e| failed(e.into()))?;
     // As given; a name that is not UTF-8 keeps its bytes, escaped (`\xFF`), so that two such
     // names never read as one.
     let label = match file.to_str() {
@@ -183,7 +183,16 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     };
     // Read and checked before the journal is made: a file that cannot be imported leaves no
     // directory behind.
-    let prepared = recover::import_journal::prepare(agent, &label, &bytes).map_err(failed)?;
+    let input = import::Input::file(&original).map_err(|source| {
+        failed(
+            recover::repair_copy::RepairError::Refused {
+                path: file.into(),
+                source,
+            }
+            .into(),
+        )
+    })?;
+    let prepared = recover::import_journal::prepare(agent, &label, input).map_err(failed)?;
     let backend = import_backend(journal)?;
     let now_ms = runtime::eventlog::Clock::now_ms(&runtime::eventlog::SystemClock);
     let r = recover::import_journal::write_into(&backend, prepared, now_ms).map_err(failed)?;

@@ -125,6 +125,12 @@ impl Output {
         })
     }
 
+    /// The file being written (opened for reading too): what was written can be read back
+    /// and checked before it is given its name.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Syncs the file and gives it its name (see [`Kind`]); then syncs the directory.
     pub fn commit(mut self) -> Result<Written, OutputError> {
         let path = self.path.clone();
@@ -272,7 +278,7 @@ fn new_file(dir: &OwnedFd, name: &OsStr) -> io::Result<(File, Option<OsString>)>
     match rustix::fs::openat(
         dir,
         ".",
-        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
         Mode::RUSR | Mode::WUSR,
     ) {
         Ok(fd) => Ok((File::from(fd), None)),
@@ -292,7 +298,7 @@ fn named_file(dir: &OwnedFd, name: &OsStr) -> io::Result<(File, Option<OsString>
         match rustix::fs::openat(
             dir,
             &temp,
-            OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::WRONLY | OFlags::CLOEXEC,
+            OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::RDWR | OFlags::CLOEXEC,
             mode,
         ) {
             Ok(fd) => return Ok((File::from(fd), Some(temp))),

@@ -3,20 +3,24 @@
 //!
 //! The original is never opened for writing, and nothing that exists is overwritten: the copy
 //! and its `.quarantine` are new files, each written whole unnamed beside its destination and
-//! then linked in (`crate::output`), so a failed run leaves neither half written. What the copy says is `import`'s
-//! ([`import::repair`]), checked before it is written: read again, it leaves no call the agent
-//! replays without an output.
+//! then linked in (`crate::output`), so a failed run leaves neither half written. What the copy
+//! says is `import`'s ([`import::repair_into`]), checked before it is given its name: read
+//! again, it leaves no call the agent replays without an output.
+//!
+//! Why streamed: a session file may hold 1 GiB. The original is read where it lies, a line at
+//! a time, and the copy written as it is made, so a repair holds the file's index, never the
+//! file (`bench bounds`: `repair_file`).
 
-use crate::output::{Kind, Output, OutputError, Written};
-use import::{Agent, Repaired};
-use std::io::Write;
+use crate::output::{Kind, Output, OutputError};
+use import::{Agent, CopyError, Input, Repair};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// What a repair wrote.
 #[derive(Debug)]
 pub struct RepairReport {
     /// The repair itself.
-    pub repaired: Repaired,
+    pub repaired: Repair,
     /// The quarantine file, when lines were moved out.
     pub quarantine: Option<PathBuf>,
 }
@@ -32,12 +36,13 @@ pub enum RepairError {
         /// Why.
         source: std::io::Error,
     },
-    /// The file is too large to read.
+    /// The file could not be read as a session file: too large, a line too long, changed
+    /// while it was read, or its texts could not be kept aside.
     #[error("{}: {source}", path.display())]
-    TooLarge {
+    Refused {
         /// The file.
         path: PathBuf,
-        /// The limit it passed.
+        /// Why.
         source: import::ReadError,
     },
     /// The session file is not a regular file (a directory, a FIFO, a device).
@@ -102,21 +107,47 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
             });
         }
     }
-    let bytes = read_session_file(file)?;
-    let repaired = import::repair(agent, &bytes).map_err(|source| RepairError::TooLarge {
-        path: file.to_owned(),
+    let original = open_session_file(file)?;
+    let input = Input::file(&original).map_err(|e| refused(file, e))?;
+    let made_copy = |source| RepairError::Write {
+        path: out.to_owned(),
         source,
-    })?;
-    import::check_repair(agent, &repaired).map_err(|why| RepairError::Unkept {
+    };
+    let mut copy = Output::create(out, Kind::New).map_err(not_written)?;
+    let mut moved_out = Output::create(&quarantine, Kind::New).map_err(not_written)?;
+    let repaired = {
+        let mut c = BufWriter::new(&mut copy);
+        let mut q = BufWriter::new(&mut moved_out);
+        let made = import::repair_into(agent, input, &mut c, &mut q).map_err(|e| match e {
+            CopyError::Read(e) => refused(file, e),
+            CopyError::Copy(source) => made_copy(source),
+            CopyError::Quarantine(source) => RepairError::Write {
+                path: quarantine.clone(),
+                source,
+            },
+        })?;
+        c.flush().map_err(made_copy)?;
+        q.flush().map_err(|source| RepairError::Write {
+            path: quarantine.clone(),
+            source,
+        })?;
+        made
+    };
+    let written = Input::File {
+        file: copy.file(),
+        len_bytes: repaired.copy_bytes,
+    };
+    import::check_repair_input(agent, written).map_err(|why| RepairError::Unkept {
         path: out.to_owned(),
         why,
     })?;
-    let quarantine = (!repaired.quarantine.is_empty()).then_some(quarantine);
+    let quarantine = (repaired.quarantine_bytes > 0).then_some(quarantine);
+    // An empty quarantine is given up: its unnamed file vanishes.
     let moved_out = match &quarantine {
-        Some(q) => Some(write_new(q, &repaired.quarantine)?),
+        Some(_) => Some(moved_out.commit().map_err(not_written)?),
         None => None,
     };
-    if let Err(e) = write_new(out, &repaired.bytes) {
+    if let Err(e) = copy.commit().map_err(not_written) {
         if let Some(q) = moved_out {
             // Ours, written a moment ago (and only while it still is): no half result is left.
             q.remove();
@@ -129,9 +160,23 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
     })
 }
 
-/// A session file's bytes, read whole: only a regular file, never past
-/// [`import::FILE_BYTES_MAX`] (a file that grows while it is read included).
-pub fn read_session_file(file: &Path) -> Result<Vec<u8>, RepairError> {
+fn refused(file: &Path, source: import::ReadError) -> RepairError {
+    match source {
+        import::ReadError::Io(source) => RepairError::Read {
+            path: file.to_owned(),
+            source,
+        },
+        source => RepairError::Refused {
+            path: file.to_owned(),
+            source,
+        },
+    }
+}
+
+/// A session file opened for reading: only a regular file, never one past
+/// [`import::FILE_BYTES_MAX`] (what it holds is read through [`Input::file`], which reads only
+/// the size it has now: a file that grows while it is read is never read without bound).
+pub fn open_session_file(file: &Path) -> Result<std::fs::File, RepairError> {
     let read_error = |source| RepairError::Read {
         path: file.to_owned(),
         source,
@@ -143,57 +188,15 @@ pub fn read_session_file(file: &Path) -> Result<Vec<u8>, RepairError> {
             path: file.to_owned(),
         });
     }
-    let too_large = |size_bytes| RepairError::TooLarge {
-        path: file.to_owned(),
-        source: import::ReadError::TooLarge { size_bytes },
-    };
     if meta.len() > import::FILE_BYTES_MAX {
-        return Err(too_large(meta.len()));
+        return Err(refused(
+            file,
+            import::ReadError::TooLarge {
+                size_bytes: meta.len(),
+            },
+        ));
     }
-    let bytes = match read_bounded(file, meta.len()).map_err(read_error)? {
-        Ok(bytes) => bytes,
-        Err(source) => {
-            return Err(RepairError::TooLarge {
-                path: file.to_owned(),
-                source,
-            })
-        }
-    };
-    if bytes.len() as u64 > import::FILE_BYTES_MAX {
-        // It grew past the limit after its size was read.
-        return Err(too_large(bytes.len() as u64));
-    }
-    Ok(bytes)
-}
-
-/// At most one byte more than [`import::FILE_BYTES_MAX`] of `file`, read a line at a time: a
-/// line longer than [`import::LINE_BYTES_MAX`] is refused once that much of it is read, and a
-/// file that grows while it is read is never read without bound. `size_bytes` (the size the
-/// file had) is reserved at once, so the bytes are held once, not grown by doubling.
-fn read_bounded(
-    file: &Path,
-    size_bytes: u64,
-) -> std::io::Result<Result<Vec<u8>, import::ReadError>> {
-    use std::io::{BufRead, BufReader, Read};
-    let mut bytes = Vec::new();
-    // Under FILE_BYTES_MAX, checked by the caller: it fits a usize on every supported target.
-    bytes.reserve_exact(usize::try_from(size_bytes).unwrap_or(0));
-    let mut reader = BufReader::new(std::fs::File::open(file)?.take(import::FILE_BYTES_MAX + 1));
-    let mut line = 0u64;
-    loop {
-        let offset = bytes.len() as u64;
-        line += 1;
-        let read = (&mut reader)
-            .take(import::LINE_BYTES_MAX + 1)
-            .read_until(b'\n', &mut bytes)?;
-        if read == 0 {
-            return Ok(Ok(bytes));
-        }
-        let text_bytes = read as u64 - u64::from(bytes.last() == Some(&b'\n'));
-        if text_bytes > import::LINE_BYTES_MAX {
-            return Ok(Err(import::ReadError::LineTooLong { line, offset }));
-        }
-    }
+    std::fs::File::open(file).map_err(read_error)
 }
 
 /// Whether `out` names `file` (a link to it included).
@@ -204,19 +207,13 @@ fn same_file(file: &Path, out: &Path) -> bool {
     }
 }
 
-/// Writes `bytes` to `path`, which must not exist (`crate::output`: written unnamed beside it,
-/// then linked in, which fails if anything has the name; no link followed, nothing removed).
-fn write_new(path: &Path, bytes: &[u8]) -> Result<Written, RepairError> {
-    let not_written = |e: OutputError| match e {
+/// A destination refused or not written, in a repair's words (`crate::output` creates each
+/// new file unnamed beside it, then links it in, which fails if anything has the name).
+fn not_written(e: OutputError) -> RepairError {
+    match e {
         OutputError::Exists { path }
         | OutputError::Symlink { path }
         | OutputError::NotAFile { path } => RepairError::Exists { path },
         e @ OutputError::Io { .. } => RepairError::Output(e),
-    };
-    let mut file = Output::create(path, Kind::New).map_err(not_written)?;
-    file.write_all(bytes).map_err(|source| RepairError::Write {
-        path: path.to_owned(),
-        source,
-    })?;
-    file.commit().map_err(not_written)
+    }
 }

@@ -420,7 +420,8 @@ mod prefixes {
             let storage = std::sync::Arc::new(journal::FsStorage::create(&dir).unwrap());
             let backend = journal::Backend::Files(storage);
             let a = Agent::from_name(agent).unwrap();
-            import_into(&backend, a, "prefix.jsonl", prefix, 1_700_000_000_000).unwrap();
+            import_into(&backend, a, "prefix.jsonl", import::Input::Bytes(prefix), 1_700_000_000_000)
+                .unwrap();
             let recovered = tooljournal_recover::session::recover(dir.as_path(), false)
                 .expect("an imported prefix replays");
             let read = import::read(a, prefix).unwrap();

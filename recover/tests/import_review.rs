@@ -273,7 +273,7 @@ fn import_lib(dir: &Path, agent: &str, bytes: &[u8]) -> PathBuf {
         &backend,
         a,
         "f.jsonl",
-        bytes,
+        import::Input::Bytes(bytes),
         1_700_000_000_000,
     )
     .unwrap();

@@ -63,6 +63,7 @@ fn a_torn_codex_rollout_is_answered_and_its_torn_line_moved_out() {
         let call = session.calls.iter().find(|c| c.id == id).unwrap();
         match &call.verdict {
             Verdict::Result { text, .. } => {
+                let text = session.text(*text).unwrap();
                 assert!(text.starts_with("TOOL_OUTCOME_UNKNOWN"), "{text}")
             }
             other => panic!("{id}: {other:?}"),
