@@ -389,7 +389,11 @@ fn assert_ends_at_last_frame(dir: &Path, what: &str) {
             "{what}: {name} runs past its last record (at {end})"
         );
     }
-    assert_eq!(segments, ends.len(), "{what}: a segment per records' segment");
+    assert_eq!(
+        segments,
+        ends.len(),
+        "{what}: a segment per records' segment"
+    );
 }
 
 /// Issue 38: `run` (scripted and live), `resume`, `chat`, `demo` and `recover import` each exit

@@ -92,7 +92,11 @@ fn a_shared_journal_finished_in_place_ends_at_its_last_record() {
         .map(|r| r.position.offset + r.frame_bytes)
         .unwrap();
     assert_eq!((records.len(), end), (3, ReadEnd::Clean));
-    assert_eq!(file_len(&storage, &name), records_end, "finish cuts the zeros");
+    assert_eq!(
+        file_len(&storage, &name),
+        records_end,
+        "finish cuts the zeros"
+    );
 
     journal.append(&payload(4, 100)).unwrap();
     journal.sync_through_blocking(4).unwrap();

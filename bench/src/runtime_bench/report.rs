@@ -2,11 +2,11 @@
 //! 18 list; issue 18's are null when there is no PostgreSQL), the targets they are held to, and the table printed otherwise, one section per kind
 //! of run.
 
+use super::closed::CLOSED_DISK_VS_RECORDS_TARGET;
 use super::measured::Measured;
 use super::postgres::PgState;
 use super::procs::{PROCS, SESSIONS_PER_PROC};
 use super::rounds::Run;
-use super::closed::CLOSED_DISK_VS_RECORDS_TARGET;
 use super::{Figures, Plan, RAW_APPEND_BYTES};
 use crate::{BoxError, MB};
 use serde::Serialize;

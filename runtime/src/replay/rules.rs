@@ -188,6 +188,26 @@ impl<R: Retain> Replayer<R> {
                 }
                 r.context_compacted(compacted);
             }
+            Event::ContextCalibrated(calibrated) => {
+                let s = open_step(r, calibrated.turn, calibrated.step).map_err(bad)?;
+                let after_overflow = s.response.is_none()
+                    && s.failed_attempts.last().is_some_and(|f| {
+                        f.attempt == calibrated.attempt
+                            && f.attempt == s.attempts
+                            && f.kind == crate::model::ModelErrorKind::ContextOverflow
+                    });
+                if !after_overflow {
+                    return Err(bad(format!(
+                        "a calibration for attempt {}, which is not the step's last attempt \
+                         refused as too long",
+                        calibrated.attempt
+                    )));
+                }
+                if calibrated.estimate_tokens == 0 || calibrated.provider_tokens == 0 {
+                    return Err(bad("a calibration counting 0 tokens".into()));
+                }
+                r.context_calibrated(calibrated);
+            }
             Event::LlmAttemptFailed(failed) => {
                 let s = open_step(r, failed.turn, failed.step).map_err(bad)?;
                 if s.response.is_some() {
@@ -660,6 +680,7 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
         | Event::LlmAttemptFailed(_)
         | Event::ContextSummaryRequested(_)
         | Event::ContextCompacted(_)
+        | Event::ContextCalibrated(_)
         | Event::LlmResponseDetail(_)
         | Event::LlmRefusal(_)
         | Event::LlmNote(_) => return Err(bad("an event applied out of its place (a bug)".into())),
