@@ -91,9 +91,9 @@ fn scenario_133_a_failed_summary_still_leaves_the_earlier_turns_out_saying_why()
 
 /// A history in Japanese (CJK), where bytes / 4 counts far fewer tokens than a provider: the
 /// estimate says turn 2's request fits the configured window, the provider refuses it counting
-/// more than twice the estimate. The count is journaled and the refused request reduced although the
-/// summary fails; then a resume, given the journal's count, reduces turn 3's request before it
-/// is sent (its estimate alone is under 80 % of the window).
+/// more than twice the estimate. The count is journaled and the refused request reduced
+/// although the summary fails; then a resume, given the journal's count, reduces turn 3's
+/// request before it is sent (its estimate alone is under 80 % of the window).
 #[test]
 fn scenario_134_the_providers_token_count_calibrates_the_estimate_for_the_session_and_its_resume() {
     let format = Format::OpenAiChat;
