@@ -465,9 +465,10 @@ pub fn resume(
     let analysis =
         recover::classify::analyze(locked.replay().clone(), &journal::ReadEnd::Clean, 0, false);
     // As the model last saw it: the latest reduction applies (I17).
-    let (mut turns, compaction) = (
+    let (mut turns, compaction, calibration) = (
         analysis.turns(),
         analysis.replay.compaction.as_ref().map(|c| c.compaction()),
+        analysis.replay.calibration.clone(),
     );
     let prepared = run::prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
     if let Some(analysis) = &prepared.recovered {
@@ -487,7 +488,10 @@ pub fn resume(
         &prepared.tools,
         go.model.model(),
     )?;
-    let agent = Agent::new(go.model, agent_config).with_history(turns, compaction);
+    // The provider's count of a refused request goes on counting (`context/calibrated`).
+    let agent = Agent::new(go.model, agent_config)
+        .with_history(turns, compaction)
+        .with_calibration(calibration);
     play(prepared, agent, go.prompts, Interrupts::new())
 }
 

@@ -1,5 +1,7 @@
 //! The `tooljournal` binary, end to end: exit codes and messages are a contract (DESIGN.md §10).
 
+mod common;
+
 use journal::{FsStorage, Journal, Options};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -353,4 +355,126 @@ fn a_closed_stdout_ends_dump_quietly_not_with_a_panic() {
     let stderr = text(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+/// Each segment of the journal in `dir` ends where its last frame ends (a segment without
+/// records at its header): a clean exit leaves none of the zeros a live format-2 segment holds
+/// ahead of its records (issue 38).
+fn assert_ends_at_last_frame(dir: &Path, what: &str) {
+    let storage: Arc<dyn journal::Storage> = Arc::new(FsStorage::open(dir).unwrap());
+    let mut reader = journal::Reader::open(storage, journal::Limits::default()).unwrap();
+    let mut ends = std::collections::BTreeMap::new();
+    for record in reader.by_ref() {
+        let record = record.unwrap();
+        ends.insert(
+            record.position.segment,
+            record.position.offset + record.frame_bytes,
+        );
+    }
+    assert_eq!(reader.end(), Some(&journal::ReadEnd::Clean), "{what}");
+    assert!(!ends.is_empty(), "{what}: the journal holds records");
+    let mut segments = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(number) = journal::segment::parse_file_name(&name) else {
+            continue;
+        };
+        segments += 1;
+        let header = journal::segment::HEADER_BYTES as u64;
+        let end = ends.get(&number).copied().unwrap_or(header);
+        assert_eq!(
+            entry.metadata().unwrap().len(),
+            end,
+            "{what}: {name} runs past its last record (at {end})"
+        );
+    }
+    assert_eq!(
+        segments,
+        ends.len(),
+        "{what}: a segment per records' segment"
+    );
+}
+
+/// Issue 38: `run` (scripted and live), `resume`, `chat`, `demo` and `recover import` each exit
+/// cleanly with every segment ending at its last record: a finished session keeps no MiB of
+/// zeros.
+#[test]
+fn scenario_132_every_commands_clean_exit_leaves_its_segments_ending_at_their_last_record() {
+    use common::models::{shown, spec, Case};
+    use mockllm::{Answer, Format};
+    let format = Format::OpenAiChat;
+
+    let demo = tooljournal(&["demo"]);
+    assert_eq!(demo.status.code(), Some(0), "{}", text(&demo.stderr));
+    let demo_journal = text(&demo.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("journal: ").map(str::to_owned))
+        .expect("the demo prints its journal directory");
+    assert_ends_at_last_frame(Path::new(&demo_journal), "demo");
+    std::fs::remove_dir_all(Path::new(&demo_journal).parent().unwrap()).unwrap();
+
+    let scripted = Case::new();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/basic.jsonl");
+    let out = scripted
+        .command(format)
+        .arg("run")
+        .arg("--script")
+        .arg(&script)
+        .arg("--workspace")
+        .arg(scripted.workspace())
+        .arg("--journal")
+        .arg(scripted.journal())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_ends_at_last_frame(&scripted.journal(), "run --script");
+
+    let live = Case::new();
+    live.server
+        .push(format, Answer::text("the first answer").into());
+    let out = live.run(format, &["a first question"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_ends_at_last_frame(&live.journal(), "run --model");
+    live.server
+        .push(format, Answer::text("the second answer").into());
+    let out = live.resume(format, Some("a second question"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_ends_at_last_frame(&live.journal(), "resume --prompt");
+
+    let chat = Case::new();
+    chat.server.push(format, Answer::text("hello there").into());
+    let mut child = chat
+        .command(format)
+        .args(["chat", "--model", &spec(format), "--base-url"])
+        .arg(chat.server.base_url(format))
+        .arg("--workspace")
+        .arg(chat.workspace())
+        .arg("--journal")
+        .arg(chat.journal())
+        .arg("--config")
+        .arg(chat.config())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"hello\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_ends_at_last_frame(&chat.journal(), "chat");
+
+    let imported = tempfile::tempdir().unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import/codex/normal.jsonl");
+    let out = Command::new(common::recover_bin::recover_bin())
+        .args(["import", "--from", "codex"])
+        .arg(&file)
+        .arg("--journal")
+        .arg(imported.path().join("journal"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_ends_at_last_frame(&imported.path().join("journal"), "recover import");
 }

@@ -451,7 +451,14 @@ fn a_kill_during_the_summary_request_then_resume() {
         case.write_config("request_timeout_ms = 120000");
         let server = &case.server;
         server.push(format, Answer::text(&answer_one()).into());
-        server.push(format, Reply::context_overflow());
+        // Words that count no tokens: a count would be journaled (`context/calibrated`) and
+        // rightly make the resume reduce before it sends (provider_word.rs tests that); here
+        // the resume is to send what the kill left, unreduced.
+        let refusal = match format {
+            Format::Anthropic => Reply::error(format, 400, "prompt is too long"),
+            _ => Reply::context_overflow(),
+        };
+        server.push(format, refusal);
         server.push(
             format,
             Answer::text("HELD-SUMMARY")
@@ -673,3 +680,6 @@ fn a_kill_after_the_reduction_resumes_with_the_reduced_history() {
         }
     }
 }
+
+#[path = "models_overflow/provider_word.rs"]
+mod provider_word;

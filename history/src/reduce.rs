@@ -54,6 +54,23 @@ pub fn plan_fallback(
     budget_tokens: u64,
     preview_chars: u32,
 ) -> Result<Compaction, u64> {
+    match plan_toward(system, turns, tools, budget_tokens, preview_chars) {
+        (plan, None) => Ok(plan),
+        (_, Some(over)) => Err(over),
+    }
+}
+
+/// [`plan_fallback`]'s plan, or when no plan reaches the budget the smallest layout it may plan
+/// (every earlier turn left out, every older step of the current turn that gains shortened)
+/// with how many tokens it is still over: a refused request is reduced as far as it can be and
+/// the provider decides.
+pub fn plan_toward(
+    system: Option<&str>,
+    turns: &[TurnView],
+    tools: &[ToolSpec],
+    budget_tokens: u64,
+    preview_chars: u32,
+) -> (Compaction, Option<u64>) {
     let estimate = |plan: &Compaction| {
         estimate_tokens(
             &layout(system.map(str::to_string), turns, Some(plan)),
@@ -68,16 +85,16 @@ pub fn plan_fallback(
     };
     let mut tokens = estimate(&plan);
     if tokens <= budget_tokens {
-        return Ok(plan);
+        return (plan, None);
     }
     let Some((current, earlier)) = turns.split_last() else {
-        return Err(tokens - budget_tokens);
+        return (plan, Some(tokens - budget_tokens));
     };
     for turn in earlier {
         plan.through_turn = plan.through_turn.max(turn.turn);
         tokens = estimate(&plan);
         if tokens <= budget_tokens {
-            return Ok(plan);
+            return (plan, None);
         }
     }
     let older_steps = current
@@ -98,10 +115,10 @@ pub fn plan_fallback(
         }
         tokens = shorter;
         if tokens <= budget_tokens {
-            return Ok(plan);
+            return (plan, None);
         }
     }
-    Err(tokens - budget_tokens)
+    (plan, Some(tokens - budget_tokens))
 }
 
 /// The `through_turn` a summary would replace: every turn before the last (the number of the

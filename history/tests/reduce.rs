@@ -4,7 +4,7 @@
 
 use tooljournal_history::conversation::{ConvCall, ConvResult, ToolSpec};
 use tooljournal_history::layout::{layout, Compaction, StepView, TurnView};
-use tooljournal_history::reduce::{estimate_tokens, plan_fallback};
+use tooljournal_history::reduce::{estimate_tokens, plan_fallback, plan_toward};
 
 fn step(step: u32, id: &str, content: String) -> StepView {
     StepView {
@@ -162,4 +162,24 @@ fn nothing_to_reduce_says_how_far_over() {
     let only = &turns(vec![big('c')])[2..];
     let whole = estimate_tokens(&layout(None, only, None), &[]);
     assert_eq!(plan_fallback(None, only, &[], whole - 10, 100), Err(10));
+}
+
+/// Issue 38: short of the budget, `plan_toward` still gives the smallest layout (every earlier
+/// turn out, the older steps of this turn shortened) and how far over it is, for a refused
+/// request to go reduced as far as it can be; within the budget it is `plan_fallback`'s plan.
+#[test]
+fn short_of_the_budget_the_smallest_layout_is_planned_with_how_far_over() {
+    let turns = turns(vec![big('c'), big('d'), big('e')]);
+    let smallest = cost(&turns, &[], &plan(2, &[(3, 1), (3, 2)]));
+    assert_eq!(
+        plan_toward(Some("sys"), &turns, &[], smallest - 7, 100),
+        (plan(2, &[(3, 1), (3, 2)]), Some(7))
+    );
+    let budget = cost(&turns, &[], &plan(1, &[]));
+    assert_eq!(
+        plan_toward(Some("sys"), &turns, &[], budget, 100),
+        (plan(1, &[]), None)
+    );
+    // No turn at all: nothing to leave out, the empty plan and how far over.
+    assert_eq!(plan_toward(None, &[], &[], 0, 100), (plan(0, &[]), Some(4)));
 }

@@ -441,6 +441,16 @@ impl Journal {
     /// Makes everything appended so far durable (per the policy), cuts the zeros written ahead
     /// of the records off the last segment, and releases the lock. Returns the last appended seq.
     pub fn close(self) -> Result<u64, JournalError> {
+        let last = self.finish()?;
+        self.shared.release()?;
+        Ok(last)
+    }
+
+    /// What `close` does to the file, for a journal others still hold (a session's log is
+    /// shared with its watchers): everything appended made durable and the zeros written ahead
+    /// cut, so the journal ends at its last record. The lock stays held until the last holder
+    /// drops the journal; an append after this writes zeros ahead again, as any append does.
+    pub fn finish(&self) -> Result<u64, JournalError> {
         self.shared.check_poison()?;
         self.shared.flush(true)?;
         self.shared.trim()?;
@@ -758,18 +768,29 @@ impl Shared {
         Ok(())
     }
 
-    /// Ends the writer's work at `close`: cuts the zeros written ahead off the segment,
-    /// durably (a journal closed cleanly after appending ends at its last record, as one of
-    /// version 1 does), or gives a record store's lease up.
+    /// Cuts the zeros written ahead off the segment, durably (a journal closed cleanly after
+    /// appending ends at its last record, as one of version 1 does). A record store has none.
     fn trim(&self) -> Result<(), JournalError> {
         let mut io = lock(&self.io);
         self.check_poison()?;
         let sync = self.options.fsync != FsyncPolicy::Never;
         let trimmed = match &mut *io {
             Io::File { io, storage } => io.trim(storage.as_ref(), sync),
-            Io::Rows(rows) => rows.release(),
+            Io::Rows(_) => Ok(()),
         };
         trimmed.map_err(|e| self.poison(e))
+    }
+
+    /// Ends the writer's work at `close`: a record store's lease is given up (a directory's
+    /// lock goes with the journal).
+    fn release(&self) -> Result<(), JournalError> {
+        let mut io = lock(&self.io);
+        self.check_poison()?;
+        let released = match &mut *io {
+            Io::File { .. } => Ok(()),
+            Io::Rows(rows) => rows.release(),
+        };
+        released.map_err(|e| self.poison(e))
     }
 }
 

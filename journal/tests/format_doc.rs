@@ -545,6 +545,8 @@ fn torn_and_corrupt_agree(version: u32) {
 mod events;
 #[path = "format_doc/old_journals.rs"]
 mod old_journals;
+#[path = "format_doc/rules.rs"]
+mod rules;
 #[path = "format_doc/sample.rs"]
 mod sample;
 #[path = "format_doc/v2.rs"]

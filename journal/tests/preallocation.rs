@@ -71,6 +71,48 @@ fn a_live_segment_is_zero_filled_ahead_and_a_closed_one_ends_at_its_last_record(
     assert_eq!((records.len(), end), (60, ReadEnd::Clean));
 }
 
+/// Issue 38: a journal others still hold (a session's log, its watchers) is finished in place:
+/// durable, its zeros cut; an append after that zero-fills ahead again and reads on.
+#[test]
+fn a_shared_journal_finished_in_place_ends_at_its_last_record() {
+    let storage = SimStorage::new();
+    let opts = options(4096, 1 << 20);
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), opts).unwrap();
+    let journal = Arc::new(journal);
+    let watcher = journal.clone();
+    let name = segments(&storage)[0].0.clone();
+    for i in 1..=3 {
+        journal.append(&payload(i, 100)).unwrap();
+    }
+    assert_eq!(journal.finish().unwrap(), 3);
+    assert_eq!(watcher.stats().durable_seq, 3);
+    let (records, end) = read_all(&storage, opts);
+    let records_end = records
+        .last()
+        .map(|r| r.position.offset + r.frame_bytes)
+        .unwrap();
+    assert_eq!((records.len(), end), (3, ReadEnd::Clean));
+    assert_eq!(
+        file_len(&storage, &name),
+        records_end,
+        "finish cuts the zeros"
+    );
+
+    journal.append(&payload(4, 100)).unwrap();
+    journal.sync_through_blocking(4).unwrap();
+    assert!(file_len(&storage, &name) >= records_end + 4096);
+    drop(watcher);
+    let journal = Arc::into_inner(journal).expect("the last holder");
+    journal.close().unwrap();
+    let (records, end) = read_all(&storage, opts);
+    let last = records.last().unwrap();
+    assert_eq!((records.len(), end), (4, ReadEnd::Clean));
+    assert_eq!(
+        file_len(&storage, &name),
+        last.position.offset + last.frame_bytes
+    );
+}
+
 #[test]
 fn a_sealed_segment_ends_at_its_last_record() {
     let storage = SimStorage::new();

@@ -27,8 +27,9 @@ use serde::{Deserialize, Serialize};
 /// `llm/refusal` and `llm/note` (and wider provider state: every content block, item or part a
 /// provider needs back); 9 added `session/reopen` (a finished session given a new prompt goes
 /// on) and the code `TOO_MANY_CALLS` (the calls of a message past the runtime's number,
-/// answered rather than the message dropped).
-pub const EVENT_SCHEMA_VERSION: u32 = 9;
+/// answered rather than the message dropped); 10 added `context/calibrated` (the provider's
+/// token count of a refused request, which the session's estimates are set against from then on).
+pub const EVENT_SCHEMA_VERSION: u32 = 10;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
@@ -345,7 +346,7 @@ pub use ask::{
     TEXT_CHARS_MAX,
 };
 mod context;
-pub use context::{CompactTrigger, ContextCompacted, ContextSummaryRequested};
+pub use context::{CompactTrigger, ContextCalibrated, ContextCompacted, ContextSummaryRequested};
 mod start;
 pub use start::{
     idempotency_key, CallStarted, Evidence, RecoveryRerun, RerunPolicy, IDEMPOTENCY_KEY_BYTES,
@@ -649,11 +650,14 @@ pub enum Event {
     /// right after its `session/close`, the only event that may follow one; the session is
     /// open again, its next turn the one after its last.
     SessionReopen,
+    /// `context/calibrated` (schema 10): the provider counted a refused request's tokens; the
+    /// session's estimates are set against that count from here on.
+    ContextCalibrated(ContextCalibrated),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 46;
+    pub const VARIANT_COUNT: u32 = 47;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -703,6 +707,7 @@ impl Event {
             Event::LlmRefusal(_) => "llm/refusal",
             Event::LlmNote(_) => "llm/note",
             Event::SessionReopen => "session/reopen",
+            Event::ContextCalibrated(_) => "context/calibrated",
         }
     }
 

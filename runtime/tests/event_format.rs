@@ -499,6 +499,18 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
             }),
         ),
         (45, "session/reopen", Event::SessionReopen),
+        (
+            46,
+            "context/calibrated",
+            Event::ContextCalibrated(ContextCalibrated {
+                turn: 2,
+                step: 1,
+                attempt: 1,
+                estimate_tokens: 100,
+                provider_tokens: 250,
+                provider_max_tokens: Some(200),
+            }),
+        ),
     ]
 }
 

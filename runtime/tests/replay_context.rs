@@ -13,16 +13,16 @@ use tooljournal_runtime::event::{CompactTrigger, Event, Record};
 use tooljournal_runtime::replay::SessionReplay;
 
 /// The records of a three-turn session: turns 1 and 2 long; turn 2's request refused as too
-/// long, then turn 1 summarized (`context/compacted` through turn 1) and sent again; turn 3 the
+/// long (words that count the tokens: `context/calibrated`), then turn 1 summarized (`context/compacted` through turn 1) and sent again; turn 3 the
 /// same, through turn 2.
 fn reduced_session() -> Vec<Record> {
     let mut s = setup();
     let answers = vec![
         answer("first answer"),
-        Answer::Refuse(overflow()),
+        Answer::Refuse(overflow_counted()),
         answer("summary of turn 1"),
         answer("second answer"),
-        Answer::Refuse(overflow()),
+        Answer::Refuse(overflow_counted()),
         answer("summary of turns 1 and 2"),
         answer("third answer"),
     ];
@@ -235,4 +235,44 @@ fn a_journal_cut_after_the_summary_request_reads_as_not_reduced_by_it() {
     let cut = nth(&records, "context/compacted", 1);
     let r = replayed(&records[..=cut]);
     assert_eq!(r.compaction.expect("turn 3's").through_turn, 2);
+}
+
+/// Schema 10: the provider's count of a refused request (`context/calibrated`) stands only
+/// right after that request's `context_overflow`, counting something; the latest is kept, so a
+/// resume estimates as the live session did.
+#[test]
+fn a_calibration_stands_only_right_after_its_overflow_and_the_latest_is_kept() {
+    let records = reduced_session();
+    let r = replayed(&records);
+    let c = r
+        .calibration
+        .expect("the overflow's words counted the tokens");
+    // common::agent::OVERFLOW_COUNTED: "prompt is too long: 212000 tokens > 200000 maximum".
+    assert_eq!((c.turn, c.step, c.attempt), (3, 1, 1));
+    assert_eq!(
+        (c.provider_tokens, c.provider_max_tokens),
+        (212_000, Some(200_000))
+    );
+    assert!(c.estimate_tokens > 0);
+
+    // Moved before the attempt it counts failed.
+    let mut records = reduced_session();
+    let at = nth(&records, "context/calibrated", 0);
+    let moved = records.remove(at);
+    let failed = nth(&records, "llm/attempt-failed", 0);
+    records.insert(failed, moved);
+    refused_at(
+        &records,
+        failed,
+        "context/calibrated",
+        "not the step's last attempt refused as too long",
+    );
+
+    // Counting nothing.
+    let mut records = reduced_session();
+    let at = nth(&records, "context/calibrated", 0);
+    if let Event::ContextCalibrated(c) = &mut records[at].event {
+        c.provider_tokens = 0;
+    }
+    refused_at(&records, at, "context/calibrated", "counting 0 tokens");
 }

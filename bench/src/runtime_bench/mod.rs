@@ -8,10 +8,12 @@
 //! which); `session` drives the runtime, `many` runs many sessions (and as many raw writers) at
 //! once, `baselines` write the same records the plain ways, `generate` and `recovery` measure
 //! recovery on a generated journal, `measured` is what every durable run returns, `report`
-//! prints. Issue 18's runs put the journal in PostgreSQL: `postgres` starts the server,
-//! `procs` runs sessions in several worker processes (on PostgreSQL and, beside it, on files).
+//! prints, `closed` measures what a closed session leaves on disk (issue 38). Issue 18's runs
+//! put the journal in PostgreSQL: `postgres` starts the server, `procs` runs sessions in
+//! several worker processes (on PostgreSQL and, beside it, on files).
 
 mod baselines;
+mod closed;
 pub(crate) mod generate;
 pub(crate) mod many;
 mod measured;
@@ -80,6 +82,8 @@ struct Figures {
     nosync: Measured,
     generated: GenStats,
     child: ChildReport,
+    /// Issue 38: a short session's bytes once closed.
+    closed: closed::Closed,
 }
 
 pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
@@ -112,6 +116,8 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     let nosync = in_dir(base.path(), "nosync", |d| {
         session_run(&rt1, d, FsyncPolicy::Never, 1, plan.nosync_time)
     })?;
+    say("closed: a short session's bytes on disk once closed");
+    let closed = in_dir(base.path(), "closed", |d| closed::measure(&rt, d))?;
     drop((rt, rt1));
 
     let (generated, child) = recovery::measure(base.path(), plan.recover_bytes)?;
@@ -121,6 +127,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         nosync,
         generated,
         child,
+        closed,
     };
     let report = report::Report::new(&figures);
     let targets = report::targets(&report);

@@ -2,6 +2,7 @@
 //! 18 list; issue 18's are null when there is no PostgreSQL), the targets they are held to, and the table printed otherwise, one section per kind
 //! of run.
 
+use super::closed::CLOSED_DISK_VS_RECORDS_TARGET;
 use super::measured::Measured;
 use super::postgres::PgState;
 use super::procs::{PROCS, SESSIONS_PER_PROC};
@@ -79,6 +80,10 @@ pub(super) struct Report {
     pg_sessions64_procs4_calls_per_s: Option<f64>,
     files_sessions64_procs4_calls_per_s: f64,
     pg_vs_files_sessions64_procs4: Option<f64>,
+    /// Issue 38: a closed short session's segment files over its records' frames.
+    closed_disk_vs_records: f64,
+    closed_disk_bytes: u64,
+    closed_record_bytes: u64,
 }
 
 impl Report {
@@ -137,6 +142,9 @@ impl Report {
             pg_sessions64_procs4_calls_per_s: pg_rate(Run::PgProcs4),
             files_sessions64_procs4_calls_per_s: files_procs4,
             pg_vs_files_sessions64_procs4: pg_rate(Run::PgProcs4).map(|pg| pg / files_procs4),
+            closed_disk_vs_records: f.closed.ratio(),
+            closed_disk_bytes: f.closed.disk_bytes,
+            closed_record_bytes: f.closed.record_bytes,
         }
     }
 }
@@ -158,7 +166,7 @@ impl Target {
     }
 }
 
-pub(super) fn targets(report: &Report) -> [Target; 13] {
+pub(super) fn targets(report: &Report) -> [Target; 14] {
     let at_least = |name, value, target| Target {
         name,
         value,
@@ -234,6 +242,11 @@ pub(super) fn targets(report: &Report) -> [Target; 13] {
             report.audit_peak_rss_mb,
             AUDIT_PEAK_RSS_MB_TARGET,
         ),
+        at_most(
+            "closed_disk_vs_records",
+            report.closed_disk_vs_records,
+            CLOSED_DISK_VS_RECORDS_TARGET,
+        ),
     ]
 }
 
@@ -278,6 +291,8 @@ pub(super) fn print_table(
     print_pipeline(plan, &f.nosync);
     println!();
     print_recovery(f, report);
+    println!();
+    print_closed(report);
     println!();
     print_ratios(report);
     println!();
@@ -632,6 +647,14 @@ fn print_pg_ratios(report: &Report) {
         "pg_vs_files_sessions64_procs4",
         report.pg_vs_files_sessions64_procs4,
         "64 sessions over 4 processes: one PostgreSQL / each journal its own files",
+    );
+}
+
+fn print_closed(report: &Report) {
+    println!("Closed session (one turn of warm-up steps, closed by the runtime)");
+    println!(
+        "  closed_disk_vs_records {:>10.4}   ({} bytes of segment files for {} bytes of frames)",
+        report.closed_disk_vs_records, report.closed_disk_bytes, report.closed_record_bytes
     );
 }
 

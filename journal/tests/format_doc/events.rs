@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 9;
+pub const DOC_SCHEMA: u32 = 10;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -980,6 +980,18 @@ fn events() -> Vec<(&'static str, Shape)> {
         ),
         // Schema 9.
         ("session/reopen", Unit),
+        // Schema 10.
+        (
+            "context/calibrated",
+            Fields(&[
+                ("turn", u32v),
+                ("step", u32v),
+                ("attempt", u32v),
+                ("estimate_tokens", u64v),
+                ("provider_tokens", u64v),
+                ("provider_max_tokens", |c| opt(c, u64v)),
+            ]),
+        ),
     ]
 }
 

@@ -3,14 +3,14 @@
 
 use runtime::event::{
     idempotency_key, Answer, Approval, ApprovalPolicy, AskAnswer, CallRef, CallStarted,
-    Classification, CommittedResult, CompactTrigger, ConfigFile, ContextCompacted,
-    ContextSummaryRequested, Event, Evidence, ImportLine, ImportNote, ImportOutcome, ImportSource,
-    ImportVerdict, ImportedDamage, LlmAttemptFailed, LlmNote, LlmRefusal, LlmRequest,
-    LlmResponseDetail, ModelCall, ModelResponse, Outcome, OutcomeStatus, PlanItem, ProcessStarted,
-    Question, QuestionOption, Record, RecoveredCall, Recovery, RecoveryRerun, Reply, RerunPolicy,
-    Resources, SessionModel, SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason,
-    SyncPolicy, Text, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool,
-    WriterStolen, EVENT_SCHEMA_VERSION,
+    Classification, CommittedResult, CompactTrigger, ConfigFile, ContextCalibrated,
+    ContextCompacted, ContextSummaryRequested, Event, Evidence, ImportLine, ImportNote,
+    ImportOutcome, ImportSource, ImportVerdict, ImportedDamage, LlmAttemptFailed, LlmNote,
+    LlmRefusal, LlmRequest, LlmResponseDetail, ModelCall, ModelResponse, Outcome, OutcomeStatus,
+    PlanItem, ProcessStarted, Question, QuestionOption, Record, RecoveredCall, Recovery,
+    RecoveryRerun, Reply, RerunPolicy, Resources, SessionModel, SessionOpen, SessionPolicy,
+    SideEffect, StepOutcome, StopReason, SyncPolicy, Text, ToolDescriptor, ToolSchema, ToolSource,
+    TurnOutcome, VisibleTool, WriterStolen, EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;
@@ -660,6 +660,16 @@ pub fn every_event() -> Vec<Record> {
         note: "kept a block of type `x`".into(),
     }));
     events.push(Event::SessionReopen);
+    for provider_max_tokens in [Some(128_000), None] {
+        events.push(Event::ContextCalibrated(ContextCalibrated {
+            turn: 2,
+            step: 1,
+            attempt: 1,
+            estimate_tokens: 70_000,
+            provider_tokens: 131_072,
+            provider_max_tokens,
+        }));
+    }
     events
         .into_iter()
         .enumerate()

@@ -29,7 +29,10 @@
 
 mod assemble;
 mod backoff;
+mod calibrate;
 mod reduce;
+
+pub use calibrate::overflow_counts;
 
 use crate::event::{
     LlmAttemptFailed, LlmRequest, ModelResponse, SessionModel, StepOutcome, StopReason, TurnOutcome,
@@ -163,6 +166,9 @@ pub struct Agent {
     threshold_spent_turn: Option<u32>,
     /// The (turn, step) that last asked the model for a summary: one per step at most.
     summary_asked: Option<(u32, u32)>,
+    /// The provider's latest count of a refused request (`context/calibrated`): windows are
+    /// set against the estimate by it.
+    calibration: Option<crate::event::ContextCalibrated>,
 }
 
 /// What one step's request came to.
@@ -196,6 +202,7 @@ impl Agent {
             compaction: None,
             threshold_spent_turn: None,
             summary_asked: None,
+            calibration: None,
         }
     }
 
@@ -204,6 +211,16 @@ impl Agent {
     pub fn with_history(mut self, turns: Vec<TurnView>, compaction: Option<Compaction>) -> Agent {
         self.turns = turns;
         self.compaction = compaction;
+        self
+    }
+
+    /// Continues with the provider's latest count of a refused request, as the journal says
+    /// (`SessionReplay::calibration`): a resumed session estimates as the live one did.
+    pub fn with_calibration(
+        mut self,
+        calibration: Option<crate::event::ContextCalibrated>,
+    ) -> Agent {
+        self.calibration = calibration;
         self
     }
 

@@ -13,13 +13,14 @@
 //! session sends what the model last saw (I17). A crash during the summary request leaves a
 //! `context/summary-requested` with no `context/compacted` after it: nothing was reduced.
 
+use super::calibrate::overflow_counts;
 use super::{stream_once, Agent, AgentEvent, Asked, Observer, Streamed};
-use crate::event::{CompactTrigger, ContextCompacted, ContextSummaryRequested};
+use crate::event::{CompactTrigger, ContextCalibrated, ContextCompacted, ContextSummaryRequested};
 use crate::model::{ModelRequest, ToolSpec};
 use crate::session::Session;
 use crate::RuntimeError;
 use history::layout::{layout, shorten, Compaction};
-use history::reduce::{estimate_tokens, plan_fallback, plan_summary_scope, summary_request};
+use history::reduce::{estimate_tokens, plan_summary_scope, plan_toward, summary_request};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +110,20 @@ impl Agent {
         }
         let request = self.request(session, step);
         let estimate = estimate_tokens(&request.conversation, &request.tools);
+        // The provider's count of this request, where its error gives one, wins over the
+        // estimate for the rest of the session (journaled, so a resume sets it too).
+        if let Some((provider_tokens, provider_max_tokens)) = overflow_counts(&message) {
+            let calibrated = ContextCalibrated {
+                turn: session.turn(),
+                step,
+                attempt,
+                estimate_tokens: estimate.max(1),
+                provider_tokens,
+                provider_max_tokens,
+            };
+            session.record_calibration(calibrated.clone())?;
+            self.calibration = Some(calibrated);
+        }
         let trigger = CompactTrigger::Overflow;
         match self
             .reduce(session, step, trigger, estimate, stop, observer)
@@ -133,18 +148,41 @@ impl Agent {
         }
     }
 
+    /// The model's context window: the most the provider said it takes, else the configured
+    /// one (or the known model's).
+    fn window_tokens(&self) -> Option<u64> {
+        self.calibration
+            .as_ref()
+            .and_then(|c| c.provider_max_tokens)
+            .or(self.config.context_window_tokens)
+    }
+
+    /// `tokens` as the provider counts them, in the estimate's units (bytes / 4): scaled by
+    /// the provider's latest count of a refused request, as they are without one.
+    fn in_estimate(&self, tokens: u64) -> u64 {
+        match &self.calibration {
+            Some(c) => c.to_estimate(tokens),
+            None => tokens,
+        }
+    }
+
     /// The estimate past which a request is reduced before it is sent.
     fn threshold_tokens(&self) -> Option<u64> {
-        let window = self.config.context_window_tokens?;
-        Some(window.saturating_mul(u64::from(self.config.compact_at_percent.min(100))) / 100)
+        let window = self.window_tokens()?;
+        let at = window.saturating_mul(u64::from(self.config.compact_at_percent.min(100))) / 100;
+        Some(self.in_estimate(at))
     }
 
     /// What a reduction aims for: half the context window (room for the answer and the steps
-    /// after it), or half the refused request's estimate when the window is unknown.
-    fn budget_tokens(&self, estimate: u64) -> u64 {
-        match self.config.context_window_tokens {
-            Some(window) => window / 2,
-            None => estimate / 2,
+    /// after it), or half the refused request's estimate when the window is unknown. After a
+    /// refusal, never more than half the refused request: the provider said it does not fit,
+    /// whatever the estimate says.
+    fn budget_tokens(&self, estimate: u64, trigger: CompactTrigger) -> u64 {
+        let window = self.window_tokens().map(|w| self.in_estimate(w / 2));
+        match (window, trigger) {
+            (Some(window), CompactTrigger::Threshold) => window,
+            (Some(window), CompactTrigger::Overflow) => window.min(estimate / 2),
+            (None, _) => estimate / 2,
         }
     }
 
@@ -160,7 +198,7 @@ impl Agent {
         observer: &mut dyn Observer,
     ) -> Result<Reduced, RuntimeError> {
         let tools = session.step_tool_specs();
-        let budget = self.budget_tokens(tokens_before);
+        let budget = self.budget_tokens(tokens_before, trigger);
         let earlier = self.compaction.clone();
         let mut plan = earlier.clone().unwrap_or(Compaction {
             preview_chars: PREVIEW_CHARS,
@@ -190,37 +228,41 @@ impl Agent {
         }
         // Still over: the deterministic fallback (earlier turns left out, older results of this
         // turn cut to a preview). A summary is kept when the fallback keeps what follows it.
+        let mut over = None;
         if self.estimate(&plan, &tools) > budget {
             let system = self.config.system.as_deref();
-            match plan_fallback(system, &self.turns, &tools, budget, PREVIEW_CHARS) {
+            let (fallback, short) = plan_toward(system, &self.turns, &tools, budget, PREVIEW_CHARS);
+            over = short;
+            if plan.summary.is_some() {
                 // A summary covers exactly the turns it says: it is kept only when the fallback
                 // leaves out no turn beyond them (an earlier summary with more turns left out
-                // would be labelled as covering turns it never saw).
-                Ok(fallback)
-                    if plan.summary.is_some() && fallback.through_turn <= plan.through_turn =>
-                {
+                // would be labelled as covering turns it never saw). Short of the budget, the
+                // summary still goes once: the provider decides.
+                if fallback.through_turn <= plan.through_turn {
                     plan.shortened = fallback.shortened;
+                } else if short.is_none() {
+                    plan = fallback;
                 }
-                Ok(fallback) => plan = fallback,
-                // Short of the budget, the model's summary still goes once: the provider
-                // decides, and a second refusal ends the turn.
-                Err(_) if plan.summary.is_some() => {}
-                Err(over) => {
-                    let summary = summary_note
-                        .map(|why| format!(" ({why})"))
-                        .unwrap_or_default();
-                    return Ok(Reduced::Impossible(format!(
-                        "even with every earlier turn left out and this turn's older results \
-                         shortened, the request is about {over} tokens over the {budget} aimed \
-                         for{summary}"
-                    )));
-                }
+            } else {
+                // Within the budget, or as far as it goes: whatever can be left out is, and the
+                // provider decides (a failed summary still leaves the earlier turns out).
+                plan = fallback;
             }
         }
         let reduces_nothing =
             plan.through_turn == 0 && plan.summary.is_none() && plan.shortened.is_empty();
         if Some(&plan) == earlier.as_ref() || reduces_nothing {
-            return Ok(Reduced::Impossible("nothing is left to reduce".into()));
+            let why = match over {
+                Some(over) => format!(
+                    "even with every earlier turn left out and this turn's older results \
+                     shortened, the request is about {over} tokens over the {budget} aimed for"
+                ),
+                None => "nothing is left to reduce".into(),
+            };
+            let summary = summary_note
+                .map(|why| format!(" ({why})"))
+                .unwrap_or_default();
+            return Ok(Reduced::Impossible(format!("{why}{summary}")));
         }
         let tokens_after = self.estimate(&plan, &tools);
         if tokens_after >= tokens_before {

@@ -62,6 +62,37 @@ pub struct ContextCompacted {
     pub tokens_after: u64,
 }
 
+/// `context/calibrated` (schema 10): the provider's overflow error counted the refused request's
+/// tokens. From here on the session sets its estimates (bytes / 4, which undercounts text such
+/// as CJK) against windows scaled by `estimate_tokens / provider_tokens`, so the provider's
+/// count wins; `provider_max_tokens`, when the error gave it, is the model's window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextCalibrated {
+    /// The turn of the refused request.
+    pub turn: u32,
+    /// Its step.
+    pub step: u32,
+    /// Its attempt (the step's last, failed `context_overflow`).
+    pub attempt: u32,
+    /// The refused request's estimate (bytes / 4); never 0.
+    pub estimate_tokens: u64,
+    /// The provider's count of it; never 0.
+    pub provider_tokens: u64,
+    /// The most the provider said it takes, when it said.
+    pub provider_max_tokens: Option<u64>,
+}
+
+impl ContextCalibrated {
+    /// `tokens` as the provider counts them, converted to the estimate's units (bytes / 4),
+    /// rounded down: what the estimate of a request must stay within for the provider to count
+    /// at most `tokens`.
+    pub fn to_estimate(&self, tokens: u64) -> u64 {
+        let scaled = u128::from(tokens) * u128::from(self.estimate_tokens)
+            / u128::from(self.provider_tokens.max(1));
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+}
+
 impl ContextCompacted {
     /// The reduction as the history lays it out (`history::layout`).
     pub fn compaction(&self) -> history::layout::Compaction {

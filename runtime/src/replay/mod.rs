@@ -12,10 +12,12 @@
 //! refuse it with the same errors.
 
 mod retain;
+mod rule;
 mod rules;
 mod tree;
 
 pub use retain::{Retain, TurnCursor};
+pub use rule::Rule;
 pub use tree::{AskRecord, CallReplay, ImportedCall, SessionReplay, StepReplay, TurnReplay};
 
 use crate::event::{declared_schema, Event, Record, EVENT_SCHEMA_VERSION};
@@ -75,6 +77,9 @@ pub enum ReplayError {
         position: Position,
         /// The event's kind (`call event` for a call's transition).
         kind: &'static str,
+        /// The structural rule it breaks (docs/FORMAT.md, *Structural rules*); `None` only for
+        /// this build's own bug (an event routed to the wrong place), which no journal causes.
+        rule: Option<Rule>,
         /// What does not fit.
         message: String,
     },
@@ -88,6 +93,18 @@ pub enum ReplayError {
         /// The transition refused.
         source: IllegalTransition,
     },
+}
+
+impl ReplayError {
+    /// The structural rule an inconsistent journal breaks (a call's state machine for an
+    /// illegal transition); `None` for any other error.
+    pub fn rule(&self) -> Option<Rule> {
+        match self {
+            ReplayError::Inconsistent { rule, .. } => *rule,
+            ReplayError::IllegalTransition { .. } => Some(Rule::CallStateMachine),
+            _ => None,
+        }
+    }
 }
 
 /// Folds records one at a time, by the rules, into what its [`Retain`] policy keeps: by

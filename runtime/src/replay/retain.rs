@@ -93,6 +93,8 @@ pub trait Retain {
     fn tool_schema(&mut self, _schema: crate::event::ToolSchema) {}
     /// A `context/compacted`: the reduction every later request is sent with.
     fn context_compacted(&mut self, _compacted: crate::event::ContextCompacted) {}
+    /// A `context/calibrated`: what later estimates are set against.
+    fn context_calibrated(&mut self, _calibrated: crate::event::ContextCalibrated) {}
     /// `import/source`: the journal is an imported one.
     fn import_source(&mut self, _source: crate::event::ImportSource) {}
 }
@@ -229,6 +231,10 @@ impl Retain for SessionReplay {
     }
     fn context_compacted(&mut self, compacted: crate::event::ContextCompacted) {
         self.compaction = Some(compacted);
+    }
+
+    fn context_calibrated(&mut self, calibrated: crate::event::ContextCalibrated) {
+        self.calibration = Some(calibrated);
     }
 
     fn import_source(&mut self, source: crate::event::ImportSource) {

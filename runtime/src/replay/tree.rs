@@ -255,6 +255,9 @@ pub struct SessionReplay {
     /// The latest `context/compacted`: how every request after it was reduced. A summary
     /// requested with no `context/compacted` after it reduced nothing.
     pub compaction: Option<crate::event::ContextCompacted>,
+    /// The latest `context/calibrated`: the provider's count every later estimate is set
+    /// against.
+    pub calibration: Option<crate::event::ContextCalibrated>,
     /// The `import/source` of an imported journal: the other agent's file it was read from.
     pub imported: Option<ImportSource>,
 }

@@ -504,11 +504,10 @@ impl Session {
         }
         let seq = self.log.append(&Event::SessionClose)?;
         self.log.sync_through(seq).await?;
-        let Session { log, .. } = self;
-        if let Ok(journal) = Arc::try_unwrap(log.journal().clone()) {
-            drop(log);
-            journal.close()?;
-        }
+        // `finish`, not `close`: the log's journal is shared (the printer watches it, the
+        // scheduler's calls hold the log), so it cannot be taken out of its `Arc` here. Its
+        // lock goes when the last holder drops it.
+        self.log.journal().finish()?;
         Ok(())
     }
 

@@ -112,6 +112,17 @@ impl Session {
         self.log.sync_through(seq).await
     }
 
+    /// Journals the provider's token count of the step's refused request
+    /// (`context/calibrated`); made durable by the sync of what follows it in the step.
+    pub fn record_calibration(
+        &mut self,
+        calibrated: crate::event::ContextCalibrated,
+    ) -> Result<(), RuntimeError> {
+        self.check_open_step("context/calibrated")?;
+        self.log.append(&Event::ContextCalibrated(calibrated))?;
+        Ok(())
+    }
+
     /// Journals a reduction of the context (`context/compacted`); the next `llm/request`'s sync
     /// makes it durable before the reduced request leaves.
     pub fn record_compaction(&mut self, compacted: ContextCompacted) -> Result<(), RuntimeError> {

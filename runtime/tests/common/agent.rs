@@ -234,8 +234,11 @@ pub fn kinds(storage: &SimStorage) -> Vec<&'static str> {
 
 // ---- Context reduction (agent_reduce.rs, replay_context.rs) ----
 
-/// The provider's words for a request longer than the context window.
-pub const OVERFLOW: &str = "prompt is too long: 212000 tokens > 200000 maximum";
+/// The provider's words for a request longer than the context window, without token counts
+/// (OpenAI Responses' wording): nothing to calibrate the estimate by.
+pub const OVERFLOW: &str = "Your input exceeds the context window of this model.";
+/// Words that count the tokens (Anthropic's): the session calibrates by them.
+pub const OVERFLOW_COUNTED: &str = "prompt is too long: 212000 tokens > 200000 maximum";
 
 pub fn overflow() -> ModelError {
     ModelError {
@@ -243,6 +246,14 @@ pub fn overflow() -> ModelError {
         status: Some(400),
         retry_after_ms: None,
         message: OVERFLOW.into(),
+    }
+}
+
+/// An overflow whose words count the tokens ([`OVERFLOW_COUNTED`]).
+pub fn overflow_counted() -> ModelError {
+    ModelError {
+        message: OVERFLOW_COUNTED.into(),
+        ..overflow()
     }
 }
 
