@@ -120,24 +120,7 @@ fn a_100_mb_session_file_line_is_refused_by_import_and_repair_with_little_memory
     out.into_inner().unwrap().sync_all().unwrap();
     let journal = dir.path().join("journal");
     let copy = dir.path().join("copy.jsonl");
-    let runs: [Vec<&std::ffi::OsStr>; 2] = [
-        vec![
-            "import".as_ref(),
-            "--from".as_ref(),
-            "codex".as_ref(),
-            file.as_os_str(),
-            "--journal".as_ref(),
-            journal.as_os_str(),
-        ],
-        vec![
-            "repair".as_ref(),
-            "--from".as_ref(),
-            "codex".as_ref(),
-            file.as_os_str(),
-            "--out".as_ref(),
-            copy.as_os_str(),
-        ],
-    ];
+    let runs = import_and_repair(&file, &journal, &copy);
     let expected = format!(
         "{}: line 2 (at byte {}) is longer than 67108864 bytes",
         file.display(),
@@ -201,6 +184,30 @@ fn measured(command: &Command) -> (std::process::Output, i64) {
     (output, kib)
 }
 
+/// `recover import` of the codex rollout `file` into `journal`, and `recover repair` of it
+/// into `copy`: their arguments.
+fn import_and_repair<'a>(
+    file: &'a std::path::Path,
+    journal: &'a std::path::Path,
+    copy: &'a std::path::Path,
+) -> [Vec<&'a std::ffi::OsStr>; 2] {
+    let with = |verb: &'a str, flag: &'a str, to: &'a std::path::Path| {
+        let args: [&std::ffi::OsStr; 6] = [
+            verb.as_ref(),
+            "--from".as_ref(),
+            "codex".as_ref(),
+            file.as_os_str(),
+            flag.as_ref(),
+            to.as_os_str(),
+        ];
+        args.to_vec()
+    };
+    [
+        with("import", "--journal", journal),
+        with("repair", "--out", copy),
+    ]
+}
+
 /// `recover` with `args`, [`measured`].
 fn recover_measured(args: &[&std::ffi::OsStr]) -> (std::process::Output, i64) {
     let mut command = Command::new(recover_bin());
@@ -254,26 +261,13 @@ fn a_200_mb_session_file_is_imported_and_repaired_in_less_memory_than_it_holds()
     let calls = write_rollout(&file, 200_000_000, 64 * 1024);
     let journal = dir.path().join("journal");
     let copy = dir.path().join("copy.jsonl");
-    let (output, import_kib) = recover_measured(&[
-        "import".as_ref(),
-        "--from".as_ref(),
-        "codex".as_ref(),
-        file.as_os_str(),
-        "--journal".as_ref(),
-        journal.as_os_str(),
-    ]);
+    let [import, repair] = import_and_repair(&file, &journal, &copy);
+    let (output, import_kib) = recover_measured(&import);
     assert!(output.status.success(), "import: {}", shown(&output));
     let said = text(&output.stdout);
     let summary = format!("calls {calls} ({} with a recorded output", calls - 1);
     assert!(said.contains(&summary), "{said}");
-    let (output, repair_kib) = recover_measured(&[
-        "repair".as_ref(),
-        "--from".as_ref(),
-        "codex".as_ref(),
-        file.as_os_str(),
-        "--out".as_ref(),
-        copy.as_os_str(),
-    ]);
+    let (output, repair_kib) = recover_measured(&repair);
     assert!(output.status.success(), "repair: {}", shown(&output));
     assert!(
         text(&output.stdout).contains(&format!("answered c{calls} ")),
@@ -323,24 +317,7 @@ fn a_session_file_whose_index_passes_the_limit_is_refused_naming_the_line() {
     write_rollout(&file, 70_000_000, 256);
     let journal = dir.path().join("journal");
     let copy = dir.path().join("copy.jsonl");
-    let runs: [Vec<&std::ffi::OsStr>; 2] = [
-        vec![
-            "import".as_ref(),
-            "--from".as_ref(),
-            "codex".as_ref(),
-            file.as_os_str(),
-            "--journal".as_ref(),
-            journal.as_os_str(),
-        ],
-        vec![
-            "repair".as_ref(),
-            "--from".as_ref(),
-            "codex".as_ref(),
-            file.as_os_str(),
-            "--out".as_ref(),
-            copy.as_os_str(),
-        ],
-    ];
+    let runs = import_and_repair(&file, &journal, &copy);
     let mut lines = Vec::new();
     for args in runs {
         let (output, kib) = recover_measured(&args);

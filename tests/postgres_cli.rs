@@ -377,12 +377,14 @@ fn journal_copy_takes_the_records_before_a_torn_tail_and_refuses_corruption() {
     let last = rows.last().expect("records");
     let end = at(last, "offset") + at(last, "length");
 
-    // The start of a frame after the last record (the segment file is preallocated: the
-    // garbage goes where the next record would, not after the zeroed rest).
+    // The start of a frame where the next record would go (a cleanly closed journal ends at
+    // its last record, so the garbage is appended; a journal left preallocated has zeros
+    // there, which it overwrites).
     let torn = f.path("torn");
     copy_dir(&src, &torn);
     let segment = last_segment(&torn);
     let mut bytes = std::fs::read(&segment).expect("segment");
+    bytes.resize(bytes.len().max(end + 6), 0);
     bytes[end..end + 6].copy_from_slice(&[9, 0, 0, 0, 1, 2]);
     std::fs::write(&segment, &bytes).expect("torn");
     let url = session_url("copy-torn");
