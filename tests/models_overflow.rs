@@ -18,6 +18,19 @@ use std::process::{Child, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The events' trail of two turns whose second request is refused once and reduced by a
+/// summary of the first: sent again reduced, and answered.
+const REDUCED_AFTER_ONE_OVERFLOW: [&str; 8] = [
+    "request t1 a1",
+    "response t1",
+    "request t2 a1",
+    "failed t2 a1 ContextOverflow retry=false",
+    "summary-requested t2 through 1",
+    "compacted t2 Overflow through 1",
+    "request t2 a2",
+    "response t2",
+];
+
 const PROMPT_ONE: &str = "TURN-ONE-PROMPT: plan the garden beds";
 const PROMPT_TWO: &str = "TURN-TWO-PROMPT: now water them";
 const SUMMARY: &str = "SUMMARY-MARK: the user planned garden beds; watering is next.";
@@ -194,20 +207,7 @@ fn an_overflow_is_reduced_by_a_summary_then_retried_once() {
         assert_eq!(out.status.code(), Some(0), "{what}: {}", shown(&out));
 
         let events = case.events();
-        assert_eq!(
-            trail(&events),
-            [
-                "request t1 a1",
-                "response t1",
-                "request t2 a1",
-                "failed t2 a1 ContextOverflow retry=false",
-                "summary-requested t2 through 1",
-                "compacted t2 Overflow through 1",
-                "request t2 a2",
-                "response t2",
-            ],
-            "{what}"
-        );
+        assert_eq!(trail(&events), REDUCED_AFTER_ONE_OVERFLOW, "{what}");
         let failed = events
             .iter()
             .find_map(|e| match e {

@@ -112,8 +112,9 @@ impl<'a> Input<'a> {
     }
 }
 
-/// A line longer than this gets room for the longest line at once ([`Lines::read_line`]).
-const LONG_LINE_BYTES: usize = 4 << 20;
+/// A line longer than this gets room for the longest line at once ([`Lines::read_line`]), and
+/// its buffer is let go once it is parsed (`lines::each`).
+pub(crate) const LONG_LINE_BYTES: usize = 4 << 20;
 
 /// The reader's buffer: large enough that a file is read in few system calls.
 const READ_BUFFER_BYTES: usize = 256 * 1024;

@@ -4,7 +4,7 @@
 //! can tear the last line anywhere, inside a character too. Read as one string, such a file
 //! fails whole (codex) or silently changes (pi); read as bytes, only that line is bad.
 
-use crate::input::Input;
+use crate::input::{Input, LONG_LINE_BYTES};
 use crate::session::{Session, Source};
 use crate::{ReadError, INDEX_BYTES_MAX};
 use serde_json::Value;
@@ -95,7 +95,7 @@ pub(crate) fn each(
         }
         let len_bytes = text.len() as u64;
         let parsed = object(&text, at.offset == 0);
-        if text.capacity() > LONG_TEXT_BYTES {
+        if text.capacity() > LONG_LINE_BYTES {
             // A long line's bytes are let go once parsed: its value is all that is used.
             text = Vec::new();
         }
@@ -145,8 +145,6 @@ pub(crate) fn each(
     })
 }
 
-/// A line longer than this is not kept in the reading's buffer once parsed.
-const LONG_TEXT_BYTES: usize = 4 << 20;
 /// What a place in the file takes in a list (a [`Source`], or a line and a time).
 const SOURCE_BYTES: u64 = 16;
 /// What a quarantined line takes, its reason's text aside.

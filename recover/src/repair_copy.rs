@@ -113,6 +113,10 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
         path: out.to_owned(),
         source,
     };
+    let moved_error = |source| RepairError::Write {
+        path: quarantine.clone(),
+        source,
+    };
     let mut copy = Output::create(out, Kind::New).map_err(not_written)?;
     let mut moved_out = Output::create(&quarantine, Kind::New).map_err(not_written)?;
     let repaired = {
@@ -121,16 +125,10 @@ pub fn repair_file(agent: Agent, file: &Path, out: &Path) -> Result<RepairReport
         let made = import::repair_into(agent, input, &mut c, &mut q).map_err(|e| match e {
             CopyError::Read(e) => refused(file, e),
             CopyError::Copy(source) => made_copy(source),
-            CopyError::Quarantine(source) => RepairError::Write {
-                path: quarantine.clone(),
-                source,
-            },
+            CopyError::Quarantine(source) => moved_error(source),
         })?;
         c.flush().map_err(made_copy)?;
-        q.flush().map_err(|source| RepairError::Write {
-            path: quarantine.clone(),
-            source,
-        })?;
+        q.flush().map_err(moved_error)?;
         made
     };
     let written = Input::File {
