@@ -71,7 +71,12 @@ pub(crate) fn recovering(
         ));
     };
     let plan_mode = plan_mode || prepared.replay().plan_mode;
-    let chosen = choose(&analysis, prepared.registry(), policy, plan_mode);
+    let chosen = choose(
+        &analysis,
+        |tool| prepared.registry().nature(tool),
+        policy,
+        plan_mode,
+    );
     let events = recovery_events(&analysis, &chosen, policy);
     let classified = analysis.recovery.as_ref().map_or(0, |r| r.calls.len());
     let ids: Vec<&str> = chosen.iter().map(|c| c.call_id.as_str()).collect();

@@ -127,7 +127,12 @@ pub fn resume_rerunning(
         };
         let session = if replay.open_turn().is_some() {
             let analysis = analyze_probing(replay.clone(), &end, dropped, false, prober);
-            resumed.chosen = choose(&analysis, &registry, policy, replay.plan_mode);
+            resumed.chosen = choose(
+                &analysis,
+                |tool| registry.nature(tool),
+                policy,
+                replay.plan_mode,
+            );
             let events = recovery_events(&analysis, &resumed.chosen, policy);
             resumed.analysis = Some(analysis);
             let (journal, _) =

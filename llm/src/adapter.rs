@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use events::model::{Model, ModelError, ModelErrorKind, ModelRequest, ModelStream};
 use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, TryStreamExt};
 use history::providers::Format;
 use reqwest::header::HeaderMap;
 use reqwest::{Client, Url};
-use runtime::model::{Model, ModelError, ModelErrorKind, ModelRequest, ModelStream};
 use serde_json::json;
 use serde_json::value::{to_raw_value, RawValue};
 

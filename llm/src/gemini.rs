@@ -15,8 +15,8 @@
 
 use std::collections::HashSet;
 
-use runtime::event::StopReason;
-use runtime::model::{ModelEvent, Usage};
+use events::event::StopReason;
+use events::model::{ModelEvent, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

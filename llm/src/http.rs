@@ -3,10 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
+use events::model::{ModelError, ModelErrorKind};
 use history::providers::Format;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, USER_AGENT};
 use reqwest::{Client, Response, StatusCode, Url};
-use runtime::model::{ModelError, ModelErrorKind};
 use serde_json::Value;
 
 use crate::config::{ConfigError, ModelConfig};
@@ -186,7 +186,7 @@ fn overflow_body(format: Format, body: &Value) -> bool {
 /// status read here decides whether another attempt is made ([`ModelError::retryable`]: never
 /// for a 4xx but 408, 409 and 429).
 ///
-/// [`ModelError::retryable`]: runtime::model::ModelError::retryable
+/// [`ModelError::retryable`]: events::model::ModelError::retryable
 pub(crate) fn error_status(error: &Value) -> u16 {
     let http = |n: u64| (100..600).contains(&n).then_some(n as u16);
     for key in ["status_code", "status", "code"] {

@@ -15,7 +15,7 @@
 //! - [`decode`]: a response's bytes to its events, for any byte stream (a recording, a bench).
 //!
 //! ```no_run
-//! # async fn run(request: runtime::model::ModelRequest) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run(request: events::model::ModelRequest) -> Result<(), Box<dyn std::error::Error>> {
 //! use futures_util::StreamExt;
 //! use tooljournal_llm::{connect, ModelConfig};
 //!
@@ -35,8 +35,8 @@
 //!
 //! ```
 //! use futures_util::{stream, StreamExt};
-//! use runtime::event::StopReason;
-//! use runtime::model::ModelEvent;
+//! use events::event::StopReason;
+//! use events::model::ModelEvent;
 //! use tooljournal_llm::{decode, Format};
 //!
 //! let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\
@@ -70,8 +70,8 @@ pub mod windows;
 use std::fmt;
 
 use bytes::Bytes;
+use events::model::{Model, ModelError, ModelErrorKind, ModelStream};
 use futures_util::stream::{Stream, TryStreamExt};
-use runtime::model::{Model, ModelError, ModelErrorKind, ModelStream};
 
 pub use adapter::request_body;
 pub use config::{parse_spec, ConfigError, ModelConfig, Secret};
@@ -85,7 +85,7 @@ pub fn connect(config: ModelConfig) -> Result<Box<dyn Model>, ConfigError> {
 }
 
 /// The events `format`'s response stream `bytes` says, in order, ending with
-/// [`runtime::model::ModelEvent::Stop`] or an error: a failure of `bytes` itself, or a stream
+/// [`events::model::ModelEvent::Stop`] or an error: a failure of `bytes` itself, or a stream
 /// that ends before the provider's last event, is a transport error; an event the provider
 /// does not send is malformed.
 pub fn decode<'a, S, E>(format: Format, bytes: S) -> ModelStream<'a>

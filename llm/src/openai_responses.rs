@@ -13,8 +13,8 @@
 
 use std::collections::HashMap;
 
-use runtime::event::StopReason;
-use runtime::model::{ModelEvent, Usage};
+use events::event::StopReason;
+use events::model::{ModelEvent, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

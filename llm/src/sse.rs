@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
+use events::model::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
 use eventsource_stream::{EventStream, EventStreamError};
 use futures_util::stream::{self, Stream, StreamExt};
-use runtime::model::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
 
 use history::providers::Format;
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use runtime::model::{ConvCall, ConvResult, Conversation, Message, ModelRequest, ModelSettings};
+use events::model::{ConvCall, ConvResult, Conversation, Message, ModelRequest, ModelSettings};
 use serde_json::{json, Value};
 use tooljournal_llm::{parse_spec, request_body, ConfigError, Format, ModelConfig};
 

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{data, decode_all};
-use runtime::event::StopReason;
-use runtime::model::{ModelError, ModelErrorKind, ModelEvent, Usage};
+use events::event::StopReason;
+use events::model::{ModelError, ModelErrorKind, ModelEvent, Usage};
 use serde_json::{json, Value};
 use tooljournal_llm::Format;
 

@@ -5,12 +5,12 @@
 mod common;
 
 use common::{data, refused_base, serve, Canned, Server};
-use futures_util::StreamExt;
-use runtime::event::StopReason;
-use runtime::model::{
+use events::event::StopReason;
+use events::model::{
     Conversation, Message, Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
     ModelSettings, ToolSpec,
 };
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tooljournal_llm::{connect, ConfigError, Format, ModelConfig, Secret};
 

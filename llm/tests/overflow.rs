@@ -8,12 +8,12 @@
 mod common;
 
 use common::{decode_all, serve, Canned};
-use futures_util::StreamExt;
-use mockllm::{MockServer, Reply};
-use runtime::model::{
+use events::model::{
     Conversation, Message, Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
     ModelSettings,
 };
+use futures_util::StreamExt;
+use mockllm::{MockServer, Reply};
 use tooljournal_llm::{connect, Format, ModelConfig, Secret};
 
 const KEY: &str = "sk-test-overflow";

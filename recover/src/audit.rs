@@ -23,11 +23,9 @@ use crate::classify::CallReport;
 use crate::report::{classification, resource_list};
 use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{CallFacts, Classifier, Mode, Notice};
-use runtime::event::{
-    Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource,
-};
-use runtime::model::Usage;
-use runtime::replay::AskRecord;
+use events::event::{Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource};
+use events::model::Usage;
+use events::replay::AskRecord;
 use serde_json::{json, Value};
 use std::io::Write;
 
@@ -99,9 +97,9 @@ pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
 }
 
 /// A text on one line, hidden characters shown, cut to `max_chars`: for the table
-/// (`runtime::display::one_line`).
+/// (`events::display::one_line`).
 pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
-    runtime::display::one_line(s, max_chars)
+    events::display::one_line(s, max_chars)
 }
 
 /// What became of a question: `pending`, `answered`, `declined`, `expired` or `cancelled`. A
@@ -274,9 +272,9 @@ pub(crate) fn question_lines(ask: &AskRecord) -> String {
 
 /// An imported call's decision: the agent that ran it decided, so what the audit can say is
 /// where the call and its outcome were read and what the source proves.
-fn imported_decision(i: &runtime::replay::ImportedCall) -> String {
-    use runtime::event::ImportVerdict;
-    let line = |l: Option<runtime::event::ImportLine>| match l {
+fn imported_decision(i: &events::replay::ImportedCall) -> String {
+    use events::event::ImportVerdict;
+    let line = |l: Option<events::event::ImportLine>| match l {
         Some(l) => format!("line {} (byte {})", l.line, l.offset),
         None => "an unknown line".into(),
     };
@@ -487,7 +485,7 @@ pub struct Totals {
 impl Totals {
     /// Counts one call.
     pub fn add(&mut self, c: &CallReport, f: Option<&CallFacts>) {
-        use runtime::event::Classification;
+        use events::event::Classification;
         self.calls += 1;
         self.ok += usize::from(!c.result.is_error && !c.in_flight);
         self.errors += usize::from(c.result.is_error);
@@ -516,8 +514,8 @@ impl Totals {
 pub struct UsageTotals {
     responses: usize,
     total: Usage,
-    refusals: Vec<runtime::event::LlmRefusal>,
-    notes: Vec<runtime::event::LlmNote>,
+    refusals: Vec<events::event::LlmRefusal>,
+    notes: Vec<events::event::LlmNote>,
 }
 
 impl UsageTotals {
@@ -529,9 +527,9 @@ impl UsageTotals {
     /// Takes what the journal says of one response: its detail, its refusal, its notes.
     pub fn response(
         &mut self,
-        detail: Option<&runtime::event::LlmResponseDetail>,
-        refusal: Option<&runtime::event::LlmRefusal>,
-        notes: &[runtime::event::LlmNote],
+        detail: Option<&events::event::LlmResponseDetail>,
+        refusal: Option<&events::event::LlmRefusal>,
+        notes: &[events::event::LlmNote],
     ) {
         if let Some(d) = detail {
             self.add(&d.usage);
@@ -674,7 +672,7 @@ impl<W: Write> AuditWriter<W> {
     pub fn finish(
         mut self,
         usage: &UsageTotals,
-        imported: Option<&runtime::event::ImportSource>,
+        imported: Option<&events::event::ImportSource>,
     ) -> std::io::Result<W> {
         let t = &self.totals;
         if self.json {
@@ -710,7 +708,7 @@ impl<W: Write> AuditWriter<W> {
 
 /// An imported journal's source, for `audit --json`: the file, and every line kept out and
 /// every note with where it was.
-pub(crate) fn imported_json(source: &runtime::event::ImportSource) -> Value {
+pub(crate) fn imported_json(source: &events::event::ImportSource) -> Value {
     json!({
         "agent": source.agent,
         "file": source.file,
@@ -733,7 +731,7 @@ pub(crate) fn imported_json(source: &runtime::event::ImportSource) -> Value {
 }
 
 /// An imported journal's source, for people: the file, then what reading it found.
-fn imported_text(source: &runtime::event::ImportSource) -> String {
+fn imported_text(source: &events::event::ImportSource) -> String {
     let mut text = format!(
         "imported from {}'s session file {} ({} bytes, sha256 {}): {} lines kept out, {} notes\n",
         source.agent,
@@ -756,7 +754,7 @@ fn imported_text(source: &runtime::event::ImportSource) -> String {
 pub struct FirstReading {
     /// The streamed recovery, read only (its notes are for stderr).
     pub streamed: Streamed,
-    moved: std::collections::HashMap<runtime::event::CallRef, CallFacts>,
+    moved: std::collections::HashMap<events::event::CallRef, CallFacts>,
     /// The workspace the second reading probes too (`--probe`).
     prober: Option<std::sync::Arc<crate::probe::Prober>>,
 }
@@ -846,7 +844,7 @@ pub fn reread_into(
 struct TableSink<W: Write> {
     writer: AuditWriter<W>,
     usage: UsageTotals,
-    imported: Option<runtime::event::ImportSource>,
+    imported: Option<events::event::ImportSource>,
 }
 
 impl<W: Write> AuditSink for TableSink<W> {

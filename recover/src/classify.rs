@@ -13,16 +13,16 @@
 
 use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
 use crate::probe::{Probe, Prober};
-use history::layout::{layout, StepView, TurnView};
-use journal::ReadEnd;
-use runtime::event::{
+use events::event::{
     Answer, CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall,
     Recovery, Reply, Resources,
 };
-use runtime::replay::{CallReplay, SessionReplay};
-use runtime::result::error_content;
-use runtime::state::CallState;
-use runtime::ErrorCode;
+use events::replay::{CallReplay, SessionReplay};
+use events::result::error_content;
+use events::state::CallState;
+use events::ErrorCode;
+use history::layout::{layout, StepView, TurnView};
+use journal::ReadEnd;
 
 /// How the journal's bytes ended, as `classify --json` prints it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +134,7 @@ pub fn question_withdrawn_text() -> String {
 /// for an answer: recovery withdraws it, and [`question_withdrawn_text`] is its result.
 /// Approvals of other tools (`ask/pending`) are not questions to the model's `ask`.
 pub(crate) fn question_pending(c: &CallReplay) -> bool {
-    c.tool == runtime::session::ASK_TOOL
+    c.tool == events::ASK_TOOL
         && c.asks
             .last()
             .is_some_and(|a| a.answer.is_none() && a.structured.is_some())
@@ -144,7 +144,7 @@ pub(crate) fn question_pending(c: &CallReplay) -> bool {
 /// (`ask/reply`, answered).
 pub(crate) fn answered(c: &CallReplay) -> Option<&Answer> {
     match c.asks.last()?.reply.as_ref()? {
-        Reply::Answered(answer) if c.tool == runtime::session::ASK_TOOL => Some(answer),
+        Reply::Answered(answer) if c.tool == events::ASK_TOOL => Some(answer),
         _ => None,
     }
 }
@@ -302,7 +302,7 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
         }
         CallState::CancelledBeforeStart => {
             let reason = c.cancel_reason.unwrap_or_default();
-            let text = runtime::result::cancelled_message(reason, c.answered);
+            let text = events::result::cancelled_message(reason, c.answered);
             (
                 Some(Classification::ToolNotStarted),
                 error_result(

@@ -18,16 +18,16 @@
 //! ([`crate::classify::import_cut_short_text`]).
 
 use crate::classify::error_result;
-use import::{Agent, Call, Input, Item, Session, Source, Text, Verdict};
-use journal::{Backend, Journal, JournalError, Limits, Options, ReadEnd, Reader, Takeover};
-use runtime::event::{
+use events::event::{
     CallRef, CommittedResult, Event, ImportLine, ImportNote, ImportOutcome, ImportSource,
     ImportVerdict, ImportedDamage, ModelCall, ModelResponse, Record, SessionModel, SessionOpen,
     StepOutcome, StopReason, ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool,
     EVENT_SCHEMA_VERSION,
 };
-use runtime::result::error_content;
-use runtime::ErrorCode;
+use events::result::error_content;
+use events::ErrorCode;
+use import::{Agent, Call, Input, Item, Session, Source, Text, Verdict};
+use journal::{Backend, Journal, JournalError, Limits, Options, ReadEnd, Reader, Takeover};
 use std::collections::{BTreeSet, HashMap};
 
 /// What an import wrote.
@@ -826,7 +826,7 @@ fn tools(session: &Session) -> Vec<(String, String)> {
     // Cannot fail: the constant is JSON.
     let schema: serde_json::Value =
         serde_json::from_str(UNKNOWN_SCHEMA).expect("the unknown schema is JSON");
-    let hash = runtime::registry::schema_hash(&schema, None);
+    let hash = events::schema::schema_hash(&schema, None);
     names
         .into_iter()
         .map(|name| (name.to_owned(), hash.clone()))

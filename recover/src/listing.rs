@@ -10,7 +10,7 @@
 
 use crate::classify::{CallReport, End};
 use crate::session::ReportSink;
-use runtime::event::{Classification, Resources};
+use events::event::{Classification, Resources};
 use serde::Serialize;
 use std::io::Write;
 

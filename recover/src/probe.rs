@@ -15,10 +15,10 @@
 //! none) is `not_looked`, saying why: nothing was seen, so nothing is claimed. A plain file it
 //! cannot compare (unreadable, too large) is `no_evidence`, saying why: it may still be either.
 
-use runtime::event::Evidence;
-use runtime::replay::CallReplay;
-use runtime::tools::{beneath, Workspace};
-use runtime::ErrorCode;
+use confine::{beneath, Workspace};
+use events::event::Evidence;
+use events::replay::CallReplay;
+use events::ErrorCode;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -175,7 +175,7 @@ impl Prober {
     /// evidence, `applied`, `not_applied` or `changed`; else `no_evidence`.
     pub fn probe(&self, call: &CallReplay) -> Probe {
         for process in &call.processes {
-            if let Some(members) = runtime::process::still_running(process) {
+            if let Some(members) = events::process::still_running(process) {
                 let plural = if members == 1 { "" } else { "es" };
                 return Probe {
                     verdict: Verdict::Running,

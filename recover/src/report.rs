@@ -114,7 +114,7 @@ fn audit_calls(a: &Analysis) -> impl Iterator<Item = (&CallReport, Option<CallFa
 }
 
 /// The tools `session/open` names.
-fn opened_tools(a: &Analysis) -> &[runtime::event::ToolDescriptor] {
+fn opened_tools(a: &Analysis) -> &[events::event::ToolDescriptor] {
     a.replay.open.as_ref().map_or(&[], |o| o.tools.as_slice())
 }
 

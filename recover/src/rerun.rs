@@ -8,9 +8,9 @@
 //! are not run (nobody decided them), nor the built-in `ask` (recovery delivers its answer).
 
 use crate::classify::{Analysis, CallReport, WITHDRAWN_REASON};
-use runtime::event::{CallRef, Classification, Event, Recovery, RecoveryRerun, RerunPolicy};
-use runtime::registry::Registry;
-use runtime::state::CallState;
+use events::event::{CallRef, Classification, Event, Recovery, RecoveryRerun, RerunPolicy};
+use events::state::CallState;
+pub use events::tool::ToolNature;
 
 /// Whether the policy could run `c` again, by what the journal says (its tool still to be
 /// asked): a call of the interrupted step, approved and never started, or (under `safe`)
@@ -25,7 +25,7 @@ fn eligible(analysis: &Analysis, c: &CallReport, policy: RerunPolicy) -> bool {
         .replay
         .policy
         .as_ref()
-        .is_some_and(|p| p.fsync == runtime::event::SyncPolicy::Never);
+        .is_some_and(|p| p.fsync == events::event::SyncPolicy::Never);
     if unsynced {
         return false;
     }
@@ -39,7 +39,7 @@ fn eligible(analysis: &Analysis, c: &CallReport, policy: RerunPolicy) -> bool {
         }
         _ => false,
     };
-    in_step && by_state && c.tool != runtime::session::ASK_TOOL
+    in_step && by_state && c.tool != events::ASK_TOOL
 }
 
 /// The calls the policy could run again, before the tools are known: if there are none, a
@@ -53,14 +53,15 @@ pub fn candidates(analysis: &Analysis, policy: RerunPolicy) -> Vec<CallRef> {
         .collect()
 }
 
-/// The calls that run again, the tools known: a not-started call whose tool is registered;
-/// an unknown call whose tool declares itself idempotent (retry-safe) or read-only.
+/// The calls that run again, the tools known: a not-started call whose tool is registered
+/// (`tool` names it: `None` for a tool the resume does not have); an unknown call whose tool
+/// declares itself idempotent (retry-safe) or read-only.
 ///
 /// In plan mode (`plan_mode`: the journal's, or the resume's `--plan-mode`) only read-only
 /// tools run again: plan mode lets nothing else run, whatever was approved before the crash.
 pub fn choose(
     analysis: &Analysis,
-    registry: &Registry,
+    tool: impl Fn(&str) -> Option<ToolNature>,
     policy: RerunPolicy,
     plan_mode: bool,
 ) -> Vec<CallRef> {
@@ -68,14 +69,10 @@ pub fn choose(
         .calls
         .iter()
         .filter(|c| eligible(analysis, c, policy))
-        .filter(|c| match registry.lookup(&c.tool) {
+        .filter(|c| match tool(&c.tool) {
             None => false,
-            Some(entry) if plan_mode => entry.tool.is_read_only(),
-            Some(entry) => {
-                c.state == CallState::Approved
-                    || entry.tool.is_retry_safe()
-                    || entry.tool.is_read_only()
-            }
+            Some(nature) if plan_mode => nature.read_only,
+            Some(nature) => c.state == CallState::Approved || nature.retry_safe || nature.read_only,
         })
         .map(|c| c.call.clone())
         .collect()

@@ -8,8 +8,8 @@
 use crate::session::RecoverError;
 use crate::stream::Classifier;
 use crate::Place;
+use events::replay::ReplayError;
 use journal::{Limits, ReadEnd, Reader};
-use runtime::replay::ReplayError;
 
 /// A journal whose records all decode and fit: how it ends (clean, torn, or corrupt frames
 /// after `records` good records).

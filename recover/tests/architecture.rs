@@ -1,10 +1,12 @@
-//! recover never runs a tool (DESIGN.md I5): it reads events through `runtime`'s event types
-//! and `replay`, and has nothing of its own to run a call with. This test reads the dependency
-//! graph as `cargo metadata` gives it (not the source's text, which a renamed import would
-//! fool): among the workspace's crates recover reaches only `journal`, `history`, `runtime`,
-//! `pg` (the record store) and `import` (other agents' session files), never the crates that start tools or servers (`mcp`, the CLI,
-//! `fuzz`); its own dependencies hold no async executor and no process control; and it asks
-//! `runtime` for no optional feature.
+//! recover never runs a tool (DESIGN.md I5): it reads events through the journal's vocabulary
+//! (`events`: event types, the state machine, `replay`) and has nothing of its own to run a call
+//! with. This test reads the dependency graph as cargo gives it (not the source's text, which a
+//! renamed import would fool): among the workspace's crates recover reaches only `journal`,
+//! `history`, `events`, `confine` (the probe's confined reads) and `import` (other agents'
+//! session files), never the executor (`runtime`), the crates that start tools or servers
+//! (`mcp`, the CLI, `fuzz`) or the record store's driver; its own dependencies hold no async
+//! executor and no process control; and neither recover's nor the model adapters' whole tree
+//! (`cargo tree -e normal`) holds the executor's or a command line's crates.
 
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -84,9 +86,10 @@ fn recover_reaches_no_crate_that_runs_calls() {
             // Other agents' session files, read (`recover repair`): no executor either.
             "tooljournal-import",
             "tooljournal-journal",
-            // A journal in PostgreSQL: the record store, which runs no call.
-            "tooljournal-pg",
-            "tooljournal-runtime"
+            // The vocabulary: events, the state machine, replay.
+            "tooljournal-events",
+            // The workspace's confinement, which the probe reads through.
+            "tooljournal-confine",
         ]),
         "recover's workspace dependencies (never the model adapters: recover sends no request)"
     );
@@ -110,14 +113,70 @@ fn recover_reaches_no_crate_that_runs_calls() {
             "recover depends on {executor}: it would have the means to run a call ({direct:?})"
         );
     }
-    let runtime = normal_dependencies(recover)
-        .into_iter()
-        .find(|d| d["name"] == "tooljournal-runtime")
-        .expect("recover reads runtime's event types");
-    assert_eq!(
-        runtime["features"],
-        Value::Array(vec![]),
-        "recover asks runtime for no optional feature"
+}
+
+/// Every package a package's normal build links, by name, as `cargo tree -e normal` lists
+/// them (dev- and build-dependencies left out: they are not in what a user links).
+fn linked(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let out = std::process::Command::new(&cargo)
+        .args([
+            "tree", "-e", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .args(["--manifest-path", manifest, "-p", package])
+        .output()
+        .unwrap_or_else(|e| panic!("{cargo} tree: {e}"));
+    assert!(
+        out.status.success(),
+        "{cargo} tree -p {package} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        names.contains(package),
+        "cargo tree -p {package} did not list the package itself: {names:?}"
+    );
+    names
+}
+
+/// The executor and a command line's crates: what a reader of a journal, or a model adapter,
+/// must not link (a tool runner, its store, its schema checker, argument parsing, progress bars,
+/// a database driver).
+const EXECUTOR_AND_CLI: [&str; 8] = [
+    "tooljournal-runtime",
+    "tooljournal-mcp",
+    "sled",
+    "jsonschema",
+    "clap",
+    "indicatif",
+    "postgres",
+    "globset",
+];
+
+#[test]
+fn recover_and_the_model_adapters_link_no_executor_and_no_command_line() {
+    for package in [
+        "tooljournal-recover",
+        "tooljournal-llm",
+        "tooljournal-events",
+    ] {
+        let names = linked(package);
+        let found: Vec<&str> = EXECUTOR_AND_CLI
+            .into_iter()
+            .filter(|n| names.contains(*n))
+            .collect();
+        assert!(found.is_empty(), "{package} links {found:?}");
+    }
+    // The same listing finds them where they are linked: the recover command has both.
+    let cli = linked("tooljournal-recover-cli");
+    assert!(
+        cli.contains("clap") && cli.contains("postgres"),
+        "the recover command parses arguments and opens PostgreSQL journals: {cli:?}"
     );
 }
 

@@ -51,25 +51,17 @@
 pub mod agent;
 pub mod args;
 pub mod builder;
-pub mod code;
 mod config;
-pub mod display;
 mod error;
-pub mod event;
 pub mod eventlog;
 pub mod failpoint;
 pub mod hooks;
-pub mod model;
 mod pipeline;
-pub mod process;
 pub mod registry;
-pub mod replay;
-pub mod result;
 mod scheduler;
 pub mod secrets;
 pub mod session;
 pub mod spill;
-pub mod state;
 mod stats;
 pub mod takeover;
 #[cfg(feature = "testing")]
@@ -78,6 +70,10 @@ pub mod tool;
 pub mod tools;
 mod track;
 pub mod transcript;
+
+/// The journal's vocabulary (`tooljournal-events`), re-exported where the runtime's users
+/// have always found it.
+pub use events::{code, display, event, model, process, replay, result, state};
 
 pub use builder::{BuildError, LockedJournal, PreparedSession, SessionBuilder};
 pub use code::ErrorCode;

@@ -8,7 +8,7 @@
 use crate::args::Schema;
 use crate::event::{ToolDescriptor, ToolSource, VisibleTool};
 use crate::tool::Tool;
-use sha2::{Digest, Sha256};
+pub use events::schema::schema_hash;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -273,6 +273,15 @@ impl Registry {
             .or_else(|| self.parent.as_ref().and_then(|p| p.lookup(name)))
     }
 
+    /// What the tool `name` declares about running a call again (`None`: no such tool), as
+    /// `recover::rerun::choose` asks it.
+    pub fn nature(&self, name: &str) -> Option<events::tool::ToolNature> {
+        self.lookup(name).map(|entry| events::tool::ToolNature {
+            read_only: entry.tool.is_read_only(),
+            retry_safe: entry.tool.is_retry_safe(),
+        })
+    }
+
     /// Every visible tool, by name, as `session/open` records them.
     pub fn descriptors(&self) -> Vec<ToolDescriptor> {
         let mut visible: BTreeMap<String, Arc<Entry>> = BTreeMap::new();
@@ -334,16 +343,4 @@ fn source_server(source: &ToolSource) -> String {
         ToolSource::BuiltIn => "built-in".to_owned(),
         ToolSource::External { server } | ToolSource::Mcp { server, .. } => server.clone(),
     }
-}
-
-/// sha256 over the canonical JSON (serde_json sorts object keys) of both schemas: the hash
-/// `session/open`, `tool/schema` and `step/tools` name a tool's schemas by.
-pub fn schema_hash(input: &serde_json::Value, output: Option<&serde_json::Value>) -> String {
-    let mut h = Sha256::new();
-    h.update(input.to_string().as_bytes());
-    h.update(b"\n");
-    if let Some(o) = output {
-        h.update(o.to_string().as_bytes());
-    }
-    hex::encode(h.finalize())
 }

@@ -345,6 +345,12 @@ pub struct ToolError {
     pub side_effects: Vec<SideEffect>,
 }
 
+impl From<confine::Refusal> for ToolError {
+    fn from(refusal: confine::Refusal) -> ToolError {
+        ToolError::new(refusal.code, refusal.message)
+    }
+}
+
 impl ToolError {
     /// A failure with this code and message, not retryable, no side effects.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ToolError {

@@ -18,7 +18,7 @@ pub fn recover_bin() -> &'static Path {
                 "build",
                 "-q",
                 "-p",
-                "tooljournal-recover",
+                "tooljournal-recover-cli",
                 "--bin",
                 "recover",
             ])
@@ -32,7 +32,7 @@ pub fn recover_bin() -> &'static Path {
         let out = build.output().expect("cargo runs");
         assert!(
             out.status.success(),
-            "cargo build -p tooljournal-recover failed:\n{}",
+            "cargo build -p tooljournal-recover-cli failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         let bin = profile_dir.join("recover");

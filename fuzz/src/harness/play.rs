@@ -467,7 +467,12 @@ pub(crate) fn resume(
     );
     let parts = parts(harness, case.parallel_max, &ground)?;
     let analysis = analyze_probing(replay.clone(), &end, dropped, false, None);
-    let chosen = choose(&analysis, &parts.registry, policy, replay.plan_mode);
+    let chosen = choose(
+        &analysis,
+        |tool| parts.registry.nature(tool),
+        policy,
+        replay.plan_mode,
+    );
     let events = recovery_events(&analysis, &chosen, policy);
     rt.block_on(async {
         let (journal, _) = Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
+use events::model::{ModelError, ModelEvent};
 use futures_util::{stream, StreamExt};
-use runtime::model::{ModelError, ModelEvent};
 use tooljournal_llm::{decode, Format};
 
 /// A file of `tests/data`.

@@ -9,7 +9,7 @@
 use crate::classify::Analysis;
 use crate::conversation::ToolSpec;
 use crate::providers::{request_body, validate, Format, History, Violation};
-use runtime::event::{ToolSchema, VisibleTool};
+use events::event::{ToolSchema, VisibleTool};
 use std::collections::BTreeMap;
 
 pub mod streamed;
@@ -147,7 +147,7 @@ pub fn body(a: &Analysis, format: Format) -> Result<Rebuilt, InvalidBody> {
 
 /// What `rebuild` says when the model's last answer was a refusal: the body ends with what it
 /// said, and the provider's reason is not in it.
-pub(crate) fn refusal_note(refusal: &runtime::event::LlmRefusal) -> String {
+pub(crate) fn refusal_note(refusal: &events::event::LlmRefusal) -> String {
     let said = match refusal.explanation.trim() {
         "" => String::new(),
         text => format!(": {text}"),

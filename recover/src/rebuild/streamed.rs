@@ -32,7 +32,7 @@ use crate::layout::{Layout, StepView};
 use crate::providers::{BodyWriter, Format, Header, IdSurvey};
 use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{Classifier, ClosedStep, Mode, Notice};
-use runtime::event::{CallRef, ContextCompacted, SessionModel, ToolSchema, VisibleTool};
+use events::event::{CallRef, ContextCompacted, SessionModel, ToolSchema, VisibleTool};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
@@ -48,7 +48,7 @@ struct Survey {
     any_step: bool,
     ids: IdSurvey,
     /// The last step the model answered: refused (`llm/refusal`), or not.
-    last_refusal: Option<runtime::event::LlmRefusal>,
+    last_refusal: Option<events::event::LlmRefusal>,
 }
 
 impl Survey {

@@ -2,8 +2,8 @@
 //! exit-code class `main` gives it (1 I/O, 2 corrupt, 3 newer), so that callers match on a type
 //! instead of reading messages.
 
+use events::replay::ReplayError;
 use journal::JournalError;
-use runtime::replay::ReplayError;
 use std::path::{Path, PathBuf};
 
 /// Why recovery could not be done. `recover`'s `main` turns each into its exit code: 1 for the

@@ -35,11 +35,11 @@ use crate::classify::{analyze_probing, Analysis};
 use crate::probe::Prober;
 use crate::Place;
 use changes::{notes, Changes};
+use events::replay::ReplayError;
 use journal::{Backend, Limits, ReadEnd, Storage};
 use prepare::prepare;
 use progress::Progress;
 use repair::{append_recovery, repair};
-use runtime::replay::ReplayError;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -121,10 +121,10 @@ pub fn recover_reporting_probing(
 fn replay_with_progress(
     backend: &Backend,
     progress: &dyn Fn(u64, u64),
-) -> Result<(runtime::replay::SessionReplay, ReadEnd), ReplayError> {
+) -> Result<(events::replay::SessionReplay, ReadEnd), ReplayError> {
     let mut progress = Progress::new(backend, progress)?;
     let mut reader = journal::Reader::open_backend(backend, Limits::default())?;
-    let mut replayer = runtime::replay::Replayer::new();
+    let mut replayer = events::replay::Replayer::new();
     for record in reader.by_ref() {
         let record = record?;
         replayer.apply(&record)?;

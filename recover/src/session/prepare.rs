@@ -5,8 +5,8 @@
 
 use super::error::{io_failed, journal_failed};
 use super::RecoverError;
+use events::event::{Event, Record};
 use journal::{Backend, Journal, JournalError, Limits, Storage, Takeover, WriterLock};
-use runtime::event::{Event, Record};
 use std::path::Path;
 
 /// How long a lock may outlive its writer: a child the writer forked holds an inherited copy of

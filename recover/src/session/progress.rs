@@ -1,8 +1,8 @@
 //! Bytes read so far, segments laid end to end, for people watching a long journal: shared by
 //! the whole-session and the streaming readers.
 
+use events::replay::ReplayError;
 use journal::{Backend, JournalError};
-use runtime::replay::ReplayError;
 
 /// Bytes read so far (segments laid end to end), told every MiB and at the end.
 pub(super) struct Progress<'a> {

@@ -6,9 +6,9 @@ use super::changes::{unrecorded_cut, EarlierCut};
 use super::error::{io_failed, journal_failed};
 use super::prepare::Prepared;
 use super::RecoverError;
+use events::clock::{Clock, SystemClock};
+use events::event::{CallRef, Event, Record, Recovery};
 use journal::{Backend, Journal, JournalError, Options, ReadEnd};
-use runtime::event::{CallRef, Event, Record, Recovery};
-use runtime::eventlog::{Clock, SystemClock};
 use std::path::Path;
 
 /// What this run did to the bytes once the whole journal was read and found not corrupt.

@@ -8,8 +8,8 @@ use super::{RecoverError, Recovered};
 use crate::classify::analyze_probing;
 use crate::probe::Prober;
 use crate::Place;
+use events::event::{CallRef, Record};
 use journal::{Limits, ReadEnd};
-use runtime::event::{CallRef, Record};
 use std::path::Path;
 
 /// What `--salvage` passed over to read a corrupt journal.
@@ -53,7 +53,7 @@ pub fn salvage_probing(
     let (live, read_only_because) = liveness(&backend);
     let mut reader = journal::Reader::open_salvaging_backend(&backend, Limits::default())
         .map_err(|e| journal_failed(dir, e))?;
-    let mut replayer = runtime::replay::Replayer::new();
+    let mut replayer = events::replay::Replayer::new();
     let mut salvage = Salvage::default();
     for record in reader.by_ref() {
         let record = record.map_err(|e| journal_failed(dir, e))?;

@@ -11,9 +11,9 @@ use crate::classify::{CallReport, End};
 use crate::probe::Prober;
 use crate::stream::{Classifier, Mode};
 use crate::Place;
+use events::event::{CallRef, Classification, Recovery};
+use events::replay::ReplayError;
 use journal::{Backend, Limits, ReadEnd, Storage};
-use runtime::event::{CallRef, Classification, Recovery};
-use runtime::replay::ReplayError;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -88,7 +88,7 @@ pub struct Streamed {
     pub recovery: Option<Recovery>,
     /// Process groups of calls that never settled (none killed by a resume): they may still
     /// run. Not part of stdout: whether they run is the world's state, not the journal's.
-    pub processes: Vec<(CallRef, runtime::event::ProcessStarted)>,
+    pub processes: Vec<(CallRef, events::event::ProcessStarted)>,
 }
 
 impl Streamed {

@@ -1,9 +1,9 @@
 //! Streaming classification: what [`analyze`](crate::classify::analyze) says about every call,
 //! without keeping the session in memory.
 //!
-//! `analyze` works on a whole [`runtime::replay::SessionReplay`]: every turn, step and call of
+//! `analyze` works on a whole [`events::replay::SessionReplay`]: every turn, step and call of
 //! the journal, kept until the end. `recover classify` needs none of that once a call is
-//! finished, so this [`Classifier`] runs the same replay rules (`runtime::replay::Replayer`,
+//! finished, so this [`Classifier`] runs the same replay rules (`events::replay::Replayer`,
 //! so the same checks and the same errors, naming the same seq and position) over a
 //! [`Retain`] policy, `OpenCalls`, that keeps only what can still change:
 //!
@@ -32,15 +32,15 @@ use crate::classify::{
     probe_started, question_pending, CallReport, End, Unfinished,
 };
 use crate::probe::Prober;
-use journal::ReadEnd;
-use notice::{final_result, keep_result, Kept};
-pub use notice::{CallFacts, CallTimes, ClosedStep, Mode, Moment, MomentKind, Notice};
-use runtime::event::{
+use events::event::{
     CallRef, Classification, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome,
     TurnOutcome,
 };
-use runtime::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, TurnCursor};
-use runtime::state::CallState;
+use events::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, TurnCursor};
+use events::state::CallState;
+use journal::ReadEnd;
+use notice::{final_result, keep_result, Kept};
+pub use notice::{CallFacts, CallTimes, ClosedStep, Mode, Moment, MomentKind, Notice};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -340,7 +340,7 @@ impl Retain for OpenCalls {
         }
     }
 
-    fn session_opened(&mut self, open: runtime::event::SessionOpen) {
+    fn session_opened(&mut self, open: events::event::SessionOpen) {
         self.opened = true;
         self.notice(Notice::Opened(open.tools));
     }
@@ -426,7 +426,7 @@ impl Retain for OpenCalls {
             if audit {
                 // The audit shows who allowed it and what it did, not what it returned.
                 if let Some(o) = c.outcome.as_mut() {
-                    o.content = runtime::event::Text::Inline(String::new());
+                    o.content = events::event::Text::Inline(String::new());
                     o.value = None;
                     o.details = None;
                 }
@@ -481,19 +481,19 @@ impl Retain for OpenCalls {
         self.last_recovery_dropped = Some(recovery.dropped_bytes);
     }
 
-    fn session_model(&mut self, model: runtime::event::SessionModel) {
+    fn session_model(&mut self, model: events::event::SessionModel) {
         self.notice(Notice::Model(model));
     }
 
-    fn tool_schema(&mut self, schema: runtime::event::ToolSchema) {
+    fn tool_schema(&mut self, schema: events::event::ToolSchema) {
         self.notice(Notice::Schema(schema));
     }
 
-    fn context_compacted(&mut self, compacted: runtime::event::ContextCompacted) {
+    fn context_compacted(&mut self, compacted: events::event::ContextCompacted) {
         self.notice(Notice::Compacted(compacted));
     }
 
-    fn import_source(&mut self, source: runtime::event::ImportSource) {
+    fn import_source(&mut self, source: events::event::ImportSource) {
         self.imported = true;
         self.notice(Notice::Imported(source));
     }
@@ -510,7 +510,7 @@ pub struct Finished {
     /// exactly what [`analyze`](crate::classify::analyze) gives.
     pub recovery: Option<Recovery>,
     /// Process groups of calls that never settled and that no resume killed: they may still
-    /// run ([`runtime::process::still_running`] says).
+    /// run ([`events::process::still_running`] says).
     pub processes: Vec<(CallRef, ProcessStarted)>,
 }
 
@@ -819,8 +819,8 @@ fn model_index(response: Option<&ModelResponse>, call_id: &str) -> usize {
 /// The bytes of a call's outcome content and parsed arguments.
 fn payload_bytes(c: &CallReplay) -> usize {
     let content = match c.outcome.as_ref().map(|o| &o.content) {
-        Some(runtime::event::Text::Inline(text)) => text.len(),
-        Some(runtime::event::Text::Preview { head, tail, .. }) => head.len() + tail.len(),
+        Some(events::event::Text::Inline(text)) => text.len(),
+        Some(events::event::Text::Preview { head, tail, .. }) => head.len() + tail.len(),
         None => 0,
     };
     content + c.arguments.as_ref().map_or(0, String::len)

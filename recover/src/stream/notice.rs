@@ -6,14 +6,14 @@
 //! at a time is one record's worth, not the session.
 
 use crate::classify::CallReport;
-use runtime::code::ErrorCode;
-use runtime::event::{
+use events::code::ErrorCode;
+use events::event::{
     Approval, CallRef, ContextCompacted, Evidence, LlmResponseDetail, ModelResponse,
     ProcessStarted, SessionModel, SideEffect, StepOutcome, ToolDescriptor, ToolSchema, TurnOutcome,
     VisibleTool,
 };
-use runtime::replay::{AskRecord, CallReplay};
-use runtime::state::CallState;
+use events::replay::{AskRecord, CallReplay};
+use events::state::CallState;
 use std::collections::HashMap;
 
 /// What a classifier is read for: what it keeps and hands out besides the reports.
@@ -61,7 +61,7 @@ pub enum Notice {
     /// A moment a timeline draws ([`Mode::Audit`] only).
     Moment(Moment),
     /// `import/source`: the journal was imported from another agent's session file.
-    Imported(runtime::event::ImportSource),
+    Imported(events::event::ImportSource),
 }
 
 /// A moment of the session, as `audit --html` draws it: when, and what.
@@ -164,9 +164,9 @@ pub struct ClosedStep {
     /// What came with the response.
     pub detail: Option<LlmResponseDetail>,
     /// Why the response was refused (`llm/refusal`).
-    pub refusal: Option<runtime::event::LlmRefusal>,
+    pub refusal: Option<events::event::LlmRefusal>,
     /// What the adapter noticed in it (`llm/note`).
-    pub notes: Vec<runtime::event::LlmNote>,
+    pub notes: Vec<events::event::LlmNote>,
     /// Its calls in journal order: each call's id and, in [`Mode::Write`], its result's content
     /// and whether it is an error when the result was final as the step closed (`None`: decided
     /// later, by a later `recovery` or at the end of the journal).
@@ -197,7 +197,7 @@ pub struct CallFacts {
     /// When each of its state changes was written.
     pub times: CallTimes,
     /// Read from another agent's session file: its lines and verdict.
-    pub imported: Option<runtime::replay::ImportedCall>,
+    pub imported: Option<events::replay::ImportedCall>,
 }
 
 /// When a call's state changes were written: wall-clock milliseconds since the Unix epoch.

@@ -10,9 +10,9 @@ use crate::audit::{
 use crate::classify::CallReport;
 use crate::report::resource_list;
 use crate::stream::{CallFacts, ClosedStep};
-use runtime::code::ErrorCode;
-use runtime::event::{Classification, StepOutcome, StopReason};
-use runtime::state::CallState;
+use events::code::ErrorCode;
+use events::event::{Classification, StepOutcome, StopReason};
+use events::state::CallState;
 use serde_json::{json, Value};
 
 /// The longest arguments and result shown (characters); the item says how long they were.

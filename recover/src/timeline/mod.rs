@@ -19,9 +19,9 @@ mod pages;
 use crate::audit::{AuditCall, AuditSink, FirstReading, Totals, UsageTotals};
 use crate::session::RereadError;
 use crate::stream::{MomentKind, Notice};
+use events::event::{StepOutcome, ToolDescriptor, TurnOutcome};
 use page::{Counted, PAGE_CLOSE};
 use pages::{Item, Pages, PAGES_UNCHARGED, PAGE_OVERHEAD_BYTES};
-use runtime::event::{StepOutcome, ToolDescriptor, TurnOutcome};
 use serde_json::{json, Value};
 use std::io::Write;
 
@@ -452,7 +452,7 @@ impl Summary {
             "pages": pages.count(),
             "bytes_max": bytes_max,
             // The characters the page shows as escapes, as the terminal displays do.
-            "hidden": runtime::display::HIDDEN_RANGES,
+            "hidden": events::display::HIDDEN_RANGES,
         })
     }
 }

@@ -64,9 +64,7 @@ pub(super) fn html_text(s: &str) -> String {
             '\'' => out.push_str("&#39;"),
             '/' => out.push_str("&#47;"),
             c if c.is_control() => out.push(' '),
-            c if runtime::display::is_hidden(c) => {
-                out.push_str(&format!("\\u{{{:04X}}}", c as u32))
-            }
+            c if events::display::is_hidden(c) => out.push_str(&format!("\\u{{{:04X}}}", c as u32)),
             c => out.push(c),
         }
     }

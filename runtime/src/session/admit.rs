@@ -25,9 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The listener name plan-mode denials carry.
 pub const PLAN_MODE_POLICY: &str = "plan-mode";
-
-/// The built-in tool whose calls are questions to the user.
-pub const ASK_TOOL: &str = "ask";
+pub use events::ASK_TOOL;
 
 impl Session {
     /// received → parsed → approved, or → rejected: everything up to the decision to run.

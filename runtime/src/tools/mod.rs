@@ -5,13 +5,11 @@
 
 pub mod ask;
 pub mod bash;
-pub mod beneath;
 pub mod fs;
 pub(crate) mod search;
 pub mod todo;
-pub mod workspace;
 
-pub use workspace::{sha256_hex, Workspace};
+pub use confine::{beneath, sha256_hex, workspace, Workspace};
 
 use crate::event::ToolSource;
 use crate::registry::{Registry, RegistryError};
