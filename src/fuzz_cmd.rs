@@ -1,37 +1,23 @@
-//! `tooljournal fuzz --script FILE`: a transcript run many times with the real built-in and MCP
-//! tools, each time on a fresh copy of a template workspace, with what goes wrong around it
-//! drawn by the user fuzz harness (`tooljournal_fuzz::harness`): the user stopping a step, the
-//! approvals' answers, the journal's (simulated) disk failing or losing power, a resume. Every
-//! case is checked against the runtime's invariants and the truth property over the files the
-//! transcript's `write` and `edit` calls name ([`WorkspaceWorld`]).
+//! `tooljournal fuzz`: runs `tooljournal-fuzz`, the binary installed beside this one, with the
+//! same arguments, once the configuration file has been checked as every command checks it.
 //!
-//! Why the real clock with cancels at events only: real tools take real time, so a cancel "after
-//! 20 ms" would land at a different point of a real command from one run to the next; a cancel
-//! at step start or the moment a body begins lands at the same point every time, so one seed
-//! gives one report (DESIGN.md §12, *Real tools, real clock*).
-//!
-//! Limits, said in `--help` and README too: a `bash` call, or an MCP call the configuration does
-//! not declare read-only, may have changed any watched file, so after one the check knows those
-//! files only as far as later `write` and `edit` calls set them; the workspace's files are real,
-//! so they are not subject to the simulated power loss. MCP servers start afresh for every
-//! session, in the workspace unless the configuration says where (`fuzz_world`).
+//! Why another binary: the fuzz harness is test machinery (proptest's strategies and shrinking,
+//! tokio's paused clock, the runtime's `testing` feature: a manual clock and failpoints that can
+//! be armed). Linked into this binary, it would have turned that feature on in the runtime every
+//! session of `run`, `resume` and `chat` runs on, since cargo builds a crate once per binary
+//! with the union of the features asked of it. `tooljournal-fuzz` (package `tooljournal-fuzz`)
+//! ships the harness, and this binary keeps the command line: it replaces itself with the other
+//! (`exec`), so the exit status, signals and the terminal are the other's own
+//! (`tests/release_deps.rs` checks that nothing of the harness is linked here).
 
 use crate::config;
-use crate::fuzz_world::{CaseWorld, Servers};
-use crate::run::{failed, state_root, tokio_runtime};
+use crate::run::failed;
 use crate::CliError;
-use fuzz::harness::{
-    turns_of, written_paths, Budget, Clock, Harness, Progress, ToolFactory, Turn, WorkspaceWorld,
-};
-use runtime::event::ToolSource;
-use runtime::tool::Tool;
-use runtime::tools::Workspace;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-/// Cases a campaign runs when neither `--cases` nor `--seconds` bounds it.
-pub const CASES_DEFAULT: u64 = 100;
+/// The binary `fuzz` runs, looked for in this binary's directory.
+pub const FUZZ_BIN: &str = "tooljournal-fuzz";
 
 pub struct FuzzArgs {
     /// The transcript.
@@ -48,197 +34,93 @@ pub struct FuzzArgs {
     pub config: Option<PathBuf>,
 }
 
-/// Bad input: the transcript or the template cannot be used (exit 2).
-fn bad_input(message: String) -> CliError {
-    CliError::BadInput(message)
+impl FuzzArgs {
+    /// The arguments again, as `tooljournal-fuzz` takes them (`--flag=VALUE`: a value that
+    /// begins with `-` stays a value).
+    fn to_args(&self) -> Vec<OsString> {
+        fn flag(name: &str, value: impl AsRef<std::ffi::OsStr>) -> OsString {
+            let mut arg = OsString::from(format!("--{name}="));
+            arg.push(value);
+            arg
+        }
+        let mut args = vec![flag("script", &self.script)];
+        if let Some(template) = &self.workspace_template {
+            args.push(flag("workspace-template", template));
+        }
+        for (name, value) in [
+            ("seconds", self.seconds),
+            ("cases", self.cases),
+            ("seed", self.seed),
+        ] {
+            if let Some(value) = value {
+                args.push(flag(name, value.to_string()));
+            }
+        }
+        if let Some(config) = &self.config {
+            args.push(flag("config", config));
+        }
+        args
+    }
 }
 
 pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
-    let turns = load_turns(&args.script)?;
-    if let Some(template) = &args.workspace_template {
-        match std::fs::metadata(template) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(bad_input(format!(
-                    "{}: the workspace template is not a directory",
-                    template.display()
-                )))
-            }
-            Err(e) => {
-                return Err(bad_input(format!(
-                    "{}: cannot read the workspace template: {e}",
-                    template.display()
-                )))
-            }
-        }
-    }
-    let loaded = config::load(args.config.as_deref())?;
-    let seed = args.seed.unwrap_or_else(seed_from_clock);
-    // First, so that a campaign stopped halfway can still be replayed.
-    outln!("first seed {seed}")?;
-
-    let temp = tempfile::Builder::new()
-        .prefix("tooljournal-fuzz-")
-        .tempdir()
-        .map_err(|e| failed(format!("cannot make a temporary directory: {e}")))?;
-    let dir = temp.path().join("workspace");
-    let world = WorkspaceWorld::new(
-        args.workspace_template.clone(),
-        dir.clone(),
-        written_paths(&turns),
-    );
-    // Once here, so that a template that cannot be copied is reported, not met mid-campaign.
-    world
-        .try_reset()
-        .map_err(|e| match &args.workspace_template {
-            Some(t) => bad_input(format!(
-                "cannot copy the workspace template {}: {e}",
-                t.display()
-            )),
-            None => failed(format!("cannot make the workspace {}: {e}", dir.display())),
-        })?;
-
-    // The servers' transports run on this runtime, kept alive for the whole campaign; each case
-    // runs on a runtime of its own and talks to them through it.
-    let rt = tokio_runtime()?;
-    let servers = Arc::new(Servers::new(
-        rt.handle().clone(),
-        loaded.config,
-        temp.path().to_owned(),
-        dir.clone(),
-    ));
-    let forbidden: Vec<PathBuf> = state_root().into_iter().collect();
-
-    let mut harness = Harness::new();
-    let settings = harness.settings_mut();
-    settings.clock = Clock::Real;
-    settings.plan.timed_cancels = false;
-    // A call's time limit as `tooljournal run` has it: real tools, real time.
-    settings.timeout_ms = runtime::Config::default().timeout_ms;
-    // And as long to stop after a cancel: a real command takes real time to stop.
-    settings.cancel_grace_ms = runtime::Config::default().cancel_grace_ms;
-    let factory_dir = dir.clone();
-    let factory_servers = servers.clone();
-    // Every session gets its own servers, as every run of `tooljournal` does.
-    let factory: ToolFactory = Arc::new(move || {
-        let ws = Workspace::new(&factory_dir, &forbidden)
-            .map_err(|e| format!("the workspace {}: {e}", factory_dir.display()))?;
-        let mut tools: Vec<(Arc<dyn Tool>, ToolSource)> = runtime::tools::builtins(&Arc::new(ws))
-            .into_iter()
-            .map(|t| (t, ToolSource::BuiltIn))
-            .collect();
-        tools.extend(factory_servers.restart()?);
-        Ok(tools)
-    });
-    // Every tool acts on the workspace as far as the check knows, save those that say they
-    // only read: a `bash` or MCP call may have changed any watched file.
-    // (Its servers starting is also where a server that cannot start is reported.)
-    let tools = factory().map_err(failed)?;
-    let read_only = tools
-        .iter()
-        .filter(|(t, _)| t.is_read_only())
-        .map(|(t, _)| t.name().to_owned());
-    let world = CaseWorld {
-        files: world.reading_only(read_only),
-        servers: servers.clone(),
-    };
-    let names: Vec<String> = tools.iter().map(|(t, _)| t.name().to_owned()).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    harness.tools_each_session(factory);
-    harness.observe(world, &names);
-    // Calls of unknown outcome are probed in the workspace as the crash left it, as
-    // `recover --probe` would, and the verdicts held to what the bodies did.
-    harness.probe(&dir);
-
-    let budget = Budget {
-        first_seed: seed,
-        cases: match (args.cases, args.seconds) {
-            (Some(n), _) => n,
-            (None, Some(_)) => u64::MAX,
-            (None, None) => CASES_DEFAULT,
-        },
-        deadline: args
-            .seconds
-            .map(|s| Instant::now() + Duration::from_secs(s)),
-    };
-    let bar = progress_bar(budget.cases);
-    let report = harness.campaign_with(&harness.script_cases(turns), budget, &mut |p: Progress| {
-        if let Some(bar) = &bar {
-            bar.set_position(p.ran);
-            bar.set_message(format!("violations: {}", p.violations));
-        }
-    });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    servers.stop();
-
-    // The report opens with the seed, already printed.
-    let text = report.to_string();
-    let first = format!("first seed {seed}\n");
-    outln!("{}", text.strip_prefix(&first).unwrap_or(&text))?;
-    match &report.found {
-        Some(found) => Err(failed(format!(
-            "a violation at seed {} (replay it: --seed {} --cases 1)",
-            found.seed, found.seed
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// The transcript's turns; every way it cannot be used names the file (and the line).
-fn load_turns(path: &Path) -> Result<Vec<Turn>, CliError> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        bad_input(format!(
-            "{}: cannot read the transcript: {e}",
-            path.display()
+    // The whole file, every table and key, with the messages every command gives;
+    // `tooljournal-fuzz` reads only its MCP servers.
+    config::load(args.config.as_deref())?;
+    let exe = std::env::current_exe().map_err(|e| {
+        failed(format!(
+            "cannot tell where this binary is, to run {FUZZ_BIN}: {e}"
         ))
     })?;
-    // Read line by line: a line over the limit is refused before it is all in memory.
-    let lines = runtime::transcript::read_script(
-        std::io::BufReader::new(file),
-        &path.display().to_string(),
-    )
-    .map_err(bad_input)?;
-    let turns = turns_of(&lines).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
-    if turns.is_empty() {
-        return Err(bad_input(format!(
-            "{}: no user line: there is nothing to run",
-            path.display()
+    let bin = exe.parent().unwrap_or(Path::new(".")).join(FUZZ_BIN);
+    if !bin.is_file() {
+        return Err(failed(format!(
+            "`tooljournal fuzz` runs the fuzz harness, the binary {FUZZ_BIN}, and there is none \
+             at {}: install it beside tooljournal (`cargo install tooljournal-fuzz`; in a \
+             checkout, `cargo build -p tooljournal-fuzz` builds it beside this one)",
+            bin.display()
         )));
     }
-    Ok(turns)
+    // What every process started for a tool is given back: the core size limit this process
+    // set to 0 when it sealed itself (`tooljournal-fuzz` seals its own process, and passes the
+    // limit on to the tools it starts). The secrets were taken out of the environment first
+    // (`main`), so the other binary never sees them.
+    runtime::secrets::before_exec().map_err(|e| {
+        failed(format!(
+            "cannot prepare {} to run as a tool's process is prepared: {e}",
+            bin.display()
+        ))
+    })?;
+    let e = std::os::unix::process::CommandExt::exec(
+        std::process::Command::new(&bin).args(args.to_args()),
+    );
+    Err(failed(format!("cannot run {}: {e}", bin.display())))
 }
 
-/// A seed nobody chose: the clock's nanoseconds.
-fn seed_from_clock() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        // Truncated: any 64 bits of it make a seed.
-        .map_or(0, |d| d.as_nanos() as u64)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A bar on stderr when it is a terminal (a spinner when only `--seconds` bounds the campaign);
-/// nothing otherwise.
-fn progress_bar(cases: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return None;
+    #[test]
+    fn every_argument_given_is_passed_on_and_a_value_that_looks_like_a_flag_stays_a_value() {
+        let args = FuzzArgs {
+            script: "-odd.jsonl".into(),
+            workspace_template: Some("t".into()),
+            seconds: None,
+            cases: Some(3),
+            seed: Some(0),
+            config: Some("c.toml".into()),
+        };
+        assert_eq!(
+            args.to_args(),
+            [
+                "--script=-odd.jsonl",
+                "--workspace-template=t",
+                "--cases=3",
+                "--seed=0",
+                "--config=c.toml"
+            ]
+            .map(OsString::from)
+        );
     }
-    let (bar, template) = if cases == u64::MAX {
-        (
-            indicatif::ProgressBar::new_spinner(),
-            "{spinner} {pos} cases, {msg} [{elapsed}]",
-        )
-    } else {
-        (
-            indicatif::ProgressBar::new(cases),
-            "{wide_bar} {pos}/{len} cases, {msg} [{elapsed}, {eta} left]",
-        )
-    };
-    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-        bar.set_style(style);
-    }
-    bar.enable_steady_tick(Duration::from_millis(200));
-    Some(bar)
 }

@@ -2,8 +2,9 @@
 //!
 //! This file parses arguments and is the one place that turns errors into exit codes
 //! (DESIGN.md §10): 0 success, 1 usage or I/O error, 2 corrupt journal, 3 a journal written by
-//! a newer tooljournal (docs/FORMAT.md, *Versioning*). `fuzz` says 1 also when it found a
-//! violation, and 2 when its transcript or workspace template cannot be used.
+//! a newer tooljournal (docs/FORMAT.md, *Versioning*). `fuzz` becomes `tooljournal-fuzz`
+//! (`fuzz_cmd`), which says 1 also when it found a violation, and 2 when its transcript or
+//! workspace template cannot be used.
 
 /// `println!` for a person: returns [`CliError::StdoutClosed`] instead of panicking on a
 /// closed pipe, and shows control, bidi and invisible characters as escapes
@@ -23,7 +24,6 @@ mod chat;
 mod config;
 mod demo;
 mod fuzz_cmd;
-mod fuzz_world;
 mod journal_cmd;
 mod journal_copy;
 mod location;
@@ -316,9 +316,6 @@ pub enum CliError {
     Failed(String),
     /// The journal is corrupt (not merely torn): exit 2.
     Corrupt(String),
-    /// `fuzz`'s transcript or template cannot be used, so nothing was fuzzed: exit 2, apart from
-    /// 1 (a violation found), so a pipeline tells "found a bug" from "could not run".
-    BadInput(String),
     /// The journal was written by a newer tooljournal (a newer event schema): exit 3.
     Newer(String),
     /// Whoever reads our stdout went away (`| head`): stop quietly, exit 0.
@@ -328,10 +325,7 @@ pub enum CliError {
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CliError::Failed(m)
-            | CliError::Corrupt(m)
-            | CliError::BadInput(m)
-            | CliError::Newer(m) => f.write_str(m),
+            CliError::Failed(m) | CliError::Corrupt(m) | CliError::Newer(m) => f.write_str(m),
             CliError::StdoutClosed => f.write_str("stdout closed"),
         }
     }
@@ -543,7 +537,7 @@ fn main() -> ExitCode {
             eprintln!("error: {}", runtime::display::visible(&message));
             ExitCode::from(1)
         }
-        Err(CliError::Corrupt(message) | CliError::BadInput(message)) => {
+        Err(CliError::Corrupt(message)) => {
             eprintln!("error: {}", runtime::display::visible(&message));
             ExitCode::from(2)
         }

@@ -161,7 +161,7 @@ fn start_servers(
 
 /// Starts every configured MCP server with `start`, in the configuration's order; on the first
 /// failure, the servers already started are stopped and the failure returned.
-pub(crate) fn start_all<E>(
+fn start_all<E>(
     rt: &tokio::runtime::Handle,
     config: &FileConfig,
     mut start: impl FnMut(&str, &mcp::ServerConfig) -> Result<mcp::McpServer, E>,

@@ -10,6 +10,8 @@
 //! `t1` `ABORTED_BEFORE_DISPATCH` for every n. Each `sleep 30` carries `timeout_ms` 200, so a
 //! case nobody stops never waits for it (it ends `TIMEOUT`).
 
+#[path = "common/fuzz_bin.rs"]
+mod fuzz_bin;
 #[path = "mcp/support.rs"]
 mod support;
 
@@ -37,7 +39,7 @@ fn text(bytes: &[u8]) -> String {
 /// `tooljournal fuzz ARGS`, with no configuration file of the user's in the way.
 fn fuzz(args: &[&str]) -> Output {
     let config_home = tempfile::tempdir().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+    Command::new(fuzz_bin::tooljournal())
         .arg("fuzz")
         .args(args)
         .env("XDG_CONFIG_HOME", config_home.path())
@@ -189,6 +191,52 @@ fn a_transcript_that_cannot_be_used_exits_2_naming_the_file_and_line() {
         ],
         &[template.to_str().unwrap()],
     );
+}
+
+/// `tooljournal fuzz` is `tooljournal-fuzz` found beside the binary: a copy of `tooljournal`
+/// alone in a directory still checks the configuration file whole, as every command does (an
+/// unknown key that `tooljournal-fuzz` itself would not read is refused, exit 1), and then says
+/// where it looked for the harness; its help needs no harness.
+#[test]
+fn without_the_harness_beside_it_fuzz_checks_the_configuration_then_names_the_missing_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("tooljournal");
+    std::fs::copy(env!("CARGO_BIN_EXE_tooljournal"), &alone).unwrap();
+    let script = data("fuzz_batch.jsonl");
+    let run = |extra: &[&str]| {
+        let config_home = dir.path().join("no-config");
+        Command::new(&alone)
+            .args(["fuzz", "--script", script.to_str().unwrap()])
+            .args(extra)
+            .env("XDG_CONFIG_HOME", &config_home)
+            .output()
+            .expect("the copy runs")
+    };
+
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[mcp_server.fs]\ncommand = \"node\"\n").unwrap();
+    let out = run(&["--config", config.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(config.to_str().unwrap()), "{stderr}");
+    assert!(stderr.contains("mcp_server"), "{stderr}");
+
+    let out = run(&[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let expected = dir.path().join("tooljournal-fuzz");
+    assert!(
+        stderr.contains(&format!("there is none at {}", expected.display())),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+
+    let help = Command::new(&alone)
+        .args(["fuzz", "--help"])
+        .output()
+        .expect("the copy runs");
+    assert_eq!(help.status.code(), Some(0), "{}", text(&help.stderr));
+    assert!(text(&help.stdout).contains("--workspace-template"));
 }
 
 /// Writes `lines` as a transcript in `dir` and fuzzes it for `cases` cases from `seed`, with the
@@ -360,7 +408,7 @@ fn on_a_terminal_a_progress_bar_counts_the_cases_before_the_report() {
     // Slow enough cases that the bar is drawn: each stops a 30 s `sleep` (killed at its cancel
     // or its 200 ms limit).
     let config_home = tempfile::tempdir().unwrap();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tooljournal"));
+    let mut command = std::process::Command::new(fuzz_bin::tooljournal());
     command
         .env("XDG_CONFIG_HOME", config_home.path())
         .env("TERM", "xterm")
@@ -410,8 +458,10 @@ fn seconds_stop_a_case_running_at_the_deadline_and_leave_nothing_running() {
     let text_of: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     std::fs::write(&script, text_of.join("\n")).unwrap();
     let config_home = tempfile::tempdir().unwrap();
+    // Built (if it must be) before the clock starts.
+    let tooljournal = fuzz_bin::tooljournal();
     let began = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+    let mut child = Command::new(tooljournal)
         .args(["fuzz", "--seconds", "4", "--seed", &SLOW_SEED.to_string()])
         .arg("--script")
         .arg(&script)

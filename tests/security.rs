@@ -5,6 +5,8 @@
 //! text that renders other than it reads.
 
 mod common;
+#[path = "common/fuzz_bin.rs"]
+mod fuzz_bin;
 #[path = "mcp/support.rs"]
 mod mcp_support;
 
@@ -860,7 +862,7 @@ fn the_fuzz_template_and_world_stay_inside_the_workspace() {
             ),
         ],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+    let out = Command::new(fuzz_bin::tooljournal())
         .args(["fuzz", "--script"])
         .arg(&script)
         .arg("--workspace-template")

@@ -8,10 +8,10 @@
 //! the world: nothing of an earlier case may land after the copy.
 
 use crate::config::FileConfig;
-use fuzz::harness::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};
 use runtime::tool::Tool;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use tooljournal_fuzz::harness::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};
 
 /// Most bytes of a server's stderr quoted when it fails to start.
 const SERVER_LOG_QUOTED_BYTES_MAX: u64 = 2_000;
@@ -62,7 +62,7 @@ impl Servers {
     /// which server did not start and why (its stderr's end quoted).
     pub fn restart(&self) -> Result<Tools, String> {
         self.stop();
-        let started = crate::run::start_all(&self.rt, &self.config, |name, server_config| {
+        let started = self.start_all(|name, server_config| {
             // In the workspace unless the configuration says where, as `tooljournal run`
             // starts them in its working directory, the workspace by default.
             let mut server_config = server_config.clone();
@@ -92,6 +92,29 @@ impl Servers {
             .collect();
         *self.live() = started;
         Ok(tools)
+    }
+
+    /// Starts every configured server with `start`; the first that fails stops the ones
+    /// started before it, and its error is returned (as `tooljournal run` starts them).
+    fn start_all(
+        &self,
+        mut start: impl FnMut(&str, &mcp::ServerConfig) -> Result<mcp::McpServer, String>,
+    ) -> Result<Vec<mcp::McpServer>, String> {
+        let mut servers = Vec::new();
+        for (name, server_config) in &self.config.mcp_servers {
+            match start(name, server_config) {
+                Ok(server) => servers.push(server),
+                Err(e) => {
+                    self.rt.block_on(async {
+                        for s in servers {
+                            s.shutdown().await;
+                        }
+                    });
+                    return Err(e);
+                }
+            }
+        }
+        Ok(servers)
     }
 }
 
