@@ -203,7 +203,7 @@ fn run(root: &Path) -> Result<Found, Box<dyn std::error::Error>> {
     rt.shutdown_background();
     drop(session);
 
-    let recovered = recover::session::recover(&journal_dir, true)?;
+    let recovered = recover::Recovery::of(&journal_dir).write(true).run()?;
     let classifications = recovered
         .analysis
         .calls

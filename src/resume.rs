@@ -257,9 +257,11 @@ fn recover_checked(
     say: bool,
     live_ok: bool,
 ) -> Result<recover::session::Recovered, CliError> {
-    let recovered =
-        recover::session::recover_probing(crate::location::place(journal_dir)?, write, workspace)
-            .map_err(|e| match e {
+    let recovered = recover::Recovery::of(crate::location::place(journal_dir)?)
+        .write(write)
+        .probe(workspace)
+        .run()
+        .map_err(|e| match e {
             recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
             recover::session::RecoverError::Newer(m) => CliError::Newer(m),
             // The rest are I/O failures: exit 1.

@@ -225,7 +225,9 @@ fn a_question_pending_at_a_sigkill_is_withdrawn_and_the_resume_says_what_changed
         .any(|e| matches!(e, Event::TurnStart { user_text, .. } if user_text == last)));
 
     // Every rebuilt history validates, with the question, its withdrawal and the note.
-    let recovered = recover::session::recover(case.journal(), false).expect("the journal recovers");
+    let recovered = recover::Recovery::of(case.journal())
+        .run()
+        .expect("the journal recovers");
     for format in FORMATS {
         let rebuilt = recover::rebuild::body(&recovered.analysis, format)
             .unwrap_or_else(|e| panic!("{format}: {e}"));

@@ -640,7 +640,10 @@ fn every_rebuilt_history_validates_and_carries_the_questions_and_their_answers()
     f.run_ok(&[]);
     // What `recover rebuild DIR --format F` prints (recover/src/main.rs): the same recovery and
     // rebuild, through the library, since this package's tests cannot run recover's binary.
-    let recovered = recover::session::recover(&f.journal, true).unwrap_or_else(|e| panic!("{e:?}"));
+    let recovered = recover::Recovery::of(&f.journal)
+        .write(true)
+        .run()
+        .unwrap_or_else(|e| panic!("{e:?}"));
     for format in [
         Format::OpenAiChat,
         Format::OpenAiResponses,

@@ -312,7 +312,7 @@ fn demo_runs_every_feature_and_leaves_a_clean_journal_behind() {
         .parent()
         .unwrap()
         .join("crashed-journal");
-    let r = recover::session::recover(&crashed, false).unwrap();
+    let r = recover::Recovery::of(&crashed).run().unwrap();
     let class = |id: &str| {
         r.analysis
             .calls

@@ -131,7 +131,9 @@ fn a_full_disk_stops_the_session_names_the_disk_and_leaves_a_recoverable_journal
     assert!(!lock_is_held(&journal), "the lock was released");
 
     // Read-only, it already tells the truth; with room again it recovers and balances.
-    let dry = recover::session::recover(&journal, false).expect("readable on a full disk");
+    let dry = recover::Recovery::of(&journal)
+        .run()
+        .expect("readable on a full disk");
     assert!(dry.analysis.replay.open.is_some());
     // A call shown as `ok` was settled durably: its result is in the journal.
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -149,12 +151,18 @@ fn a_full_disk_stops_the_session_names_the_disk_and_leaves_a_recoverable_journal
         );
     }
     disk.grow(64);
-    let recovered = recover::session::recover(&journal, true).expect("recoverable");
+    let recovered = recover::Recovery::of(&journal)
+        .write(true)
+        .run()
+        .expect("recoverable");
     assert!(recovered
         .analysis
         .calls
         .iter()
         .any(|c| c.call.call_id == "b1"));
-    let again = recover::session::recover(&journal, true).expect("still recoverable");
+    let again = recover::Recovery::of(&journal)
+        .write(true)
+        .run()
+        .expect("still recoverable");
     assert!(!again.appended, "balanced once, for good");
 }

@@ -243,7 +243,10 @@ fn run_refuses_a_directory_that_already_holds_a_session_in_any_state() {
     assert_run_refused(&f, &second, "interrupted");
 
     // Still recoverable: recovery balances it and classifies the call that was running.
-    let recovered = recover::session::recover(&f.journal, true).expect("recoverable");
+    let recovered = recover::Recovery::of(&f.journal)
+        .write(true)
+        .run()
+        .expect("recoverable");
     assert!(recovered.appended);
     let k1 = recovered
         .analysis
@@ -322,7 +325,7 @@ fn two_resumes_at_once(f: &Fixture, config: Option<&Path>) {
     assert_eq!(f.lines_of("marker.txt"), ["k1"], "k1 never ran again");
 
     // The journal is whole and finished: recovery reads it, a third resume has nothing to do.
-    let recovered = recover::session::recover(&f.journal, false).expect("readable");
+    let recovered = recover::Recovery::of(&f.journal).run().expect("readable");
     assert!(!recovered.analysis.live);
     let out = f.resume(&script, config).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

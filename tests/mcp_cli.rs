@@ -108,7 +108,9 @@ fn everything_config() -> String {
 }
 
 fn recovered(journal: &Path) -> recover::session::Recovered {
-    recover::session::recover(journal, false).unwrap_or_else(|e| panic!("{e:?}"))
+    recover::Recovery::of(journal)
+        .run()
+        .unwrap_or_else(|e| panic!("{e:?}"))
 }
 
 fn report<'a>(r: &'a recover::session::Recovered, id: &str) -> &'a recover::classify::CallReport {

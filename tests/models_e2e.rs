@@ -90,7 +90,9 @@ fn one_history_two_uses(
     last_request: &serde_json::Value,
     answer: &str,
 ) {
-    let recovered = recover::session::recover(case.journal(), false).expect("the journal recovers");
+    let recovered = recover::Recovery::of(case.journal())
+        .run()
+        .expect("the journal recovers");
     let rebuilt = recover::rebuild::body(&recovered.analysis, format)
         .unwrap_or_else(|e| panic!("{format}: {e}"));
     assert!(rebuilt.notes.is_empty(), "{format}: {:?}", rebuilt.notes);
@@ -724,7 +726,10 @@ mod finished {
         assert_eq!(turns, [(1, "first question"), (2, "second question")]);
 
         // `recover` reads the reopened journal: clean, finished, nothing to append.
-        let recovered = recover::session::recover(case.journal(), true).expect("readable");
+        let recovered = recover::Recovery::of(case.journal())
+            .write(true)
+            .run()
+            .expect("readable");
         assert!(recovered.analysis.replay.closed);
         assert!(!recovered.appended);
         assert_eq!(recovered.analysis.replay.turns.len(), 2);

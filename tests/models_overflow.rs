@@ -152,7 +152,9 @@ fn assert_reduced_request(format: Format, r: &Recorded) {
 /// `format`, it is exactly the history of `last` plus the final answer (one history, two
 /// uses). Returns the rebuilt bodies' histories as text, by format.
 fn assert_rebuild(format: Format, journal: &Path, last: &Recorded, answer: &str) -> Vec<String> {
-    let recovered = recover::session::recover(journal, false).expect("the journal recovers");
+    let recovered = recover::Recovery::of(journal)
+        .run()
+        .expect("the journal recovers");
     let mut texts = Vec::new();
     for f in FORMATS {
         let rebuilt = recover::rebuild::body(&recovered.analysis, f)
@@ -364,7 +366,9 @@ fn a_second_overflow_ends_the_turn() {
 
 /// Every format's rebuild of the journal, valid, as history text.
 fn assert_rebuild_valid(journal: &Path) -> Vec<String> {
-    let recovered = recover::session::recover(journal, false).expect("the journal recovers");
+    let recovered = recover::Recovery::of(journal)
+        .run()
+        .expect("the journal recovers");
     FORMATS
         .iter()
         .map(|&f| {
@@ -518,7 +522,9 @@ fn a_kill_during_the_summary_request_then_resume() {
         );
         assert_eq!(recovery.interrupted_turn, Some(2), "{format}: {recovery:?}");
         // The recovery closed turn 2 as interrupted: the replay of the journal says so.
-        let recovered = recover::session::recover(case.journal(), false).expect("recovers");
+        let recovered = recover::Recovery::of(case.journal())
+            .run()
+            .expect("recovers");
         let outcomes: Vec<_> = recovered
             .analysis
             .replay

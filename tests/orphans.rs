@@ -118,7 +118,7 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
 
     // What recovery hands `recover classify` for its warning (the warning itself is checked
     // through the binary in recover/tests/cli_commands.rs).
-    let dry = recover::session::recover(&journal, false).expect("recoverable");
+    let dry = recover::Recovery::of(&journal).run().expect("recoverable");
     let unsettled = dry.analysis.replay.unsettled_processes();
     assert_eq!(unsettled.len(), 1, "{unsettled:?}");
     assert_eq!(unsettled[0].1, group);
@@ -170,7 +170,7 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
         e,
         Event::ProcessKilled { call, pgid, signal: 9 } if call.call_id == "k1" && *pgid == group.pgid
     )));
-    let after = recover::session::recover(&journal, false).expect("recoverable");
+    let after = recover::Recovery::of(&journal).run().expect("recoverable");
     assert!(
         after.analysis.replay.unsettled_processes().is_empty(),
         "the killed group is no longer a candidate"

@@ -110,14 +110,10 @@ fn classify(case: &Case, id: &str) -> Value {
     common::kill::wait_for_lock(&case.journal).unwrap();
     let mut out = Vec::new();
     let mut listing = JsonListing::new(&mut out, "j");
-    let s = recover::session::recover_streaming_probing(
-        &case.journal,
-        false,
-        &|_, _| {},
-        &mut listing,
-        Some(&case.ws),
-    )
-    .unwrap();
+    let s = recover::Recovery::of(&case.journal)
+        .probe(Some(&case.ws))
+        .stream(&mut listing)
+        .unwrap();
     assert!(s.output_error.is_none());
     listing.finish(s.end, s.live, None).unwrap();
     let v: Value = serde_json::from_slice(&out).unwrap();
@@ -225,7 +221,8 @@ fn a_bash_killed_with_its_runtime_is_running_until_its_group_ends() {
         if !case.ws.join("bash-up.txt").exists() {
             return false;
         }
-        pgid = recover::session::recover(&case.journal, false)
+        pgid = recover::Recovery::of(&case.journal)
+            .run()
             .ok()
             .and_then(|r| r.analysis.replay.call(&b1).cloned())
             .and_then(|c| c.processes.first().map(|p| p.pgid));
@@ -252,14 +249,14 @@ fn a_bash_killed_with_its_runtime_is_running_until_its_group_ends() {
     let p = verdict(&case, "b1");
     assert_eq!(p["verdict"], "no_evidence", "{p}");
     assert_eq!(p["pgid"], Value::Null);
-    let r = recover::session::recover(&case.journal, false).unwrap();
+    let r = recover::Recovery::of(&case.journal).run().unwrap();
     let c = r.analysis.calls.iter().find(|c| c.call == b1).unwrap();
     assert_eq!(c.classification, Some(Classification::ToolOutcomeUnknown));
 }
 
 /// Whether the process group the call journaled still has members.
 fn group_runs(journal: &Path, call: &CallRef) -> bool {
-    let r = recover::session::recover(journal, false).unwrap();
+    let r = recover::Recovery::of(journal).run().unwrap();
     let c = r.analysis.replay.call(call).unwrap();
     c.processes
         .iter()

@@ -246,7 +246,9 @@ fn finished_and_stable(journal: &Path, how: &str) {
     assert_eq!(verify.status.code(), Some(0), "{how}: {}", shown(&verify));
     rebuild_all(journal, &EVERY_CALL);
     let before = segments(journal);
-    let again = recover::session::recover(journal, true)
+    let again = recover::Recovery::of(journal)
+        .write(true)
+        .run()
         .unwrap_or_else(|e| panic!("{how}: recover classify: {e}"));
     assert!(!again.appended, "{how}: a second classify appended");
     assert_eq!(segments(journal), before, "{how}: not a byte changed");

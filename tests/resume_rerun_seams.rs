@@ -46,7 +46,8 @@ fn killed_with_a_running_group() -> Case {
     let deadline = Instant::now() + WAIT;
     loop {
         let journaled = case.marked("b1") > 0
-            && recover::session::recover(&case.journal, false)
+            && recover::Recovery::of(&case.journal)
+                .run()
                 .ok()
                 .and_then(|r| r.analysis.replay.call(&b1).cloned())
                 .is_some_and(|c| !c.processes.is_empty());
@@ -63,7 +64,7 @@ fn killed_with_a_running_group() -> Case {
 
 /// Kills b1's process group if a test left it running.
 fn kill_group(journal: &Path) {
-    if let Ok(r) = recover::session::recover(journal, false) {
+    if let Ok(r) = recover::Recovery::of(journal).run() {
         for c in r.analysis.replay.calls() {
             for p in &c.processes {
                 let _ = nix::sys::signal::killpg(

@@ -266,8 +266,9 @@ fn a_streamed_tool_call_and_its_result_on_every_provider() {
         assert!(!result.is_error, "{format}: {result:?}");
         assert_eq!(kinds.last(), Some(&"session/close"), "{format}");
 
-        let recovered =
-            recover::session::recover(session.journal(), false).expect("the journal recovers");
+        let recovered = recover::Recovery::of(session.journal())
+            .run()
+            .expect("the journal recovers");
         let rebuilt = recover::rebuild::body(&recovered.analysis, format)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
         assert!(rebuilt.notes.is_empty(), "{format}: {:?}", rebuilt.notes);

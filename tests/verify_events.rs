@@ -146,7 +146,9 @@ fn assert_verify_agrees_with_recover(dir: &Path, code: i32) -> String {
     let out = verify(dir);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
-    let recovered = recover::session::recover(dir, false).expect_err("recover refuses it");
+    let recovered = recover::Recovery::of(dir)
+        .run()
+        .expect_err("recover refuses it");
     let expected_class = match code {
         2 => matches!(recovered, recover::session::RecoverError::Corrupt(_)),
         3 => matches!(recovered, recover::session::RecoverError::Newer(_)),

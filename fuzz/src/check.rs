@@ -13,7 +13,7 @@ use journal::{Limits, Reader, SimStorage, Storage};
 use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
 use recover::conversation::{Conversation, Message};
 use recover::providers::{request_body, stand_in_tools, validate, Format};
-use recover::session::{recover_storage, recover_storage_streaming};
+use recover::Recovery;
 use runtime::event::{Classification, Event, OutcomeStatus, Record};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -74,7 +74,10 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
     v.extend(disagreements);
 
     // Recovery on the surviving bytes.
-    let first = match recover_storage(Arc::new(run.image.clone()), true) {
+    let first = match Recovery::of(journal::Backend::Files(Arc::new(run.image.clone())))
+        .write(true)
+        .run()
+    {
         Ok(r) => r,
         Err(e) => {
             v.push(format!(
@@ -236,7 +239,10 @@ fn no_fabrication(
 
 /// I5: a second recovery appends nothing and says the same as the first (`a`).
 fn idempotence(run: &Run, a: &Analysis, v: &mut Vec<String>) {
-    match recover_storage(Arc::new(run.image.clone()), true) {
+    match Recovery::of(journal::Backend::Files(Arc::new(run.image.clone())))
+        .write(true)
+        .run()
+    {
         Ok(second) => {
             if second.appended {
                 v.push("I5 idempotence: a second recovery appended again".into());
@@ -269,7 +275,10 @@ fn resume(case: &Case, run: &Run, v: &mut Vec<String>) {
 /// After a resume: recovering `journal` appends nothing (the session ended balanced), and the
 /// history it rebuilds is accepted by every provider.
 pub(crate) fn ended_balanced(journal: &SimStorage, v: &mut Vec<String>) {
-    match recover_storage(Arc::new(journal.clone()), true) {
+    match Recovery::of(journal::Backend::Files(Arc::new(journal.clone())))
+        .write(true)
+        .run()
+    {
         Ok(after) => {
             if after.appended {
                 v.push("I5 resume: the resumed session ended unbalanced".into());
@@ -659,14 +668,13 @@ fn streaming_disagreements(image: &SimStorage) -> (Vec<String>, SimStorage) {
         if !write {
             untouched = Some(full_disk.clone());
         }
-        let full = recover_storage(Arc::new(full_disk.clone()), write);
+        let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
+            .write(write)
+            .run();
         let mut reports: Vec<CallReport> = Vec::new();
-        let streamed = recover_storage_streaming(
-            Arc::new(stream_disk.clone()),
-            write,
-            &|_, _| {},
-            &mut reports,
-        );
+        let streamed = Recovery::of(journal::Backend::Files(Arc::new(stream_disk.clone())))
+            .write(write)
+            .stream(&mut reports);
         match (full, streamed) {
             (Ok(full), Ok(s)) => {
                 let a = &full.analysis;

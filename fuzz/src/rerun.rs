@@ -19,7 +19,7 @@ use journal::SimStorage;
 use recover::classify::Analysis;
 use recover::conversation::Message;
 use recover::probe::Prober;
-use recover::session::recover_storage;
+use recover::Recovery;
 use runtime::event::{idempotency_key, CallRef, Classification, Event, RerunPolicy};
 use runtime::state::CallState;
 use std::collections::{BTreeMap, HashMap};
@@ -261,7 +261,11 @@ fn keys_and_attempts(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>)
 /// history has exactly one result per call id, a re-run call's being the result it got; every
 /// provider accepts it.
 fn after(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>) {
-    let recover = || recover_storage(Arc::new(image.clone()), true);
+    let recover = || {
+        Recovery::of(journal::Backend::Files(Arc::new(image.clone())))
+            .write(true)
+            .run()
+    };
     let mut after = recover();
     if resumed.stopped.is_some() && after.is_ok() {
         after = recover();

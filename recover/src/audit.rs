@@ -779,15 +779,12 @@ pub fn first_reading_probing(
         .map(crate::probe::Prober::open)
         .transpose()?
         .map(std::sync::Arc::new);
-    let (streamed, mut classifier) = crate::session::recover_streaming_observing(
-        at,
-        false,
-        progress,
-        &mut std::io::sink(),
-        workspace,
-        Mode::Audit,
-        &mut |c| c.take_notices().for_each(drop),
-    )?;
+    let (streamed, mut classifier) = crate::Recovery::of(at)
+        .progress(progress)
+        .probe(workspace)
+        .stream_observing(&mut std::io::sink(), Mode::Audit, &mut |c| {
+            c.take_notices().for_each(drop)
+        })?;
     Ok(FirstReading {
         streamed,
         moved: classifier.moved_facts(),
@@ -815,8 +812,7 @@ pub fn reread_into(
     let mut tools: Vec<ToolDescriptor> = Vec::new();
     let mut classifier = Classifier::with_mode(first.streamed.live, first.prober, Mode::Audit);
     classifier.set_moved_facts(first.moved);
-    crate::session::reread(
-        at,
+    crate::Recovery::of(at).reread(
         first.streamed.records,
         classifier,
         &mut |c: &mut Classifier| {

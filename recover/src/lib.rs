@@ -1,20 +1,20 @@
 //! `recover`: what happened, after any crash, told truthfully.
 //!
 //! `recover` reads a journal (live, finished or crashed, torn tail and all) and never runs a
-//! tool. [`session::recover`] classifies every orphaned call as `TOOL_NOT_STARTED` (provably
-//! never started) or `TOOL_OUTCOME_UNKNOWN` (may have run) and, when asked to write, balances
-//! the journal with one `recovery` event; [`classify::Analysis::conversation`] then gives the
-//! conversation, which [`providers::history`] lays out for OpenAI, Anthropic or Gemini, and
-//! [`rebuild::body`] makes a whole request body of (system prompt, tools, settings).
-//! [`session::recover_probing`] also looks at the workspace for each `TOOL_OUTCOME_UNKNOWN`
-//! call ([`probe`]: `applied`, `not_applied`, `changed`, `running`, `not_looked`,
-//! `no_evidence`), reading
-//! only, and words the evidence into the result recovery gives it.
+//! tool. [`Recovery`] is its one entry: [`Recovery::run`] classifies every orphaned call as
+//! `TOOL_NOT_STARTED` (provably never started) or `TOOL_OUTCOME_UNKNOWN` (may have run) and,
+//! when asked to [`write`](Recovery::write), balances the journal with one `recovery` event;
+//! [`classify::Analysis::conversation`] then gives the conversation, which
+//! [`providers::history`] lays out for OpenAI, Anthropic or Gemini, and [`rebuild::body`] makes
+//! a whole request body of (system prompt, tools, settings). [`Recovery::probe`] also looks at
+//! the workspace for each `TOOL_OUTCOME_UNKNOWN` call ([`probe`]: `applied`, `not_applied`,
+//! `changed`, `running`, `not_looked`, `no_evidence`), reading only, and words the evidence
+//! into the result recovery gives it.
 //!
 //! ```no_run
 //! use tooljournal_recover as recover;
-//! # fn main() -> Result<(), recover::session::RecoverError> {
-//! let recovered = recover::session::recover(std::path::Path::new("/path/to/journal"), false)?;
+//! # fn main() -> Result<(), recover::RecoverError> {
+//! let recovered = recover::Recovery::of(std::path::Path::new("/path/to/journal")).run()?;
 //! for call in &recovered.analysis.calls {
 //!     println!("{}: {:?}", call.call, call.classification);
 //! }
@@ -51,6 +51,7 @@ pub mod timeline;
 pub mod verify;
 
 pub use place::Place;
+pub use session::{RecoverError, Recovered, Recovery};
 
 /// Whether this build has recovery's deliberately broken variants (the test-only `mutant`
 /// feature, which also makes the `mutant` module exist).

@@ -1,5 +1,5 @@
 //! `recover classify` output, written a call at a time as the streamed recovery hands the
-//! reports out ([`crate::session::recover_streaming`]).
+//! reports out ([`crate::Recovery::stream`]).
 //!
 //! `--json` is byte for byte what [`crate::report::classify_json`] prints for the same journal
 //! (one object, keys in order: `calls`, `end`, `journal`, `live`, and `salvage` after a

@@ -6,7 +6,8 @@ use journal::storage::{Fault, Op};
 use journal::{Journal, Options, SimStorage};
 use runtime::event::{Event, Record, SessionOpen};
 use std::sync::Arc;
-use tooljournal_recover::session::{recover_storage, RecoverError};
+use tooljournal_recover::session::RecoverError;
+use tooljournal_recover::Recovery;
 
 #[test]
 fn a_missing_directory_is_open_dir_everywhere_with_the_old_message() {
@@ -16,9 +17,10 @@ fn a_missing_directory_is_open_dir_everywhere_with_the_old_message() {
     let expected = format!("{}: cannot open the journal directory: {io}", dir.display());
     let mut reports = Vec::new();
     let errors = [
-        tooljournal_recover::session::recover(&dir, false).err(),
-        tooljournal_recover::session::salvage(&dir).err(),
-        tooljournal_recover::session::recover_streaming(&dir, false, &|_, _| {}, &mut reports)
+        tooljournal_recover::Recovery::of(&dir).run().err(),
+        tooljournal_recover::Recovery::of(&dir).salvage().err(),
+        tooljournal_recover::Recovery::of(&dir)
+            .stream(&mut reports)
             .err(),
         tooljournal_recover::verify::verify(&dir).err(),
     ];
@@ -50,7 +52,10 @@ fn a_recovery_that_cannot_be_appended_is_a_journal_error_said_once() {
     journal.close().unwrap();
     // The open turn needs a recovery event; its write fails.
     storage.inject(Op::Write, 1, Fault::Error);
-    let e = recover_storage(Arc::new(storage.clone()), true).expect_err("the append fails");
+    let e = Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+        .write(true)
+        .run()
+        .expect_err("the append fails");
     let RecoverError::Journal { dir, source } = &e else {
         panic!("not a journal error: {e:?}");
     };

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tooljournal_recover::conversation::ModelSettings;
 use tooljournal_recover::providers::{render, request_body, stand_in_tools, validate, Format};
-use tooljournal_recover::session::{recover_storage, recover_storage_streaming};
+use tooljournal_recover::Recovery;
 
 /// A body that ran, as the tool recorded it.
 #[derive(Debug, Clone)]
@@ -183,16 +183,15 @@ fn events(s: &SimStorage) -> Vec<runtime::event::Event> {
 fn check_streaming(storage: &SimStorage, at: &str) {
     for write in [false, true] {
         let (full_disk, stream_disk) = (copy_of(storage), copy_of(storage));
-        let full = recover_storage(Arc::new(full_disk.clone()), write)
+        let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
+            .write(write)
+            .run()
             .unwrap_or_else(|e| panic!("{at}: {e}"));
         let mut reports: Vec<tooljournal_recover::classify::CallReport> = Vec::new();
-        let s = recover_storage_streaming(
-            Arc::new(stream_disk.clone()),
-            write,
-            &|_, _| {},
-            &mut reports,
-        )
-        .unwrap_or_else(|e| panic!("{at}: streamed: {e}"));
+        let s = Recovery::of(journal::Backend::Files(Arc::new(stream_disk.clone())))
+            .write(write)
+            .stream(&mut reports)
+            .unwrap_or_else(|e| panic!("{at}: streamed: {e}"));
         let a = &full.analysis;
         assert_eq!(reports, a.calls, "{at} (write {write}): streamed reports");
         assert_eq!(
@@ -212,8 +211,10 @@ fn check_streaming(storage: &SimStorage, at: &str) {
 /// that ran before the crash.
 fn check(storage: &SimStorage, ran: &[Ran], at: &str) {
     check_streaming(storage, at);
-    let first =
-        recover_storage(Arc::new(storage.clone()), true).unwrap_or_else(|e| panic!("{at}: {e}"));
+    let first = Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+        .write(true)
+        .run()
+        .unwrap_or_else(|e| panic!("{at}: {e}"));
     let a = &first.analysis;
     let conv = a.conversation();
     // Stand-ins for the tools the calls name: Anthropic takes no tool call without tools.
@@ -275,7 +276,10 @@ fn check(storage: &SimStorage, ran: &[Ran], at: &str) {
         );
     }
     // I5: a second recovery appends nothing and says the same.
-    let second = recover_storage(Arc::new(storage.clone()), true).unwrap();
+    let second = Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+        .write(true)
+        .run()
+        .unwrap();
     assert!(!second.appended, "{at}: the second recovery appended");
     assert_eq!(
         tooljournal_recover::report::classify_json("j", &second.analysis),

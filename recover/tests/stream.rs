@@ -8,8 +8,8 @@ use runtime::ErrorCode;
 use std::sync::Arc;
 use tooljournal_recover::classify::CallReport;
 use tooljournal_recover::listing::JsonListing;
-use tooljournal_recover::session::{recover_storage, recover_storage_streaming};
 use tooljournal_recover::stream::Classifier;
+use tooljournal_recover::Recovery;
 
 /// Appends events, remembering each call's last seq so the next can point back at it.
 struct Builder {
@@ -230,15 +230,15 @@ fn events(s: &SimStorage) -> Vec<Event> {
 fn assert_streaming_agrees(storage: &SimStorage) {
     for write in [false, true] {
         let (full_disk, stream_disk) = (copy_of(storage), copy_of(storage));
-        let full = recover_storage(Arc::new(full_disk.clone()), write).unwrap();
+        let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
+            .write(write)
+            .run()
+            .unwrap();
         let mut reports: Vec<CallReport> = Vec::new();
-        let s = recover_storage_streaming(
-            Arc::new(stream_disk.clone()),
-            write,
-            &|_, _| {},
-            &mut reports,
-        )
-        .unwrap();
+        let s = Recovery::of(journal::Backend::Files(Arc::new(stream_disk.clone())))
+            .write(write)
+            .stream(&mut reports)
+            .unwrap();
         let a = &full.analysis;
         assert_eq!(reports, a.calls, "write {write}: the reports");
         assert_eq!(s.calls as usize, a.calls.len());
@@ -250,10 +250,13 @@ fn assert_streaming_agrees(storage: &SimStorage) {
         assert_eq!(events(&stream_disk), events(&full_disk), "write {write}");
     }
     // `classify --json`, streamed, is byte for byte what `report::classify_json` prints.
-    let full = recover_storage(Arc::new(copy_of(storage)), false).unwrap();
+    let full = Recovery::of(journal::Backend::Files(Arc::new(copy_of(storage))))
+        .run()
+        .unwrap();
     let mut out: Vec<u8> = Vec::new();
     let mut listing = JsonListing::new(&mut out, "the \"journal\"");
-    let s = recover_storage_streaming(Arc::new(copy_of(storage)), false, &|_, _| {}, &mut listing)
+    let s = Recovery::of(journal::Backend::Files(Arc::new(copy_of(storage))))
+        .stream(&mut listing)
         .unwrap();
     listing.finish(s.end, s.live, None).unwrap();
     assert_eq!(
@@ -319,7 +322,8 @@ fn a_long_journal_is_classified_holding_only_the_open_calls() {
 
     // The whole recovery, streamed: the same as the full analysis, holding at most 4 calls.
     let mut reports: Vec<CallReport> = Vec::new();
-    let s = recover_storage_streaming(Arc::new(copy_of(&storage)), false, &|_, _| {}, &mut reports)
+    let s = Recovery::of(journal::Backend::Files(Arc::new(copy_of(&storage))))
+        .stream(&mut reports)
         .unwrap();
     assert_eq!(s.retained_calls_max, 4);
     assert_eq!(s.outcome_unknown, 1);
@@ -357,10 +361,14 @@ fn orphans_left_in_closed_steps_hold_back_only_what_follows_them() {
     b.done();
     assert_streaming_agrees(&storage);
     // Recovered once: the second time round, everything is final as it is read.
-    recover_storage(Arc::new(storage.clone()), true).unwrap();
+    Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+        .write(true)
+        .run()
+        .unwrap();
     assert_streaming_agrees(&storage);
     let mut reports: Vec<CallReport> = Vec::new();
-    let s = recover_storage_streaming(Arc::new(storage.clone()), false, &|_, _| {}, &mut reports)
+    let s = Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+        .stream(&mut reports)
         .unwrap();
     assert!(s.recovery.is_none(), "balanced already");
     assert_eq!(reports.len(), 5);
@@ -454,7 +462,7 @@ fn nonsense_is_refused_with_the_same_error() {
         }),
         ("recovery of a committed call", |b, c| {
             b.run(&c[0], true);
-            b.put(Event::Recovery(Recovery {
+            b.put(Event::Recovery(runtime::event::Recovery {
                 dropped_bytes: 0,
                 calls: vec![RecoveredCall {
                     call: c[0].clone(),
@@ -482,14 +490,15 @@ fn nonsense_is_refused_with_the_same_error() {
         let calls = b.step(1, 1, 2);
         damage(&mut b, &calls);
         b.done();
-        let full = recover_storage(Arc::new(storage.clone()), false)
+        let full = Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+            .run()
             .err()
             .unwrap_or_else(|| panic!("{what}: the full replay accepts it"));
         let mut reports: Vec<CallReport> = Vec::new();
-        let streamed =
-            recover_storage_streaming(Arc::new(storage.clone()), false, &|_, _| {}, &mut reports)
-                .err()
-                .unwrap_or_else(|| panic!("{what}: the streaming classifier accepts it"));
+        let streamed = Recovery::of(journal::Backend::Files(Arc::new(storage.clone())))
+            .stream(&mut reports)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: the streaming classifier accepts it"));
         assert_eq!(streamed.to_string(), full.to_string(), "{what}");
         assert!(
             matches!(

@@ -7,7 +7,8 @@
 use proptest::prelude::Rng;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use recover::providers::{request_body, stand_in_tools, validate, Format};
-use recover::session::{recover, Recovered};
+use recover::session::Recovered;
+use recover::Recovery;
 use runtime::event::Classification;
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -41,7 +42,7 @@ pub fn recover_gated(
     write: bool,
 ) -> Result<Recovered, recover::session::RecoverError> {
     let _gate = SPAWN_GATE.read().unwrap_or_else(|p| p.into_inner());
-    recover(journal, write)
+    Recovery::of(journal).write(write).run()
 }
 
 pub fn rng_for(seed: u64, iteration: u64) -> TestRng {

@@ -231,7 +231,9 @@ pub fn recover_at(journal: &Path, write: bool) -> Result<recover::session::Recov
     let _gate = super::kill::SPAWN_GATE
         .read()
         .unwrap_or_else(|p| p.into_inner());
-    recover::session::recover(recover::Place::Backend(backend(journal)), write)
+    recover::Recovery::of(recover::Place::Backend(backend(journal)))
+        .write(write)
+        .run()
         .map_err(|e| format!("recover(write: {write}) {}: {e}", journal.display()))
 }
 

@@ -297,7 +297,8 @@ pub fn most_at_once(events: &[Event], ids: &[&str]) -> usize {
 /// The recovery `recover classify --dry-run` makes of `journal` (its library: this package's
 /// tests cannot run `recover`'s binary), with its `--json` output.
 pub fn classify_dry(journal: &Path) -> (recover::session::Recovered, Value) {
-    let r = recover::session::recover(journal, false)
+    let r = recover::Recovery::of(journal)
+        .run()
         .unwrap_or_else(|e| panic!("{}: recover classify --dry-run: {e}", journal.display()));
     let json = recover::report::classify_json("j", &r.analysis);
     (r, json)
@@ -328,7 +329,8 @@ pub fn verify_clean(journal: &Path) {
 /// `recover rebuild --format F --dry-run` for the four formats: each body validates, carries
 /// each of `ids` exactly once as a call with exactly one result. Returns the bodies.
 pub fn rebuild_all(journal: &Path, ids: &[(&str, &str)]) -> Vec<(Format, Value)> {
-    let r = recover::session::recover(journal, false)
+    let r = recover::Recovery::of(journal)
+        .run()
         .unwrap_or_else(|e| panic!("{}: recover rebuild --dry-run: {e}", journal.display()));
     let mut bodies = Vec::new();
     for format in FORMATS {

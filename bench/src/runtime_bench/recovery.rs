@@ -180,7 +180,7 @@ fn classify_child(dir: &Path) -> Result<(), BoxError> {
     let hwm_kb_before = vm_hwm_kb()?;
     let start = Instant::now();
     let mut listing = recover::listing::JsonListing::new(std::io::sink(), "bench");
-    let streamed = recover::session::recover_streaming(dir, false, &|_, _| {}, &mut listing)?;
+    let streamed = recover::Recovery::of(dir).stream(&mut listing)?;
     listing.finish(streamed.end, streamed.live, None)?;
     let seconds = start.elapsed().as_secs_f64();
     let hwm_kb_after = vm_hwm_kb()?;

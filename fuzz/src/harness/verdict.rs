@@ -10,7 +10,7 @@ use crate::check::copy_of;
 use crate::tools::{Body, BodyEnd};
 use recover::classify::{analyze_probing, Analysis};
 use recover::probe::{Prober, Verdict};
-use recover::session::recover_storage;
+use recover::Recovery;
 use runtime::event::Evidence;
 use runtime::event::{Classification, RerunPolicy};
 use serde_json::Value;
@@ -61,21 +61,22 @@ pub(crate) fn check(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<C
             }
         }
     }
-    let last_analysis = match recover_storage(Arc::new(copy_of(&last_journal)), false) {
-        Ok(r) => r.analysis,
-        Err(e) => {
-            v.push(format!(
-                "I5 resume: the final journal does not recover: {e}"
-            ));
-            return Some(Checked {
-                violations: v,
-                calls: Vec::new(),
-                fault,
-                unchecked_worlds: 0,
-                probes,
-            });
-        }
-    };
+    let last_analysis =
+        match Recovery::of(journal::Backend::Files(Arc::new(copy_of(&last_journal)))).run() {
+            Ok(r) => r.analysis,
+            Err(e) => {
+                v.push(format!(
+                    "I5 resume: the final journal does not recover: {e}"
+                ));
+                return Some(Checked {
+                    violations: v,
+                    calls: Vec::new(),
+                    fault,
+                    unchecked_worlds: 0,
+                    probes,
+                });
+            }
+        };
     let calls = settle(case, &last_analysis, &bodies);
     let last: Vec<AnySnapshot> = harness.worlds.iter().map(|w| w.world.snapshot()).collect();
     // As the body got them: empty arguments are `{}`.

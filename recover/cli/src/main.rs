@@ -341,7 +341,7 @@ fn classify(
         }
     };
     if salvage {
-        let r = recover::session::salvage_probing(at, probe)?;
+        let r = recover::Recovery::of(at).probe(probe).salvage()?;
         note(dir, r.notes());
         let a = &r.analysis;
         let session_id = a.replay.open.as_ref().map(|o| o.session_id.as_str());
@@ -381,7 +381,11 @@ fn classify_streamed<S: ReportSink>(
     let label = at.label();
     let dir = label.as_path();
     let mut s = with_bar(|progress| {
-        recover::session::recover_streaming_probing(at, !dry_run, progress, &mut listing, probe)
+        recover::Recovery::of(at)
+            .write(!dry_run)
+            .progress(progress)
+            .probe(probe)
+            .stream(&mut listing)
     })?;
     note(dir, s.notes());
     warn_running(dir, &s.processes, s.live);
@@ -634,7 +638,7 @@ fn rebuild_salvaged(
 ) -> Result<(), Failure> {
     let label = at.label();
     let dir = label.as_path();
-    let r = recover::session::salvage_probing(at, probe)?;
+    let r = recover::Recovery::of(at).probe(probe).salvage()?;
     if let Some(s) = &r.salvage {
         eprint!("{}", recover::report::salvage_text(s));
     }

@@ -109,15 +109,13 @@ pub fn first_reading(
         ids: IdSurvey::new(format),
         last_refusal: None,
     };
-    let (streamed, mut classifier) = crate::session::recover_streaming_observing(
-        at,
-        write,
-        progress,
-        &mut std::io::sink(),
-        workspace,
-        Mode::Survey,
-        &mut |c| c.take_notices().for_each(|n| survey.notice(n)),
-    )?;
+    let (streamed, mut classifier) = crate::Recovery::of(at)
+        .write(write)
+        .progress(progress)
+        .probe(workspace)
+        .stream_observing(&mut std::io::sink(), Mode::Survey, &mut |c| {
+            c.take_notices().for_each(|n| survey.notice(n))
+        })?;
     Ok(FirstReading {
         streamed,
         format,
@@ -174,8 +172,7 @@ pub fn write<W: Write>(
     };
     let mut body = BodyWriter::new(out, format, header, ids).map_err(RereadError::Output)?;
     let classifier = Classifier::with_mode(streamed.live, None, Mode::Write);
-    crate::session::reread(
-        &place,
+    crate::Recovery::of(&place).reread(
         streamed.records,
         classifier,
         &mut |c: &mut Classifier| {

@@ -11,9 +11,9 @@
 //! Each room of this module has one job: `error` says why recovery failed ([`RecoverError`]);
 //! `prepare` asks about liveness and takes the lock; `repair` cuts and appends; `changes`
 //! finds cuts no event records and words the notes; `salvage` reads a corrupt journal
-//! ([`salvage()`]); `streaming` reports call by call ([`recover_streaming`]); `progress`
-//! counts bytes read. This file holds the whole-session entry points, [`recover`] and
-//! [`recover_reporting`], and what they return, [`Recovered`].
+//! ([`Recovery::salvage`]); `streaming` reports call by call ([`Recovery::stream`]); `progress`
+//! counts bytes read. This file holds the one entry, [`Recovery`], and what its whole-session
+//! reading returns, [`Recovered`].
 
 mod changes;
 mod error;
@@ -25,23 +25,20 @@ mod streaming;
 
 pub use changes::EarlierCut;
 pub use error::RecoverError;
-pub use salvage::{salvage, salvage_probing, Salvage};
-pub use streaming::{
-    recover_storage_streaming, recover_streaming, recover_streaming_observing,
-    recover_streaming_probing, reread, ReportSink, RereadError, Streamed,
-};
+pub use salvage::Salvage;
+pub use streaming::{ReportSink, RereadError, Streamed};
 
 use crate::classify::{analyze_probing, Analysis};
 use crate::probe::Prober;
+use crate::stream::{Classifier, Mode};
 use crate::Place;
 use changes::{notes, Changes};
 use events::replay::ReplayError;
-use journal::{Backend, Limits, ReadEnd, Storage};
+use journal::{Backend, Limits, ReadEnd};
 use prepare::prepare;
 use progress::Progress;
 use repair::{append_recovery, repair};
 use std::path::Path;
-use std::sync::Arc;
 
 /// What a recovery found and did.
 #[derive(Debug)]
@@ -73,48 +70,141 @@ impl Recovered {
     }
 }
 
-/// Recovers the session journaled in `dir`. With `write`, balances the journal (unless it is
-/// live or already balanced); without, only reads. Never runs a tool.
-pub fn recover(at: impl Into<Place>, write: bool) -> Result<Recovered, RecoverError> {
-    recover_reporting(at, write, &|_, _| {})
+/// No progress to tell: the default of a [`Recovery`].
+const NO_PROGRESS: &dyn Fn(u64, u64) = &|_, _| {};
+
+/// One recovery of one journal: where it is, whether it may write, which workspace it probes,
+/// whom it tells its progress; then one of the readings ([`run`](Recovery::run),
+/// [`stream`](Recovery::stream), [`salvage`](Recovery::salvage), ...). The one entry of this
+/// crate: every reading prepares, reads, repairs and classifies the same way. Never runs a
+/// tool.
+///
+/// ```no_run
+/// # fn main() -> Result<(), tooljournal_recover::RecoverError> {
+/// use tooljournal_recover::Recovery;
+/// let recovered = Recovery::of(std::path::Path::new("/path/to/journal"))
+///     .write(true)
+///     .probe(Some(std::path::Path::new("/path/to/workspace")))
+///     .run()?;
+/// for call in &recovered.analysis.calls {
+///     println!("{}: {:?}", call.call, call.classification);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Recovery<'a> {
+    place: Place,
+    write: bool,
+    workspace: Option<&'a Path>,
+    progress: &'a dyn Fn(u64, u64),
 }
 
-/// [`recover`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call before
-/// the recovery is built: each such report carries its [`Probe`](crate::probe::Probe), and the
-/// result this run gives such a call (the one appended with `write`) states the evidence in
-/// plain words. A workspace that cannot be opened is an error before anything is read or
-/// written ([`RecoverError::Workspace`]). Reads only the paths the journal names, confined to
-/// the workspace; never writes there, never runs anything.
-pub fn recover_probing(
-    at: impl Into<Place>,
-    write: bool,
-    workspace: Option<&Path>,
-) -> Result<Recovered, RecoverError> {
-    recover_reporting_probing(at, write, &|_, _| {}, workspace)
+impl std::fmt::Debug for Recovery<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery")
+            .field("place", &self.place.label())
+            .field("write", &self.write)
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
 }
 
-/// [`recover`], telling `progress` (bytes read, bytes in all) as it reads: for people watching
-/// a long journal.
-pub fn recover_reporting(
-    at: impl Into<Place>,
-    write: bool,
-    progress: &dyn Fn(u64, u64),
-) -> Result<Recovered, RecoverError> {
-    recover_reporting_probing(at, write, progress, None)
-}
+impl<'a> Recovery<'a> {
+    /// A recovery of the journal `at` (a directory, or an opened backend), reading only, probing
+    /// nothing, telling no progress.
+    pub fn of(at: impl Into<Place>) -> Recovery<'a> {
+        Recovery {
+            place: at.into(),
+            write: false,
+            workspace: None,
+            progress: NO_PROGRESS,
+        }
+    }
 
-/// [`recover_reporting`], probing `workspace` as [`recover_probing`] does.
-pub fn recover_reporting_probing(
-    at: impl Into<Place>,
-    write: bool,
-    progress: &dyn Fn(u64, u64),
-    workspace: Option<&Path>,
-) -> Result<Recovered, RecoverError> {
-    let place = at.into();
-    // The workspace first: a bad one changes nothing.
-    let prober = workspace.map(Prober::open).transpose()?;
-    let backend = place.open()?;
-    backend_reporting(&backend, write, progress, prober.as_ref())
+    /// With `write`, the reading balances the journal (unless it is live or balanced already):
+    /// a torn tail quarantined and cut, the questions withdrawn, one `recovery` event appended.
+    /// Without, it only reads.
+    pub fn write(mut self, write: bool) -> Recovery<'a> {
+        self.write = write;
+        self
+    }
+
+    /// Probes `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call before the
+    /// recovery is built: each such report carries its [`Probe`](crate::probe::Probe), and the
+    /// result this run gives such a call states the evidence in plain words. A workspace that
+    /// cannot be opened is an error before anything is read or written
+    /// ([`RecoverError::Workspace`]). Reads only the paths the journal names, confined to the
+    /// workspace; never writes there.
+    pub fn probe(mut self, workspace: Option<&'a Path>) -> Recovery<'a> {
+        self.workspace = workspace;
+        self
+    }
+
+    /// Tells `progress` (bytes read, bytes in all) as the journal is read: for people watching
+    /// a long journal.
+    pub fn progress(mut self, progress: &'a dyn Fn(u64, u64)) -> Recovery<'a> {
+        self.progress = progress;
+        self
+    }
+
+    /// The whole session: every call's report kept in [`Recovered::analysis`].
+    pub fn run(self) -> Result<Recovered, RecoverError> {
+        // The workspace first: a bad one changes nothing.
+        let prober = self.workspace.map(Prober::open).transpose()?;
+        let backend = self.place.open()?;
+        backend_reporting(&backend, self.write, self.progress, prober.as_ref())
+    }
+
+    /// Without keeping the session: every call's report goes to `sink` as soon as it is final,
+    /// in the same order and with the same content as [`run`](Recovery::run) keeps them, and
+    /// the recovery event appended (with [`write`](Recovery::write)) is the same. Memory grows
+    /// with the calls open at a time, not with the journal. Corruption found on the way is an
+    /// error after some reports were given.
+    pub fn stream(self, sink: &mut dyn ReportSink) -> Result<Streamed, RecoverError> {
+        streaming::stream(&self.place, self.write, self.progress, sink, self.workspace)
+    }
+
+    /// [`stream`](Recovery::stream) with a classifier in `mode`, handed to `observe` after
+    /// every record and after the last (take its notices there): the first of the two readings
+    /// of `rebuild` and `audit`. Returns the classifier too, for what it kept to the end.
+    pub fn stream_observing(
+        self,
+        sink: &mut dyn ReportSink,
+        mode: Mode,
+        observe: &mut dyn FnMut(&mut Classifier),
+    ) -> Result<(Streamed, Classifier), RecoverError> {
+        streaming::stream_observing(
+            &self.place,
+            self.write,
+            self.progress,
+            sink,
+            self.workspace,
+            mode,
+            observe,
+        )
+    }
+
+    /// The second reading of `rebuild` and `audit`: the first `records` records (what the
+    /// first reading applied: not what a recovery it appended, or a writer, added since),
+    /// classified by `classifier` (made as the first reading's was: the same liveness), handed
+    /// to `observe` after each record and after the last. Writes nothing, whatever
+    /// [`write`](Recovery::write) says; probes nothing.
+    pub fn reread(
+        self,
+        records: u64,
+        classifier: Classifier,
+        observe: &mut dyn FnMut(&mut Classifier) -> Result<(), RereadError>,
+    ) -> Result<(), RereadError> {
+        streaming::reread(&self.place, records, classifier, observe)
+    }
+
+    /// Reads what can be read of a corrupt journal, passing over the damage and saying exactly
+    /// what was passed over ([`Recovered::salvage`]). Never writes, whatever
+    /// [`write`](Recovery::write) says: a journal with corruption in its middle is evidence,
+    /// and a recovery appended behind it would hide that.
+    pub fn salvage(self) -> Result<Recovered, RecoverError> {
+        salvage::salvage(&self.place, self.workspace)
+    }
 }
 
 /// Replays a journal, reporting bytes read (segments laid end to end) after each record.
@@ -138,12 +228,7 @@ fn replay_with_progress(
     Ok((replayer.finish(), end))
 }
 
-/// [`recover`] on any storage (the simulation included).
-pub fn recover_storage(storage: Arc<dyn Storage>, write: bool) -> Result<Recovered, RecoverError> {
-    backend_reporting(&Backend::Files(storage), write, &|_, _| {}, None)
-}
-
-/// [`recover_reporting`] on any storage: prepare, read through, repair, classify, append.
+/// [`Recovery::run`] on an opened backend: prepare, read through, repair, classify, append.
 fn backend_reporting(
     backend: &Backend,
     write: bool,

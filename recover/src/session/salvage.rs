@@ -32,20 +32,8 @@ impl Salvage {
     }
 }
 
-/// Reads what can be read of a corrupt journal, passing over the damage and saying exactly what
-/// was passed over. Never writes: a journal with corruption in its middle is evidence, and a
-/// recovery appended behind it would hide that.
-pub fn salvage(at: impl Into<Place>) -> Result<Recovered, RecoverError> {
-    salvage_probing(at, None)
-}
-
-/// [`salvage`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN` call as
-/// [`recover_probing`](super::recover_probing) does (nothing is written, here either).
-pub fn salvage_probing(
-    at: impl Into<Place>,
-    workspace: Option<&Path>,
-) -> Result<Recovered, RecoverError> {
-    let place = at.into();
+/// [`Recovery::salvage`](super::Recovery::salvage).
+pub(super) fn salvage(place: &Place, workspace: Option<&Path>) -> Result<Recovered, RecoverError> {
     let label = place.label();
     let dir = label.as_path();
     let prober = workspace.map(Prober::open).transpose()?;

@@ -1,6 +1,7 @@
-//! Recovery without keeping the session ([`recover_streaming`]): each call's report goes to a
-//! [`ReportSink`] as soon as it is final, so memory grows with the calls open at a time rather
-//! than with the journal, and the recovery appended is the one [`super::recover`] appends.
+//! Recovery without keeping the session ([`Recovery::stream`](super::Recovery::stream)): each
+//! call's report goes to a [`ReportSink`] as soon as it is final, so memory grows with the calls
+//! open at a time rather than with the journal, and the recovery appended is the one
+//! [`Recovery::run`](super::Recovery::run) appends.
 
 use super::changes::{notes, Changes, EarlierCut};
 use super::prepare::prepare;
@@ -13,7 +14,7 @@ use crate::stream::{Classifier, Mode};
 use crate::Place;
 use events::event::{CallRef, Classification, Recovery};
 use events::replay::ReplayError;
-use journal::{Backend, Limits, ReadEnd, Storage};
+use journal::{Backend, Limits, ReadEnd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -104,41 +105,23 @@ impl Streamed {
     }
 }
 
-/// [`recover_reporting`](super::recover_reporting) without keeping the session: every call's
-/// report goes to `sink` as soon as it is final, in the same order and with the same content,
-/// and the recovery event appended (with `write`) is the same. Memory grows with the calls
-/// open at a time, not with the journal. Corruption found on the way is an error after some
-/// reports were given.
-pub fn recover_streaming(
-    at: impl Into<Place>,
-    write: bool,
-    progress: &dyn Fn(u64, u64),
-    sink: &mut dyn ReportSink,
-) -> Result<Streamed, RecoverError> {
-    recover_streaming_probing(at, write, progress, sink, None)
-}
-
-/// [`recover_streaming`], probing `workspace` (when given) for every `TOOL_OUTCOME_UNKNOWN`
-/// call as [`recover_probing`](super::recover_probing) does. A workspace that cannot be opened
-/// is an error before anything is read or written.
-pub fn recover_streaming_probing(
-    at: impl Into<Place>,
+/// [`Recovery::stream`](super::Recovery::stream).
+pub(super) fn stream(
+    place: &Place,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
     workspace: Option<&Path>,
 ) -> Result<Streamed, RecoverError> {
-    let place = at.into();
     let prober = workspace.map(Prober::open).transpose()?.map(Arc::new);
     let backend = place.open()?;
-    backend_streaming(&backend, write, progress, sink, prober)
+    let classifier = Classifier::probing(false, prober);
+    streaming_with(&backend, write, progress, sink, classifier, &mut |_| {}).map(|(s, _)| s)
 }
 
-/// [`recover_streaming_probing`] with a classifier in `mode`, handed to `observe` after every
-/// record and after the last (take its notices there): the first of the two readings of
-/// `rebuild` and `audit`. Returns the classifier too, for what it kept to the end.
-pub fn recover_streaming_observing(
-    at: impl Into<Place>,
+/// [`Recovery::stream_observing`](super::Recovery::stream_observing).
+pub(super) fn stream_observing(
+    place: &Place,
     write: bool,
     progress: &dyn Fn(u64, u64),
     sink: &mut dyn ReportSink,
@@ -146,7 +129,6 @@ pub fn recover_streaming_observing(
     mode: Mode,
     observe: &mut dyn FnMut(&mut Classifier),
 ) -> Result<(Streamed, Classifier), RecoverError> {
-    let place = at.into();
     let prober = workspace.map(Prober::open).transpose()?.map(Arc::new);
     let backend = place.open()?;
     let classifier = Classifier::with_mode(false, prober, mode);
@@ -164,17 +146,13 @@ pub enum RereadError {
     Output(#[source] std::io::Error),
 }
 
-/// The second reading of `rebuild` and `audit`: the first `records` records of the journal in
-/// `dir` (what the first reading applied: not what a recovery it appended, or a writer, added
-/// since), classified by `classifier` (made as the first reading's was: the same liveness),
-/// handed to `observe` after each record and after the last. Writes nothing to the journal.
-pub fn reread(
-    at: impl Into<Place>,
+/// [`Recovery::reread`](super::Recovery::reread).
+pub(super) fn reread(
+    place: &Place,
     records: u64,
     mut classifier: Classifier,
     observe: &mut dyn FnMut(&mut Classifier) -> Result<(), RereadError>,
 ) -> Result<(), RereadError> {
-    let place = at.into();
     let label = place.label();
     let dir = label.as_path();
     let backend = place.open()?;
@@ -201,27 +179,6 @@ pub fn reread(
     // How the bytes end only shapes the recovery event, which a second reading does not want.
     classifier.finish(&ReadEnd::Clean, 0);
     observe(&mut classifier)
-}
-
-/// [`recover_streaming`] on any storage (the simulation included).
-pub fn recover_storage_streaming(
-    storage: Arc<dyn Storage>,
-    write: bool,
-    progress: &dyn Fn(u64, u64),
-    sink: &mut dyn ReportSink,
-) -> Result<Streamed, RecoverError> {
-    backend_streaming(&Backend::Files(storage), write, progress, sink, None)
-}
-
-fn backend_streaming(
-    backend: &Backend,
-    write: bool,
-    progress: &dyn Fn(u64, u64),
-    sink: &mut dyn ReportSink,
-    prober: Option<Arc<Prober>>,
-) -> Result<Streamed, RecoverError> {
-    let classifier = Classifier::probing(false, prober);
-    streaming_with(backend, write, progress, sink, classifier, &mut |_| {}).map(|(s, _)| s)
 }
 
 /// The streamed recovery, with `classifier` (its liveness set here) observed after every

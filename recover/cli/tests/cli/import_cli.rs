@@ -422,7 +422,7 @@ mod prefixes {
             let a = Agent::from_name(agent).unwrap();
             import_into(&backend, a, "prefix.jsonl", import::Input::Bytes(prefix), 1_700_000_000_000)
                 .unwrap();
-            let recovered = recover::session::recover(dir.as_path(), false)
+            let recovered = recover::Recovery::of(dir.as_path()).run()
                 .expect("an imported prefix replays");
             let read = import::read(a, prefix).unwrap();
             for call in &read.calls {

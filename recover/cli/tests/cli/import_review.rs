@@ -794,7 +794,7 @@ fn an_import_cut_at_any_byte_never_says_a_call_did_not_start() {
             let part = d.join(format!("cut{k}"));
             std::fs::create_dir(&part).unwrap();
             std::fs::write(part.join(seg.file_name().unwrap()), &all[..k]).unwrap();
-            match recover::session::recover(part.as_path(), false) {
+            match recover::Recovery::of(part.as_path()).run() {
                 Err(e) => failures.push(format!("{agent}/{name} cut at byte {k}: {e}")),
                 Ok(r) => {
                     for c in &r.analysis.calls {

@@ -15,7 +15,8 @@ use crate::common;
 use common::{forged, recover, text};
 use journal::{FsStorage, Journal, Limits, Options, Reader};
 use recover::probe::{Prober, Verdict};
-use recover::session::{recover_probing, RecoverError};
+use recover::session::RecoverError;
+use recover::Recovery;
 use runtime::event::{
     idempotency_key, CallRef, Classification, Event, Evidence, ModelCall, ModelResponse, Record,
     StepOutcome, StopReason, ToolSource,
@@ -207,7 +208,7 @@ fn classify_probe(journal: &Path, ws: &Path, id: &str) -> Value {
 /// workspace changed. Returns the binary's `probe` object.
 fn check_verdict(journal: &Path, ws: &Path, id: &str, verdict: &str, found: Option<&str>) -> Value {
     let before = snapshot(ws.parent().unwrap());
-    let r = recover_probing(journal, false, Some(ws)).unwrap();
+    let r = Recovery::of(journal).probe(Some(ws)).run().unwrap();
     let c = r
         .analysis
         .calls
@@ -330,7 +331,11 @@ fn an_edit_cut_after_its_started_is_probed_in_every_state_of_its_file() {
 fn the_recovery_appended_states_the_evidence_and_a_later_run_keeps_it() {
     let (_d, ws, journal) = write_cut_after_started(Some(BEFORE));
     // The body ran: the file holds what it wrote.
-    let r = recover_probing(&journal, true, Some(&ws)).unwrap();
+    let r = Recovery::of(&journal)
+        .write(true)
+        .probe(Some(&ws))
+        .run()
+        .unwrap();
     assert!(r.appended);
     let content = common::replay_dir(&journal)
         .call(&call("w1", 1))
@@ -350,7 +355,11 @@ fn the_recovery_appended_states_the_evidence_and_a_later_run_keeps_it() {
     assert_eq!(content, expected);
     // The file changed back since: the journaled text stays; the probe says what is there now.
     set(&ws, Some(BEFORE));
-    let again = recover_probing(&journal, true, Some(&ws)).unwrap();
+    let again = Recovery::of(&journal)
+        .write(true)
+        .probe(Some(&ws))
+        .run()
+        .unwrap();
     assert!(!again.appended);
     let c = &again.analysis.calls[0];
     assert_eq!(c.result.content, expected);
@@ -368,7 +377,7 @@ fn the_recovery_appended_states_the_evidence_and_a_later_run_keeps_it() {
     );
     let plain = full2.with_file_name("cut");
     cut_after_started(&full2, "w1", &plain);
-    let r = recover_probing(&plain, false, None).unwrap();
+    let r = Recovery::of(&plain).probe(None).run().unwrap();
     assert_eq!(r.analysis.calls[0].probe, None);
     assert_eq!(
         r.analysis.calls[0].result.content,
@@ -503,7 +512,9 @@ fn a_path_that_is_not_utf8_records_no_evidence_and_is_never_not_applied() {
         std::fs::read_to_string(odd.join("notes.txt")).unwrap(),
         AFTER
     );
-    let replay = recover_probing(&journal, false, None)
+    let replay = Recovery::of(&journal)
+        .probe(None)
+        .run()
         .unwrap()
         .analysis
         .replay;
@@ -555,7 +566,7 @@ fn paths_that_lead_out_or_through_symlinks_are_not_looked_at_and_directories_are
         .collect();
     forged(&journal, &calls, vec![]);
     let before = snapshot(d.path());
-    let r = recover_probing(&journal, false, Some(&ws)).unwrap();
+    let r = Recovery::of(&journal).probe(Some(&ws)).run().unwrap();
     for (id, path, want, why) in cases {
         let c = r
             .analysis
@@ -602,7 +613,7 @@ fn several_files_agree_or_the_call_is_changed() {
         ],
         vec![],
     );
-    let r = recover_probing(&journal, false, Some(&ws)).unwrap();
+    let r = Recovery::of(&journal).probe(Some(&ws)).run().unwrap();
     let verdict = |id: &str| {
         let c = r
             .analysis
@@ -686,7 +697,11 @@ fn a_workspace_that_cannot_be_probed_is_an_error_before_anything_is_written() {
     forged(&journal, &[("w1", replace("a.txt"))], vec![]);
     let before = snapshot(&journal);
     let missing = d.path().join("no-such-workspace");
-    match recover_probing(&journal, true, Some(&missing)) {
+    match Recovery::of(&journal)
+        .write(true)
+        .probe(Some(&missing))
+        .run()
+    {
         Err(RecoverError::Workspace(e)) => assert_eq!(e.workspace, missing),
         other => panic!("{other:?}"),
     }

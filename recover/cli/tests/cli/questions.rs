@@ -13,7 +13,8 @@ use common::{recover, text};
 use journal::{FsStorage, Journal, Options};
 use recover::classify::{question_withdrawn_text, CallReport};
 use recover::providers::{validate, Format};
-use recover::session::{recover_streaming, Recovered};
+use recover::session::Recovered;
+use recover::Recovery;
 use runtime::event::{
     Answer, AskAnswer, Classification, Event, ModelCall, ModelResponse, Question, Record,
     StepOutcome, StopReason, ToolSource, TurnOutcome,
@@ -261,12 +262,12 @@ fn report<'a>(calls: &'a [CallReport], id: &str) -> &'a CallReport {
 }
 
 fn batch(dir: &Path) -> Recovered {
-    recover::session::recover(dir, false).unwrap()
+    recover::Recovery::of(dir).run().unwrap()
 }
 
 fn streamed(dir: &Path) -> Vec<CallReport> {
     let mut reports: Vec<CallReport> = Vec::new();
-    recover_streaming(dir, false, &|_, _| {}, &mut reports).unwrap();
+    Recovery::of(dir).stream(&mut reports).unwrap();
     reports
 }
 

@@ -421,7 +421,7 @@ fn a_tool_sharing_anothers_schema_hash_gets_no_borrowed_description() {
     b.batch_shown(&["c1"]);
     b.done();
     // A second tool with `mark`'s schemas (so its hash), added to the step's tools.
-    let mut r = recover::session::recover(dir.path(), false).unwrap();
+    let mut r = recover::Recovery::of(dir.path()).run().unwrap();
     r.analysis.replay.turns[0].steps[0]
         .tools
         .as_mut()

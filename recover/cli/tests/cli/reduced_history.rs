@@ -307,9 +307,7 @@ fn audit_still_lists_every_original_call() {
     // Every answered step's response: three in turn 1, one in turn 2 (the summary is none).
     assert_eq!(audit["usage"]["responses"], 4);
     // And the library's analysis keeps both results whole.
-    let analysis = recover::session::recover(dir.path(), false)
-        .unwrap()
-        .analysis;
+    let analysis = recover::Recovery::of(dir.path()).run().unwrap().analysis;
     let results: Vec<&str> = analysis
         .calls
         .iter()
@@ -367,9 +365,7 @@ fn a_resumed_agent_is_sent_what_the_live_one_would_have_sent() {
     let live = record(dir.path());
     let other = copy_of(dir.path());
     // What recover reads is what the live agent keeps (I17).
-    let analysis = recover::session::recover(other.path(), false)
-        .unwrap()
-        .analysis;
+    let analysis = recover::Recovery::of(other.path()).run().unwrap().analysis;
     assert_eq!(analysis.conversation(), live.agent.conversation());
     // The live agent goes on in one copy, an agent rebuilt from the journal in the other.
     let from_live = next_request(dir.path(), live.agent, &live.requests);
@@ -447,11 +443,9 @@ fn a_journal_cut_during_the_summary_request_rebuilds_unreduced_and_resumes() {
         assert!(!all.contains(SUMMARY), "{format}");
     }
     // Recovery closes the interrupted turn; the session resumes with every message.
-    let recovered = recover::session::recover(dir.path(), true).unwrap();
+    let recovered = recover::Recovery::of(dir.path()).write(true).run().unwrap();
     assert!(recovered.appended);
-    let analysis = recover::session::recover(dir.path(), false)
-        .unwrap()
-        .analysis;
+    let analysis = recover::Recovery::of(dir.path()).run().unwrap().analysis;
     let requests = Arc::default();
     let agent = Agent::new(
         Box::new(model(&[answer("third")], &[], &requests)),

@@ -386,7 +386,7 @@ fn write_session(dir: &Path, system: Option<&str>, turns: &[TurnPlan], result_le
         } else if t + 1 < last {
             // The crash, then a resume's recovery.
             b.journal.close().unwrap();
-            recover::session::recover(dir, true).unwrap();
+            recover::Recovery::of(dir).write(true).run().unwrap();
             b = Builder::open(dir);
         }
     }
@@ -403,7 +403,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// The body and audits as the whole-session functions give them (reading only).
 fn oracle(dir: &Path, format: Format, write: bool) -> (String, String, String) {
-    let r = recover::session::recover(dir, write).unwrap();
+    let r = recover::Recovery::of(dir).write(write).run().unwrap();
     let body = recover::rebuild::body(&r.analysis, format).unwrap();
     let text = format!("{}\n", body.body.to_json_pretty());
     let json = format!("{}\n", recover::report::audit_json("j", &r.analysis));
@@ -542,7 +542,7 @@ fn the_binary_streams_a_large_journal_as_the_oracle_says() {
         if format == Format::OpenAiChat {
             // The binary names the journal by its directory.
             let name = dir.path().display().to_string();
-            let r = recover::session::recover(dir.path(), false).unwrap();
+            let r = recover::Recovery::of(dir.path()).run().unwrap();
             let json = format!("{}\n", recover::report::audit_json(&name, &r.analysis));
             assert!(run(&["audit", "--json"]) == json, "audit --json");
             assert!(
