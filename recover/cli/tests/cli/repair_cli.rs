@@ -1,16 +1,10 @@
 //! `recover repair` through the binary: a copy the agent can resume, the original untouched,
 //! nothing overwritten, and every refusal naming what was wrong.
 
+use crate::common::imported::fixture;
 use import::{read, Agent, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn fixture(agent: &str, name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/import")
-        .join(agent)
-        .join(format!("{name}.jsonl"))
-}
 
 /// `recover repair --from FROM FILE --out OUT`, in `dir` when given.
 fn repair(dir: Option<&Path>, from: &str, file: &Path, out: &Path) -> Output {

@@ -25,7 +25,7 @@ pub const FORMATS: [&str; 4] = ["openai-chat", "openai-responses", "anthropic", 
 /// `tests/data/import/AGENT/NAME.jsonl`.
 pub fn fixture(agent: &str, name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/import")
+        .join("../../tests/data/import")
         .join(agent)
         .join(format!("{name}.jsonl"))
 }
