@@ -152,10 +152,10 @@ fn draw(out: &Path, caption: &str, bars: &[Bar]) -> Result<(), BoxError> {
     let root = SVGBackend::new(out, (WIDTH, height)).into_drawing_area();
     root.fill(&WHITE)?;
 
-    // The axis spans every margin and 0.1 to 10 at least, with room on the right for the
-    // notes.
+    // The axis spans every margin and 0.1 to 10 at least (a little past 0.1, so that its
+    // label is drawn), with room on the right for the notes.
     let margins = bars.iter().filter_map(Bar::margin);
-    let low = (margins.clone().fold(1.0_f64, f64::min) / 1.25).min(0.1);
+    let low = (margins.clone().fold(1.0_f64, f64::min) / 1.25).min(0.09);
     let high = (margins.fold(1.0_f64, f64::max) * 6.0).max(20.0);
     let (low, high) = (low.max(0.01), high.min(1e4));
 
