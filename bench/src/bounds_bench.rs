@@ -1,4 +1,4 @@
-//! `bounds` (issue 37): the peak memory of what a hostile provider or a hostile file can make
+//! `bounds`: the peak memory of what a hostile provider or a hostile file can make
 //! tooljournal hold, each measured in a child process of its own (this binary's hidden
 //! `bounds-child`), so that the peak is that work's alone:
 //!
@@ -16,6 +16,7 @@
 //! The figures are `VmHWM` of the child, as `/proc/self/status` gives it (this binary runs on
 //! mimalloc; `tooljournal` and `recover` on the system allocator).
 
+use crate::chart::Bar;
 use crate::{say, BoxError, Common, MB, MIB};
 use serde::{Deserialize, Serialize};
 use std::io::{BufWriter, Write};
@@ -68,6 +69,24 @@ struct Figure {
 }
 
 pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
+    let figures = measure(common)?;
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&figures)?);
+    } else {
+        print_table(&figures);
+    }
+    Ok(())
+}
+
+/// `chart`: every figure (each peak RSS, a ceiling).
+pub(crate) fn bars(common: &Common) -> Result<Vec<Bar>, BoxError> {
+    Ok(measure(common)?
+        .iter()
+        .map(|f| Bar::at_most("bounds", &f.name, f.peak_rss_mb, f.target_mb))
+        .collect())
+}
+
+fn measure(common: &Common) -> Result<Vec<Figure>, BoxError> {
     let scratch = crate::disk::scratch_base(common.dir.as_deref())?;
     let file_bytes = if common.quick { 128 * MIB } else { 1024 * MIB };
     let mut figures = Vec::new();
@@ -121,13 +140,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         }
         std::fs::remove_file(&rollout)?;
     }
-
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&figures)?);
-    } else {
-        print_table(&figures);
-    }
-    Ok(())
+    Ok(figures)
 }
 
 fn figure(name: impl Into<String>, input_bytes: u64, r: ChildReport, target_mb: f64) -> Figure {

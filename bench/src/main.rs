@@ -6,31 +6,37 @@
 //! neighbour is not a bug, and the numbers are worth seeing either way.
 //!
 //! Usage: `cargo run --release -p tooljournal-bench --features sqlite -- journal|runtime|sse|bounds
-//! [--quick] [--json] [--dir DIR]` (the binary requires the package's `sqlite` feature, which
-//! brings in the SQLite baseline, so that `cargo test --workspace` never compiles SQLite).
+//! [--quick] [--json] [--dir DIR]`, or `chart --out FILE [--quick] [--dir DIR]` (the binary
+//! requires the package's `sqlite` feature, which brings in the SQLite baseline, so that `cargo
+//! test --workspace` never compiles SQLite). docs/PERFORMANCE.md has the figures and what each
+//! means.
 //!
 //! - `journal`: the raw fdatasync rate, durable appends (always/group), unsynced appends, reader,
 //!   and the reader on a crafted torn tail (the tail scan's worst case, 1-8 MiB).
-//! - `runtime` (issues 8 and 20): durable tool calls/s through the whole runtime, side by side
-//!   with what a user would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
+//! - `runtime`: durable tool calls/s through the whole runtime, side by side with what a user
+//!   would otherwise pick (JSON lines with an fsync per record, SQLite WAL with
 //!   synchronous=FULL, sled with a flush per record; JSON lines and SQLite also with the
 //!   runtime's own plan, one sync per call at `started`), the raw append and overwrite rates,
 //!   1, 8 and 64 sessions at once beside as many raw writers, the pipeline's own cost with fsync
 //!   off, and recovery speed and peak memory on a generated journal of 1 GiB (100 MiB quick);
-//!   and (issue 18) seq and par16 with the journal in PostgreSQL (a server the bench starts, with
-//!   fsync on), and 64 sessions over 4 worker processes on PostgreSQL and on files.
-//! - `sse` (issue 15): the model adapters' stream decoding (`tooljournal_llm::decode`) in MB/s,
-//!   per provider format, on a stream of tool-call deltas of about 10 MB (2 MB quick) recorded
-//!   from the `mockllm` loopback server; target 100 MB/s. No disk: `--dir` is not used.
-//! - `bounds` (issue 37): peak memory of what a hostile provider or file can make tooljournal
-//!   hold: a 300 MB event, a 100 MB session-file line, `recover import` and `repair` of a 1 GiB
-//!   rollout (128 MiB quick), each in a child process of its own.
+//!   and seq and par16 with the journal in PostgreSQL (a server the bench starts, with fsync
+//!   on), and 64 sessions over 4 worker processes on PostgreSQL and on files.
+//! - `sse`: the model adapters' stream decoding (`tooljournal_llm::decode`) in MB/s, per
+//!   provider format, on a stream of tool-call deltas of about 10 MB (2 MB quick) recorded from
+//!   the `mockllm` loopback server; target 100 MB/s. No disk: `--dir` is not used.
+//! - `bounds`: peak memory of what a hostile provider or file can make tooljournal hold: a
+//!   300 MB event, a 100 MB session-file line, `recover import` and `repair` of a 1 GiB rollout
+//!   (128 MiB quick), each in a child process of its own.
+//! - `chart`: the four above, one after the other, and every figure that has a target drawn as
+//!   its ratio to that target, into one SVG (`chart`).
 //!
-//! This file is the command line and its dispatch; `journal_bench`, `runtime_bench` and
-//! `sse_bench` are the three benchmarks, and `disk` what the first two measure with (the raw
-//! fdatasync loop, segment sizes, scratch directories).
+//! This file is the command line and its dispatch; `journal_bench`, `runtime_bench`,
+//! `sse_bench` and `bounds_bench` are the four benchmarks, `chart` the picture of them, and
+//! `disk` what the first two measure with (the raw fdatasync loop, segment sizes, scratch
+//! directories).
 
 mod bounds_bench;
+mod chart;
 mod disk;
 mod journal_bench;
 mod runtime_bench;
@@ -81,15 +87,22 @@ enum Command {
     /// Raw fdatasync limit, durable appends (always/group), unsynced appends, reader speed.
     Journal,
     /// Durable tool calls/s through the runtime against JSONL, SQLite and sled; 1, 8 and 64
-    /// sessions at once; the pipeline's cost with fsync off; recovery MB/s and peak memory
-    /// (issues 8 and 20).
+    /// sessions at once; the pipeline's cost with fsync off; recovery MB/s and peak memory.
     Runtime,
     /// The model adapters' stream decoding in MB/s per provider format, on a recorded stream of
-    /// tool-call deltas of about 10 MB (issue 15).
+    /// tool-call deltas of about 10 MB.
     Sse,
     /// Peak memory of a 300 MB provider event, a 100 MB session-file line, and `recover
-    /// import` / `repair` of a 1 GiB rollout (issue 37).
+    /// import` / `repair` of a 1 GiB rollout.
     Bounds,
+    /// Runs journal, runtime, sse and bounds (each in its quick form with --quick) and draws
+    /// every figure that has a target as its ratio to that target, into one SVG file; the
+    /// figures go to stdout too.
+    Chart {
+        /// The SVG file to write (replaced if it exists).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Internal: one measurement of `bounds` (WORK on PATH), printing one JSON line with this
     /// process's peak RSS.
     #[command(hide = true)]
@@ -104,7 +117,7 @@ enum Command {
     #[command(hide = true)]
     RecoverChild {
         dir: PathBuf,
-        /// `classify`, or `rebuild` and `audit` (issue 20): which command to measure.
+        /// `classify`, or `rebuild`, `audit` and `audit-html`: which command to measure.
         #[arg(long, value_enum, default_value = "classify")]
         work: runtime_bench::recovery::ChildWork,
     },
@@ -129,7 +142,7 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         workers: usize,
     },
-    /// Internal: one of `runtime`'s worker processes (issue 18): SESSIONS sessions with their
+    /// Internal: one of `runtime`'s worker processes: SESSIONS sessions with their
     /// journals in the directory AT or, for a `postgres://` URL, as sessions PREFIX-s<i> of that
     /// store; says `ready` on stdout when warmed up, runs for SECONDS after reading `go` on
     /// stdin, then prints one JSON line of what it measured.
@@ -169,6 +182,7 @@ fn main() -> ExitCode {
         Command::Runtime => runtime_bench::run(&cli.common),
         Command::Sse => sse_bench::run(&cli.common),
         Command::Bounds => bounds_bench::run(&cli.common),
+        Command::Chart { out } => chart::run(&cli.common, &out),
         Command::BoundsChild { work, path } => bounds_bench::bounds_child(work, &path),
         Command::RecoverChild { dir, work } => runtime_bench::recovery::recover_child(&dir, work),
         Command::GenerateJournal { dir, mib } => runtime_bench::generate::generate_only(&dir, mib),

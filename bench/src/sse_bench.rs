@@ -1,4 +1,4 @@
-//! `sse` (issue 15): the model adapters' stream decoding in MB/s, on a recorded stream of about
+//! `sse`: the model adapters' stream decoding in MB/s, on a recorded stream of about
 //! 10 MB (2 MB quick) per provider format, against a target of 100 MB/s.
 //!
 //! The streams are recorded, not made up here: `mockllm`'s loopback server, which writes each
@@ -14,6 +14,7 @@
 //! is checked to give back exactly the recorded text and calls, argument bytes included, so the
 //! figure is that of a correct decode. The target is held to the median run.
 
+use crate::chart::Bar;
 use crate::{say, BoxError, Common, MB};
 use bytes::Bytes;
 use futures_util::{stream, StreamExt};
@@ -26,7 +27,7 @@ use serde_json::json;
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-/// The decode rate every format is held to (issue 15).
+/// The decode rate every format is held to.
 const DECODE_MB_PER_S_TARGET: f64 = 100.0;
 /// The size the recording is handed over in: about what a socket read gives.
 const CHUNK_BYTES: usize = 16 * 1024;
@@ -108,6 +109,26 @@ struct Report {
 
 pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     let plan = Plan::new(common.quick);
+    let report = measure(&plan)?;
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report, &plan);
+    }
+    Ok(())
+}
+
+/// `chart`: the figures that have a target (each format's median MB/s, a floor).
+pub(crate) fn bars(common: &Common) -> Result<Vec<Bar>, BoxError> {
+    let report = measure(&Plan::new(common.quick))?;
+    Ok(report
+        .targets
+        .iter()
+        .map(|t| Bar::at_least("sse", &t.name, t.value, t.target))
+        .collect())
+}
+
+fn measure(plan: &Plan) -> Result<Report, BoxError> {
     // Decoding needs no runtime of its own; this one drives the recording's client and the
     // decode futures.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -129,7 +150,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
             stream_bytes as f64 / MB,
             counts.events
         ));
-        let rates = time_runs(&rt, format, &chunks, &plan)?;
+        let rates = time_runs(&rt, format, &chunks, plan)?;
         let best = rates.iter().copied().fold(0.0, f64::max);
         let median = median(&rates);
         formats.push(FormatRun {
@@ -154,18 +175,12 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
             met: f.median_mb_per_s >= DECODE_MB_PER_S_TARGET,
         })
         .collect();
-    let report = Report {
+    Ok(Report {
         mode: plan.mode,
         chunk_bytes: CHUNK_BYTES,
         formats,
         targets,
-    };
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_table(&report, &plan);
-    }
-    Ok(())
+    })
 }
 
 /// A recording of `format` of about `stream_bytes`. A stream's size is a fixed part (the text,

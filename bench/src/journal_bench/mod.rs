@@ -5,6 +5,7 @@
 mod report;
 mod runs;
 
+use crate::chart::Bar;
 use crate::disk::{append_fdatasync_loop, scratch_base};
 use crate::{say, BoxError, Common, MIB};
 use journal::FsyncPolicy;
@@ -53,13 +54,33 @@ impl Plan {
 
 pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     let plan = Plan::new(common.quick);
+    let report = measure(common, &plan)?;
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        report::print_table(&report, &plan);
+    }
+    Ok(())
+}
+
+/// `chart`: the figures that have a target (all floors).
+pub(crate) fn bars(common: &Common) -> Result<Vec<Bar>, BoxError> {
+    let report = measure(common, &Plan::new(common.quick))?;
+    Ok(report
+        .targets
+        .iter()
+        .map(|t| Bar::at_least("journal", &t.name, t.value, t.target))
+        .collect())
+}
+
+fn measure(common: &Common, plan: &Plan) -> Result<Report, BoxError> {
     let base = scratch_base(common.dir.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread().build()?;
 
     say("raw fdatasync rate");
     let fdatasync_per_s = fdatasync_rate(base.path(), DURABLE_RECORD_BYTES, plan.fdatasync_time)?;
-    let raw_batch = raw_batches(base.path(), &plan)?;
-    let durable = durable_runs(&rt, base.path(), &plan, fdatasync_per_s, &raw_batch)?;
+    let raw_batch = raw_batches(base.path(), plan)?;
+    let durable = durable_runs(&rt, base.path(), plan, fdatasync_per_s, &raw_batch)?;
 
     let mut unsynced = Vec::new();
     for size in [100, 4096] {
@@ -86,7 +107,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     }
 
     let targets = targets(&durable, &reader);
-    let report = Report {
+    Ok(Report {
         mode: plan.mode,
         dir: base.path().display().to_string(),
         fdatasync_per_s,
@@ -96,13 +117,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         reader,
         crafted_tail,
         targets,
-    };
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        report::print_table(&report, &plan);
-    }
-    Ok(())
+    })
 }
 
 /// The raw rate, as fdatasyncs per second of `write_bytes` appends (see

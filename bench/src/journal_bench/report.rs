@@ -22,7 +22,7 @@ pub(super) struct Report {
 
 /// Reading a journal whose torn tail is crafted so that every fourth offset holds a length
 /// field that is plausible and fits: the worst case of the scan for a valid frame after a bad
-/// one (issue 14). Linear: the seconds per MiB stay flat as the tail grows.
+/// one. Linear: the seconds per MiB stay flat as the tail grows.
 #[derive(Serialize)]
 pub(super) struct CraftedTailRun {
     pub(super) tail_bytes: u64,

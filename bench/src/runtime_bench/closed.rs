@@ -1,4 +1,4 @@
-//! Issue 38: what a finished session costs on disk. A format-2 segment is zero-filled ahead of
+//! What a finished session costs on disk. A format-2 segment is zero-filled ahead of
 //! its records while it is written; closing the session cuts the zeros, so a closed session's
 //! segment files hold its headers and its frames and nothing else. Measured on a short session
 //! (one turn of a few steps, as a small agent task leaves it), where a MiB of zeros left behind

@@ -1,4 +1,4 @@
-//! Many sessions on one disk (issue 20, item 3): `n` sessions in one process, each with its own
+//! Many sessions on one disk: `n` sessions in one process, each with its own
 //! journal in its own directory, each running steps of one no-op call at once; beside them, in
 //! the same rounds, `n` raw writers (threads), each appending 100 bytes to its own file and
 //! fdatasyncing it: the disk's own limit at that concurrency. Both report the aggregate rate.

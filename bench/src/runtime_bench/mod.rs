@@ -1,4 +1,4 @@
-//! `runtime` (issues 8 and 20): durable tool calls per second through the whole runtime, side by
+//! `runtime`: durable tool calls per second through the whole runtime, side by
 //! side with the plain choices a user would otherwise make (the plain way and with the runtime's
 //! own durability plan), the disk's raw rates (append, overwrite, many writers), and many
 //! sessions at once, in one run, as ratios (DESIGN.md §8).
@@ -8,9 +8,9 @@
 //! which); `session` drives the runtime, `many` runs many sessions (and as many raw writers) at
 //! once, `baselines` write the same records the plain ways, `generate` and `recovery` measure
 //! recovery on a generated journal, `measured` is what every durable run returns, `report`
-//! prints, `closed` measures what a closed session leaves on disk (issue 38). Issue 18's runs
-//! put the journal in PostgreSQL: `postgres` starts the server, `procs` runs sessions in
-//! several worker processes (on PostgreSQL and, beside it, on files).
+//! prints, `closed` measures what a closed session leaves on disk. The PostgreSQL runs put the
+//! journal in PostgreSQL: `postgres` starts the server, `procs` runs sessions in several worker
+//! processes (on PostgreSQL and, beside it, on files).
 
 mod baselines;
 mod closed;
@@ -24,6 +24,7 @@ mod report;
 mod rounds;
 pub(crate) mod session;
 
+use crate::chart::Bar;
 use crate::disk::{in_dir, scratch_base};
 use crate::{say, BoxError, Common, MIB};
 use generate::GenStats;
@@ -33,6 +34,7 @@ use postgres::PgState;
 use recovery::ChildReport;
 use rounds::{durable_rounds, Rounds};
 use session::session_run;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The raw rate is measured with appends of this size (as in `journal`).
@@ -82,12 +84,35 @@ struct Figures {
     nosync: Measured,
     generated: GenStats,
     child: ChildReport,
-    /// Issue 38: a short session's bytes once closed.
+    /// A short session's bytes once closed.
     closed: closed::Closed,
 }
 
 pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     let plan = Plan::new(common.quick);
+    let (dir, figures) = measure(common, &plan)?;
+    let report = report::Report::new(&figures);
+    let targets = report::targets(&report);
+    if common.json {
+        report::print_json(&report, &targets)?;
+    } else {
+        report::print_table(&plan, &dir, &figures, &report, &targets);
+    }
+    Ok(())
+}
+
+/// `chart`: the figures that have a target.
+pub(crate) fn bars(common: &Common) -> Result<Vec<Bar>, BoxError> {
+    let (_, figures) = measure(common, &Plan::new(common.quick))?;
+    let report = report::Report::new(&figures);
+    Ok(report::targets(&report)
+        .iter()
+        .map(report::Target::bar)
+        .collect())
+}
+
+/// Every run of the plan; and the scratch directory they ran in (removed since).
+fn measure(common: &Common, plan: &Plan) -> Result<(PathBuf, Figures), BoxError> {
     let base = scratch_base(common.dir.as_deref())?;
     // As an agent host runs it (src/run.rs): a multi-thread runtime, one worker per core.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -110,7 +135,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         )),
         PgState::Skipped(why) => say(&format!("postgres: skipped: {why}")),
     }
-    let rounds = durable_rounds(&rt, base.path(), &plan, pg.server())?;
+    let rounds = durable_rounds(&rt, base.path(), plan, pg.server())?;
 
     say("nosync: the runtime with fsync policy never, one worker thread");
     let nosync = in_dir(base.path(), "nosync", |d| {
@@ -129,12 +154,5 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         child,
         closed,
     };
-    let report = report::Report::new(&figures);
-    let targets = report::targets(&report);
-    if common.json {
-        report::print_json(&report, &targets)?;
-    } else {
-        report::print_table(&plan, base.path(), &figures, &report, &targets);
-    }
-    Ok(())
+    Ok((base.path().to_path_buf(), figures))
 }

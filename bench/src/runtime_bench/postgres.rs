@@ -1,5 +1,5 @@
-//! The PostgreSQL server the `runtime` benchmark's journal-in-PostgreSQL runs write to (issue
-//! 18). The bench starts its own (initdb + pg_ctl in a temporary directory, on a Unix socket,
+//! The PostgreSQL server the `runtime` benchmark's journal-in-PostgreSQL runs write to. The
+//! bench starts its own (initdb + pg_ctl in a temporary directory, on a Unix socket,
 //! through `pg::testing`), with `fsync=on` and `synchronous_commit=on`: the tests' server runs
 //! with fsync off, and a durable figure measured on it would be a lie. Without PostgreSQL on
 //! the machine the PG runs are skipped and say so; the rest of the bench runs as before.

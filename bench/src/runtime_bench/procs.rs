@@ -1,4 +1,4 @@
-//! Many sessions over several processes (issue 18): 64 sessions, 16 in each of 4 worker
+//! Many sessions over several processes: 64 sessions, 16 in each of 4 worker
 //! processes, on one PostgreSQL server, or on local segment files for comparison. Several
 //! processes is how a fleet of workers shares one store, and what files cannot do for one
 //! journal; one process's 64 sessions are `many`'s.

@@ -27,7 +27,7 @@ pub(super) struct ChildReport {
     pub(super) rebuild: Option<Streamed>,
     #[serde(default)]
     pub(super) audit: Option<Streamed>,
-    /// `audit --html` (issue 19), its page written to a file whose size is kept.
+    /// `audit --html`, its page written to a file whose size is kept.
     #[serde(default)]
     pub(super) audit_html: Option<Streamed>,
 }

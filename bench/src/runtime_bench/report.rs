@@ -1,6 +1,6 @@
-//! The `runtime` benchmark's figures: the `--json` object (exactly the keys issues 8, 20 and
-//! 18 list; issue 18's are null when there is no PostgreSQL), the targets they are held to, and the table printed otherwise, one section per kind
-//! of run.
+//! The `runtime` benchmark's figures: the `--json` object (the keys docs/PERFORMANCE.md lists;
+//! the PostgreSQL ones are null when there is no PostgreSQL), the targets they are held to, and
+//! the table printed otherwise, one section per kind of run.
 
 use super::closed::CLOSED_DISK_VS_RECORDS_TARGET;
 use super::measured::Measured;
@@ -8,6 +8,7 @@ use super::postgres::PgState;
 use super::procs::{PROCS, SESSIONS_PER_PROC};
 use super::rounds::Run;
 use super::{Figures, Plan, RAW_APPEND_BYTES};
+use crate::chart::Bar;
 use crate::{BoxError, MB};
 use serde::Serialize;
 use std::path::Path;
@@ -15,12 +16,12 @@ use std::path::Path;
 const SEQ_VS_FSYNC_LIMIT_TARGET: f64 = 0.8;
 const SEQ_VS_JSONL_FSYNC_TARGET: f64 = 5.0;
 const SEQ_VS_SQLITE_CALL_TARGET: f64 = 1.0;
-// Issue 20 raised these three (issue 8's: 10, 100,000 and 400).
+// Raised with journal format 2 (they were 10, 100,000 and 400).
 const PAR16_VS_SEQ_TARGET: f64 = 11.0;
 const NOSYNC_CALLS_PER_S_TARGET: f64 = 250_000.0;
 const RECOVER_MB_PER_S_TARGET: f64 = 1_000.0;
 const RECOVER_PEAK_RSS_MB_TARGET: f64 = 64.0;
-// Issue 20's, for the keys it added.
+// The keys added with journal format 2.
 const SEQ_VS_RAW_APPEND_TARGET: f64 = 1.0;
 const SEQ_VS_JSONL_SAME_PLAN_TARGET: f64 = 1.1;
 const SESSIONS64_VS_RAW64_TARGET: f64 = 0.8;
@@ -28,7 +29,9 @@ const REBUILD_MB_PER_S_TARGET: f64 = 300.0;
 const REBUILD_PEAK_RSS_MB_TARGET: f64 = 64.0;
 const AUDIT_PEAK_RSS_MB_TARGET: f64 = 64.0;
 
-/// The `--json` object: issue 8's keys, then issue 20's, then issue 18's.
+/// The `--json` object: the first keys, then those added with journal format 2 (raw rates,
+/// the same-plan baselines, many sessions, rebuild and audit), then `audit --html`'s, the
+/// PostgreSQL ones, and a closed session's bytes.
 #[derive(Serialize)]
 pub(super) struct Report {
     fdatasync_per_s: f64,
@@ -65,11 +68,11 @@ pub(super) struct Report {
     rebuild_peak_rss_mb: f64,
     /// `recover audit --json` (both readings), into a sink.
     audit_peak_rss_mb: f64,
-    /// Issue 19: `recover audit --html FILE` (both readings, the default bound of 32 MiB).
+    /// `recover audit --html FILE` (both readings, the default bound of 32 MiB).
     audit_html_peak_rss_mb: f64,
     audit_html_seconds: f64,
     audit_html_bytes: u64,
-    /// Issue 18: seq and par16 with the journal in PostgreSQL (null: no PostgreSQL).
+    /// seq and par16 with the journal in PostgreSQL (null: no PostgreSQL).
     pg_seq_calls_per_s: Option<f64>,
     pg_par16_calls_per_s: Option<f64>,
     pg_seq_vs_seq: Option<f64>,
@@ -80,7 +83,7 @@ pub(super) struct Report {
     pg_sessions64_procs4_calls_per_s: Option<f64>,
     files_sessions64_procs4_calls_per_s: f64,
     pg_vs_files_sessions64_procs4: Option<f64>,
-    /// Issue 38: a closed short session's segment files over its records' frames.
+    /// A closed short session's segment files over its records' frames.
     closed_disk_vs_records: f64,
     closed_disk_bytes: u64,
     closed_record_bytes: u64,
@@ -157,6 +160,15 @@ pub(super) struct Target {
 }
 
 impl Target {
+    /// `chart`'s bar for this target.
+    pub(super) fn bar(&self) -> Bar {
+        if self.at_least {
+            Bar::at_least("runtime", self.name, self.value, self.target)
+        } else {
+            Bar::at_most("runtime", self.name, self.value, self.target)
+        }
+    }
+
     fn met(&self) -> bool {
         if self.at_least {
             self.value >= self.target
@@ -250,7 +262,7 @@ pub(super) fn targets(report: &Report) -> [Target; 14] {
     ]
 }
 
-/// `--json`: the object on stdout; it holds only the issues' keys, so the verdicts go to
+/// `--json`: the object on stdout; it holds only the figures' keys, so the verdicts go to
 /// stderr, where people look.
 pub(super) fn print_json(report: &Report, targets: &[Target]) -> Result<(), BoxError> {
     println!("{}", serde_json::to_string_pretty(report)?);
@@ -454,7 +466,7 @@ fn print_pg(plan: &Plan, f: &Figures) {
     let skipped = match &f.pg {
         PgState::Running(server) => {
             println!(
-                "Journal in PostgreSQL (issue 18; the bench's own server on a Unix socket: {}; \
+                "Journal in PostgreSQL (the bench's own server on a Unix socket: {}; \
                  a sync = 1 transaction committed; {} rounds x {:.1} s)",
                 server.description,
                 plan.rounds,
@@ -463,7 +475,7 @@ fn print_pg(plan: &Plan, f: &Figures) {
             None
         }
         PgState::Skipped(why) => {
-            println!("Journal in PostgreSQL (issue 18): skipped: {why}");
+            println!("Journal in PostgreSQL: skipped: {why}");
             Some(why)
         }
     };
@@ -582,7 +594,7 @@ fn print_ratios(report: &Report) {
     row(
         "seq_vs_raw_append",
         report.seq_vs_raw_append,
-        "the same ratio under issue 20's name",
+        "the same ratio under the name of what it measures",
     );
     println!(
         "  {:<24} {:>8.2}   seq / raw_overwrite_fdatasync_per_s (not a key)",
@@ -622,7 +634,7 @@ fn print_ratios(report: &Report) {
     print_pg_ratios(report);
 }
 
-/// Issue 18's ratios (a skipped one says so).
+/// The PostgreSQL ratios (a skipped one says so).
 fn print_pg_ratios(report: &Report) {
     let row = |name: &str, value: Option<f64>, how: &str| match value {
         Some(v) => println!("  {name:<29} {v:>8.2}   {how}"),

@@ -7,7 +7,7 @@
 //! disk busy, such as SQLite's checkpoints or 64 journals' writes, no longer always taxes the
 //! same neighbour), and no measurement always holds the same place in a round.
 //!
-//! The journal-in-PostgreSQL runs (issue 18) are in the same rounds, so that their ratios to
+//! The journal-in-PostgreSQL runs are in the same rounds, so that their ratios to
 //! the file backend's are of the same minutes; without a server they are left out of the list.
 
 use super::baselines::{self, sqlite::Commit};
