@@ -638,7 +638,7 @@ fn every_rebuilt_history_validates_and_carries_the_questions_and_their_answers()
         end(),
     ]);
     f.run_ok(&[]);
-    // What `recover rebuild DIR --format F` prints (recover/src/main.rs): the same recovery and
+    // What `recover rebuild DIR --format F` prints (recover/cli/src/main.rs): the same recovery and
     // rebuild, through the library, since this package's tests cannot run recover's binary.
     let recovered = recover::Recovery::of(&f.journal)
         .write(true)

@@ -489,7 +489,7 @@ fn ids_a_long_call_id_is_on_the_page_whole() {
 
 // ---- 4b. Older journals ------------------------------------------------------------------
 
-/// The demo's journal rewritten as format 1 (as `recover/tests/format_1.rs` does): the same
+/// The demo's journal rewritten as format 1 (as `recover/cli/tests/cli/format_1.rs` does): the same
 /// page as format 2's.
 #[test]
 fn old_a_format_1_journal_draws_as_its_format_2_copy() {

@@ -117,7 +117,7 @@ fn processes_left_by_a_killed_runtime_are_reported_and_stopped_only_when_asked()
     assert_eq!(members, Some(1), "the sleep outlived the runtime");
 
     // What recovery hands `recover classify` for its warning (the warning itself is checked
-    // through the binary in recover/tests/cli_commands.rs).
+    // through the binary in recover/cli/tests/cli/cli_commands.rs).
     let dry = recover::Recovery::of(&journal).run().expect("recoverable");
     let unsettled = dry.analysis.replay.unsettled_processes();
     assert_eq!(unsettled.len(), 1, "{unsettled:?}");

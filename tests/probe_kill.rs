@@ -103,7 +103,7 @@ fn kill(leftovers: &mut Leftovers, case: &Case) {
 /// What `recover classify JOURNAL --dry-run --json --probe WS` prints, and the call `id`'s
 /// object. A test of this package cannot run another package's binary, so this runs what that
 /// command runs: the streamed recovery, read only, probing the workspace, into the JSON
-/// listing (the binary itself is run by `recover/tests/probe.rs`).
+/// listing (the binary itself is run by `recover/cli/tests/cli/probe.rs`).
 fn classify(case: &Case, id: &str) -> Value {
     use recover::listing::JsonListing;
     // A killed writer's lock may be held a moment longer by a child not yet exec'd.
