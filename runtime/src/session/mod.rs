@@ -16,11 +16,13 @@
 
 mod admit;
 mod model_io;
+mod phase;
 mod rerun;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
 pub use admit::{ASK_TOOL, PLAN_MODE_POLICY};
+pub use phase::Phase;
 
 use crate::code::ErrorCode;
 use crate::event::{
@@ -66,9 +68,8 @@ pub struct Session {
     session_id: Arc<str>,
     turn: u32,
     step: u32,
-    turn_open: bool,
-    step_open: bool,
-    step_answered: bool,
+    /// Which of the turn and step is open.
+    phase: Phase,
     always_allowed: HashSet<String>,
     stats: Arc<Stats>,
     /// Deferred tools `tool_search` found so far.
@@ -298,7 +299,12 @@ impl Session {
 
     /// Whether a turn is open (begun and not yet ended).
     pub fn turn_open(&self) -> bool {
-        self.turn_open
+        self.phase.turn_open()
+    }
+
+    /// Where the session stands: between turns, in a turn, or in a step.
+    pub fn phase(&self) -> Phase {
+        self.phase
     }
 
     /// Continues a session whose journal was replayed as `replay`, after the last turn. The
@@ -391,9 +397,7 @@ impl Session {
             session_id: session_id.into(),
             turn,
             step: 0,
-            turn_open: false,
-            step_open: false,
-            step_answered: false,
+            phase: Phase::Idle,
             always_allowed: HashSet::new(),
             stats: Arc::new(Stats::default()),
             loaded: parts.loaded,
@@ -408,15 +412,9 @@ impl Session {
 
     /// Opens a turn with the user's message.
     pub fn begin_turn(&mut self, user_text: &str) -> Result<u32, RuntimeError> {
-        if self.turn_open {
-            return Err(RuntimeError::Misuse(format!(
-                "turn {} is still open",
-                self.turn
-            )));
-        }
+        self.phase.begin_turn(self.turn)?;
         self.turn += 1;
         self.step = 0;
-        self.turn_open = true;
         self.log.append(&Event::TurnStart {
             turn: self.turn,
             user_text: user_text.to_owned(),
@@ -426,14 +424,8 @@ impl Session {
 
     /// Opens a step: one model request and the calls it asks for.
     pub fn begin_step(&mut self) -> Result<u32, RuntimeError> {
-        if !self.turn_open || self.step_open {
-            return Err(RuntimeError::Misuse(
-                "a step begins inside an open turn, after the previous step ended".into(),
-            ));
-        }
+        self.phase.begin_step()?;
         self.step += 1;
-        self.step_open = true;
-        self.step_answered = false;
         self.log.append(&Event::StepStart {
             turn: self.turn,
             step: self.step,
@@ -467,10 +459,7 @@ impl Session {
 
     /// Closes the open step with its outcome (`step/end`).
     pub fn end_step(&mut self, outcome: StepOutcome) -> Result<(), RuntimeError> {
-        if !self.step_open {
-            return Err(RuntimeError::Misuse("no step is open".into()));
-        }
-        self.step_open = false;
+        self.phase.end_step()?;
         self.log.append(&Event::StepEnd {
             turn: self.turn,
             step: self.step,
@@ -481,12 +470,7 @@ impl Session {
 
     /// Closes the turn and makes everything before it durable.
     pub async fn end_turn(&mut self, outcome: TurnOutcome) -> Result<(), RuntimeError> {
-        if !self.turn_open || self.step_open {
-            return Err(RuntimeError::Misuse(
-                "a turn ends after its last step ended".into(),
-            ));
-        }
-        self.turn_open = false;
+        self.phase.end_turn()?;
         let seq = self.log.append(&Event::TurnEnd {
             turn: self.turn,
             outcome,
@@ -496,12 +480,7 @@ impl Session {
 
     /// Records `session/close`, makes the journal durable and closes it.
     pub async fn close(self) -> Result<(), RuntimeError> {
-        if self.turn_open {
-            return Err(RuntimeError::Misuse(format!(
-                "turn {} is still open",
-                self.turn
-            )));
-        }
+        self.phase.check_idle(self.turn)?;
         let seq = self.log.append(&Event::SessionClose)?;
         self.log.sync_through(seq).await?;
         // `finish`, not `close`: the log's journal is shared (the printer watches it, the
@@ -543,7 +522,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
         self.check_response(&response)?;
-        self.step_answered = true;
+        self.phase.answer()?;
         let (turn, step) = (self.turn, self.step);
         // Events own their text; the response is moved into its event and back out rather
         // than copied (this is the per-call hot path).
@@ -633,11 +612,7 @@ impl Session {
     }
 
     fn check_response(&self, response: &ModelResponse) -> Result<(), RuntimeError> {
-        if !self.step_open || self.step_answered {
-            return Err(RuntimeError::Misuse(
-                "a batch runs inside an open step, once per step".into(),
-            ));
-        }
+        self.phase.check_batch()?;
         // Duplicates by pairwise comparison up to a few calls (no set to build per batch), by
         // a set beyond.
         let mut seen = HashSet::new();

@@ -132,12 +132,7 @@ impl Session {
     }
 
     fn check_open_step(&self, what: &str) -> Result<(), RuntimeError> {
-        if !self.step_open || self.step_answered {
-            return Err(RuntimeError::Misuse(format!(
-                "{what} belongs to an open step before its response"
-            )));
-        }
-        Ok(())
+        self.phase.check_unanswered(what)
     }
 }
 

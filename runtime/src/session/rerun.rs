@@ -8,7 +8,7 @@
 //! is the caller's decision (`recover` classifies, the CLI applies the policy); this room
 //! checks that each one is a call the journal lets run again, and runs them.
 
-use super::Session;
+use super::{Phase, Session};
 use crate::config::{Config, SessionOptions};
 use crate::event::{CallRef, Event, RecoveryRerun, RerunPolicy, StepOutcome, TurnOutcome};
 use crate::hooks::{CallInfo, Hooks};
@@ -90,9 +90,8 @@ impl Session {
         };
         session.turn = turn;
         session.step = step;
-        session.turn_open = true;
-        session.step_open = true;
-        session.step_answered = true;
+        // The interrupted step, reopened: its response was journaled before the crash.
+        session.phase = Phase::Step { answered: true };
         for (c, info) in calls {
             let mut track = Track::rerun(c.call.clone(), c.tool.clone(), c.attempts, last_seq);
             let entry = session
