@@ -16,7 +16,7 @@
 //! [`recover_reporting`], and what they return, [`Recovered`].
 
 mod changes;
-mod error;
+pub(crate) mod error;
 mod prepare;
 mod progress;
 mod repair;
