@@ -11,8 +11,9 @@
 use crate::approval::TerminalApprover;
 use crate::config;
 use crate::model_cli::{self, ModelFlags};
+use crate::policy::Approve;
 use crate::printer::Printer;
-use crate::run::{self, Approve, Opening, Prepared, Setup};
+use crate::run::{self, Opening, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::{Agent, AgentEvent, Observer, TurnEnd};

@@ -18,7 +18,8 @@ use crate::agent_run::{one_turn, Interrupts, StreamOut};
 use crate::approval::TerminalApprover;
 use crate::config;
 use crate::model_cli::{self, ModelFlags};
-use crate::run::{self, Approve, Prepared, Setup};
+use crate::policy::{Approve, PARALLEL_MAX_DEFAULT};
+use crate::run::{self, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::Agent;
@@ -57,7 +58,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         // Every question goes to the person, whatever the policy sends to it.
         person: Some(person.clone() as Arc<dyn runtime::hooks::Approver>),
         approve: args.approve,
-        max_parallel: run::PARALLEL_MAX_DEFAULT,
+        max_parallel: PARALLEL_MAX_DEFAULT,
         fsync: FsyncPolicy::Group,
         json: false,
         config: &loaded.config,

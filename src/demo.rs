@@ -5,7 +5,8 @@
 //! option, a parallel batch, a `bash` call stopped mid-run, and a batch cut at the model's
 //! length limit. Then it prints where the journal is and what to try on it.
 
-use crate::run::{self, Approve};
+use crate::policy::Approve;
+use crate::run;
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::transcript::{parse_script, ScriptedModel};

@@ -11,8 +11,7 @@
 //! (`tests/release_deps.rs` checks that nothing of the harness is linked here).
 
 use crate::config;
-use crate::run::failed;
-use crate::CliError;
+use crate::{failed, CliError};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

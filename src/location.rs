@@ -6,7 +6,6 @@
 //! print it as given); a command opens its journal through [`backend`], [`place`] or
 //! [`builder`], and the library below never learns which kind it has.
 
-use crate::run::state_root;
 use crate::CliError;
 use journal::{Backend, FsStorage, RecordStore, Storage};
 use runtime::builder::SessionBuilder;
@@ -14,6 +13,21 @@ use runtime::Session;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Where sessions live by default: `$XDG_STATE_HOME/tooljournal/sessions`, else
+/// `~/.local/state/tooljournal/sessions`.
+pub fn state_root() -> Result<PathBuf, CliError> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME").ok_or_else(|| {
+                CliError::Failed("neither XDG_STATE_HOME nor HOME is set: give --journal".into())
+            })?;
+            PathBuf::from(home).join(".local/state")
+        }
+    };
+    Ok(base.join("tooljournal/sessions"))
+}
 
 /// How messages show a journal's location: as given, a URL's password taken out.
 pub fn shown(journal: impl AsRef<Path>) -> String {

@@ -85,7 +85,7 @@ enum Command {
         #[arg(long)]
         journal: Option<PathBuf>,
         /// Most concurrency-safe calls running at once.
-        #[arg(long, default_value_t = run::PARALLEL_MAX_DEFAULT)]
+        #[arg(long, default_value_t = policy::PARALLEL_MAX_DEFAULT)]
         max_parallel: usize,
         /// When records are made durable (`never` is unsafe: benchmarks only).
         #[arg(long, default_value = "group")]
@@ -94,7 +94,7 @@ enum Command {
         /// unanswered questions are denied; `ask` (live model): every call that may change
         /// something asks on the terminal.
         #[arg(long, value_enum, default_value = "allow")]
-        approve: run::Approve,
+        approve: policy::Approve,
         /// Print the journal's events as JSON lines instead of the table (`--script` only).
         #[arg(long, conflicts_with = "model")]
         json: bool,
@@ -144,7 +144,7 @@ enum Command {
         /// How unanswered asks are answered (default: as journaled; `deny` for a journal that
         /// records no policy).
         #[arg(long, value_enum)]
-        approve: Option<run::Approve>,
+        approve: Option<policy::Approve>,
         /// Turn plan mode on (it stays as journaled otherwise).
         #[arg(long)]
         plan_mode: bool,
@@ -183,7 +183,7 @@ enum Command {
         /// `ask`: every call that may change something asks first; `deny`: every bash call
         /// asks; `allow`: nothing asks.
         #[arg(long, value_enum, default_value = "ask")]
-        approve: run::Approve,
+        approve: policy::Approve,
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Start in plan mode: only read-only tools run until an `ask` is answered yes.
@@ -329,6 +329,11 @@ impl std::fmt::Display for CliError {
             CliError::StdoutClosed => f.write_str("stdout closed"),
         }
     }
+}
+
+/// A [`CliError::Failed`] saying `what`.
+pub(crate) fn failed(what: impl std::fmt::Display) -> CliError {
+    CliError::Failed(what.to_string())
 }
 
 /// Writes one line for a person to stdout (hidden characters shown, `runtime::display`); a

@@ -8,12 +8,24 @@
 //! resumes with the strictest approval unless the user says otherwise.
 
 use crate::config::{self, Loaded};
-use crate::run::Approve;
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::event::{ApprovalPolicy, SessionPolicy, SyncPolicy};
 use runtime::registry::{Exposure, Registry};
 use std::path::{Path, PathBuf};
+
+/// Most concurrency-safe calls at once, unless the user or the journal says otherwise.
+pub const PARALLEL_MAX_DEFAULT: usize = 10;
+
+/// How calls are approved. `allow`: nothing asks; `deny`: every `bash` call asks, and
+/// questions nobody answers are denied; `ask` (a live model only): every call of a tool that
+/// may change something asks the person at the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Approve {
+    Ask,
+    Allow,
+    Deny,
+}
 
 /// What the user passed to `resume`; None means "as the journal says".
 #[derive(Debug, Default)]
@@ -54,7 +66,7 @@ pub fn for_resume(
     let max_parallel = flags
         .max_parallel
         .or(journaled.map(|p| p.parallel_max as usize))
-        .unwrap_or(crate::run::PARALLEL_MAX_DEFAULT);
+        .unwrap_or(PARALLEL_MAX_DEFAULT);
     let fsync = flags
         .fsync
         .or(journaled.map(|p| fsync_of(p.fsync)))

@@ -56,16 +56,16 @@ pub(crate) fn recovering(
     let dropped = torn.map_or(0, |t| t.dropped_bytes);
     let replay = prepared.replay().clone();
     let prober = match probe_target_of(&replay, analysis_needs_probe(&replay)) {
-        Some(root) => Some(
-            recover::probe::Prober::open(&root).map_err(|e| crate::run::failed(e.to_string()))?,
-        ),
+        Some(root) => {
+            Some(recover::probe::Prober::open(&root).map_err(|e| crate::failed(e.to_string()))?)
+        }
         None => None,
     };
     let analysis =
         recover::classify::analyze_probing(replay, &end, dropped, false, prober.as_ref());
     let Some(policy) = rerun else {
         // Only a re-running resume leaves a journal unrecovered for us.
-        return Err(crate::run::failed(
+        return Err(crate::failed(
             "the session was interrupted and not recovered; run `recover classify` on it, or \
              resume it again",
         ));
@@ -118,7 +118,7 @@ pub(crate) fn run_again(
     // tells its truth.
     let results = rt
         .block_on(session.run_rerun(tokio_util::sync::CancellationToken::new()))
-        .map_err(|e| crate::run::failed(e.to_string()))?;
+        .map_err(|e| crate::failed(e.to_string()))?;
     for (call, result) in &results {
         let how = match result.code {
             None => "ok".to_owned(),

@@ -4,10 +4,8 @@
 
 use crate::agent_run;
 use crate::policy;
-use crate::run::{
-    failed, load_script, lock, play, prepare, session_is_live, wire, Opening, Setup, Wired,
-};
-use crate::CliError;
+use crate::run::{load_script, lock, play, prepare, session_is_live, wire, Opening, Setup, Wired};
+use crate::{failed, CliError};
 use journal::{FsStorage, Storage};
 use runtime::event::{CallRef, RerunPolicy};
 use runtime::replay::SessionReplay;

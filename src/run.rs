@@ -3,9 +3,10 @@
 
 use crate::approval::AskBeforeChanges;
 use crate::config::{self, FileConfig};
-use crate::policy;
+use crate::location::state_root;
+use crate::policy::{self, Approve};
 use crate::printer::Printer;
-use crate::CliError;
+use crate::{failed, CliError};
 use journal::{FsStorage, FsyncPolicy};
 use runtime::event::{AskAnswer, CallRef, Record};
 use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
@@ -15,19 +16,6 @@ use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Most concurrency-safe calls at once, unless the user or the journal says otherwise.
-pub const PARALLEL_MAX_DEFAULT: usize = 10;
-
-/// How calls are approved. `allow`: nothing asks; `deny`: every `bash` call asks, and
-/// questions nobody answers are denied; `ask` (a live model only): every call of a tool that
-/// may change something asks the person at the terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Approve {
-    Ask,
-    Allow,
-    Deny,
-}
 
 pub struct RunArgs {
     pub script: PathBuf,
@@ -41,25 +29,6 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// Start in plan mode.
     pub plan_mode: bool,
-}
-
-/// Where sessions live by default: `$XDG_STATE_HOME/tooljournal/sessions`, else
-/// `~/.local/state/tooljournal/sessions`.
-pub fn state_root() -> Result<PathBuf, CliError> {
-    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let home = std::env::var_os("HOME").ok_or_else(|| {
-                CliError::Failed("neither XDG_STATE_HOME nor HOME is set: give --journal".into())
-            })?;
-            PathBuf::from(home).join(".local/state")
-        }
-    };
-    Ok(base.join("tooljournal/sessions"))
-}
-
-pub(crate) fn failed(what: impl std::fmt::Display) -> CliError {
-    CliError::Failed(what.to_string())
 }
 
 /// With `--approve deny`, `bash` needs an approval (which the script may still give).

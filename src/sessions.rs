@@ -1,7 +1,7 @@
 //! `tooljournal sessions`: what lives under the state directory (or another directory of
 //! journals, or a PostgreSQL store), read from each journal.
 
-use crate::run::state_root;
+use crate::location::state_root;
 use crate::CliError;
 use journal::{Limits, Reader};
 use runtime::event::Record;

@@ -7,14 +7,14 @@
 //! not a call the check never sees.
 
 use crate::case::{CallSpec, Case, Kind};
+use crate::read::{code_of, copy_of, events, provider_rejections};
 use crate::sim::{BodyEnd, Run, SentStep};
 use crate::{Coverage, Mutant};
-use journal::{Limits, Reader, SimStorage, Storage};
+use journal::SimStorage;
 use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
-use recover::conversation::{Conversation, Message};
-use recover::providers::{request_body, stand_in_tools, validate, Format};
+use recover::conversation::Message;
 use recover::Recovery;
-use runtime::event::{Classification, Event, OutcomeStatus, Record};
+use runtime::event::{Classification, Event, OutcomeStatus};
 use runtime::state::CallState;
 use runtime::ErrorCode;
 use std::collections::HashMap;
@@ -114,21 +114,6 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
     idempotence(run, &a, v);
     drop(reports);
     Some((a, pristine))
-}
-
-/// Each provider format whose validator rejects the rendered `conv`, with why. With stand-ins
-/// for the tools it calls: Anthropic takes no tool calls without tools.
-pub(crate) fn provider_rejections(conv: &Conversation) -> Vec<(&'static str, String)> {
-    let tools = stand_in_tools(conv);
-    Format::ALL
-        .into_iter()
-        .filter_map(|format| {
-            let body = request_body(conv, &tools, &Default::default(), format);
-            validate(format, &body.value())
-                .err()
-                .map(|e| (format.as_str(), e.to_string()))
-        })
-        .collect()
 }
 
 /// I1: a body that ran had a durable `started` first, so its call is in the journal, started.
@@ -372,16 +357,6 @@ fn presence(run: &Run, reports: &HashMap<&str, &CallReport>, v: &mut Vec<String>
             missing_before.get_or_insert(id);
         }
     }
-}
-
-/// The error code an error content begins with.
-pub(crate) fn code_of(content: &str) -> Option<ErrorCode> {
-    ErrorCode::ALL.into_iter().find(|c| {
-        content == c.as_str()
-            || content
-                .strip_prefix(c.as_str())
-                .is_some_and(|rest| rest.starts_with(": "))
-    })
 }
 
 /// Whether `content` is what the model may truthfully be told about call `id`, given what its
@@ -636,25 +611,6 @@ fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
             }
         }
     }
-}
-
-/// An independent copy of a simulated disk (clones share theirs).
-pub(crate) fn copy_of(s: &SimStorage) -> SimStorage {
-    let copy = SimStorage::new();
-    for name in s.file_names() {
-        if let Some(bytes) = s.read_file(&name) {
-            copy.put_file(&name, bytes);
-        }
-    }
-    copy
-}
-
-/// The events of a journal, timestamps aside (`None` if it does not read back).
-pub(crate) fn events(s: &SimStorage) -> Option<Vec<Event>> {
-    let reader = Reader::open(Arc::new(s.clone()) as Arc<dyn Storage>, Limits::default()).ok()?;
-    reader
-        .map(|r| r.ok()?.decode::<Record>().ok().map(|r| r.event))
-        .collect()
 }
 
 /// Where the streaming classifier and the full analysis disagree on `image`, read only and

@@ -23,6 +23,7 @@ pub mod evidence;
 pub mod harness;
 pub mod person;
 pub mod questions;
+mod read;
 pub mod rerun;
 pub mod resume;
 pub mod sim;

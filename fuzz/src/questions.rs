@@ -10,8 +10,8 @@
 //! died between the reply and the run), but never with a code that says nobody answered.
 
 use crate::case::{AskSpec, Kind, Person, OPTION_LABELS};
-use crate::check::code_of;
 use crate::person::Said;
+use crate::read::code_of;
 use crate::sim::Run;
 use recover::classify::{
     answer_undelivered_text, not_started_text, outcome_unknown_text, question_withdrawn_text,

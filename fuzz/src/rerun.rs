@@ -10,7 +10,7 @@
 //! the resume a recovery appends nothing, the history has exactly one result per call id (a
 //! re-run call's being what it returned) and every provider accepts it.
 
-use crate::check::{events, provider_rejections};
+use crate::read::{events, provider_rejections};
 use crate::resume::{resume_rerunning, Resumed, RESUMED_CALL};
 use crate::sim::Run;
 use crate::tools::{Body, SIM, SIM_IDEMPOTENT};

@@ -15,8 +15,8 @@
 //! lines are responses and results; the replayed lines are the walk and those.
 
 use crate::input::{Input, Sum};
+use crate::job::{Edits, Job};
 use crate::lines;
-use crate::repair::{Edits, Job};
 use crate::session::{Call, Item, Session, Source};
 use crate::{ReadError, INDEX_BYTES_MAX};
 

@@ -8,8 +8,8 @@
 
 use crate::chain;
 use crate::input::Input;
+use crate::job::{self, Edits, Job};
 use crate::lines::{self, parse, parse_owned, Line};
-use crate::repair::{self, Edits, Job};
 use crate::session::{Item, Session, Source, Verdict};
 use crate::text::Store;
 use crate::Agent;
@@ -331,7 +331,7 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, 
         let from = &chain.value(anchor.after)?;
         let mut results = Vec::with_capacity(calls.len());
         for c in calls {
-            let (content, is_error) = repair::answer_text(job.session, c)?;
+            let (content, is_error) = job::answer_text(job.session, c)?;
             results.push(ResultBlock {
                 tool_use_id: &c.id,
                 kind: "tool_result",

@@ -5,8 +5,8 @@
 //! No codex call is ever [`Verdict::NotStarted`].
 
 use crate::input::Input;
+use crate::job::{self, Edits, Job};
 use crate::lines::{self, parse, parse_owned, Line};
-use crate::repair::{self, Edits, Job};
 use crate::session::{Call, Session, Source, Verdict};
 use crate::text::Store;
 use crate::Agent;
@@ -417,7 +417,7 @@ fn answer<'a>(job: &Job<'_>, call: &'a Call) -> Result<OutputLine<'a>, ReadError
         })
         .unwrap_or_default();
     // codex records no error flag with an output.
-    let (text, _) = repair::answer_text(job.session, call)?;
+    let (text, _) = job::answer_text(job.session, call)?;
     let payload = match call.kind {
         "custom_tool_call" => OutputPayload::text("custom_tool_call_output", call, text),
         // A client search's output holds tools, not text: an empty list says none came.

@@ -26,6 +26,7 @@ mod chain;
 mod claude_code;
 mod codex;
 mod input;
+mod job;
 mod lines;
 mod pi;
 mod repair;
@@ -33,12 +34,11 @@ mod session;
 mod text;
 
 pub use input::Input;
-pub use lines::{Damage, Quarantined};
 pub use repair::{
     check as check_repair, check_input as check_repair_input, repair, repair_into, CopyError,
     Repair, Repaired,
 };
-pub use session::{Call, Item, OrphanOutput, Session, Source, Verdict};
+pub use session::{Call, Damage, Item, OrphanOutput, Quarantined, Session, Source, Verdict};
 pub use text::Text;
 
 /// Which agent wrote a session file.

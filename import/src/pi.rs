@@ -8,8 +8,8 @@
 
 use crate::chain;
 use crate::input::Input;
+use crate::job::{self, Edits, Job};
 use crate::lines::{self, parse, parse_owned, Line};
-use crate::repair::{self, Edits, Job};
 use crate::session::{Item, Session, Source, Verdict};
 use crate::text::Store;
 use crate::Agent;
@@ -321,7 +321,7 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, 
         let mut out = Vec::new();
         for call in calls {
             let id = linked.then(|| ids.fresh(&call.id));
-            let (text, is_error) = repair::answer_text(job.session, call)?;
+            let (text, is_error) = job::answer_text(job.session, call)?;
             let entry = ResultEntry {
                 kind: "message",
                 id: id.as_deref(),
@@ -357,7 +357,7 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, 
 /// 1, which pi migrates by order), and its `cwd` empty: the file does not say where it ran.
 pub(crate) fn missing_header(
     input: &Input<'_>,
-    lines: &[repair::FileLine],
+    lines: &[job::FileLine],
     moved: &HashSet<Source>,
 ) -> Result<Option<String>, ReadError> {
     let mut first = None;

@@ -1,7 +1,6 @@
 //! What a session file says, in one shape for every agent: its messages in file order, its tool
 //! calls with their verdicts, and what did not fit (quarantined lines, outputs of no call).
 
-use crate::lines::Quarantined;
 use crate::text::{Store, Text};
 use crate::{Agent, ReadError};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -13,6 +12,39 @@ pub struct Source {
     pub line: u64,
     /// Byte offset of the line's first byte.
     pub offset: u64,
+}
+
+/// Why a line was quarantined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    /// The file's last line, with no newline after it, that does not parse: a write the crash
+    /// cut short. Nothing follows it.
+    Torn,
+    /// A line that is not a JSON object (a bad line in the middle, a last one that ends with a
+    /// newline, or JSON that is not an object).
+    NotJson {
+        /// The parser's words.
+        why: String,
+    },
+    /// JSON, but not what its type says it is (to this reader: the agent may know better, so a
+    /// repair keeps the line where it is).
+    Shape {
+        /// The parser's words, naming the field.
+        why: String,
+    },
+}
+
+/// A line kept out of the session: never skipped silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Where it is.
+    pub at: Source,
+    /// Its length in bytes, its newline excluded.
+    pub len_bytes: u64,
+    /// Why it was kept out.
+    pub damage: Damage,
+    /// Good lines follow it: damage in the middle of the file, not a torn tail.
+    pub followed_by_good: bool,
 }
 
 /// What is known of one tool call's outcome.

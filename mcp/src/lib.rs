@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+mod link;
 pub mod naming;
 mod server;
 mod tool;

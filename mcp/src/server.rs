@@ -7,53 +7,19 @@
 //! `tools/list_changed` is not followed; restart the session to pick up new tools.
 
 use crate::config::{ServerConfig, TOOLS_PER_SERVER_MAX};
+use crate::link::{Link, ProgressRoutes};
 use crate::naming;
 use crate::tool::McpTool;
 use crate::McpError;
-use rmcp::model::{ProgressNotificationParam, ProgressToken, Tool};
+use rmcp::model::{ProgressNotificationParam, Tool};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
 use rmcp::ClientHandler;
 use runtime::event::ToolSource;
-use runtime::tool::ProgressSink;
 use std::collections::{BTreeSet, HashMap};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// Routes the server's progress notifications to the call that asked for them.
-#[derive(Default)]
-pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
-
-impl ProgressRoutes {
-    pub(crate) fn add(&self, token: ProgressToken, sink: ProgressSink) {
-        // A poisoned lock means a holder panicked between two map operations; the map is intact.
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(token, sink);
-    }
-
-    pub(crate) fn remove(&self, token: &ProgressToken) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(token);
-    }
-
-    fn route(&self, p: &ProgressNotificationParam) {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sink) = map.get(&p.progress_token) {
-            let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-            let message = p
-                .message
-                .as_deref()
-                .map(|m| format!(" {m}"))
-                .unwrap_or_default();
-            sink.report(format!("{}{total}{message}", p.progress));
-        }
-    }
-}
 
 /// The client side of the protocol: only progress is of interest.
 pub(crate) struct Handler {
@@ -69,14 +35,6 @@ impl ClientHandler for Handler {
         self.routes.route(&params);
         std::future::ready(())
     }
-}
-
-/// What the tools of one server share.
-pub(crate) struct Link {
-    pub(crate) server: String,
-    pub(crate) pid: Option<u32>,
-    pub(crate) peer: Peer<RoleClient>,
-    pub(crate) routes: Arc<ProgressRoutes>,
 }
 
 /// A started MCP server and the tools it offers.

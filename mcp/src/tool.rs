@@ -12,7 +12,7 @@
 //! ([`IDEMPOTENCY_KEY_META`]): a server that deduplicates can tell a retry or a resume's re-run
 //! from a new request.
 
-use crate::server::Link;
+use crate::link::Link;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, ContentBlock, RequestMetaObject, ServerResult,

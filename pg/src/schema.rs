@@ -153,7 +153,7 @@ pub fn sessions(url: &str) -> Result<Vec<SessionInfo>, JournalError> {
     let location = store.location.clone();
     let conn = Conn::connect(&store.config).map_err(|e| e.into_store(&location, "connect"))?;
     check(&conn, &location)?;
-    let host = crate::writer::this_host();
+    let host = this_host();
     conn.call(move |w| {
         let rows = w.client.query(
             "SELECT s.session, s.holder, s.holder_pid, s.holder_host, s.epoch,
@@ -186,6 +186,14 @@ pub fn sessions(url: &str) -> Result<Vec<SessionInfo>, JournalError> {
         Ok(out)
     })
     .map_err(|e| e.into_store(&location, "list sessions"))
+}
+
+/// This host's name, for the holder's `host:pid`.
+pub(crate) fn this_host() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into())
 }
 
 /// The holder a row names in its first five columns (`holder, holder_pid, holder_host, epoch`,

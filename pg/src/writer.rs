@@ -10,7 +10,7 @@
 //! row twice (the primary key would refuse it anyway) and never guesses.
 
 use crate::conn::{Backend, CallError, Conn, Worker};
-use crate::schema::holder_at_start;
+use crate::schema::{holder_at_start, this_host};
 use crate::Target;
 use journal::{Holder, JournalError, JournalMeta, RecordWriter, RowRef, Taken, Takeover};
 use std::sync::{mpsc, Arc};
@@ -25,14 +25,6 @@ const RECONNECT_BACKOFF_MS_MAX: u64 = 1_000;
 
 /// The lease's milliseconds left by the database's clock (NULL without a lease).
 const MS_LEFT: &str = "(extract(epoch FROM (lease_until - clock_timestamp())) * 1000)::bigint";
-
-/// This host's name, for the holder's `host:pid`.
-pub(crate) fn this_host() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown-host".into())
-}
 
 /// Reads the session's holder.
 pub(crate) fn read_holder(conn: &Conn, session: &str) -> Result<Option<Holder>, CallError> {

@@ -19,8 +19,8 @@
 //! writes. [`crate::report::audit_json`] and [`crate::report::audit_text`] say the same of a
 //! whole [`Analysis`](crate::classify::Analysis), with the same code.
 
+use crate::call_fields::{classification, resource_list};
 use crate::classify::CallReport;
-use crate::report::{classification, resource_list};
 use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{CallFacts, Classifier, Mode, Notice};
 use events::event::{Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource};

@@ -33,6 +33,7 @@
 pub use history::{conversation, layout, providers};
 
 pub mod audit;
+mod call_fields;
 pub mod classify;
 pub mod import_journal;
 pub mod listing;

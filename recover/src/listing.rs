@@ -8,22 +8,12 @@
 //! the last call. With `--probe`, a `TOOL_OUTCOME_UNKNOWN` call's object has a `probe` and the
 //! table a `probe` column ([`TextListing::with_probe_column`]); without, both are as before.
 
+use crate::call_fields::resource_list;
 use crate::classify::{CallReport, End};
 use crate::session::ReportSink;
 use events::event::{Classification, Resources};
 use serde::Serialize;
 use std::io::Write;
-
-/// `resources` as one list: `write:PATH`, `read:PATH`, `intent:TEXT`.
-fn resource_list(c: &CallReport) -> Vec<String> {
-    let r = &c.resources;
-    r.writes
-        .iter()
-        .map(|p| format!("write:{p}"))
-        .chain(r.reads.iter().map(|p| format!("read:{p}")))
-        .chain(r.intents.iter().map(|i| format!("intent:{i}")))
-        .collect()
-}
 
 fn classification_name(k: Classification) -> &'static str {
     match k {

@@ -6,27 +6,10 @@
 //! whole [`Analysis`].
 
 use crate::audit::{call_json, descriptor, AuditCall, AuditWriter, Totals, UsageTotals};
+use crate::call_fields::{classification, resource_list};
 use crate::classify::{Analysis, CallReport};
 use crate::stream::CallFacts;
 use serde_json::{json, Value};
-
-/// `resources` as one list: `write:PATH`, `read:PATH`, `intent:TEXT`.
-pub(crate) fn resource_list(c: &CallReport) -> Vec<String> {
-    let r = &c.resources;
-    r.writes
-        .iter()
-        .map(|p| format!("write:{p}"))
-        .chain(r.reads.iter().map(|p| format!("read:{p}")))
-        .chain(r.intents.iter().map(|i| format!("intent:{i}")))
-        .collect()
-}
-
-pub(crate) fn classification(c: &CallReport) -> Value {
-    match c.classification {
-        Some(k) => serde_json::to_value(k).expect("an enum of unit variants serializes"),
-        None => Value::Null,
-    }
-}
 
 /// What `--salvage` skipped, as JSON.
 pub fn salvage_json(s: &crate::session::Salvage) -> Value {

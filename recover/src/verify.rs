@@ -5,7 +5,7 @@
 //! promise a recovery that then fails. So verify reads every record through the same streaming
 //! checks as `recover classify` ([`Classifier`]): the same verdict, naming the same record.
 
-use crate::session::RecoverError;
+use crate::session::error::RecoverError;
 use crate::stream::Classifier;
 use crate::Place;
 use events::replay::ReplayError;

@@ -1,6 +1,6 @@
 //! The runtime's errors.
 
-use crate::registry::RegistryError;
+use crate::registry_rules::RegistryError;
 use crate::state::IllegalTransition;
 use journal::JournalError;
 

@@ -58,6 +58,7 @@ pub mod failpoint;
 pub mod hooks;
 mod pipeline;
 pub mod registry;
+mod registry_rules;
 mod scheduler;
 pub mod secrets;
 pub mod session;

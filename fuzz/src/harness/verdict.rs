@@ -6,7 +6,7 @@ use super::play::{first_run, rerun_policy, resume, Resumed};
 use super::stop::Stop;
 use super::truth::{self, Subject};
 use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
-use crate::check::copy_of;
+use crate::read::copy_of;
 use crate::tools::{Body, BodyEnd};
 use recover::classify::{analyze_probing, Analysis};
 use recover::probe::{Prober, Verdict};

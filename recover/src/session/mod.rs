@@ -16,7 +16,7 @@
 //! reading returns, [`Recovered`].
 
 mod changes;
-mod error;
+pub(crate) mod error;
 mod prepare;
 mod progress;
 mod repair;

@@ -7,8 +7,8 @@ use crate::audit::{
     decision, effects, evidence_text, idempotency_key, question_lines, source_text, timing_ms,
     truncate, AuditCall,
 };
+use crate::call_fields::resource_list;
 use crate::classify::CallReport;
-use crate::report::resource_list;
 use crate::stream::{CallFacts, ClosedStep};
 use events::code::ErrorCode;
 use events::event::{Classification, StepOutcome, StopReason};
