@@ -3,7 +3,7 @@
 //! execute wrapper's timeout and retry; one test per rule, each through the public API on a
 //! simulated disk, each checking both the results and what the journal says.
 
-mod common;
+use crate::common;
 
 use common::pipeline::*;
 use common::*;

@@ -2,7 +2,7 @@
 //! journal a `spill/stored` before the `settled` that names it; a failing store keeps the result
 //! inline and the call successful.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::SimStorage;

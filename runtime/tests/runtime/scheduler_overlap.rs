@@ -4,7 +4,7 @@
 //! paused clock and ordering comes from latches, never from the wall clock. Each test checks
 //! the results and what the journal says.
 
-mod common;
+use crate::common;
 
 use common::scheduler::*;
 use common::*;

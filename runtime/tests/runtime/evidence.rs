@@ -5,7 +5,7 @@
 //! disk with a real workspace in a temporary directory; every hash the tests expect is computed
 //! here from the bytes the test wrote.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::{Journal, Options, SimStorage};

@@ -1,7 +1,7 @@
 //! Replay folds a journal back into the states the runtime went through, and refuses journals
 //! that do not make sense.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::{Journal, Options, SimStorage};

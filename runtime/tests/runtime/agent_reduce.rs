@@ -7,7 +7,7 @@
 //! The texts the model is sent after a reduction (the summary prefix, the left-out note, a
 //! shortened result) are written out here from the design, not taken from the code under test.
 
-mod common;
+use crate::common;
 
 use common::agent::*;
 use common::replay;

@@ -3,7 +3,7 @@
 //! refused before anything is written; each through the public API on a simulated disk, each
 //! checking both the results and what the journal says.
 
-mod common;
+use crate::common;
 
 use common::pipeline::*;
 use common::*;

@@ -2,7 +2,7 @@
 //! and exclusive tools, durations, paths read and written, panics, and a cancel at a random
 //! time. Simulated time (tokio paused clock): the same case always runs the same way.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::SimStorage;

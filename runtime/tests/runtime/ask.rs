@@ -4,7 +4,7 @@
 //! and arguments that make no question. Nobody but the approver's `question` answers it: not a
 //! listener, not a yes/no approver, not a missing approver, not a timeout (I16).
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::SimStorage;

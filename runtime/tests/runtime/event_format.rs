@@ -2,9 +2,7 @@
 //! here are format 1's (fixint, `FORMAT_1`): what every version-1 journal holds and a resumed
 //! one keeps being written in. `format_2.rs` pins format 2's (varint) for representative events.
 
-#[path = "event_format/format_2.rs"]
 mod format_2;
-#[path = "event_format/schema_5.rs"]
 mod schema_5;
 
 use journal::codec::Encoding;

@@ -4,7 +4,7 @@
 //! body once, under the call's id and key, attempt 1 for a call that never started and the
 //! next attempt for one that did.
 
-mod common;
+use crate::common;
 
 use common::{call, response, TestTool};
 use journal::{FsStorage, ReadEnd};

@@ -5,7 +5,7 @@
 //! Time is tokio's paused clock and ordering comes from latches, never from the wall clock.
 //! Each test checks the results and what the journal says.
 
-mod common;
+use crate::common;
 
 use common::scheduler::*;
 use common::*;

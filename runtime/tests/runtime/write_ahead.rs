@@ -1,7 +1,7 @@
 //! Write-ahead (DESIGN.md I1) and the durability plan (§8), checked through the storage seam:
 //! power loss at every write and sync point of a small session; fsyncs counted per step.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::storage::{Fault, Op, TailLoss};

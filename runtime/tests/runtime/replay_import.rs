@@ -3,7 +3,7 @@
 //! an imported journal, an imported call committed only from `received`, each call keeping its
 //! source lines and verdict; and a resume refuses an imported journal.
 
-mod common;
+use crate::common;
 use common::written::{refused, replay};
 use tooljournal_runtime::event::{
     CallRef, Classification, CommittedResult, Event, ImportLine, ImportOutcome, ImportSource,

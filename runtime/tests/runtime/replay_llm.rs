@@ -12,7 +12,7 @@ use tooljournal_runtime::event::{
 };
 use tooljournal_runtime::model::{ModelErrorKind, ModelSettings, Usage};
 
-mod common;
+use crate::common;
 use common::written::{refused, replay};
 
 const HASH: &str = "5c1f";

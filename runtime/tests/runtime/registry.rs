@@ -1,7 +1,7 @@
 //! The registry's rules (DESIGN.md §3 "Registry"): unique final names, built-ins never
 //! overridden by external tools, explicit shadowing only, valid names and schemas.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! limits, which calls may overlap (searches do, edits lock their path), walkers that stop when
 //! cancelled. Each test checks what the model got AND what the journal says.
 
-mod common;
+use crate::common;
 
 use common::fs_env::*;
 use serde_json::{json, Value};

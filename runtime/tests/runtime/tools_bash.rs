@@ -3,7 +3,7 @@
 //! a simulated disk. Every wait is bounded by a deadline, and each test takes at most a few
 //! seconds.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::SimStorage;

@@ -3,7 +3,7 @@
 //! naming their path once, a symlink inside the workspace as one path, the runtime's state
 //! directories unreachable. Each test checks what the model got AND what the journal says.
 
-mod common;
+use crate::common;
 
 use common::fs_env::*;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! after what may pass, never after what will not, the user's stop at every point, and the
 //! conversation it keeps equal to what it sent and got.
 
-mod common;
+use crate::common;
 
 use common::agent::*;
 use common::{events, registry, replay, session_on, TestTool};

@@ -4,7 +4,7 @@
 //! reads as reduced by the earlier reduction only (nothing half-applied). Each forged journal
 //! starts from one a real agent loop wrote, changed in one place.
 
-mod common;
+use crate::common;
 
 use common::agent::*;
 use common::forged::{self, journal_of};

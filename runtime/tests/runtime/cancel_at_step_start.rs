@@ -1,7 +1,7 @@
 //! docs/SCENARIOS.md 30: the user stops a step before the model answered. The other
 //! cancellation scenarios (26 to 29) are in `scheduler_cancel.rs`; this one needs no batch.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::SimStorage;

@@ -2,7 +2,7 @@
 //! and approvals do not follow the questions they answer is refused, naming the record. Each
 //! forged journal starts from one a real session wrote, changed in one place.
 
-mod common;
+use crate::common;
 
 use common::forged::{self, journal_of};
 use common::*;

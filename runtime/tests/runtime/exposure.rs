@@ -1,7 +1,7 @@
 //! Tool exposure per step (direct, deferred, hidden; `tool_search`) and plan mode, through the
 //! public session API, checked against the journal.
 
-mod common;
+use crate::common;
 
 use common::*;
 use journal::{Journal, Options, SimStorage};

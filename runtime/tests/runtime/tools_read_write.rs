@@ -3,7 +3,7 @@
 //! strict schemas, writes that confirm before and after hashes and keep permissions. Each test
 //! checks what the model got AND what the journal says (settled outcome, side effects, codes).
 
-mod common;
+use crate::common;
 
 use common::fs_env::*;
 use serde_json::json;
