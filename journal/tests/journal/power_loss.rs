@@ -3,7 +3,7 @@
 //! reopen and continue. Properties over random workloads: random record sequences round-trip
 //! across segment rotations, reopens and process crashes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! unsynced batch reaching the disk out of order, a panic mid-write, an absurd preallocation.
 //! Each was a defect found in review, with the test written first.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};

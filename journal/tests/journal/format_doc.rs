@@ -541,15 +541,10 @@ fn torn_and_corrupt_agree(version: u32) {
 
 // ---- Events and versioning (FORMAT.md, *Events* and *Versioning*) ----
 
-#[path = "format_doc/events.rs"]
 mod events;
-#[path = "format_doc/old_journals.rs"]
 mod old_journals;
-#[path = "format_doc/rules.rs"]
 mod rules;
-#[path = "format_doc/sample.rs"]
-mod sample;
-#[path = "format_doc/v2.rs"]
+pub mod sample;
 mod v2;
 
 use runtime::event::{Event, Record, EVENT_SCHEMA_VERSION};

@@ -4,7 +4,7 @@
 //! zeros at the end of a cut are where records end (preallocated space), not torn bytes; in
 //! version 1 they are torn like any other byte.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::Arc;

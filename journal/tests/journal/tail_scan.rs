@@ -2,7 +2,7 @@
 //! the bytes it scans, even on a tail crafted so that every fourth offset holds a length field
 //! that is plausible and fits (checked from scratch, each would cost the rest of the tail).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::Arc;

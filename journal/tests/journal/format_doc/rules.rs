@@ -664,7 +664,6 @@ fn replay_verdict(events: &[Event]) -> Option<(u64, &'static str)> {
     }
 }
 
-#[path = "rules_forged.rs"]
 mod forged;
 
 #[test]

@@ -1,6 +1,6 @@
 //! How a journal's end is judged, from damaged bytes (SCENARIOS.md, "Journal bytes").
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::Arc;

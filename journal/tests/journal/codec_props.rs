@@ -6,8 +6,7 @@
 //! their JSON rendering replaced by a random value where the type accepts it: a `u16` field
 //! refuses 70 000, a unit variant's name refuses any other string, and such a draw is put back.
 
-#[path = "format_doc/sample.rs"]
-mod sample;
+use crate::format_doc::sample;
 
 use proptest::prelude::*;
 use runtime::event::Record;

@@ -1,7 +1,7 @@
 //! Every single-bit flip at every byte of a journal: no altered record is ever returned, and a
 //! flip anywhere but the last record is corruption at the right place (DESIGN.md I7).
 
-mod common;
+use crate::common;
 
 use common::*;
 use tooljournal_journal::{CorruptionKind, Position, ReadEnd, SimStorage};

@@ -2,7 +2,7 @@
 //! version-1 journal stays version 1 when a writer appends to it, across a new segment; and a
 //! journal is one version from its first segment to its last, anything else is corruption.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde::Serialize;

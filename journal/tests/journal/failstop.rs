@@ -1,7 +1,7 @@
 //! Fail-stop (DESIGN.md I10): after a failed write or sync nothing more is written, every later
 //! call returns the original error, and what was synced before reads back intact.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::ErrorKind;

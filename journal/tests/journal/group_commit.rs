@@ -1,6 +1,6 @@
 //! Group commit: callers that wait together share one fdatasync (DESIGN.md §8).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! ends at its last record; zeros end a segment's records, and a record lost to zeros in a
 //! sealed segment is still caught by the next segment's first seq.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! Format 2 (FORMAT.md, *Payload encoding*): the varint layout byte by byte on representative
 //! events, and the versioning rule read through it (the schema is no longer at a fixed byte).
 
+use super::sample::every_event;
 use super::{events, payloads_of, runtime_verdict, Layout};
-use crate::sample::every_event;
 use runtime::event::{Event, Record, SessionOpen};
 
 /// A varint as FORMAT.md spells it: one byte below 251, else 251/252/253 and a `u16`/`u32`/
