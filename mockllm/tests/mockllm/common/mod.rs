@@ -1,7 +1,7 @@
 //! Shared by the mockllm tests: valid request bodies, sending them with each provider's
 //! credentials, and reading the answer as raw bytes and as SSE events.
 
-#![allow(dead_code)] // each test binary uses its own part
+#![allow(dead_code)] // each test module uses its own part
 
 use std::convert::Infallible;
 use std::time::Duration;

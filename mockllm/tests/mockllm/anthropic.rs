@@ -1,7 +1,7 @@
 //! Anthropic Messages streams: message_start, thinking / text / tool_use blocks with their
 //! deltas, message_delta with stop_reason and usage, message_stop, ping.
 
-mod common;
+use crate::common;
 
 use common::{body, named, post};
 use serde_json::{json, Value};

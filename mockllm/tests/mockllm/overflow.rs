@@ -1,7 +1,7 @@
 //! `Reply::ContextOverflow`: each provider's context-overflow error, with its status and body
 //! shape, and openai-responses' overflow inside a failed stream.
 
-mod common;
+use crate::common;
 
 use common::{body, named, post};
 use serde_json::json;

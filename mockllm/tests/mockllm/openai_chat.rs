@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions streams: `chat.completion.chunk` data lines, tool call deltas by
 //! index, finish_reason, the usage chunk, `[DONE]`.
 
-mod common;
+use crate::common;
 
 use common::{body, post};
 use serde_json::Value;

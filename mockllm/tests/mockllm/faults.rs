@@ -1,7 +1,7 @@
 //! Faults: a connection cut mid-arguments, status replies (429 with Retry-After, 500 then
 //! success, 400 with a body), a slow first byte, slow chunks, a malformed line, a hang.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Request checks: credentials, body fields, the history's pairing rules, tools; each
 //! violation recorded and answered with the provider's error, taking no scripted reply.
 
-mod common;
+use crate::common;
 
 use common::{auth, body, post, post_to, url, KEY};
 use serde_json::{json, Value};

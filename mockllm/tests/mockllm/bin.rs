@@ -1,6 +1,6 @@
 //! The `mockllm` binary: serves a JSON script and prints each request it gets.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

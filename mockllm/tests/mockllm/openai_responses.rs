@@ -1,7 +1,7 @@
 //! OpenAI Responses streams: named events with matching `type`, sequence numbers, reasoning,
 //! message and function_call items, `response.completed` / `response.incomplete`.
 
-mod common;
+use crate::common;
 
 use common::{body, named, post};
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! Gemini `streamGenerateContent?alt=sse` streams: GenerateContentResponse chunks, text parts,
 //! whole functionCall parts with ids, thoughtSignature, finishReason, usageMetadata.
 
-mod common;
+use crate::common;
 
 use common::{body, post, GEMINI_MODEL};
 use serde_json::{json, Value};
