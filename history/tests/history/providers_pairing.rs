@@ -2,7 +2,7 @@
 //! hand-made bodies that break its pairing of calls and results, and random conversations render
 //! with adjacent results that every validator accepts, ids unique and in the format's form.
 
-mod common;
+use crate::common;
 
 use common::conversations::*;
 use std::collections::HashSet;

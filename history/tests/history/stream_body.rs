@@ -12,7 +12,7 @@ use tooljournal_history::providers::{
     request_body, validate, BodyWriter, Format, Header, IdSurvey,
 };
 
-mod common;
+use crate::common;
 use common::conversations::*;
 
 fn tools_strategy() -> impl Strategy<Value = Vec<ToolSpec>> {
