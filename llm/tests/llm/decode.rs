@@ -3,7 +3,7 @@
 //! it, usage, the stop) decodes to exactly the events it says; cut short, it ends in a
 //! transport error after the events received; a data line that is not JSON is malformed.
 
-mod common;
+use crate::common;
 
 use common::{data, decode_all};
 use events::event::StopReason;

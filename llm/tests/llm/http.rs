@@ -2,7 +2,7 @@
 //! failures read (status, Retry-After, the provider's message, a refused connection, a stream
 //! cut or broken), and that the key appears in no error.
 
-mod common;
+use crate::common;
 
 use common::{data, refused_base, serve, Canned, Server};
 use events::event::StopReason;

@@ -5,7 +5,7 @@
 //!
 //! The bodies are the providers' own, each from where it is cited.
 
-mod common;
+use crate::common;
 
 use common::{decode_all, serve, Canned};
 use events::model::{
