@@ -3,7 +3,7 @@
 //! an error and its rows are absent or the error says the outcome is unknown. Each test has a
 //! server of its own, since it kills connections.
 
-mod common;
+use crate::common;
 
 use common::{refs, rows, stored};
 use journal::{RecordStore, RecordWriter, Takeover};

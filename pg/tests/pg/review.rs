@@ -3,7 +3,7 @@
 //! now fixed; the comments say how it showed). Tests that restart the server or change its
 //! settings start a server of their own.
 
-mod common;
+use crate::common;
 
 use common::{refs, rows, sql, stored, META};
 use journal::{

@@ -1,7 +1,7 @@
 //! The PostgreSQL record store against a real server the test starts (one per test binary):
 //! round trips, leases and fencing, the schema's versions, URLs, and calls from tokio threads.
 
-mod common;
+use crate::common;
 
 use common::{database, refs, rows, stored, url_in, META};
 use journal::{JournalError, RecordStore, Row, RowSource, Takeover};
