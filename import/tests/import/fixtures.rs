@@ -2,7 +2,7 @@
 //! define them, each beside the classification expected of it (written by hand from the rules
 //! in docs/IMPORT_FORMATS.md, never by this reader).
 
-mod common;
+use crate::common;
 
 use common::fixtures;
 use serde_json::Value;

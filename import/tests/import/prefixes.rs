@@ -2,7 +2,7 @@
 //! line is in the file whole is never reported as not started or unknown, and a repair leaves
 //! no call the agent replays without an output.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use tooljournal_import::{check_repair, read, repair, Agent, Verdict};

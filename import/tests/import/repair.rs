@@ -1,7 +1,7 @@
 //! `repair` on every fixture: the copy answers every call the agent will replay and no other,
 //! moves out only the lines that are not JSON, keeps pi's chain whole, and is a fixed point.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::collections::HashMap;
