@@ -3,7 +3,7 @@
 //! has power (a broken runtime is caught with the user's tool, not only the internal
 //! campaign's), composes with proptest, replays from a seed, and fuzzes a transcript.
 
-#[path = "../../examples/fuzz_my_tool/counter.rs"]
+#[path = "../../../examples/fuzz_my_tool/counter.rs"]
 mod counter;
 
 use counter::Variant;
