@@ -3,7 +3,7 @@
 //! hang, release its lock, and leave a journal that recovers once there is room again.
 //!
 //! Mounting a tmpfs needs root: elsewhere the test says so on stderr and checks nothing (the
-//! fault-injected store in `runtime/tests/spill.rs` covers the spill path everywhere).
+//! fault-injected store in `runtime/tests/runtime/spill.rs` covers the spill path everywhere).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

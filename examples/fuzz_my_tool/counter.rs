@@ -1,7 +1,7 @@
 //! The worked example's world: a counter in a store, the tool that increments it (correct, and
 //! two deliberately buggy variants), the observer the harness snapshots it with, and a property
-//! of the user's own. `examples/fuzz_my_tool.rs` runs campaigns over it; `fuzz/tests/harness.rs`
-//! includes this same file to test the harness with a user's tool.
+//! of the user's own. `examples/fuzz_my_tool.rs` runs campaigns over it;
+//! `fuzz/tests/fuzz/harness.rs` includes this same file to test the harness with a user's tool.
 //!
 //! Written against the harness crate's published name (`tooljournal_fuzz`, which re-exports the
 //! runtime and proptest), as a user's code would be.

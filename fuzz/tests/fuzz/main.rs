@@ -1,0 +1,7 @@
+//! The fuzz harness's integration tests: one test binary (one link, not four), each former test
+//! file a module of its own.
+
+mod campaign;
+mod harness;
+mod harness_review;
+mod harness_truth;

@@ -1,0 +1,19 @@
+//! The journal's integration tests: one test binary (one link, not fourteen), each former test
+//! file a module of its own.
+
+mod common;
+
+mod bitflip;
+mod codec_props;
+mod failstop;
+mod format_doc;
+mod group_commit;
+mod lock;
+mod power_loss;
+mod preallocation;
+mod preallocation_seams;
+mod records;
+mod tail_scan;
+mod tails;
+mod truncation;
+mod versions;
