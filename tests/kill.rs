@@ -91,9 +91,9 @@ struct Iteration {
 /// What an uninterrupted run looks like, measured on runs side by side (as the workers run).
 #[derive(Debug, Clone, Copy)]
 struct Timing {
-    /// From spawn to the journal's first bytes.
+    /// From spawn to the journal's first record.
     startup: Duration,
-    /// From the first bytes to the process's exit, per call of the transcript.
+    /// From the first record to the process's exit, per call of the transcript.
     per_call: Duration,
     /// Journal bytes at the end, per call of the transcript.
     bytes_per_call: u64,
@@ -464,7 +464,7 @@ fn sigkill_at_random_moments_never_lies_and_resume_never_reruns() {
     let began = Instant::now();
     let timing = calibrate(seed);
     println!(
-        "uninterrupted runs, {WORKERS} side by side: {:.0} ms to the journal's first bytes, then \
+        "uninterrupted runs, {WORKERS} side by side: {:.0} ms to the journal's first record, then \
          {:.1} ms and {} journal bytes per call",
         timing.startup.as_secs_f64() * 1e3,
         timing.per_call.as_secs_f64() * 1e3,
