@@ -4,8 +4,9 @@
 //! Why: a resume that fell back to defaults ran, after a crash, the very bash call that
 //! `--approve deny` had been holding back. The journal is the session's memory, so the policy
 //! lives there. A resume flag may change it (journaled as a change, naming the flag); nothing
-//! else does, and a journal that records no policy (written before `session/policy` existed)
-//! resumes with the strictest approval unless the user says otherwise.
+//! else does, and a journal that records no policy (written before `session/policy` existed,
+//! or by a run stopped between `session/open` and its policy) resumes with the strictest
+//! approval unless the user says otherwise.
 
 use crate::config::{self, Loaded};
 use crate::CliError;
@@ -28,7 +29,7 @@ pub enum Approve {
 }
 
 /// What the user passed to `resume`; None means "as the journal says".
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ResumeFlags {
     pub approve: Option<Approve>,
     pub max_parallel: Option<usize>,
@@ -56,8 +57,9 @@ pub fn for_resume(
         (None, Some(p)) => approve_of(p.approval),
         (None, None) => {
             notes.push(
-                "the journal records no policy (it predates session/policy): resuming with \
-                 --approve deny; pass --approve allow to run unapproved commands"
+                "the journal records no policy (it predates session/policy, or its run was \
+                 stopped before it journaled one): resuming with --approve deny; pass \
+                 --approve allow to run unapproved commands"
                     .to_owned(),
             );
             Approve::Deny

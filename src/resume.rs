@@ -33,24 +33,70 @@ pub struct ResumeArgs<'a> {
     pub lease_wait_ms: u64,
 }
 
+/// Most looks a resume takes at the journal: it looks again when, under the writer lock, the
+/// journal is no longer the one it looked at (another process held the lock meanwhile, wrote,
+/// and let it go: each look again follows another process's progress).
+const LOOKS_MAX: u32 = 3;
+
 pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
-    let ResumeArgs {
-        journal_dir,
-        script,
-        flags,
-        plan_mode,
-        kill_orphans,
-        rerun,
-        model,
-        prompts,
-        steal,
-        lease_wait_ms,
-    } = args;
-    if script.is_some() && (model.spec.is_some() || !prompts.is_empty()) {
+    if args.script.is_some() && (args.model.spec.is_some() || !args.prompts.is_empty()) {
         return Err(failed(
             "--script plays a transcript: it goes with neither --model nor --prompt",
         ));
     }
+    // Process groups killed by an earlier look, journaled by the one that goes on.
+    let mut killed = Vec::new();
+    let mut looks = 1;
+    loop {
+        let changed = match resume_once(&args, &mut killed)? {
+            Attempt::Done => return Ok(()),
+            Attempt::Changed(changed) => changed,
+        };
+        // A steal is not taken again: the process that wrote meanwhile took the session
+        // after it.
+        let stealing = args.steal && crate::location::url(args.journal_dir).is_some();
+        if looks >= LOOKS_MAX || stealing {
+            return Err(failed(format!(
+                "{}: {changed}; run `tooljournal resume` again",
+                crate::location::shown(args.journal_dir)
+            )));
+        }
+        eprintln!(
+            "note: {}: {changed}; looking at it again",
+            crate::location::shown(args.journal_dir)
+        );
+        looks += 1;
+    }
+}
+
+/// How one look at the journal ended.
+enum Attempt {
+    /// The resume went on, or said why there was nothing to resume.
+    Done,
+    /// Under the lock, the journal was no longer the one looked at: what another process
+    /// changed, in words.
+    Changed(String),
+}
+
+/// One look at the journal, and the resume it decides, checked under the writer lock.
+/// `killed`: the process groups killed so far (by this look or an earlier one), for the
+/// journal.
+fn resume_once(
+    args: &ResumeArgs<'_>,
+    killed: &mut Vec<(CallRef, u32)>,
+) -> Result<Attempt, CliError> {
+    let &ResumeArgs {
+        journal_dir,
+        script,
+        ref flags,
+        plan_mode,
+        kill_orphans,
+        rerun,
+        ref model,
+        ref prompts,
+        steal,
+        lease_wait_ms,
+    } = args;
     // A session in PostgreSQL may be held by another worker's lease: wait for it to expire,
     // or (`--steal`) take it, but only once everything that could refuse has been checked
     // (below): a steal fences the holder off, and a resume that then refused would have
@@ -72,12 +118,10 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         )));
     }
     // The policy the journal holds decides how the journal is opened (its fsync), so it is
-    // read before the lock, and checked again under it.
+    // read before the lock, and checked again under it; what was said of it is said once it
+    // is known to hold (a look another process overtook says nothing of a stale journal).
     let journaled = looked.analysis.replay.policy.clone();
-    let resolved = policy::for_resume(journaled.as_ref(), flags)?;
-    for note in &resolved.notes {
-        eprintln!("note: {note}");
-    }
+    let resolved = policy::for_resume(journaled.as_ref(), flags.clone())?;
     let mut setup = Setup {
         journal: journal_dir,
         person: None,
@@ -95,8 +139,8 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let live = match script {
         Some(_) => agent_run::Live::NoModel,
         None => agent_run::live(
-            &model,
-            prompts,
+            model,
+            prompts.clone(),
             &resolved.config.config.model,
             &looked.analysis,
         )?,
@@ -114,7 +158,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
                     crate::location::shown(journal_dir),
                     open.session_id
                 )?;
-                return Ok(());
+                return Ok(Attempt::Done);
             }
         }
         // The holder's running calls become orphans the moment it is fenced off.
@@ -137,11 +181,9 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     }
     // Groups killed before recovery probes the workspace: what it journals of them is then
     // true (they ended), not what it would have seen a moment before the kill.
-    let mut killed = if kill_orphans && going_on {
-        stop_orphans(journal_dir, &looked.analysis.replay, true)?
-    } else {
-        Vec::new()
-    };
+    if kill_orphans && going_on {
+        killed.extend(stop_orphans(journal_dir, &looked.analysis.replay, true)?);
+    }
     let recovered = recover_first(journal_dir, looked, rerun)?;
     if matches!(live, agent_run::Live::Go(_)) {
         setup.person = agent_run::resume_person(resolved.approve);
@@ -163,34 +205,40 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     // and no other process can append before this session does (or finish it meanwhile).
     let locked = lock(builder)?;
     let replay = locked.replay();
+    if replay.policy != journaled {
+        // Another resume held the lock between the look and this lock, and journaled the
+        // policy it ran with: the look is stale, the settings decided from it too.
+        return Ok(Attempt::Changed(
+            "another process changed the session's policy while this resume started".to_owned(),
+        ));
+    }
+    for note in &resolved.notes {
+        eprintln!("note: {note}");
+    }
     // A finished session goes on only with new turns for a live model (`session/reopen`).
     let finished = match (script, &live) {
         (_, agent_run::Live::Go(_)) => Finished::GoesOn,
         (None, agent_run::Live::NeedsPrompt(_)) => Finished::StaysWithoutPrompt,
         _ => Finished::Stays,
     };
-    let Some(open) = still_resumable(
-        journal_dir,
-        replay,
-        journaled.as_ref(),
-        rerun.is_some(),
-        finished,
-    )?
-    else {
-        return Ok(());
+    let open = match still_resumable(journal_dir, replay, rerun.is_some(), finished)? {
+        Resumable::Yes(open) => open,
+        Resumable::Nothing => return Ok(Attempt::Done),
+        Resumable::Changed(changed) => return Ok(Attempt::Changed(changed)),
     };
     let script = match (script, live) {
         (Some(script), _) => script,
         (None, agent_run::Live::Go(mut go)) => {
             killed.extend(stop_orphans(journal_dir, replay, kill_orphans)?);
-            setup.killed = killed;
+            setup.killed = std::mem::take(killed);
             if let Some(note) =
                 crate::withdrawn::withdrawal_note(replay, Path::new(&open.workspace))
             {
                 eprintln!("note: questions withdrawn by the crash; the resumed turn says so");
                 go.prepend_to_first_prompt(&note);
             }
-            return agent_run::resume(locked, setup, approver, printer, go, rerun);
+            agent_run::resume(locked, setup, approver, printer, go, rerun)?;
+            return Ok(Attempt::Done);
         }
         (None, agent_run::Live::NeedsPrompt(spec)) => {
             outln!(
@@ -198,7 +246,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
                 crate::location::shown(journal_dir),
                 open.session_id
             )?;
-            return Ok(());
+            return Ok(Attempt::Done);
         }
         (None, agent_run::Live::NoModel) => {
             outln!(
@@ -207,11 +255,11 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
                 crate::location::shown(journal_dir),
                 open.session_id
             )?;
-            return Ok(());
+            return Ok(Attempt::Done);
         }
     };
     killed.extend(stop_orphans(journal_dir, replay, kill_orphans)?);
-    setup.killed = killed;
+    setup.killed = std::mem::take(killed);
     let mut model = load_script(script)?;
     let consumed = consumed_lines(model.lines(), replay)
         .map_err(|e| failed(format!("{}: {e}", script.display())))?;
@@ -219,7 +267,8 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     let session_id = open.session_id.clone();
     let prepared = prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
     outln!("resuming session {session_id} after {consumed} script lines")?;
-    play(prepared, model, false)
+    play(prepared, model, false)?;
+    Ok(Attempt::Done)
 }
 
 /// Recovery first: balances the journal so a resume continues a balanced session, probing the
@@ -295,28 +344,30 @@ enum Finished {
     StaysWithoutPrompt,
 }
 
+/// What the journal under the writer lock leaves a resume to do.
+enum Resumable<'r> {
+    /// Go on with this session.
+    Yes(&'r runtime::event::SessionOpen),
+    /// Nothing to resume (said on stdout).
+    Nothing,
+    /// Another process wrote to it after this resume's recovery: what, in words.
+    Changed(String),
+}
+
 /// Checks, under the writer lock, that the journal is still the one recovery balanced and
-/// that there is a session to continue. `None`: nothing to resume (said on stdout).
+/// that there is a session to continue.
 fn still_resumable<'r>(
     journal_dir: &Path,
     replay: &'r SessionReplay,
-    journaled: Option<&runtime::event::SessionPolicy>,
     recovering: bool,
     finished: Finished,
-) -> Result<Option<&'r runtime::event::SessionOpen>, CliError> {
-    if replay.policy.as_ref() != journaled {
-        return Err(failed(format!(
-            "{}: another process changed the session's policy while this resume started; \
-             run `tooljournal resume` again",
-            crate::location::shown(journal_dir)
-        )));
-    }
+) -> Result<Resumable<'r>, CliError> {
     let Some(open) = &replay.open else {
         outln!(
             "{}: empty journal: nothing to resume",
             crate::location::shown(journal_dir)
         )?;
-        return Ok(None);
+        return Ok(Resumable::Nothing);
     };
     if replay.closed && finished != Finished::GoesOn {
         let hint = match finished {
@@ -328,19 +379,17 @@ fn still_resumable<'r>(
             crate::location::shown(journal_dir),
             open.session_id
         )?;
-        return Ok(None);
+        return Ok(Resumable::Nothing);
     }
     // A re-running resume recovers the journal itself (`prepare`).
     if let Some(turn) = replay.open_turn().filter(|_| !recovering) {
         // Another process was interrupted between our recovery and our lock.
-        return Err(failed(format!(
-            "{}: turn {} is open again: another process wrote to the session after its \
-             recovery; run `tooljournal resume` again",
-            crate::location::shown(journal_dir),
+        return Ok(Resumable::Changed(format!(
+            "turn {} is open again: another process wrote to the session after its recovery",
             turn.turn
         )));
     }
-    Ok(Some(open))
+    Ok(Resumable::Yes(open))
 }
 
 /// How often a resume looks at a live lease it waits for.

@@ -361,6 +361,71 @@ fn two_resumes_at_once_with_a_slow_starting_mcp_server_exactly_one_proceeds() {
     two_resumes_at_once(&f, Some(&config));
 }
 
+/// A resume that looked at the journal before another resume took it, and gets the lock only
+/// once that one has finished the session, looks again: it says the session is finished. It
+/// neither fails on the policy the other journaled meanwhile nor says anything of the journal
+/// it first looked at (which had no policy yet: a session stopped right after `session/open`).
+#[test]
+fn a_resume_overtaken_between_its_look_and_its_lock_looks_again() {
+    let f = fixture();
+    // `session/open` and nothing else, as a `run` killed before it journaled its policy.
+    drop(runtime::Session::builder(&f.ws, &f.journal).open().unwrap());
+    let script = f.script("s.jsonl", &[user("hi"), end()]);
+    // The late resume reads its configuration from a FIFO after its look and before its lock:
+    // it waits there until the FIFO's writer closes it.
+    let config = f.dir.path().join("config.toml");
+    nix::unistd::mkfifo(&config, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let late = f
+        .resume(&script, Some(&config))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Returns once the late resume opened the FIFO to read: it has looked.
+    let gate = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&config)
+        .unwrap();
+    // Its next look reads a plain file (the same empty configuration) at that path.
+    let plain = f.dir.path().join("plain.toml");
+    std::fs::write(&plain, "").unwrap();
+    std::fs::rename(&plain, &config).unwrap();
+
+    let first = f.resume(&script, None).output().unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
+    assert!(
+        text(&first.stdout).contains("resuming session"),
+        "{}",
+        describe(&first)
+    );
+    assert!(
+        text(&first.stderr).contains("the journal records no policy"),
+        "{}",
+        describe(&first)
+    );
+    drop(gate);
+    let late = late.wait_with_output().unwrap();
+    assert_eq!(late.status.code(), Some(0), "{}", describe(&late));
+    let said = text(&late.stderr);
+    // The race was run: the late resume's first look was overtaken.
+    assert!(
+        said.contains("another process changed the session's policy while this resume started; looking at it again"),
+        "{}",
+        describe(&late)
+    );
+    assert!(!said.contains("records no policy"), "{}", describe(&late));
+    assert!(
+        text(&late.stdout).contains("already finished"),
+        "{}",
+        describe(&late)
+    );
+    // Only the first resume wrote: one policy, the session finished once.
+    assert_eq!(policies(&f.journal).len(), 1);
+    let recovered = recover::Recovery::of(&f.journal).run().expect("readable");
+    assert!(recovered.analysis.replay.closed);
+    assert!(!recovered.appended);
+}
+
 fn bash_approved(id: &str, command: &str, stop: &str) -> Value {
     let mut line = bash(id, command, stop);
     line["assistant"]["approvals"] = json!({ id: "allow" });

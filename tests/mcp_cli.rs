@@ -222,8 +222,8 @@ fn a_transcript_lists_reads_and_writes_through_mcp_and_recovery_treats_it_like_a
     );
 }
 
-/// The pid of `parent`'s child process.
-fn child_of(parent: u32) -> Option<i32> {
+/// The pid of `parent`'s child process whose command line holds `name`.
+fn child_of(parent: u32, name: &str) -> Option<i32> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -234,32 +234,12 @@ fn child_of(parent: u32) -> Option<i32> {
         // `pid (comm) state ppid …`; comm may hold spaces, so split after the last ')'.
         let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
         let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
-        if ppid == Some(parent) {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(name) {
             return Some(pid);
         }
     }
     None
-}
-
-/// Waits until the journal shows `started` for `call_id`.
-fn wait_started(journal: &Path, call_id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let started = FsStorage::open(journal).ok().is_some_and(|storage| {
-            journal::Reader::open(Arc::new(storage), Limits::default())
-                .map(|reader| {
-                    reader.filter_map(Result::ok).any(|r| {
-                        matches!(r.decode::<Record>(), Ok(Record { event: Event::Started(runtime::event::CallStarted { call, .. }), .. }) if call.call_id == call_id)
-                    })
-                })
-                .unwrap_or(false)
-        });
-        if started {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{call_id} never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -268,6 +248,8 @@ fn a_server_killed_mid_call_settles_the_call_outcome_unknown_and_the_session_goe
         &everything_config(),
         &[
             json!({"user": "run the long one"}),
+            // Holds the session until the test closes the FIFO's write end.
+            assistant(vec![("c0", "bash", json!({"command": "cat gate.fifo"}))]),
             assistant(vec![(
                 "c1",
                 "mcp__everything__trigger-long-running-operation",
@@ -280,23 +262,28 @@ fn a_server_killed_mid_call_settles_the_call_outcome_unknown_and_the_session_goe
             end(),
         ],
     );
-    let child = f
+    let gate = f.ws.join("gate.fifo");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut child = f
         .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_started(&f.journal, "c1");
-    let server = child_of(child.id()).expect("the MCP server is a child of the runtime");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(server),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    // Opens once c0's `cat` has the FIFO open: the server is started and idle.
+    let gate = open_when_read(&gate, &mut child);
+    let server = child_of(child.id(), "mcp-server-everything")
+        .expect("the MCP server is a child of the runtime");
+    let server = nix::unistd::Pid::from_raw(server);
+    nix::sys::signal::kill(server, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    drop(gate); // c0 reads to the end and the session goes on to c1
+    wait_in_input(server.as_raw(), "\"tools/call\"", &mut child);
+    nix::sys::signal::kill(server, nix::sys::signal::Signal::SIGKILL).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
     let r = recovered(&f.journal);
+    assert!(!report(&r, "c0").result.is_error, "the gate call ran");
     let c1 = report(&r, "c1");
     assert_eq!(c1.state, CallState::Committed);
     assert_eq!(
@@ -329,6 +316,81 @@ fn a_server_killed_mid_call_settles_the_call_outcome_unknown_and_the_session_goe
         let conv = r.analysis.conversation();
         let body = request_body(&conv, &stand_in_tools(&conv), &Default::default(), format);
         validate(format, &body.value()).unwrap();
+    }
+}
+
+/// Opens the FIFO `path` for writing once a reader has it open, failing if `child` exits
+/// first.
+fn open_when_read(path: &Path, child: &mut std::process::Child) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // Non-blocking: ENXIO while nobody reads it (a blocking open would hang on a child
+        // that died first).
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(path)
+        {
+            Ok(file) => return file,
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENXIO as i32) => {}
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the session exited ({status}) before it read {}",
+                path.display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nobody opened {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the unread input of process `pid` (its stdin, a pipe) holds `needle`, failing
+/// if `child` exits first. The input is read without being taken: `tee(2)` copies what the
+/// pipe holds into a pipe of the test's own.
+fn wait_in_input(pid: i32, needle: &str, child: &mut std::process::Child) {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let input = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(format!("/proc/{pid}/fd/0"))
+            .unwrap();
+        let (copy, copy_in) = nix::unistd::pipe().unwrap();
+        // EAGAIN while the pipe is empty.
+        let copied = nix::fcntl::tee(
+            &input,
+            &copy_in,
+            1 << 16,
+            nix::fcntl::SpliceFFlags::SPLICE_F_NONBLOCK,
+        )
+        .unwrap_or(0);
+        drop(copy_in);
+        let mut held = String::new();
+        if copied > 0 {
+            std::fs::File::from(copy).read_to_string(&mut held).unwrap();
+        }
+        // Closed before the caller kills the process: the test holds no end of its pipe.
+        drop(input);
+        if held.contains(needle) {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the session exited ({status}) before {needle} reached process {pid}: {held:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{needle} never reached process {pid}; its input holds {held:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -197,6 +197,9 @@ impl Drop for Running {
 
 #[test]
 fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orphan() {
+    // Built before the run starts: on a fresh clone the build can outlast the session's
+    // 120-second call timeout, which ends the call (and its group) before classify looks.
+    let recover = recover_bin::recover_bin();
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
@@ -226,7 +229,7 @@ fn classify_on_a_live_session_says_its_running_call_is_the_live_runs_not_an_orph
     let pgid = group().expect("journaled: waited for above");
     running.group = Some(pgid);
     let classify = || {
-        Command::new(recover_bin::recover_bin())
+        Command::new(recover)
             .args(["classify", "--dry-run"])
             .arg(&journal)
             .output()

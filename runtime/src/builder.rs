@@ -33,7 +33,7 @@
 //! ```
 //!
 //! A resume needs the session balanced first: run `recover` (the `recover` crate's
-//! `session::recover`) on the journal of a crashed session before resuming it.
+//! `Recovery::of(dir).write(true).run()`) on the journal of a crashed session before resuming it.
 
 use crate::event::ToolSource;
 use crate::eventlog::{Clock, SystemClock};

@@ -44,6 +44,7 @@ impl SledSpill {
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(dir)
             .map_err(|e| format!("cannot create the spill store at {}: {e}", dir.display()))?;
+        remove_unfinished_snapshots(dir)?;
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
@@ -76,6 +77,31 @@ impl SledSpill {
             sled_text(&e)
         )
     }
+}
+
+/// Removes the snapshots sled left unfinished in `dir`. sled writes a snapshot to
+/// `snap.<lsn>.generating`, syncs it and renames it to `snap.<lsn>`, and every open of a store
+/// that changed writes one; a process killed before the rename leaves the file (empty, or
+/// without its checksum), and sled 0.34.7 reads it as the latest snapshot and refuses the
+/// store as corrupt. Until the rename, the snapshots before it and the log are the store
+/// (older ones are removed only after it), so the file holds nothing the store needs. No other
+/// process has the store open: it is opened under the journal's writer lock.
+fn remove_unfinished_snapshots(dir: &Path) -> Result<(), String> {
+    let failed = |e: std::io::Error| {
+        format!(
+            "cannot clear the spill store at {} of an unfinished snapshot: {e}",
+            dir.display()
+        )
+    };
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let entry = entry.map_err(failed)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            std::fs::remove_file(entry.path()).map_err(failed)?;
+        }
+    }
+    Ok(())
 }
 
 /// sled's error as a person reads it: an I/O error as the system says it (sled's own shows

@@ -77,18 +77,23 @@ fn files_by_name(dir: &Path) -> BTreeMap<String, Vec<String>> {
 /// in its place, removes it and renames the directory back; a directory a writer created at
 /// `d` meanwhile is moved inside the real one (so nothing is lost and the loop never sticks).
 /// Appends a line to `count` for every swap it completes (one `write` of a few bytes in append
-/// mode: a reader never sees half a line counted).
+/// mode: a reader never sees half a line counted). Its steps fail often, and on purpose (a
+/// writer's directory stands at `d`: `rm` refuses it, `mv` moves it): they are quiet, and the
+/// loop's status is not theirs. A shell loop ends with the status of the last command it ran,
+/// so an `rm` refused in the last round made the swapper exit 1 after it was told to stop;
+/// it exits 0 once it saw `stop`, and fails only when it could not start (or was killed).
 const SWAPPER: &str = r#"
 cd "$1" || exit 1
 m=0
 while [ ! -e "$2" ]; do
   if mv -T d d.real 2>/dev/null; then
-    if ln -s "$3" d 2>/dev/null; then echo swap >> "$4"; rm -f d; fi
+    if ln -s "$3" d 2>/dev/null; then echo swap >> "$4"; rm -f d 2>/dev/null; fi
     until mv -T d.real d 2>/dev/null; do
-      m=$((m+1)); mv -T d "d.real/recreated-$m" 2>/dev/null; rm -f d
+      m=$((m+1)); mv -T d "d.real/recreated-$m" 2>/dev/null; rm -f d 2>/dev/null
     done
   fi
 done
+exit 0
 "#;
 
 /// Swaps the swapper has completed so far (whole lines of `count`; none before the first).

@@ -435,7 +435,10 @@ pub fn check_no_fabricated_bash(
     Ok(())
 }
 
-/// The journal's bytes so far (all segments).
+/// The bytes of the journal's records so far (all segments). Not the files' lengths: a live
+/// segment (format 2) is zero-filled ahead of its records, from the moment it is created
+/// (1 MiB by default), so its length says nothing of how far the session got; its records end
+/// where its zero tail begins.
 pub fn journal_bytes(journal: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(journal) else {
         return 0;
@@ -443,9 +446,40 @@ pub fn journal_bytes(journal: &Path) -> u64 {
     entries
         .flatten()
         .filter(|e| journal::segment::parse_file_name(&e.file_name().to_string_lossy()).is_some())
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
+        .map(|e| records_bytes(&e.path()))
         .sum()
+}
+
+/// The bytes of the records of the segment at `path`: from its header to its last byte that
+/// is not zero, read a chunk at a time up to the first chunk of zeros only (its zero tail; no
+/// record here holds a chunk of zeros). 0 for a segment without records (or gone).
+fn records_bytes(path: &Path) -> u64 {
+    use std::io::Read;
+    const CHUNK_BYTES: usize = 16 << 10;
+    let Ok(file) = File::open(path) else {
+        return 0;
+    };
+    let mut chunks = std::io::BufReader::with_capacity(CHUNK_BYTES, file);
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let (mut offset, mut end) = (0u64, 0u64);
+    loop {
+        let mut filled = 0;
+        while filled < CHUNK_BYTES {
+            match chunks.read(&mut chunk[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        let Some(last) = chunk[..filled].iter().rposition(|&b| b != 0) else {
+            break;
+        };
+        end = offset + last as u64 + 1;
+        offset += filled as u64;
+        if filled < CHUNK_BYTES {
+            break;
+        }
+    }
+    end.saturating_sub(journal::segment::HEADER_BYTES as u64)
 }
 
 /// When to kill, drawn from the seeded generator.
