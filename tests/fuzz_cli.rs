@@ -10,8 +10,7 @@
 //! `t1` `ABORTED_BEFORE_DISPATCH` for every n. Each `sleep 30` carries `timeout_ms` 200, so a
 //! case nobody stops never waits for it (it ends `TIMEOUT`).
 
-#[path = "common/fuzz_bin.rs"]
-mod fuzz_bin;
+mod common;
 #[path = "mcp/support.rs"]
 mod support;
 
@@ -39,7 +38,7 @@ fn text(bytes: &[u8]) -> String {
 /// `tooljournal fuzz ARGS`, with no configuration file of the user's in the way.
 fn fuzz(args: &[&str]) -> Output {
     let config_home = tempfile::tempdir().unwrap();
-    Command::new(fuzz_bin::tooljournal())
+    Command::new(common::fuzz_bin::tooljournal())
         .arg("fuzz")
         .args(args)
         .env("XDG_CONFIG_HOME", config_home.path())
@@ -408,7 +407,7 @@ fn on_a_terminal_a_progress_bar_counts_the_cases_before_the_report() {
     // Slow enough cases that the bar is drawn: each stops a 30 s `sleep` (killed at its cancel
     // or its 200 ms limit).
     let config_home = tempfile::tempdir().unwrap();
-    let mut command = std::process::Command::new(fuzz_bin::tooljournal());
+    let mut command = std::process::Command::new(common::fuzz_bin::tooljournal());
     command
         .env("XDG_CONFIG_HOME", config_home.path())
         .env("TERM", "xterm")
@@ -459,7 +458,7 @@ fn seconds_stop_a_case_running_at_the_deadline_and_leave_nothing_running() {
     std::fs::write(&script, text_of.join("\n")).unwrap();
     let config_home = tempfile::tempdir().unwrap();
     // Built (if it must be) before the clock starts.
-    let tooljournal = fuzz_bin::tooljournal();
+    let tooljournal = common::fuzz_bin::tooljournal();
     let began = Instant::now();
     let mut child = Command::new(tooljournal)
         .args(["fuzz", "--seconds", "4", "--seed", &SLOW_SEED.to_string()])

@@ -5,8 +5,6 @@
 //! text that renders other than it reads.
 
 mod common;
-#[path = "common/fuzz_bin.rs"]
-mod fuzz_bin;
 #[path = "mcp/support.rs"]
 mod mcp_support;
 
@@ -862,7 +860,7 @@ fn the_fuzz_template_and_world_stay_inside_the_workspace() {
             ),
         ],
     );
-    let out = Command::new(fuzz_bin::tooljournal())
+    let out = Command::new(common::fuzz_bin::tooljournal())
         .args(["fuzz", "--script"])
         .arg(&script)
         .arg("--workspace-template")
