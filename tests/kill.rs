@@ -54,8 +54,8 @@ const KILLS_TARGET: usize = 60;
 const ITERATIONS_MAX: usize = 150;
 /// Iterations run side by side.
 const WORKERS: usize = 2;
-/// Kills after start-up wait for a journal size drawn from 0 to this much of an uninterrupted
-/// run's (so some land after the session ended by itself).
+/// Kills after start-up wait for a journal size drawn from an uninterrupted run's opening to
+/// this much of the rest of it (so some land after the session ended by itself).
 const BYTES_SPAN_PERCENT: u64 = 110;
 /// Kills drawn during start-up (before the first record, mostly), in percent.
 const START_UP_KILL_PERCENT: u64 = 20;
