@@ -13,7 +13,7 @@ use crate::config;
 use crate::model_cli::{self, ModelFlags};
 use crate::policy::Approve;
 use crate::printer::Printer;
-use crate::run::{self, Opening, Prepared, Setup};
+use crate::run::{self, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::agent::{Agent, AgentEvent, Observer, TurnEnd};
@@ -367,7 +367,6 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         json: false,
         config: &loaded.config,
         config_file: loaded.file.clone(),
-        killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
     let prepared = new.open(setup)?;
@@ -450,28 +449,22 @@ pub fn live(
 }
 
 /// The rest of `tooljournal resume` with a live model: the session continues from the rebuilt
-/// history with a new turn a prompt.
+/// history with a new turn. `at_lock`: the journal as it ended under the writer lock, before the
+/// resume wrote (another process may have finished a turn since the first look, and the model
+/// must be sent the session `recover rebuild` would print now).
 pub fn resume(
-    locked: runtime::LockedJournal,
-    setup: Setup<'_>,
-    approver: Arc<runtime::transcript::ScriptedApprover>,
-    printer: Arc<Printer>,
+    prepared: Prepared,
+    at_lock: &runtime::replay::SessionReplay,
+    section: crate::config::ModelSection,
     go: Go,
-    rerun: Option<runtime::event::RerunPolicy>,
 ) -> Result<(), CliError> {
-    let section = setup.config.model.clone();
-    // The history from the journal as it ends under the writer lock, not as recovery read it
-    // before: another process may have finished a turn in between, and the model must be sent
-    // the session `recover rebuild` would print now.
-    let analysis =
-        recover::classify::analyze(locked.replay().clone(), &journal::ReadEnd::Clean, 0, false);
+    let analysis = recover::classify::analyze(at_lock.clone(), &journal::ReadEnd::Clean, 0, false);
     // As the model last saw it: the latest reduction applies (I17).
     let (mut turns, compaction, calibration) = (
         analysis.turns(),
         analysis.replay.compaction.as_ref().map(|c| c.compaction()),
         analysis.replay.calibration.clone(),
     );
-    let prepared = run::prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
     if let Some(analysis) = &prepared.recovered {
         // Recovered under the lock just now: its results are the ones journaled.
         turns = analysis.turns();

@@ -39,45 +39,10 @@
 
 use runtime::display::visible;
 use runtime::event::{Answer, AskAnswer, Question, TEXT_CHARS_MAX};
-use runtime::hooks::{
-    Approver, AskFuture, CallInfo, Decision, PreExecute, QuestionFuture, QuestionOutcome,
-};
+use runtime::hooks::{Approver, AskFuture, CallInfo, QuestionFuture, QuestionOutcome};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-/// `--approve ask`: a call of a tool that does not declare itself read-only asks first.
-pub struct AskBeforeChanges;
-
-impl PreExecute for AskBeforeChanges {
-    fn name(&self) -> &str {
-        "approve-ask"
-    }
-    fn decide(&self, call: &CallInfo) -> Decision {
-        if call.read_only {
-            Decision::Pass
-        } else {
-            Decision::Ask {
-                reason: describe(call),
-            }
-        }
-    }
-}
-
-/// The question shown for `call`: the command of a `bash` call, the path of a file tool's.
-pub fn describe(call: &CallInfo) -> String {
-    if let Some(command) = call.args.str("command") {
-        return format!("{} `{}`", call.tool, one_line(command, 200));
-    }
-    if let Some(path) = call.args.str("path") {
-        return format!("{} {}", call.tool, one_line(path, 200));
-    }
-    format!(
-        "{} {}",
-        call.tool,
-        one_line(&call.args.value().to_string(), 200)
-    )
-}
 
 /// `text` on one line, cut to `chars_max` characters, hidden characters shown
 /// (`runtime::display::one_line`).

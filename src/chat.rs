@@ -63,7 +63,6 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         json: false,
         config: &loaded.config,
         config_file: loaded.file.clone(),
-        killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
     let prepared = new.open(setup)?;

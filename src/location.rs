@@ -1,15 +1,14 @@
 //! A journal's location as the command line gives it: a directory, or a session in PostgreSQL
 //! (`postgres://USER@HOST[:PORT]/DB?session=ID`, libpq's URL syntax; `host=/socket/dir` works).
 //!
-//! Why one room: every command that takes a journal takes either, and tells them apart here
-//! only. The location stays the path clap parsed (a URL is a valid path string, and messages
-//! print it as given); a command opens its journal through [`backend`], [`place`] or
-//! [`builder`], and the library below never learns which kind it has.
+//! The type, its parser and how it prints are `journal::Location`'s; opening one is
+//! `pg::open`'s. This room keeps the command line's own: where sessions live by default, where
+//! files beside a PostgreSQL session's journal go, and `&Path` forms for the commands that hold
+//! the argument clap parsed (a URL is a valid path string, and messages print it as given).
 
 use crate::CliError;
-use journal::{Backend, FsStorage, RecordStore, Storage};
+use journal::{Backend, Location, RecordStore};
 use runtime::builder::SessionBuilder;
-use runtime::Session;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,73 +28,56 @@ pub fn state_root() -> Result<PathBuf, CliError> {
     Ok(base.join("tooljournal/sessions"))
 }
 
-/// How messages show a journal's location: as given, a URL's password taken out.
+/// The location `journal` names, or the refusal of a URL of another scheme than PostgreSQL's.
+pub fn parse(journal: &Path) -> Result<Location, CliError> {
+    Location::from_path(journal).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// How messages show a journal's location: as given, a URL's secrets taken out.
 pub fn shown(journal: impl AsRef<Path>) -> String {
     let journal = journal.as_ref();
-    match journal.to_str() {
-        Some(s) if pg::looks_like_url(s) => pg::redact_url(s),
-        _ => journal.display().to_string(),
+    match Location::from_path(journal) {
+        Ok(location) => location.to_string(),
+        Err(e) => e.shown,
     }
 }
 
 /// The URL, when `journal` names a PostgreSQL session rather than a directory.
 pub fn url(journal: &Path) -> Option<&str> {
-    journal.to_str().filter(|s| pg::is_url(s))
+    journal.to_str().filter(|s| journal::location::is_url(s))
 }
 
 /// Refuses a location that is a URL of another scheme than PostgreSQL's, rather than take it
 /// for a directory's path.
 pub fn check(journal: &Path) -> Result<(), CliError> {
-    match journal.to_str() {
-        Some(s) if pg::looks_like_url(s) && !pg::is_url(s) => Err(CliError::Failed(format!(
-            "{}: not a journal location: a journal is a directory or a \
-             postgres://USER@HOST/DB?session=ID URL",
-            shown(journal)
-        ))),
-        _ => Ok(()),
-    }
+    parse(journal).map(|_| ())
 }
 
 /// The session's store, for a URL; `None` for a directory.
 pub fn store(journal: &Path) -> Result<Option<Arc<dyn RecordStore>>, CliError> {
-    check(journal)?;
-    let Some(url) = url(journal) else {
-        return Ok(None);
-    };
-    let store = pg::PgStore::open(url).map_err(|e| CliError::Failed(e.to_string()))?;
-    Ok(Some(Arc::new(store)))
+    match parse(journal)? {
+        Location::Dir(_) => Ok(None),
+        location => match pg::open(&location)? {
+            Backend::Records(store) => Ok(Some(store)),
+            Backend::Files(_) => Ok(None),
+        },
+    }
 }
 
 /// The journal's backend, opened for reading: an existing directory, or the session's store.
 pub fn backend(journal: &Path) -> Result<Backend, CliError> {
-    if let Some(store) = store(journal)? {
-        return Ok(Backend::Records(store));
-    }
-    let storage = FsStorage::open(journal).map_err(|e| {
-        CliError::Failed(format!(
-            "{}: cannot open journal directory: {e}",
-            journal.display()
-        ))
-    })?;
-    let storage: Arc<dyn Storage> = Arc::new(storage);
-    Ok(Backend::Files(storage))
+    pg::open(&parse(journal)?).map_err(|e| CliError::Failed(e.to_string()))
 }
 
 /// The journal as `recover`'s entry points take it.
 pub fn place(journal: &Path) -> Result<recover::Place, CliError> {
-    Ok(match store(journal)? {
-        Some(store) => recover::Place::Backend(Backend::Records(store)),
-        None => recover::Place::Dir(journal.to_path_buf()),
-    })
+    session::place(&parse(journal)?).map_err(crate::resume::cli_error)
 }
 
 /// The library's builder for a session journaled at `journal` (a directory is created if
 /// missing; a URL's session is created by its first writer).
 pub fn builder(workspace: &Path, journal: &Path) -> Result<SessionBuilder, CliError> {
-    Ok(match store(journal)? {
-        Some(store) => Session::builder_on(workspace, Backend::Records(store)),
-        None => Session::builder(workspace, journal),
-    })
+    session::builder(&parse(journal)?, workspace).map_err(crate::resume::cli_error)
 }
 
 /// Where the CLI keeps files beside a journal (what MCP servers print on stderr): the journal

@@ -35,7 +35,6 @@ mod resume;
 mod run;
 mod sessions;
 mod system_prompt;
-mod withdrawn;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -164,7 +163,7 @@ enum Command {
         #[arg(long)]
         steal: bool,
         /// How long to wait for a live lease to expire before giving up (without --steal).
-        #[arg(long, value_name = "MS", default_value_t = 30_000)]
+        #[arg(long, value_name = "MS", default_value_t = session::LEASE_WAIT_MS_DEFAULT)]
         lease_wait_ms: u64,
     },
     /// Talk with a live model on a workspace, interactively: its text streams as it arrives,

@@ -1,22 +1,15 @@
-//! The session's policy: approval, parallelism, fsync, tool exposure and the configuration
-//! file, journaled as `session/policy` when a session opens, and reapplied by `resume`.
-//!
-//! Why: a resume that fell back to defaults ran, after a crash, the very bash call that
-//! `--approve deny` had been holding back. The journal is the session's memory, so the policy
-//! lives there. A resume flag may change it (journaled as a change, naming the flag); nothing
-//! else does, and a journal that records no policy (written before `session/policy` existed,
-//! or by a run stopped between `session/open` and its policy) resumes with the strictest
-//! approval unless the user says otherwise.
+//! The session's policy as the command line gives it: `--approve`, and the configuration file a
+//! resume runs with. What the policy means, how a resume reapplies it and what a change
+//! journals is the library's (`tooljournal_session::Settings`, `record`, `changes`).
 
 use crate::config::{self, Loaded};
 use crate::CliError;
 use journal::FsyncPolicy;
-use runtime::event::{ApprovalPolicy, SessionPolicy, SyncPolicy};
-use runtime::registry::{Exposure, Registry};
+use runtime::event::{ApprovalPolicy, SessionPolicy};
+use runtime::registry::Registry;
 use std::path::{Path, PathBuf};
 
-/// Most concurrency-safe calls at once, unless the user or the journal says otherwise.
-pub const PARALLEL_MAX_DEFAULT: usize = 10;
+pub use session::PARALLEL_MAX_DEFAULT;
 
 /// How calls are approved. `allow`: nothing asks; `deny`: every `bash` call asks, and
 /// questions nobody answers are denied; `ask` (a live model only): every call of a tool that
@@ -28,6 +21,26 @@ pub enum Approve {
     Deny,
 }
 
+impl Approve {
+    /// As `session/policy` records it.
+    pub fn policy(self) -> ApprovalPolicy {
+        match self {
+            Approve::Allow => ApprovalPolicy::Allow,
+            Approve::Deny => ApprovalPolicy::Deny,
+            Approve::Ask => ApprovalPolicy::Ask,
+        }
+    }
+
+    /// The flag's value for a recorded policy.
+    pub fn of(policy: ApprovalPolicy) -> Approve {
+        match policy {
+            ApprovalPolicy::Allow => Approve::Allow,
+            ApprovalPolicy::Deny => Approve::Deny,
+            ApprovalPolicy::Ask => Approve::Ask,
+        }
+    }
+}
+
 /// What the user passed to `resume`; None means "as the journal says".
 #[derive(Debug, Default, Clone)]
 pub struct ResumeFlags {
@@ -37,49 +50,30 @@ pub struct ResumeFlags {
     pub config: Option<PathBuf>,
 }
 
-/// The settings a resume runs with, and what it told the user about how they were chosen.
-pub struct Resolved {
-    pub approve: Approve,
-    pub max_parallel: usize,
-    pub fsync: FsyncPolicy,
-    pub config: Loaded,
-    pub notes: Vec<String>,
+impl ResumeFlags {
+    /// The library's overrides of the journaled policy.
+    pub fn overrides(&self) -> session::Overrides {
+        session::Overrides {
+            approval: self.approve.map(Approve::policy),
+            parallel_max: self.max_parallel,
+            fsync: self.fsync,
+        }
+    }
 }
 
-/// The settings for resuming a session whose journal says `journaled`.
-pub fn for_resume(
+/// The configuration file a resume runs with: `--config`, else the one the journal records
+/// (refused if it changed since), else the user's default.
+pub fn config_for_resume(
     journaled: Option<&SessionPolicy>,
-    flags: ResumeFlags,
-) -> Result<Resolved, CliError> {
-    let mut notes = Vec::new();
-    let approve = match (flags.approve, journaled) {
-        (Some(a), _) => a,
-        (None, Some(p)) => approve_of(p.approval),
-        (None, None) => {
-            notes.push(
-                "the journal records no policy (it predates session/policy, or its run was \
-                 stopped before it journaled one): resuming with --approve deny; pass \
-                 --approve allow to run unapproved commands"
-                    .to_owned(),
-            );
-            Approve::Deny
-        }
-    };
-    let max_parallel = flags
-        .max_parallel
-        .or(journaled.map(|p| p.parallel_max as usize))
-        .unwrap_or(PARALLEL_MAX_DEFAULT);
-    let fsync = flags
-        .fsync
-        .or(journaled.map(|p| fsync_of(p.fsync)))
-        .unwrap_or(FsyncPolicy::Group);
-    let config = match (flags.config, journaled) {
-        (Some(path), _) => config::load(Some(&path))?,
+    flag: Option<&Path>,
+) -> Result<Loaded, CliError> {
+    match (flag, journaled) {
+        (Some(path), _) => config::load(Some(path)),
         (None, Some(p)) => match &p.config {
-            None => Loaded {
+            None => Ok(Loaded {
                 config: Default::default(),
                 file: None,
-            },
+            }),
             Some(recorded) => {
                 let loaded = config::load(Some(Path::new(&recorded.path)))?;
                 let now = loaded.file.as_ref().map(|f| f.sha256.as_str());
@@ -93,25 +87,18 @@ pub fn for_resume(
                         recorded.path
                     )));
                 }
-                loaded
+                Ok(loaded)
             }
         },
-        (None, None) => config::load(None)?,
-    };
-    Ok(Resolved {
-        approve,
-        max_parallel,
-        fsync,
-        config,
-        notes,
-    })
+        (None, None) => config::load(None),
+    }
 }
 
 fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
 }
 
-/// The policy a session runs with, as `session/policy` records it.
+/// The policy a new session runs with, as `session/policy` records it.
 pub fn record(
     approve: Approve,
     max_parallel: usize,
@@ -120,84 +107,14 @@ pub fn record(
     registry: &Registry,
     reason: &str,
 ) -> SessionPolicy {
-    let exposure = registry
-        .entries()
-        .into_iter()
-        .filter_map(|e| {
-            let word = match e.exposure {
-                Exposure::Direct => return None,
-                Exposure::Deferred => "deferred",
-                Exposure::Hidden => "hidden",
-            };
-            Some((e.tool.name().to_owned(), word.to_owned()))
-        })
-        .collect();
-    SessionPolicy {
-        approval: match approve {
-            Approve::Allow => ApprovalPolicy::Allow,
-            Approve::Deny => ApprovalPolicy::Deny,
-            Approve::Ask => ApprovalPolicy::Ask,
-        },
-        parallel_max: u32::try_from(max_parallel).unwrap_or(u32::MAX),
-        fsync: match fsync {
-            FsyncPolicy::Always => SyncPolicy::Always,
-            FsyncPolicy::Group => SyncPolicy::Group,
-            FsyncPolicy::Never => SyncPolicy::Never,
-        },
-        exposure,
+    session::record(
+        approve.policy(),
+        max_parallel,
+        fsync,
         config,
-        reason: reason.to_owned(),
-    }
-}
-
-/// What changed between the journaled policy and the one a resume runs with, in words; None
-/// when nothing did (then no event is written).
-pub fn changes(journaled: Option<&SessionPolicy>, now: &SessionPolicy) -> Option<String> {
-    let Some(old) = journaled else {
-        return Some("resume: the journal recorded no policy before".to_owned());
-    };
-    let mut changed = Vec::new();
-    if old.approval != now.approval {
-        changed.push(format!(
-            "approval {:?} -> {:?} (--approve)",
-            old.approval, now.approval
-        ));
-    }
-    if old.parallel_max != now.parallel_max {
-        changed.push(format!(
-            "parallel_max {} -> {} (--max-parallel)",
-            old.parallel_max, now.parallel_max
-        ));
-    }
-    if old.fsync != now.fsync {
-        changed.push(format!(
-            "fsync {:?} -> {:?} (--fsync)",
-            old.fsync, now.fsync
-        ));
-    }
-    if old.config != now.config {
-        changed.push("configuration file (--config)".to_owned());
-    }
-    if old.exposure != now.exposure {
-        changed.push("tool exposure (--config)".to_owned());
-    }
-    (!changed.is_empty()).then(|| format!("resume: {}", changed.join("; ")))
-}
-
-fn approve_of(p: ApprovalPolicy) -> Approve {
-    match p {
-        ApprovalPolicy::Allow => Approve::Allow,
-        ApprovalPolicy::Deny => Approve::Deny,
-        ApprovalPolicy::Ask => Approve::Ask,
-    }
-}
-
-fn fsync_of(p: SyncPolicy) -> FsyncPolicy {
-    match p {
-        SyncPolicy::Always => FsyncPolicy::Always,
-        SyncPolicy::Group => FsyncPolicy::Group,
-        SyncPolicy::Never => FsyncPolicy::Never,
-    }
+        registry,
+        reason,
+    )
 }
 
 #[cfg(test)]
@@ -205,51 +122,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_journal_without_a_policy_resumes_with_the_strictest_approval() {
-        let resolved = for_resume(
-            None,
-            ResumeFlags {
-                config: Some("/dev/null".into()),
-                ..ResumeFlags::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(resolved.approve, Approve::Deny);
-        assert!(
-            resolved.notes[0].contains("--approve allow"),
-            "{:?}",
-            resolved.notes
-        );
-        // The user's explicit word wins.
-        let allowed = for_resume(
-            None,
-            ResumeFlags {
-                approve: Some(Approve::Allow),
-                config: Some("/dev/null".into()),
-                ..ResumeFlags::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(allowed.approve, Approve::Allow);
-        assert!(allowed.notes.is_empty());
-    }
-
-    #[test]
-    fn ask_is_journaled_as_ask_and_resumes_as_ask() {
+    fn every_approve_flag_is_journaled_as_itself() {
         let registry = Registry::new();
         for approve in [Approve::Allow, Approve::Deny, Approve::Ask] {
             let journaled = record(approve, 4, FsyncPolicy::Group, None, &registry, "test");
-            let resolved = for_resume(
-                Some(&journaled),
-                ResumeFlags {
-                    config: Some("/dev/null".into()),
-                    ..ResumeFlags::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("{e:?}"));
-            assert_eq!(resolved.approve, approve);
+            assert_eq!(Approve::of(journaled.approval), approve);
         }
-        let ask = record(Approve::Ask, 4, FsyncPolicy::Group, None, &registry, "test");
-        assert_eq!(ask.approval, ApprovalPolicy::Ask);
+        assert_eq!(
+            record(Approve::Ask, 4, FsyncPolicy::Group, None, &registry, "t").approval,
+            ApprovalPolicy::Ask
+        );
+    }
+
+    #[test]
+    fn a_journaled_configuration_that_changed_is_refused_naming_the_flag() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "").unwrap_or_else(|e| panic!("{e}"));
+        let mut journaled = record(
+            Approve::Deny,
+            4,
+            FsyncPolicy::Group,
+            Some(runtime::event::ConfigFile {
+                path: file.display().to_string(),
+                sha256: "0".repeat(64),
+            }),
+            &Registry::new(),
+            "test",
+        );
+        let refused = config_for_resume(Some(&journaled), None).err();
+        assert!(
+            matches!(&refused, Some(CliError::Failed(m)) if m.contains("--config")),
+            "{refused:?}"
+        );
+        journaled.config = None;
+        assert!(config_for_resume(Some(&journaled), None).is_ok());
     }
 }

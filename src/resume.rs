@@ -1,16 +1,19 @@
-//! `tooljournal resume`: recovery first (nothing re-run), then the session goes on under its
-//! journaled policy with a live model (from the history recovery rebuilt) or a transcript's
-//! next line.
+//! `tooljournal resume`: the library's [`session::Resume`] (recovery first, the journaled
+//! policy, orphans, the re-run choice, withdrawn questions), then the session goes on with a
+//! live model (from the history recovery rebuilt) or a transcript's next line. This room is
+//! the command line's part: which model, which configuration, what is printed.
 
 use crate::agent_run;
+use crate::config::Loaded;
 use crate::policy;
-use crate::run::{load_script, lock, play, prepare, session_is_live, wire, Opening, Setup, Wired};
+use crate::printer::Printer;
+use crate::run::{add_tools, load_script, play, wire, Prepared, Setup, Tooled, Wired};
 use crate::{failed, CliError};
-use journal::{FsStorage, Storage};
-use runtime::event::{CallRef, RerunPolicy};
-use runtime::replay::SessionReplay;
-use runtime::transcript::consumed_lines;
-use std::path::{Path, PathBuf};
+use runtime::event::RerunPolicy;
+use runtime::transcript::{consumed_lines, ScriptedApprover};
+use session::{Continue, Look, Plan, Resume, ResumeError, Resumed, Settings};
+use std::path::Path;
+use std::sync::Arc;
 
 /// What `tooljournal resume` was asked to do.
 pub struct ResumeArgs<'a> {
@@ -33,10 +36,21 @@ pub struct ResumeArgs<'a> {
     pub lease_wait_ms: u64,
 }
 
-/// Most looks a resume takes at the journal: it looks again when, under the writer lock, the
-/// journal is no longer the one it looked at (another process held the lock meanwhile, wrote,
-/// and let it go: each look again follows another process's progress).
-const LOOKS_MAX: u32 = 3;
+/// The library's refusals as the CLI's exit codes.
+pub(crate) fn cli_error(e: ResumeError) -> CliError {
+    match e {
+        ResumeError::Corrupt(m) => CliError::Corrupt(m),
+        ResumeError::Newer(m) => CliError::Newer(m),
+        other => CliError::Failed(other.to_string()),
+    }
+}
+
+/// A hook's failure, carried through the library and given back as it was.
+fn hook_error(e: CliError, kept: &mut Option<CliError>) -> ResumeError {
+    let said = e.to_string();
+    *kept = Some(e);
+    ResumeError::Hook(said)
+}
 
 pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
     if args.script.is_some() && (args.model.spec.is_some() || !args.prompts.is_empty()) {
@@ -44,522 +58,253 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             "--script plays a transcript: it goes with neither --model nor --prompt",
         ));
     }
-    // Process groups killed by an earlier look, journaled by the one that goes on.
-    let mut killed = Vec::new();
-    let mut looks = 1;
-    loop {
-        let changed = match resume_once(&args, &mut killed)? {
-            Attempt::Done => return Ok(()),
-            Attempt::Changed(changed) => changed,
+    let location = crate::location::parse(args.journal_dir)?;
+    let resume = Resume::at(location)
+        .overrides(args.flags.overrides())
+        .kill_orphans(args.kill_orphans)
+        .rerun(args.rerun)
+        .steal(args.steal)
+        .lease_wait_ms(args.lease_wait_ms)
+        .plan_mode(args.plan_mode);
+    let mut cli = CliHooks {
+        args: &args,
+        loaded: None,
+        live: None,
+        wired: None,
+        tooled: None,
+        failure: None,
+    };
+    let resumed = resume.open(&mut cli);
+    let resumed = match resumed {
+        Ok(resumed) => resumed,
+        Err(e) => {
+            if let Some(tooled) = &mut cli.tooled {
+                tooled.stop_servers();
+            }
+            return Err(match (e, cli.failure.take()) {
+                (ResumeError::Hook(_), Some(kept)) => kept,
+                (e, _) => cli_error(e),
+            });
+        }
+    };
+    cli.go_on(resumed)
+}
+
+/// The CLI's side of the resume: decided from the look, kept for after it.
+struct CliHooks<'a> {
+    args: &'a ResumeArgs<'a>,
+    /// The configuration file the session runs with.
+    loaded: Option<Loaded>,
+    /// How it goes on without a transcript (a model, or why not).
+    live: Option<agent_run::Live>,
+    /// The approver and printer wired into the session.
+    wired: Option<(Arc<ScriptedApprover>, Arc<Printer>)>,
+    /// The servers and runtime added under the lock.
+    tooled: Option<Tooled>,
+    /// A hook's own error, given back as it was (its exit code, its words).
+    failure: Option<CliError>,
+}
+
+impl CliHooks<'_> {
+    fn decide_cli(&mut self, look: &Look<'_>) -> Result<Plan, CliError> {
+        let analysis = &look.recovered.analysis;
+        let loaded = policy::config_for_resume(
+            analysis.replay.policy.as_ref(),
+            self.args.flags.config.as_deref(),
+        )?;
+        // Decided (and the model connected) before the lock: a missing key changes nothing.
+        let live = match self.args.script {
+            Some(_) => agent_run::Live::NoModel,
+            None => agent_run::live(
+                &self.args.model,
+                self.args.prompts.clone(),
+                &loaded.config.model,
+                analysis,
+            )?,
         };
-        // A steal is not taken again: the process that wrote meanwhile took the session
-        // after it.
-        let stealing = args.steal && crate::location::url(args.journal_dir).is_some();
-        if looks >= LOOKS_MAX || stealing {
+        let continue_with = match (self.args.script, &live) {
+            (Some(_), _) => Continue::Transcript,
+            (None, agent_run::Live::Go(_)) => Continue::NewTurns,
+            (None, _) => Continue::Nothing,
+        };
+        let plan = Plan {
+            continue_with,
+            config_file: loaded.file.clone(),
+        };
+        self.loaded = Some(loaded);
+        self.live = Some(live);
+        Ok(plan)
+    }
+
+    fn setup<'s>(&'s self, settings: &Settings, loaded: &'s Loaded) -> Setup<'s> {
+        let approve = policy::Approve::of(settings.approval);
+        Setup {
+            journal: self.args.journal_dir,
+            person: match self.live {
+                Some(agent_run::Live::Go(_)) => agent_run::resume_person(approve),
+                _ => None,
+            },
+            approve,
+            max_parallel: settings.parallel_max,
+            fsync: settings.fsync,
+            json: false,
+            config: &loaded.config,
+            config_file: loaded.file.clone(),
+            plan_mode: self.args.plan_mode,
+        }
+    }
+
+    /// After the library: the session goes on, or the CLI says why not.
+    fn go_on(mut self, resumed: Resumed) -> Result<(), CliError> {
+        let journal = self.args.journal_dir;
+        let mut opened = match resumed {
+            Resumed::Session(opened) => opened,
+            Resumed::Finished {
+                nothing_taken: false,
+                ..
+            } if matches!(self.live, Some(agent_run::Live::NeedsPrompt(_))) => {
+                outln!("{resumed} (give --prompt TEXT to go on with a new turn)")?;
+                return Ok(());
+            }
+            Resumed::Balanced { .. } => {
+                match &self.live {
+                    Some(agent_run::Live::NeedsPrompt(spec)) => {
+                        outln!("{resumed}; give --prompt TEXT to continue it with {spec}")?
+                    }
+                    _ => outln!(
+                        "{resumed}; give --script, or --model PROVIDER:MODEL with --prompt \
+                         TEXT, to continue it"
+                    )?,
+                }
+                return Ok(());
+            }
+            other => {
+                outln!("{other}")?;
+                return Ok(());
+            }
+        };
+        let (Some(loaded), Some((approver, printer)), Some(tooled)) =
+            (self.loaded.take(), self.wired.take(), self.tooled.take())
+        else {
+            // The library opens a session only after every hook ran.
             return Err(failed(format!(
-                "{}: {changed}; run `tooljournal resume` again",
-                crate::location::shown(args.journal_dir)
+                "{}: resumed without its tools",
+                crate::location::shown(journal)
             )));
+        };
+        let Tooled {
+            rt,
+            servers,
+            tools,
+            workspace,
+        } = tooled;
+        printer.watch(opened.session.event_log().journal().clone());
+        let rerun = crate::rerun::run_again(&rt, &mut opened);
+        let opened = *opened;
+        let session::Opened {
+            session,
+            at_lock,
+            recovered,
+            withdrawn,
+            ..
+        } = opened;
+        let mut prepared = Prepared {
+            rt,
+            journal_dir: journal.to_path_buf(),
+            session,
+            approver,
+            servers,
+            printer,
+            tools,
+            workspace,
+            rerun: Vec::new(),
+            recovered,
+        };
+        match rerun {
+            Ok(rerun) => prepared.rerun = rerun,
+            Err(e) => {
+                stop(prepared);
+                return Err(e);
+            }
         }
-        eprintln!(
-            "note: {}: {changed}; looking at it again",
-            crate::location::shown(args.journal_dir)
-        );
-        looks += 1;
-    }
-}
-
-/// How one look at the journal ended.
-enum Attempt {
-    /// The resume went on, or said why there was nothing to resume.
-    Done,
-    /// Under the lock, the journal was no longer the one looked at: what another process
-    /// changed, in words.
-    Changed(String),
-}
-
-/// One look at the journal, and the resume it decides, checked under the writer lock.
-/// `killed`: the process groups killed so far (by this look or an earlier one), for the
-/// journal.
-fn resume_once(
-    args: &ResumeArgs<'_>,
-    killed: &mut Vec<(CallRef, u32)>,
-) -> Result<Attempt, CliError> {
-    let &ResumeArgs {
-        journal_dir,
-        script,
-        ref flags,
-        plan_mode,
-        kill_orphans,
-        rerun,
-        ref model,
-        ref prompts,
-        steal,
-        lease_wait_ms,
-    } = args;
-    // A session in PostgreSQL may be held by another worker's lease: wait for it to expire,
-    // or (`--steal`) take it, but only once everything that could refuse has been checked
-    // (below): a steal fences the holder off, and a resume that then refused would have
-    // stopped a healthy writer for nothing.
-    let stealing = steal && crate::location::url(journal_dir).is_some();
-    if !stealing {
-        take_or_wait(journal_dir, steal, lease_wait_ms)?;
-    }
-    // Read first, writing nothing: what the journal says decides what this resume does.
-    let mut looked = recover_checked(journal_dir, false, None, false, stealing)?;
-    // Another agent ran an imported journal's calls: refused before recovery writes anything.
-    if let Some(source) = &looked.analysis.replay.imported {
-        return Err(failed(format!(
-            "{}: imported from {}'s session file {}: it is a record of that session and cannot \
-             be resumed here (nothing was written)",
-            crate::location::shown(journal_dir),
-            source.agent,
-            source.file
-        )));
-    }
-    // The policy the journal holds decides how the journal is opened (its fsync), so it is
-    // read before the lock, and checked again under it; what was said of it is said once it
-    // is known to hold (a look another process overtook says nothing of a stale journal).
-    let journaled = looked.analysis.replay.policy.clone();
-    let resolved = policy::for_resume(journaled.as_ref(), flags.clone())?;
-    let mut setup = Setup {
-        journal: journal_dir,
-        person: None,
-        approve: resolved.approve,
-        max_parallel: resolved.max_parallel,
-        fsync: resolved.fsync,
-        json: false,
-        config: &resolved.config.config,
-        config_file: resolved.config.file.clone(),
-        killed: Vec::new(),
-        // A resumed session keeps the plan mode its journal shows; the flag can turn it on.
-        plan_mode,
-    };
-    // Decided (and the model connected) before the lock: a missing key changes nothing.
-    let live = match script {
-        Some(_) => agent_run::Live::NoModel,
-        None => agent_run::live(
-            model,
-            prompts.clone(),
-            &resolved.config.config.model,
-            &looked.analysis,
-        )?,
-    };
-    // Calls run again only in a session that goes on; otherwise recovery balances the journal
-    // as `recover` would, and nothing runs.
-    let going_on = script.is_some() || matches!(live, agent_run::Live::Go(_));
-    let rerun = rerun.filter(|_| going_on);
-    if stealing {
-        if looked.analysis.replay.closed && !matches!(live, agent_run::Live::Go(_)) {
-            // Nothing to take it for: said as `still_resumable` says it, the holder untouched.
-            if let Some(open) = &looked.analysis.replay.open {
+        match (self.args.script, self.live.take()) {
+            (Some(script), _) => {
+                let mut model = load_script(script)?;
+                let consumed = consumed_lines(model.lines(), &at_lock)
+                    .map_err(|e| failed(format!("{}: {e}", script.display())))?;
+                model.skip(consumed);
                 outln!(
-                    "{}: session {} already finished; nothing to resume (nothing was taken)",
-                    crate::location::shown(journal_dir),
-                    open.session_id
+                    "resuming session {} after {consumed} script lines",
+                    prepared.session.session_id()
                 )?;
-                return Ok(Attempt::Done);
+                play(prepared, model, false)
+            }
+            (None, Some(agent_run::Live::Go(mut go))) => {
+                if let Some(note) = withdrawn {
+                    eprintln!("note: questions withdrawn by the crash; the resumed turn says so");
+                    go.prepend_to_first_prompt(&note);
+                }
+                agent_run::resume(prepared, &at_lock, loaded.config.model.clone(), go)
+            }
+            // The plan went on only with a transcript or a live model.
+            _ => {
+                stop(prepared);
+                Err(failed("resumed with nothing to go on with"))
             }
         }
-        // The holder's running calls become orphans the moment it is fenced off.
-        if going_on && !kill_orphans {
-            refuse_running(journal_dir, &looked.analysis.replay)?;
+    }
+}
+
+/// Stops a prepared session's servers after a failure.
+fn stop(prepared: Prepared) {
+    let Prepared { rt, servers, .. } = prepared;
+    rt.block_on(async {
+        for s in servers {
+            s.shutdown().await;
         }
-        // The session goes on in its own workspace, which must be here to go on in.
-        if let Some(open) = &looked.analysis.replay.open {
-            let here = std::fs::metadata(&open.workspace).map(|m| m.is_dir());
-            if !matches!(here, Ok(true)) {
-                return Err(failed(format!(
-                    "{}: the session's workspace {} is not a directory here; nothing was taken",
-                    crate::location::shown(journal_dir),
-                    open.workspace
-                )));
-            }
-        }
-        take_or_wait(journal_dir, true, lease_wait_ms)?;
-        looked = recover_checked(journal_dir, false, None, false, false)?;
+    });
+}
+
+impl session::Hooks for CliHooks<'_> {
+    fn decide(&mut self, look: &Look<'_>) -> Result<Plan, ResumeError> {
+        self.decide_cli(look)
+            .map_err(|e| hook_error(e, &mut self.failure))
     }
-    // Groups killed before recovery probes the workspace: what it journals of them is then
-    // true (they ended), not what it would have seen a moment before the kill.
-    if kill_orphans && going_on {
-        killed.extend(stop_orphans(journal_dir, &looked.analysis.replay, true)?);
+
+    fn wire(
+        &mut self,
+        builder: runtime::SessionBuilder,
+        settings: &Settings,
+    ) -> Result<runtime::SessionBuilder, ResumeError> {
+        let Some(loaded) = &self.loaded else {
+            return Err(ResumeError::Hook("wired before the look".into()));
+        };
+        let setup = self.setup(settings, loaded);
+        let wired = wire(builder, &setup, true);
+        let Wired {
+            builder,
+            approver,
+            printer,
+        } = wired.map_err(|e| hook_error(e, &mut self.failure))?;
+        self.wired = Some((approver, printer));
+        Ok(builder)
     }
-    let recovered = recover_first(journal_dir, looked, rerun)?;
-    if matches!(live, agent_run::Live::Go(_)) {
-        setup.person = agent_run::resume_person(resolved.approve);
+
+    fn tools(&mut self, prepared: &mut runtime::PreparedSession) -> Result<(), ResumeError> {
+        let Some(loaded) = &self.loaded else {
+            return Err(ResumeError::Hook("tools added before the look".into()));
+        };
+        let tooled = add_tools(prepared, &loaded.config, self.args.journal_dir);
+        self.tooled = Some(tooled.map_err(|e| hook_error(e, &mut self.failure))?);
+        Ok(())
     }
-    // The workspace is the one the session was opened on (checked again under the lock).
-    let workspace = recovered
-        .analysis
-        .replay
-        .open
-        .as_ref()
-        .map(|open| PathBuf::from(&open.workspace))
-        .unwrap_or_default();
-    let Wired {
-        builder,
-        approver,
-        printer,
-    } = wire(&workspace, journal_dir, &setup, true)?;
-    // From here the writer lock is held: the replay below is the journal as it really ends,
-    // and no other process can append before this session does (or finish it meanwhile).
-    let locked = lock(builder)?;
-    let replay = locked.replay();
-    if replay.policy != journaled {
-        // Another resume held the lock between the look and this lock, and journaled the
-        // policy it ran with: the look is stale, the settings decided from it too.
-        return Ok(Attempt::Changed(
-            "another process changed the session's policy while this resume started".to_owned(),
-        ));
-    }
-    for note in &resolved.notes {
+
+    fn note(&mut self, note: &str) {
         eprintln!("note: {note}");
     }
-    // A finished session goes on only with new turns for a live model (`session/reopen`).
-    let finished = match (script, &live) {
-        (_, agent_run::Live::Go(_)) => Finished::GoesOn,
-        (None, agent_run::Live::NeedsPrompt(_)) => Finished::StaysWithoutPrompt,
-        _ => Finished::Stays,
-    };
-    let open = match still_resumable(journal_dir, replay, rerun.is_some(), finished)? {
-        Resumable::Yes(open) => open,
-        Resumable::Nothing => return Ok(Attempt::Done),
-        Resumable::Changed(changed) => return Ok(Attempt::Changed(changed)),
-    };
-    let script = match (script, live) {
-        (Some(script), _) => script,
-        (None, agent_run::Live::Go(mut go)) => {
-            killed.extend(stop_orphans(journal_dir, replay, kill_orphans)?);
-            setup.killed = std::mem::take(killed);
-            if let Some(note) =
-                crate::withdrawn::withdrawal_note(replay, Path::new(&open.workspace))
-            {
-                eprintln!("note: questions withdrawn by the crash; the resumed turn says so");
-                go.prepend_to_first_prompt(&note);
-            }
-            agent_run::resume(locked, setup, approver, printer, go, rerun)?;
-            return Ok(Attempt::Done);
-        }
-        (None, agent_run::Live::NeedsPrompt(spec)) => {
-            outln!(
-                "{}: session {} is balanced; give --prompt TEXT to continue it with {spec}",
-                crate::location::shown(journal_dir),
-                open.session_id
-            )?;
-            return Ok(Attempt::Done);
-        }
-        (None, agent_run::Live::NoModel) => {
-            outln!(
-                "{}: session {} is balanced; give --script, or --model PROVIDER:MODEL with \
-                 --prompt TEXT, to continue it",
-                crate::location::shown(journal_dir),
-                open.session_id
-            )?;
-            return Ok(Attempt::Done);
-        }
-    };
-    killed.extend(stop_orphans(journal_dir, replay, kill_orphans)?);
-    setup.killed = std::mem::take(killed);
-    let mut model = load_script(script)?;
-    let consumed = consumed_lines(model.lines(), replay)
-        .map_err(|e| failed(format!("{}: {e}", script.display())))?;
-    model.skip(consumed);
-    let session_id = open.session_id.clone();
-    let prepared = prepare(locked, setup, approver, printer, Opening::Resume { rerun })?;
-    outln!("resuming session {session_id} after {consumed} script lines")?;
-    play(prepared, model, false)?;
-    Ok(Attempt::Done)
-}
 
-/// Recovery first: balances the journal so a resume continues a balanced session, probing the
-/// session's workspace for calls that may have run (their results say what it found); refuses
-/// one recovery could not write to. `looked` is the journal read without writing: when calls
-/// of the interrupted step may run again (`--rerun`) it is left as it is, and the resume
-/// recovers it under its own lock, its tools known (`run::Opening::Resume`).
-fn recover_first(
-    journal_dir: &Path,
-    looked: recover::session::Recovered,
-    rerun: Option<RerunPolicy>,
-) -> Result<recover::session::Recovered, CliError> {
-    if let Some(policy) = rerun {
-        if !recover::rerun::candidates(&looked.analysis, policy).is_empty() {
-            return Ok(looked);
-        }
+    fn say(&mut self, line: &str) {
+        // A closed stdout is noticed by the next line the command writes.
+        let _ = crate::out(format_args!("{line}"));
     }
-    let workspace = crate::rerun::probe_target(&looked.analysis);
-    let recovered = recover_checked(journal_dir, true, workspace.as_deref(), true, false)?;
-    if recovered.appended {
-        print_recovered(&recovered)?;
-    }
-    Ok(recovered)
-}
-
-/// Recovery, read-only or not (probing `workspace` when given), refusing a live session
-/// (unless `live_ok`: a look before a steal) and one it could not write to; with `say`, its
-/// notes go to stderr.
-fn recover_checked(
-    journal_dir: &Path,
-    write: bool,
-    workspace: Option<&Path>,
-    say: bool,
-    live_ok: bool,
-) -> Result<recover::session::Recovered, CliError> {
-    let recovered = recover::Recovery::of(crate::location::place(journal_dir)?)
-        .write(write)
-        .probe(workspace)
-        .run()
-        .map_err(|e| match e {
-            recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
-            recover::session::RecoverError::Newer(m) => CliError::Newer(m),
-            // The rest are I/O failures: exit 1.
-            other => CliError::Failed(other.to_string()),
-        })?;
-    if say {
-        for note in recovered.notes() {
-            eprintln!("note: {}: {note}", crate::location::shown(journal_dir));
-        }
-    }
-    if recovered.analysis.live && !live_ok {
-        if crate::location::url(journal_dir).is_some() {
-            return Err(lease_is_live(journal_dir));
-        }
-        let storage = FsStorage::open(journal_dir).map_err(failed)?;
-        return Err(session_is_live(journal_dir, storage.lock_holder_pid()));
-    }
-    if let Some(why) = &recovered.read_only_because {
-        return Err(failed(format!(
-            "{}: {why}; cannot resume",
-            crate::location::shown(journal_dir)
-        )));
-    }
-    Ok(recovered)
-}
-
-/// What becomes of a finished session: it goes on (a live model with prompts), or stays
-/// finished (a model was given no prompt; a transcript, or no model at all, has no new turn).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Finished {
-    GoesOn,
-    Stays,
-    StaysWithoutPrompt,
-}
-
-/// What the journal under the writer lock leaves a resume to do.
-enum Resumable<'r> {
-    /// Go on with this session.
-    Yes(&'r runtime::event::SessionOpen),
-    /// Nothing to resume (said on stdout).
-    Nothing,
-    /// Another process wrote to it after this resume's recovery: what, in words.
-    Changed(String),
-}
-
-/// Checks, under the writer lock, that the journal is still the one recovery balanced and
-/// that there is a session to continue.
-fn still_resumable<'r>(
-    journal_dir: &Path,
-    replay: &'r SessionReplay,
-    recovering: bool,
-    finished: Finished,
-) -> Result<Resumable<'r>, CliError> {
-    let Some(open) = &replay.open else {
-        outln!(
-            "{}: empty journal: nothing to resume",
-            crate::location::shown(journal_dir)
-        )?;
-        return Ok(Resumable::Nothing);
-    };
-    if replay.closed && finished != Finished::GoesOn {
-        let hint = match finished {
-            Finished::StaysWithoutPrompt => " (give --prompt TEXT to go on with a new turn)",
-            _ => "",
-        };
-        outln!(
-            "{}: session {} already finished; nothing to resume{hint}",
-            crate::location::shown(journal_dir),
-            open.session_id
-        )?;
-        return Ok(Resumable::Nothing);
-    }
-    // A re-running resume recovers the journal itself (`prepare`).
-    if let Some(turn) = replay.open_turn().filter(|_| !recovering) {
-        // Another process was interrupted between our recovery and our lock.
-        return Ok(Resumable::Changed(format!(
-            "turn {} is open again: another process wrote to the session after its recovery",
-            turn.turn
-        )));
-    }
-    Ok(Resumable::Yes(open))
-}
-
-/// How often a resume looks at a live lease it waits for.
-const LEASE_POLL_MS_MAX: u64 = 200;
-
-/// For a session in PostgreSQL: with `steal`, takes it from a live holder now (fenced off, the
-/// steal journaled as `writer/stolen`); without, waits up to `wait_ms` for a live lease to
-/// expire (a crashed worker's lease ends on its own; a live worker's does not). A directory
-/// has no lease: its writer is a live process here, never stolen.
-fn take_or_wait(journal_dir: &Path, steal: bool, wait_ms: u64) -> Result<(), CliError> {
-    if crate::location::url(journal_dir).is_none() {
-        if steal {
-            return Err(failed(format!(
-                "{}: --steal takes a PostgreSQL session's lease; a journal directory's writer                  is a live process on this machine, and is never taken over",
-                crate::location::shown(journal_dir)
-            )));
-        }
-        return Ok(());
-    }
-    let backend = crate::location::backend(journal_dir)?;
-    if steal {
-        let clock = runtime::eventlog::SystemClock;
-        if let Some(holder) = runtime::takeover::steal(&backend, &clock)? {
-            eprintln!(
-                "note: {}: took the session from {} (epoch {}, {} ms of its lease left); \
-                 its appends from now on are refused",
-                crate::location::shown(journal_dir),
-                holder.name,
-                holder.epoch,
-                holder.expires_in_ms
-            );
-        }
-        return Ok(());
-    }
-    let started = std::time::Instant::now();
-    let mut said = false;
-    loop {
-        let journal::WriterState::Leased(holder) = backend.writer_state()? else {
-            return Ok(());
-        };
-        if !holder.live() {
-            return Ok(());
-        }
-        let waited_ms = started.elapsed().as_millis() as u64;
-        if waited_ms >= wait_ms {
-            return Err(lease_is_live(journal_dir));
-        }
-        if !said {
-            eprintln!(
-                "note: {}: held by {} (lease expires in {} ms unless renewed); waiting up to \
-                 {wait_ms} ms",
-                crate::location::shown(journal_dir),
-                holder.name,
-                holder.expires_in_ms
-            );
-            said = true;
-        }
-        let left_ms = u64::try_from(holder.expires_in_ms).unwrap_or(0);
-        let nap_ms = left_ms.clamp(1, LEASE_POLL_MS_MAX).min(wait_ms - waited_ms);
-        std::thread::sleep(std::time::Duration::from_millis(nap_ms));
-    }
-}
-
-/// The one message for "another worker holds this PostgreSQL session".
-fn lease_is_live(journal_dir: &Path) -> CliError {
-    let holder = crate::location::backend(journal_dir)
-        .ok()
-        .and_then(|b| b.writer_state().ok());
-    let who = match holder {
-        Some(journal::WriterState::Leased(h)) => format!(
-            "{} (epoch {}, lease expires in {} ms unless renewed)",
-            h.name, h.epoch, h.expires_in_ms
-        ),
-        _ => "another worker".to_owned(),
-    };
-    failed(format!(
-        "{}: session is live: held by {who}; wait for its lease to expire, or take it with \
-         `tooljournal resume --steal`",
-        crate::location::shown(journal_dir)
-    ))
-}
-
-/// How long a killed process group may take to disappear.
-const ORPHAN_KILL_WAIT_MS: u64 = 5_000;
-
-/// Process groups that calls of the crashed run started and that still run: a resume does not
-/// go on beside them (they may still be changing the workspace) unless told to kill them.
-/// Returns the groups killed, for the journal.
-fn stop_orphans(
-    journal_dir: &Path,
-    replay: &SessionReplay,
-    kill: bool,
-) -> Result<Vec<(CallRef, u32)>, CliError> {
-    let mut killed = Vec::new();
-    for (call, process) in replay.unsettled_processes() {
-        let Some(members) = runtime::process::still_running(&process) else {
-            continue;
-        };
-        if !kill {
-            return Err(failed(format!(
-                "{}: {call}: still running: process group {} ({members} processes), started \
-                 before the session was interrupted; stop it, or resume with --kill-orphans",
-                crate::location::shown(journal_dir),
-                process.pgid
-            )));
-        }
-        let pgid = nix::unistd::Pid::from_raw(process.pgid as i32);
-        // ESRCH: it ended on its own meanwhile; that is fine.
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_millis(ORPHAN_KILL_WAIT_MS);
-        while runtime::process::still_running(&process).is_some() {
-            if std::time::Instant::now() > deadline {
-                return Err(failed(format!(
-                    "{}: {call}: process group {} still runs {ORPHAN_KILL_WAIT_MS} ms after SIGKILL",
-                    crate::location::shown(journal_dir),
-                    process.pgid
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        eprintln!(
-            "note: {call}: killed process group {} ({members} processes) left running by the crashed run",
-            process.pgid
-        );
-        killed.push((call, process.pgid));
-    }
-    Ok(killed)
-}
-
-/// Before a steal, without `--kill-orphans`: refuses when a call's process group still runs.
-/// The holder runs it now; fenced off, it could no longer settle it, and the resume would then
-/// refuse to go on beside it: refused first, nothing taken.
-fn refuse_running(journal_dir: &Path, replay: &SessionReplay) -> Result<(), CliError> {
-    for (call, process) in replay.unsettled_processes() {
-        if let Some(members) = runtime::process::still_running(&process) {
-            return Err(failed(format!(
-                "{}: {call}: still running: process group {} ({members} processes); taking the \
-                 session would leave it running unwatched, so nothing was taken: wait for it, or \
-                 resume with --steal --kill-orphans",
-                crate::location::shown(journal_dir),
-                process.pgid
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// What recovery did before a resume, for people.
-fn print_recovered(recovered: &recover::session::Recovered) -> Result<(), CliError> {
-    let unknown: Vec<_> = recovered
-        .analysis
-        .calls
-        .iter()
-        .filter(|c| c.classification == Some(runtime::event::Classification::ToolOutcomeUnknown))
-        .map(|c| c.call.call_id.clone())
-        .collect();
-    outln!(
-        "recovered: {} call(s) classified{}",
-        recovered
-            .analysis
-            .recovery
-            .as_ref()
-            .map(|r| r.calls.len())
-            .unwrap_or(0),
-        if unknown.is_empty() {
-            String::new()
-        } else {
-            format!("; may have run, not re-run: {}", unknown.join(", "))
-        }
-    )?;
-    Ok(())
 }

@@ -1,7 +1,6 @@
 //! `tooljournal run` and `tooljournal resume`: a scripted session on a real workspace, every
 //! transition journaled.
 
-use crate::approval::AskBeforeChanges;
 use crate::config::{self, FileConfig};
 use crate::location::state_root;
 use crate::policy::{self, Approve};
@@ -9,7 +8,7 @@ use crate::printer::Printer;
 use crate::{failed, CliError};
 use journal::{FsStorage, FsyncPolicy};
 use runtime::event::{AskAnswer, CallRef, Record};
-use runtime::hooks::{CallInfo, Decision, Observer, PreExecute};
+use runtime::hooks::Observer;
 use runtime::replay::replay_backend;
 use runtime::transcript::{drive, read_script, DriveReport, ScriptedApprover, ScriptedModel};
 use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
@@ -31,27 +30,6 @@ pub struct RunArgs {
     pub plan_mode: bool,
 }
 
-/// With `--approve deny`, `bash` needs an approval (which the script may still give).
-struct BashNeedsApproval;
-
-impl PreExecute for BashNeedsApproval {
-    fn name(&self) -> &str {
-        "approve-deny"
-    }
-    fn decide(&self, call: &CallInfo) -> Decision {
-        if call.tool == "bash" {
-            Decision::Ask {
-                reason: format!(
-                    "run `{}`?",
-                    call.args.str("command").unwrap_or("(no command)")
-                ),
-            }
-        } else {
-            Decision::Pass
-        }
-    }
-}
-
 pub(crate) struct Prepared {
     pub rt: tokio::runtime::Runtime,
     pub journal_dir: PathBuf,
@@ -71,19 +49,6 @@ pub(crate) struct Prepared {
     pub recovered: Option<recover::classify::Analysis>,
 }
 
-/// How [`prepare`] opens the journal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Opening {
-    /// A new session.
-    New,
-    /// The session the journal holds. A journal that ends inside a turn (not yet recovered:
-    /// a re-running resume leaves it so) is recovered here, under the writer lock, and the
-    /// calls `rerun`'s policy picks run again before anything else.
-    Resume {
-        rerun: Option<runtime::event::RerunPolicy>,
-    },
-}
-
 /// What a session is set up with, beyond where it lives.
 pub(crate) struct Setup<'a> {
     /// The journal as the user named it (a URL with its password): what the CLI opens again
@@ -98,8 +63,6 @@ pub(crate) struct Setup<'a> {
     pub json: bool,
     pub config: &'a FileConfig,
     pub config_file: Option<runtime::event::ConfigFile>,
-    /// Process groups this resume killed before continuing, to journal.
-    pub killed: Vec<(CallRef, u32)>,
     pub plan_mode: bool,
 }
 
@@ -160,11 +123,10 @@ pub(crate) struct Wired {
 }
 
 /// Everything `run` and `resume` set on the library's builder: the approver the script
-/// answers through, `bash` behind an ask with `--approve deny`, the printer, the state root
-/// kept out of the tools' reach.
+/// answers through, the printer, the state root kept out of the tools' reach; for a new
+/// session also its policy (a resume's is the library's to set: the journaled one, reapplied).
 pub(crate) fn wire(
-    workspace: &Path,
-    journal_dir: &Path,
+    builder: SessionBuilder,
     setup: &Setup<'_>,
     resuming: bool,
 ) -> Result<Wired, CliError> {
@@ -174,27 +136,29 @@ pub(crate) fn wire(
     };
     let approver = Arc::new(ScriptedApprover::new(default));
     let printer = Arc::new(Printer::new());
-    let mut builder = crate::location::builder(workspace, journal_dir)?
+    let mut builder = builder
         // First: `config` replaces what the settings below set.
         .config(runtime::Config {
             question_timeout_ms: setup.config.question_timeout_ms,
             ..runtime::Config::default()
         })
-        .fsync(setup.fsync)
-        .parallel_max(setup.max_parallel)
-        // A resumed session keeps the journal's plan mode; `prepare` turns it on if asked.
-        .plan_mode(!resuming && (setup.plan_mode || setup.config.plan_mode))
         .approver(match &setup.person {
             Some(person) => person.clone(),
             None => approver.clone(),
         });
+    if !resuming {
+        builder = builder
+            .fsync(setup.fsync)
+            .parallel_max(setup.max_parallel)
+            .plan_mode(setup.plan_mode || setup.config.plan_mode);
+        match setup.approve {
+            Approve::Deny => builder = builder.pre_execute(Arc::new(session::BashNeedsApproval)),
+            Approve::Ask => builder = builder.pre_execute(Arc::new(session::AskBeforeChanges)),
+            Approve::Allow => {}
+        }
+    }
     if let Ok(root) = state_root() {
         builder = builder.forbid(root);
-    }
-    match setup.approve {
-        Approve::Deny => builder = builder.pre_execute(Arc::new(BashNeedsApproval)),
-        Approve::Ask => builder = builder.pre_execute(Arc::new(AskBeforeChanges)),
-        Approve::Allow => {}
     }
     if !setup.json {
         builder = builder.observer(printer.clone() as Arc<dyn Observer>);
@@ -227,51 +191,44 @@ pub(crate) fn lock(builder: SessionBuilder) -> Result<LockedJournal, CliError> {
 
 /// What opening the journal cut, said once the session is open.
 fn note_torn_tail(report: &journal::OpenReport) {
-    if let Some(torn) = &report.torn {
-        eprintln!(
-            "note: dropped a torn tail of {} bytes at {} (kept in {})",
-            torn.dropped_bytes,
-            torn.position,
-            report.quarantine_file.as_deref().unwrap_or("?")
-        );
+    if let Some(note) = session::torn_note(report) {
+        eprintln!("note: {note}");
     }
 }
 
-/// The one message for "another process is this session's writer".
-pub(crate) fn session_is_live(journal_dir: &Path, holder_pid: Option<u32>) -> CliError {
-    failed(BuildError::Live {
-        dir: journal_dir.to_owned(),
-        holder_pid,
-    })
+/// What the CLI adds to a prepared session before it opens or resumes: the configuration's
+/// built-in exposure, its MCP servers (their tools registered), and the async runtime they run
+/// on.
+pub(crate) struct Tooled {
+    pub rt: tokio::runtime::Runtime,
+    pub servers: Vec<mcp::McpServer>,
+    /// The names of the tools the model may be shown (not hidden), for the system prompt.
+    pub tools: Vec<String>,
+    /// The workspace's root, as `session/open` records it.
+    pub workspace: String,
 }
 
-/// Sets up the workspace, tools and servers on a locked journal, then opens or resumes its
-/// session and journals the CLI's policy and what the resume did before continuing.
-pub(crate) fn prepare(
-    locked: LockedJournal,
-    setup: Setup<'_>,
-    approver: Arc<ScriptedApprover>,
-    printer: Arc<Printer>,
-    opening: Opening,
-) -> Result<Prepared, CliError> {
-    let resuming = opening != Opening::New;
-    let Setup {
-        journal,
-        person: _,
-        approve,
-        max_parallel,
-        fsync,
-        json: _,
-        config: file_config,
-        config_file,
-        killed,
-        plan_mode,
-    } = setup;
-    let journal_dir = journal.to_owned();
-    let mut prepared = locked.prepare().map_err(build_error)?;
+impl Tooled {
+    /// Stops the servers (after a failure: their transports' cleanup needs the runtime).
+    pub fn stop_servers(&mut self) {
+        let servers = std::mem::take(&mut self.servers);
+        self.rt.block_on(async {
+            for s in servers {
+                s.shutdown().await;
+            }
+        });
+    }
+}
+
+/// Applies the configuration to `prepared`'s registry and starts its MCP servers.
+pub(crate) fn add_tools(
+    prepared: &mut runtime::PreparedSession,
+    file_config: &FileConfig,
+    journal: &Path,
+) -> Result<Tooled, CliError> {
     config::apply_builtin_exposure(file_config, prepared.registry_mut())?;
     let rt = tokio_runtime()?;
-    let side_dir = crate::location::side_dir(&journal_dir)?;
+    let side_dir = crate::location::side_dir(journal)?;
     let servers = start_servers(&rt, file_config, &side_dir, prepared.registry_mut())?;
     let tools = prepared
         .registry()
@@ -281,7 +238,37 @@ pub(crate) fn prepare(
         .map(|e| e.tool.name().to_owned())
         .collect();
     let workspace = prepared.workspace().root().display().to_string();
-    let mut policy = policy::record(
+    Ok(Tooled {
+        rt,
+        servers,
+        tools,
+        workspace,
+    })
+}
+
+/// Sets up the workspace, tools and servers on a locked journal, then opens its new session
+/// and journals the CLI's policy.
+pub(crate) fn prepare(
+    locked: LockedJournal,
+    setup: Setup<'_>,
+    approver: Arc<ScriptedApprover>,
+    printer: Arc<Printer>,
+) -> Result<Prepared, CliError> {
+    let Setup {
+        journal,
+        person: _,
+        approve,
+        max_parallel,
+        fsync,
+        json: _,
+        config: file_config,
+        config_file,
+        plan_mode: _,
+    } = setup;
+    let journal_dir = journal.to_owned();
+    let mut prepared = locked.prepare().map_err(build_error)?;
+    let mut tooled = add_tools(&mut prepared, file_config, &journal_dir)?;
+    let policy = policy::record(
         approve,
         max_parallel,
         fsync,
@@ -289,65 +276,28 @@ pub(crate) fn prepare(
         prepared.registry(),
         "session opened",
     );
-    let journaled_policy = prepared.replay().policy.clone();
-    // Everything after the servers started: if it fails, they are stopped inside the runtime
-    // (their transports' cleanup needs one).
-    let mut recovered = None;
     let opened = (|| {
-        let (mut session, report) = match opening {
-            Opening::Resume { rerun } if prepared.replay().open_turn().is_some() => {
-                let (events, said, analysis) =
-                    crate::rerun::recovering(&prepared, rerun, plan_mode)?;
-                let resumed = prepared.resume_recovering(events).map_err(build_error)?;
-                outln!("{said}")?;
-                recovered = Some(analysis);
-                resumed
-            }
-            // A finished session given new turns (only `resume` with prompts gets here).
-            Opening::Resume { .. } if prepared.replay().closed => {
-                prepared.reopen_reporting().map_err(build_error)?
-            }
-            Opening::Resume { .. } => prepared.resume_reporting().map_err(build_error)?,
-            Opening::New => prepared.open_reporting().map_err(build_error)?,
-        };
+        let (mut session, report) = prepared.open_reporting().map_err(build_error)?;
         note_torn_tail(&report);
-        let changed = if resuming {
-            policy::changes(journaled_policy.as_ref(), &policy)
-        } else {
-            Some(policy.reason.clone())
-        };
-        if let Some(reason) = changed {
-            policy.reason = reason;
-            session
-                .record_policy(&policy)
-                .map_err(|e| failed(e.to_string()))?;
-        }
-        for (call, pgid) in &killed {
-            session
-                .record_process_killed(call, *pgid, nix::sys::signal::Signal::SIGKILL as i32)
-                .map_err(|e| failed(e.to_string()))?;
-        }
+        session
+            .record_policy(&policy)
+            .map_err(|e| failed(e.to_string()))?;
         printer.watch(session.event_log().journal().clone());
-        let rerun = crate::rerun::run_again(&rt, &mut session)?;
-        if plan_mode && !session.plan_mode() {
-            // A re-run ran under the journal's plan mode; `--plan-mode` applies after it.
-            session
-                .set_plan_mode(true, "resumed with --plan-mode")
-                .map_err(|e| failed(e.to_string()))?;
-        }
-        Ok::<_, CliError>((session, rerun))
+        Ok::<_, CliError>(session)
     })();
-    let (session, rerun) = match opened {
-        Ok(opened) => opened,
+    let session = match opened {
+        Ok(session) => session,
         Err(e) => {
-            rt.block_on(async {
-                for s in servers {
-                    s.shutdown().await;
-                }
-            });
+            tooled.stop_servers();
             return Err(e);
         }
     };
+    let Tooled {
+        rt,
+        servers,
+        tools,
+        workspace,
+    } = tooled;
     Ok(Prepared {
         rt,
         journal_dir,
@@ -357,8 +307,8 @@ pub(crate) fn prepare(
         printer,
         tools,
         workspace,
-        rerun,
-        recovered,
+        rerun: Vec::new(),
+        recovered: None,
     })
 }
 
@@ -517,7 +467,6 @@ pub fn run_model(
         json,
         config: &no_config,
         config_file: None,
-        killed: Vec::new(),
         plan_mode: false,
     };
     refuse_existing_session(journal_dir)?;
@@ -525,9 +474,13 @@ pub fn run_model(
         builder,
         approver,
         printer,
-    } = wire(workspace, journal_dir, &setup, false)?;
+    } = wire(
+        crate::location::builder(workspace, journal_dir)?,
+        &setup,
+        false,
+    )?;
     let locked = lock(builder)?;
-    let prepared = prepare(locked, setup, approver, printer, Opening::New)?;
+    let prepared = prepare(locked, setup, approver, printer)?;
     play(prepared, model, json)
 }
 
@@ -657,9 +610,13 @@ impl NewSession {
             builder,
             approver,
             printer,
-        } = wire(&self.workspace, &self.journal_dir, &setup, false)?;
+        } = wire(
+            crate::location::builder(&self.workspace, &self.journal_dir)?,
+            &setup,
+            false,
+        )?;
         let locked = lock(builder.session_id(self.session_id))?;
-        prepare(locked, setup, approver, printer, Opening::New)
+        prepare(locked, setup, approver, printer)
     }
 }
 
@@ -683,7 +640,6 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         json: args.json,
         config: &loaded.config,
         config_file: loaded.file.clone(),
-        killed: Vec::new(),
         plan_mode: args.plan_mode,
     };
     let prepared = new.open(setup)?;

@@ -40,6 +40,7 @@ mod backend;
 pub mod codec;
 mod error;
 pub mod framing;
+pub mod location;
 mod reader;
 pub mod records;
 mod scan;
@@ -49,6 +50,7 @@ mod writer;
 
 pub use backend::{Backend, WriterState};
 pub use error::{full_disk_note, Corruption, CorruptionKind, DecodeError, JournalError, Position};
+pub use location::{Location, LocationError};
 pub use reader::{ReadEnd, Reader, Record, RecordRef, Skipped, TornReason, TornTail};
 pub use records::{
     Holder, JournalMeta, OpenedRows, RecordStore, RecordWriter, Row, RowRef, RowSource, Taken,

@@ -44,6 +44,7 @@
 //! connection runs on a thread of its own; see `conn.rs`).
 
 mod conn;
+mod open;
 mod rows;
 mod schema;
 #[cfg(feature = "testing")]
@@ -51,12 +52,11 @@ pub mod testing;
 mod url;
 mod writer;
 
+pub use journal::location::{is_url, looks_like_url, redact_url};
+pub use open::open;
 pub use rows::PgRows;
 pub use schema::{init, sessions, InitReport, SessionInfo, SCHEMA_VERSION};
-pub use url::{
-    is_url, looks_like_url, redact_url, session_url, set_default_password, LEASE_MS_DEFAULT,
-    LEASE_MS_MIN,
-};
+pub use url::{session_url, set_default_password, LEASE_MS_DEFAULT, LEASE_MS_MIN};
 pub use writer::{PgWriter, RESOLVE_WAIT_MS_MAX};
 
 use conn::Conn;

@@ -4,6 +4,7 @@
 //! (`session=ID`) and its lease (`lease_ms=N`), which `postgres::Config` would refuse as unknown
 //! options, and every message names the store by its URL with the password taken out.
 
+use journal::location::{is_secret_param, is_url, redact_url, split_userinfo};
 use journal::JournalError;
 use percent_encoding::percent_decode_str;
 use std::sync::OnceLock;
@@ -46,12 +47,6 @@ impl std::fmt::Debug for StoreUrl {
     }
 }
 
-/// Whether `location` names a PostgreSQL store (`postgres://` or `postgresql://`) rather than
-/// a directory: how the command lines tell a journal's two kinds of location apart.
-pub fn is_url(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
-}
-
 /// The URL of one session in the store `store_url` names: `session=` set to `session`
 /// (percent-encoded), any `session=` the store URL had replaced.
 pub fn session_url(store_url: &str, session: &str) -> String {
@@ -71,17 +66,6 @@ pub fn session_url(store_url: &str, session: &str) -> String {
     format!("{base}?{}", params.join("&"))
 }
 
-/// Whether `location` starts like a URL of any scheme (`scheme://`): a location a command must
-/// not take for a directory's path when it is not a PostgreSQL URL.
-pub fn looks_like_url(location: &str) -> bool {
-    location.split_once("://").is_some_and(|(scheme, _)| {
-        !scheme.is_empty()
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    })
-}
-
 /// A bad URL's error: names the URL (as [`redact_url`] shows it) and what is wrong; `message`
 /// never quotes the URL's text, which may hold a password.
 fn bad(location: &str, message: String) -> JournalError {
@@ -90,73 +74,6 @@ fn bad(location: &str, message: String) -> JournalError {
         op: "parse URL",
         message,
     }
-}
-
-/// Query parameters whose value is a secret (compared with the name percent-decoded, case
-/// aside): never shown, never handed to the driver as text.
-const SECRET_PARAMS: [&str; 3] = ["password", "sslpassword", "sslkey"];
-
-fn is_secret_param(name: &str) -> bool {
-    let decoded = percent_decode_str(name).decode_utf8_lossy();
-    SECRET_PARAMS
-        .iter()
-        .any(|s| decoded.eq_ignore_ascii_case(s))
-}
-
-/// How every message shows a location: a PostgreSQL URL without its secrets, anything else as
-/// it is. The one redaction routine of the workspace's locations.
-///
-/// The user part is libpq's (up to the first `@` that no `/` precedes) when that reading is
-/// plain: no `?` or `#` in it, and no other `@` after it. Otherwise everything up to the URL's
-/// *last* `@` is taken as the user part, so that a password typed with a raw `@`, `?`, `/` or
-/// `#` never shows (a URL with a raw `@` in its query is then shown cut to what follows that
-/// `@`: less than it says, never a secret). Either way only the user name is shown, and every query
-/// parameter named as a secret (`password`, `sslpassword`, `sslkey`, its name decoded), or without `=`, is left
-/// out.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://").filter(|_| looks_like_url(url)) else {
-        return url.to_owned();
-    };
-    let (userinfo, after) = split_userinfo(rest);
-    let plain = userinfo.is_none_or(|u| !u.contains(['?', '#'])) && !after.contains('@');
-    let (user, after) = match rest.rfind('@') {
-        _ if plain => (
-            userinfo.map(|u| u.split(':').next().unwrap_or_default()),
-            after,
-        ),
-        Some(at) => {
-            let name = rest[..at]
-                .split([':', '/', '?', '#', '&', '=', ';'])
-                .next()
-                .unwrap_or_default();
-            (Some(name), &rest[at + 1..])
-        }
-        None => (None, rest),
-    };
-    let mut shown = format!("{scheme}://");
-    if let Some(user) = user {
-        shown.push_str(user);
-        shown.push('@');
-    }
-    match after.split_once('?') {
-        Some((host_and_path, query)) => {
-            shown.push_str(host_and_path);
-            let kept: Vec<&str> = query
-                .split('&')
-                // A parameter without `=` may be a mistyped secret: left out too.
-                .filter(|p| {
-                    p.split_once('=')
-                        .is_some_and(|(name, _)| !is_secret_param(name))
-                })
-                .collect();
-            if !kept.is_empty() {
-                shown.push('?');
-                shown.push_str(&kept.join("&"));
-            }
-        }
-        None => shown.push_str(after),
-    }
-    shown
 }
 
 /// The password a URL that gives none connects with, once [`set_default_password`] was called.
@@ -173,15 +90,6 @@ fn default_password() -> Option<Vec<u8>> {
     match DEFAULT_PASSWORD.get() {
         Some(set) => set.clone().map(String::into_bytes),
         None => std::env::var_os("PGPASSWORD").map(|p| p.into_encoded_bytes()),
-    }
-}
-
-/// `rest` (the URL after `scheme://`) cut into its user part, when it has one, and what
-/// follows: libpq's rule, the user part runs to the first `@` that no `/` precedes.
-fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
-    match rest.find(['@', '/']) {
-        Some(at) if rest.as_bytes()[at] == b'@' => (Some(&rest[..at]), &rest[at + 1..]),
-        _ => (None, rest),
     }
 }
 

@@ -665,25 +665,13 @@ fn rebuild_salvaged(
 }
 
 /// The journal a command names: a directory, or a `postgres://…?session=ID` URL (a session in
-/// PostgreSQL, opened through `tooljournal-pg`).
+/// PostgreSQL, opened through `tooljournal-pg`); a URL of another scheme is refused.
 fn place(dir: &Path) -> Result<Place, Failure> {
-    if let Some(other) = dir
-        .to_str()
-        .filter(|s| pg::looks_like_url(s) && !pg::is_url(s))
-    {
-        return Err(Failure::Failed(format!(
-            "{}: not a journal location: a journal is a directory or a \
-             postgres://USER@HOST/DB?session=ID URL",
-            pg::redact_url(other)
-        )));
-    }
-    match dir.to_str().filter(|s| pg::is_url(s)) {
-        Some(url) => {
-            let store = pg::PgStore::open(url).map_err(|e| Failure::Failed(e.to_string()))?;
-            let store: std::sync::Arc<dyn journal::RecordStore> = std::sync::Arc::new(store);
-            Ok(Place::Backend(journal::Backend::Records(store)))
-        }
-        None => Ok(Place::from(dir)),
+    match journal::Location::from_path(dir).map_err(|e| Failure::Failed(e.to_string()))? {
+        journal::Location::Dir(dir) => Ok(Place::Dir(dir)),
+        location => pg::open(&location)
+            .map(Place::Backend)
+            .map_err(|e| Failure::Failed(e.to_string())),
     }
 }
 

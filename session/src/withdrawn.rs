@@ -213,7 +213,7 @@ fn note_text(
 
 /// `text` on one line, cut to [`QUESTION_CHARS_MAX`] characters.
 fn quoted(text: &str) -> String {
-    crate::approval::one_line(text, QUESTION_CHARS_MAX)
+    runtime::display::one_line(text, QUESTION_CHARS_MAX)
 }
 
 #[cfg(test)]
