@@ -210,3 +210,46 @@ pub fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
         _ => (None, rest),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_location_is_a_directory_a_postgres_url_or_refused() {
+        assert_eq!(
+            Location::parse("some/dir"),
+            Ok(Location::Dir(PathBuf::from("some/dir")))
+        );
+        let url = "postgresql://tj:s3cret@db/tj?session=a&password=p2";
+        assert_eq!(Location::parse(url), Ok(Location::Postgres(url.to_owned())));
+        let refused = Location::parse("http://user:pw@example.com/x");
+        assert_eq!(
+            refused,
+            Err(LocationError {
+                shown: "http://user@example.com/x".to_owned()
+            })
+        );
+        let said = refused.map(|_| ()).unwrap_err().to_string();
+        assert!(said.contains("not a journal location"), "{said}");
+        assert!(!said.contains("pw"), "{said}");
+    }
+
+    #[test]
+    fn a_location_never_prints_its_secrets() {
+        let location = Location::parse("postgres://tj:s3cret@db/tj?session=a&password=p2")
+            .unwrap_or_else(|e| panic!("{e}"));
+        for shown in [location.to_string(), format!("{location:?}")] {
+            assert!(
+                !shown.contains("s3cret") && !shown.contains("p2"),
+                "{shown}"
+            );
+            assert!(shown.contains("postgres://tj@db/tj?session=a"), "{shown}");
+        }
+        assert_eq!(
+            location.url(),
+            Some("postgres://tj:s3cret@db/tj?session=a&password=p2"),
+            "the URL itself keeps what it connects with"
+        );
+    }
+}
