@@ -422,7 +422,7 @@ pub fn live(
     flags: &ModelFlags,
     prompts: Vec<String>,
     section: &crate::config::ModelSection,
-    analysis: &recover::classify::Analysis,
+    analysis: &recover::Analysis,
 ) -> Result<Live, CliError> {
     let Some(spec) = model_cli::spec(flags, section, analysis.replay.model.as_ref())? else {
         return Ok(Live::NoModel);
@@ -458,7 +458,7 @@ pub fn resume(
     section: crate::config::ModelSection,
     go: Go,
 ) -> Result<(), CliError> {
-    let analysis = recover::classify::analyze(at_lock.clone(), &journal::ReadEnd::Clean, 0, false);
+    let analysis = recover::analyze(at_lock.clone(), &journal::ReadEnd::Clean, 0, false);
     // As the model last saw it: the latest reduction applies (I17).
     let (mut turns, compaction, calibration) = (
         analysis.turns(),

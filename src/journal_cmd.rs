@@ -64,9 +64,9 @@ fn report_end(dir: &Path, end: &ReadEnd, records: u64) -> Result<(), CliError> {
 /// Frames and events, as `recover` reads them (`recover::verify`): an event that does not
 /// decode or fit is the error recover gives, with the same seq, segment and offset.
 pub fn verify(dir: &Path) -> Result<(), CliError> {
-    let verified = recover::verify::verify(crate::location::place(dir)?).map_err(|e| match e {
-        recover::session::RecoverError::Corrupt(m) => CliError::Corrupt(m),
-        recover::session::RecoverError::Newer(m) => CliError::Newer(m),
+    let verified = recover::verify(crate::location::place(dir)?).map_err(|e| match e {
+        recover::RecoverError::Corrupt(m) => CliError::Corrupt(m),
+        recover::RecoverError::Newer(m) => CliError::Newer(m),
         // The rest are I/O failures: exit 1.
         other => CliError::Failed(other.to_string()),
     })?;

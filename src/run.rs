@@ -46,7 +46,7 @@ pub(crate) struct Prepared {
     pub rerun: Vec<(CallRef, runtime::ToolResult)>,
     /// The analysis a resume that recovered the journal itself appended its recovery from:
     /// the history's results (probed texts included) are its.
-    pub recovered: Option<recover::classify::Analysis>,
+    pub recovered: Option<recover::Analysis>,
 }
 
 /// What a session is set up with, beyond where it lives.

@@ -229,7 +229,7 @@ fn a_question_pending_at_a_sigkill_is_withdrawn_and_the_resume_says_what_changed
         .run()
         .expect("the journal recovers");
     for format in FORMATS {
-        let rebuilt = recover::rebuild::body(&recovered.analysis, format)
+        let rebuilt = recover::rebuild_body(&recovered.analysis, format)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
         let body = rebuilt.body.value();
         recover::providers::validate(format, &body)

@@ -651,7 +651,7 @@ fn every_rebuilt_history_validates_and_carries_the_questions_and_their_answers()
         Format::Gemini,
     ] {
         let name = format.as_str();
-        let rebuilt = recover::rebuild::body(&recovered.analysis, format)
+        let rebuilt = recover::rebuild_body(&recovered.analysis, format)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let printed = format!("{}\n", rebuilt.body.to_json_pretty());
         let body: Value = serde_json::from_str(&printed).unwrap();

@@ -107,13 +107,13 @@ fn everything_config() -> String {
     )
 }
 
-fn recovered(journal: &Path) -> recover::session::Recovered {
+fn recovered(journal: &Path) -> recover::Recovered {
     recover::Recovery::of(journal)
         .run()
         .unwrap_or_else(|e| panic!("{e:?}"))
 }
 
-fn report<'a>(r: &'a recover::session::Recovered, id: &str) -> &'a recover::classify::CallReport {
+fn report<'a>(r: &'a recover::Recovered, id: &str) -> &'a recover::CallReport {
     r.analysis
         .calls
         .iter()
@@ -201,7 +201,7 @@ fn a_transcript_lists_reads_and_writes_through_mcp_and_recovery_treats_it_like_a
         );
     }
 
-    let audit = recover::report::audit_json("j", &r.analysis);
+    let audit = recover::audit_json("j", &r.analysis);
     let source = |id: &str| {
         audit["calls"]
             .as_array()
@@ -215,7 +215,7 @@ fn a_transcript_lists_reads_and_writes_through_mcp_and_recovery_treats_it_like_a
     assert_eq!(source("c3")["server"], "fs");
     assert_eq!(source("c3")["implementation"], "secure-filesystem-server");
     assert_eq!(source("c4")["kind"], "built-in");
-    let table = recover::report::audit_text("j", &r.analysis);
+    let table = recover::audit_text("j", &r.analysis);
     assert!(
         table.contains("mcp fs (secure-filesystem-server"),
         "{table}"
@@ -310,7 +310,7 @@ fn a_server_killed_mid_call_settles_the_call_outcome_unknown_and_the_session_goe
         c2.result.content
     );
     assert!(!report(&r, "c3").result.is_error, "the session went on");
-    let table = recover::report::audit_text("j", &r.analysis);
+    let table = recover::audit_text("j", &r.analysis);
     assert!(table.contains("committed TOOL_OUTCOME_UNKNOWN"), "{table}");
     for format in Format::ALL {
         let conv = r.analysis.conversation();

@@ -93,7 +93,7 @@ fn one_history_two_uses(
     let recovered = recover::Recovery::of(case.journal())
         .run()
         .expect("the journal recovers");
-    let rebuilt = recover::rebuild::body(&recovered.analysis, format)
+    let rebuilt = recover::rebuild_body(&recovered.analysis, format)
         .unwrap_or_else(|e| panic!("{format}: {e}"));
     assert!(rebuilt.notes.is_empty(), "{format}: {:?}", rebuilt.notes);
     let rebuilt = rebuilt.body.value();

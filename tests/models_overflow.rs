@@ -157,7 +157,7 @@ fn assert_rebuild(format: Format, journal: &Path, last: &Recorded, answer: &str)
         .expect("the journal recovers");
     let mut texts = Vec::new();
     for f in FORMATS {
-        let rebuilt = recover::rebuild::body(&recovered.analysis, f)
+        let rebuilt = recover::rebuild_body(&recovered.analysis, f)
             .unwrap_or_else(|e| panic!("{format}: the {f} rebuild: {e}"));
         assert!(
             rebuilt.notes.is_empty(),
@@ -372,7 +372,7 @@ fn assert_rebuild_valid(journal: &Path) -> Vec<String> {
     FORMATS
         .iter()
         .map(|&f| {
-            let rebuilt = recover::rebuild::body(&recovered.analysis, f)
+            let rebuilt = recover::rebuild_body(&recovered.analysis, f)
                 .unwrap_or_else(|e| panic!("the {f} rebuild: {e}"));
             assert!(rebuilt.notes.is_empty(), "{f}: {:?}", rebuilt.notes);
             history_of(f, &rebuilt.body.value()).to_string()

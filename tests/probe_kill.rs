@@ -105,7 +105,7 @@ fn kill(leftovers: &mut Leftovers, case: &Case) {
 /// command runs: the streamed recovery, read only, probing the workspace, into the JSON
 /// listing (the binary itself is run by `recover/cli/tests/cli/probe.rs`).
 fn classify(case: &Case, id: &str) -> Value {
-    use recover::listing::JsonListing;
+    use recover::JsonListing;
     // A killed writer's lock may be held a moment longer by a child not yet exec'd.
     common::kill::wait_for_lock(&case.journal).unwrap();
     let mut out = Vec::new();

@@ -15,7 +15,7 @@ mod rerun_common;
 #[path = "mcp/support.rs"]
 mod mcp_support;
 
-use recover::classify::CallReport;
+use recover::CallReport;
 use rerun_common::*;
 use runtime::event::{idempotency_key, CallRef, Classification, Event, RerunPolicy};
 use runtime::state::CallState;
@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn report<'a>(r: &'a recover::session::Recovered, id: &str) -> &'a CallReport {
+fn report<'a>(r: &'a recover::Recovered, id: &str) -> &'a CallReport {
     r.analysis
         .calls
         .iter()

@@ -269,7 +269,7 @@ fn a_streamed_tool_call_and_its_result_on_every_provider() {
         let recovered = recover::Recovery::of(session.journal())
             .run()
             .expect("the journal recovers");
-        let rebuilt = recover::rebuild::body(&recovered.analysis, format)
+        let rebuilt = recover::rebuild_body(&recovered.analysis, format)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
         assert!(rebuilt.notes.is_empty(), "{format}: {:?}", rebuilt.notes);
         let body = rebuilt.body.value();

@@ -150,8 +150,8 @@ fn assert_verify_agrees_with_recover(dir: &Path, code: i32) -> String {
         .run()
         .expect_err("recover refuses it");
     let expected_class = match code {
-        2 => matches!(recovered, recover::session::RecoverError::Corrupt(_)),
-        3 => matches!(recovered, recover::session::RecoverError::Newer(_)),
+        2 => matches!(recovered, recover::RecoverError::Corrupt(_)),
+        3 => matches!(recovered, recover::RecoverError::Newer(_)),
         _ => false,
     };
     assert!(expected_class, "recover said {recovered:?}");

@@ -259,7 +259,7 @@ fn sse_event() -> Result<String, BoxError> {
 fn import(path: &Path) -> String {
     let journal_dir = path.with_extension("journal");
     let result = (|| -> Result<String, BoxError> {
-        let original = match recover::repair_copy::open_session_file(path) {
+        let original = match recover::open_session_file(path) {
             Ok(file) => file,
             Err(e) => return Ok(format!("refused: {e}")),
         };
@@ -268,10 +268,10 @@ fn import(path: &Path) -> String {
         let backend = journal::Backend::Files(std::sync::Arc::new(storage));
         let label = path.display().to_string();
         let r =
-            recover::import_journal::import_into(&backend, import::Agent::Codex, &label, input, 0);
+            recover::import_into(&backend, import::Agent::Codex, &label, input, 0);
         let r = match r {
             Ok(r) => r,
-            Err(e @ recover::import_journal::ImportError::Source(_)) => {
+            Err(e @ recover::ImportError::Source(_)) => {
                 return Ok(format!("refused: {e}"))
             }
             Err(e) => return Err(e.into()),
@@ -289,9 +289,9 @@ fn import(path: &Path) -> String {
 /// What `recover repair --from codex PATH --out COPY` does, to a copy beside `path`.
 fn repair(path: &Path) -> String {
     let out = path.with_extension("repaired.jsonl");
-    let result = recover::repair_copy::repair_file(import::Agent::Codex, path, &out);
+    let result = recover::repair_file(import::Agent::Codex, path, &out);
     let _ = std::fs::remove_file(&out);
-    let _ = std::fs::remove_file(recover::repair_copy::quarantine_path(&out));
+    let _ = std::fs::remove_file(recover::quarantine_path(&out));
     match result {
         Ok(r) => format!("repaired: {} bytes written", r.repaired.copy_bytes),
         Err(e) => format!("refused: {e}"),

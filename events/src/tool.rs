@@ -1,5 +1,5 @@
 //! What a tool declares about itself that a reader of the journal needs: whether a call of it
-//! may run again after a crash (`recover::rerun::choose` asks; the runtime's registry answers).
+//! may run again after a crash (`recover::choose` asks; the runtime's registry answers).
 
 /// What a resume's tools declare about themselves, as far as running a call again goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use crate::read::{code_of, copy_of, events, provider_rejections};
 use crate::sim::{BodyEnd, Run, SentStep};
 use crate::{Coverage, Mutant};
 use journal::SimStorage;
-use recover::classify::{not_started_text, outcome_unknown_text, Analysis, CallReport};
+use recover::{not_started_text, outcome_unknown_text, Analysis, CallReport};
 use recover::conversation::Message;
 use recover::Recovery;
 use runtime::event::{Classification, Event, OutcomeStatus};
@@ -232,8 +232,8 @@ fn idempotence(run: &Run, a: &Analysis, v: &mut Vec<String>) {
             if second.appended {
                 v.push("I5 idempotence: a second recovery appended again".into());
             }
-            if recover::report::classify_json("j", &second.analysis)
-                != recover::report::classify_json("j", a)
+            if recover::classify_json("j", &second.analysis)
+                != recover::classify_json("j", a)
             {
                 v.push("I5 idempotence: a second recovery reports differently".into());
             }

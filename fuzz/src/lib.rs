@@ -180,7 +180,7 @@ pub fn check_case(case: &case::Case, mutant: Option<Mutant>) -> Verdict {
     // Recovery's mutant acts on this thread while the checks recover.
     #[cfg(feature = "mutant")]
     let _recovery_mutant = (mutant == Some(Mutant::StartedReadAsNotStarted))
-        .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
+        .then(|| recover::enable_mutant(recover::STARTED_AS_NOT_STARTED));
     let mut coverage = Coverage::default();
     Verdict {
         violations: check::check_covering(case, &run, mutant, &mut coverage),

@@ -13,7 +13,7 @@ use crate::case::{AskSpec, Kind, Person, OPTION_LABELS};
 use crate::person::Said;
 use crate::read::code_of;
 use crate::sim::Run;
-use recover::classify::{
+use recover::{
     answer_undelivered_text, not_started_text, outcome_unknown_text, question_withdrawn_text,
     Analysis, CallReport,
 };

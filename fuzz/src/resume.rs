@@ -9,9 +9,9 @@ use crate::tools::{model_call, session_parts, Body, Shared};
 use crate::world::World;
 use crate::Mutant;
 use journal::{Journal, Options, ReadEnd, SimStorage};
-use recover::classify::{analyze_probing, Analysis};
-use recover::probe::Prober;
-use recover::rerun::{choose, recovery_events};
+use recover::{analyze_probing, Analysis};
+use recover::Prober;
+use recover::{choose_reruns, recovery_events};
 use runtime::event::{CallRef, ModelResponse, RerunPolicy, StepOutcome, StopReason, TurnOutcome};
 use runtime::testing::ManualClock;
 use runtime::{RuntimeError, Session, SessionOptions, ToolResult};
@@ -127,7 +127,7 @@ pub fn resume_rerunning(
         };
         let session = if replay.open_turn().is_some() {
             let analysis = analyze_probing(replay.clone(), &end, dropped, false, prober);
-            resumed.chosen = choose(
+            resumed.chosen = choose_reruns(
                 &analysis,
                 |tool| registry.nature(tool),
                 policy,

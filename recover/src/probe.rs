@@ -367,12 +367,6 @@ impl Prober {
     }
 }
 
-/// The probe of `call` in the workspace at `workspace` (opened for this one probe: for many
-/// calls, open a [`Prober`] once).
-pub fn probe(call: &CallReplay, workspace: &Path) -> Result<Probe, WorkspaceError> {
-    Ok(Prober::open(workspace)?.probe(call))
-}
-
 /// Why a path could not be opened, as a finding (absence is a finding of its own).
 fn not_opened(e: &std::io::Error) -> Found {
     if e.kind() == std::io::ErrorKind::NotFound {

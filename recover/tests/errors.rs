@@ -6,7 +6,7 @@ use journal::storage::{Fault, Op};
 use journal::{Journal, Options, SimStorage};
 use runtime::event::{Event, Record, SessionOpen};
 use std::sync::Arc;
-use tooljournal_recover::session::RecoverError;
+use tooljournal_recover::RecoverError;
 use tooljournal_recover::Recovery;
 
 #[test]
@@ -22,7 +22,7 @@ fn a_missing_directory_is_open_dir_everywhere_with_the_old_message() {
         tooljournal_recover::Recovery::of(&dir)
             .stream(&mut reports)
             .err(),
-        tooljournal_recover::verify::verify(&dir).err(),
+        tooljournal_recover::verify(&dir).err(),
     ];
     for e in errors {
         let e = e.expect("a missing directory is an error");

@@ -187,7 +187,7 @@ fn check_streaming(storage: &SimStorage, at: &str) {
             .write(write)
             .run()
             .unwrap_or_else(|e| panic!("{at}: {e}"));
-        let mut reports: Vec<tooljournal_recover::classify::CallReport> = Vec::new();
+        let mut reports: Vec<tooljournal_recover::CallReport> = Vec::new();
         let s = Recovery::of(journal::Backend::Files(Arc::new(stream_disk.clone())))
             .write(write)
             .stream(&mut reports)
@@ -282,8 +282,8 @@ fn check(storage: &SimStorage, ran: &[Ran], at: &str) {
         .unwrap();
     assert!(!second.appended, "{at}: the second recovery appended");
     assert_eq!(
-        tooljournal_recover::report::classify_json("j", &second.analysis),
-        tooljournal_recover::report::classify_json("j", a),
+        tooljournal_recover::classify_json("j", &second.analysis),
+        tooljournal_recover::classify_json("j", a),
         "{at}: the second recovery reports differently"
     );
     for format in Format::ALL {

@@ -6,9 +6,9 @@ use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
 use runtime::event::*;
 use runtime::ErrorCode;
 use std::sync::Arc;
-use tooljournal_recover::classify::CallReport;
-use tooljournal_recover::listing::JsonListing;
-use tooljournal_recover::stream::Classifier;
+use tooljournal_recover::CallReport;
+use tooljournal_recover::JsonListing;
+use tooljournal_recover::Classifier;
 use tooljournal_recover::Recovery;
 
 /// Appends events, remembering each call's last seq so the next can point back at it.
@@ -263,7 +263,7 @@ fn assert_streaming_agrees(storage: &SimStorage) {
         String::from_utf8(out).unwrap(),
         format!(
             "{}\n",
-            tooljournal_recover::report::classify_json("the \"journal\"", &full.analysis)
+            tooljournal_recover::classify_json("the \"journal\"", &full.analysis)
         )
     );
 }
@@ -503,7 +503,7 @@ fn nonsense_is_refused_with_the_same_error() {
         assert!(
             matches!(
                 streamed,
-                tooljournal_recover::session::RecoverError::Corrupt(_)
+                tooljournal_recover::RecoverError::Corrupt(_)
             ),
             "{what}: exit 2"
         );

@@ -209,7 +209,7 @@ impl Registry {
     }
 
     /// What the tool `name` declares about running a call again (`None`: no such tool), as
-    /// `recover::rerun::choose` asks it.
+    /// `recover::choose` asks it.
     pub fn nature(&self, name: &str) -> Option<events::tool::ToolNature> {
         self.lookup(name).map(|entry| events::tool::ToolNature {
             read_only: entry.tool.is_read_only(),

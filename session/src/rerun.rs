@@ -11,8 +11,8 @@
 //! The built-in `ask` is never run again: its answer, if any, is delivered by recovery.
 
 use crate::ResumeError;
-use recover::classify::Analysis;
-use recover::rerun::{choose, recovery_events};
+use recover::Analysis;
+use recover::{choose_reruns, recovery_events};
 use runtime::event::{Classification, Event, RerunPolicy};
 use runtime::replay::SessionReplay;
 use runtime::state::CallState;
@@ -42,14 +42,14 @@ pub(crate) fn recovering(
     let replay = prepared.replay().clone();
     let prober = match probe_target_of(&replay, needs_probe(&replay)) {
         Some(root) => Some(
-            recover::probe::Prober::open(&root).map_err(|e| ResumeError::Failed(e.to_string()))?,
+            recover::Prober::open(&root).map_err(|e| ResumeError::Failed(e.to_string()))?,
         ),
         None => None,
     };
     let analysis =
-        recover::classify::analyze_probing(replay, &end, dropped, false, prober.as_ref());
+        recover::analyze_probing(replay, &end, dropped, false, prober.as_ref());
     let plan_mode = plan_mode || prepared.replay().plan_mode;
-    let chosen = choose(
+    let chosen = choose_reruns(
         &analysis,
         |tool| prepared.registry().nature(tool),
         policy,

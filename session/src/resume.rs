@@ -21,7 +21,7 @@ use crate::policy::{changes, record, Overrides, Settings};
 use crate::rerun::{probe_target, recovering, Recovering};
 use crate::{approval, orphans, withdrawal_note, ResumeError};
 use journal::{FsStorage, FsyncPolicy, Location, OpenReport, Storage};
-use recover::classify::Analysis;
+use recover::Analysis;
 use recover::Recovered;
 use runtime::event::{ApprovalPolicy, CallRef, Classification, ConfigFile, RerunPolicy};
 use runtime::replay::SessionReplay;
@@ -493,7 +493,7 @@ impl Resume {
         hooks: &mut dyn Hooks,
     ) -> Result<Recovered, ResumeError> {
         if let Some(policy) = rerun {
-            if !recover::rerun::candidates(&looked.analysis, policy).is_empty() {
+            if !recover::rerun_candidates(&looked.analysis, policy).is_empty() {
                 return Ok(looked);
             }
         }

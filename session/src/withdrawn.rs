@@ -37,7 +37,7 @@ fn withdrawn_questions(replay: &SessionReplay) -> Vec<(String, String)> {
             let withdrawn = c.recovered
                 && ask.structured.is_some()
                 && ask.answer == Some(runtime::event::AskAnswer::Cancelled)
-                && ask.cancel_reason.as_deref() == Some(recover::classify::WITHDRAWN_REASON);
+                && ask.cancel_reason.as_deref() == Some(recover::WITHDRAWN_REASON);
             // A re-running resume recovers the journal itself, after this note is decided:
             // a question still pending in the open turn is one its recovery withdraws.
             let to_withdraw =

@@ -7,7 +7,7 @@
 use proptest::prelude::Rng;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use recover::providers::{request_body, stand_in_tools, validate, Format};
-use recover::session::Recovered;
+use recover::Recovered;
 use recover::Recovery;
 use runtime::event::Classification;
 use runtime::state::CallState;
@@ -40,7 +40,7 @@ pub fn spawn(cmd: &mut Command) -> Child {
 pub fn recover_gated(
     journal: &Path,
     write: bool,
-) -> Result<Recovered, recover::session::RecoverError> {
+) -> Result<Recovered, recover::RecoverError> {
     let _gate = SPAWN_GATE.read().unwrap_or_else(|p| p.into_inner());
     Recovery::of(journal).write(write).run()
 }

@@ -227,7 +227,7 @@ pub fn resume_to_close(case: &Case, lease_wait_ms: u64) -> Result<(), String> {
 
 /// Recovery of a directory or a PostgreSQL session (holding the spawn gate, as
 /// `kill::recover_gated` does).
-pub fn recover_at(journal: &Path, write: bool) -> Result<recover::session::Recovered, String> {
+pub fn recover_at(journal: &Path, write: bool) -> Result<recover::Recovered, String> {
     let _gate = super::kill::SPAWN_GATE
         .read()
         .unwrap_or_else(|p| p.into_inner());

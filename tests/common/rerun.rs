@@ -296,11 +296,11 @@ pub fn most_at_once(events: &[Event], ids: &[&str]) -> usize {
 
 /// The recovery `recover classify --dry-run` makes of `journal` (its library: this package's
 /// tests cannot run `recover`'s binary), with its `--json` output.
-pub fn classify_dry(journal: &Path) -> (recover::session::Recovered, Value) {
+pub fn classify_dry(journal: &Path) -> (recover::Recovered, Value) {
     let r = recover::Recovery::of(journal)
         .run()
         .unwrap_or_else(|e| panic!("{}: recover classify --dry-run: {e}", journal.display()));
-    let json = recover::report::classify_json("j", &r.analysis);
+    let json = recover::classify_json("j", &r.analysis);
     (r, json)
 }
 
@@ -316,7 +316,7 @@ pub fn listed<'a>(json: &'a Value, id: &str) -> &'a Value {
 
 /// `recover verify`: the journal reads clean to its end.
 pub fn verify_clean(journal: &Path) {
-    let verified = recover::verify::verify(journal)
+    let verified = recover::verify(journal)
         .unwrap_or_else(|e| panic!("{}: recover verify: {e}", journal.display()));
     assert_eq!(
         verified.end,
@@ -334,7 +334,7 @@ pub fn rebuild_all(journal: &Path, ids: &[(&str, &str)]) -> Vec<(Format, Value)>
         .unwrap_or_else(|e| panic!("{}: recover rebuild --dry-run: {e}", journal.display()));
     let mut bodies = Vec::new();
     for format in FORMATS {
-        let rebuilt = recover::rebuild::body(&r.analysis, format)
+        let rebuilt = recover::rebuild_body(&r.analysis, format)
             .unwrap_or_else(|e| panic!("the {format} rebuild: {e}"));
         let body = rebuilt.body.value();
         recover::providers::validate(format, &body)

@@ -146,23 +146,22 @@ fn streamed_child(dir: &Path, work: ChildWork) -> Result<(), BoxError> {
     let mut output_bytes = None;
     match work {
         ChildWork::Rebuild => {
-            use recover::rebuild::streamed;
             let format = recover::providers::Format::Anthropic;
-            let first = streamed::first_reading(dir, format, false, &|_, _| {}, None)?;
-            streamed::write(dir, first, std::io::sink())?;
+            let first = recover::rebuild_first_reading(dir, format, false, &|_, _| {}, None)?;
+            recover::rebuild_write(dir, first, std::io::sink())?;
         }
         ChildWork::AuditHtml => {
             let page = dir.with_extension("html");
             let out = std::io::BufWriter::new(fs::File::create(&page)?);
-            let first = recover::audit::first_reading(dir, &|_, _| {})?;
-            let options = recover::timeline::HtmlOptions::default();
-            recover::timeline::stream_html(dir, first, "bench", &options, out)?;
+            let first = recover::audit_first_reading(dir, &|_, _| {})?;
+            let options = recover::HtmlOptions::default();
+            recover::stream_html(dir, first, "bench", &options, out)?;
             output_bytes = Some(fs::metadata(&page)?.len());
             fs::remove_file(&page)?;
         }
         _ => {
-            let first = recover::audit::first_reading(dir, &|_, _| {})?;
-            recover::audit::stream(dir, first, "bench", true, std::io::sink())?;
+            let first = recover::audit_first_reading(dir, &|_, _| {})?;
+            recover::audit_stream(dir, first, "bench", true, std::io::sink())?;
         }
     }
     let report = Streamed {
@@ -179,7 +178,7 @@ fn classify_child(dir: &Path) -> Result<(), BoxError> {
     let bytes = segment_bytes(dir)?;
     let hwm_kb_before = vm_hwm_kb()?;
     let start = Instant::now();
-    let mut listing = recover::listing::JsonListing::new(std::io::sink(), "bench");
+    let mut listing = recover::JsonListing::new(std::io::sink(), "bench");
     let streamed = recover::Recovery::of(dir).stream(&mut listing)?;
     listing.finish(streamed.end, streamed.live, None)?;
     let seconds = start.elapsed().as_secs_f64();

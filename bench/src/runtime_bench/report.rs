@@ -579,7 +579,7 @@ fn print_recovery(f: &Figures, report: &Report) {
         report.audit_html_peak_rss_mb,
         report.audit_html_seconds,
         report.audit_html_bytes as f64 / MB,
-        recover::timeline::HTML_BYTES_MAX_DEFAULT as f64 / MB
+        recover::HTML_BYTES_MAX_DEFAULT as f64 / MB
     );
 }
 

@@ -240,7 +240,7 @@ pub struct Checked {
     pub unchecked_worlds: usize,
     /// The probe's verdict on each call of unknown outcome it looked at (with
     /// [`Harness::probe`]), by call id.
-    pub probes: Vec<(String, recover::probe::Verdict)>,
+    pub probes: Vec<(String, recover::Verdict)>,
 }
 
 impl Checked {

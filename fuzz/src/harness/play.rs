@@ -17,8 +17,8 @@ use crate::tools::{Body, MemSpill};
 use crate::world::World;
 use journal::storage::{Fault, Op};
 use journal::{Journal, Options, ReadEnd, SimStorage};
-use recover::classify::{analyze_probing, Analysis};
-use recover::rerun::{choose, recovery_events};
+use recover::{analyze_probing, Analysis};
+use recover::{choose_reruns, recovery_events};
 use runtime::event::{
     AskAnswer, ModelCall, ModelResponse, RerunPolicy, Resources, StopReason, TurnOutcome,
 };
@@ -467,7 +467,7 @@ pub(crate) fn resume(
     );
     let parts = parts(harness, case.parallel_max, &ground)?;
     let analysis = analyze_probing(replay.clone(), &end, dropped, false, None);
-    let chosen = choose(
+    let chosen = choose_reruns(
         &analysis,
         |tool| parts.registry.nature(tool),
         policy,

@@ -8,8 +8,8 @@ use super::truth::{self, Subject};
 use super::{CallView, Checked, Harness, Outcome, Settled, UserCase, Word};
 use crate::read::copy_of;
 use crate::tools::{Body, BodyEnd};
-use recover::classify::{analyze_probing, Analysis};
-use recover::probe::{Prober, Verdict};
+use recover::{analyze_probing, Analysis};
+use recover::{Prober, Verdict};
 use recover::Recovery;
 use runtime::event::Evidence;
 use runtime::event::{Classification, RerunPolicy};
@@ -22,7 +22,7 @@ pub(crate) fn check(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<C
     // Recovery's mutant acts on this thread while the checks recover.
     #[cfg(feature = "mutant")]
     let _recovery_mutant = (harness.mutant == Some(crate::Mutant::StartedReadAsNotStarted))
-        .then(|| recover::mutant::enable(recover::mutant::STARTED_AS_NOT_STARTED));
+        .then(|| recover::enable_mutant(recover::STARTED_AS_NOT_STARTED));
     let (played, fault) = first_run(harness, case, stop);
     if stop.is_stopped() {
         return None;
@@ -292,7 +292,7 @@ fn settle(case: &UserCase, analysis: &Analysis, bodies: &[Body]) -> Vec<Settled>
 }
 
 /// Whether every file the call's evidence names already held the bytes it would write.
-fn evidence_is_a_no_op(analysis: &Analysis, report: &recover::classify::CallReport) -> bool {
+fn evidence_is_a_no_op(analysis: &Analysis, report: &recover::CallReport) -> bool {
     analysis.replay.call(&report.call).is_some_and(|r| {
         !r.evidence.is_empty()
             && r.evidence.iter().all(

@@ -7,8 +7,8 @@
 use clap::{Parser, Subcommand};
 use journal::ReadEnd;
 
-use recover::output::{Kind, Output};
-use recover::session::{RecoverError, ReportSink, RereadError};
+use recover::{OutputKind, Output};
+use recover::{RecoverError, ReportSink, RereadError};
 use recover::Place;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -169,8 +169,8 @@ fn import_backend(journal: &Path) -> Result<journal::Backend, Failure> {
 fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     // expect: clap accepts only the names `from_name` knows.
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
-    let failed = |e: recover::import_journal::ImportError| Failure::Failed(e.to_string());
-    let original = recover::repair_copy::open_session_file(file).map_err(|e| failed(e.into()))?;
+    let failed = |e: recover::ImportError| Failure::Failed(e.to_string());
+    let original = recover::open_session_file(file).map_err(|e| failed(e.into()))?;
     // As given; a name that is not UTF-8 keeps its bytes, escaped (`\xFF`), so that two such
     // names never read as one.
     let label = match file.to_str() {
@@ -184,19 +184,19 @@ fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     // directory behind.
     let input = import::Input::file(&original).map_err(|source| {
         failed(
-            recover::repair_copy::RepairError::Refused {
+            recover::RepairError::Refused {
                 path: file.into(),
                 source,
             }
             .into(),
         )
     })?;
-    let prepared = recover::import_journal::prepare(agent, &label, input).map_err(failed)?;
+    let prepared = recover::import_prepare(agent, &label, input).map_err(failed)?;
     let backend = import_backend(journal)?;
     let now_ms = events::clock::Clock::now_ms(&events::clock::SystemClock);
-    let r = recover::import_journal::write_into(&backend, prepared, now_ms).map_err(failed)?;
+    let r = recover::import_write_into(&backend, prepared, now_ms).map_err(failed)?;
     let mut text = String::new();
-    for line in recover::import_journal::source_lines(&r.damaged, &r.notes) {
+    for line in recover::import_source_lines(&r.damaged, &r.notes) {
         text.push_str(&line);
         text.push('\n');
     }
@@ -258,7 +258,7 @@ fn print_data(text: &str) -> Result<(), Failure> {
 fn verify(at: &Place) -> Result<(), Failure> {
     let label = at.label();
     let dir = label.as_path();
-    let recover::verify::Verified { end, records } = recover::verify::verify(at)?;
+    let recover::Verified { end, records } = recover::verify(at)?;
     match end {
         ReadEnd::Clean => print(&format!("{}: clean: {records} records\n", dir.display())),
         ReadEnd::TornTail(t) => print(&format!(
@@ -324,7 +324,7 @@ fn classify(
 ) -> Result<(), Failure> {
     let label = at.label();
     let dir = label.as_path();
-    use recover::listing::{JsonListing, TextListing};
+    use recover::{JsonListing, TextListing};
     let name = dir.display().to_string();
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     // The table is for a person: hidden characters shown (`events::display`).
@@ -351,11 +351,11 @@ fn classify(
         };
         let written = if json {
             let mut listing = JsonListing::new(out, &name);
-            let salvage = r.salvage.as_ref().map(recover::report::salvage_json);
+            let salvage = r.salvage.as_ref().map(recover::salvage_json);
             give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_ref()))
         } else {
             let mut listing = text_listing(shown());
-            let salvage = r.salvage.as_ref().map(recover::report::salvage_text);
+            let salvage = r.salvage.as_ref().map(recover::salvage_text);
             give(&mut listing).and_then(|()| listing.finish(a.end, a.live, salvage.as_deref()))
         };
         return written.map_err(output_failure);
@@ -376,7 +376,7 @@ fn classify_streamed<S: ReportSink>(
     dry_run: bool,
     probe: Option<&Path>,
     mut listing: S,
-    finish: impl FnOnce(S, &recover::session::Streamed) -> std::io::Result<()>,
+    finish: impl FnOnce(S, &recover::Streamed) -> std::io::Result<()>,
 ) -> Result<(), Failure> {
     let label = at.label();
     let dir = label.as_path();
@@ -439,17 +439,17 @@ fn reread_failure(e: RereadError) -> Failure {
 fn audit(at: &Place, json: bool) -> Result<(), Failure> {
     let label = at.label();
     let dir = label.as_path();
-    let first = with_bar(|progress| recover::audit::first_reading(at, progress))?;
+    let first = with_bar(|progress| recover::audit_first_reading(at, progress))?;
     note(dir, first.streamed.notes());
     let name = dir.display().to_string();
     let streamed = if json {
         let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        recover::audit::stream(at, first, &name, json, out).map(drop)
+        recover::audit_stream(at, first, &name, json, out).map(drop)
     } else {
         // For a person: hidden characters shown (`events::display`).
         let stdout = events::display::VisibleWriter::new(std::io::stdout().lock());
         let out = std::io::BufWriter::with_capacity(1 << 16, stdout);
-        recover::audit::stream(at, first, &name, json, out).map(drop)
+        recover::audit_stream(at, first, &name, json, out).map(drop)
     };
     streamed.map_err(reread_failure)
 }
@@ -463,7 +463,7 @@ fn audit_html(
     bytes_max: Option<u64>,
     probe: Option<&Path>,
 ) -> Result<(), Failure> {
-    use recover::timeline::{HtmlOptions, HTML_BYTES_MIN};
+    use recover::{HtmlOptions, HTML_BYTES_MIN};
     let mut options = HtmlOptions::default();
     if let Some(n) = bytes_max {
         if n < HTML_BYTES_MIN {
@@ -475,17 +475,17 @@ fn audit_html(
     }
     let label = at.label();
     let dir = label.as_path();
-    let first = with_bar(|progress| recover::audit::first_reading_probing(at, progress, probe))?;
+    let first = with_bar(|progress| recover::audit_first_reading_probing(at, progress, probe))?;
     note(dir, first.streamed.notes());
     let name = dir.display().to_string();
     if file == Path::new("-") {
         let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        return recover::timeline::stream_html(at, first, &name, &options, out)
+        return recover::stream_html(at, first, &name, &options, out)
             .map(drop)
             .map_err(reread_failure);
     }
-    let created = Output::create(file, Kind::Replace).map_err(not_written)?;
-    let written = recover::timeline::stream_html(
+    let created = Output::create(file, OutputKind::Replace).map_err(not_written)?;
+    let written = recover::stream_html(
         at,
         first,
         &name,
@@ -503,7 +503,7 @@ fn audit_html(
     out.commit().map(drop).map_err(not_written)
 }
 
-fn not_written(e: recover::output::OutputError) -> Failure {
+fn not_written(e: recover::OutputError) -> Failure {
     Failure::Failed(e.to_string())
 }
 
@@ -515,7 +515,7 @@ fn cannot_write(file: &Path, e: std::io::Error) -> Failure {
 fn repair(from: &str, file: &Path, out: &Path) -> Result<(), Failure> {
     // expect: clap accepts only the names `from_name` knows.
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
-    let report = recover::repair_copy::repair_file(agent, file, out)
+    let report = recover::repair_file(agent, file, out)
         .map_err(|e| Failure::Failed(e.to_string()))?;
     let r = &report.repaired;
     let mut text = String::new();
@@ -593,10 +593,9 @@ fn rebuild(
     write: bool,
     probe: Option<&Path>,
 ) -> Result<(), Failure> {
-    use recover::rebuild::streamed;
     let label = at.label();
     let dir = label.as_path();
-    let first = with_bar(|progress| streamed::first_reading(at, format, write, progress, probe))?;
+    let first = with_bar(|progress| recover::rebuild_first_reading(at, format, write, progress, probe))?;
     note(dir, first.streamed.notes());
     if first.streamed.live {
         return Err(live_failure(dir));
@@ -604,9 +603,9 @@ fn rebuild(
     // The text keeps the arguments as the journal has them (no number rounded).
     let notes = match out {
         Some(path) => {
-            let file = Output::create(path, Kind::Replace).map_err(not_written)?;
+            let file = Output::create(path, OutputKind::Replace).map_err(not_written)?;
             let file = std::io::BufWriter::with_capacity(1 << 16, file);
-            let written = match streamed::write(at, first, file) {
+            let written = match recover::rebuild_write(at, first, file) {
                 Ok(written) => written,
                 Err(RereadError::Output(e)) => return Err(cannot_write(path, e)),
                 Err(RereadError::Recover(e)) => return Err(e.into()),
@@ -620,7 +619,7 @@ fn rebuild(
         }
         None => {
             let stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            streamed::write(at, first, stdout)
+            recover::rebuild_write(at, first, stdout)
                 .map_err(reread_failure)?
                 .notes
         }
@@ -640,7 +639,7 @@ fn rebuild_salvaged(
     let dir = label.as_path();
     let r = recover::Recovery::of(at).probe(probe).salvage()?;
     if let Some(s) = &r.salvage {
-        eprint!("{}", recover::report::salvage_text(s));
+        eprint!("{}", recover::salvage_text(s));
     }
     note(dir, r.notes());
     if r.analysis.live {
@@ -648,14 +647,14 @@ fn rebuild_salvaged(
     }
     // Our own output must pass the provider's rules; if it ever does not, that is a bug
     // to report loudly, never a body to hand to a provider.
-    let rebuilt = recover::rebuild::body(&r.analysis, format)
+    let rebuilt = recover::rebuild_body(&r.analysis, format)
         .map_err(|e| Failure::Failed(format!("internal error: {e}")))?;
     note(dir, rebuilt.notes);
     // The text keeps the arguments as the journal has them (no number rounded).
     let text = format!("{}\n", rebuilt.body.to_json_pretty());
     match out {
         Some(path) => {
-            let mut file = Output::create(path, Kind::Replace).map_err(not_written)?;
+            let mut file = Output::create(path, OutputKind::Replace).map_err(not_written)?;
             std::io::Write::write_all(&mut file, text.as_bytes())
                 .map_err(|e| cannot_write(path, e))?;
             file.commit().map(drop).map_err(not_written)

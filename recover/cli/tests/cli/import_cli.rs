@@ -393,7 +393,7 @@ mod prefixes {
     use super::{fixture, AGENTS, FIXTURES};
     use import::{Agent, Verdict};
     use proptest::prelude::*;
-    use recover::import_journal::import_into;
+    use recover::import_into;
 
     fn cases() -> u32 {
         // Bounded in CI; the crate's own test cuts every fixture at every byte.

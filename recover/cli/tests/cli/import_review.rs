@@ -269,7 +269,7 @@ fn import_lib(dir: &Path, agent: &str, bytes: &[u8]) -> PathBuf {
     let storage = std::sync::Arc::new(journal::FsStorage::create(&j).unwrap());
     let backend = journal::Backend::Files(storage);
     let a = import::Agent::from_name(agent).unwrap();
-    recover::import_journal::import_into(
+    recover::import_into(
         &backend,
         a,
         "f.jsonl",

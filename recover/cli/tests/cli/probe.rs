@@ -14,8 +14,8 @@ use crate::common;
 
 use common::{forged, recover, text};
 use journal::{FsStorage, Journal, Limits, Options, Reader};
-use recover::probe::{Prober, Verdict};
-use recover::session::RecoverError;
+use recover::{Prober, Verdict};
+use recover::RecoverError;
 use recover::Recovery;
 use runtime::event::{
     idempotency_key, CallRef, Classification, Event, Evidence, ModelCall, ModelResponse, Record,
@@ -222,7 +222,7 @@ fn check_verdict(journal: &Path, ws: &Path, id: &str, verdict: &str, found: Opti
     // The binary's streamed listing says what the whole analysis says, probes included.
     let all = classify_probe_all(journal, ws);
     let name = journal.display().to_string();
-    assert_eq!(all, recover::report::classify_json(&name, &r.analysis));
+    assert_eq!(all, recover::classify_json(&name, &r.analysis));
     let json = classify_probe(journal, ws, id);
     assert_eq!(json["classification"], "TOOL_OUTCOME_UNKNOWN", "{json}");
     let probe = json["probe"].clone();

@@ -11,9 +11,9 @@ use crate::common;
 
 use common::{recover, text};
 use journal::{FsStorage, Journal, Options};
-use recover::classify::{question_withdrawn_text, CallReport};
+use recover::{question_withdrawn_text, CallReport};
 use recover::providers::{validate, Format};
-use recover::session::Recovered;
+use recover::Recovered;
 use recover::Recovery;
 use runtime::event::{
     Answer, AskAnswer, Classification, Event, ModelCall, ModelResponse, Question, Record,

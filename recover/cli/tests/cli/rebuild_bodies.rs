@@ -390,7 +390,7 @@ fn a_journal_before_schema_3_still_rebuilds_naming_the_schemas_it_lacks() {
         let declared = tools_of(format, &body);
         assert_eq!(declared.len(), 2, "{format}: {body:#}");
         for (_, description, schema) in &declared {
-            assert_eq!(description, recover::rebuild::SCHEMA_NOT_JOURNALED);
+            assert_eq!(description, recover::SCHEMA_NOT_JOURNALED);
             assert_eq!(schema, &json!({"type": "object"}));
         }
         let first_role = match format {
@@ -430,7 +430,7 @@ fn a_tool_sharing_anothers_schema_hash_gets_no_borrowed_description() {
             name: "stamp".into(),
             schema_hash: MARK_HASH.into(),
         });
-    let (tools, notes) = recover::rebuild::tools(&r.analysis);
+    let (tools, notes) = recover::rebuild_tools(&r.analysis);
     let named: Vec<(&str, &str)> = tools
         .iter()
         .map(|t| (t.name.as_str(), t.description.as_str()))
@@ -439,7 +439,7 @@ fn a_tool_sharing_anothers_schema_hash_gets_no_borrowed_description() {
         named,
         [
             ("mark", "Mark a file."),
-            ("stamp", recover::rebuild::SCHEMA_NOT_JOURNALED)
+            ("stamp", recover::SCHEMA_NOT_JOURNALED)
         ]
     );
     assert_eq!(tools[1].input_schema, json!({"type": "object"}));

@@ -404,22 +404,21 @@ fn copy_dir(from: &Path, to: &Path) {
 /// The body and audits as the whole-session functions give them (reading only).
 fn oracle(dir: &Path, format: Format, write: bool) -> (String, String, String) {
     let r = recover::Recovery::of(dir).write(write).run().unwrap();
-    let body = recover::rebuild::body(&r.analysis, format).unwrap();
+    let body = recover::rebuild_body(&r.analysis, format).unwrap();
     let text = format!("{}\n", body.body.to_json_pretty());
-    let json = format!("{}\n", recover::report::audit_json("j", &r.analysis));
-    (text, json, recover::report::audit_text("j", &r.analysis))
+    let json = format!("{}\n", recover::audit_json("j", &r.analysis));
+    (text, json, recover::audit_text("j", &r.analysis))
 }
 
 fn streamed_body(dir: &Path, format: Format, write: bool) -> String {
-    use recover::rebuild::streamed;
-    let first = streamed::first_reading(dir, format, write, &|_, _| {}, None).unwrap();
-    let written = streamed::write(dir, first, Vec::new()).unwrap();
+    let first = recover::rebuild_first_reading(dir, format, write, &|_, _| {}, None).unwrap();
+    let written = recover::rebuild_write(dir, first, Vec::new()).unwrap();
     String::from_utf8(written.out).unwrap()
 }
 
 fn streamed_audit(dir: &Path, json: bool) -> String {
-    let first = recover::audit::first_reading(dir, &|_, _| {}).unwrap();
-    let out = recover::audit::stream(dir, first, "j", json, Vec::new()).unwrap();
+    let first = recover::audit_first_reading(dir, &|_, _| {}).unwrap();
+    let out = recover::audit_stream(dir, first, "j", json, Vec::new()).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -543,10 +542,10 @@ fn the_binary_streams_a_large_journal_as_the_oracle_says() {
             // The binary names the journal by its directory.
             let name = dir.path().display().to_string();
             let r = recover::Recovery::of(dir.path()).run().unwrap();
-            let json = format!("{}\n", recover::report::audit_json(&name, &r.analysis));
+            let json = format!("{}\n", recover::audit_json(&name, &r.analysis));
             assert!(run(&["audit", "--json"]) == json, "audit --json");
             assert!(
-                run(&["audit"]) == recover::report::audit_text(&name, &r.analysis),
+                run(&["audit"]) == recover::audit_text(&name, &r.analysis),
                 "audit"
             );
         }
