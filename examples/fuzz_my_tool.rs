@@ -22,7 +22,7 @@ extern crate fuzz as tooljournal_fuzz;
 mod counter;
 
 use counter::Variant;
-use tooljournal_fuzz::harness::{Budget, Report};
+use tooljournal_fuzz::{Budget, Report};
 
 /// The campaign's first seed: a fixed one, so the output is the same every run.
 const SEED: u64 = 22;
@@ -48,8 +48,8 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tooljournal_fuzz::harness::turns_of;
     use tooljournal_fuzz::runtime::transcript::parse_script;
+    use tooljournal_fuzz::turns_of;
 
     /// The buggy `variant` is caught within the budget, for the truth property, and its shrunk
     /// case is a transcript that parses back to the same calls and fails again when checked.
@@ -68,7 +68,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("the shrunk case is no transcript: {e}\n{transcript}"));
         assert_eq!(lines.len(), transcript.lines().count(), "{transcript}");
         let turns = turns_of(&lines).unwrap_or_else(|e| panic!("{e}\n{transcript}"));
-        let calls = |turns: &[tooljournal_fuzz::harness::Turn]| -> Vec<(String, String, String)> {
+        let calls = |turns: &[tooljournal_fuzz::Turn]| -> Vec<(String, String, String)> {
             turns
                 .iter()
                 .flat_map(|t| &t.steps)

@@ -267,13 +267,10 @@ fn import(path: &Path) -> String {
         let storage = journal::FsStorage::create(&journal_dir)?;
         let backend = journal::Backend::Files(std::sync::Arc::new(storage));
         let label = path.display().to_string();
-        let r =
-            recover::import_into(&backend, import::Agent::Codex, &label, input, 0);
+        let r = recover::import_into(&backend, import::Agent::Codex, &label, input, 0);
         let r = match r {
             Ok(r) => r,
-            Err(e @ recover::ImportError::Source(_)) => {
-                return Ok(format!("refused: {e}"))
-            }
+            Err(e @ recover::ImportError::Source(_)) => return Ok(format!("refused: {e}")),
             Err(e) => return Err(e.into()),
         };
         Ok(format!(

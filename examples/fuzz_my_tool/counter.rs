@@ -13,11 +13,11 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tooljournal_fuzz::harness::{CallView, Crash, Harness, Observer, Outcome, WorldId};
 use tooljournal_fuzz::proptest::strategy::Strategy;
 use tooljournal_fuzz::runtime::args::Args;
 use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use tooljournal_fuzz::runtime::ErrorCode;
+use tooljournal_fuzz::{CallView, Crash, Harness, Observer, Outcome, WorldId};
 
 /// The largest `by` a call may ask for (the smallest is 1).
 pub const BY_MAX: i64 = 5;

@@ -11,9 +11,9 @@ use crate::read::{code_of, copy_of, events, provider_rejections};
 use crate::sim::{BodyEnd, Run, SentStep};
 use crate::{Coverage, Mutant};
 use journal::SimStorage;
-use recover::{not_started_text, outcome_unknown_text, Analysis, CallReport};
 use recover::conversation::Message;
 use recover::Recovery;
+use recover::{not_started_text, outcome_unknown_text, Analysis, CallReport};
 use runtime::event::{Classification, Event, OutcomeStatus};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -232,9 +232,7 @@ fn idempotence(run: &Run, a: &Analysis, v: &mut Vec<String>) {
             if second.appended {
                 v.push("I5 idempotence: a second recovery appended again".into());
             }
-            if recover::classify_json("j", &second.analysis)
-                != recover::classify_json("j", a)
-            {
+            if recover::classify_json("j", &second.analysis) != recover::classify_json("j", a) {
                 v.push("I5 idempotence: a second recovery reports differently".into());
             }
         }

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 
 /// The world laid out as real files, and a prober on them.
 pub struct LaidOut {
-    /// The directory (removed when dropped).
-    pub dir: tempfile::TempDir,
+    /// The directory, held for its drop (which removes it) while the prober reads it.
+    pub _dir: tempfile::TempDir,
     /// A prober on it.
     pub prober: Prober,
 }
@@ -90,7 +90,7 @@ pub fn check(
             "I20 probe: the world's directory was {before:?} before probing and {after:?} after"
         ));
     }
-    Some(LaidOut { dir, prober })
+    Some(LaidOut { _dir: dir, prober })
 }
 
 /// Every started call of a simulated tool journals what its tool recorded right before it.

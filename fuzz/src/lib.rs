@@ -16,19 +16,31 @@
 
 #![warn(missing_docs)]
 
-pub mod case;
-pub mod check;
-pub mod counted;
-pub mod evidence;
-pub mod harness;
-pub mod person;
-pub mod questions;
+// Rooms are private; the harness a user drives and the campaign's parts are re-exported below.
+mod case;
+mod check;
+mod counted;
+mod evidence;
+mod harness;
+mod person;
+mod questions;
 mod read;
-pub mod rerun;
-pub mod resume;
-pub mod sim;
-pub mod tools;
-pub mod world;
+mod rerun;
+mod resume;
+mod sim;
+mod tools;
+mod world;
+
+// The user harness: a tool of the user's, fuzzed through whole sessions.
+pub use harness::{
+    turns_of, written_paths, Approval, Budget, Call, CallView, CancelAt, Clock, Crash, FileState,
+    Files, Found as HarnessFound, Harness, Observer, Outcome, Progress, Report, Resume, Step,
+    ToolFactory, Tools, Turn, UserCase, Word, WorkspaceWorld, WorldId, FILE_TOOLS,
+};
+// The campaign's parts: a case, its simulated run, and the check of every invariant.
+pub use case::{Case, StorageFault};
+pub use check::check as check_run;
+pub use sim::run as simulate;
 
 /// The property-testing crate the cases come from, re-exported for composing strategies.
 pub use proptest;

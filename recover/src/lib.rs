@@ -64,9 +64,7 @@ pub use stream::Classifier;
 // The workspace probe: whether a call that may have run left its mark.
 pub use probe::{Probe, Prober, Verdict};
 // The re-run choice a resume makes.
-pub use rerun::{
-    candidates as rerun_candidates, choose as choose_reruns, recovery_events,
-};
+pub use rerun::{candidates as rerun_candidates, choose as choose_reruns, recovery_events};
 // Provider bodies rebuilt.
 pub use rebuild::streamed::{
     first_reading as rebuild_first_reading, write as rebuild_write, FirstReading, Written,
@@ -88,9 +86,9 @@ pub use import_journal::{
 };
 pub use repair_copy::{open_session_file, quarantine_path, repair_file, RepairError};
 // Where outputs are written (atomically, or appended).
-pub use output::{Kind as OutputKind, Output, OutputError};
 #[cfg(feature = "mutant")]
 pub use mutant::{enable as enable_mutant, STARTED_AS_NOT_STARTED};
+pub use output::{Kind as OutputKind, Output, OutputError};
 
 /// Whether this build has recovery's deliberately broken variants (the test-only `mutant`
 /// feature, which also makes the `mutant` module exist).

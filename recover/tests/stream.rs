@@ -7,8 +7,8 @@ use runtime::event::*;
 use runtime::ErrorCode;
 use std::sync::Arc;
 use tooljournal_recover::CallReport;
-use tooljournal_recover::JsonListing;
 use tooljournal_recover::Classifier;
+use tooljournal_recover::JsonListing;
 use tooljournal_recover::Recovery;
 
 /// Appends events, remembering each call's last seq so the next can point back at it.
@@ -501,10 +501,7 @@ fn nonsense_is_refused_with_the_same_error() {
             .unwrap_or_else(|| panic!("{what}: the streaming classifier accepts it"));
         assert_eq!(streamed.to_string(), full.to_string(), "{what}");
         assert!(
-            matches!(
-                streamed,
-                tooljournal_recover::RecoverError::Corrupt(_)
-            ),
+            matches!(streamed, tooljournal_recover::RecoverError::Corrupt(_)),
             "{what}: exit 2"
         );
     }

@@ -41,13 +41,12 @@ pub(crate) fn recovering(
     let dropped = torn.map_or(0, |t| t.dropped_bytes);
     let replay = prepared.replay().clone();
     let prober = match probe_target_of(&replay, needs_probe(&replay)) {
-        Some(root) => Some(
-            recover::Prober::open(&root).map_err(|e| ResumeError::Failed(e.to_string()))?,
-        ),
+        Some(root) => {
+            Some(recover::Prober::open(&root).map_err(|e| ResumeError::Failed(e.to_string()))?)
+        }
         None => None,
     };
-    let analysis =
-        recover::analyze_probing(replay, &end, dropped, false, prober.as_ref());
+    let analysis = recover::analyze_probing(replay, &end, dropped, false, prober.as_ref());
     let plan_mode = plan_mode || prepared.replay().plan_mode;
     let chosen = choose_reruns(
         &analysis,

@@ -37,10 +37,7 @@ pub fn spawn(cmd: &mut Command) -> Child {
     cmd.spawn().expect("the binary starts")
 }
 
-pub fn recover_gated(
-    journal: &Path,
-    write: bool,
-) -> Result<Recovered, recover::RecoverError> {
+pub fn recover_gated(journal: &Path, write: bool) -> Result<Recovered, recover::RecoverError> {
     let _gate = SPAWN_GATE.read().unwrap_or_else(|p| p.into_inner());
     Recovery::of(journal).write(write).run()
 }

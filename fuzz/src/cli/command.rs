@@ -1,6 +1,6 @@
 //! `tooljournal fuzz --script FILE`: a transcript run many times with the real built-in and MCP
 //! tools, each time on a fresh copy of a template workspace, with what goes wrong around it
-//! drawn by the user fuzz harness (`tooljournal_fuzz::harness`): the user stopping a step, the
+//! drawn by the user fuzz harness (`tooljournal_fuzz::Harness`): the user stopping a step, the
 //! approvals' answers, the journal's (simulated) disk failing or losing power, a resume. Every
 //! case is checked against the runtime's invariants and the truth property over the files the
 //! transcript's `write` and `edit` calls name ([`WorkspaceWorld`]).
@@ -25,7 +25,7 @@ use runtime::tools::Workspace;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tooljournal_fuzz::harness::{
+use tooljournal_fuzz::{
     turns_of, written_paths, Budget, Clock, Harness, Progress, ToolFactory, Turn, WorkspaceWorld,
 };
 

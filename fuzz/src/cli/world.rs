@@ -11,7 +11,7 @@ use crate::config::FileConfig;
 use runtime::tool::Tool;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tooljournal_fuzz::harness::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};
+use tooljournal_fuzz::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};
 
 /// Most bytes of a server's stderr quoted when it fails to start.
 const SERVER_LOG_QUOTED_BYTES_MAX: u64 = 2_000;

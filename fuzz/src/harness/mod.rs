@@ -24,7 +24,7 @@
 //! ```
 //! use std::sync::{Arc, Mutex};
 //! use serde_json::{json, Value};
-//! use tooljournal_fuzz::harness::{Harness, Observer, CallView, Budget};
+//! use tooljournal_fuzz::{Harness, Observer, CallView, Budget};
 //! use tooljournal_fuzz::proptest::strategy::Strategy;
 //! use tooljournal_fuzz::runtime::args::Args;
 //! use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};

@@ -217,8 +217,8 @@ fn the_same_seed_gives_the_same_bytes_and_verdict() {
     use proptest::strategy::ValueTree;
     for seed in 0..20u64 {
         let case = tooljournal_fuzz::tree_for_seed(seed).current();
-        let a = tooljournal_fuzz::sim::run(&case, None);
-        let b = tooljournal_fuzz::sim::run(&case, None);
+        let a = tooljournal_fuzz::simulate(&case, None);
+        let b = tooljournal_fuzz::simulate(&case, None);
         assert_eq!(a.image.file_names(), b.image.file_names(), "seed {seed}");
         for name in a.image.file_names() {
             assert!(
@@ -227,8 +227,8 @@ fn the_same_seed_gives_the_same_bytes_and_verdict() {
             );
         }
         assert_eq!(
-            tooljournal_fuzz::check::check(&case, &a, None),
-            tooljournal_fuzz::check::check(&case, &b, None),
+            tooljournal_fuzz::check_run(&case, &a, None),
+            tooljournal_fuzz::check_run(&case, &b, None),
             "seed {seed}"
         );
     }

@@ -1,4 +1,4 @@
-//! The user harness (`tooljournal_fuzz::harness`) through its public API, with a user's tool:
+//! The user harness (`tooljournal_fuzz::Harness`) through its public API, with a user's tool:
 //! the worked example's `increment` (`examples/fuzz_my_tool/counter.rs`, included as is). It
 //! has power (a broken runtime is caught with the user's tool, not only the internal
 //! campaign's), composes with proptest, replays from a seed, and fuzzes a transcript.
@@ -8,10 +8,10 @@ mod counter;
 
 use counter::Variant;
 use proptest::prelude::*;
-use tooljournal_fuzz::case::StorageFault;
-use tooljournal_fuzz::harness::{turns_of, Budget, Report};
 use tooljournal_fuzz::runtime::transcript::parse_script;
 use tooljournal_fuzz::Mutant;
+use tooljournal_fuzz::StorageFault;
+use tooljournal_fuzz::{turns_of, Budget, Report};
 
 /// The fixed first seed of the campaigns here.
 const SEED: u64 = 7;

@@ -7,17 +7,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tooljournal_fuzz::case::StorageFault;
-use tooljournal_fuzz::harness::{
-    turns_of, Budget, Call, CallView, Clock, Harness, Observer, Resume, Step, ToolFactory, Turn,
-    UserCase, Word, WorkspaceWorld, FILE_TOOLS,
-};
 use tooljournal_fuzz::proptest::strategy::Strategy;
 use tooljournal_fuzz::runtime::args::Args;
 use tooljournal_fuzz::runtime::event::{StopReason, ToolSource};
 use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 use tooljournal_fuzz::runtime::transcript::parse_script;
 use tooljournal_fuzz::runtime::ErrorCode;
+use tooljournal_fuzz::StorageFault;
+use tooljournal_fuzz::{
+    turns_of, Budget, Call, CallView, Clock, Harness, Observer, Resume, Step, ToolFactory, Turn,
+    UserCase, Word, WorkspaceWorld, FILE_TOOLS,
+};
 
 /// A one-turn case: one step with `calls`, then a step that ends the turn.
 fn one_step(calls: Vec<Call>, parallel_max: usize) -> UserCase {

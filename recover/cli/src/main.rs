@@ -7,9 +7,9 @@
 use clap::{Parser, Subcommand};
 use journal::ReadEnd;
 
-use recover::{OutputKind, Output};
-use recover::{RecoverError, ReportSink, RereadError};
 use recover::Place;
+use recover::{Output, OutputKind};
+use recover::{RecoverError, ReportSink, RereadError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -515,8 +515,8 @@ fn cannot_write(file: &Path, e: std::io::Error) -> Failure {
 fn repair(from: &str, file: &Path, out: &Path) -> Result<(), Failure> {
     // expect: clap accepts only the names `from_name` knows.
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
-    let report = recover::repair_file(agent, file, out)
-        .map_err(|e| Failure::Failed(e.to_string()))?;
+    let report =
+        recover::repair_file(agent, file, out).map_err(|e| Failure::Failed(e.to_string()))?;
     let r = &report.repaired;
     let mut text = String::new();
     for (id, at) in &r.answered {
@@ -595,7 +595,8 @@ fn rebuild(
 ) -> Result<(), Failure> {
     let label = at.label();
     let dir = label.as_path();
-    let first = with_bar(|progress| recover::rebuild_first_reading(at, format, write, progress, probe))?;
+    let first =
+        with_bar(|progress| recover::rebuild_first_reading(at, format, write, progress, probe))?;
     note(dir, first.streamed.notes());
     if first.streamed.live {
         return Err(live_failure(dir));

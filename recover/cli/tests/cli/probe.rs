@@ -14,9 +14,9 @@ use crate::common;
 
 use common::{forged, recover, text};
 use journal::{FsStorage, Journal, Limits, Options, Reader};
-use recover::{Prober, Verdict};
 use recover::RecoverError;
 use recover::Recovery;
+use recover::{Prober, Verdict};
 use runtime::event::{
     idempotency_key, CallRef, Classification, Event, Evidence, ModelCall, ModelResponse, Record,
     StepOutcome, StopReason, ToolSource,

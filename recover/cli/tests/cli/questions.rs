@@ -11,10 +11,10 @@ use crate::common;
 
 use common::{recover, text};
 use journal::{FsStorage, Journal, Options};
-use recover::{question_withdrawn_text, CallReport};
 use recover::providers::{validate, Format};
 use recover::Recovered;
 use recover::Recovery;
+use recover::{question_withdrawn_text, CallReport};
 use runtime::event::{
     Answer, AskAnswer, Classification, Event, ModelCall, ModelResponse, Question, Record,
     StepOutcome, StopReason, ToolSource, TurnOutcome,
