@@ -1,4 +1,4 @@
-//! Confinement against a concurrent process (issue 13, item 4): while a child process keeps
+//! Confinement against a concurrent process: while a child process keeps
 //! swapping a workspace directory for a symlink to a directory outside and back, the file
 //! tools read, write, edit, list and walk through it. Nothing outside may be read into a result
 //! (every outside file holds a marker that must never appear), nothing outside may change, and
