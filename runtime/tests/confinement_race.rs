@@ -8,6 +8,11 @@
 //! the machine (a fixed number of rounds once ended before a slowed swapper had swapped), within
 //! a generous bound on time; a race that still did not happen by then fails the test.
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
+
 mod common;
 
 use common::*;
