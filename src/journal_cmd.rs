@@ -97,6 +97,8 @@ pub fn dump(dir: &Path, json: bool) -> Result<(), CliError> {
             )?;
         }
     }
+    // Cannot fail: the loop above returned on every error, so the reader ran to its end.
+    #[allow(clippy::expect_used)]
     let end = reader
         .end()
         .cloned()

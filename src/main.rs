@@ -1,3 +1,5 @@
+// A binary exports nothing: `pub` in its modules only shares items between them.
+#![allow(unreachable_pub)]
 //! `tooljournal`: the command-line face of the runtime.
 //!
 //! This file parses arguments and is the one place that turns errors into exit codes

@@ -8,6 +8,9 @@
 
 // Two crates include this file and each uses only part of it.
 #![allow(dead_code)]
+// `pub` is the API a user's crate would export; here the file is a module of an example and of
+// a test crate, which export nothing.
+#![allow(unreachable_pub)]
 
 use serde_json::{json, Value};
 use std::collections::BTreeSet;

@@ -3,6 +3,7 @@
 //! (and what the journal had appended and made durable at each), and the real run can put its
 //! fault inside the session.
 
+use crate::Locked;
 use journal::storage::{Op, ReadAt, WriteFile};
 use journal::{Journal, SimStorage};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -67,15 +68,10 @@ impl Counted {
                     (stats.appended_seq, stats.durable_seq)
                 }
                 // Closed: nothing was appended after the last noted operation.
-                None => self
-                    .ops
-                    .lock()
-                    .unwrap()
-                    .last()
-                    .map_or((0, 0), |&(_, a, d)| (a, d)),
+                None => self.ops.locked().last().map_or((0, 0), |&(_, a, d)| (a, d)),
             },
         };
-        self.ops.lock().unwrap().push((op, appended, durable));
+        self.ops.locked().push((op, appended, durable));
     }
 }
 

@@ -22,6 +22,7 @@ mod check;
 mod counted;
 mod evidence;
 mod harness;
+mod locked;
 mod person;
 mod questions;
 mod read;
@@ -51,6 +52,8 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::{BTreeMap, BTreeSet};
 
+pub(crate) use locked::Locked;
+
 /// Keeps the simulated tools' and observers' deliberate panics off the screen; every other
 /// panic (an assertion, a bug) is reported as usual.
 pub fn quiet_simulated_panics() {
@@ -69,6 +72,7 @@ pub fn quiet_simulated_panics() {
 }
 
 /// The case a seed stands for, as a tree proptest can shrink.
+#[allow(clippy::expect_used)]
 pub fn tree_for_seed(seed: u64) -> impl ValueTree<Value = case::Case> {
     // The campaign's strategy has no filter: it never rejects.
     tree_of(&case::case(), seed).expect("the case strategy never rejects")

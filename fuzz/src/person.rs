@@ -3,6 +3,7 @@
 //! hold the journal to (I16: only the person answers, and only what they said is an answer).
 
 use crate::case::{AskSpec, Kind, Person, StepSpec, OPTION_LABELS};
+use crate::Locked;
 use runtime::event::{Answer, AskAnswer, Question};
 use runtime::hooks::{
     Approver, AskFuture, CallInfo, Decision, PreExecute, QuestionFuture, QuestionOutcome,
@@ -55,7 +56,7 @@ impl SimPerson {
                 _ => None,
             };
         }
-        *self.plans.lock().unwrap() = plans;
+        *self.plans.locked() = plans;
     }
 
     /// What to answer to the next batch's yes/no approvals, by call id (an answer, or never:
@@ -74,23 +75,20 @@ impl SimPerson {
                 .into_iter()
                 .map(|(id, end)| (id, Plan::Given(end))),
         );
-        *self.plans.lock().unwrap() = plans;
+        *self.plans.locked() = plans;
     }
 
     /// Everything the person said, by call id.
     pub fn said(&self) -> HashMap<String, Said> {
-        self.said.lock().unwrap().clone()
+        self.said.locked().clone()
     }
 
     fn plan(&self, call: &CallInfo) -> Option<Plan> {
-        self.plans.lock().unwrap().get(&call.call.call_id).cloned()
+        self.plans.locked().get(&call.call.call_id).cloned()
     }
 
     fn note(&self, call: &CallInfo, said: Said) {
-        self.said
-            .lock()
-            .unwrap()
-            .insert(call.call.call_id.clone(), said);
+        self.said.locked().insert(call.call.call_id.clone(), said);
     }
 }
 

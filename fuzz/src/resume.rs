@@ -7,6 +7,7 @@
 use crate::case::{CallSpec, Case, Kind};
 use crate::tools::{model_call, session_parts, Body, Shared};
 use crate::world::World;
+use crate::Locked;
 use crate::Mutant;
 use journal::{Journal, Options, ReadEnd, SimStorage};
 use recover::Prober;
@@ -84,8 +85,7 @@ pub fn resume_one_turn(
         one_more_turn(session).await?;
         let ran = shared
             .bodies
-            .lock()
-            .unwrap()
+            .locked()
             .iter()
             .map(|b| b.call_id.clone())
             .collect();
@@ -151,8 +151,8 @@ pub fn resume_rerunning(
                 Ok(results) => resumed.results = results,
                 Err(RuntimeError::Spill(why)) if case.spill_fails => {
                     resumed.stopped = Some(why);
-                    resumed.bodies = shared.bodies.lock().unwrap().clone();
-                    resumed.world = shared.world.lock().unwrap().clone();
+                    resumed.bodies = shared.bodies.locked().clone();
+                    resumed.world = shared.world.locked().clone();
                     return Ok(resumed);
                 }
                 Err(e) => return Err(format!("running again failed: {e}")),
@@ -166,8 +166,8 @@ pub fn resume_rerunning(
         };
         one_more_turn(session).await?;
         resumed.went_on = true;
-        resumed.bodies = shared.bodies.lock().unwrap().clone();
-        resumed.world = shared.world.lock().unwrap().clone();
+        resumed.bodies = shared.bodies.locked().clone();
+        resumed.world = shared.world.locked().clone();
         Ok(resumed)
     })
 }

@@ -7,6 +7,7 @@ use crate::counted::{Counted, Ops};
 use crate::person::{Said, SimPerson};
 use crate::tools::{model_call, session_parts, Shared};
 use crate::world::World;
+use crate::Locked;
 use crate::Mutant;
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
@@ -189,6 +190,8 @@ fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
 /// report yet) and the operations it made.
 fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>) -> (Run, Ops) {
     let (storage, counted) = Counted::fresh(inject);
+    // Cannot fail short of the process being out of resources, where no case could run.
+    #[allow(clippy::expect_used)]
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -220,14 +223,14 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         }
     });
     let image = surviving_image(&storage, case.fault);
-    let mut world = shared.world.lock().unwrap().clone();
+    let mut world = shared.world.locked().clone();
     if let Some(change) = case.change_back {
         world.change_back(change);
     }
-    let bodies = shared.bodies.lock().unwrap().clone();
-    let live_violations = shared.violations.lock().unwrap().clone();
-    let cancels = play.cancels.lock().unwrap().clone();
-    let ops = counted.ops.lock().unwrap().clone();
+    let bodies = shared.bodies.locked().clone();
+    let live_violations = shared.violations.locked().clone();
+    let cancels = play.cancels.locked().clone();
+    let ops = counted.ops.locked().clone();
     let run = Run {
         image,
         bodies,
@@ -388,8 +391,7 @@ impl Play<'_> {
         match cancel {
             Some(Cancel::AfterMs(0)) => {
                 self.cancels
-                    .lock()
-                    .unwrap()
+                    .locked()
                     .insert(at, self.shared.epoch.elapsed().as_millis() as u64);
                 token.cancel();
                 None
@@ -400,8 +402,7 @@ impl Play<'_> {
                 Some(tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     cancels
-                        .lock()
-                        .unwrap()
+                        .locked()
                         .insert(at, epoch.elapsed().as_millis() as u64);
                     token.cancel();
                 }))

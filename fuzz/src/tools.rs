@@ -6,6 +6,7 @@
 use crate::case::{CallSpec, Case, Kind};
 use crate::person::{ask_arguments, AsksForApproval, SimPerson, QUESTION_TIMEOUT_MS};
 use crate::world::{content_of, World, Writer};
+use crate::Locked;
 use crate::Mutant;
 use journal::Journal;
 use runtime::event::{CallRef, Evidence, ModelCall, Resources, SideEffect, ToolSource};
@@ -131,7 +132,7 @@ impl Tool for Sim {
         let writes = list(args, "writes");
         let evidence = match args.str("id") {
             Some(id) if !writes.is_empty() => {
-                let mut world = self.shared.world.lock().unwrap();
+                let mut world = self.shared.world.locked();
                 let evidence = world.evidence(&writes, &content_of(id));
                 world.gather(id, evidence.clone());
                 evidence
@@ -145,14 +146,14 @@ impl Tool for Sim {
         let started_ms = shared.epoch.elapsed().as_millis() as u64;
         if let Some(j) = shared.journal.get() {
             if let Some(cause) = j.poisoned() {
-                shared.violations.lock().unwrap().push(format!(
+                shared.violations.locked().push(format!(
                     "I10 fail-stop: the body of {} started after the journal failed ({cause})",
                     ctx.call_id()
                 ));
             }
         }
         let index = {
-            let mut bodies = shared.bodies.lock().unwrap();
+            let mut bodies = shared.bodies.locked();
             bodies.push(Body {
                 call_id: ctx.call_id().to_owned(),
                 started_ms,
@@ -167,13 +168,13 @@ impl Tool for Sim {
             let kind = args.str("kind").unwrap_or("ok").to_owned();
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
             if kind == "panics" {
-                shared.bodies.lock().unwrap()[index].end = Some(BodyEnd::Panicked);
+                shared.bodies.locked()[index].end = Some(BodyEnd::Panicked);
                 panic!("simulated panic");
             }
             let act = || act(&shared, &args, &ctx);
             let result = body(&kind, ms, &ctx, act).await;
             // Recorded when the body returns, not before: a body dropped while running has no end.
-            shared.bodies.lock().unwrap()[index].end = Some(match &result {
+            shared.bodies.locked()[index].end = Some(match &result {
                 Ok(output) => BodyEnd::Ok(output.content.clone()),
                 Err(e) => BodyEnd::Err(e.code, e.message.clone()),
             });
@@ -192,7 +193,7 @@ fn act(shared: &Shared, args: &runtime::args::Args, ctx: &ToolContext) -> Result
     };
     let content = content_of(id);
     let after = runtime::tools::sha256_hex(content.as_bytes());
-    let mut world = shared.world.lock().unwrap();
+    let mut world = shared.world.locked();
     for path in &writes {
         let recorded = ctx.evidence().iter().find_map(|e| match e {
             Evidence::FileReplace {
@@ -294,14 +295,11 @@ impl SpillStore for MemSpill {
             "spill:sha256:{}",
             runtime::tools::sha256_hex(text.as_bytes())
         );
-        self.blobs
-            .lock()
-            .unwrap()
-            .insert(locator.clone(), text.to_owned());
+        self.blobs.locked().insert(locator.clone(), text.to_owned());
         Ok(locator)
     }
     fn get(&self, locator: &str) -> Result<Option<String>, String> {
-        Ok(self.blobs.lock().unwrap().get(locator).cloned())
+        Ok(self.blobs.locked().get(locator).cloned())
     }
 }
 
@@ -387,10 +385,13 @@ pub(crate) fn session_parts(
             retry_safe,
         };
         // Two distinct valid names on a new registry: registering cannot fail.
+        #[allow(clippy::expect_used)]
         registry
             .register(Arc::new(sim), ToolSource::BuiltIn)
             .expect("the simulated tools register");
     }
+    // The built-in `ask` on a registry holding only the two simulated tools: no clash.
+    #[allow(clippy::expect_used)]
     registry
         .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
         .expect("ask registers");

@@ -367,6 +367,7 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, 
             timestamp: field("timestamp"),
         };
         // expect: a struct of strings and JSON values always serializes.
+        #[allow(clippy::expect_used)]
         let bytes = serde_json::to_vec(&line).expect("a line serializes");
         Ok(vec![(Some(id), bytes)])
     })

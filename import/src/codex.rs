@@ -381,6 +381,7 @@ pub(crate) fn answers(job: &Job<'_>) -> Result<Edits, ReadError> {
         for mut answer in answers.remove(&at.offset).into_iter().flatten() {
             answer.ordinal = ordinals.added();
             // expect: strings and JSON values always serialize.
+            #[allow(clippy::expect_used)]
             let bytes = serde_json::to_vec(&answer).expect("a line serializes");
             edits.after.entry(at.offset).or_default().push(bytes);
         }

@@ -1,4 +1,4 @@
-//! Other agents' session files, read truthfully (issue 21's reading half), and repaired.
+//! Other agents' session files, read truthfully, and repaired.
 //!
 //! Today's agent CLIs answer every interrupted tool call with one canned string, whatever
 //! happened. This crate reads their session files (codex's rollout JSONL, pi's session JSONL,

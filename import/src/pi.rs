@@ -337,6 +337,7 @@ pub(crate) fn repairs(job: &Job<'_>, chain: &chain::Chain<'_>) -> Result<Edits, 
                 },
             };
             // expect: a struct of strings and JSON values always serializes.
+            #[allow(clippy::expect_used)]
             out.push((
                 id.clone(),
                 serde_json::to_vec(&entry).expect("an entry serializes"),
@@ -382,9 +383,9 @@ pub(crate) fn missing_header(
         cwd: "",
     };
     // expect: a struct of strings and numbers always serializes.
-    Ok(Some(
-        serde_json::to_string(&header).expect("a header serializes"),
-    ))
+    #[allow(clippy::expect_used)]
+    let header = serde_json::to_string(&header).expect("a header serializes");
+    Ok(Some(header))
 }
 
 /// A session header as pi writes one, its fields in pi's order.

@@ -117,12 +117,32 @@ pub fn seal(buf: &mut [u8], start: usize) -> u64 {
         frame.len() >= FRAME_BYTES_MIN,
         "seal: frame shorter than its header"
     );
+    // Cannot fail: the caller checked the record size limit, which is a u32.
+    #[allow(clippy::expect_used)]
     let length = u32::try_from(frame.len() - FRAME_PREFIX_BYTES)
         .expect("seal: caller checked the record size limit, which is a u32");
     frame[0..4].copy_from_slice(&length.to_le_bytes());
     let crc = checksum(&frame[0..4], &frame[FRAME_PREFIX_BYTES..]);
     frame[4..8].copy_from_slice(&crc.to_le_bytes());
     frame.len() as u64
+}
+
+/// The bytes of `bytes` as an array of exactly `N`. Panics, as a slice index out of range does,
+/// when `bytes` is not `N` long: callers pass a range of a frame or header they checked.
+pub(crate) fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut field = [0; N];
+    field.copy_from_slice(bytes);
+    field
+}
+
+/// The little-endian `u32` at `bytes[at..at + 4]` (a length, a crc, a version).
+pub(crate) fn le_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(array(&bytes[at..at + 4]))
+}
+
+/// The little-endian `u64` at `bytes[at..at + 8]` (a seq, a segment number).
+pub(crate) fn le_u64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(array(&bytes[at..at + 8]))
 }
 
 /// The length field of a frame prefix, if there are enough bytes for one.
@@ -146,13 +166,16 @@ pub fn bytes_needed(prefix: &[u8], length_max: u32) -> u64 {
 /// offset (or at least [`bytes_needed`] of it).
 pub fn check(bytes: &[u8], length_max: u32) -> FrameCheck {
     let available = bytes.len() as u64;
+    let truncated_prefix = FrameCheck::Bad(BadFrame::Truncated {
+        needed_bytes: FRAME_PREFIX_BYTES as u64,
+        available_bytes: available,
+    });
     if bytes.len() < FRAME_PREFIX_BYTES {
-        return FrameCheck::Bad(BadFrame::Truncated {
-            needed_bytes: FRAME_PREFIX_BYTES as u64,
-            available_bytes: available,
-        });
+        return truncated_prefix;
     }
-    let length = length_field(bytes).expect("checked: at least a prefix is present");
+    let Some(length) = length_field(bytes) else {
+        return truncated_prefix;
+    };
     if (length as usize) < SEQ_BYTES {
         return FrameCheck::Bad(BadFrame::LengthTooSmall { length });
     }
@@ -167,12 +190,12 @@ pub fn check(bytes: &[u8], length_max: u32) -> FrameCheck {
         });
     }
     let body = &bytes[FRAME_PREFIX_BYTES..frame_bytes as usize];
-    let stored = u32::from_le_bytes(bytes[4..8].try_into().expect("slice of length 4"));
+    let stored = le_u32(bytes, 4);
     let computed = checksum(&bytes[0..4], body);
     if stored != computed {
         return FrameCheck::Bad(BadFrame::Checksum { stored, computed });
     }
-    let seq = u64::from_le_bytes(body[0..SEQ_BYTES].try_into().expect("slice of length 8"));
+    let seq = le_u64(body, 0);
     FrameCheck::Valid { seq, frame_bytes }
 }
 

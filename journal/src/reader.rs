@@ -390,6 +390,8 @@ impl Reader {
         while let Some(item) = self.next_ref() {
             item?;
         }
+        // Cannot fail: the loop above returned on every error, so the reader ran to its end.
+        #[allow(clippy::expect_used)]
         let end = self
             .end
             .clone()
@@ -723,8 +725,11 @@ impl Reader {
                 cursor.records += 1;
                 self.expected_seq += 1;
                 self.records += 1;
+                // Cannot fail: the header is read, and the id set, before any record.
+                #[allow(clippy::expect_used)]
+                let journal_id = self.journal_id.expect("set with the header");
                 self.tail = Some(Tail {
-                    journal_id: self.journal_id.expect("set with the header"),
+                    journal_id,
                     format_version: cursor.encoding.format_version(),
                     valid_end: Position {
                         segment: number,

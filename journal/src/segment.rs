@@ -16,6 +16,7 @@
 //! only the last segment can have a torn tail.
 
 use crate::codec::Encoding;
+use crate::framing;
 
 /// Magic bytes at the start of every segment.
 pub const MAGIC: [u8; 8] = *b"TJRNSEG\0";
@@ -122,27 +123,27 @@ impl SegmentHeader {
                 len_bytes: bytes.len() as u64,
             });
         }
-        let magic: [u8; 8] = bytes[0..8].try_into().expect("slice of length 8");
+        let magic: [u8; 8] = framing::array(&bytes[0..8]);
         if magic != MAGIC {
             return Err(BadHeader::Magic { found: magic });
         }
-        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("slice of length 4"));
+        let version = framing::le_u32(bytes, 8);
         if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
             return Err(BadHeader::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
             });
         }
-        let stored = u32::from_le_bytes(bytes[44..48].try_into().expect("slice of length 4"));
+        let stored = framing::le_u32(bytes, 44);
         let computed = crc32fast::hash(&bytes[0..44]);
         if stored != computed {
             return Err(BadHeader::Checksum { stored, computed });
         }
         Ok(SegmentHeader {
             format_version: version,
-            journal_id: bytes[12..28].try_into().expect("slice of length 16"),
-            segment_number: u64::from_le_bytes(bytes[28..36].try_into().expect("length 8")),
-            first_seq: u64::from_le_bytes(bytes[36..44].try_into().expect("length 8")),
+            journal_id: framing::array(&bytes[12..28]),
+            segment_number: framing::le_u64(bytes, 28),
+            first_seq: framing::le_u64(bytes, 36),
         })
     }
 }

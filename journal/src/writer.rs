@@ -542,6 +542,8 @@ impl State {
         let limits = options.limits;
         let seq = self.next_seq;
         let encoding = self.encoding();
+        // Cannot fail: `chunks` starts with one chunk and is never emptied.
+        #[allow(clippy::expect_used)]
         let chunk = self.chunks.last_mut().expect("chunks is never empty");
         let start = framing::begin(&mut chunk.bytes, seq);
         let payload_max = u64::from(limits.record_size_bytes_max) - SEQ_BYTES as u64;

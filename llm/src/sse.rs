@@ -60,7 +60,7 @@ pub(crate) enum DecodeError {
 
 impl DecodeError {
     /// [`DecodeError::Shape`] from anything printable (a serde error, a sentence).
-    pub fn shape(what: impl fmt::Display) -> DecodeError {
+    pub(crate) fn shape(what: impl fmt::Display) -> DecodeError {
         DecodeError::Shape(what.to_string())
     }
 }

@@ -1,6 +1,11 @@
 //! MCP tools against real servers from the npm registry (pinned in tests/mcp), through the
 //! runtime's public session API: the same pipeline and journal as built-ins.
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
+
 #[path = "../../tests/mcp/support.rs"]
 mod support;
 

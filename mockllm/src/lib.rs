@@ -108,6 +108,7 @@ impl MockServer {
     /// # Panics
     /// When no loopback port can be bound (the machine is out of sockets): a test fixture has
     /// nothing better to do then. [`MockServer::start_on`] returns the error instead.
+    #[allow(clippy::expect_used)]
     pub fn start() -> MockServer {
         // Binding port 0 on loopback fails only when the machine is out of sockets or
         // threads, and no test can go on without its server.

@@ -1,5 +1,5 @@
-//! tooljournal's journal kept in PostgreSQL: [`PgStore`], the [`journal::RecordStore`] of issue
-//! 18, one row per record.
+//! tooljournal's journal kept in PostgreSQL: [`PgStore`], the [`journal::RecordStore`] that keeps
+//! one row per record.
 //!
 //! Why a database: several workers share journals, and a journal must outlive the machine that
 //! wrote it. The journal above this crate (group commit, seq numbering, fail-stop, frame checks

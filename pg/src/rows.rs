@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Rows per page.
-pub const PAGE_ROWS: i64 = 1024;
+pub(crate) const PAGE_ROWS: i64 = 1024;
 
 /// A journal's rows in seq order (see [`journal::RecordStore::rows`]).
 pub struct PgRows {

@@ -120,6 +120,8 @@ fn question_state(ask: &AskRecord) -> &'static str {
 }
 
 /// A yes/no approval's answer, as `--json` spells it (`allowed_once`, `denied`, ...).
+// Cannot fail: an enum of unit variants serializes.
+#[allow(clippy::expect_used)]
 fn approval_answer(answer: AskAnswer) -> Value {
     serde_json::to_value(answer).expect("an enum of unit variants serializes")
 }

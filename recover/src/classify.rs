@@ -269,10 +269,12 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
         return import_cut_short();
     }
     match c.state {
-        CallState::Settled => (
-            None,
-            settled_result(c.outcome.expect("settled calls have an outcome")),
-        ),
+        CallState::Settled => {
+            // Cannot fail: the replay records a call as settled with its outcome.
+            #[allow(clippy::expect_used)]
+            let outcome = c.outcome.expect("settled calls have an outcome");
+            (None, settled_result(outcome))
+        }
         // The mutant: a started call read as not started (I1 read backwards, broken on purpose).
         #[cfg(feature = "mutant")]
         CallState::Started if crate::mutant::on(crate::mutant::STARTED_AS_NOT_STARTED) => (
@@ -294,6 +296,8 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
         }
         // Did not start; its own result is known and is what the model gets.
         CallState::Rejected => {
+            // Cannot fail: the replay records a call as rejected with its reason.
+            #[allow(clippy::expect_used)]
             let (code, reason) = c.rejection.expect("rejected calls have a reason");
             (
                 Some(Classification::ToolNotStarted),
@@ -501,6 +505,9 @@ fn report_call(
             probe,
         }
     } else if c.state == CallState::Committed {
+        // Cannot fail: the replay records a call as committed with its result.
+        #[allow(clippy::expect_used)]
+        let result = c.committed.clone().expect("committed calls have a result");
         CallReport {
             call: c.call.clone(),
             tool: c.tool.clone(),
@@ -508,7 +515,7 @@ fn report_call(
             state: c.state,
             classification: imported_classification(c),
             resources: c.resources.clone().unwrap_or_default(),
-            result: c.committed.clone().expect("committed calls have a result"),
+            result,
             recovered: false,
             in_flight: false,
             probe: None,

@@ -824,6 +824,7 @@ const UNKNOWN_SCHEMA: &str = r#"{"type":"object"}"#;
 fn tools(session: &Session) -> Vec<(String, String)> {
     let names: BTreeSet<&str> = session.calls.iter().map(|c| c.name.as_str()).collect();
     // Cannot fail: the constant is JSON.
+    #[allow(clippy::expect_used)]
     let schema: serde_json::Value =
         serde_json::from_str(UNKNOWN_SCHEMA).expect("the unknown schema is JSON");
     let hash = events::schema::schema_hash(&schema, None);

@@ -82,7 +82,9 @@ pub fn classify_json(journal: &str, a: &Analysis) -> Value {
             });
             if let Some(p) = &c.probe {
                 // Cannot fail: a probe is strings, numbers and a unit enum.
-                call["probe"] = serde_json::to_value(p).expect("a probe serializes");
+                #[allow(clippy::expect_used)]
+                let probe = serde_json::to_value(p).expect("a probe serializes");
+                call["probe"] = probe;
             }
             call
         }).collect::<Vec<_>>(),
@@ -152,6 +154,8 @@ pub fn audit_text(journal: &str, a: &Analysis) -> String {
         w.finish(&usage(a), a.replay.imported.as_ref())
     };
     // Cannot fail: writing to a Vec does not fail, and the table is UTF-8 (made of strings).
-    let bytes = write().expect("an audit written to memory");
-    String::from_utf8(bytes).expect("an audit table is UTF-8")
+    #[allow(clippy::expect_used)]
+    let text = String::from_utf8(write().expect("an audit written to memory"))
+        .expect("an audit table is UTF-8");
+    text
 }

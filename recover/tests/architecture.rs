@@ -8,6 +8,9 @@
 //! executor and no process control; and neither recover's nor the model adapters' whole tree
 //! (`cargo tree -e normal`) holds the executor's or a command line's crates.
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 

@@ -9,6 +9,9 @@
 //! body that ran before the power went out; with a cut at byte N, every body that started when
 //! the journal file was at most N bytes long (a crash at N came after it).
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
 use runtime::event::{AskAnswer, Classification, ToolSource};

@@ -2,6 +2,9 @@
 //! long the journal, and it says exactly what the full analysis says — the same reports in the
 //! same order, the same recovery event, the same errors for a journal that does not make sense.
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
 use runtime::event::*;
 use runtime::ErrorCode;

@@ -371,7 +371,7 @@ impl Attempt<'_> {
                     }
                     grace = Some(Box::pin(tokio::time::sleep(Duration::from_millis(config.cancel_grace_ms))));
                 }
-                _ = async { grace.as_mut().expect("guarded").await }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
+                _ = async { if let Some(grace) = grace.as_mut() { grace.await } }, if grace.as_ref().is_some_and(|g| !g.is_elapsed()) => {
                     ctx.stats.ignored_cancellation();
                     tracing::warn!(call = %info.call, tool = %info.tool, grace_ms = config.cancel_grace_ms,
                         "the tool ignores cancellation; waiting for it to settle before releasing its resources");

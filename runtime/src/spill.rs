@@ -63,6 +63,8 @@ impl SledSpill {
         })
     }
 
+    // Cannot fail: only `drop` takes the store.
+    #[allow(clippy::expect_used)]
     fn db(&self) -> &sled::Db {
         // Only `drop` takes it.
         self.db.as_ref().expect("the store is open until dropped")

@@ -90,6 +90,7 @@ impl Track {
         let appended = log.append(&event);
         // assert: every transition's event is a per-call event (the closures above build one),
         // so its call comes back; a match per event.
+        #[allow(clippy::expect_used)]
         let (call, sources) = event
             .call_parts_mut()
             .expect("a call's state change is recorded by an event that names the call");

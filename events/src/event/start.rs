@@ -75,7 +75,9 @@ pub fn idempotency_key(session_id: &str, call: &CallRef) -> String {
     debug_assert_eq!(key.len(), IDEMPOTENCY_KEY_BYTES);
     // expect: every byte is from HEX or "tj1-", so the text is ASCII; the check is one pass
     // over 68 bytes.
-    String::from_utf8(key).expect("hex digits are ASCII")
+    #[allow(clippy::expect_used)]
+    let key = String::from_utf8(key).expect("hex digits are ASCII");
+    key
 }
 
 /// Which calls a resume runs again (`tooljournal resume --rerun`).

@@ -257,6 +257,7 @@ pub fn replay_backend(
         replayer.apply(&record?)?;
     }
     // Cannot fail: iteration ran to its end (an I/O error returned above), which sets it.
+    #[allow(clippy::expect_used)]
     let end = reader
         .end()
         .cloned()

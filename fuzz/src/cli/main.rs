@@ -10,6 +10,9 @@
 //! Exit status: 0 no violation, 1 a violation found (or a usage or I/O error), 2 a transcript
 //! or workspace template that cannot be used.
 
+// A binary exports nothing: `pub` in its modules only shares items between them.
+#![allow(unreachable_pub)]
+
 /// `println!` for a person: returns [`CliError::StdoutClosed`] instead of panicking on a
 /// closed pipe, and shows control, bidi and invisible characters as escapes
 /// (`runtime::display`).

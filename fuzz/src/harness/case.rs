@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Most turns, steps per turn and calls per step a random case has.
-pub const TURNS_MAX: usize = 3;
+pub(crate) const TURNS_MAX: usize = 3;
 /// See [`TURNS_MAX`].
-pub const STEPS_MAX: usize = 3;
+pub(crate) const STEPS_MAX: usize = 3;
 /// See [`TURNS_MAX`].
-pub const CALLS_MAX: usize = 4;
+pub(crate) const CALLS_MAX: usize = 4;
 
 /// One case: the transcript and what goes wrong around it.
 #[derive(Debug, Clone, PartialEq)]

@@ -219,6 +219,7 @@ impl Outcome<'_> {
     }
 }
 
+#[allow(clippy::expect_used)]
 fn typed<O: Observer>(snapshot: &AnySnapshot) -> &O::Snapshot {
     snapshot
         .downcast_ref::<O::Snapshot>()
@@ -376,9 +377,11 @@ impl Harness {
 
     /// Runs one case and checks it.
     pub fn check(&self, case: &UserCase) -> Checked {
-        verdict::check(self, case, &stop::Stop::default())
-            // Only a stop's deadline cuts a case short, and this one has none.
-            .expect("a case nobody stops is checked")
+        // Only a stop's deadline cuts a case short, and this one has none.
+        #[allow(clippy::expect_used)]
+        let checked = verdict::check(self, case, &stop::Stop::default())
+            .expect("a case nobody stops is checked");
+        checked
     }
 
     /// Runs cases of `cases` from `budget`'s first seed until its budget is spent, stopping at

@@ -107,6 +107,7 @@ pub(crate) struct Erased<O>(pub(crate) O);
 
 impl<O: Observer> Erased<O> {
     /// Every snapshot this world handles was made by its own `snapshot`.
+    #[allow(clippy::expect_used)]
     fn typed(a: &AnySnapshot) -> &O::Snapshot {
         // The harness hands a world only the snapshots its own `snapshot` made (and copies).
         a.downcast_ref::<O::Snapshot>()
@@ -123,6 +124,7 @@ impl<O: Observer> World for Erased<O> {
     }
     fn apply(&self, state: &mut AnySnapshot, call: &CallView<'_>) {
         // As in `typed`: a snapshot of this world.
+        #[allow(clippy::expect_used)]
         let typed = state
             .downcast_mut::<O::Snapshot>()
             .expect("a world only meets snapshots of its own type");

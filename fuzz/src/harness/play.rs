@@ -61,6 +61,7 @@ pub(crate) fn first_run(
 }
 
 /// The tokio runtime a session runs on.
+#[allow(clippy::expect_used)]
 fn tokio_runtime(clock: Clock) -> tokio::runtime::Runtime {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();

@@ -1,4 +1,4 @@
-//! Review of the user harness (issue #22): cases where the harness misjudges a correct tool
+//! Review of the user harness: cases where the harness misjudges a correct tool
 //! (a false violation) or breaks what it promises. Each test is a defect of the review's
 //! report, and fails until it is fixed.
 

@@ -196,12 +196,14 @@ impl History {
     }
 
     /// The body as JSON text, argument objects byte for byte as the journal has them.
+    #[allow(clippy::expect_used)]
     pub fn to_json(&self) -> String {
         // Cannot fail: keys are strings and every raw fragment was parsed when it was made.
         serde_json::to_string(&self.0).expect("a rendered body serializes")
     }
 
     /// [`History::to_json`], indented (the raw argument text inside is left as it is).
+    #[allow(clippy::expect_used)]
     pub fn to_json_pretty(&self) -> String {
         // Cannot fail, as in `to_json`.
         serde_json::to_string_pretty(&self.0).expect("a rendered body serializes")
@@ -221,7 +223,7 @@ pub(crate) enum Node {
 
 impl Node {
     /// An object from `fields`.
-    pub fn object<const N: usize>(fields: [(&'static str, Node); N]) -> Node {
+    pub(crate) fn object<const N: usize>(fields: [(&'static str, Node); N]) -> Node {
         Node::Object(fields.into_iter().collect())
     }
 
@@ -607,7 +609,7 @@ pub(crate) struct Turn {
 
 impl Turn {
     /// A turn holding only `rest`.
-    pub fn of(role: &'static str, rest: Vec<Node>) -> Turn {
+    pub(crate) fn of(role: &'static str, rest: Vec<Node>) -> Turn {
         Turn {
             role,
             lead: Vec::new(),
@@ -616,7 +618,7 @@ impl Turn {
         }
     }
 
-    pub fn into_parts(self) -> Vec<Node> {
+    pub(crate) fn into_parts(self) -> Vec<Node> {
         let mut parts = self.lead;
         parts.extend(self.first);
         parts.extend(self.rest);
@@ -639,7 +641,7 @@ pub(crate) struct Turns {
 }
 
 impl Turns {
-    pub fn new(key: &'static str, leading: fn() -> Node) -> Turns {
+    pub(crate) fn new(key: &'static str, leading: fn() -> Node) -> Turns {
         Turns {
             open: None,
             started: false,
@@ -649,7 +651,7 @@ impl Turns {
     }
 
     /// The open turn if it has `role`, else a new one (the open one handed out to `out`).
-    pub fn turn(&mut self, role: &'static str, out: &mut Vec<Node>) -> &mut Turn {
+    pub(crate) fn turn(&mut self, role: &'static str, out: &mut Vec<Node>) -> &mut Turn {
         if self.open.as_ref().is_some_and(|t| t.role != role) {
             self.close(out);
         }
@@ -657,7 +659,7 @@ impl Turns {
     }
 
     /// Hands out the open turn, if any.
-    pub fn close(&mut self, out: &mut Vec<Node>) {
+    pub(crate) fn close(&mut self, out: &mut Vec<Node>) {
         let Some(t) = self.open.take() else {
             return;
         };

@@ -1,4 +1,4 @@
-//! The turn-based layout (issue #24): without a compaction it is the flat conversation; with
+//! The turn-based layout: without a compaction it is the flat conversation; with
 //! one, the replaced turns are left out behind the prefix CTX.md gives, and shortened results
 //! are cut as `shorten` says. Expected texts are written out by hand from those rules.
 

@@ -1,4 +1,4 @@
-//! The deterministic fallback reduction (issue #24): oldest turns first, then the current
+//! The deterministic fallback reduction: oldest turns first, then the current
 //! turn's older steps' results, never the newest step, and a clear "still over" when nothing
 //! more may go.
 
@@ -164,7 +164,7 @@ fn nothing_to_reduce_says_how_far_over() {
     assert_eq!(plan_fallback(None, only, &[], whole - 10, 100), Err(10));
 }
 
-/// Issue 38: short of the budget, `plan_toward` still gives the smallest layout (every earlier
+/// Short of the budget, `plan_toward` still gives the smallest layout (every earlier
 /// turn out, the older steps of this turn shortened) and how far over it is, for a refused
 /// request to go reduced as far as it can be; within the budget it is `plan_fallback`'s plan.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue #24's property: any reduction of a random conversation keeps every provider's pairing
+//! The context reduction's property: any reduction of a random conversation keeps every provider's pairing
 //! rules. Random turns (unicode texts, 0-3 calls a step with random ids, names and arguments,
 //! results of random lengths) under random compactions, under `plan_fallback`'s plans for
 //! random budgets, and as summary requests, all render to bodies every validator accepts,

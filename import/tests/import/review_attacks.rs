@@ -506,7 +506,7 @@ fn claude_line(
     .to_string()
 }
 
-/// Promise 2 (issue 36, 7b): the line a repair adds to a Claude Code file took its id from the
+/// Promise 2: the line a repair adds to a Claude Code file took its id from the
 /// call id alone, so two sessions interrupted on the same call id (ids are per response, and
 /// some providers number them) got lines with one uuid, which Claude Code looks up across a
 /// project's files. Now each is drawn from the session and the line it follows as well, and
@@ -552,7 +552,7 @@ fn claude_code_an_added_line_id_is_its_own_in_every_session() {
     }
 }
 
-/// Issue 36, 7c: Claude Code 2.1.332, resumed after it was killed while its shell tool ran,
+/// Claude Code 2.1.332, resumed after it was killed while its shell tool ran,
 /// writes its own "[Tool call interrupted: … its outcome is unknown …]" as the call's result
 /// and a "No response requested." reply of its own (model `<synthetic>`). That result is the
 /// agent's verdict, not the tool's output: the call reads as unknown, its placeholder keeps it
@@ -581,7 +581,7 @@ fn claude_code_its_own_interrupted_placeholder_is_no_output() {
     );
 }
 
-/// Issue 36, 7a: codex 0.171 numbers every line of a paginated rollout (`ordinal`, from 0)
+/// Codex 0.171 numbers every line of a paginated rollout (`ordinal`, from 0)
 /// and on resume continues from the last line's, refusing a last line without one; a repair
 /// put an answer with none after the call. Now the answer takes the number after its call's,
 /// every line after it moves on by one, and the file's last line carries one.

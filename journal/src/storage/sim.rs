@@ -380,6 +380,8 @@ impl WriteFile for SimWrite {
         };
         sim.stats.writes += 1;
         sim.stats.bytes_written += take as u64;
+        // Cannot fail: inodes are never removed (unlinking drops the name only).
+        #[allow(clippy::expect_used)]
         let inode = sim
             .inodes
             .get_mut(&self.inode)
@@ -403,6 +405,8 @@ impl WriteFile for SimWrite {
             let mut sim = lock(&self.sim);
             sim.step(Op::Sync)?;
             sim.stats.syncs += 1;
+            // Cannot fail: inodes are never removed (unlinking drops the name only).
+            #[allow(clippy::expect_used)]
             let inode = sim
                 .inodes
                 .get_mut(&self.inode)
@@ -419,6 +423,8 @@ impl WriteFile for SimWrite {
     fn truncate(&mut self, len_bytes: u64) -> io::Result<()> {
         let mut sim = lock(&self.sim);
         sim.step(Op::Truncate)?;
+        // Cannot fail: inodes are never removed (unlinking drops the name only).
+        #[allow(clippy::expect_used)]
         let inode = sim
             .inodes
             .get_mut(&self.inode)

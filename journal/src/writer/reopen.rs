@@ -52,6 +52,8 @@ pub(super) fn read_tail(
     for item in reader.by_ref() {
         item?;
     }
+    // Cannot fail: the loop above returned on every error, so the reader ran to its end.
+    #[allow(clippy::expect_used)]
     let end = reader
         .end()
         .cloned()

@@ -73,12 +73,13 @@ impl RowsIo {
 fn rows_of<'a>(mut bytes: &'a [u8], rows: &mut Vec<RowRef<'a>>) {
     while !bytes.is_empty() {
         // `push` wrote these frames whole: a short one is a bug in this crate.
+        #[allow(clippy::expect_used)] // `push` wrote these frames whole: a prefix is there
         let length = framing::length_field(bytes).expect("a whole frame") as usize;
         let frame_bytes = FRAME_PREFIX_BYTES + length;
         let frame = &bytes[..frame_bytes];
-        let crc = u32::from_le_bytes(frame[4..8].try_into().expect("4 bytes"));
+        let crc = framing::le_u32(frame, 4);
         let body = &frame[FRAME_PREFIX_BYTES..];
-        let seq = u64::from_le_bytes(body[..SEQ_BYTES].try_into().expect("8 bytes"));
+        let seq = framing::le_u64(body, 0);
         rows.push(RowRef {
             seq,
             crc,

@@ -71,7 +71,7 @@ fn a_live_segment_is_zero_filled_ahead_and_a_closed_one_ends_at_its_last_record(
     assert_eq!((records.len(), end), (60, ReadEnd::Clean));
 }
 
-/// Issue 38: a journal others still hold (a session's log, its watchers) is finished in place:
+/// A journal others still hold (a session's log, its watchers) is finished in place:
 /// durable, its zeros cut; an append after that zero-fills ahead again and reads on.
 #[test]
 fn a_shared_journal_finished_in_place_ends_at_its_last_record() {

@@ -150,20 +150,20 @@ impl<'a> Emitter<'a> {
     }
 
     /// An event whose data is `data` as JSON.
-    pub fn event(&mut self, name: Option<&str>, data: &impl Serialize) {
+    pub(crate) fn event(&mut self, name: Option<&str>, data: &impl Serialize) {
         let text = json_text(data);
         let bytes = self.encode(name, &text);
         self.push(Frame::Send(bytes.into()));
     }
 
     /// An event whose data is `data` verbatim (OpenAI's `[DONE]`).
-    pub fn raw(&mut self, data: &str) {
+    pub(crate) fn raw(&mut self, data: &str) {
         let bytes = self.encode(None, data);
         self.push(Frame::Send(bytes.into()));
     }
 
     /// A delta event: the malformed line, when asked for, follows the first one.
-    pub fn delta(&mut self, name: Option<&str>, data: &impl Serialize) {
+    pub(crate) fn delta(&mut self, name: Option<&str>, data: &impl Serialize) {
         self.event(name, data);
         if self.faults.malformed_line && !self.malformed_sent && !self.over {
             self.malformed_sent = true;
@@ -174,7 +174,7 @@ impl<'a> Emitter<'a> {
     }
 
     /// The text is all sent: hang here when asked to.
-    pub fn text_end(&mut self) {
+    pub(crate) fn text_end(&mut self) {
         if self.faults.hang_after_text {
             self.push(Frame::Hang);
             self.over = true;
@@ -208,26 +208,26 @@ impl<'a> Emitter<'a> {
     }
 
     /// Call 0's arguments are all sent: cut now if the limit was not reached before.
-    pub fn call0_end(&mut self) {
+    pub(crate) fn call0_end(&mut self) {
         if self.faults.cut_in_call_arguments.is_some() {
             self.cut(Vec::new());
         }
     }
 
     /// Send `bytes`, then break the connection.
-    pub fn cut(&mut self, bytes: Vec<u8>) {
+    pub(crate) fn cut(&mut self, bytes: Vec<u8>) {
         self.push(Frame::Cut(bytes.into()));
         self.over = true;
     }
 
     /// The arguments-cut limit for call 0, when set.
-    pub fn cut_limit(&self) -> Option<usize> {
+    pub(crate) fn cut_limit(&self) -> Option<usize> {
         self.faults.cut_in_call_arguments
     }
 
     /// What may be sent of `piece`, the next piece of call `call`'s arguments, and whether
     /// the connection is cut right after it (only call 0 is ever cut).
-    pub fn args_piece<'p>(&mut self, call: usize, piece: &'p str) -> (&'p str, bool) {
+    pub(crate) fn args_piece<'p>(&mut self, call: usize, piece: &'p str) -> (&'p str, bool) {
         if call == 0 {
             self.call0_piece(piece)
         } else {
@@ -237,6 +237,7 @@ impl<'a> Emitter<'a> {
 }
 
 /// `value` as JSON text.
+#[allow(clippy::expect_used)]
 fn json_text(value: &impl Serialize) -> String {
     // Serializing a `Value` or a struct of strings, numbers and `RawValue`s cannot fail.
     serde_json::to_string(value).expect("a JSON value serializes")

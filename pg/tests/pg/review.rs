@@ -1,4 +1,4 @@
-//! Adversarial review of the PostgreSQL record store (issue 18): each test states a promise
+//! Adversarial review of the PostgreSQL record store: each test states a promise
 //! the store or the journal above it makes, and tries to break it (each found a defect once,
 //! now fixed; the comments say how it showed). Tests that restart the server or change its
 //! settings start a server of their own.

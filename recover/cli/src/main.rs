@@ -168,6 +168,7 @@ fn import_backend(journal: &Path) -> Result<journal::Backend, Failure> {
 
 fn import(from: &str, file: &Path, journal: &Path) -> Result<(), Failure> {
     // expect: clap accepts only the names `from_name` knows.
+    #[allow(clippy::expect_used)]
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
     let failed = |e: recover::ImportError| Failure::Failed(e.to_string());
     let original = recover::open_session_file(file).map_err(|e| failed(e.into()))?;
@@ -514,6 +515,7 @@ fn cannot_write(file: &Path, e: std::io::Error) -> Failure {
 /// `recover repair`: the copy written, what it did on stdout.
 fn repair(from: &str, file: &Path, out: &Path) -> Result<(), Failure> {
     // expect: clap accepts only the names `from_name` knows.
+    #[allow(clippy::expect_used)]
     let agent = import::Agent::from_name(from).expect("clap checked the agent's name");
     let report =
         recover::repair_file(agent, file, out).map_err(|e| Failure::Failed(e.to_string()))?;

@@ -221,6 +221,7 @@ fn replay_with_progress(
         progress.record(record.position, record.frame_bytes);
     }
     // Cannot fail: iteration ran to its end (an I/O error returned above), which sets it.
+    #[allow(clippy::expect_used)]
     let end = reader
         .end()
         .cloned()

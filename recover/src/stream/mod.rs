@@ -855,19 +855,23 @@ fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
             in_flight: false,
             probe,
         },
-        None => CallReport {
-            call,
-            tool,
-            raw_arguments,
-            state: r.state,
-            classification: imported_classification(r),
-            resources,
+        None => {
             // Cannot fail: a call is committed only by `committed` or a `recovery`, and both
             // set its result (a recovered call is the arm above).
-            result: r.committed.take().expect("a committed call has its result"),
-            recovered: false,
-            in_flight: false,
-            probe: None,
-        },
+            #[allow(clippy::expect_used)]
+            let result = r.committed.take().expect("a committed call has its result");
+            CallReport {
+                call,
+                tool,
+                raw_arguments,
+                state: r.state,
+                classification: imported_classification(r),
+                resources,
+                result,
+                recovered: false,
+                in_flight: false,
+                probe: None,
+            }
+        }
     }
 }

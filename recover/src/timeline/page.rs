@@ -33,6 +33,7 @@ impl<W: Write> Counted<W> {
 /// `value` as JSON text that cannot end a `<script>` block or spell a URL scheme's `//`.
 pub(super) fn script_json(value: &serde_json::Value) -> String {
     // expect: a `Value` always serializes (its map keys are strings).
+    #[allow(clippy::expect_used)]
     let text = serde_json::to_string(value).expect("a JSON value serializes");
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {

@@ -25,9 +25,9 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 /// Characters a shortened result keeps (half from each end).
-pub const PREVIEW_CHARS: u32 = 2_000;
+pub(crate) const PREVIEW_CHARS: u32 = 2_000;
 /// Longest summary kept, in characters (a longer one is cut like a result).
-pub const SUMMARY_CHARS_MAX: u32 = 40_000;
+pub(crate) const SUMMARY_CHARS_MAX: u32 = 40_000;
 
 /// How a step's first request goes out.
 pub(super) enum Early {

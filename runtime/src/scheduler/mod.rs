@@ -112,6 +112,7 @@ pub(crate) async fn run(
             // Alone: nothing else can start before it settles (whatever waits, waits for it),
             // so it is simply awaited, with no set to box it into.
             // The condition just above says there is exactly one.
+            #[allow(clippy::expect_used)]
             let (index, track, resources) = started.into_iter().next().expect("one call");
             let call = run_call(ctx, index, track, resources, cancel, first_started);
             AssertUnwindSafe(call).catch_unwind().await
@@ -148,6 +149,7 @@ pub(crate) async fn run(
         .into_iter()
         .map(|s| match s {
             // Committed calls have results: `commit_one` commits nothing else.
+            #[allow(clippy::expect_used)]
             Some(track) => track.into_result().expect("committed calls have results"),
             None => unreachable!("nothing runs after the loop"),
         })
@@ -256,7 +258,9 @@ fn waiting<'a>(
 /// may have changed the answer. A tool that cannot answer is treated as exclusive.
 fn describe(index: usize, track: &Track) -> Waiting {
     // The session sets both before it approves a call, and only approved calls wait.
+    #[allow(clippy::expect_used)]
     let entry = track.entry().expect("approved calls have a tool");
+    #[allow(clippy::expect_used)]
     let info = track.info().expect("approved calls have arguments");
     let safe = catch_unwind(AssertUnwindSafe(|| {
         entry.tool.is_concurrency_safe(&info.args)

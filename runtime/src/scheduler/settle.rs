@@ -19,7 +19,11 @@ pub(super) async fn execute(
     cancel: &CancellationToken,
     first_started: bool,
 ) -> Result<(), RuntimeError> {
+    // Cannot fail: the session sets both before it approves a call, and only approved calls
+    // start.
+    #[allow(clippy::expect_used)]
     let entry = track.entry().expect("started calls have a tool").clone();
+    #[allow(clippy::expect_used)]
     let info = track
         .info_shared()
         .expect("started calls have arguments")

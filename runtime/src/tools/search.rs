@@ -17,14 +17,14 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 /// The reserved name.
-pub const NAME: &str = "tool_search";
+pub(crate) const NAME: &str = "tool_search";
 
 /// Most tools one search returns.
-pub const RESULTS_MAX: u64 = 20;
+pub(crate) const RESULTS_MAX: u64 = 20;
 
 /// What the search can find: one deferred tool.
 #[derive(Debug, Clone)]
-pub struct CatalogEntry {
+pub(crate) struct CatalogEntry {
     /// The tool's final name.
     pub name: String,
     /// The tool's description, searched and shown in results.
@@ -35,7 +35,7 @@ pub struct CatalogEntry {
 
 impl CatalogEntry {
     /// The catalog entry of a registered tool.
-    pub fn of(entry: &Entry) -> CatalogEntry {
+    pub(crate) fn of(entry: &Entry) -> CatalogEntry {
         CatalogEntry {
             name: entry.tool.name().to_owned(),
             description: entry.tool.description().to_owned(),
@@ -47,22 +47,22 @@ impl CatalogEntry {
 /// The deferred tools loaded so far in a session, shared between the session (which reads it
 /// when a step begins) and `tool_search` (which adds to it when a search settles).
 #[derive(Debug, Default)]
-pub struct Loaded(Mutex<BTreeSet<String>>);
+pub(crate) struct Loaded(Mutex<BTreeSet<String>>);
 
 impl Loaded {
     /// A set holding `names` already (a resumed session's loaded tools, from replay).
-    pub fn new(names: BTreeSet<String>) -> Loaded {
+    pub(crate) fn new(names: BTreeSet<String>) -> Loaded {
         Loaded(Mutex::new(names))
     }
 
     /// A copy of the names loaded so far.
-    pub fn snapshot(&self) -> BTreeSet<String> {
+    pub(crate) fn snapshot(&self) -> BTreeSet<String> {
         // A poisoned lock only means a holder panicked mid-insert; the set is still a set.
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// How many tools are loaded (the set only grows: a changed length is a changed set).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
@@ -77,14 +77,14 @@ impl Loaded {
 /// The `tool_search` tool: finds deferred tools by words of their name and description and loads
 /// the ones it returns (shown from the next step on). The session registers it itself when any tool
 /// is deferred.
-pub struct ToolSearch {
+pub(crate) struct ToolSearch {
     catalog: Vec<CatalogEntry>,
     loaded: Arc<Loaded>,
 }
 
 impl ToolSearch {
     /// A search over `catalog` that adds what it finds to `loaded`.
-    pub fn new(catalog: Vec<CatalogEntry>, loaded: Arc<Loaded>) -> ToolSearch {
+    pub(crate) fn new(catalog: Vec<CatalogEntry>, loaded: Arc<Loaded>) -> ToolSearch {
         ToolSearch { catalog, loaded }
     }
 

@@ -1,4 +1,4 @@
-//! The agent loop's context reduction (issue #24) against a model that answers from a list: a
+//! The agent loop's context reduction against a model that answers from a list: a
 //! request the provider refuses as too long is reduced once (the model's summary of the earlier
 //! turns, else the deterministic fallback), journaled before the one retry; a second refusal
 //! ends the turn; a request estimated past `compact_at_percent` of a known window is reduced

@@ -1,4 +1,4 @@
-//! Issue #17, the tools' side: `write` and `edit` journal in `started`, before they act, what the
+//! The evidence recovery reads, the tools' side: `write` and `edit` journal in `started`, before they act, what the
 //! file is and what it will be (`Evidence::FileReplace`), and never act against it; every
 //! attempt of a call gets the same idempotency key, journaled in `started` and handed to Rust
 //! tools (`ToolContext`) and to bash commands (their environment). A session on a simulated

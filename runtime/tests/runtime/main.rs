@@ -1,6 +1,11 @@
 //! The runtime's integration tests: one test binary (one link, not twenty-seven), each former
 //! test file a module of its own. `confinement_race.rs` stays a binary of its own.
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
+
 // Shared with `confinement_race.rs`, which declares it from its own crate root.
 #[path = "../common/mod.rs"]
 mod common;

@@ -9,8 +9,8 @@ use tooljournal_import::Agent;
 /// Every agent this crate reads.
 pub const AGENTS: [Agent; 3] = [Agent::Codex, Agent::Pi, Agent::ClaudeCode];
 
-/// The seven situations: each agent has a fixture of each, none may go missing
-/// unnoticed.
+/// The seven kinds of session file read (a normal one, then each way one goes wrong): each
+/// agent has a fixture of each, none may go missing unnoticed.
 const SITUATIONS: [&str; 7] = [
     "normal",
     "no_output",

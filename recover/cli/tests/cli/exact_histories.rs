@@ -1,5 +1,5 @@
 //! Histories with what a provider is strict about: call ids it would reject (too long, odd
-//! characters) and arguments whose numbers an `f64` cannot hold (issue 14, items 7 and 8);
+//! characters) and arguments whose numbers an `f64` cannot hold;
 //! through the API and through `recover rebuild`.
 
 use std::collections::HashSet;

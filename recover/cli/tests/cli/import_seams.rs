@@ -388,7 +388,7 @@ fn the_audit_page_of_an_import_with_odd_times_tells_the_files_own_times_read_onl
     );
 }
 
-/// Issue 36, 5d and 7c: what reading the source found is shown, not only counted: `import`
+/// What reading the source found is shown, not only counted: `import`
 /// prints every note (a line type repeated throughout read as one line naming its lines), and
 /// `audit` shows them in its text, its JSON and on its page. Claude Code 2.1.332's own
 /// "[Tool call interrupted: …]" result reads as the outcome unknown, quoting the placeholder,

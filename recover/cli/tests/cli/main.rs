@@ -1,6 +1,11 @@
 //! The `recover` binary driven as a user drives it: one test binary for every command's tests
 //! (one link, not seventeen), each file a room of its own.
 
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
+
 mod common;
 
 mod cli_commands;

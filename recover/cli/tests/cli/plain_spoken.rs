@@ -1,6 +1,6 @@
-//! Issue 37 ("bounded, never stuck, and plain-spoken"), the `recover` binary's items: a journal
-//! it refuses is left as it was found, not even a `LOCK` file created (item 9), and `--salvage`
-//! says SALVAGED only when it really passed something over (item 10c).
+//! The `recover` binary is bounded, never stuck, and plain-spoken: a journal it refuses is left
+//! as it was found, not even a `LOCK` file created, and `--salvage` says SALVAGED only when it
+//! really passed something over.
 
 use crate::common;
 

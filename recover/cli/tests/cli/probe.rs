@@ -1,4 +1,4 @@
-//! The probe (issue 17, item 3): for a call whose outcome is unknown, `recover` looks at the
+//! The probe: for a call whose outcome is unknown, `recover` looks at the
 //! workspace (reading only, confined, following no symlink) and compares it with what the call
 //! recorded before it acted.
 //!

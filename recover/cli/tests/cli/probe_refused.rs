@@ -1,7 +1,7 @@
-//! The probe says when it did not look (issue "Bounded, never stuck, and plain-spoken", item
-//! 10e): a file behind a symlink that leads out of the workspace is `not_looked`, saying why,
-//! through every output of the `recover` binary; never `changed`, and never "holds neither …",
-//! which would claim what the file holds.
+//! The probe says when it did not look, plainly rather than guessing: a file behind a symlink
+//! that leads out of the workspace is `not_looked`, saying why, through every output of the
+//! `recover` binary; never `changed`, and never "holds neither …", which would claim what the
+//! file holds.
 
 use crate::common;
 

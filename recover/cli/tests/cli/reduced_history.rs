@@ -1,4 +1,4 @@
-//! A session whose context was reduced (issue #24): `recover rebuild` prints, in every format,
+//! A session whose context was reduced: `recover rebuild` prints, in every format,
 //! the history as the model last saw it (turn 1 replaced by the model's summary), and a resume
 //! sends what the live agent would have sent (I17); `recover audit` still lists every original
 //! call; a journal cut while the summary was being asked for rebuilds unreduced.

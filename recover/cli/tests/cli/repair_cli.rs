@@ -275,7 +275,7 @@ fn the_original_cannot_be_reached_through_out() {
     assert_eq!(before, names(), "no partial or stray file left");
 }
 
-/// Issue 36, 5a and 5b: what the repair does besides answering is said, each with why: a line
+/// What the repair does besides answering is said, each with why: a line
 /// that is not JSON moved out, a valid result of a call that is not in the file moved out (pi
 /// would send it, and the provider refuse it), a header written where a pi file starts with
 /// none (pi discards such a file), and each relinked line.

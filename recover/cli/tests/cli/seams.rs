@@ -1,4 +1,4 @@
-//! The `recover` binary at the seams of the journal's life (issue 14, items 1–4): a closed
+//! The `recover` binary at the seams of the journal's life: a closed
 //! session with a torn tail, a read-only journal, a corrupt journal that also has a torn tail,
 //! and a repair that was killed halfway. Each situation is built on disk, then the binary runs.
 

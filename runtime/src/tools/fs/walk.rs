@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Deepest a walk goes below its base; deeper directories are counted as unreadable (each
 /// level holds one open directory handle).
-pub const WALK_DEPTH_MAX: usize = 256;
+pub(crate) const WALK_DEPTH_MAX: usize = 256;
 /// Largest `.gitignore` / `.ignore` file read, in bytes (a larger one is not applied).
 const IGNORE_FILE_BYTES_MAX: u64 = 1 << 20;
 /// Flags for opening a directory to list (`O_RDONLY`: `O_PATH` cannot be read).
@@ -30,7 +30,7 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 
 /// What an entry is, as its directory says (a symlink is a symlink, whatever it points at).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     File,
     Dir,
     Symlink,
@@ -38,7 +38,7 @@ pub enum Kind {
 }
 
 /// One entry a walk visits.
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// The directory holding it, opened through the workspace's handle.
     pub dir: BorrowedFd<'a>,
     pub name: &'a OsStr,
@@ -48,7 +48,7 @@ pub struct Entry<'a> {
 }
 
 /// The entries of the directory open at `dir` (without `.` and `..`), unsorted.
-pub fn read_entries(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, Kind)>> {
+pub(crate) fn read_entries(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, Kind)>> {
     let mut out = Vec::new();
     for entry in Dir::read_from(dir)? {
         let entry = entry?;
@@ -156,7 +156,7 @@ impl Frame {
 /// visited as entries and never followed. A `base` that is itself ignored (or inside `.git`) is
 /// walked on its own, with only its own ignore files and those below (it was asked for by
 /// name). Returns how many entries could not be read.
-pub fn walk(
+pub(crate) fn walk(
     ws: &Workspace,
     base: &Path,
     cancel: &CancellationToken,

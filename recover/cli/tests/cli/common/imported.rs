@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 /// The agents `--from` names.
 pub const AGENTS: [&str; 3] = ["codex", "pi", "claude-code"];
 
-/// The seven situations: each agent has a fixture of each.
+/// The seven kinds of session file read (a normal one, then each way one goes wrong): each
+/// agent has a fixture of each.
 pub const FIXTURES: [&str; 7] = [
     "normal",
     "no_output",
