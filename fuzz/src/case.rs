@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use runtime::event::{AskAnswer, RerunPolicy};
 
 /// A path a call may read or write: few, so calls collide.
-pub const PATHS: [&str; 3] = ["a", "b", "c"];
+pub(crate) const PATHS: [&str; 3] = ["a", "b", "c"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 /// How a simulated call behaves, or how the model gets it wrong.
@@ -42,7 +42,7 @@ pub enum Kind {
 }
 
 /// Option labels an `ask` offers, in order: `options` of them.
-pub const OPTION_LABELS: [&str; 4] = ["alpha", "beta", "gamma", "delta"];
+pub(crate) const OPTION_LABELS: [&str; 4] = ["alpha", "beta", "gamma", "delta"];
 
 /// An `ask` call's question and what the simulated person does with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -356,7 +356,7 @@ pub(crate) fn fault() -> impl Strategy<Value = StorageFault> {
 }
 
 /// A whole session and what goes wrong in it.
-pub fn case() -> impl Strategy<Value = Case> {
+pub(crate) fn case() -> impl Strategy<Value = Case> {
     (
         proptest::collection::vec(proptest::collection::vec(step(), 1..4), 1..4),
         1usize..5,

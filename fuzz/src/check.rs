@@ -27,7 +27,7 @@ pub fn check(case: &Case, run: &Run, mutant: Option<Mutant>) -> Vec<String> {
 }
 
 /// [`check`], adding to `coverage` what the probe and re-run checks met.
-pub fn check_covering(
+pub(crate) fn check_covering(
     case: &Case,
     run: &Run,
     mutant: Option<Mutant>,

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The storage operations a session made, each with the seqs of the last event appended and
 /// the last event durable when it ran (0 before the session's journal was open).
-pub struct Ops(pub(crate) Vec<(Op, u64, u64)>);
+pub(crate) struct Ops(pub(crate) Vec<(Op, u64, u64)>);
 
 impl Ops {
     /// How many operations of kind `op` (all of them for `Op::Any`).
-    pub fn count(&self, op: Op) -> u64 {
+    pub(crate) fn count(&self, op: Op) -> u64 {
         self.0
             .iter()
             .filter(|(o, _, _)| op == Op::Any || *o == op)
@@ -22,7 +22,7 @@ impl Ops {
     }
 
     /// The (appended, durable) seqs noted at the `nth` (1-based) operation of kind `op`.
-    pub fn seqs_at(&self, op: Op, nth: u64) -> Option<(u64, u64)> {
+    pub(crate) fn seqs_at(&self, op: Op, nth: u64) -> Option<(u64, u64)> {
         self.0
             .iter()
             .filter(|(o, _, _)| op == Op::Any || *o == op)

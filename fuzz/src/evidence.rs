@@ -22,7 +22,7 @@ use runtime::replay::CallReplay;
 use std::collections::HashMap;
 
 /// The world laid out as real files, and a prober on them.
-pub struct LaidOut {
+pub(crate) struct LaidOut {
     /// The directory, held for its drop (which removes it) while the prober reads it.
     pub _dir: tempfile::TempDir,
     /// A prober on it.
@@ -32,7 +32,7 @@ pub struct LaidOut {
 /// Every I20 violation in `run`, whose first recovery gave `a`. Adds the verdicts met to
 /// `coverage`. Returns the world laid out, if a call's outcome is unknown (a resume probes it
 /// too).
-pub fn check(
+pub(crate) fn check(
     run: &Run,
     a: &Analysis,
     coverage: &mut Coverage,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// How long the session waits for any answer (`Config::question_timeout_ms`), in simulated ms:
 /// longer than every [`AskSpec::delay_ms`], so only a silent person's questions expire.
-pub const QUESTION_TIMEOUT_MS: u64 = 80;
+pub(crate) const QUESTION_TIMEOUT_MS: u64 = 80;
 
 /// What the person said about a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ enum Plan {
 
 /// The simulated person, as the session's approver.
 #[derive(Debug, Default)]
-pub struct SimPerson {
+pub(crate) struct SimPerson {
     plans: Mutex<BTreeMap<String, Plan>>,
     said: Arc<Mutex<HashMap<String, Said>>>,
 }
@@ -47,7 +47,7 @@ pub struct SimPerson {
 impl SimPerson {
     /// What to do with the next batch's calls: the step's `ask` and approval calls, by call id
     /// (as `call_id(i)` names the step's `i`th call).
-    pub fn plan_step(&self, step: &StepSpec, call_id: impl Fn(usize) -> String) {
+    pub(crate) fn plan_step(&self, step: &StepSpec, call_id: impl Fn(usize) -> String) {
         let mut plans = BTreeMap::new();
         for (i, c) in step.calls.iter().enumerate() {
             match c.kind {
@@ -61,7 +61,7 @@ impl SimPerson {
 
     /// What to answer to the next batch's yes/no approvals, by call id (an answer, or never:
     /// `None`, the question expires), and how its `ask` calls' questions end.
-    pub fn plan_answers(
+    pub(crate) fn plan_answers(
         &self,
         answers: impl IntoIterator<Item = (String, Option<AskAnswer>)>,
         questions: impl IntoIterator<Item = (String, QuestionOutcome)>,
@@ -79,7 +79,7 @@ impl SimPerson {
     }
 
     /// Everything the person said, by call id.
-    pub fn said(&self) -> HashMap<String, Said> {
+    pub(crate) fn said(&self) -> HashMap<String, Said> {
         self.said.locked().clone()
     }
 
@@ -146,7 +146,7 @@ impl Approver for SimPerson {
 
 /// The answer a willing person gives to `question` as shown: option `pick` (and the next one
 /// when several may be chosen), and words when words are allowed. It always fits.
-pub fn answer_to(question: &Question, pick: usize) -> Answer {
+pub(crate) fn answer_to(question: &Question, pick: usize) -> Answer {
     let labels: Vec<&str> = question.options.iter().map(|o| o.label.as_str()).collect();
     let mut choice = Vec::new();
     if !labels.is_empty() {
@@ -163,7 +163,7 @@ pub fn answer_to(question: &Question, pick: usize) -> Answer {
 }
 
 /// The `ask` arguments for `spec`.
-pub fn ask_arguments(id: &str, spec: &AskSpec) -> Value {
+pub(crate) fn ask_arguments(id: &str, spec: &AskSpec) -> Value {
     let mut options: Vec<Value> = OPTION_LABELS[..spec.options]
         .iter()
         .map(|l| json!({"label": l, "description": format!("choose {l}")}))
@@ -177,7 +177,7 @@ pub fn ask_arguments(id: &str, spec: &AskSpec) -> Value {
 }
 
 /// Asks the person about every simulated call whose arguments say `"approval": true`.
-pub struct AsksForApproval;
+pub(crate) struct AsksForApproval;
 
 impl PreExecute for AsksForApproval {
     fn name(&self) -> &str {

@@ -70,7 +70,7 @@ pub(crate) fn withdrawn_by_recovery(
 
 /// Whether `content` is what the model may truthfully be told about the `ask` call `id`, given
 /// what the person said. `Err` says why not.
-pub fn truthful_ask(
+pub(crate) fn truthful_ask(
     run: &Run,
     id: &str,
     ask: &AskSpec,
@@ -130,7 +130,7 @@ pub fn truthful_ask(
 }
 
 /// Whether the approval call `id`'s body may have run: only on the person's yes.
-pub fn ran_on_a_yes(run: &Run, id: &str) -> Result<(), String> {
+pub(crate) fn ran_on_a_yes(run: &Run, id: &str) -> Result<(), String> {
     match run.said.get(id) {
         Some(Said::YesNo(a)) if a.allows() => Ok(()),
         other => Err(format!(
@@ -141,7 +141,7 @@ pub fn ran_on_a_yes(run: &Run, id: &str) -> Result<(), String> {
 
 /// I16 in the recovered journal: every reply and every yes/no answer is one the person gave,
 /// and every `ask` call's end follows from how its question ended.
-pub fn questions(
+pub(crate) fn questions(
     run: &Run,
     a: &Analysis,
     reports: &HashMap<&str, &CallReport>,

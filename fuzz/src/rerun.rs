@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 /// A re-running resume to check: of `run` (of `case`, with `mutant`), whose first recovery
 /// gave `a`, under `policy`, probing with `prober` (on the world as the run left it) if any.
-pub struct Resuming<'a> {
+pub(crate) struct Resuming<'a> {
     /// The case.
     pub case: &'a crate::case::Case,
     /// What its session left behind.
@@ -46,7 +46,12 @@ pub struct Resuming<'a> {
 impl Resuming<'_> {
     /// Resumes `pristine` (the journal as the crash left it; appended to), and checks I19 on
     /// what the resume did, adding to `coverage` what it met.
-    pub fn check(&self, pristine: &SimStorage, coverage: &mut Coverage, v: &mut Vec<String>) {
+    pub(crate) fn check(
+        &self,
+        pristine: &SimStorage,
+        coverage: &mut Coverage,
+        v: &mut Vec<String>,
+    ) {
         let (run, a, policy) = (self.run, self.a, self.policy);
         let resumed = resume_rerunning(
             pristine,

@@ -21,11 +21,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The id of the call the resumed session's extra turn makes.
-pub const RESUMED_CALL: &str = "resumed";
+pub(crate) const RESUMED_CALL: &str = "resumed";
 
 /// What a re-running resume did.
 #[derive(Debug, Default)]
-pub struct Resumed {
+pub(crate) struct Resumed {
     /// The analysis the re-run choice was made from; `None` when no turn was open (the session
     /// then resumed as it was) or there was no session to resume.
     pub analysis: Option<Analysis>,
@@ -63,7 +63,7 @@ fn options() -> SessionOptions {
 
 /// Resumes a recovered journal for one more turn with one call, and closes it. Returns the
 /// call ids whose bodies ran during the resume.
-pub fn resume_one_turn(
+pub(crate) fn resume_one_turn(
     image: &SimStorage,
     world: &World,
     case: &Case,
@@ -98,7 +98,7 @@ pub fn resume_one_turn(
 /// `prober`, as a resume probes its workspace), the calls `policy` picks, the recovery that
 /// leaves them open, the resume that appends it, and the calls run again; otherwise a plain
 /// resume. Then one more turn, and the session closes. `mutant`: the simulation's own, if any.
-pub fn resume_rerunning(
+pub(crate) fn resume_rerunning(
     image: &SimStorage,
     world: &World,
     case: &Case,

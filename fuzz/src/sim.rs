@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::tools::{declared, Body, BodyEnd};
+pub(crate) use crate::tools::{declared, Body, BodyEnd};
 
 /// One step's model response as the model sent it: its calls, in model order.
 #[derive(Debug, Clone)]

@@ -81,9 +81,9 @@ impl Shared {
 }
 
 /// The simulated tool that does not declare itself idempotent.
-pub const SIM: &str = "sim";
+pub(crate) const SIM: &str = "sim";
 /// The simulated tool that declares itself idempotent (retry-safe).
-pub const SIM_IDEMPOTENT: &str = "sim_idem";
+pub(crate) const SIM_IDEMPOTENT: &str = "sim_idem";
 
 /// A simulated tool: what it does is in its arguments.
 struct Sim {
@@ -330,7 +330,7 @@ fn kind_arg(kind: Kind) -> &'static str {
 }
 
 /// What the simulated tool declares a call will touch (what its `started` records).
-pub fn declared(spec: &CallSpec) -> Resources {
+pub(crate) fn declared(spec: &CallSpec) -> Resources {
     Resources {
         reads: spec.reads.iter().map(|p| (*p).to_owned()).collect(),
         writes: spec.writes.iter().map(|p| (*p).to_owned()).collect(),

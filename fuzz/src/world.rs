@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// What a call's body writes to each file it replaces: its own bytes, so that no two calls
 /// write the same content (and a call run again writes what it wrote the first time).
-pub fn content_of(call_id: &str) -> String {
+pub(crate) fn content_of(call_id: &str) -> String {
     format!("written by {call_id}\n")
 }
 
@@ -166,7 +166,7 @@ type Entry = (
 
 /// Everything in `dir` (one level: the world has no directories), to tell whether anything
 /// changed there.
-pub fn snapshot(dir: &Path) -> std::io::Result<Vec<Entry>> {
+pub(crate) fn snapshot(dir: &Path) -> std::io::Result<Vec<Entry>> {
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

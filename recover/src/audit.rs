@@ -356,7 +356,10 @@ pub(crate) fn effects(f: Option<&CallFacts>) -> Vec<String> {
 }
 
 /// The tool as `session/open` recorded it; `None` for a name the session never had.
-pub fn descriptor<'a>(tools: &'a [ToolDescriptor], tool: &str) -> Option<&'a ToolDescriptor> {
+pub(crate) fn descriptor<'a>(
+    tools: &'a [ToolDescriptor],
+    tool: &str,
+) -> Option<&'a ToolDescriptor> {
     tools.iter().find(|d| d.name == tool)
 }
 
@@ -396,7 +399,7 @@ pub(crate) fn timing_ms(f: Option<&CallFacts>) -> Option<u64> {
 
 /// One call as the audit shows it.
 #[derive(Debug, Clone, Copy)]
-pub struct AuditCall<'a> {
+pub(crate) struct AuditCall<'a> {
     /// Its report.
     pub report: &'a CallReport,
     /// What the journal says of it beyond the report; `None` for a call never received.
@@ -406,7 +409,7 @@ pub struct AuditCall<'a> {
 }
 
 /// A call as `audit --json` shows it.
-pub fn call_json(call: AuditCall<'_>) -> Value {
+pub(crate) fn call_json(call: AuditCall<'_>) -> Value {
     let (c, f) = (call.report, call.facts);
     json!({
         "call_id": c.call.call_id,
@@ -429,7 +432,7 @@ pub fn call_json(call: AuditCall<'_>) -> Value {
 }
 
 /// A call as `audit` shows it to people: its row, its key and evidence, and its question.
-pub fn call_text(call: AuditCall<'_>) -> String {
+pub(crate) fn call_text(call: AuditCall<'_>) -> String {
     let (c, f) = (call.report, call.facts);
     // The classification of an orphan, or the code of an error result (an MCP call whose
     // server died settles as TOOL_OUTCOME_UNKNOWN: it shows here).
@@ -475,7 +478,7 @@ pub fn call_text(call: AuditCall<'_>) -> String {
 
 /// The audit's totals, added up call by call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Totals {
+pub(crate) struct Totals {
     calls: usize,
     ok: usize,
     errors: usize,
@@ -486,7 +489,7 @@ pub struct Totals {
 
 impl Totals {
     /// Counts one call.
-    pub fn add(&mut self, c: &CallReport, f: Option<&CallFacts>) {
+    pub(crate) fn add(&mut self, c: &CallReport, f: Option<&CallFacts>) {
         use events::event::Classification;
         self.calls += 1;
         self.ok += usize::from(!c.result.is_error && !c.in_flight);
@@ -498,7 +501,7 @@ impl Totals {
     }
 
     /// As `audit --json` shows them.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({
             "calls": self.calls,
             "ok": self.ok,
@@ -513,7 +516,7 @@ impl Totals {
 /// How many responses the journal details (`llm/response-detail`), their token counts added
 /// up, the refused ones (`llm/refusal`) and what the adapters noted (`llm/note`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UsageTotals {
+pub(crate) struct UsageTotals {
     responses: usize,
     total: Usage,
     refusals: Vec<events::event::LlmRefusal>,
@@ -522,12 +525,12 @@ pub struct UsageTotals {
 
 impl UsageTotals {
     /// Takes what a closed step says of its response.
-    pub fn step(&mut self, step: &crate::stream::ClosedStep) {
+    pub(crate) fn step(&mut self, step: &crate::stream::ClosedStep) {
         self.response(step.detail.as_ref(), step.refusal.as_ref(), &step.notes);
     }
 
     /// Takes what the journal says of one response: its detail, its refusal, its notes.
-    pub fn response(
+    pub(crate) fn response(
         &mut self,
         detail: Option<&events::event::LlmResponseDetail>,
         refusal: Option<&events::event::LlmRefusal>,
@@ -541,7 +544,7 @@ impl UsageTotals {
     }
 
     /// Counts one detailed response.
-    pub fn add(&mut self, u: &Usage) {
+    pub(crate) fn add(&mut self, u: &Usage) {
         self.responses += 1;
         let t = &mut self.total;
         t.input_tokens = t.input_tokens.saturating_add(u.input_tokens);
@@ -550,7 +553,7 @@ impl UsageTotals {
     }
 
     /// As `audit --json` shows it.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let u = &self.total;
         json!({
             "responses": self.responses,
@@ -615,7 +618,7 @@ impl UsageTotals {
 
 /// Writes an audit as it goes: the head, one call at a time, then the totals.
 #[derive(Debug)]
-pub struct AuditWriter<W: Write> {
+pub(crate) struct AuditWriter<W: Write> {
     out: W,
     json: bool,
     journal: String,
@@ -626,7 +629,7 @@ pub struct AuditWriter<W: Write> {
 impl<W: Write> AuditWriter<W> {
     /// Writes the head: for people the title and the columns; in JSON the object's opening up
     /// to its `calls` array (its first key).
-    pub fn new(mut out: W, journal: &str, json: bool) -> std::io::Result<AuditWriter<W>> {
+    pub(crate) fn new(mut out: W, journal: &str, json: bool) -> std::io::Result<AuditWriter<W>> {
         if json {
             out.write_all(b"{\"calls\":[")?;
         } else {
@@ -655,7 +658,7 @@ impl<W: Write> AuditWriter<W> {
     }
 
     /// Writes one call, in the order the calls are reported.
-    pub fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()> {
+    pub(crate) fn call(&mut self, call: AuditCall<'_>) -> std::io::Result<()> {
         self.totals.add(call.report, call.facts);
         if self.json {
             if self.calls > 0 {
@@ -671,7 +674,7 @@ impl<W: Write> AuditWriter<W> {
 
     /// Writes the totals and the usage (and for an imported journal what reading its source
     /// found), and hands the output back (flushed).
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         usage: &UsageTotals,
         imported: Option<&events::event::ImportSource>,
@@ -797,7 +800,7 @@ pub fn first_reading_probing(
 /// What an audit's second reading hands out, in journal order: every notice (the tools, the
 /// model, each step, each moment), and each call once it is final. `audit`'s table and JSON
 /// are one sink, `audit --html` another.
-pub trait AuditSink {
+pub(crate) trait AuditSink {
     /// Something noticed besides the calls.
     fn notice(&mut self, notice: Notice) -> std::io::Result<()>;
     /// A call, final.
@@ -806,7 +809,7 @@ pub trait AuditSink {
 
 /// The second reading: the journal read again as the first reading found it, each notice and
 /// each final call handed to `sink` as it comes. An error of the sink stops it.
-pub fn reread_into(
+pub(crate) fn reread_into(
     at: impl Into<crate::Place>,
     first: FirstReading,
     sink: &mut dyn AuditSink,

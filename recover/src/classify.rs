@@ -170,7 +170,7 @@ pub fn outcome_unknown_text(resources: &Resources) -> String {
 /// What the model is told about a call that may have run, with what a probe of the workspace
 /// found (if one was made) in plain words. Evidence is not proof: the text still says the
 /// outcome is unknown. Without a probe, exactly [`outcome_unknown_text`].
-pub fn outcome_unknown_text_probed(resources: &Resources, probe: Option<&Probe>) -> String {
+pub(crate) fn outcome_unknown_text_probed(resources: &Resources, probe: Option<&Probe>) -> String {
     let mut touched: Vec<String> = Vec::new();
     touched.extend(resources.writes.iter().map(|p| format!("writes {p}")));
     touched.extend(resources.reads.iter().map(|p| format!("reads {p}")));
@@ -245,7 +245,7 @@ pub(crate) struct Unfinished<'a> {
 /// What the model is told about a call of an imported journal whose import stopped before its
 /// outcome was written. The agents imported record no start, so nothing proves the call did
 /// not run: its outcome is unknown, whatever state the journal leaves it in. Deterministic.
-pub fn import_cut_short_text() -> String {
+pub(crate) fn import_cut_short_text() -> String {
     error_content(
         ErrorCode::ToolOutcomeUnknown,
         "this call was imported from another agent's session, and the import stopped before \

@@ -75,7 +75,7 @@ const NOTE_LINES_MAX: usize = 8;
 /// Notes for people: those with the same text grouped into one line that names where each
 /// was (`line 4`, `lines 4, 12 and 30`, or the first few and how many in all), in the order
 /// of each text's first line. A file with a line type repeated throughout reads as one line.
-pub fn note_lines(notes: &[ImportNote]) -> Vec<String> {
+pub(crate) fn note_lines(notes: &[ImportNote]) -> Vec<String> {
     let mut order: Vec<&str> = Vec::new();
     let mut lines: HashMap<&str, Vec<u64>> = HashMap::new();
     for n in notes {

@@ -20,7 +20,7 @@ pub fn enable(name: &'static str) -> Enabled {
 }
 
 /// Whether `name` is on for this thread.
-pub fn on(name: &str) -> bool {
+pub(crate) fn on(name: &str) -> bool {
     ON.with(|on| on.borrow().contains(&name))
 }
 

@@ -29,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 /// Largest file the probe hashes, in bytes (1 GiB: a few seconds of hashing). A larger file is
 /// not compared and is reported `no_evidence`, saying so: it may be the state before (a write
 /// that replaces a large file), and reading more than this to find out is not worth it.
-pub const PROBE_FILE_BYTES_MAX: u64 = 1 << 30;
+pub(crate) const PROBE_FILE_BYTES_MAX: u64 = 1 << 30;
 
 /// Bytes read at a time while hashing.
 const CHUNK_BYTES: usize = 64 << 10;

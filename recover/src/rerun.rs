@@ -10,7 +10,7 @@
 use crate::classify::{Analysis, CallReport, WITHDRAWN_REASON};
 use events::event::{CallRef, Classification, Event, Recovery, RecoveryRerun, RerunPolicy};
 use events::state::CallState;
-pub use events::tool::ToolNature;
+pub(crate) use events::tool::ToolNature;
 
 /// Whether the policy could run `c` again, by what the journal says (its tool still to be
 /// asked): a call of the interrupted step, approved and never started, or (under `safe`)

@@ -207,7 +207,7 @@ fn resume(space: PlanSpace) -> BoxedStrategy<Resume> {
 }
 
 /// Random cases over `tools` (each a name and the strategy of its arguments).
-pub fn random_cases(
+pub(crate) fn random_cases(
     tools: Vec<(String, BoxedStrategy<Value>)>,
     space: PlanSpace,
 ) -> BoxedStrategy<UserCase> {
@@ -343,7 +343,7 @@ pub fn turns_of(lines: &[ScriptLine]) -> Result<Vec<Turn>, String> {
 /// Cases that play `turns` as written, with the plan around them drawn: each step's cancel
 /// (as written half the time), each call's approval (as written half the time), the fault,
 /// `parallel_max` and the resume.
-pub fn script_cases(turns: Vec<Turn>, space: PlanSpace) -> BoxedStrategy<UserCase> {
+pub(crate) fn script_cases(turns: Vec<Turn>, space: PlanSpace) -> BoxedStrategy<UserCase> {
     let steps: Vec<&Step> = turns.iter().flat_map(|t| &t.steps).collect();
     let calls_n: usize = steps.iter().map(|s| s.calls.len()).sum();
     let steps_n = steps.len();

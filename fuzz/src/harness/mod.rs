@@ -72,10 +72,8 @@ mod watch;
 mod workspace;
 pub use workspace::{written_paths, FileState, Files, WorkspaceWorld, FILE_TOOLS};
 
-pub use case::{
-    random_cases, script_cases, turns_of, Approval, Call, CancelAt, PlanSpace, Resume, Step, Turn,
-    UserCase,
-};
+pub(crate) use case::{random_cases, script_cases, PlanSpace};
+pub use case::{turns_of, Approval, Call, CancelAt, Resume, Step, Turn, UserCase};
 pub use observe::{CallView, Crash, Observer, WorldId};
 pub use report::{Budget, Found, Progress, Report};
 

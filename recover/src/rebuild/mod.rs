@@ -12,7 +12,7 @@ use crate::providers::{request_body, validate, Format, History, Violation};
 use events::event::{ToolSchema, VisibleTool};
 use std::collections::BTreeMap;
 
-pub mod streamed;
+pub(crate) mod streamed;
 
 /// The description of a tool the journal names but does not describe (before schema 3).
 pub const SCHEMA_NOT_JOURNALED: &str =

@@ -23,9 +23,9 @@ mod repair;
 mod salvage;
 mod streaming;
 
-pub use changes::EarlierCut;
+pub(crate) use changes::EarlierCut;
 pub use error::RecoverError;
-pub use salvage::Salvage;
+pub(crate) use salvage::Salvage;
 pub use streaming::{ReportSink, RereadError, Streamed};
 
 use crate::classify::{analyze_probing, Analysis};

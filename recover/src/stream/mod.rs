@@ -40,7 +40,7 @@ use events::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, Turn
 use events::state::CallState;
 use journal::ReadEnd;
 use notice::{final_result, keep_result, Kept};
-pub use notice::{CallFacts, ClosedStep, Mode, Moment, MomentKind, Notice};
+pub(crate) use notice::{CallFacts, ClosedStep, Mode, Moment, MomentKind, Notice};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
