@@ -92,7 +92,7 @@ pub fn run_script(dir: &Path, script: &Path, extra: &[&str]) -> PathBuf {
 
 /// `recover audit JOURNAL --html FILE [extra]`: the page, after asserting the run succeeded.
 pub fn write_page(journal: &str, file: &Path, extra: &[&str]) -> String {
-    let out = Command::new(crate::recover_bin::recover_bin())
+    let out = Command::new(super::recover_bin::recover_bin())
         .args(["audit", journal, "--html"])
         .arg(file)
         .args(extra)
@@ -152,7 +152,7 @@ pub fn call_ids(html: &str) -> Vec<String> {
 
 /// The call ids `recover audit --json` lists.
 pub fn audit_ids(journal: &str) -> Vec<String> {
-    let out = Command::new(crate::recover_bin::recover_bin())
+    let out = Command::new(super::recover_bin::recover_bin())
         .args(["audit", journal, "--json"])
         .output()
         .expect("recover runs");

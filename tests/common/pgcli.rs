@@ -41,7 +41,7 @@ pub fn tooljournal_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tooljournal"))
 }
 
-pub use crate::recover_bin::recover_bin;
+pub use crate::common::recover_bin::recover_bin;
 
 pub fn tooljournal(args: &[&str], state: &Path) -> Ran {
     Command::new(tooljournal_bin())
