@@ -1,4 +1,4 @@
-//! Reading a page `recover audit --html` wrote, for `tests/audit_html.rs`: its summary and
+//! Reading a page `recover audit --html` wrote, for `tests/cli/audit_html.rs`: its summary and
 //! items (the JSON blocks the page's script draws from), and what an HTML5 parser says of it;
 //! and the journals they are written from (the demo's, transcripts run by `tooljournal run`).
 #![allow(dead_code)]

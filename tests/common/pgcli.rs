@@ -1,5 +1,5 @@
 //! The binaries (`tooljournal`, `recover`) run against the test PostgreSQL server and against
-//! directories, for `tests/postgres_cli.rs`.
+//! directories, for `tests/cli/postgres_cli.rs`.
 //!
 //! Why a module: every test there runs the same transcripts into fresh workspaces on both
 //! backends and runs the same commands on both; `recover` belongs to another package, so its
