@@ -9,6 +9,10 @@
 //! Not part of `cargo test --workspace` (a fresh clone has no `../shared/`): `.ci/run` runs it,
 //! `cargo test --features corpora --test corpora`. Without the corpora it fails saying where
 //! they are expected; it never passes on nothing.
+//!
+//! Why a binary of its own, not a module of `tests/cli/main.rs`: `required-features =
+//! ["corpora"]` (Cargo.toml) leaves it out of `cargo test --workspace`, and `.ci/run` runs it by
+//! that name.
 
 mod common;
 #[path = "corpora/imports.rs"]

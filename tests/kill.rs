@@ -32,6 +32,13 @@
 //! This file holds the test and its policy (how many kills, when to kill, what to check after
 //! each); the machinery it drives (transcripts, a run's directory and processes, the lock wait,
 //! the checks against the marker file) is in `common/kill.rs`.
+//!
+//! Why a binary of its own, not a module of `tests/cli/main.rs`: every child this process starts
+//! goes through `common::kill::SPAWN_GATE`, held for writing across the spawn while a recovery
+//! in this process holds a journal's lock for reading, so that no child inherits that lock
+//! until its `exec`. The other tests of the package start their children without the gate (and
+//! `postgres_kill.rs`'s server, `pg::testing`, starts `pg_ctl` without it): beside them a child
+//! could hold a killed session's lock a moment longer, and a resume here would be refused.
 
 mod common;
 

@@ -8,10 +8,15 @@
 //! `writer/stolen`), and that a server restart or a killed backend mid-session never makes a
 //! call run twice. Every `bash` call appends its own id to `marker.txt`: the outside record of
 //! which bodies ran.
+//!
+//! Why not a module of `tests/cli/main.rs` (nor of `kill.rs`): as in `kill.rs`, the children it
+//! starts and its in-process recoveries go through `common::kill::SPAWN_GATE`, which holds only
+//! if no other test of the binary starts a child outside it; the other tests do. And the
+//! servers it starts, restarts and disturbs (`pg::testing`) start `pg_ctl` outside the gate,
+//! which is why it is not in `kill.rs`'s binary either.
 
 mod common;
-#[path = "mcp/support.rs"]
-mod support;
+use common::mcp_support as support;
 
 use common::kill::{below, check_marked, check_no_fabricated_bash, env_u64, rng_for, Case};
 use common::pg::*;

@@ -3,10 +3,14 @@
 //! same user (or root) could; provider errors that echo the key; database passwords in URLs;
 //! planted links at the names `recover` writes; the user's umask; the fuzz harness's template;
 //! text that renders other than it reads.
+//!
+//! Why a binary of its own, not a module of `tests/cli/main.rs`: one test bounds the peak memory
+//! of every child this test binary waited for (`getrusage(RUSAGE_CHILDREN)` is process-wide);
+//! beside the other tests it would count their children too (the 200 MB imports of
+//! `bounded_input.rs`, Chromium).
 
 mod common;
-#[path = "mcp/support.rs"]
-mod mcp_support;
+use common::mcp_support;
 
 use common::models::*;
 use mockllm::{Answer, Format, Reply};

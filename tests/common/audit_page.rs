@@ -1,4 +1,4 @@
-//! Reading a page `recover audit --html` wrote, for `tests/audit_html.rs`: its summary and
+//! Reading a page `recover audit --html` wrote, for `tests/cli/audit_html.rs`: its summary and
 //! items (the JSON blocks the page's script draws from), and what an HTML5 parser says of it;
 //! and the journals they are written from (the demo's, transcripts run by `tooljournal run`).
 #![allow(dead_code)]
@@ -92,7 +92,7 @@ pub fn run_script(dir: &Path, script: &Path, extra: &[&str]) -> PathBuf {
 
 /// `recover audit JOURNAL --html FILE [extra]`: the page, after asserting the run succeeded.
 pub fn write_page(journal: &str, file: &Path, extra: &[&str]) -> String {
-    let out = Command::new(crate::recover_bin::recover_bin())
+    let out = Command::new(super::recover_bin::recover_bin())
         .args(["audit", journal, "--html"])
         .arg(file)
         .args(extra)
@@ -152,7 +152,7 @@ pub fn call_ids(html: &str) -> Vec<String> {
 
 /// The call ids `recover audit --json` lists.
 pub fn audit_ids(journal: &str) -> Vec<String> {
-    let out = Command::new(crate::recover_bin::recover_bin())
+    let out = Command::new(super::recover_bin::recover_bin())
         .args(["audit", journal, "--json"])
         .output()
         .expect("recover runs");

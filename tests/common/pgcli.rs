@@ -1,5 +1,5 @@
 //! The binaries (`tooljournal`, `recover`) run against the test PostgreSQL server and against
-//! directories, for `tests/postgres_cli.rs`.
+//! directories, for `tests/cli/postgres_cli.rs`.
 //!
 //! Why a module: every test there runs the same transcripts into fresh workspaces on both
 //! backends and runs the same commands on both; `recover` belongs to another package, so its
@@ -41,7 +41,7 @@ pub fn tooljournal_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tooljournal"))
 }
 
-pub use crate::recover_bin::recover_bin;
+pub use crate::common::recover_bin::recover_bin;
 
 pub fn tooljournal(args: &[&str], state: &Path) -> Ran {
     Command::new(tooljournal_bin())

@@ -2,9 +2,9 @@
 //! run and SIGKILLed in a case directory, copies of a killed journal and workspace (one per
 //! `--rerun` policy), and readers of what the journal and `recover`'s library say afterwards.
 #![allow(dead_code)]
-// Included by `rerun.rs` with `#[path]` (beside `mod common;`), so it names `crate::common`.
+// A module of `common`, so its sibling `models` is `super::models`.
 
-use crate::common::models::{calls_in, events, files_under, results_for, FORMATS};
+use super::models::{calls_in, events, files_under, results_for, FORMATS};
 use recover::providers::Format;
 use runtime::event::{CallRef, CallStarted, Event, RecoveryRerun};
 use serde_json::{json, Value};

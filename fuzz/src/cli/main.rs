@@ -5,7 +5,7 @@
 //! Why a binary of its own: the harness is test machinery (proptest's strategies and
 //! shrinking, the runtime's `testing` feature, tokio's `test-util`), and a binary that links it
 //! builds the runtime with that feature on for every session it runs. The `tooljournal` binary
-//! links none of it (`tests/release_deps.rs`); this one is the harness.
+//! links none of it (`tests/cli/release_deps.rs`); this one is the harness.
 //!
 //! Exit status: 0 no violation, 1 a violation found (or a usage or I/O error), 2 a transcript
 //! or workspace template that cannot be used.

@@ -8,7 +8,7 @@
 //! than it holds, and a file whose index passes `import::INDEX_BYTES_MAX` is refused naming
 //! the line.
 
-mod common;
+use crate::common;
 
 use common::models::{shown, text, Case};
 use common::recover_bin::recover_bin;

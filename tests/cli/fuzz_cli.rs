@@ -10,9 +10,8 @@
 //! `t1` `ABORTED_BEFORE_DISPATCH` for every n. Each `sleep 30` carries `timeout_ms` 200, so a
 //! case nobody stops never waits for it (it ends `TIMEOUT`).
 
-mod common;
-#[path = "mcp/support.rs"]
-mod support;
+use crate::common;
+use crate::common::mcp_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! `.ci/run` installs the package with `npm ci`; a test run without it installs it the same
 //! way. A machine without Node.js 20.15+ and npm fails these tests, saying so.
 
-mod common;
+use crate::common;
 
 use common::models::{calls_in, events, key_var, kinds, results_for, shown, text, FORMATS, KEY};
 use mockllm::Format;

@@ -4,8 +4,7 @@
 //! command line. The journal, classification and rebuilt histories treat MCP calls exactly as
 //! built-ins.
 
-#[path = "mcp/support.rs"]
-mod support;
+use crate::common::mcp_support as support;
 
 use journal::{FsStorage, Limits};
 use recover::providers::{request_body, stand_in_tools, validate, Format};

@@ -6,12 +6,9 @@
 //!
 //! Without Chromium and chromedriver these tests fail saying how to install them.
 
-#[path = "common/audit_page.rs"]
-mod audit_page;
-#[path = "common/browser.rs"]
-mod browser;
-#[path = "common/recover_bin.rs"]
-mod recover_bin;
+use crate::common::audit_page;
+use crate::common::browser;
+use crate::common::recover_bin;
 
 use audit_page::{audit_ids, big_session, demo, markup_script, path_str, run_script, write_page};
 use browser::{Browser, Key};

@@ -4,7 +4,7 @@
 //! file the conversation wrote has changed since; every rebuilt history validates with the
 //! question in it.
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use mockllm::{Answer, Format};

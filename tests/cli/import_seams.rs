@@ -3,8 +3,7 @@
 //! adversarial review's tests, kept: the first two each failed on a defect it found, since
 //! fixed.
 
-#[path = "common/recover_bin.rs"]
-mod recover_bin;
+use crate::common::recover_bin;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! The `tooljournal` binary, end to end: exit codes and messages are a contract (DESIGN.md §10).
 
-mod common;
+use crate::common;
 
 use journal::{FsStorage, Journal, Options};
 use std::path::Path;

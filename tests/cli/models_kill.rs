@@ -3,7 +3,7 @@
 //! call with exactly one result (the mock checks it as the provider would), the killed
 //! call's being `TOOL_OUTCOME_UNKNOWN`.
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use mockllm::{Answer, Format};

@@ -3,7 +3,7 @@
 //! `response_bytes_max`), an attempt bounded in time (`attempt_timeout_ms`, retried once), and
 //! an answer with more calls than the runtime runs journaled and answered, not dropped.
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use common::recover_bin::recover_bin;

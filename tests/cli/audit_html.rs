@@ -3,10 +3,8 @@
 //! bound; journal text that looks like markup stays text. `audit_browser.rs` opens the same
 //! pages in a real browser.
 
-#[path = "common/audit_page.rs"]
-mod audit_page;
-#[path = "common/recover_bin.rs"]
-mod recover_bin;
+use crate::common::audit_page;
+use crate::common::recover_bin;
 
 use audit_page::{
     assert_sound_page, big_session, call_ids, copy_dir, demo, elements, items, markup_script,

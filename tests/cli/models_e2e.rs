@@ -3,7 +3,7 @@
 //! stream cut inside a call's arguments, a tool the step does not offer, bad input, and the
 //! key never written anywhere.
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use mockllm::{Answer, Format, Reply};

@@ -3,8 +3,7 @@
 //! The promise under test: nothing ever runs twice, and nothing makes a recoverable journal
 //! unrecoverable.
 
-#[path = "mcp/support.rs"]
-mod support;
+use crate::common::mcp_support as support;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -5,8 +5,7 @@
 //! `--kill-orphans` (journaled); the library's `Session::builder(..).resume()` refuses the same way.
 //! A live run's own running call is no orphan, and `recover classify` does not call it one.
 
-#[path = "common/recover_bin.rs"]
-mod recover_bin;
+use crate::common::recover_bin;
 
 use runtime::event::{Event, ProcessStarted, Record};
 use serde_json::json;

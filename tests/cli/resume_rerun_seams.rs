@@ -3,10 +3,7 @@
 //! said balanced, an edit of a file read before the crash). Found in review; each test failed
 //! before its fix.
 
-mod common;
-
-#[path = "common/rerun.rs"]
-mod rerun_common;
+use crate::common::rerun as rerun_common;
 
 use rerun_common::*;
 use runtime::event::{CallRef, Event};

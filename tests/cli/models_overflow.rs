@@ -7,7 +7,7 @@
 //! summary at least halves the request, as a reduction aims for when the window is unknown),
 //! and the overflow is scripted on turn 2's first request.
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use history::reduce::SUMMARY_INSTRUCTION;
@@ -687,5 +687,4 @@ fn a_kill_after_the_reduction_resumes_with_the_reduced_history() {
     }
 }
 
-#[path = "models_overflow/provider_word.rs"]
 mod provider_word;

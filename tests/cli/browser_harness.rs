@@ -2,8 +2,7 @@
 //! reports a script's uncaught error and a load the page's CSP refused, a clean page reports
 //! none, and the helpers the HTML audit tests use do what they say.
 
-#[path = "common/browser.rs"]
-mod browser;
+use crate::common::browser;
 
 use browser::{Browser, Key};
 use serde_json::json;

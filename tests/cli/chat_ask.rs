@@ -3,7 +3,7 @@
 //! it (arrows, space, a typed number, the own-words entry, Esc, Ctrl-C), and the journal and the
 //! next request to the model say what was answered, declined or withdrawn.
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use expectrl::process::unix::WaitStatus;

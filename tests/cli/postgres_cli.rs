@@ -7,12 +7,13 @@
 //! and times are masked (`common/normalise.rs`). Then `journal copy` both ways, `store init`,
 //! `sessions --store`, and a closed session's lease.
 
-#[path = "common/normalise.rs"]
+// This file's own helpers, kept in `tests/common/` beside the shared ones but not in `common`:
+// `normalise.rs` carries a unit test of its own, which would run again in every test binary
+// that declares `common`.
+#[path = "../common/normalise.rs"]
 mod normalise;
-#[path = "common/pgcli.rs"]
+#[path = "../common/pgcli.rs"]
 mod pgcli;
-#[path = "common/recover_bin.rs"]
-mod recover_bin;
 
 use normalise::normalise;
 use pgcli::{recover, tooljournal, Fixture, Ran};

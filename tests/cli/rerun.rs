@@ -7,13 +7,11 @@
 //! through `recover`'s library (what its binary prints): this package's tests cannot run that
 //! binary.
 
-mod common;
+use crate::common;
 
-#[path = "common/rerun.rs"]
-mod rerun_common;
+use crate::common::rerun as rerun_common;
 
-#[path = "mcp/support.rs"]
-mod mcp_support;
+use crate::common::mcp_support;
 
 use recover::CallReport;
 use rerun_common::*;

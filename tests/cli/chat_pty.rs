@@ -2,7 +2,7 @@
 //! model's text streamed, an approval asked and answered `y`, a Ctrl-C in the middle of a
 //! stream (the turn is journaled cancelled), `/exit` (the session is closed).
 
-mod common;
+use crate::common;
 
 use common::models::*;
 use expectrl::{ControlCode, Eof, Expect};

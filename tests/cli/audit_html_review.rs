@@ -2,10 +2,8 @@
 //! the page's size bound, its escaping, its error paths and its promise that every call the
 //! audit lists is on the page. Each test states the promise it checks.
 
-#[path = "common/audit_page.rs"]
-mod audit_page;
-#[path = "common/recover_bin.rs"]
-mod recover_bin;
+use crate::common::audit_page;
+use crate::common::recover_bin;
 
 use audit_page::{assert_sound_page, call_ids, demo, parse_errors, path_str, summary};
 use journal::{FsStorage, Journal, Options};

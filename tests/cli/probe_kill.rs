@@ -17,7 +17,7 @@
 //!   process group alive (`running`, with the journaled pgid) until the test kills the group
 //!   (`no_evidence` then).
 
-mod common;
+use crate::common;
 
 use common::kill::{Case, Script};
 use nix::sys::signal::{killpg, Signal};
