@@ -13,6 +13,10 @@
 //! Why a binary of its own, not a module of `tests/cli/main.rs`: `required-features =
 //! ["corpora"]` (Cargo.toml) leaves it out of `cargo test --workspace`, and `.ci/run` runs it by
 //! that name.
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
 
 mod common;
 #[path = "corpora/imports.rs"]

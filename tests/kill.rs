@@ -1,4 +1,4 @@
-//! Process-kill tests (issue 7, item 5): `tooljournal run` is SIGKILLed at random moments, then
+//! Process-kill tests: `tooljournal run` is SIGKILLed at random moments, then
 //! the journal it left is recovered and the session resumed, and what recovery says is checked
 //! against what really happened in the workspace.
 //!
@@ -39,6 +39,10 @@
 //! until its `exec`. The other tests of the package start their children without the gate (and
 //! `postgres_kill.rs`'s server, `pg::testing`, starts `pg_ctl` without it): beside them a child
 //! could hold a killed session's lock a moment longer, and a resume here would be refused.
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
 
 mod common;
 

@@ -14,6 +14,10 @@
 //! if no other test of the binary starts a child outside it; the other tests do. And the
 //! servers it starts, restarts and disturbs (`pg::testing`) start `pg_ctl` outside the gate,
 //! which is why it is not in `kill.rs`'s binary either.
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
 
 mod common;
 use common::mcp_support as support;

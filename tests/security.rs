@@ -8,6 +8,10 @@
 //! of every child this test binary waited for (`getrusage(RUSAGE_CHILDREN)` is process-wide);
 //! beside the other tests it would count their children too (the 200 MB imports of
 //! `bounded_input.rs`, Chromium).
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
 
 mod common;
 use common::mcp_support;

@@ -359,7 +359,7 @@ fn a_closed_stdout_ends_dump_quietly_not_with_a_panic() {
 
 /// Each segment of the journal in `dir` ends where its last frame ends (a segment without
 /// records at its header): a clean exit leaves none of the zeros a live format-2 segment holds
-/// ahead of its records (issue 38).
+/// ahead of its records.
 fn assert_ends_at_last_frame(dir: &Path, what: &str) {
     let storage: Arc<dyn journal::Storage> = Arc::new(FsStorage::open(dir).unwrap());
     let mut reader = journal::Reader::open(storage, journal::Limits::default()).unwrap();
@@ -396,7 +396,7 @@ fn assert_ends_at_last_frame(dir: &Path, what: &str) {
     );
 }
 
-/// Issue 38: `run` (scripted and live), `resume`, `chat`, `demo` and `recover import` each exit
+/// `run` (scripted and live), `resume`, `chat`, `demo` and `recover import` each exit
 /// cleanly with every segment ending at its last record: a finished session keeps no MiB of
 /// zeros.
 #[test]

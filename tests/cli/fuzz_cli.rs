@@ -1,4 +1,4 @@
-//! `tooljournal fuzz` through the binary (issue #22, item 2): a transcript with a parallel batch
+//! `tooljournal fuzz` through the binary: a transcript with a parallel batch
 //! run many times with the real tools, its report, its determinism and its refusals.
 //!
 //! `tests/data/fuzz_batch.jsonl` sends one batch on a copy of `tests/data/fuzz_template`:

@@ -11,6 +11,10 @@
 //!   (`getrusage(RUSAGE_CHILDREN)`, process-wide); the children of other tests (200 MB imports,
 //!   Chromium) would count.
 //! - `tests/corpora.rs`: `required-features = ["corpora"]`, run by `.ci/run` alone.
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test crate exports nothing: `pub` only shares helpers between its modules.
+#![allow(unreachable_pub)]
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,4 +1,4 @@
-//! Adversarial review of the CLI on a PostgreSQL store (issue 18): `sessions --store` with a
+//! Adversarial review of the CLI on a PostgreSQL store: `sessions --store` with a
 //! password in the store's URL and with session ids that need percent-encoding.
 
 use journal::{JournalMeta, RecordStore, RowRef, Takeover};

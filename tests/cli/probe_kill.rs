@@ -1,4 +1,4 @@
-//! The probe after a real SIGKILL (issue 17, item 3): `tooljournal run` is killed in the middle
+//! The probe after a real SIGKILL: `tooljournal run` is killed in the middle
 //! of a batch, and recovery, read only and probing the workspace (what `recover classify
 //! --dry-run --json --probe WS` runs), is asked what the workspace says about the calls whose
 //! outcome is unknown.

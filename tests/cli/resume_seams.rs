@@ -1,4 +1,4 @@
-//! `tooljournal resume` at the seams (issue 14, items 1, 3 and 4): recovery, which resume runs
+//! `tooljournal resume` at the seams: recovery, which resume runs
 //! first, never breaks a finished session, never touches a corrupt journal, and records a cut an
 //! interrupted repair left unrecorded.
 

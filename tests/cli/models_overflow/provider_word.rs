@@ -1,4 +1,4 @@
-//! Issue 38: the provider's word wins. A summary that fails in any way still leaves the earlier
+//! The provider's word wins over the estimate. A summary that fails in any way still leaves the earlier
 //! turns out (`summary_note` saying why); a refusal is reduced even when the estimate (bytes /
 //! 4) says the request fits; and where the refusal counts the tokens, the session's estimates
 //! are set against that count from then on, a resume included (`context/calibrated`).
