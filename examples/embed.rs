@@ -15,12 +15,12 @@
 
 use futures_util::future::BoxFuture;
 use recover::providers::{history, Format};
-use runtime::agent::{Agent, AgentConfig, AgentEvent, Observer};
-use runtime::args::Args;
 use runtime::event::{Classification, Resources, StopReason};
 use runtime::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::Args;
+use runtime::{Agent, AgentConfig, AgentEvent, AgentObserver};
 use runtime::{ErrorCode, Session};
+use runtime::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::Write;
@@ -142,7 +142,7 @@ impl Model for Canned {
 /// Prints each call's result as the batch ends.
 struct PrintResults;
 
-impl Observer for PrintResults {
+impl AgentObserver for PrintResults {
     fn on(&mut self, event: AgentEvent<'_>) {
         if let AgentEvent::Results(results) = event {
             for result in results {

@@ -48,7 +48,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tooljournal_fuzz::runtime::transcript::parse_script;
+    use tooljournal_fuzz::runtime::parse_script;
     use tooljournal_fuzz::turns_of;
 
     /// The buggy `variant` is caught within the budget, for the truth property, and its shrunk

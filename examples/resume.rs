@@ -12,10 +12,10 @@
 //! again) and runs the second once, with its journaled id, because it provably never started.
 //! `cargo test` runs this example too (the test at the bottom).
 
-use runtime::args::Args;
 use runtime::event::{ModelCall, ModelResponse, RerunPolicy, StopReason};
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::Args;
 use runtime::{ErrorCode, Session, SessionBuilder};
+use runtime::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use session::{Location, Resume, ResumeError, Resumed, Settings};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -16,9 +16,9 @@ use crate::printer::Printer;
 use crate::run::{self, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
-use runtime::agent::{Agent, AgentEvent, Observer, TurnEnd};
 use runtime::model::{Model, ModelError, ModelErrorKind, ModelEvent};
 use runtime::Session;
+use runtime::{Agent, AgentEvent, AgentObserver, TurnEnd};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -155,7 +155,7 @@ impl StreamOut {
     }
 }
 
-impl Observer for StreamOut {
+impl AgentObserver for StreamOut {
     fn on(&mut self, event: AgentEvent<'_>) {
         match event {
             AgentEvent::Step { .. } => {
@@ -336,8 +336,8 @@ pub struct RunArgs {
 }
 
 /// The person who answers questions under `--approve ask`.
-fn person_for(approve: Approve) -> Option<Arc<dyn runtime::hooks::Approver>> {
-    (approve == Approve::Ask).then(|| TerminalApprover::new() as Arc<dyn runtime::hooks::Approver>)
+fn person_for(approve: Approve) -> Option<Arc<dyn runtime::Approver>> {
+    (approve == Approve::Ask).then(|| TerminalApprover::new() as Arc<dyn runtime::Approver>)
 }
 
 /// `tooljournal run --model PROVIDER:MODEL --prompt TEXT...`: a new session, one turn a prompt.
@@ -490,6 +490,6 @@ pub fn resume(
 }
 
 /// The person for a resume's approval (`--approve ask` keeps asking at the terminal).
-pub fn resume_person(approve: Approve) -> Option<Arc<dyn runtime::hooks::Approver>> {
+pub fn resume_person(approve: Approve) -> Option<Arc<dyn runtime::Approver>> {
     person_for(approve)
 }

@@ -39,7 +39,7 @@
 
 use runtime::display::visible;
 use runtime::event::{Answer, AskAnswer, Question, TEXT_CHARS_MAX};
-use runtime::hooks::{Approver, AskFuture, CallInfo, QuestionFuture, QuestionOutcome};
+use runtime::{Approver, AskFuture, CallInfo, QuestionFuture, QuestionOutcome};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

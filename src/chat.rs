@@ -22,7 +22,7 @@ use crate::policy::{Approve, PARALLEL_MAX_DEFAULT};
 use crate::run::{self, Prepared, Setup};
 use crate::CliError;
 use journal::FsyncPolicy;
-use runtime::agent::Agent;
+use runtime::Agent;
 use rustyline::error::ReadlineError;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
     let setup = Setup {
         journal: &journal,
         // Every question goes to the person, whatever the policy sends to it.
-        person: Some(person.clone() as Arc<dyn runtime::hooks::Approver>),
+        person: Some(person.clone() as Arc<dyn runtime::Approver>),
         approve: args.approve,
         max_parallel: PARALLEL_MAX_DEFAULT,
         fsync: FsyncPolicy::Group,

@@ -8,7 +8,7 @@
 
 use crate::CliError;
 use runtime::event::ConfigFile;
-use runtime::registry::{Exposure, Registry};
+use runtime::{Exposure, Registry};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use crate::policy::Approve;
 use crate::run;
 use crate::CliError;
 use journal::FsyncPolicy;
-use runtime::transcript::{parse_script, ScriptedModel};
+use runtime::{parse_script, ScriptedModel};
 
 const TRANSCRIPT: &str = include_str!("demo.jsonl");
 

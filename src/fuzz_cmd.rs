@@ -84,7 +84,7 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     // set to 0 when it sealed itself (`tooljournal-fuzz` seals its own process, and passes the
     // limit on to the tools it starts). The secrets were taken out of the environment first
     // (`main`), so the other binary never sees them.
-    runtime::secrets::before_exec().map_err(|e| {
+    runtime::secrets_before_exec().map_err(|e| {
         failed(format!(
             "cannot prepare {} to run as a tool's process is prepared: {e}",
             bin.display()

@@ -8,7 +8,7 @@
 
 use crate::CliError;
 use journal::{Backend, Location, RecordStore};
-use runtime::builder::SessionBuilder;
+use runtime::SessionBuilder;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -376,10 +376,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// the store), wiped from the initial environment the kernel shows, the process sealed
 /// (`runtime::secrets`).
 fn keep_secrets() -> Result<(), String> {
-    use runtime::secrets;
-    secrets::take_from_environment(&secrets::SECRET_VARS).map_err(|e| e.to_string())?;
-    pg::set_default_password(secrets::var("PGPASSWORD"));
-    secrets::seal_process().map_err(|e| {
+    runtime::take_secrets_from_environment(&runtime::SECRET_VARS).map_err(|e| e.to_string())?;
+    pg::set_default_password(runtime::secret_var("PGPASSWORD"));
+    runtime::seal_process().map_err(|e| {
         format!("cannot keep this process's memory from its tools (PR_SET_DUMPABLE): {e}")
     })
 }

@@ -7,9 +7,9 @@
 use crate::config::ModelSection;
 use crate::system_prompt;
 use crate::CliError;
-use runtime::agent::AgentConfig;
 use runtime::event::SessionModel;
 use runtime::model::{Model, ModelSettings};
+use runtime::AgentConfig;
 
 /// Steps per turn unless `--max-steps` says otherwise.
 pub const STEPS_MAX_DEFAULT: u32 = 50;
@@ -65,11 +65,11 @@ pub fn connect(
     // The providers' own variables were taken at start (`secrets::take`); one the
     // configuration names is taken now, before the session's tools or threads exist.
     if let Some(var) = section.api_key_env.as_deref() {
-        runtime::secrets::take_from_environment(&[var])
+        runtime::take_secrets_from_environment(&[var])
             .map_err(|e| CliError::Failed(e.to_string()))?;
     }
     let mut config =
-        llm::ModelConfig::resolve(spec, section.api_key_env.as_deref(), runtime::secrets::var)
+        llm::ModelConfig::resolve(spec, section.api_key_env.as_deref(), runtime::secret_var)
             .map_err(|e| CliError::Failed(e.to_string()))?;
     // Read now, before any journal is touched (`agent_config` reads it again once the tools
     // are known): a missing prompt file must not leave a session begun behind it.

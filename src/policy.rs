@@ -6,7 +6,7 @@ use crate::config::{self, Loaded};
 use crate::CliError;
 use journal::FsyncPolicy;
 use runtime::event::{ApprovalPolicy, SessionPolicy};
-use runtime::registry::Registry;
+use runtime::Registry;
 use std::path::{Path, PathBuf};
 
 pub use session::PARALLEL_MAX_DEFAULT;

@@ -9,7 +9,7 @@
 
 use journal::Journal;
 use runtime::event::CallRef;
-use runtime::hooks::Observer;
+use runtime::Observer;
 use runtime::ToolResult;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};

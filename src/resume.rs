@@ -10,7 +10,7 @@ use crate::printer::Printer;
 use crate::run::{add_tools, load_script, play, wire, Prepared, Setup, Tooled, Wired};
 use crate::{failed, CliError};
 use runtime::event::RerunPolicy;
-use runtime::transcript::{consumed_lines, ScriptedApprover};
+use runtime::{consumed_lines, ScriptedApprover};
 use session::{Continue, Look, Plan, Resume, ResumeError, Resumed, Settings};
 use std::path::Path;
 use std::sync::Arc;

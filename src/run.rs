@@ -8,9 +8,9 @@ use crate::printer::Printer;
 use crate::{failed, CliError};
 use journal::{FsStorage, FsyncPolicy};
 use runtime::event::{AskAnswer, CallRef, Record};
-use runtime::hooks::Observer;
 use runtime::replay::replay_backend;
-use runtime::transcript::{drive, read_script, DriveReport, ScriptedApprover, ScriptedModel};
+use runtime::Observer;
+use runtime::{drive, read_script, DriveReport, ScriptedApprover, ScriptedModel};
 use runtime::{BuildError, LockedJournal, Session, SessionBuilder};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ pub(crate) struct Setup<'a> {
     /// (MCP logs beside it, the table printed at the end), never the location messages show.
     pub journal: &'a Path,
     /// Who answers questions instead of the script's approver (a person at the terminal).
-    pub person: Option<Arc<dyn runtime::hooks::Approver>>,
+    pub person: Option<Arc<dyn runtime::Approver>>,
     pub approve: Approve,
     pub max_parallel: usize,
     /// Only recorded here (`session/policy`): the journal was opened with it already.
@@ -72,7 +72,7 @@ fn start_servers(
     rt: &tokio::runtime::Runtime,
     config: &FileConfig,
     side_dir: &Path,
-    registry: &mut runtime::registry::Registry,
+    registry: &mut runtime::Registry,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
     start_all(rt.handle(), config, |name, server_config| {
         let log = side_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
@@ -234,7 +234,7 @@ pub(crate) fn add_tools(
         .registry()
         .entries()
         .into_iter()
-        .filter(|e| e.exposure != runtime::registry::Exposure::Hidden)
+        .filter(|e| e.exposure != runtime::Exposure::Hidden)
         .map(|e| e.tool.name().to_owned())
         .collect();
     let workspace = prepared.workspace().root().display().to_string();

@@ -17,9 +17,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tooljournal_fuzz::proptest::strategy::Strategy;
-use tooljournal_fuzz::runtime::args::Args;
-use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use tooljournal_fuzz::runtime::Args;
 use tooljournal_fuzz::runtime::ErrorCode;
+use tooljournal_fuzz::runtime::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use tooljournal_fuzz::{CallView, Crash, Harness, Observer, Outcome, WorldId};
 
 /// The largest `by` a call may ask for (the smallest is 1).

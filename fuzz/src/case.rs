@@ -209,7 +209,7 @@ impl StorageFault {
 }
 
 #[derive(Debug, Clone)]
-/// A whole simulated session and what goes wrong in it: what [`case()`] generates and a seed picks.
+/// A whole simulated session and what goes wrong in it: what `case()` generates and a seed picks.
 pub struct Case {
     /// The user's turns (1 to 3), each a list of steps (1 to 3).
     pub turns: Vec<Vec<StepSpec>>,
@@ -228,7 +228,7 @@ pub struct Case {
     /// run never run again); `Some`, resumed on the journal as the crash left it, running again
     /// what the policy picks (`tooljournal resume --rerun`), then one more turn.
     pub rerun: Option<RerunPolicy>,
-    /// The files of the simulated world that exist when the session begins (from [`PATHS`]).
+    /// The files of the simulated world that exist when the session begins (from `PATHS`).
     pub initial: Vec<&'static str>,
     /// Someone changes a file of the world after the session ended (before recovery probes it).
     pub change_back: Option<ChangeBack>,

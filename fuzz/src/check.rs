@@ -415,7 +415,7 @@ fn truthful(
     let body = run.body(id);
     match body.map(|b| &b.end) {
         Some(Some(BodyEnd::Ok(text))) => {
-            let hash = runtime::tools::sha256_hex(text.as_bytes());
+            let hash = runtime::sha256_hex(text.as_bytes());
             if is_error || (content != text && !content.contains(&hash)) {
                 return fail(&format!("its body returned {text:?}"));
             }

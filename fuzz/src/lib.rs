@@ -172,7 +172,7 @@ impl Mutant {
     /// Whether this build can run it at all (its crate's `mutant` feature is on).
     pub fn compiled(self) -> bool {
         match self.failpoint() {
-            Some(_) => runtime::failpoint::MUTANTS_COMPILED,
+            Some(_) => runtime::MUTANTS_COMPILED,
             None if self.simulated() => cfg!(feature = "mutant"),
             None => recover::MUTANTS_COMPILED,
         }

@@ -5,7 +5,7 @@
 use crate::case::{AskSpec, Kind, Person, StepSpec, OPTION_LABELS};
 use crate::Locked;
 use runtime::event::{Answer, AskAnswer, Question};
-use runtime::hooks::{
+use runtime::{
     Approver, AskFuture, CallInfo, Decision, PreExecute, QuestionFuture, QuestionOutcome,
 };
 use serde_json::{json, Value};

@@ -18,8 +18,8 @@ use recover::{
     Analysis, CallReport,
 };
 use runtime::event::{Answer, Approval, AskAnswer, Reply, Resources};
-use runtime::hooks::QuestionOutcome;
 use runtime::ErrorCode;
+use runtime::QuestionOutcome;
 use std::collections::HashMap;
 
 /// The person's answer to `id`'s question, if they gave one that fits it, as the session keeps

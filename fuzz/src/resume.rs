@@ -14,7 +14,7 @@ use recover::Prober;
 use recover::{analyze_probing, Analysis};
 use recover::{choose_reruns, recovery_events};
 use runtime::event::{CallRef, ModelResponse, RerunPolicy, StepOutcome, StopReason, TurnOutcome};
-use runtime::testing::ManualClock;
+use runtime::ManualClock;
 use runtime::{RuntimeError, Session, SessionOptions, ToolResult};
 use std::sync::Arc;
 use tokio::time::Instant;

@@ -10,11 +10,11 @@ use crate::Locked;
 use crate::Mutant;
 use journal::Journal;
 use runtime::event::{CallRef, Evidence, ModelCall, Resources, SideEffect, ToolSource};
-use runtime::hooks::{Hooks, Observer};
-use runtime::registry::Registry;
-use runtime::spill::SpillStore;
-use runtime::tool::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::Registry;
+use runtime::SpillStore;
 use runtime::{Config, ErrorCode, ToolResult};
+use runtime::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::{Hooks, Observer};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -93,7 +93,7 @@ struct Sim {
 }
 
 /// A list of strings among the arguments.
-fn list(args: &runtime::args::Args, key: &str) -> Vec<String> {
+fn list(args: &runtime::Args, key: &str) -> Vec<String> {
     args.get(key)
         .and_then(Value::as_array)
         .map(|a| {
@@ -114,13 +114,13 @@ impl Tool for Sim {
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
     }
-    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
+    fn is_concurrency_safe(&self, args: &runtime::Args) -> bool {
         args.get("parallel").and_then(Value::as_bool) == Some(true)
     }
     fn is_retry_safe(&self) -> bool {
         self.retry_safe
     }
-    fn resources(&self, args: &runtime::args::Args) -> Resources {
+    fn resources(&self, args: &runtime::Args) -> Resources {
         Resources {
             reads: list(args, "reads"),
             writes: list(args, "writes"),
@@ -128,7 +128,7 @@ impl Tool for Sim {
         }
     }
     /// One file replacement per path it writes, as the world is now; noted in the ground truth.
-    fn evidence<'a>(&'a self, args: &'a runtime::args::Args) -> EvidenceFuture<'a> {
+    fn evidence<'a>(&'a self, args: &'a runtime::Args) -> EvidenceFuture<'a> {
         let writes = list(args, "writes");
         let evidence = match args.str("id") {
             Some(id) if !writes.is_empty() => {
@@ -141,7 +141,7 @@ impl Tool for Sim {
         };
         Box::pin(std::future::ready(evidence))
     }
-    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, args: runtime::Args, ctx: ToolContext) -> ToolFuture<'_> {
         let shared = self.shared.clone();
         let started_ms = shared.epoch.elapsed().as_millis() as u64;
         if let Some(j) = shared.journal.get() {
@@ -186,13 +186,13 @@ impl Tool for Sim {
 /// The body's act on the world: replaces every file it writes with its content, all at once,
 /// unless the world is no longer as its evidence recorded (then, like `write`, it writes
 /// nothing and fails `FS_STALE_VERSION`).
-fn act(shared: &Shared, args: &runtime::args::Args, ctx: &ToolContext) -> Result<(), ToolError> {
+fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), ToolError> {
     let writes = list(args, "writes");
     let Some(id) = args.str("id").filter(|_| !writes.is_empty()) else {
         return Ok(());
     };
     let content = content_of(id);
-    let after = runtime::tools::sha256_hex(content.as_bytes());
+    let after = runtime::sha256_hex(content.as_bytes());
     let mut world = shared.world.locked();
     for path in &writes {
         let recorded = ctx.evidence().iter().find_map(|e| match e {
@@ -291,10 +291,7 @@ impl SpillStore for MemSpill {
         if self.fails {
             return Err("simulated spill failure".into());
         }
-        let locator = format!(
-            "spill:sha256:{}",
-            runtime::tools::sha256_hex(text.as_bytes())
-        );
+        let locator = format!("spill:sha256:{}", runtime::sha256_hex(text.as_bytes()));
         self.blobs.locked().insert(locator.clone(), text.to_owned());
         Ok(locator)
     }
@@ -393,7 +390,7 @@ pub(crate) fn session_parts(
     // The built-in `ask` on a registry holding only the two simulated tools: no clash.
     #[allow(clippy::expect_used)]
     registry
-        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
         .expect("ask registers");
     let approver = Arc::new(SimPerson::default());
     let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
@@ -406,7 +403,7 @@ pub(crate) fn session_parts(
         observers,
         ..Hooks::default()
     };
-    let failpoints = runtime::failpoint::Failpoints::armable();
+    let failpoints = runtime::Failpoints::armable();
     if let Some(name) = mutant.and_then(Mutant::failpoint) {
         failpoints.enable(name);
     }

@@ -5,7 +5,7 @@
 
 use crate::case::ChangeBack;
 use runtime::event::Evidence;
-use runtime::tools::sha256_hex;
+use runtime::sha256_hex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 

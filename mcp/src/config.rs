@@ -5,7 +5,7 @@
 //! read-only (plan mode refuses them) unless the user says so, or says to trust the server's
 //! own `readOnlyHint`s (MCP calls them hints, untrusted by definition).
 
-use runtime::registry::Exposure;
+use runtime::Exposure;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

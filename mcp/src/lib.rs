@@ -41,7 +41,7 @@ pub use config::{ServerConfig, ToolConfig};
 pub use server::McpServer;
 pub use tool::McpTool;
 
-use runtime::registry::{Registry, RegistryError};
+use runtime::{Registry, RegistryError};
 
 #[derive(Debug, thiserror::Error)]
 /// Why an MCP server's tools could not be made runtime tools. Each names the server.

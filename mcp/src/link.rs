@@ -3,7 +3,7 @@
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleClient};
-use runtime::tool::ProgressSink;
+use runtime::ProgressSink;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -187,7 +187,7 @@ fn spawn(name: &str, config: &ServerConfig, stderr: Stdio) -> Result<TokioChildP
     // A server is started for the model's calls as `bash` is: kept from the runtime's secrets.
     // SAFETY: runs in the child between fork and exec; system calls only, no allocation.
     unsafe {
-        command.pre_exec(runtime::secrets::before_exec);
+        command.pre_exec(runtime::secrets_before_exec);
     }
     if let Some(cwd) = &config.cwd {
         // Checked here: a spawn into a missing directory fails with ENOENT, which reads as

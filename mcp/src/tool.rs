@@ -18,11 +18,11 @@ use rmcp::model::{
     ClientRequest, ContentBlock, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
-use runtime::args::Args;
 use runtime::event::{Resources, ToolSource};
-use runtime::registry::Exposure;
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use runtime::Args;
 use runtime::ErrorCode;
+use runtime::Exposure;
+use runtime::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -14,13 +14,11 @@ use runtime::event::{
     Answer, AskAnswer, CallRef, Event, ModelCall, ModelResponse, Question, StepOutcome, StopReason,
     ToolSource, TurnOutcome,
 };
-use runtime::hooks::{
-    Approver, AskFuture, CallInfo, Hooks, Observer, QuestionFuture, QuestionOutcome,
-};
-use runtime::registry::{Exposure, Registry, RegistryError};
 use runtime::replay::replay_storage;
-use runtime::tools::{builtin_registry, Workspace};
+use runtime::{builtin_registry, Workspace};
+use runtime::{Approver, AskFuture, CallInfo, Hooks, Observer, QuestionFuture, QuestionOutcome};
 use runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use runtime::{Exposure, Registry, RegistryError};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use tooljournal_mcp::{McpError, McpServer, ServerConfig, ToolConfig};

@@ -52,7 +52,7 @@ pub struct ImportReport {
 }
 
 /// What reading the file found, a line each for people: every line kept out, with where and
-/// why, then the notes ([`note_lines`]). `recover import` prints them; `audit` shows them.
+/// why, then the notes (`note_lines`). `recover import` prints them; `audit` shows them.
 pub fn source_lines(damaged: &[ImportedDamage], notes: &[ImportNote]) -> Vec<String> {
     let kept_out = damaged.iter().map(|d| {
         let follows = if d.followed {

@@ -7,7 +7,7 @@
 //! [`classify::Analysis::conversation`] then gives the conversation, which
 //! [`providers::history`] lays out for OpenAI, Anthropic or Gemini, and [`rebuild::body`] makes
 //! a whole request body of (system prompt, tools, settings). [`Recovery::probe`] also looks at
-//! the workspace for each `TOOL_OUTCOME_UNKNOWN` call ([`probe`]: `applied`, `not_applied`,
+//! the workspace for each `TOOL_OUTCOME_UNKNOWN` call (`probe`: `applied`, `not_applied`,
 //! `changed`, `running`, `not_looked`, `no_evidence`), reading only, and words the evidence
 //! into the result recovery gives it.
 //!

@@ -15,14 +15,14 @@
 use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Limits, Options, Reader, SimStorage, Storage};
 use runtime::event::{AskAnswer, Classification, ToolSource};
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
 use runtime::state::CallState;
-use runtime::testing::ManualClock;
-use runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::transcript::{drive, ScriptedApprover};
-use runtime::transcript::{parse_script, ScriptedModel};
+use runtime::Hooks;
+use runtime::ManualClock;
+use runtime::Registry;
+use runtime::{drive, ScriptedApprover};
+use runtime::{parse_script, ScriptedModel};
 use runtime::{Config, ErrorCode, Session, SessionOptions};
+use runtime::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tooljournal_recover::conversation::ModelSettings;
@@ -55,10 +55,10 @@ impl Tool for Mark {
     fn input_schema(&self) -> Value {
         json!({"type": "object", "properties": {"fail": {"type": "boolean"}, "parallel": {"type": "boolean"}, "path": {"type": "string"}}})
     }
-    fn is_concurrency_safe(&self, args: &runtime::args::Args) -> bool {
+    fn is_concurrency_safe(&self, args: &runtime::Args) -> bool {
         args.get("parallel").and_then(Value::as_bool) == Some(true)
     }
-    fn resources(&self, args: &runtime::args::Args) -> runtime::event::Resources {
+    fn resources(&self, args: &runtime::Args) -> runtime::event::Resources {
         runtime::event::Resources {
             writes: args
                 .str("path")
@@ -67,7 +67,7 @@ impl Tool for Mark {
             ..Default::default()
         }
     }
-    fn execute(&self, args: runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, args: runtime::Args, ctx: ToolContext) -> ToolFuture<'_> {
         let journal_bytes = self
             .storage
             .read_file(&journal::segment::file_name(0))
@@ -122,10 +122,10 @@ fn run_session(storage: &SimStorage) -> Vec<Ran> {
         )
         .unwrap();
     registry
-        .register(Arc::new(runtime::tools::todo::Todo), ToolSource::BuiltIn)
+        .register(Arc::new(runtime::todo::Todo), ToolSource::BuiltIn)
         .unwrap();
     registry
-        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
         .unwrap();
     let approver = Arc::new(ScriptedApprover::new(AskAnswer::AllowedOnce));
     let hooks = Hooks {

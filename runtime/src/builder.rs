@@ -53,13 +53,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Cache of a session's spill store: small, it only holds what is being written.
-pub const SPILL_CACHE_BYTES_DEFAULT: u64 = 8 << 20;
+pub(crate) const SPILL_CACHE_BYTES_DEFAULT: u64 = 8 << 20;
 
 /// The `server` the journal names for tools added with [`SessionBuilder::tool`].
-pub const EMBEDDING_SOURCE: &str = "embedding";
+pub(crate) const EMBEDDING_SOURCE: &str = "embedding";
 
 /// Where the spill store lives, inside the journal directory.
-pub const SPILL_DIR_NAME: &str = "spill";
+pub(crate) const SPILL_DIR_NAME: &str = "spill";
 
 /// Why a session could not be built. The journal is left as it was in every case but a failure
 /// while opening it for appending or writing the first records ([`BuildError::Journal`],
@@ -149,7 +149,7 @@ pub enum BuildError {
     Runtime(#[from] RuntimeError),
 }
 
-/// The settings of a session about to be built; see the [module docs](self).
+/// The settings of a session about to be built; what it wires and why is in `runtime/src/builder.rs`.
 pub struct SessionBuilder {
     workspace: PathBuf,
     /// The journal directory; for a journal given as a [`Backend`], its location (messages only).
@@ -170,7 +170,7 @@ pub struct SessionBuilder {
 
 impl Session {
     /// Starts building a session whose tools act in `workspace` and whose journal is kept in
-    /// `journal_dir` (created if missing). See [`crate::builder`].
+    /// `journal_dir` (created if missing). See `crate::builder`.
     pub fn builder(
         workspace: impl Into<PathBuf>,
         journal_dir: impl Into<PathBuf>,

@@ -48,36 +48,68 @@
 
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod args;
-pub mod builder;
+// Rooms are private; what an embedder reaches is re-exported below, by what it is for.
+mod agent;
+mod args;
+mod builder;
 mod config;
 mod error;
-pub mod eventlog;
-pub mod failpoint;
-pub mod hooks;
+mod eventlog;
+mod failpoint;
+mod hooks;
 mod pipeline;
-pub mod registry;
+mod registry;
 mod registry_rules;
 mod scheduler;
-pub mod secrets;
-pub mod session;
-pub mod spill;
+mod secrets;
+mod session;
+mod spill;
 mod stats;
-pub mod takeover;
+mod takeover;
 #[cfg(feature = "testing")]
-pub mod testing;
-pub mod tool;
-pub mod tools;
+mod testing;
+mod tool;
+mod tools;
 mod track;
-pub mod transcript;
+mod transcript;
 
 /// The journal's vocabulary (`tooljournal-events`), re-exported where the runtime's users
 /// have always found it.
 pub use events::{code, display, event, model, process, replay, result, state};
 
+// A session: built, locked, prepared, opened or resumed, and driven turn by turn.
 pub use builder::{BuildError, LockedJournal, PreparedSession, SessionBuilder};
 pub use code::ErrorCode;
 pub use error::RuntimeError;
+pub use eventlog::{Clock, EventLog, SystemClock};
 pub use result::ToolResult;
-pub use session::{Config, Session, SessionOptions};
+pub use session::{Config, Phase, Session, SessionOptions, Stats, ASK_TOOL};
+// Tools: the trait, the arguments they get, the registry, the built-ins.
+pub use args::{parse as parse_args, Args};
+pub use registry::{Exposure, Registry, RegistryError, RESERVED_NAMES};
+pub use tool::{
+    EvidenceFuture, ProgressSink, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
+};
+pub use tools::{ask, bash, builtin_registry, builtins, fs, sha256_hex, todo, Workspace};
+// What an embedder plugs in: approvals, listeners, observers.
+pub use hooks::{
+    Approver, AskFuture, CallInfo, Decision, Draft, Guard, Hooks, Observer, PostDecision,
+    PostExecute, PreExecute, QuestionFuture, QuestionOutcome,
+};
+// The agent loop with a live model.
+pub use agent::{Agent, AgentConfig, AgentEvent, Observer as AgentObserver, TurnEnd};
+// A transcript played as the model (`tooljournal run --script`, the fuzz harness).
+pub use transcript::{
+    consumed_lines, drive, parse_script, read_script, DriveReport, ModelStep, ScriptLine,
+    ScriptedApprover, ScriptedModel, NO_SCRIPTED_ANSWER,
+};
+// Where big results go, the process's secrets, a PostgreSQL session taken over.
+pub use failpoint::{Failpoints, MUTANTS_COMPILED};
+pub use secrets::{
+    before_exec as secrets_before_exec, seal_process,
+    take_from_environment as take_secrets_from_environment, var as secret_var, SECRET_VARS,
+};
+pub use spill::{SledSpill, SpillStore};
+pub use takeover::steal;
+#[cfg(feature = "testing")]
+pub use testing::ManualClock;

@@ -8,9 +8,10 @@
 use crate::args::Schema;
 use crate::event::{ToolDescriptor, ToolSource, VisibleTool};
 use crate::registry_rules::valid_name;
-pub use crate::registry_rules::{RegistryError, RESERVED_NAMES, TOOLS_PER_SCOPE_MAX};
+pub(crate) use crate::registry_rules::TOOLS_PER_SCOPE_MAX;
+pub use crate::registry_rules::{RegistryError, RESERVED_NAMES};
 use crate::tool::Tool;
-pub use events::schema::schema_hash;
+pub(crate) use events::schema::schema_hash;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

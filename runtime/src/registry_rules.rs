@@ -6,7 +6,7 @@
 pub const RESERVED_NAMES: [&str; 1] = ["tool_search"];
 
 /// Most tools one scope may hold.
-pub const TOOLS_PER_SCOPE_MAX: usize = 1024;
+pub(crate) const TOOLS_PER_SCOPE_MAX: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 /// Why a tool was not registered. Nothing is registered when one is returned.
@@ -58,7 +58,7 @@ pub enum RegistryError {
         message: String,
     },
     #[error("a scope holds at most {TOOLS_PER_SCOPE_MAX} tools")]
-    /// The scope already holds [`TOOLS_PER_SCOPE_MAX`] tools.
+    /// The scope already holds `TOOLS_PER_SCOPE_MAX` tools.
     Full,
 }
 

@@ -177,7 +177,7 @@ impl Drop for SledSpill {
 }
 
 /// The model's copy of a spilled text: head, tail, and how to get the rest.
-pub fn preview(text: &str, locator: &str, keep_bytes: usize) -> String {
+pub(crate) fn preview(text: &str, locator: &str, keep_bytes: usize) -> String {
     let half = keep_bytes / 2;
     let mut head_end = half.min(text.len());
     while !text.is_char_boundary(head_end) {

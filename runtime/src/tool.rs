@@ -83,7 +83,7 @@ pub trait Tool: Send + Sync + 'static {
 
 /// Most progress messages a call may have queued; past it, new ones are dropped (progress is
 /// advisory, the result is not).
-pub const PROGRESS_QUEUE_MAX: usize = 64;
+pub(crate) const PROGRESS_QUEUE_MAX: usize = 64;
 
 /// Where a tool reports progress. Lossy by design.
 #[derive(Debug, Clone)]

@@ -25,10 +25,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tooljournal_runtime::event::{SideEffect, ToolSource};
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::tools::fs::file_tools;
-use tooljournal_runtime::tools::{sha256_hex, Workspace};
+use tooljournal_runtime::fs::file_tools;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::Registry;
+use tooljournal_runtime::{sha256_hex, Workspace};
 use tooljournal_runtime::{Config, ToolResult};
 
 const MARKER: &str = "OUTSIDE-7f3a9c-MARKER";

@@ -7,7 +7,7 @@
 
 use runtime::display::one_line;
 use runtime::event::ApprovalPolicy;
-use runtime::hooks::{CallInfo, Decision, PreExecute};
+use runtime::{CallInfo, Decision, PreExecute};
 use std::sync::Arc;
 
 /// `deny`: a `bash` call needs an approval (which an approver may still give).

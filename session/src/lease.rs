@@ -27,8 +27,8 @@ pub(crate) fn take_or_wait(
     }
     let backend = pg::open(location)?;
     if steal {
-        let clock = runtime::eventlog::SystemClock;
-        if let Some(holder) = runtime::takeover::steal(&backend, &clock)? {
+        let clock = runtime::SystemClock;
+        if let Some(holder) = runtime::steal(&backend, &clock)? {
             hooks.note(&format!(
                 "{location}: took the session from {} (epoch {}, {} ms of its lease left); \
                  its appends from now on are refused",

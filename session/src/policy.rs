@@ -11,7 +11,7 @@
 
 use journal::FsyncPolicy;
 use runtime::event::{ApprovalPolicy, ConfigFile, SessionPolicy, SyncPolicy};
-use runtime::registry::{Exposure, Registry};
+use runtime::{Exposure, Registry};
 
 /// Most concurrency-safe calls at once, unless the caller or the journal says otherwise.
 pub const PARALLEL_MAX_DEFAULT: usize = 10;

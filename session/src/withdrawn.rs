@@ -31,7 +31,7 @@ fn withdrawn_questions(replay: &SessionReplay) -> Vec<(String, String)> {
     turn.steps
         .iter()
         .flat_map(|s| s.calls.iter())
-        .filter(|c| c.tool == runtime::session::ASK_TOOL)
+        .filter(|c| c.tool == runtime::ASK_TOOL)
         .filter_map(|c| {
             let ask = c.asks.last()?;
             let withdrawn = c.recovered

@@ -7,7 +7,7 @@
 use runtime::event::{
     ApprovalPolicy, AskAnswer, Classification, ModelCall, ModelResponse, RerunPolicy, StopReason,
 };
-use runtime::transcript::ScriptedApprover;
+use runtime::ScriptedApprover;
 use runtime::Session;
 use std::path::Path;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ fn child_session() {
         1,
         journal::FsyncPolicy::Always,
         None,
-        &runtime::registry::Registry::new(),
+        &runtime::Registry::new(),
         "session opened",
     );
     session.record_policy(&policy).unwrap();

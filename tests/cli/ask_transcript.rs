@@ -361,7 +361,7 @@ fn a_question_the_transcript_does_not_answer_is_withdrawn_even_when_approvals_de
     ]);
     f.run_ok(&["--approve", "allow"]);
     for (id, why) in [
-        ("q1", runtime::transcript::NO_SCRIPTED_ANSWER),
+        ("q1", runtime::NO_SCRIPTED_ANSWER),
         ("q2", "withdrawn by the transcript"),
     ] {
         let content = assert_unanswered(&f, id, "ask/cancelled", ErrorCode::QuestionUnanswered);

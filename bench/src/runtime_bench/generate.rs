@@ -402,8 +402,8 @@ impl Gen {
                 "write_file" | "edit_file" => vec![runtime::event::Evidence::FileReplace {
                     path: c.resources.writes[0].clone(),
                     before_sha256: (c.tool == "edit_file")
-                        .then(|| runtime::tools::sha256_hex(c.resources.writes[0].as_bytes())),
-                    after_sha256: runtime::tools::sha256_hex(c.call.call_id.as_bytes()),
+                        .then(|| runtime::sha256_hex(c.resources.writes[0].as_bytes())),
+                    after_sha256: runtime::sha256_hex(c.call.call_id.as_bytes()),
                 }],
                 _ => Vec::new(),
             };

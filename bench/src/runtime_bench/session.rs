@@ -9,10 +9,10 @@ use crate::disk::{in_dir, journal_bytes};
 use crate::{BoxError, Common};
 use journal::{Backend, FsStorage, FsyncPolicy, Journal, Options, RecordStore, Storage, Takeover};
 use runtime::event::{ModelCall, ModelResponse, StepOutcome, StopReason, ToolSource, TurnOutcome};
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
-use runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
+use runtime::Hooks;
+use runtime::Registry;
 use runtime::{Config, Session, SessionOptions};
+use runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,10 +48,10 @@ impl Tool for Noop {
     fn input_schema(&self) -> serde_json::Value {
         json!({"type": "object", "properties": {"path": {"type": "string"}}})
     }
-    fn is_concurrency_safe(&self, _args: &runtime::args::Args) -> bool {
+    fn is_concurrency_safe(&self, _args: &runtime::Args) -> bool {
         self.parallel
     }
-    fn execute(&self, _args: runtime::args::Args, _ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, _args: runtime::Args, _ctx: ToolContext) -> ToolFuture<'_> {
         Box::pin(async { Ok(ToolOutput::text("ok")) })
     }
 }

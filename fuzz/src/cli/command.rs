@@ -20,8 +20,8 @@ use crate::config;
 use crate::world::{CaseWorld, Servers};
 use crate::{failed, CliError};
 use runtime::event::ToolSource;
-use runtime::tool::Tool;
-use runtime::tools::Workspace;
+use runtime::Tool;
+use runtime::Workspace;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,7 +122,7 @@ pub fn fuzz(args: FuzzArgs) -> Result<(), CliError> {
     let factory: ToolFactory = Arc::new(move || {
         let ws = Workspace::new(&factory_dir, &forbidden)
             .map_err(|e| format!("the workspace {}: {e}", factory_dir.display()))?;
-        let mut tools: Vec<(Arc<dyn Tool>, ToolSource)> = runtime::tools::builtins(&Arc::new(ws))
+        let mut tools: Vec<(Arc<dyn Tool>, ToolSource)> = runtime::builtins(&Arc::new(ws))
             .into_iter()
             .map(|t| (t, ToolSource::BuiltIn))
             .collect();
@@ -194,11 +194,8 @@ fn load_turns(path: &Path) -> Result<Vec<Turn>, CliError> {
         ))
     })?;
     // Read line by line: a line over the limit is refused before it is all in memory.
-    let lines = runtime::transcript::read_script(
-        std::io::BufReader::new(file),
-        &path.display().to_string(),
-    )
-    .map_err(bad_input)?;
+    let lines = runtime::read_script(std::io::BufReader::new(file), &path.display().to_string())
+        .map_err(bad_input)?;
     let turns = turns_of(&lines).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
     if turns.is_empty() {
         return Err(bad_input(format!(

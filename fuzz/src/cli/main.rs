@@ -92,9 +92,8 @@ pub fn out(line: std::fmt::Arguments) -> Result<(), CliError> {
 /// runs, as `tooljournal` does (`runtime::secrets`). Run through `tooljournal fuzz`, there are
 /// none left to take (it took them before it ran this binary); run alone, there may be.
 fn keep_secrets() -> Result<(), String> {
-    use runtime::secrets;
-    secrets::take_from_environment(&secrets::SECRET_VARS).map_err(|e| e.to_string())?;
-    secrets::seal_process().map_err(|e| {
+    runtime::take_secrets_from_environment(&runtime::SECRET_VARS).map_err(|e| e.to_string())?;
+    runtime::seal_process().map_err(|e| {
         format!("cannot keep this process's memory from its tools (PR_SET_DUMPABLE): {e}")
     })
 }

@@ -8,7 +8,7 @@
 //! the world: nothing of an earlier case may land after the copy.
 
 use crate::config::FileConfig;
-use runtime::tool::Tool;
+use runtime::Tool;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tooljournal_fuzz::{CallView, Crash, Files, Observer, Tools, WorkspaceWorld};

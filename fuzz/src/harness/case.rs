@@ -7,8 +7,8 @@
 use crate::case::StorageFault;
 use proptest::prelude::*;
 use runtime::event::{RerunPolicy, StopReason};
-use runtime::hooks::QuestionOutcome;
-use runtime::transcript::{ModelStep, ScriptLine};
+use runtime::QuestionOutcome;
+use runtime::{ModelStep, ScriptLine};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,7 +1,7 @@
 //! Fuzz your own tools: cancel and crash orderings of *your* tools and sessions, checked against
 //! what your tools did to *your* world.
 //!
-//! Register your tools (any [`runtime::tool::Tool`]) and, for the world each acts on, an
+//! Register your tools (any [`runtime::Tool`]) and, for the world each acts on, an
 //! [`Observer`]: it snapshots the state the tool touches and says what one call's effect does
 //! to it. The harness then runs whole sessions on the simulated disk (by default on tokio's
 //! paused clock): random batches over your tools or a transcript you give, stopped at step
@@ -26,8 +26,8 @@
 //! use serde_json::{json, Value};
 //! use tooljournal_fuzz::{Harness, Observer, CallView, Budget};
 //! use tooljournal_fuzz::proptest::strategy::Strategy;
-//! use tooljournal_fuzz::runtime::args::Args;
-//! use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
+//! use tooljournal_fuzz::runtime::Args;
+//! use tooljournal_fuzz::runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 //!
 //! /// A tool that adds to a counter.
 //! struct Add(Arc<Mutex<i64>>);
@@ -81,8 +81,8 @@ use crate::sim::FaultReport;
 use observe::{AnySnapshot, Erased, World};
 use proptest::strategy::{BoxedStrategy, Strategy};
 use runtime::event::ToolSource;
-use runtime::tool::Tool;
 use runtime::ErrorCode;
+use runtime::Tool;
 use serde_json::Value;
 use std::sync::Arc;
 

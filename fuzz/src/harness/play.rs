@@ -22,9 +22,9 @@ use recover::{choose_reruns, recovery_events};
 use runtime::event::{
     AskAnswer, ModelCall, ModelResponse, RerunPolicy, Resources, StopReason, TurnOutcome,
 };
-use runtime::hooks::Hooks;
-use runtime::registry::Registry;
-use runtime::testing::ManualClock;
+use runtime::Hooks;
+use runtime::ManualClock;
+use runtime::Registry;
 use runtime::{Config, Session, SessionOptions};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -111,7 +111,7 @@ fn parts(harness: &Harness, parallel_max: usize, ground: &Arc<Ground>) -> Result
         approver: Some(person.clone()),
         ..Hooks::default()
     };
-    let failpoints = runtime::failpoint::Failpoints::armable();
+    let failpoints = runtime::Failpoints::armable();
     if let Some(name) = harness.mutant.and_then(crate::Mutant::failpoint) {
         failpoints.enable(name);
     }
@@ -238,7 +238,7 @@ fn declared_resources(case: &UserCase, registry: &Registry) -> HashMap<String, R
     case.calls()
         .filter_map(|(_, call)| {
             let entry = registry.lookup(&call.tool)?;
-            let args = runtime::args::parse(&call.arguments).ok()?;
+            let args = runtime::parse_args(&call.arguments).ok()?;
             Some((call.id.clone(), entry.tool.resources(&args)))
         })
         .collect()

@@ -82,7 +82,7 @@ pub(crate) fn check(harness: &Harness, case: &UserCase, stop: &Stop) -> Option<C
     // As the body got them: empty arguments are `{}`.
     let args: Vec<Value> = case
         .calls()
-        .map(|(_, c)| runtime::args::parse(&c.arguments).map_or(Value::Null, |a| a.value().clone()))
+        .map(|(_, c)| runtime::parse_args(&c.arguments).map_or(Value::Null, |a| a.value().clone()))
         .collect();
     let started: Vec<(Vec<runtime::event::Evidence>, String)> = calls
         .iter()

@@ -5,11 +5,11 @@
 
 use crate::tools::{Body, BodyEnd};
 use journal::{Journal, SimStorage};
-use runtime::args::Args;
 use runtime::event::Resources;
-use runtime::hooks::{CallInfo, Decision, PreExecute};
-use runtime::tool::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture};
+use runtime::Args;
 use runtime::ErrorCode;
+use runtime::{CallInfo, Decision, PreExecute};
+use runtime::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;

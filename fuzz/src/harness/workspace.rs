@@ -21,9 +21,9 @@
 //!   outside it read.
 
 use super::observe::{CallView, Observer};
+use confine::beneath::{is_symlink_refusal, open_beneath, open_root};
 use runtime::event::Evidence;
-use runtime::tools::beneath::{is_symlink_refusal, open_beneath, open_root};
-use runtime::tools::fs::EDIT_BYTES_MAX;
+use runtime::fs::EDIT_BYTES_MAX;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -296,7 +296,7 @@ fn file_state(root: BorrowedFd<'_>, rel: &str) -> FileState {
         Ok(bytes) if bytes.len() as u64 > HASHED_BYTES_MAX => FileState::Other(format!(
             "more than the {HASHED_BYTES_MAX} bytes the file tools edit: not read"
         )),
-        Ok(bytes) => FileState::Sha256(runtime::tools::sha256_hex(&bytes)),
+        Ok(bytes) => FileState::Sha256(runtime::sha256_hex(&bytes)),
         Err(e) => FileState::Other(format!("cannot be read: {e}")),
     }
 }
@@ -393,14 +393,14 @@ mod tests {
     use serde_json::Value;
 
     fn sha(text: &str) -> FileState {
-        FileState::Sha256(runtime::tools::sha256_hex(text.as_bytes()))
+        FileState::Sha256(runtime::sha256_hex(text.as_bytes()))
     }
 
     fn replace(path: &str, after: &str) -> Evidence {
         Evidence::FileReplace {
             path: path.to_owned(),
             before_sha256: None,
-            after_sha256: runtime::tools::sha256_hex(after.as_bytes()),
+            after_sha256: runtime::sha256_hex(after.as_bytes()),
         }
     }
 

@@ -8,7 +8,7 @@ mod counter;
 
 use counter::Variant;
 use proptest::prelude::*;
-use tooljournal_fuzz::runtime::transcript::parse_script;
+use tooljournal_fuzz::runtime::parse_script;
 use tooljournal_fuzz::Mutant;
 use tooljournal_fuzz::StorageFault;
 use tooljournal_fuzz::{turns_of, Budget, Report};

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tooljournal_fuzz::proptest::strategy::Strategy;
-use tooljournal_fuzz::runtime::args::Args;
 use tooljournal_fuzz::runtime::event::{StopReason, ToolSource};
-use tooljournal_fuzz::runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
-use tooljournal_fuzz::runtime::transcript::parse_script;
+use tooljournal_fuzz::runtime::parse_script;
+use tooljournal_fuzz::runtime::Args;
 use tooljournal_fuzz::runtime::ErrorCode;
+use tooljournal_fuzz::runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 use tooljournal_fuzz::StorageFault;
 use tooljournal_fuzz::{
     turns_of, Budget, Call, CallView, Clock, Harness, Observer, Resume, Step, ToolFactory, Turn,
@@ -111,7 +111,7 @@ impl Observer for Ticks {
 
 /// Defect 1. `CallView::args` says "`Value::Null` when they are not JSON: such a call never
 /// runs". Empty arguments are not JSON, yet the runtime runs the call with `{}`
-/// (`runtime::args::parse`), and the harness shows the model `Null` for a call whose body ran.
+/// (`runtime::parse_args`), and the harness shows the model `Null` for a call whose body ran.
 #[test]
 fn a_call_with_empty_arguments_runs_and_its_view_shows_the_arguments_it_ran_with() {
     let cell = Cell::default();
@@ -335,9 +335,8 @@ fn no_case_begins_after_the_deadline_not_even_to_shrink() {
 /// The builtin tools on `dir`, for every session.
 fn builtins_on(dir: PathBuf) -> ToolFactory {
     Arc::new(move || {
-        let ws = tooljournal_fuzz::runtime::tools::Workspace::new(&dir, &[])
-            .map_err(|e| e.to_string())?;
-        Ok(tooljournal_fuzz::runtime::tools::builtins(&Arc::new(ws))
+        let ws = tooljournal_fuzz::runtime::Workspace::new(&dir, &[]).map_err(|e| e.to_string())?;
+        Ok(tooljournal_fuzz::runtime::builtins(&Arc::new(ws))
             .into_iter()
             .map(|t| (t, ToolSource::BuiltIn))
             .collect())

@@ -6,12 +6,12 @@
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tooljournal_fuzz::proptest::strategy::Strategy;
-use tooljournal_fuzz::runtime::args::Args;
 use tooljournal_fuzz::runtime::event::Evidence;
-use tooljournal_fuzz::runtime::tool::{
+use tooljournal_fuzz::runtime::Args;
+use tooljournal_fuzz::runtime::ErrorCode;
+use tooljournal_fuzz::runtime::{
     EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
 };
-use tooljournal_fuzz::runtime::ErrorCode;
 use tooljournal_fuzz::{Budget, CallView, Harness, Observer, Report};
 
 /// Cases each campaign may take: enough for every bug below from seed 1, few enough for CI.

@@ -130,7 +130,7 @@ pub struct Written<W> {
     /// The output, flushed.
     pub out: W,
     /// For people, one line each: tools left out and why, a body a provider would refuse as
-    /// it is ([`super::Rebuilt::notes`]).
+    /// it is (`super::Rebuilt::notes`).
     pub notes: Vec<String>,
 }
 

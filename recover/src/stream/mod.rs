@@ -546,20 +546,20 @@ impl Classifier {
         }
     }
 
-    /// [`Mode::Audit`]'s second pass: the facts [`Classifier::moved_facts`] gave after the
+    /// `Mode::Audit`'s second pass: the facts [`Classifier::moved_facts`] gave after the
     /// first, so that a call handed out while it could still move shows its last facts, as a
     /// full replay shows them.
     pub fn set_moved_facts(&mut self, facts: HashMap<CallRef, CallFacts>) {
         self.replayer.retention_mut().moved_facts = facts;
     }
 
-    /// [`Mode::Audit`]: the last facts of the calls handed out while later events could still
+    /// `Mode::Audit`: the last facts of the calls handed out while later events could still
     /// move them (complete after [`Classifier::finish`]).
     pub fn moved_facts(&mut self) -> HashMap<CallRef, CallFacts> {
         std::mem::take(&mut self.replayer.retention_mut().kept.moved_facts)
     }
 
-    /// [`Mode::Survey`]: the result (content, is error) of every call that was not final when
+    /// `Mode::Survey`: the result (content, is error) of every call that was not final when
     /// its step closed, and of every call reported at the end of the journal (complete after
     /// [`Classifier::finish`]).
     pub fn late_results(&mut self) -> HashMap<CallRef, (String, bool)> {
@@ -604,7 +604,7 @@ impl Classifier {
         self.ready.drain(..).map(|(report, _)| report)
     }
 
-    /// [`Classifier::take_ready`], each report with its call's facts ([`Mode::Audit`]; `None`
+    /// [`Classifier::take_ready`], each report with its call's facts (`Mode::Audit`; `None`
     /// in other modes, and for a call the journal never received).
     pub fn take_ready_with_facts(
         &mut self,

@@ -10,7 +10,7 @@
 /// tokens", Anthropic "prompt is too long: N tokens > M maximum", Gemini "The input token count
 /// (N) exceeds the maximum number of tokens allowed (M)". `None` when no count is found (as in
 /// OpenAI Responses' "Your input exceeds the context window of this model").
-pub fn overflow_counts(message: &str) -> Option<(u64, Option<u64>)> {
+pub(super) fn overflow_counts(message: &str) -> Option<(u64, Option<u64>)> {
     let lower = message.to_ascii_lowercase();
     let text = lower.as_str();
     let (tokens, max) = if let Some(tokens) = number_after(text, "resulted in ") {

@@ -32,8 +32,6 @@ mod backoff;
 mod calibrate;
 mod reduce;
 
-pub use calibrate::overflow_counts;
-
 use crate::event::{
     LlmAttemptFailed, LlmRequest, ModelResponse, SessionModel, StepOutcome, StopReason, TurnOutcome,
 };
@@ -98,7 +96,7 @@ impl Default for AgentConfig {
 
 /// How long an attempt may take as a whole, by default: an hour, the longest answer a model
 /// writes today (128k tokens) at a slow 40 tokens a second, after minutes of thinking.
-pub const ATTEMPT_TIMEOUT_MS_DEFAULT: u64 = 3_600_000;
+pub(crate) const ATTEMPT_TIMEOUT_MS_DEFAULT: u64 = 3_600_000;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

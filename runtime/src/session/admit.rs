@@ -24,7 +24,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The listener name plan-mode denials carry.
-pub const PLAN_MODE_POLICY: &str = "plan-mode";
+pub(super) const PLAN_MODE_POLICY: &str = "plan-mode";
 pub use events::ASK_TOOL;
 
 impl Session {

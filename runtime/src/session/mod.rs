@@ -21,7 +21,7 @@ mod rerun;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
-pub use admit::{ASK_TOOL, PLAN_MODE_POLICY};
+pub use admit::ASK_TOOL;
 pub use phase::Phase;
 
 use crate::code::ErrorCode;
@@ -514,7 +514,7 @@ impl Session {
     }
 
     /// [`Session::run_batch_cancellable`], with what came with the response
-    /// ([`ResponseDetails`]) journaled right after its `llm/response`, before any call.
+    /// (`ResponseDetails`) journaled right after its `llm/response`, before any call.
     pub async fn run_response(
         &mut self,
         response: ModelResponse,

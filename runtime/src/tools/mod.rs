@@ -9,7 +9,8 @@ pub mod fs;
 pub(crate) mod search;
 pub mod todo;
 
-pub use confine::{beneath, sha256_hex, workspace, Workspace};
+pub(crate) use confine::{beneath, workspace};
+pub use confine::{sha256_hex, Workspace};
 
 use crate::event::ToolSource;
 use crate::registry::{Registry, RegistryError};

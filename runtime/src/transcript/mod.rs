@@ -11,12 +11,9 @@
 //! - [`play`]: the session loop ([`drive`]) and the approver that answers from the script
 //!   ([`ScriptedApprover`]).
 
-pub mod play;
-pub mod script;
+pub(crate) mod play;
+pub(crate) mod script;
 mod seam;
 
-pub use play::{drive, DriveReport, ScriptedApprover, SkipTurn, NO_SCRIPTED_ANSWER};
-pub use script::{
-    consumed_lines, parse_script, read_script, ModelStep, Respond, ScriptLine, ScriptedModel,
-    SCRIPT_LINES_MAX, SCRIPT_LINE_BYTES_MAX, WITHDRAWN_BY_TRANSCRIPT,
-};
+pub use play::{drive, DriveReport, ScriptedApprover, NO_SCRIPTED_ANSWER};
+pub use script::{consumed_lines, parse_script, read_script, ModelStep, ScriptLine, ScriptedModel};

@@ -106,7 +106,7 @@ pub struct DriveReport {
 }
 
 /// Something that can skip the rest of a stopped turn.
-pub trait SkipTurn {
+pub(crate) trait SkipTurn {
     /// Skips the remaining responses of the current turn; returns how many.
     fn skip_rest_of_turn(&mut self) -> usize;
 }

@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 
 /// Most lines a transcript may have.
-pub const SCRIPT_LINES_MAX: usize = 100_000;
+pub(crate) const SCRIPT_LINES_MAX: usize = 100_000;
 /// Longest transcript line, in bytes (its newline not counted). [`read_script`] refuses a longer
 /// one while reading it: it never holds more than this (plus one byte) of a line.
-pub const SCRIPT_LINE_BYTES_MAX: usize = 16 << 20;
+pub(crate) const SCRIPT_LINE_BYTES_MAX: usize = 16 << 20;
 
 /// One transcript line, with its line number (from 1) for messages.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +91,7 @@ impl From<RawApproval> for AskAnswer {
 }
 
 /// The reason the journal and the model get for a question the transcript withdraws.
-pub const WITHDRAWN_BY_TRANSCRIPT: &str = "withdrawn by the transcript";
+pub(crate) const WITHDRAWN_BY_TRANSCRIPT: &str = "withdrawn by the transcript";
 
 /// What an approval given to an `ask` call means for its question: a denial is a decline and
 /// an expiry an expiry (transcripts from before `answers`); an allow answers nothing (`None`).
@@ -204,7 +204,7 @@ pub fn parse_script(text: &str, source: &str) -> Result<Vec<ScriptLine>, String>
 }
 
 /// Reads and parses a transcript line by line, holding one line at a time: a line longer than
-/// [`SCRIPT_LINE_BYTES_MAX`] is refused as soon as that many bytes of it are read, so a huge
+/// `SCRIPT_LINE_BYTES_MAX` is refused as soon as that many bytes of it are read, so a huge
 /// line costs no more memory than the limit. Errors name the source, the line and what is
 /// wrong.
 pub fn read_script(mut reader: impl BufRead, source: &str) -> Result<Vec<ScriptLine>, String> {

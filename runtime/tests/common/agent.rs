@@ -10,16 +10,16 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
-use tooljournal_runtime::agent::{Agent, AgentConfig, AgentEvent, Observer, TurnEnd};
 use tooljournal_runtime::event::{
     ContextCompacted, ContextSummaryRequested, Event, LlmAttemptFailed, LlmRequest, StopReason,
 };
-use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::model::{
     Conversation, Message, Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream,
 };
-use tooljournal_runtime::tool::ToolOutput;
 use tooljournal_runtime::Config;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ToolOutput;
+use tooljournal_runtime::{Agent, AgentConfig, AgentEvent, AgentObserver, TurnEnd};
 
 /// What one request gets.
 pub enum Answer {
@@ -207,7 +207,7 @@ pub fn agent(s: &Setup, answers: Vec<Answer>, config: AgentConfig) -> Agent {
 /// Stops the turn when `when` says so.
 pub struct StopWhen<F: FnMut(&AgentEvent<'_>) -> bool + Send>(pub CancellationToken, pub F);
 
-impl<F: FnMut(&AgentEvent<'_>) -> bool + Send> Observer for StopWhen<F> {
+impl<F: FnMut(&AgentEvent<'_>) -> bool + Send> AgentObserver for StopWhen<F> {
     fn on(&mut self, event: AgentEvent<'_>) {
         if (self.1)(&event) {
             self.0.cancel();
@@ -332,7 +332,7 @@ pub fn every_text(conversation: &Conversation) -> String {
 #[derive(Default)]
 pub struct Reductions(pub Vec<ContextCompacted>);
 
-impl Observer for Reductions {
+impl AgentObserver for Reductions {
     fn on(&mut self, event: AgentEvent<'_>) {
         if let AgentEvent::Reduced(c) = event {
             self.0.push(c.clone());

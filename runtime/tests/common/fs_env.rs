@@ -9,11 +9,11 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tooljournal_runtime::event::{OutcomeStatus, SideEffect, ToolSource};
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::registry::Registry;
+use tooljournal_runtime::fs::file_tools;
 use tooljournal_runtime::replay::CallReplay;
-use tooljournal_runtime::tools::fs::file_tools;
-use tooljournal_runtime::tools::{sha256_hex, Workspace};
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::Registry;
+use tooljournal_runtime::{sha256_hex, Workspace};
 use tooljournal_runtime::{Config, ErrorCode, Session, ToolResult};
 
 /// A session whose file tools are confined to `<tmp>/ws`, with the runtime's state directory

@@ -16,16 +16,16 @@ use tooljournal_runtime::event::{
     Event, ModelCall, ModelResponse, OutcomeStatus, Record, StepOutcome, StopReason, ToolSource,
     TurnOutcome,
 };
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::registry::Registry;
 use tooljournal_runtime::replay::{replay_storage, CallReplay, SessionReplay};
-use tooljournal_runtime::testing::ManualClock;
-use tooljournal_runtime::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ManualClock;
+use tooljournal_runtime::Registry;
 use tooljournal_runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use tooljournal_runtime::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// What a test tool's body does.
 pub type Behavior =
-    Arc<dyn Fn(tooljournal_runtime::args::Args, ToolContext) -> ToolFuture<'static> + Send + Sync>;
+    Arc<dyn Fn(tooljournal_runtime::Args, ToolContext) -> ToolFuture<'static> + Send + Sync>;
 
 /// A tool whose body, schemas and flags a test chooses. It records every body run (outside the
 /// journal) and counts `finalize_content` calls.
@@ -39,7 +39,7 @@ pub struct TestTool {
     pub finalized: Arc<AtomicU64>,
     pub finalize_suffix: Option<String>,
     /// Whether a call may overlap others; asked right before it starts. Default: never.
-    pub safe: Arc<dyn Fn(&tooljournal_runtime::args::Args) -> bool + Send + Sync>,
+    pub safe: Arc<dyn Fn(&tooljournal_runtime::Args) -> bool + Send + Sync>,
     pub read_only: bool,
     pub timeout_ms: Option<u64>,
 }
@@ -54,7 +54,7 @@ impl TestTool {
 
     pub fn with(
         name: &str,
-        f: impl Fn(tooljournal_runtime::args::Args, ToolContext) -> ToolFuture<'static>
+        f: impl Fn(tooljournal_runtime::Args, ToolContext) -> ToolFuture<'static>
             + Send
             + Sync
             + 'static,
@@ -83,7 +83,7 @@ impl TestTool {
     /// Whether a call may overlap others, decided by `f` right before it starts.
     pub fn safe_when(
         mut self,
-        f: impl Fn(&tooljournal_runtime::args::Args) -> bool + Send + Sync + 'static,
+        f: impl Fn(&tooljournal_runtime::Args) -> bool + Send + Sync + 'static,
     ) -> TestTool {
         self.safe = Arc::new(f);
         self
@@ -178,14 +178,11 @@ impl Tool for TestTool {
     fn timeout_ms(&self) -> Option<u64> {
         self.timeout_ms
     }
-    fn is_concurrency_safe(&self, args: &tooljournal_runtime::args::Args) -> bool {
+    fn is_concurrency_safe(&self, args: &tooljournal_runtime::Args) -> bool {
         (self.safe)(args)
     }
     /// `path` (a string) and `writes` (an array) are written, `reads` (an array) is read.
-    fn resources(
-        &self,
-        args: &tooljournal_runtime::args::Args,
-    ) -> tooljournal_runtime::event::Resources {
+    fn resources(&self, args: &tooljournal_runtime::Args) -> tooljournal_runtime::event::Resources {
         let list = |key: &str| -> Vec<String> {
             args.get(key)
                 .and_then(Value::as_array)
@@ -214,7 +211,7 @@ impl Tool for TestTool {
             None => content,
         }
     }
-    fn execute(&self, args: tooljournal_runtime::args::Args, ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, args: tooljournal_runtime::Args, ctx: ToolContext) -> ToolFuture<'_> {
         self.runs.lock().unwrap().push(ctx.call_id().to_owned());
         (self.behavior)(args, ctx)
     }

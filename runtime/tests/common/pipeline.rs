@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tooljournal_runtime::event::{Approval, AskAnswer, CallRef, Event};
-use tooljournal_runtime::hooks::{
+use tooljournal_runtime::replay::CallReplay;
+use tooljournal_runtime::ToolError;
+use tooljournal_runtime::{
     Approver, AskFuture, CallInfo, Decision, Draft, Guard, Hooks, Observer, PostDecision,
     PostExecute, PreExecute,
 };
-use tooljournal_runtime::replay::CallReplay;
-use tooljournal_runtime::tool::ToolError;
 use tooljournal_runtime::{Config, ErrorCode, ToolResult};
 
 /// A pre-execute chain, in order.

@@ -7,8 +7,8 @@ use journal::SimStorage;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::tool::ToolOutput;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ToolOutput;
 use tooljournal_runtime::{Config, Session, ToolResult};
 
 /// Every body start (`+id`) and end (`-id`) in the order they happened, and how many ran at once.

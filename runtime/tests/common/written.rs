@@ -4,9 +4,9 @@
 use journal::{Journal, Limits, Options, ReadEnd, SimStorage};
 use std::sync::Arc;
 use tooljournal_runtime::event::Event;
-use tooljournal_runtime::eventlog::EventLog;
 use tooljournal_runtime::replay::{replay_storage, ReplayError, SessionReplay};
-use tooljournal_runtime::testing::ManualClock;
+use tooljournal_runtime::EventLog;
+use tooljournal_runtime::ManualClock;
 
 /// Writes `events` through an `EventLog`, then replays the journal.
 pub fn replay(events: &[Event]) -> Result<SessionReplay, ReplayError> {

@@ -9,11 +9,11 @@ use common::{events, registry, replay, session_on, TestTool};
 use journal::SimStorage;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
-use tooljournal_runtime::agent::{Agent, AgentConfig, AgentEvent, TurnEnd};
 use tooljournal_runtime::event::{Event, StepOutcome, StopReason, TurnOutcome};
-use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::model::{Message, ModelError, ModelErrorKind, ModelEvent, Usage};
 use tooljournal_runtime::Config;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::{Agent, AgentConfig, AgentEvent, TurnEnd};
 
 #[tokio::test]
 async fn a_tool_call_then_an_answer_is_two_steps_each_request_journaled_before_it_is_sent() {
@@ -401,7 +401,7 @@ async fn every_request_leaves_only_when_everything_before_it_is_durable() {
 
 #[tokio::test]
 async fn a_transcript_drives_the_agent_loop_through_the_same_seam() {
-    use tooljournal_runtime::transcript::{parse_script, ScriptedModel};
+    use tooljournal_runtime::{parse_script, ScriptedModel};
     let mut s = setup();
     let script = parse_script(
         r#"{"user": "note it"}

@@ -14,9 +14,9 @@ use common::replay;
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
-use tooljournal_runtime::agent::{AgentConfig, TurnEnd};
 use tooljournal_runtime::event::{CompactTrigger, Event, StepOutcome, TurnOutcome};
 use tooljournal_runtime::model::{Message, ModelErrorKind, ModelRequest};
+use tooljournal_runtime::{AgentConfig, TurnEnd};
 
 /// The model's summary of the earlier turns.
 const SUMMARY: &str = "The user asked about FIRST-TURN; it was answered.";
@@ -681,7 +681,7 @@ fn run_session(
         context_window_tokens: window,
         ..fast()
     };
-    let mut agent = tooljournal_runtime::agent::Agent::new(Box::new(model), config);
+    let mut agent = tooljournal_runtime::Agent::new(Box::new(model), config);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

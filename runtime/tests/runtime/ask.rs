@@ -13,16 +13,16 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tooljournal_runtime::ask::Ask;
 use tooljournal_runtime::event::{
     Answer, Approval, AskAnswer, Event, ModelCall, Question, QuestionOption, Reply, StepOutcome,
     ToolSource, TurnOutcome,
 };
-use tooljournal_runtime::hooks::{
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::Registry;
+use tooljournal_runtime::{
     Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute, QuestionFuture, QuestionOutcome,
 };
-use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tools::ask::Ask;
 use tooljournal_runtime::{Config, ErrorCode, ToolResult};
 
 fn registry_with_ask(others: Vec<TestTool>) -> Arc<Registry> {
@@ -505,7 +505,7 @@ async fn an_answer_that_does_not_fit_the_question_is_withdrawn_and_the_body_neve
 
 /// A guard refuses every call.
 struct Refuses;
-impl tooljournal_runtime::hooks::Guard for Refuses {
+impl tooljournal_runtime::Guard for Refuses {
     fn name(&self) -> &str {
         "refuses"
     }

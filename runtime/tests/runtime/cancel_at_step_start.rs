@@ -6,8 +6,8 @@ use crate::common;
 use common::*;
 use journal::SimStorage;
 use tooljournal_runtime::event::{Event, StepOutcome, TurnOutcome};
-use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::Config;
+use tooljournal_runtime::Hooks;
 
 #[tokio::test(start_paused = true)]
 async fn scenario_30_cancel_at_step_start_sends_no_request_and_runs_no_call() {

@@ -14,20 +14,18 @@ use sha2::{Digest, Sha256};
 use std::fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use tooljournal_runtime::args::Args;
+use tooljournal_runtime::bash::Bash;
 use tooljournal_runtime::event::{
     idempotency_key, CallRef, CallStarted, Event, Evidence, Resources, SideEffect, ToolSource,
 };
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::testing::ManualClock;
-use tooljournal_runtime::tool::{
-    EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
-};
-use tooljournal_runtime::tools::bash::Bash;
-use tooljournal_runtime::tools::fs::{file_tools, WriteTool};
-use tooljournal_runtime::tools::Workspace;
+use tooljournal_runtime::fs::{file_tools, WriteTool};
+use tooljournal_runtime::Args;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ManualClock;
+use tooljournal_runtime::Registry;
+use tooljournal_runtime::Workspace;
 use tooljournal_runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use tooljournal_runtime::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// sha256 of `bytes`, in hex, computed here (not by the runtime).
 fn sha(bytes: impl AsRef<[u8]>) -> String {

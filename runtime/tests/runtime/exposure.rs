@@ -6,18 +6,18 @@ use crate::common;
 use common::*;
 use journal::{Journal, Options, SimStorage};
 use std::sync::Arc;
+use tooljournal_runtime::ask::Ask;
 use tooljournal_runtime::event::{
     Answer, AskAnswer, Event, Question, SideEffect, StepOutcome, ToolSource, TurnOutcome,
 };
-use tooljournal_runtime::hooks::{
+use tooljournal_runtime::replay::SessionReplay;
+use tooljournal_runtime::ManualClock;
+use tooljournal_runtime::ToolError;
+use tooljournal_runtime::{
     Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute, QuestionFuture, QuestionOutcome,
 };
-use tooljournal_runtime::registry::{Exposure, Registry, RegistryError};
-use tooljournal_runtime::replay::SessionReplay;
-use tooljournal_runtime::testing::ManualClock;
-use tooljournal_runtime::tool::ToolError;
-use tooljournal_runtime::tools::ask::Ask;
 use tooljournal_runtime::{Config, ErrorCode, Session, SessionOptions, ToolResult};
+use tooljournal_runtime::{Exposure, Registry, RegistryError};
 
 fn events(storage: &SimStorage) -> Vec<Event> {
     let reader = journal::Reader::open(Arc::new(storage.clone()), journal::Limits::default())
@@ -435,7 +435,7 @@ async fn plan_mode_ends_only_when_the_person_chooses_the_plan_option_and_the_jou
 /// A guard that refuses every `ask` call.
 struct NoAsks;
 
-impl tooljournal_runtime::hooks::Guard for NoAsks {
+impl tooljournal_runtime::Guard for NoAsks {
     fn name(&self) -> &str {
         "no-asks"
     }

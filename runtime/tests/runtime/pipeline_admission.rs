@@ -11,13 +11,13 @@ use journal::SimStorage;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use tooljournal_runtime::args::Args;
 use tooljournal_runtime::event::{
     Approval, AskAnswer, Event, ModelResponse, StepOutcome, StopReason, TurnOutcome,
 };
-use tooljournal_runtime::hooks::{CallInfo, Decision, Hooks};
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::ToolOutput;
+use tooljournal_runtime::Args;
+use tooljournal_runtime::ToolOutput;
+use tooljournal_runtime::{CallInfo, Decision, Hooks};
 use tooljournal_runtime::{Config, ErrorCode};
 
 // ---------------------------------------------------------------------------------------------

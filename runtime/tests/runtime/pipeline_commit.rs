@@ -10,14 +10,14 @@ use common::*;
 use journal::SimStorage;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use tooljournal_runtime::args::Args;
 use tooljournal_runtime::event::{
     Event, ModelCall, StepOutcome, ToolSource, TurnOutcome, EVENT_SCHEMA_VERSION,
 };
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
+use tooljournal_runtime::Args;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::Registry;
 use tooljournal_runtime::{Config, RuntimeError};
+use tooljournal_runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 
 // ---------------------------------------------------------------------------------------------
 // Commit order, progress, session structure.

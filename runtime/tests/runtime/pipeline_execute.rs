@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tooljournal_runtime::event::{Event, OutcomeStatus, SideEffect, Text};
-use tooljournal_runtime::hooks::{Hooks, PostDecision};
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::{ToolError, ToolOutput};
 use tooljournal_runtime::{Config, ErrorCode};
+use tooljournal_runtime::{Hooks, PostDecision};
+use tooljournal_runtime::{ToolError, ToolOutput};
 
 // ---------------------------------------------------------------------------------------------
 // Results and errors.

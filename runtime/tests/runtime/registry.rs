@@ -7,7 +7,7 @@ use common::*;
 use serde_json::json;
 use std::sync::Arc;
 use tooljournal_runtime::event::ToolSource;
-use tooljournal_runtime::registry::{Registry, RegistryError, RESERVED_NAMES};
+use tooljournal_runtime::{Registry, RegistryError, RESERVED_NAMES};
 
 fn ext(server: &str) -> ToolSource {
     ToolSource::External {

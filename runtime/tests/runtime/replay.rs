@@ -10,10 +10,10 @@ use std::sync::Arc;
 use tooljournal_runtime::event::{
     Event, ModelResponse, Record, StepOutcome, StopReason, TurnOutcome,
 };
-use tooljournal_runtime::hooks::{CallInfo, Decision, Hooks, PreExecute};
 use tooljournal_runtime::replay::{replay_storage, ReplayError};
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::ToolError;
+use tooljournal_runtime::ToolError;
+use tooljournal_runtime::{CallInfo, Decision, Hooks, PreExecute};
 use tooljournal_runtime::{Config, ErrorCode};
 
 /// Denies every call to the tool named "denied".
@@ -326,9 +326,7 @@ fn session_options() -> tooljournal_runtime::SessionOptions {
     tooljournal_runtime::SessionOptions {
         session_id: Some("second".into()),
         workspace: "/ws".into(),
-        clock: Arc::new(tooljournal_runtime::testing::ManualClock::new(
-            1_700_000_000_000,
-        )),
+        clock: Arc::new(tooljournal_runtime::ManualClock::new(1_700_000_000_000)),
     }
 }
 

@@ -8,16 +8,16 @@ use common::forged::{self, journal_of};
 use common::*;
 use journal::SimStorage;
 use std::sync::Arc;
+use tooljournal_runtime::ask::Ask;
 use tooljournal_runtime::event::{
     Answer, Approval, AskAnswer, Event, Question, Record, Reply, ToolSource,
 };
-use tooljournal_runtime::hooks::{
+use tooljournal_runtime::state::CallState;
+use tooljournal_runtime::Config;
+use tooljournal_runtime::Registry;
+use tooljournal_runtime::{
     Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute, QuestionFuture, QuestionOutcome,
 };
-use tooljournal_runtime::registry::Registry;
-use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tools::ask::Ask;
-use tooljournal_runtime::Config;
 
 /// Answers questions with one outcome and yes/no approvals "yes, once".
 struct Person(QuestionOutcome);

@@ -18,7 +18,7 @@ use tooljournal_runtime::event::{
 use tooljournal_runtime::replay::{replay_storage, SessionReplay};
 use tooljournal_runtime::result::error_content;
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::ToolOutput;
+use tooljournal_runtime::ToolOutput;
 use tooljournal_runtime::{BuildError, ErrorCode, RuntimeError, Session};
 
 const SESSION: &str = "rerun-lib";
@@ -29,7 +29,7 @@ type Runs = Arc<Mutex<Vec<(String, u32, String)>>>;
 /// `count` records its run and answers at once (parallel-safe); `hang` records its run and, on
 /// its first attempt, waits for a notification nobody sends (exclusive: a barrier).
 fn tools(runs: &Runs) -> Vec<TestTool> {
-    let record = |runs: &Runs, ctx: &tooljournal_runtime::tool::ToolContext| {
+    let record = |runs: &Runs, ctx: &tooljournal_runtime::ToolContext| {
         runs.lock().unwrap().push((
             ctx.call_id().to_owned(),
             ctx.attempt(),

@@ -19,11 +19,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tooljournal_runtime::event::{AskAnswer, ModelCall, StepOutcome, TurnOutcome};
-use tooljournal_runtime::failpoint::Failpoints;
-use tooljournal_runtime::hooks::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::{ToolError, ToolOutput};
+use tooljournal_runtime::Failpoints;
+use tooljournal_runtime::{Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute};
 use tooljournal_runtime::{Config, ErrorCode, RuntimeError, Session, SessionOptions, ToolResult};
+use tooljournal_runtime::{ToolError, ToolOutput};
 
 // ---------------------------------------------------------------------------------------------
 // Bodies that wait for their cancel, and batches cancelled at a chosen moment.

@@ -12,9 +12,9 @@ use journal::SimStorage;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::ToolOutput;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ToolOutput;
 
 // ---------------------------------------------------------------------------------------------
 // §4: who runs alongside whom.

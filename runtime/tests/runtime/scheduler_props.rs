@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::tool::{ToolError, ToolOutput};
+use tooljournal_runtime::Hooks;
 use tooljournal_runtime::{Config, ErrorCode};
+use tooljournal_runtime::{ToolError, ToolOutput};
 
 #[derive(Debug, Clone)]
 struct Spec {

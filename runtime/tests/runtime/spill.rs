@@ -8,10 +8,10 @@ use common::*;
 use journal::SimStorage;
 use std::sync::Arc;
 use tooljournal_runtime::event::{Event, Text};
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::spill::{SledSpill, SpillStore};
-use tooljournal_runtime::tool::ToolOutput;
 use tooljournal_runtime::Config;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ToolOutput;
+use tooljournal_runtime::{SledSpill, SpillStore};
 
 fn big_tool(bytes: usize) -> TestTool {
     TestTool::with("big", move |_, _| {
@@ -85,7 +85,7 @@ async fn a_5_mib_result_becomes_head_tail_and_locator_and_the_blob_matches() {
         .expect("the blob is in the store");
     assert_eq!(blob.len(), size);
     assert_eq!(
-        tooljournal_runtime::tools::sha256_hex(blob.as_bytes()),
+        tooljournal_runtime::sha256_hex(blob.as_bytes()),
         sha,
         "the blob's hash matches the journal's"
     );

@@ -15,17 +15,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use tooljournal_runtime::bash::{Bash, KILL_GRACE_MS, OUTPUT_BYTES_MAX, PROGRESS_INTERVAL_MS};
 use tooljournal_runtime::event::{
     CallRef, OutcomeStatus, SideEffect, StepOutcome, ToolSource, TurnOutcome,
 };
-use tooljournal_runtime::hooks::Hooks;
-use tooljournal_runtime::registry::Registry;
 use tooljournal_runtime::replay::CallReplay;
-use tooljournal_runtime::tool::Tool;
-use tooljournal_runtime::tools::bash::{
-    Bash, KILL_GRACE_MS, OUTPUT_BYTES_MAX, PROGRESS_INTERVAL_MS,
-};
-use tooljournal_runtime::tools::Workspace;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::Registry;
+use tooljournal_runtime::Tool;
+use tooljournal_runtime::Workspace;
 use tooljournal_runtime::{Config, ErrorCode, Session, ToolResult};
 
 /// The longest any one batch may take here before the test fails instead of hanging.
@@ -521,7 +519,7 @@ async fn bash_output_is_capped_head_and_tail() {
 #[derive(Default)]
 struct Recorder(std::sync::Mutex<Vec<String>>);
 
-impl tooljournal_runtime::hooks::Observer for Recorder {
+impl tooljournal_runtime::Observer for Recorder {
     fn name(&self) -> &str {
         "recorder"
     }
@@ -569,7 +567,7 @@ async fn bash_reports_its_latest_output_line_as_progress_rate_limited() {
 async fn bash_is_exclusive() {
     let dir = tempfile::tempdir().unwrap();
     let bash = Bash::new(Arc::new(Workspace::new(dir.path(), &[]).unwrap()));
-    let args = tooljournal_runtime::args::parse(r#"{"command":"true"}"#).unwrap();
+    let args = tooljournal_runtime::parse_args(r#"{"command":"true"}"#).unwrap();
     assert!(!bash.is_concurrency_safe(&args));
     assert_eq!(bash.name(), "bash");
     assert_eq!(bash.resources(&args).intents, vec!["true".to_owned()]);

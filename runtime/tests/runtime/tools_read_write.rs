@@ -9,8 +9,8 @@ use common::fs_env::*;
 use serde_json::json;
 use std::fs;
 use tooljournal_runtime::event::SideEffect;
-use tooljournal_runtime::tools::fs::file_tools;
-use tooljournal_runtime::tools::sha256_hex;
+use tooljournal_runtime::fs::file_tools;
+use tooljournal_runtime::sha256_hex;
 use tooljournal_runtime::ErrorCode;
 
 // ---------------------------------------------------------------------------------------------

@@ -7,12 +7,12 @@ use crate::common;
 use common::fs_env::*;
 use serde_json::{json, Value};
 use std::fs;
-use tooljournal_runtime::args;
-use tooljournal_runtime::tool::Tool;
-use tooljournal_runtime::tools::fs::{
+
+use tooljournal_runtime::fs::{
     EditTool, GlobTool, GrepTool, LsTool, ReadTool, WriteTool, GLOB_RESULTS_MAX, GREP_MATCHES_MAX,
     GREP_OUTPUT_BYTES_MAX,
 };
+use tooljournal_runtime::Tool;
 use tooljournal_runtime::{Config, ErrorCode};
 
 // ---------------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ async fn ls_glob_grep_happy_paths_and_limits() {
 async fn grep_and_glob_are_concurrency_safe_and_edit_is_path_locked() {
     let mut env = Env::new();
     let ws = env.ws.clone();
-    let args = |v: Value| args::parse(&v.to_string()).unwrap();
+    let args = |v: Value| tooljournal_runtime::parse_args(&v.to_string()).unwrap();
     let a = args(json!({"path": "a.txt"}));
     assert!(GrepTool::new(ws.clone()).is_concurrency_safe(&args(json!({"pattern": "x"}))));
     assert!(GlobTool::new(ws.clone()).is_concurrency_safe(&args(json!({"pattern": "*"}))));

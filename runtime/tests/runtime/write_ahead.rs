@@ -8,16 +8,16 @@ use journal::storage::{Fault, Op, TailLoss};
 use journal::{Journal, Options, SimStorage};
 use std::sync::Arc;
 use tooljournal_runtime::event::{ModelCall, StepOutcome, TurnOutcome};
-use tooljournal_runtime::hooks::Hooks;
 use tooljournal_runtime::replay::replay_storage;
 use tooljournal_runtime::state::CallState;
-use tooljournal_runtime::testing::ManualClock;
+use tooljournal_runtime::Hooks;
+use tooljournal_runtime::ManualClock;
 use tooljournal_runtime::{Config, RuntimeError, Session, SessionOptions};
 
 /// The session every power-loss case runs: two turns, mixed calls. Stops at the first error.
 async fn drive(
     storage: &SimStorage,
-    registry: Arc<tooljournal_runtime::registry::Registry>,
+    registry: Arc<tooljournal_runtime::Registry>,
 ) -> Result<(), RuntimeError> {
     let (journal, _) = Journal::open(Arc::new(storage.clone()), Options::default())?;
     let mut session = Session::open(

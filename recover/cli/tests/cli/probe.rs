@@ -21,9 +21,9 @@ use runtime::event::{
     idempotency_key, CallRef, Classification, Event, Evidence, ModelCall, ModelResponse, Record,
     StepOutcome, StopReason, ToolSource,
 };
-use runtime::registry::Registry;
-use runtime::testing::ManualClock;
-use runtime::tools::Workspace;
+use runtime::ManualClock;
+use runtime::Registry;
+use runtime::Workspace;
 use runtime::{Config, Session, SessionOptions};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -61,7 +61,7 @@ fn model_call(id: &str, name: &str, arguments: Value) -> ModelCall {
 fn record(journal: &Path, ws: &Path, steps: Vec<Vec<ModelCall>>) {
     let workspace = Arc::new(Workspace::new(ws, &[journal.to_owned()]).unwrap());
     let mut registry = Registry::new();
-    for tool in runtime::tools::fs::file_tools(workspace) {
+    for tool in runtime::fs::file_tools(workspace) {
         registry.register(tool, ToolSource::BuiltIn).unwrap();
     }
     let (j, _) = Journal::open(
@@ -72,7 +72,7 @@ fn record(journal: &Path, ws: &Path, steps: Vec<Vec<ModelCall>>) {
     let mut session = Session::open(
         j,
         Arc::new(registry),
-        runtime::hooks::Hooks::default(),
+        runtime::Hooks::default(),
         Config::default(),
         SessionOptions {
             session_id: Some("probe".into()),

@@ -19,13 +19,13 @@ use runtime::event::{
     Answer, AskAnswer, Classification, Event, ModelCall, ModelResponse, Question, Record,
     StepOutcome, StopReason, ToolSource, TurnOutcome,
 };
-use runtime::hooks::{
+use runtime::ManualClock;
+use runtime::Registry;
+use runtime::{
     Approver, AskFuture, CallInfo, Decision, Hooks, PreExecute, QuestionFuture, QuestionOutcome,
 };
-use runtime::registry::Registry;
-use runtime::testing::ManualClock;
-use runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
 use runtime::{Config, ErrorCode, Session, SessionOptions};
+use runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ impl Tool for Mark {
     fn input_schema(&self) -> Value {
         json!({"type": "object", "properties": {"path": {"type": "string"}}})
     }
-    fn execute(&self, _args: runtime::args::Args, _ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, _args: runtime::Args, _ctx: ToolContext) -> ToolFuture<'_> {
         Box::pin(async { Ok(ToolOutput::text("marked")) })
     }
 }
@@ -165,7 +165,7 @@ fn open_session(
 fn record_session(dir: &Path) {
     let mut registry = Registry::new();
     registry
-        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
         .unwrap();
     registry
         .register(Arc::new(Mark), ToolSource::BuiltIn)
@@ -626,7 +626,7 @@ fn a_reply_choosing_the_plan_option_ends_plan_mode_even_when_the_crash_cut_its_p
     let dir = tempfile::tempdir().unwrap();
     let mut registry = Registry::new();
     registry
-        .register(Arc::new(runtime::tools::ask::Ask), ToolSource::BuiltIn)
+        .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
         .unwrap();
     let hooks = Hooks {
         approver: Some(Arc::new(Person)),

@@ -11,15 +11,15 @@ use crate::common;
 use common::{recover, replay_dir, text};
 use journal::{FsStorage, Journal, Options};
 use recover::providers::{request_body, validate, Format};
-use runtime::agent::{Agent, AgentConfig, TurnEnd};
 use runtime::event::{CompactTrigger, Event, Record, ToolSource};
-use runtime::hooks::Hooks;
 use runtime::model::{Model, ModelError, ModelErrorKind, ModelRequest, ModelSettings, ModelStream};
-use runtime::registry::Registry;
-use runtime::testing::ManualClock;
-use runtime::tool::{Tool, ToolContext, ToolFuture, ToolOutput};
-use runtime::transcript::{parse_script, ScriptedModel};
+use runtime::Hooks;
+use runtime::ManualClock;
+use runtime::Registry;
+use runtime::{parse_script, ScriptedModel};
+use runtime::{Agent, AgentConfig, TurnEnd};
 use runtime::{Config, Session, SessionOptions};
+use runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -55,7 +55,7 @@ impl Tool for Read {
     fn input_schema(&self) -> Value {
         json!({"type": "object", "properties": {"path": {"type": "string"}}})
     }
-    fn execute(&self, args: runtime::args::Args, _ctx: ToolContext) -> ToolFuture<'_> {
+    fn execute(&self, args: runtime::Args, _ctx: ToolContext) -> ToolFuture<'_> {
         let path = args.str("path").unwrap_or_default().to_owned();
         Box::pin(async move { Ok(ToolOutput::text(format!("FIRST-RESULT of {path}"))) })
     }
