@@ -192,38 +192,21 @@ impl CliHooks<'_> {
                 crate::location::shown(journal)
             )));
         };
-        let Tooled {
-            rt,
-            servers,
-            tools,
-            workspace,
-        } = tooled;
         printer.watch(opened.session.event_log().journal().clone());
-        let rerun = crate::rerun::run_again(&rt, &mut opened);
-        let opened = *opened;
+        let rerun = crate::rerun::run_again(&tooled.rt, &mut opened);
         let session::Opened {
             session,
             at_lock,
             recovered,
             withdrawn,
             ..
-        } = opened;
-        let mut prepared = Prepared {
-            rt,
-            journal_dir: journal.to_path_buf(),
-            session,
-            approver,
-            servers,
-            printer,
-            tools,
-            workspace,
-            rerun: Vec::new(),
-            recovered,
-        };
+        } = *opened;
+        let mut prepared = Prepared::of(tooled, session, journal.to_path_buf(), approver, printer);
+        prepared.recovered = recovered;
         match rerun {
             Ok(rerun) => prepared.rerun = rerun,
             Err(e) => {
-                stop(prepared);
+                prepared.stop_servers();
                 return Err(e);
             }
         }
@@ -248,21 +231,11 @@ impl CliHooks<'_> {
             }
             // The plan went on only with a transcript or a live model.
             _ => {
-                stop(prepared);
+                prepared.stop_servers();
                 Err(failed("resumed with nothing to go on with"))
             }
         }
     }
-}
-
-/// Stops a prepared session's servers after a failure.
-fn stop(prepared: Prepared) {
-    let Prepared { rt, servers, .. } = prepared;
-    rt.block_on(async {
-        for s in servers {
-            s.shutdown().await;
-        }
-    });
 }
 
 impl session::Hooks for CliHooks<'_> {

@@ -292,24 +292,53 @@ pub(crate) fn prepare(
             return Err(e);
         }
     };
-    let Tooled {
-        rt,
-        servers,
-        tools,
-        workspace,
-    } = tooled;
-    Ok(Prepared {
-        rt,
-        journal_dir,
+    Ok(Prepared::of(
+        tooled,
         session,
+        journal_dir,
         approver,
-        servers,
         printer,
-        tools,
-        workspace,
-        rerun: Vec::new(),
-        recovered: None,
-    })
+    ))
+}
+
+impl Prepared {
+    /// A session opened (or resumed) with what [`add_tools`] added, nothing run again yet.
+    pub(crate) fn of(
+        tooled: Tooled,
+        session: Session,
+        journal_dir: PathBuf,
+        approver: Arc<ScriptedApprover>,
+        printer: Arc<Printer>,
+    ) -> Prepared {
+        let Tooled {
+            rt,
+            servers,
+            tools,
+            workspace,
+        } = tooled;
+        Prepared {
+            rt,
+            journal_dir,
+            session,
+            approver,
+            servers,
+            printer,
+            tools,
+            workspace,
+            rerun: Vec::new(),
+            recovered: None,
+        }
+    }
+
+    /// Stops the servers after a failure (their transports' cleanup needs the runtime).
+    pub(crate) fn stop_servers(self) {
+        let Prepared { rt, servers, .. } = self;
+        rt.block_on(async {
+            for s in servers {
+                s.shutdown().await;
+            }
+        });
+    }
 }
 
 pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {

@@ -25,7 +25,7 @@
 //!
 //! ```no_run
 //! use tooljournal_runtime::Session;
-//! # fn main() -> Result<(), tooljournal_runtime::builder::BuildError> {
+//! # fn main() -> Result<(), tooljournal_runtime::BuildError> {
 //! let session = Session::builder("/path/to/workspace", "/path/to/journal")
 //!     .parallel_max(4)
 //!     .open()?;
