@@ -71,13 +71,13 @@ pub fn backend(journal: &Path) -> Result<Backend, CliError> {
 
 /// The journal as `recover`'s entry points take it.
 pub fn place(journal: &Path) -> Result<recover::Place, CliError> {
-    session::place(&parse(journal)?).map_err(crate::resume::cli_error)
+    session::place(&parse(journal)?).map_err(CliError::from)
 }
 
 /// The library's builder for a session journaled at `journal` (a directory is created if
 /// missing; a URL's session is created by its first writer).
 pub fn builder(workspace: &Path, journal: &Path) -> Result<SessionBuilder, CliError> {
-    session::builder(&parse(journal)?, workspace).map_err(crate::resume::cli_error)
+    session::builder(&parse(journal)?, workspace).map_err(CliError::from)
 }
 
 /// Where the CLI keeps files beside a journal (what MCP servers print on stderr): the journal

@@ -366,6 +366,17 @@ impl From<journal::JournalError> for CliError {
     }
 }
 
+/// The session layer's refusals as exit codes.
+impl From<session::ResumeError> for CliError {
+    fn from(e: session::ResumeError) -> CliError {
+        match e {
+            session::ResumeError::Corrupt(m) => CliError::Corrupt(m),
+            session::ResumeError::Newer(m) => CliError::Newer(m),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
 /// mimalloc: the pipeline allocates a few dozen small objects per call (each event owns its
 /// text), and glibc's malloc/free were about a third of its instructions.
 #[global_allocator]

@@ -36,7 +36,7 @@ pub(crate) fn run_again(
     // tells its truth.
     let results = rt
         .block_on(opened.run_again())
-        .map_err(crate::resume::cli_error)?;
+        .map_err(crate::CliError::from)?;
     for (call, result) in &results {
         let how = match result.code {
             None => "ok".to_owned(),

@@ -36,15 +36,6 @@ pub struct ResumeArgs<'a> {
     pub lease_wait_ms: u64,
 }
 
-/// The library's refusals as the CLI's exit codes.
-pub(crate) fn cli_error(e: ResumeError) -> CliError {
-    match e {
-        ResumeError::Corrupt(m) => CliError::Corrupt(m),
-        ResumeError::Newer(m) => CliError::Newer(m),
-        other => CliError::Failed(other.to_string()),
-    }
-}
-
 /// A hook's failure, carried through the library and given back as it was.
 fn hook_error(e: CliError, kept: &mut Option<CliError>) -> ResumeError {
     let said = e.to_string();
@@ -83,7 +74,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
             }
             return Err(match (e, cli.failure.take()) {
                 (ResumeError::Hook(_), Some(kept)) => kept,
-                (e, _) => cli_error(e),
+                (e, _) => CliError::from(e),
             });
         }
     };

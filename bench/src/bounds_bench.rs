@@ -16,7 +16,7 @@
 //! The figures are `VmHWM` of the child, as `/proc/self/status` gives it (this binary runs on
 //! mimalloc; `tooljournal` and `recover` on the system allocator).
 
-use crate::chart::Bar;
+use crate::bar::Bar;
 use crate::{say, BoxError, Common, MB, MIB};
 use serde::{Deserialize, Serialize};
 use std::io::{BufWriter, Write};

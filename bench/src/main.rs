@@ -35,6 +35,7 @@
 //! `disk` what the first two measure with (the raw fdatasync loop, segment sizes, scratch
 //! directories).
 
+mod bar;
 mod bounds_bench;
 mod chart;
 mod disk;

@@ -14,7 +14,7 @@
 //! is checked to give back exactly the recorded text and calls, argument bytes included, so the
 //! figure is that of a correct decode. The target is held to the median run.
 
-use crate::chart::Bar;
+use crate::bar::Bar;
 use crate::{say, BoxError, Common, MB};
 use bytes::Bytes;
 use futures_util::{stream, StreamExt};

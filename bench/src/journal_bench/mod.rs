@@ -5,7 +5,7 @@
 mod report;
 mod runs;
 
-use crate::chart::Bar;
+use crate::bar::Bar;
 use crate::disk::{append_fdatasync_loop, scratch_base};
 use crate::{say, BoxError, Common, MIB};
 use journal::FsyncPolicy;

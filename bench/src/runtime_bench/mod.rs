@@ -24,7 +24,7 @@ mod report;
 mod rounds;
 pub(crate) mod session;
 
-use crate::chart::Bar;
+use crate::bar::Bar;
 use crate::disk::{in_dir, scratch_base};
 use crate::{say, BoxError, Common, MIB};
 use generate::GenStats;

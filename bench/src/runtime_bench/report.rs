@@ -8,7 +8,7 @@ use super::postgres::PgState;
 use super::procs::{PROCS, SESSIONS_PER_PROC};
 use super::rounds::Run;
 use super::{Figures, Plan, RAW_APPEND_BYTES};
-use crate::chart::Bar;
+use crate::bar::Bar;
 use crate::{BoxError, MB};
 use serde::Serialize;
 use std::path::Path;
