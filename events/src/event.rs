@@ -61,7 +61,9 @@ pub struct RecordRef<'a> {
 impl Event {
     /// The call a per-call state change names and the seqs it follows: what
     /// the runtime's call tracker lends an event and takes back once it is journaled. `None` for
-    /// every event that is no state change of a call.
+    /// every event that is no state change of a call. For the runtime's call tracker only:
+    /// hidden from the documented face.
+    #[doc(hidden)]
     pub fn call_parts_mut(&mut self) -> Option<(&mut CallRef, &mut Vec<u64>)> {
         match self {
             Event::Received {

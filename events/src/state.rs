@@ -114,6 +114,10 @@ impl CallMachine {
     /// A call a resume runs again (`recovery/rerun`): approved, its approval journaled, after
     /// `attempts` attempts an earlier run started (0: it never started). Its next `started`
     /// carries attempt `attempts + 1`, as the journal's machine expects.
+    ///
+    /// For the runtime's call tracker only (it skips the transitions a replayed call already
+    /// made): hidden from the vocabulary's documented face.
+    #[doc(hidden)]
     pub fn approved_for_rerun(call: CallRef, attempts: u32) -> CallMachine {
         CallMachine {
             call,
@@ -133,7 +137,8 @@ impl CallMachine {
     }
 
     /// The call, to be lent to the event that records a step and taken back after (no copy of
-    /// its id per event).
+    /// its id per event). For the runtime's call tracker only: hidden from the documented face.
+    #[doc(hidden)]
     pub fn call_mut(&mut self) -> &mut CallRef {
         &mut self.call
     }
@@ -151,7 +156,7 @@ impl CallMachine {
     /// An imported call's `import/outcome`: from `received` straight to `committed`, a move the
     /// runtime's own machine never makes (an imported call was run by another agent, so this
     /// journal saw none of its steps between).
-    pub fn commit_imported(&mut self) -> Result<(), IllegalTransition> {
+    pub(crate) fn commit_imported(&mut self) -> Result<(), IllegalTransition> {
         if self.state != CallState::Received {
             return Err(IllegalTransition {
                 call: self.call.clone(),
