@@ -3,6 +3,8 @@
 //! second call approved and queued behind it. The resume must refuse to go on beside the
 //! orphan, kill it when asked (journaled), reapply the journaled policy, and run again only
 //! the call that provably never started.
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use runtime::event::{
     ApprovalPolicy, AskAnswer, Classification, ModelCall, ModelResponse, RerunPolicy, StopReason,
