@@ -112,8 +112,37 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
     crate::questions::questions(run, &a, &reports, v);
     commit_order(run, &run.image, v);
     idempotence(run, &a, v);
+    cancelled_before_start(&a, v);
     drop(reports);
     Some((a, pristine))
+}
+
+/// I9 on the journal itself: a call cancelled before it started ends `ABORTED_BEFORE_DISPATCH`
+/// (or, committed by recovery, `TOOL_NOT_STARTED`), never `ABORTED`, whose words are for a body
+/// that was stopped. The runtime asserts this where it commits; checked here too, so that a
+/// build that also loses the assertion is still caught.
+fn cancelled_before_start(a: &Analysis, v: &mut Vec<String>) {
+    let allowed = [ErrorCode::AbortedBeforeDispatch, ErrorCode::ToolNotStarted];
+    for c in a.replay.calls() {
+        if c.cancel_reason.is_none() {
+            continue;
+        }
+        // Committed before the crash: the runtime's code. Not yet: what recovery gives it.
+        let code = match &c.committed {
+            Some(result) => result.code,
+            None => a
+                .calls
+                .iter()
+                .find(|r| r.call == c.call)
+                .and_then(|r| code_of(&r.result.content)),
+        };
+        if !code.is_some_and(|code| allowed.contains(&code)) {
+            v.push(format!(
+                "I9 cancellation: {} was journaled cancelled-before-start but ends with {code:?}",
+                c.call.call_id
+            ));
+        }
+    }
 }
 
 /// I1: a body that ran had a durable `started` first, so its call is in the journal, started.
