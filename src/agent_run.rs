@@ -306,9 +306,7 @@ fn play(
         } else {
             drop(session);
         }
-        for server in servers {
-            server.shutdown().await;
-        }
+        crate::run::shutdown(servers).await;
         outcome
     });
     printer.show_durable();

@@ -162,9 +162,7 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
             Ok(()) => session.close().await.map_err(|e| failed(e.to_string())),
             Err(_) => Ok(()),
         };
-        for server in servers {
-            server.shutdown().await;
-        }
+        crate::run::shutdown(servers).await;
         closed
     });
     printer.show_durable();

@@ -103,11 +103,7 @@ fn start_all<E>(
         match start(name, server_config) {
             Ok(server) => servers.push(server),
             Err(e) => {
-                rt.block_on(async {
-                    for s in servers {
-                        s.shutdown().await;
-                    }
-                });
+                rt.block_on(shutdown(servers));
                 return Err(e);
             }
         }
@@ -211,12 +207,15 @@ pub(crate) struct Tooled {
 impl Tooled {
     /// Stops the servers (after a failure: their transports' cleanup needs the runtime).
     pub fn stop_servers(&mut self) {
-        let servers = std::mem::take(&mut self.servers);
-        self.rt.block_on(async {
-            for s in servers {
-                s.shutdown().await;
-            }
-        });
+        self.rt
+            .block_on(shutdown(std::mem::take(&mut self.servers)));
+    }
+}
+
+/// Stops `servers`, one after the other.
+pub(crate) async fn shutdown(servers: Vec<mcp::McpServer>) {
+    for s in servers {
+        s.shutdown().await;
     }
 }
 
@@ -333,11 +332,7 @@ impl Prepared {
     /// Stops the servers after a failure (their transports' cleanup needs the runtime).
     pub(crate) fn stop_servers(self) {
         let Prepared { rt, servers, .. } = self;
-        rt.block_on(async {
-            for s in servers {
-                s.shutdown().await;
-            }
-        });
+        rt.block_on(shutdown(servers));
     }
 }
 
@@ -372,9 +367,7 @@ pub(crate) fn play(
             Ok(report) => session.close().await.map(|()| report),
             Err(e) => Err(e),
         };
-        for server in servers {
-            server.shutdown().await;
-        }
+        shutdown(servers).await;
         report
     });
     // After the close's sync every verdict is durable; after a failure, only those shown.

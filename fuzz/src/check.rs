@@ -112,7 +112,7 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
     crate::questions::questions(run, &a, &reports, v);
     commit_order(run, &run.image, v);
     idempotence(run, &a, v);
-    cancelled_before_start(&a, v);
+    cancelled_before_start(&a, &reports, v);
     drop(reports);
     Some((a, pristine))
 }
@@ -121,7 +121,7 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
 /// (or, committed by recovery, `TOOL_NOT_STARTED`), never `ABORTED`, whose words are for a body
 /// that was stopped. The runtime asserts this where it commits; checked here too, so that a
 /// build that also loses the assertion is still caught.
-fn cancelled_before_start(a: &Analysis, v: &mut Vec<String>) {
+fn cancelled_before_start(a: &Analysis, reports: &HashMap<&str, &CallReport>, v: &mut Vec<String>) {
     let allowed = [ErrorCode::AbortedBeforeDispatch, ErrorCode::ToolNotStarted];
     for c in a.replay.calls() {
         if c.cancel_reason.is_none() {
@@ -130,10 +130,8 @@ fn cancelled_before_start(a: &Analysis, v: &mut Vec<String>) {
         // Committed before the crash: the runtime's code. Not yet: what recovery gives it.
         let code = match &c.committed {
             Some(result) => result.code,
-            None => a
-                .calls
-                .iter()
-                .find(|r| r.call == c.call)
+            None => reports
+                .get(c.call.call_id.as_str())
                 .and_then(|r| code_of(&r.result.content)),
         };
         if !code.is_some_and(|code| allowed.contains(&code)) {

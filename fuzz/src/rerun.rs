@@ -67,8 +67,7 @@ impl Resuming<'_> {
         };
         cover(run, &resumed, coverage);
         ran_as_chosen(&resumed, v);
-        never_unknown_of_non_idempotent(run, a, &resumed.bodies, v);
-        nothing_unknown_under_not_started(a, policy, &resumed.bodies, v);
+        never_unknown_rerun(run, a, policy, &resumed.bodies, v);
         if resumed.stopped.is_none() {
             run_once(a, policy, &resumed.bodies, v);
         }
@@ -140,8 +139,17 @@ fn ran_as_chosen(resumed: &Resumed, v: &mut Vec<String>) {
     }
 }
 
-/// No call of the tool that is not idempotent whose outcome is unknown runs again.
-fn never_unknown_of_non_idempotent(run: &Run, a: &Analysis, bodies: &[Body], v: &mut Vec<String>) {
+/// No call whose outcome is unknown runs again if its tool is not idempotent, nor under
+/// `not-started` whatever its tool declares (`safe` alone runs an idempotent tool's again). The
+/// runtime asserts this where it picks the calls; checked here too, so that a build that also
+/// loses the assertion is still caught.
+fn never_unknown_rerun(
+    run: &Run,
+    a: &Analysis,
+    policy: RerunPolicy,
+    bodies: &[Body],
+    v: &mut Vec<String>,
+) {
     let unknown: HashMap<&str, bool> = a
         .calls
         .iter()
@@ -155,41 +163,19 @@ fn never_unknown_of_non_idempotent(run: &Run, a: &Analysis, bodies: &[Body], v: 
         let Some((step, i)) = run.sent(id) else {
             continue;
         };
+        if unknown.get(id) != Some(&true) {
+            continue;
+        }
         let spec = &step.calls[i].2;
-        if !spec.idempotent && unknown.get(id) == Some(&true) {
+        if !spec.idempotent {
             v.push(format!(
                 "I19 re-run: {id} may have run (TOOL_OUTCOME_UNKNOWN) and its tool {SIM} is not \
                  idempotent, but its body ran again during the resume"
             ));
-        }
-    }
-}
-
-/// Under `not-started`, no call whose outcome is unknown runs again, whatever its tool
-/// declares (`safe` alone runs an idempotent or read-only tool's again). The runtime asserts
-/// this where it picks the calls; checked here too, so that a build that also loses the
-/// assertion is still caught.
-fn nothing_unknown_under_not_started(
-    a: &Analysis,
-    policy: RerunPolicy,
-    bodies: &[Body],
-    v: &mut Vec<String>,
-) {
-    if policy != RerunPolicy::NotStarted {
-        return;
-    }
-    let unknown: HashMap<&str, &str> = a
-        .calls
-        .iter()
-        .filter(|c| c.classification == Some(Classification::ToolOutcomeUnknown))
-        .map(|c| (c.call.call_id.as_str(), c.tool.as_str()))
-        .collect();
-    for b in bodies {
-        if let Some(tool) = unknown.get(b.call_id.as_str()) {
+        } else if policy == RerunPolicy::NotStarted {
             v.push(format!(
-                "I19 re-run: {} (tool {tool}) may have run (TOOL_OUTCOME_UNKNOWN), but its body \
-                 ran again during a resume under --rerun not-started",
-                b.call_id
+                "I19 re-run: {id} may have run (TOOL_OUTCOME_UNKNOWN), but its body ran again \
+                 during a resume under --rerun not-started"
             ));
         }
     }

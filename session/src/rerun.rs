@@ -66,13 +66,8 @@ pub(crate) fn recovering(
         .map(|c| c.call.call_id.as_str())
         .collect();
     let said = format!(
-        "recovered: {} call(s) classified{}{}",
-        classified - chosen.len(),
-        if unknown.is_empty() {
-            String::new()
-        } else {
-            format!("; may have run, not re-run: {}", unknown.join(", "))
-        },
+        "{}{}",
+        recovered_words(classified - chosen.len(), &unknown),
         if ids.is_empty() {
             String::new()
         } else {
@@ -88,6 +83,17 @@ pub(crate) fn recovering(
         said,
         analysis,
     })
+}
+
+/// What recovery did, in one line: how many calls it classified, and which of them may have run
+/// and are not run again.
+pub(crate) fn recovered_words(classified: usize, unknown: &[&str]) -> String {
+    let unknown = if unknown.is_empty() {
+        String::new()
+    } else {
+        format!("; may have run, not re-run: {}", unknown.join(", "))
+    };
+    format!("recovered: {classified} call(s) classified{unknown}")
 }
 
 /// The workspace a resume probes: the session's own, when recovery will classify a call as

@@ -18,7 +18,7 @@
 
 use crate::lease::{lease_is_live, take_or_wait};
 use crate::policy::{changes, record, Overrides, Settings};
-use crate::rerun::{probe_target, recovering, Recovering};
+use crate::rerun::{probe_target, recovered_words, recovering, Recovering};
 use crate::{approval, orphans, withdrawal_note, ResumeError};
 use journal::{FsStorage, FsyncPolicy, Location, OpenReport, Storage};
 use recover::Analysis;
@@ -119,7 +119,6 @@ pub trait Hooks {
 impl Hooks for () {}
 
 /// How a resume ended.
-#[allow(clippy::large_enum_variant)] // built once per resume; the session is boxed anyway
 pub enum Resumed {
     /// The session goes on.
     Session(Box<Opened>),
@@ -651,25 +650,17 @@ pub fn torn_note(report: &OpenReport) -> Option<String> {
 
 /// What recovery did before a resume, in one line.
 fn recovered_line(recovered: &Recovered) -> String {
-    let unknown: Vec<_> = recovered
+    let unknown: Vec<&str> = recovered
         .analysis
         .calls
         .iter()
         .filter(|c| c.classification == Some(Classification::ToolOutcomeUnknown))
-        .map(|c| c.call.call_id.clone())
+        .map(|c| c.call.call_id.as_str())
         .collect();
-    format!(
-        "recovered: {} call(s) classified{}",
-        recovered
-            .analysis
-            .recovery
-            .as_ref()
-            .map(|r| r.calls.len())
-            .unwrap_or(0),
-        if unknown.is_empty() {
-            String::new()
-        } else {
-            format!("; may have run, not re-run: {}", unknown.join(", "))
-        }
-    )
+    let classified = recovered
+        .analysis
+        .recovery
+        .as_ref()
+        .map_or(0, |r| r.calls.len());
+    recovered_words(classified, &unknown)
 }
