@@ -12,8 +12,11 @@ pub enum ResumeError {
     /// The journal was written by a newer tooljournal.
     #[error("{0}")]
     Newer(String),
-    /// The resume refused: the session is live, imported, has orphans running, changed
-    /// underneath it too often, or recovery could not write.
+    /// Another process holds the journal: its writer lock, or a live PostgreSQL lease.
+    #[error("{0}")]
+    Locked(String),
+    /// The resume refused: the session is imported, has orphans running, changed underneath it
+    /// too often, or recovery could not write.
     #[error("{0}")]
     Refused(String),
     /// The journal, its store or the workspace failed (I/O).
@@ -31,6 +34,9 @@ impl From<JournalError> for ResumeError {
     fn from(e: JournalError) -> ResumeError {
         match e.root() {
             JournalError::Corrupt { .. } => ResumeError::Corrupt(e.to_string()),
+            JournalError::Locked { .. } | JournalError::Leased { .. } => {
+                ResumeError::Locked(e.to_string())
+            }
             _ => ResumeError::Failed(e.to_string()),
         }
     }
@@ -44,9 +50,8 @@ impl From<runtime::BuildError> for ResumeError {
             BuildError::Corrupt { .. } => ResumeError::Corrupt(e.to_string()),
             BuildError::Replay { source, .. } => ResumeError::Failed(source.to_string()),
             BuildError::Spill { message, .. } => ResumeError::Failed(message),
-            BuildError::Live { .. } | BuildError::StillRunning { .. } => {
-                ResumeError::Refused(e.to_string())
-            }
+            BuildError::Live { .. } => ResumeError::Locked(e.to_string()),
+            BuildError::StillRunning { .. } => ResumeError::Refused(e.to_string()),
             e => ResumeError::Failed(e.to_string()),
         }
     }

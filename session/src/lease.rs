@@ -74,7 +74,7 @@ pub(crate) fn lease_is_live(location: &Location) -> ResumeError {
         ),
         _ => "another worker".to_owned(),
     };
-    ResumeError::Refused(format!(
+    ResumeError::Locked(format!(
         "{location}: session is live: held by {who}; wait for its lease to expire, or take it \
          with `tooljournal resume --steal`"
     ))

@@ -532,7 +532,7 @@ impl Resume {
             let holder_pid = FsStorage::open(dir)
                 .ok()
                 .and_then(|storage| storage.lock_holder_pid());
-            return Err(ResumeError::Refused(
+            return Err(ResumeError::Locked(
                 runtime::BuildError::Live {
                     dir: dir.to_path_buf(),
                     holder_pid,

@@ -1,0 +1,571 @@
+//! One session's journal, driven by a host: create or resume, register tools, turn, step,
+//! history, close. Every call runs through the Rust runtime's pipeline, so the journal a host
+//! writes is the one the CLI writes, transition for transition.
+//!
+//! Why a runtime of its own, on the calling thread: a host calls `step` from its own thread
+//! (Python's, Node's worker); the batch runs there (`block_on` on a current-thread runtime),
+//! so a tool that runs alone is called with no thread hand-off, and the journal's syncs go to
+//! tokio's blocking pool as they do in the CLI.
+
+use crate::error::{EmbedError, ErrorKind};
+use crate::host::{HostTool, Hosted, Stopper, ToolDecl};
+use crate::response::Answer;
+use journal::{FsyncPolicy, Location};
+use runtime::event::{
+    ApprovalPolicy, ModelCall, ModelResponse, RerunPolicy, StepOutcome, StopReason, ToolSource,
+    TurnOutcome,
+};
+use runtime::{PreparedSession, Session, SessionBuilder, Tool};
+use serde_json::Value;
+use session::{Continue, Plan, Resume, ResumeError, Resumed, Settings};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a running step asks the host whether the user stopped it (a signal the host's
+/// own thread must read, such as Python's Ctrl-C).
+pub const WATCH_INTERVAL_MS: u64 = 50;
+
+/// How a new session runs.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    /// The directory the session works in (the built-in tools are confined to it).
+    pub workspace: PathBuf,
+    /// When the journal syncs: `Group` (the default) makes every `started` durable before its
+    /// body runs; `Never` is for benchmarks and tests.
+    pub fsync: FsyncPolicy,
+    /// Most calls that may overlap run at once.
+    pub parallel_max: usize,
+    /// Whether the runtime's built-in tools (bash, the file tools, todo, ask) are offered too.
+    pub builtins: bool,
+}
+
+impl CreateOptions {
+    /// The defaults, working in `workspace`: group sync, the CLI's parallelism, no built-ins.
+    pub fn new(workspace: impl Into<PathBuf>) -> CreateOptions {
+        CreateOptions {
+            workspace: workspace.into(),
+            fsync: FsyncPolicy::Group,
+            parallel_max: session::PARALLEL_MAX_DEFAULT,
+            builtins: false,
+        }
+    }
+}
+
+/// How a crashed (or finished) session is taken up again.
+#[derive(Default)]
+pub struct ResumeOptions {
+    /// The session's tools, as it declared them: the re-run runs calls of these.
+    pub tools: Vec<(ToolDecl, Arc<dyn HostTool>)>,
+    /// Which interrupted calls run again; `None` runs none. `tooljournal resume`'s default
+    /// is [`RerunPolicy::NotStarted`].
+    pub rerun: Option<RerunPolicy>,
+    /// Kill process groups the crashed run left running (refused otherwise).
+    pub kill_orphans: bool,
+    /// Take a PostgreSQL session from a live lease holder.
+    pub steal: bool,
+    /// Whether the built-in tools are offered too.
+    pub builtins: bool,
+}
+
+/// One call's result, as a host returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepResult {
+    /// The model's id for the call.
+    pub call_id: String,
+    /// The call succeeded.
+    pub ok: bool,
+    /// What the model sees (an error's begins with its code).
+    pub content: String,
+    /// The error code (`TOOL_FAILED`, `ABORTED_BEFORE_DISPATCH`, ...) when it failed.
+    pub code: Option<&'static str>,
+}
+
+impl From<runtime::ToolResult> for StepResult {
+    fn from(r: runtime::ToolResult) -> StepResult {
+        StepResult {
+            call_id: r.call_id,
+            ok: !r.is_error,
+            content: r.content,
+            code: r.code.map(|c| c.as_str()),
+        }
+    }
+}
+
+/// What a step did.
+#[derive(Debug, Clone)]
+pub struct Stepped {
+    /// One result per call, in model order.
+    pub results: Vec<StepResult>,
+    /// The user stopped it: the step and its turn ended `cancelled`, as the CLI ends them on
+    /// Ctrl-C.
+    pub stopped: bool,
+}
+
+enum State {
+    /// Locked and ready; tools may still be added. `session/open` is written at the first
+    /// turn.
+    Prepared(Box<PreparedSession>, CreateOptions),
+    Open(Box<Session>),
+    Closed,
+}
+
+/// A session's journal, held by this process (the writer lock, or the PostgreSQL lease).
+pub struct Journal {
+    rt: tokio::runtime::Runtime,
+    location: Location,
+    state: State,
+    stopper: Stopper,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, EmbedError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EmbedError::new(ErrorKind::Failed, format!("cannot start a runtime: {e}")))
+}
+
+fn hosted(tools: Vec<(ToolDecl, Arc<dyn HostTool>)>, stopper: &Stopper) -> Vec<Arc<dyn Tool>> {
+    tools
+        .into_iter()
+        .map(|(decl, body)| {
+            Arc::new(Hosted {
+                decl,
+                body,
+                stopper: stopper.clone(),
+            }) as Arc<dyn Tool>
+        })
+        .collect()
+}
+
+fn host_source() -> ToolSource {
+    ToolSource::External {
+        server: "embedding".to_owned(),
+    }
+}
+
+impl Journal {
+    /// A new session at `location` (a directory, created if missing, or a `postgres://` URL):
+    /// the writer lock is taken first, and a journal that already holds a session is refused
+    /// (resume it instead). `session/open` is written at the first turn, with the tools
+    /// registered by then.
+    pub fn create(location: &str, options: CreateOptions) -> Result<Journal, EmbedError> {
+        let location = Location::parse(location)?;
+        if !options.workspace.is_dir() {
+            return Err(EmbedError::usage(format!(
+                "workspace {}: not a directory",
+                options.workspace.display()
+            )));
+        }
+        let builder: SessionBuilder = session::builder(&location, &options.workspace)?
+            .fsync(options.fsync)
+            .parallel_max(options.parallel_max);
+        let builder = if options.builtins {
+            builder
+        } else {
+            builder.without_builtins()
+        };
+        let locked = builder.lock()?;
+        if locked.replay().open.is_some() {
+            return Err(EmbedError::new(
+                ErrorKind::Refused,
+                format!("{location}: the journal already holds a session; resume it instead"),
+            ));
+        }
+        let prepared = locked.prepare()?;
+        Ok(Journal {
+            rt: runtime()?,
+            location,
+            state: State::Prepared(Box::new(prepared), options),
+            stopper: Stopper::default(),
+        })
+    }
+
+    /// Resumes the session at `location` as `tooljournal resume` does (lease, recovery under
+    /// the lock, the journaled policy, orphans, the re-run choice), then runs the re-run: the
+    /// calls it picked run once, with their journaled ids and keys. Returns the journal, open
+    /// for new turns, and the re-run's results.
+    pub fn resume(
+        location: &str,
+        options: ResumeOptions,
+    ) -> Result<(Journal, Vec<StepResult>), EmbedError> {
+        let location = Location::parse(location)?;
+        let stopper = Stopper::default();
+        let mut hooks = HostHooks {
+            tools: hosted(options.tools, &stopper),
+            builtins: options.builtins,
+        };
+        let resume = Resume::at(location.clone())
+            .rerun(options.rerun)
+            .kill_orphans(options.kill_orphans)
+            .steal(options.steal);
+        let mut opened = match resume.open(&mut hooks)? {
+            Resumed::Session(opened) => opened,
+            other => return Err(EmbedError::new(ErrorKind::Refused, other.to_string())),
+        };
+        let rt = runtime()?;
+        let ran = rt.block_on(opened.run_again())?;
+        let results = ran.into_iter().map(|(_, r)| r.into()).collect();
+        Ok((
+            Journal {
+                rt,
+                location,
+                state: State::Open(Box::new(opened.session)),
+                stopper,
+            },
+            results,
+        ))
+    }
+
+    /// Where the journal is (a URL shown without its secrets).
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Stops the step in progress, from any thread.
+    pub fn stopper(&self) -> Stopper {
+        self.stopper.clone()
+    }
+
+    /// Adds a tool. Only before the first turn: `session/open` journals the session's tools.
+    pub fn tool(&mut self, decl: ToolDecl, body: Arc<dyn HostTool>) -> Result<(), EmbedError> {
+        let State::Prepared(prepared, _) = &mut self.state else {
+            return Err(EmbedError::usage(format!(
+                "tool `{}`: tools are added before the first turn (session/open journals them)",
+                decl.name
+            )));
+        };
+        let [tool] = <[_; 1]>::try_from(hosted(vec![(decl, body)], &self.stopper))
+            .map_err(|_| EmbedError::usage("one tool at a time"))?;
+        prepared
+            .registry_mut()
+            .register(tool, host_source())
+            .map_err(|e| EmbedError::usage(e.to_string()))
+    }
+
+    /// The open session: `session/open` and `session/policy` are written on first use.
+    fn session(&mut self) -> Result<&mut Session, EmbedError> {
+        if let State::Prepared(..) = self.state {
+            let State::Prepared(prepared, options) =
+                std::mem::replace(&mut self.state, State::Closed)
+            else {
+                unreachable!("matched just above")
+            };
+            let policy = session::record(
+                ApprovalPolicy::Allow,
+                options.parallel_max,
+                options.fsync,
+                None,
+                prepared.registry(),
+                "session opened",
+            );
+            let (mut session, _) = prepared.open_reporting()?;
+            session.record_policy(&policy)?;
+            self.state = State::Open(Box::new(session));
+        }
+        match &mut self.state {
+            State::Open(session) => Ok(session),
+            _ => Err(EmbedError::usage(format!(
+                "{}: the journal is closed",
+                self.location
+            ))),
+        }
+    }
+
+    /// The session's id (opening it if it was not yet).
+    pub fn session_id(&mut self) -> Result<String, EmbedError> {
+        Ok(self.session()?.session_id().to_owned())
+    }
+
+    /// Starts a turn with the user's text, ending the open one first (`completed`).
+    pub fn turn(&mut self, user_text: &str) -> Result<u32, EmbedError> {
+        self.session()?;
+        self.end_turn(TurnOutcome::Completed)?;
+        Ok(self.session()?.begin_turn(user_text)?)
+    }
+
+    fn end_turn(&mut self, outcome: TurnOutcome) -> Result<(), EmbedError> {
+        let Journal { rt, state, .. } = self;
+        if let State::Open(session) = state {
+            if session.turn_open() {
+                rt.block_on(session.end_turn(outcome))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one model answer's calls: `started` durable before each body, overlapping where
+    /// the tools allow, one result per call in model order. `watch` is asked every
+    /// [`WATCH_INTERVAL_MS`] whether the user stopped the step (true: stop it).
+    pub fn step(
+        &mut self,
+        answer: Answer,
+        watch: &mut dyn FnMut() -> bool,
+    ) -> Result<Stepped, EmbedError> {
+        self.session()?;
+        let Journal {
+            rt, state, stopper, ..
+        } = self;
+        let State::Open(session) = state else {
+            unreachable!("opened just above")
+        };
+        if !session.turn_open() {
+            return Err(EmbedError::usage(
+                "no turn is open: call turn(the user's prompt) before step",
+            ));
+        }
+        session.begin_step()?;
+        let response = model_response(answer, session.turn(), session.step());
+        let token = stopper.begin();
+        let ran = rt.block_on(async {
+            let batch = session.run_batch_cancellable(response, token);
+            tokio::pin!(batch);
+            let mut tick = tokio::time::interval(Duration::from_millis(WATCH_INTERVAL_MS));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                // The watch first: its first tick is at once, so a stop already asked for
+                // stops the step before any call starts.
+                tokio::select! {
+                    biased;
+                    _ = tick.tick() => if watch() { stopper.stop() },
+                    ran = &mut batch => break ran,
+                }
+            }
+        });
+        let results = match ran {
+            Ok(results) => results,
+            Err(e) => {
+                let message = e.to_string();
+                // The step's end is best effort: the journal may be what failed.
+                let _ = session.end_step(StepOutcome::Failed {
+                    message: message.clone(),
+                });
+                return Err(EmbedError::new(ErrorKind::Failed, message));
+            }
+        };
+        let stopped = stopper.stopped();
+        if stopped {
+            session.end_step(StepOutcome::Cancelled)?;
+            rt.block_on(session.end_turn(TurnOutcome::Cancelled))?;
+        } else {
+            session.end_step(StepOutcome::Completed)?;
+        }
+        Ok(Stepped {
+            results: results.into_iter().map(StepResult::from).collect(),
+            stopped,
+        })
+    }
+
+    /// The session so far as a complete request body in `format` (`openai-chat`,
+    /// `openai-responses`, `anthropic`, `gemini`): what `recover rebuild` gives for this
+    /// journal, read back from it after a sync.
+    pub fn history(&mut self, format: &str) -> Result<Value, EmbedError> {
+        let Journal { rt, state, .. } = self;
+        if let State::Open(session) = state {
+            rt.block_on(session.event_log().sync_all())?;
+        }
+        crate::reading::rebuild_at(&self.location, format)
+    }
+
+    /// Ends the open turn (`completed`), writes `session/close`, syncs, and lets the lock go.
+    /// A journal closed before its first turn still records its session, opened and closed.
+    pub fn close(&mut self) -> Result<(), EmbedError> {
+        if let State::Closed = self.state {
+            return Ok(());
+        }
+        self.session()?;
+        self.end_turn(TurnOutcome::Completed)?;
+        let State::Open(session) = std::mem::replace(&mut self.state, State::Closed) else {
+            unreachable!("opened just above")
+        };
+        self.rt.block_on(session.close())?;
+        Ok(())
+    }
+
+    /// Whether [`Journal::close`] ran.
+    pub fn closed(&self) -> bool {
+        matches!(self.state, State::Closed)
+    }
+}
+
+/// The model's answer as the runtime takes it; a call without an id (Gemini's) is named by
+/// its place in the session, which no other call of it shares.
+fn model_response(answer: Answer, turn: u32, step: u32) -> ModelResponse {
+    let stop_reason = answer.stop.unwrap_or(if answer.calls.is_empty() {
+        StopReason::EndTurn
+    } else {
+        StopReason::ToolUse
+    });
+    let tool_calls = answer
+        .calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ModelCall {
+            call_id: c.id.unwrap_or_else(|| format!("call_{turn}_{step}_{i}")),
+            name: c.name,
+            arguments: c.arguments,
+        })
+        .collect();
+    ModelResponse {
+        text: answer.text,
+        tool_calls,
+        stop_reason,
+    }
+}
+
+/// What only the host knows, for the session layer's resume: its tools.
+struct HostHooks {
+    tools: Vec<Arc<dyn Tool>>,
+    builtins: bool,
+}
+
+impl session::Hooks for HostHooks {
+    fn decide(&mut self, _look: &session::Look<'_>) -> Result<Plan, ResumeError> {
+        Ok(Plan {
+            continue_with: Continue::NewTurns,
+            config_file: None,
+        })
+    }
+
+    fn wire(
+        &mut self,
+        builder: SessionBuilder,
+        _settings: &Settings,
+    ) -> Result<SessionBuilder, ResumeError> {
+        let builder = if self.builtins {
+            builder
+        } else {
+            builder.without_builtins()
+        };
+        Ok(self
+            .tools
+            .iter()
+            .fold(builder, |b, tool| b.tool_from(tool.clone(), host_source())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{CallCtx, Failure};
+    use crate::response::Call;
+    use std::sync::Mutex;
+
+    /// Records who ran; fails when told to.
+    struct Recorder(Mutex<Vec<(String, String)>>);
+
+    impl HostTool for Recorder {
+        fn call(&self, arguments: &str, ctx: &CallCtx) -> Result<String, Failure> {
+            let mut seen = self.0.lock().unwrap();
+            seen.push((ctx.call_id.clone(), ctx.idempotency_key.clone()));
+            if arguments.contains("fail") {
+                return Err(Failure::Failed {
+                    message: "told to".into(),
+                    retryable: false,
+                });
+            }
+            Ok(format!("ran {}", ctx.call_id))
+        }
+    }
+
+    fn answer(calls: &[(Option<&str>, &str)]) -> Answer {
+        Answer {
+            text: String::new(),
+            calls: calls
+                .iter()
+                .map(|(id, args)| Call {
+                    id: id.map(str::to_owned),
+                    name: "rec".into(),
+                    arguments: (*args).to_owned(),
+                })
+                .collect(),
+            stop: None,
+        }
+    }
+
+    #[test]
+    fn a_host_session_runs_its_calls_in_model_order_names_idless_calls_and_rebuilds() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("journal");
+        let location = journal.to_str().unwrap();
+        let recorder = Arc::new(Recorder(Mutex::new(Vec::new())));
+        let mut j = Journal::create(location, CreateOptions::new(dir.path())).unwrap();
+        j.tool(ToolDecl::new("rec"), recorder.clone()).unwrap();
+        j.turn("go").unwrap();
+        let stepped = j
+            .step(
+                answer(&[(Some("a"), "{}"), (None, r#"{"fail":1}"#)]),
+                &mut || false,
+            )
+            .unwrap();
+        assert!(!stepped.stopped);
+        let ids: Vec<_> = stepped.results.iter().map(|r| r.call_id.as_str()).collect();
+        assert_eq!(ids, ["a", "call_1_1_1"]);
+        assert_eq!(stepped.results[0].content, "ran a");
+        assert_eq!(stepped.results[1].code, Some("TOOL_FAILED"));
+        assert_eq!(stepped.results[1].content, "TOOL_FAILED: told to");
+        // Tools are fixed once the session opened.
+        let late = j.tool(ToolDecl::new("late"), recorder.clone()).unwrap_err();
+        assert_eq!(late.kind, ErrorKind::Usage);
+        let body = j.history("openai-chat").unwrap();
+        let roles: Vec<_> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
+        // A second writer is refused while this one holds the journal.
+        let locked = Journal::create(location, CreateOptions::new(dir.path())).unwrap_err();
+        assert_eq!((locked.kind, locked.exit_code()), (ErrorKind::Locked, 1));
+        j.close().unwrap();
+        let refused = Journal::create(location, CreateOptions::new(dir.path())).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Refused);
+        let classified = crate::classify(location, false).unwrap();
+        let states: Vec<_> = classified["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["state"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(states, ["committed", "committed"]);
+    }
+
+    #[test]
+    fn a_stop_during_a_step_cancels_it_and_ends_the_turn_as_the_cli_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("journal");
+        let location = location.to_str().unwrap();
+        let recorder = Arc::new(Recorder(Mutex::new(Vec::new())));
+        let mut j = Journal::create(location, CreateOptions::new(dir.path())).unwrap();
+        j.tool(ToolDecl::new("rec"), recorder.clone()).unwrap();
+        j.turn("stop at once").unwrap();
+        // The watch says "stopped" at its first look, before any call could start.
+        let stepped = j
+            .step(answer(&[(Some("a"), "{}"), (Some("b"), "{}")]), &mut || {
+                true
+            })
+            .unwrap();
+        assert!(stepped.stopped);
+        // No body ran; the first call may have been dispatched (then `ABORTED`, saying it did
+        // not run), the second never was.
+        assert!(recorder.0.lock().unwrap().is_empty());
+        let codes: Vec<_> = stepped.results.iter().map(|r| r.code).collect();
+        assert!(
+            matches!(codes[0], Some("ABORTED" | "ABORTED_BEFORE_DISPATCH")),
+            "{codes:?}"
+        );
+        assert_eq!(codes[1], Some("ABORTED_BEFORE_DISPATCH"));
+        let usage = j.step(answer(&[]), &mut || false).unwrap_err();
+        assert!(usage.message.contains("no turn is open"), "{usage}");
+        j.close().unwrap();
+    }
+}
