@@ -379,9 +379,9 @@ class Journal:
     # -- reading ---------------------------------------------------------------------------
 
     def history(self, format: str) -> Dict[str, Any]:
-        """The session so far as a complete request body for ``format`` (``"openai-chat"``,
+        """The session so far as the request body for ``format`` (``"openai-chat"``,
         ``"openai-responses"``, ``"anthropic"``, ``"gemini"``): what ``recover rebuild``
-        gives for this journal."""
+        gives for this journal. Add your ``model`` (and ``stream``) to send it."""
         return json.loads(self._native.history(format))
 
     @property
