@@ -133,17 +133,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, EmbedError> {
         .map_err(|e| EmbedError::new(ErrorKind::Failed, format!("cannot start a runtime: {e}")))
 }
 
-fn hosted(tools: Vec<(ToolDecl, Arc<dyn HostTool>)>, stopper: &Stopper) -> Vec<Arc<dyn Tool>> {
-    tools
-        .into_iter()
-        .map(|(decl, body)| {
-            Arc::new(Hosted {
-                decl,
-                body,
-                stopper: stopper.clone(),
-            }) as Arc<dyn Tool>
-        })
-        .collect()
+fn hosted(decl: ToolDecl, body: Arc<dyn HostTool>, stopper: &Stopper) -> Arc<dyn Tool> {
+    Arc::new(Hosted {
+        decl,
+        body,
+        stopper: stopper.clone(),
+    })
 }
 
 fn host_source() -> ToolSource {
@@ -200,7 +195,11 @@ impl Journal {
         let location = Location::parse(location)?;
         let stopper = Stopper::default();
         let mut hooks = HostHooks {
-            tools: hosted(options.tools, &stopper),
+            tools: options
+                .tools
+                .into_iter()
+                .map(|(decl, body)| hosted(decl, body, &stopper))
+                .collect(),
             builtins: options.builtins,
         };
         let resume = Resume::at(location.clone())
@@ -243,8 +242,7 @@ impl Journal {
                 decl.name
             )));
         };
-        let [tool] = <[_; 1]>::try_from(hosted(vec![(decl, body)], &self.stopper))
-            .map_err(|_| EmbedError::usage("one tool at a time"))?;
+        let tool = hosted(decl, body, &self.stopper);
         prepared
             .registry_mut()
             .register(tool, host_source())
@@ -372,7 +370,7 @@ impl Journal {
         if let State::Open(session) = state {
             rt.block_on(session.event_log().sync_all())?;
         }
-        crate::reading::rebuild_at(&self.location, format)
+        crate::reading::rebuild_at(&self.location, format, false)
     }
 
     /// Ends the open turn (`completed`), writes `session/close`, syncs, and lets the lock go.

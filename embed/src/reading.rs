@@ -33,14 +33,17 @@ pub fn audit(location: &str, balance: bool) -> Result<Value, EmbedError> {
 /// `recover rebuild --format format` of the journal at `location`: a complete request body,
 /// every unfinished call answered with the truth about it.
 pub fn rebuild(location: &str, format: &str, balance: bool) -> Result<Value, EmbedError> {
-    let location = Location::parse(location)?;
-    let format = parse_format(format)?;
-    body(&analyze(&location, balance)?, format)
+    rebuild_at(&Location::parse(location)?, format, balance)
 }
 
-pub(crate) fn rebuild_at(location: &Location, format: &str) -> Result<Value, EmbedError> {
+/// [`rebuild`] of a location already parsed (a live journal's own `history`).
+pub(crate) fn rebuild_at(
+    location: &Location,
+    format: &str,
+    balance: bool,
+) -> Result<Value, EmbedError> {
     let format = parse_format(format)?;
-    body(&analyze(location, false)?, format)
+    body(&analyze(location, balance)?, format)
 }
 
 fn parse_format(format: &str) -> Result<Format, EmbedError> {

@@ -223,32 +223,9 @@ impl NativeJournal {
         ))
     }
 
-    /// Registers a tool (before the first turn).
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (name, description, schema, read_only, idempotent, concurrent, timeout_ms, invoke))]
-    fn tool(
-        &self,
-        py: Python<'_>,
-        name: String,
-        description: String,
-        schema: String,
-        read_only: bool,
-        idempotent: bool,
-        concurrent: bool,
-        timeout_ms: Option<u64>,
-        invoke: Py<PyAny>,
-    ) -> PyResult<()> {
-        let d = (
-            name,
-            description,
-            schema,
-            read_only,
-            idempotent,
-            concurrent,
-            timeout_ms,
-            invoke,
-        );
-        let (decl, body) = decl(d, &self.interrupted)?;
+    /// Registers a tool (before the first turn), declared as `resume` takes them.
+    fn tool(&self, py: Python<'_>, declared: PyDecl) -> PyResult<()> {
+        let (decl, body) = decl(declared, &self.interrupted)?;
         self.with(py, |j| j.tool(decl, body))
     }
 

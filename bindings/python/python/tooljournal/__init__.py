@@ -291,7 +291,7 @@ class Journal:
 
     def add_tool(self, t: Tool) -> None:
         """Registers a ``Tool`` (from ``tooljournal.tool``)."""
-        self._native.tool(*self._decl(t))
+        self._native.tool(self._decl(t))
 
     def _decl(self, t: Tool) -> tuple:
         if not isinstance(t, Tool):

@@ -43,17 +43,7 @@ class NativeJournal:
         steal: bool,
         builtins: bool,
     ) -> Tuple["NativeJournal", List[dict]]: ...
-    def tool(
-        self,
-        name: str,
-        description: str,
-        schema: str,
-        read_only: bool,
-        idempotent: bool,
-        concurrent: bool,
-        timeout_ms: Optional[int],
-        invoke: Invoke,
-    ) -> None: ...
+    def tool(self, declared: Decl) -> None: ...
     def turn(self, user_text: str) -> int: ...
     def step(
         self, calls: Optional[Any] = None, response: Optional[str] = None, text: Optional[str] = None
