@@ -326,18 +326,21 @@ impl Journal {
         session.begin_step()?;
         let response = model_response(answer, session.turn(), session.step());
         let token = stopper.begin();
+        // Asked once before any call can start, so a stop already asked for stops them all;
+        // then every WATCH_INTERVAL_MS while the batch runs.
+        if watch() {
+            stopper.stop();
+        }
         let ran = rt.block_on(async {
             let batch = session.run_batch_cancellable(response, token);
             tokio::pin!(batch);
-            let mut tick = tokio::time::interval(Duration::from_millis(WATCH_INTERVAL_MS));
+            let every = Duration::from_millis(WATCH_INTERVAL_MS);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                // The watch first: its first tick is at once, so a stop already asked for
-                // stops the step before any call starts.
                 tokio::select! {
-                    biased;
-                    _ = tick.tick() => if watch() { stopper.stop() },
                     ran = &mut batch => break ran,
+                    _ = tick.tick() => if watch() { stopper.stop() },
                 }
             }
         });
@@ -549,7 +552,7 @@ mod tests {
         let mut j = Journal::create(location, CreateOptions::new(dir.path())).unwrap();
         j.tool(ToolDecl::new("rec"), recorder.clone()).unwrap();
         j.turn("stop at once").unwrap();
-        // The watch says "stopped" at its first look, before any call could start.
+        // The watch says "stopped" at its first look, before the batch begins.
         let stepped = j
             .step(answer(&[(Some("a"), "{}"), (Some("b"), "{}")]), &mut || {
                 true
