@@ -13,6 +13,7 @@ use crate::error::{EmbedError, ErrorKind};
 use crate::host::{HostTool, Hosted, Stopper, ToolDecl};
 use crate::response::Answer;
 use journal::{FsyncPolicy, Location};
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
 use runtime::event::{
     ApprovalPolicy, ModelCall, ModelResponse, RerunPolicy, StepOutcome, StopReason, ToolSource,
     TurnOutcome,
@@ -128,9 +129,35 @@ impl std::fmt::Debug for Journal {
     }
 }
 
+/// The signals a host handles on its own thread (Ctrl-C above all): the runtime's threads
+/// block them, so the kernel delivers them to a thread of the host's. A process-directed
+/// signal taken by a worker would never interrupt the host's code (a Python body in
+/// `time.sleep` goes on sleeping). Children the tools start get an empty mask (std resets it
+/// before `exec`).
+const HOST_SIGNALS: [Signal; 7] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+fn block_host_signals() {
+    let mut set = SigSet::empty();
+    for signal in HOST_SIGNALS {
+        set.add(signal);
+    }
+    // Cannot fail with SIG_BLOCK and a valid set; were it to, the thread keeps the host's mask
+    // and only the delivery of a signal to this thread is at stake.
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, EmbedError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .on_thread_start(block_host_signals)
         .enable_all()
         .build()
         .map_err(|e| EmbedError::new(ErrorKind::Failed, format!("cannot start a runtime: {e}")))
@@ -570,6 +597,45 @@ mod tests {
         assert_eq!(codes[1], Some("ABORTED_BEFORE_DISPATCH"));
         let usage = j.step(answer(&[]), &mut || false).unwrap_err();
         assert!(usage.message.contains("no turn is open"), "{usage}");
+        j.close().unwrap();
+    }
+
+    /// Reads its own thread's blocked-signal mask.
+    struct Mask;
+
+    impl HostTool for Mask {
+        fn call(&self, _: &str, _: &CallCtx) -> Result<String, Failure> {
+            let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            let line = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+            Ok(line["SigBlk:".len()..].trim().to_owned())
+        }
+    }
+
+    #[test]
+    fn the_runtimes_threads_block_the_hosts_signals_so_ctrl_c_reaches_the_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("journal");
+        let mut j = Journal::create(location.to_str().unwrap(), CreateOptions::new(dir.path()))
+            .unwrap();
+        let mut overlapping = ToolDecl::new("mask");
+        overlapping.concurrent = true;
+        j.tool(overlapping, Arc::new(Mask)).unwrap();
+        j.turn("where do signals go").unwrap();
+        let call = Answer {
+            text: String::new(),
+            calls: vec![Call {
+                id: Some("m".into()),
+                name: "mask".into(),
+                arguments: "{}".into(),
+            }],
+            stop: None,
+        };
+        let stepped = j.step(call, &mut || false).unwrap();
+        // An overlapping tool runs on the runtime's blocking pool: its thread's mask.
+        let mask = u64::from_str_radix(&stepped.results[0].content, 16).unwrap();
+        for signal in HOST_SIGNALS {
+            assert_ne!(mask & (1 << (signal as i32 - 1)), 0, "{signal} not blocked");
+        }
         j.close().unwrap();
     }
 }
