@@ -615,8 +615,8 @@ mod tests {
     fn the_runtimes_threads_block_the_hosts_signals_so_ctrl_c_reaches_the_host() {
         let dir = tempfile::tempdir().unwrap();
         let location = dir.path().join("journal");
-        let mut j = Journal::create(location.to_str().unwrap(), CreateOptions::new(dir.path()))
-            .unwrap();
+        let mut j =
+            Journal::create(location.to_str().unwrap(), CreateOptions::new(dir.path())).unwrap();
         let mut overlapping = ToolDecl::new("mask");
         overlapping.concurrent = true;
         j.tool(overlapping, Arc::new(Mask)).unwrap();
