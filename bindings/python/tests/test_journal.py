@@ -385,6 +385,9 @@ def test_abort_stops_the_step_running_calls_see_cancelled_queued_ones_never_star
 
 INTERRUPTED = """
 import os, signal, sys, time, json, tooljournal
+# As in a terminal: Python turns SIGINT into KeyboardInterrupt only when it starts with SIGINT
+# not ignored, and a background job (CI run with `&`) starts its children with it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 j = tooljournal.Journal.create(sys.argv[1], workspace=sys.argv[2])
 @j.tool("wait")
 def wait(args, ctx):
