@@ -3,11 +3,15 @@
 //! Why two ways to run a body: a tool that may overlap its siblings (declared read-only or
 //! concurrent) runs on a worker thread, so the scheduler can run several at once and the
 //! step's time limit and stop reach it through [`CallCtx::cancelled`]; every other tool runs
-//! alone anyway (the scheduler never overlaps it), so it runs on the thread that called
-//! `step`, with no hand-off: the host's function is called where the host already is.
+//! alone anyway (the scheduler never overlaps it), so it runs on the thread that polls the
+//! step, with no hand-off: the host's function is called where the host already is. A host
+//! whose functions may answer later (a JavaScript promise) gives that answer as a future
+//! ([`Reply::Later`]), and the step waits for it without holding the thread.
 
 use runtime::{Args, ErrorCode, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +78,12 @@ impl CallCtx {
     pub fn cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
+
+    /// Ends when the call is asked to stop (for a body that waits: abort what it waits on).
+    pub fn until_cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
+        let cancel = self.cancel.clone();
+        async move { cancel.cancelled().await }
+    }
 }
 
 /// How a body failed.
@@ -91,11 +101,28 @@ pub enum Failure {
     Stopped,
 }
 
+/// A body's answer that comes later (a JavaScript promise, settled on the host's thread).
+pub type Later = Pin<Box<dyn Future<Output = Result<String, Failure>> + Send>>;
+
+/// What a body started on the step's own thread answered.
+pub enum Reply {
+    /// It ran to the end.
+    Now(Result<String, Failure>),
+    /// It answers later; the step waits for it without holding the thread.
+    Later(Later),
+}
+
 /// A body in the host language.
 pub trait HostTool: Send + Sync + 'static {
     /// Runs one attempt with the call's arguments (JSON text, as the model sent them) and
-    /// returns the content the model sees.
+    /// returns the content the model sees. Called on a worker thread for a tool that may
+    /// overlap its siblings, and by the default [`HostTool::call_inline`].
     fn call(&self, arguments: &str, ctx: &CallCtx) -> Result<String, Failure>;
+
+    /// Starts one attempt of a tool that runs alone, on the thread that polls the step.
+    fn call_inline(&self, arguments: &str, ctx: &CallCtx) -> Reply {
+        Reply::Now(self.call(arguments, ctx))
+    }
 }
 
 /// Stops the step in progress from any thread (the host's `abort`, a signal, a body that saw
@@ -193,8 +220,10 @@ impl Tool for Hosted {
             cancel: ctx.cancel().clone(),
         };
         if !self.decl.overlaps() {
-            let result = self.body.call(args.raw(), &call);
-            return Box::pin(std::future::ready(self.outcome(result)));
+            return match self.body.call_inline(args.raw(), &call) {
+                Reply::Now(result) => Box::pin(std::future::ready(self.outcome(result))),
+                Reply::Later(later) => Box::pin(async move { self.outcome(later.await) }),
+            };
         }
         let body = self.body.clone();
         Box::pin(async move {

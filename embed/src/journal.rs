@@ -24,6 +24,7 @@ use session::{Continue, Plan, Resume, ResumeError, Resumed, Settings};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// How often a running step asks the host whether the user stopped it (a signal the host's
 /// own thread must read, such as Python's Ctrl-C).
@@ -222,6 +223,18 @@ impl Journal {
         location: &str,
         options: ResumeOptions,
     ) -> Result<(Journal, Vec<StepResult>), EmbedError> {
+        let mut resuming = Journal::resuming(location, options)?;
+        let Resuming { rt, opened, .. } = &mut resuming;
+        let ran = rt.block_on(opened.run_again())?;
+        Ok((
+            resuming.into_journal(),
+            ran.into_iter().map(|(_, r)| r.into()).collect(),
+        ))
+    }
+
+    /// The first half of [`Journal::resume`]: the session taken up under the lock, its
+    /// re-run not yet run (for a host that polls it itself: [`Resuming::rerun`]).
+    pub fn resuming(location: &str, options: ResumeOptions) -> Result<Resuming, EmbedError> {
         let location = Location::parse(location)?;
         let stopper = Stopper::default();
         let mut hooks = HostHooks {
@@ -236,22 +249,16 @@ impl Journal {
             .rerun(options.rerun)
             .kill_orphans(options.kill_orphans)
             .steal(options.steal);
-        let mut opened = match resume.open(&mut hooks)? {
+        let opened = match resume.open(&mut hooks)? {
             Resumed::Session(opened) => opened,
             other => return Err(EmbedError::new(ErrorKind::Refused, other.to_string())),
         };
-        let rt = runtime()?;
-        let ran = rt.block_on(opened.run_again())?;
-        let results = ran.into_iter().map(|(_, r)| r.into()).collect();
-        Ok((
-            Journal {
-                rt,
-                location,
-                state: State::Open(Box::new(opened.session)),
-                stopper,
-            },
-            results,
-        ))
+        Ok(Resuming {
+            rt: runtime()?,
+            location,
+            opened,
+            stopper,
+        })
     }
 
     /// Where the journal is (a URL shown without its secrets).
@@ -338,13 +345,65 @@ impl Journal {
         answer: Answer,
         watch: &mut dyn FnMut() -> bool,
     ) -> Result<Stepped, EmbedError> {
-        self.session()?;
+        let (response, token) = self.begin_step(answer)?;
+        // Asked once before any call can start, so a stop already asked for stops them all;
+        // then every WATCH_INTERVAL_MS while the batch runs.
+        if watch() {
+            self.stopper.stop();
+        }
         let Journal {
             rt, state, stopper, ..
         } = self;
-        let State::Open(session) = state else {
-            unreachable!("opened just above")
-        };
+        let session = open_session(state)?;
+        rt.block_on(async {
+            let ran = {
+                let batch = session.run_batch_cancellable(response, token);
+                tokio::pin!(batch);
+                let every = Duration::from_millis(WATCH_INTERVAL_MS);
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        ran = &mut batch => break ran,
+                        _ = tick.tick() => if watch() { stopper.stop() },
+                    }
+                }
+            };
+            end_step(session, stopper, ran).await
+        })
+    }
+
+    /// [`Journal::step`] for a host that polls the step itself (on its own thread, inside
+    /// [`Journal::handle`]'s runtime: `handle.enter()`), with its bodies answering through
+    /// [`Reply::Later`](crate::Reply). A stop comes through [`Journal::stopper`];
+    /// `stopped_before` is one that came before the step began (no call starts).
+    pub async fn step_async(
+        &mut self,
+        answer: Answer,
+        stopped_before: bool,
+    ) -> Result<Stepped, EmbedError> {
+        let (response, token) = self.begin_step(answer)?;
+        if stopped_before {
+            self.stopper.stop();
+        }
+        let Journal { state, stopper, .. } = self;
+        let session = open_session(state)?;
+        let ran = session.run_batch_cancellable(response, token).await;
+        end_step(session, stopper, ran).await
+    }
+
+    /// The journal's runtime: a host polling [`Journal::step_async`] enters it first.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.rt.handle().clone()
+    }
+
+    /// Checks that a turn is open, journals the step's beginning, and gives the batch and a
+    /// fresh stop token.
+    fn begin_step(
+        &mut self,
+        answer: Answer,
+    ) -> Result<(ModelResponse, CancellationToken), EmbedError> {
+        let session = self.session()?;
         if !session.turn_open() {
             return Err(EmbedError::usage(
                 "no turn is open: call turn(the user's prompt) before step",
@@ -352,47 +411,7 @@ impl Journal {
         }
         session.begin_step()?;
         let response = model_response(answer, session.turn(), session.step());
-        let token = stopper.begin();
-        // Asked once before any call can start, so a stop already asked for stops them all;
-        // then every WATCH_INTERVAL_MS while the batch runs.
-        if watch() {
-            stopper.stop();
-        }
-        let ran = rt.block_on(async {
-            let batch = session.run_batch_cancellable(response, token);
-            tokio::pin!(batch);
-            let every = Duration::from_millis(WATCH_INTERVAL_MS);
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    ran = &mut batch => break ran,
-                    _ = tick.tick() => if watch() { stopper.stop() },
-                }
-            }
-        });
-        let results = match ran {
-            Ok(results) => results,
-            Err(e) => {
-                let message = e.to_string();
-                // The step's end is best effort: the journal may be what failed.
-                let _ = session.end_step(StepOutcome::Failed {
-                    message: message.clone(),
-                });
-                return Err(EmbedError::new(ErrorKind::Failed, message));
-            }
-        };
-        let stopped = stopper.stopped();
-        if stopped {
-            session.end_step(StepOutcome::Cancelled)?;
-            rt.block_on(session.end_turn(TurnOutcome::Cancelled))?;
-        } else {
-            session.end_step(StepOutcome::Completed)?;
-        }
-        Ok(Stepped {
-            results: results.into_iter().map(StepResult::from).collect(),
-            stopped,
-        })
+        Ok((response, self.stopper.begin()))
     }
 
     /// The session so far as a complete request body in `format` (`openai-chat`,
@@ -427,6 +446,44 @@ impl Journal {
     }
 }
 
+fn open_session(state: &mut State) -> Result<&mut Session, EmbedError> {
+    match state {
+        State::Open(session) => Ok(session),
+        _ => Err(EmbedError::usage("the journal is closed")),
+    }
+}
+
+/// Ends the step as the batch ended: completed, failed (the error returned), or stopped by
+/// the user (the step and its turn cancelled, as the CLI ends them on Ctrl-C).
+async fn end_step(
+    session: &mut Session,
+    stopper: &Stopper,
+    ran: Result<Vec<runtime::ToolResult>, runtime::RuntimeError>,
+) -> Result<Stepped, EmbedError> {
+    let results = match ran {
+        Ok(results) => results,
+        Err(e) => {
+            let message = e.to_string();
+            // The step's end is best effort: the journal may be what failed.
+            let _ = session.end_step(StepOutcome::Failed {
+                message: message.clone(),
+            });
+            return Err(EmbedError::new(ErrorKind::Failed, message));
+        }
+    };
+    let stopped = stopper.stopped();
+    if stopped {
+        session.end_step(StepOutcome::Cancelled)?;
+        session.end_turn(TurnOutcome::Cancelled).await?;
+    } else {
+        session.end_step(StepOutcome::Completed)?;
+    }
+    Ok(Stepped {
+        results: results.into_iter().map(StepResult::from).collect(),
+        stopped,
+    })
+}
+
 /// The model's answer as the runtime takes it; a call without an id (Gemini's) is named by
 /// its place in the session, which no other call of it shares.
 fn model_response(answer: Answer, turn: u32, step: u32) -> ModelResponse {
@@ -449,6 +506,46 @@ fn model_response(answer: Answer, turn: u32, step: u32) -> ModelResponse {
         text: answer.text,
         tool_calls,
         stop_reason,
+    }
+}
+
+/// A session taken up under the lock whose re-run has not run yet.
+pub struct Resuming {
+    rt: tokio::runtime::Runtime,
+    location: Location,
+    opened: Box<session::Opened>,
+    stopper: Stopper,
+}
+
+impl std::fmt::Debug for Resuming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resuming")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resuming {
+    /// Runs the calls the re-run picked, once each, with their journaled ids and keys. Poll
+    /// it inside [`Resuming::handle`]'s runtime.
+    pub async fn rerun(&mut self) -> Result<Vec<StepResult>, EmbedError> {
+        let ran = self.opened.run_again().await?;
+        Ok(ran.into_iter().map(|(_, r)| r.into()).collect())
+    }
+
+    /// The runtime [`Resuming::rerun`] is polled in.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.rt.handle().clone()
+    }
+
+    /// The journal, open for new turns.
+    pub fn into_journal(self) -> Journal {
+        Journal {
+            rt: self.rt,
+            location: self.location,
+            state: State::Open(Box::new(self.opened.session)),
+            stopper: self.stopper,
+        }
     }
 }
 
@@ -598,6 +695,52 @@ mod tests {
         let usage = j.step(answer(&[]), &mut || false).unwrap_err();
         assert!(usage.message.contains("no turn is open"), "{usage}");
         j.close().unwrap();
+    }
+
+    /// Answers later (a timer, as a promise would), never through the blocking `call`.
+    struct Later;
+
+    impl HostTool for Later {
+        fn call(&self, _: &str, _: &CallCtx) -> Result<String, Failure> {
+            panic!("a host that answers later is never asked to block")
+        }
+        fn call_inline(&self, arguments: &str, ctx: &CallCtx) -> crate::Reply {
+            let answer = format!("later {} {arguments}", ctx.call_id);
+            crate::Reply::Later(Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok(answer)
+            }))
+        }
+    }
+
+    #[test]
+    fn a_polled_step_waits_for_bodies_that_answer_later_and_a_stop_before_it_starts_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("journal");
+        let location = location.to_str().unwrap();
+        let mut j = Journal::create(location, CreateOptions::new(dir.path())).unwrap();
+        j.tool(ToolDecl::new("rec"), Arc::new(Later)).unwrap();
+        j.turn("answer later").unwrap();
+        let handle = j.handle();
+        let stepped = handle
+            .block_on(j.step_async(answer(&[(Some("a"), "{}"), (Some("b"), "{}")]), false))
+            .unwrap();
+        assert!(!stepped.stopped);
+        let contents: Vec<_> = stepped.results.iter().map(|r| r.content.as_str()).collect();
+        assert_eq!(contents, ["later a {}", "later b {}"]);
+        let stopped = handle
+            .block_on(j.step_async(answer(&[(Some("c"), "{}")]), true))
+            .unwrap();
+        assert!(stopped.stopped);
+        assert_eq!(stopped.results[0].code, Some("ABORTED_BEFORE_DISPATCH"));
+        j.close().unwrap();
+        let states: Vec<_> = crate::classify(location, false).unwrap()["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["state"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(states, ["committed", "committed", "committed"]);
     }
 
     /// Reads its own thread's blocked-signal mask.

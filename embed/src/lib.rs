@@ -22,8 +22,10 @@ mod response;
 
 pub use ::journal::FsyncPolicy;
 pub use error::{EmbedError, ErrorKind};
-pub use host::{CallCtx, Failure, HostTool, Stopper, ToolDecl};
-pub use journal::{CreateOptions, Journal, ResumeOptions, StepResult, Stepped, WATCH_INTERVAL_MS};
+pub use host::{CallCtx, Failure, HostTool, Later, Reply, Stopper, ToolDecl};
+pub use journal::{
+    CreateOptions, Journal, ResumeOptions, Resuming, StepResult, Stepped, WATCH_INTERVAL_MS,
+};
 pub use reading::{audit, classify, rebuild};
 pub use response::{read as read_response, Answer, Call};
 pub use session::RerunPolicy;
