@@ -362,6 +362,11 @@ class Journal {
   // body's promise settles (`settle`) or another thread woke it (a POLL event).
   _fly(start) {
     return new Promise((resolve, reject) => {
+      if (this._op !== null) {
+        // The one in flight keeps its promise; this one is refused.
+        reject(new UsageError('a step or resume of this journal is in flight: await it first'));
+        return;
+      }
       const req = this._nextOp++;
       this._op = { req, resolve, reject };
       let ended;

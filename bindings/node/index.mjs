@@ -1,27 +1,4 @@
-// The ES module face of the package: the same objects as `require('tooljournal')`.
-import { createRequire } from 'node:module';
-
-const require = createRequire(import.meta.url);
-const tooljournal = require('./index.js');
-
-export const {
-  Journal,
-  Tool,
-  CallContext,
-  tool,
-  classify,
-  rebuild,
-  audit,
-  readResponse,
-  FORMATS,
-  TooljournalError,
-  JournalLocked,
-  Corrupt,
-  NewerSchema,
-  Refused,
-  UsageError,
-  Failed,
-  StepAborted,
-  RetryableError,
-} = tooljournal;
-export default tooljournal;
+// The ES module face of the package: the same objects as `require('tooljournal')` (Node reads
+// index.js's `module.exports = { ... }` names, so each is a named export here too).
+export * from './index.js';
+export { default } from './index.js';

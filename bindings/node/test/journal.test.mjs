@@ -219,8 +219,13 @@ test('misuse is a UsageError naming what was wrong', async (t) => {
     }
     return 'x';
   });
+  j2.tool('slow', () => new Promise((resolve) => setTimeout(() => resolve('slow done'), 20)));
   j2.turn('go');
   await j2.step([{ id: 'r', name: 'reenter' }]);
+  // A second step while one is in flight is refused, and the first still ends.
+  const first = j2.step([{ id: 's', name: 'slow' }]);
+  await assert.rejects(j2.step([{ id: 't', name: 'slow' }]), (e) => e instanceof tj.UsageError && /in flight/.test(e.message));
+  assert.deepEqual((await first).map((r) => r.content), ['slow done']);
   assert.ok(inside instanceof tj.UsageError && /in flight: await it first/.test(inside.message), String(inside));
   await j2.close();
   await j.close();
