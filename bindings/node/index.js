@@ -186,10 +186,23 @@ class StepAbortedReason extends Error {
   }
 }
 
+/** A body's value as the text the model sees: a string as is, anything else as JSON (what JSON
+ * cannot write, a function or a symbol, as `String` writes it). */
 function content(value) {
   if (typeof value === 'string') return value;
   if (value === undefined || value === null) return '';
-  return JSON.stringify(value);
+  const json = JSON.stringify(value);
+  return json === undefined ? String(value) : json;
+}
+
+/** An error's message, whatever was thrown (a value whose `String` itself throws included). */
+function messageOf(err) {
+  try {
+    const message = err instanceof Error ? err.message : String(err);
+    return message || (err && err.name) || 'Error';
+  } catch {
+    return 'a value that cannot be written as text was thrown';
+  }
 }
 
 // -- the journal ----------------------------------------------------------------------------
@@ -219,7 +232,10 @@ class Journal {
     this._op = null;
     this._nextOp = 1;
     this._stopping = false;
-    this._native = new native.NativeJournal((kind, id, a, b, c, d, e, n) => this._event(kind, id, a, b, c, d, e, n));
+    // The native half holds its dispatch function for good; the function holds this journal
+    // weakly, so a journal dropped without `close` can still be collected (and its lock let go).
+    const self = new WeakRef(this);
+    this._native = new native.NativeJournal((kind, id, a, b, c, d, e, n) => self.deref()?._event(kind, id, a, b, c, d, e, n));
     /** The results of the calls `resume` ran again (empty for a new session). */
     this.rerunResults = [];
   }
@@ -232,8 +248,9 @@ class Journal {
   static async create(location, options = {}) {
     const j = new Journal(PRIVATE);
     const { workspace = process.cwd(), tools = [], fsync = 'group', parallelMax = 8, builtins = false } = options;
-    call(() => j._native.create(String(location), String(workspace), fsync, parallelMax, builtins));
-    for (const t of tools) j.addTool(t);
+    // Registered with the journal's creation: a tool refused leaves nothing held or written.
+    const specs = tools.map((t) => j._register(t));
+    call(() => j._native.create(String(location), String(workspace), fsync, parallelMax, builtins, specs));
     return j;
   }
 
@@ -305,15 +322,15 @@ class Journal {
     } else {
       throw new UsageError('step takes a list of calls or a provider\'s response object');
     }
-    this._stopping = false;
+    // Refused before anything of the step in flight is touched (its stop, its signal).
+    if (this._op !== null) throw new UsageError('a step or resume of this journal is in flight: await it first');
     const onAbort = () => this.abort();
-    let outcome;
     try {
       const before = Boolean(signal && signal.aborted);
       this._stopping = before;
-      outcome = this._fly((req) => this._native.step(req, plain, response, text, before));
+      // Listening before the step starts: a body may abort the signal in the first poll.
       if (signal && !before) signal.addEventListener('abort', onAbort, { once: true });
-      const { value, stopped } = await outcome;
+      const { value, stopped } = await this._fly((req) => this._native.step(req, plain, response, text, before));
       if (stopped) throw new StepAborted(value);
       return value;
     } finally {
@@ -323,9 +340,11 @@ class Journal {
 
   /**
    * Stops the step in progress: nothing starts after it, running calls' `ctx.signal` aborts,
-   * queued ones end `ABORTED_BEFORE_DISPATCH`. Outside a step it does nothing.
+   * queued ones end `ABORTED_BEFORE_DISPATCH`. Outside a step it stops nothing (the next step
+   * starts afresh).
    */
   abort() {
+    if (this._op === null) return;
     this._stopping = true;
     this._end(this._native.abort());
   }
@@ -450,10 +469,13 @@ class Journal {
       this._settle(slot, STOPPED, '');
       return;
     }
-    const retryable = Boolean(err && err.retryable === true);
-    let message = err instanceof Error ? err.message : String(err);
-    if (!message) message = (err && err.name) || 'Error';
-    this._settle(slot, retryable ? RETRYABLE : FAILED, message);
+    let retryable = false;
+    try {
+      retryable = Boolean(err && err.retryable === true);
+    } catch {
+      // A getter that throws: not worth another attempt.
+    }
+    this._settle(slot, retryable ? RETRYABLE : FAILED, messageOf(err));
   }
 
   _settle(slot, status, text) {

@@ -3,8 +3,9 @@
 //! writes is the one the CLI writes, transition for transition.
 //!
 //! Why a runtime of its own, on the calling thread: a host calls `step` from its own thread
-//! (Python's, Node's worker); the batch runs there (`block_on`), so a tool that runs alone is
-//! called with no thread hand-off. The runtime is multi-thread with one worker, not
+//! (Python's); the batch runs there (`block_on`), so a tool that runs alone is called with no
+//! thread hand-off. A host whose bodies answer later (Node's promises) polls `step_async` on
+//! its own thread instead, inside this runtime's context. The runtime is multi-thread with one worker, not
 //! current-thread: a lone session's journal leader then syncs in place instead of handing each
 //! sync to the blocking pool (ARCHITECTURE, `journal/`), which measured 7,866 against 5,758
 //! durable calls/s here (`bindings/python/bench/step_bench.py`).

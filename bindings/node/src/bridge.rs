@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// How often a worker thread waiting for a body looks whether the call was cancelled (its
-/// time limit, the user's stop), to abort the body's `ctx.signal`.
+/// How often a blocking-pool thread waiting for a body looks whether the call was cancelled
+/// (its time limit, the user's stop), to abort the body's `ctx.signal`.
 pub(crate) const CANCEL_POLL_MS: u64 = 10;
 
 /// `dispatch`'s first argument: what the event is.
@@ -86,7 +86,7 @@ pub(crate) type Settled = Result<String, Failure>;
 enum Waiter {
     /// A step polled on Node's thread.
     Inline(oneshot::Sender<Settled>),
-    /// A worker thread, blocked.
+    /// A thread of the runtime's blocking pool, blocked.
     Blocked(SyncSender<Settled>),
 }
 
@@ -155,9 +155,10 @@ impl Bridge {
             == Status::Ok
     }
 
-    /// Keeps Node running (`on`) while an operation waits for another thread, or lets it
-    /// exit. On Node's thread.
-    pub(crate) fn hold(&self, env: &Env, on: bool) -> napi::Result<()> {
+    /// Keeps Node running (`on`) while an operation is in flight, or lets it exit. On Node's
+    /// thread. Best effort: a failure (N-API refusing a valid handle) could only let Node
+    /// exit while a step waits, which the journal answers as any crash.
+    pub(crate) fn hold(&self, env: &Env, on: bool) {
         let raw = self.queued.raw();
         // SAFETY: `env` is the live environment of the calling (Node's) thread, and `raw` the
         // thread-safe function this bridge owns until it is dropped.
@@ -168,13 +169,7 @@ impl Bridge {
                 napi::sys::napi_unref_threadsafe_function(env.raw(), raw)
             }
         };
-        match status {
-            napi::sys::Status::napi_ok => Ok(()),
-            other => Err(napi::Error::from_reason(format!(
-                "cannot {} the journal's dispatch: N-API status {other}",
-                if on { "hold" } else { "release" }
-            ))),
-        }
+        debug_assert_eq!(status, napi::sys::Status::napi_ok);
     }
 
     /// A body's result, from Node's thread: `status` 0 ok, 1 failed, 2 failed and worth
@@ -207,7 +202,7 @@ impl Bridge {
 
 fn never_called(why: impl std::fmt::Display) -> Failure {
     Failure::Failed {
-        message: format!("the body was never called: {why}"),
+        message: format!("the body could not be called: {why}"),
         retryable: false,
     }
 }
@@ -237,13 +232,16 @@ impl JsTool {
 }
 
 impl HostTool for JsTool {
-    /// On a worker thread: through the queue, then wait (looking for a cancel meanwhile).
+    /// On a blocking-pool thread: through the queue, then wait (looking for a cancel
+    /// meanwhile).
     fn call(&self, arguments: &str, ctx: &CallCtx) -> Result<String, Failure> {
         let (sender, results) = mpsc::sync_channel(1);
         let slot = self.bridge.wait(Waiter::Blocked(sender));
         if !self.bridge.emit(self.event(slot, arguments, ctx)) {
             self.bridge.waiting().remove(&slot);
-            return Err(never_called("Node.js is shutting down"));
+            return Err(never_called(
+                "Node.js is shutting down (the call never reached it)",
+            ));
         }
         let mut told = false;
         loop {

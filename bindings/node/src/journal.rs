@@ -1,5 +1,6 @@
 //! `NativeJournal`: one session's journal held by this process, and the operations
-//! `index.js` calls. Everything runs on Node's thread.
+//! `index.js` calls. They run on Node's thread; the runtime's own threads do only what they do
+//! for the CLI (a sync on the blocking pool, the bodies of tools that may overlap, timers).
 //!
 //! Why on Node's thread: a step's bodies are JavaScript, which runs only there. A step that
 //! ran on a thread of its own would cross threads four times per call (there, to the body,
@@ -24,6 +25,7 @@ use napi::Env;
 use napi_derive::napi;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -175,6 +177,26 @@ fn ended(req: u32, outcome: Outcome) -> String {
     }
 }
 
+fn panicked_error(panicked: &Box<dyn std::any::Any + Send>) -> EmbedError {
+    let what = panicked
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panicked.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    EmbedError::new(
+        embed::ErrorKind::Failed,
+        format!(
+            "the runtime panicked during the operation ({what}); the journal was let go: \
+             classify it, then resume it"
+        ),
+    )
+}
+
+/// `f`, a panic in it a failure rather than an abort of Node.
+fn guarded<T>(f: impl FnOnce() -> Result<T, EmbedError>) -> Result<T, EmbedError> {
+    panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panicked_error(&p)))
+}
+
 fn call_of(c: CallSpec) -> Call {
     Call {
         id: c.id,
@@ -263,23 +285,42 @@ impl NativeJournal {
             let mut cx = Context::from_waker(&waker);
             loop {
                 self.wakes.woken.store(false, Ordering::SeqCst);
-                match flight.future.as_mut().poll(&mut cx) {
-                    Poll::Ready(done) => break Some(done),
-                    Poll::Pending if self.wakes.woken.load(Ordering::SeqCst) => continue,
-                    Poll::Pending => break None,
+                // A panic must not cross into Node (it would abort the process): the
+                // operation fails instead.
+                let polled =
+                    panic::catch_unwind(AssertUnwindSafe(|| flight.future.as_mut().poll(&mut cx)));
+                match polled {
+                    Ok(Poll::Ready(done)) => break Some(Ok(done)),
+                    Ok(Poll::Pending) if self.wakes.woken.load(Ordering::SeqCst) => continue,
+                    Ok(Poll::Pending) => break None,
+                    Err(panicked) => break Some(Err(panicked)),
                 }
             }
         };
         self.polling.set(false);
-        let Some((held, outcome)) = done else {
-            *self.flight.borrow_mut() = Some(flight);
-            // It waits, maybe for another thread: Node must not exit meanwhile.
-            if !self.held.get() {
-                self.bridge.hold(env, true)?;
-                self.held.set(true);
+        let done = match done {
+            Some(Ok(done)) => done,
+            Some(Err(panicked)) => {
+                // The journal went down with the future (its lock with it): say so.
+                drop(flight.future);
+                return Ok(Some(self.end(
+                    env,
+                    flight.req,
+                    Err(panicked_error(&panicked)),
+                )));
             }
-            return Ok(None);
+            None => {
+                *self.flight.borrow_mut() = Some(flight);
+                // A step in flight keeps Node running: what it waits for may be on another
+                // thread (a sync, an overlapping body, a time limit that aborts a body).
+                if !self.held.get() {
+                    self.bridge.hold(env, true);
+                    self.held.set(true);
+                }
+                return Ok(None);
+            }
         };
+        let (held, outcome) = done;
         // Out of the runtime's context: a resume that failed drops its runtime here.
         let outcome = match (held, outcome) {
             (Held::Journal(journal), outcome) => {
@@ -297,15 +338,21 @@ impl NativeJournal {
                 Err(e)
             }
         };
+        Ok(Some(self.end(env, flight.req, outcome)))
+    }
+
+    /// The operation in flight ended: the journal is free again, Node no longer held.
+    fn end(&self, env: &Env, req: u32, outcome: Outcome) -> String {
         self.busy.set(false);
         if self.held.get() {
             self.held.set(false);
-            self.bridge.hold(env, false)?;
+            self.bridge.hold(env, false);
         }
-        Ok(Some(ended(flight.req, outcome)))
+        ended(req, outcome)
     }
 
-    /// A new session at `location` (the writer lock is taken first).
+    /// A new session at `location` (the writer lock is taken first), with `tools`. A tool
+    /// refused lets the journal go with nothing written.
     #[napi]
     pub fn create(
         &self,
@@ -314,6 +361,7 @@ impl NativeJournal {
         fsync: String,
         parallel_max: u32,
         builtins: bool,
+        tools: Vec<ToolSpec>,
     ) -> napi::Result<()> {
         self.idle()?;
         if self.journal.borrow().is_some() {
@@ -323,7 +371,18 @@ impl NativeJournal {
         options.fsync = fsync_policy(&fsync)?;
         options.parallel_max = usize::try_from(parallel_max).unwrap_or(usize::MAX).max(1);
         options.builtins = builtins;
-        let journal = Journal::create(&location, options).map_err(to_js)?;
+        let tools = tools
+            .into_iter()
+            .map(|spec| declared(spec, &self.bridge))
+            .collect::<napi::Result<Vec<_>>>()?;
+        let journal = guarded(|| {
+            let mut journal = Journal::create(&location, options)?;
+            for (decl, body) in tools {
+                journal.tool(decl, body)?;
+            }
+            Ok(journal)
+        })
+        .map_err(to_js)?;
         *self.stopper.borrow_mut() = Some(journal.stopper());
         *self.journal.borrow_mut() = Some(journal);
         Ok(())
@@ -359,7 +418,7 @@ impl NativeJournal {
             steal,
             builtins,
         };
-        let mut resuming = Journal::resuming(&location, options).map_err(to_js)?;
+        let mut resuming = guarded(|| Journal::resuming(&location, options)).map_err(to_js)?;
         let handle = resuming.handle();
         let future = Box::pin(async move {
             let ran = resuming.rerun().await.map(|r| (results_json(r), false));

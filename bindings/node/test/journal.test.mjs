@@ -366,3 +366,49 @@ test('require and import give the same package', () => {
   assert.equal(cjs.classify, classify);
   assert.deepEqual([...cjs.FORMATS], ['openai-chat', 'openai-responses', 'anthropic', 'gemini']);
 });
+
+test('odd values from bodies end their calls, never the step', async (t) => {
+  const { ws, journal } = scratch(t);
+  const j = await Journal.create(journal, { workspace: ws });
+  j.tool('gives_a_function', async () => () => 1);
+  j.tool('throws_no_text', () => {
+    throw Object.create(null);
+  });
+  j.turn('odd');
+  const [fn, bare] = await j.step([{ id: 'f', name: 'gives_a_function' }, { id: 'b', name: 'throws_no_text' }]);
+  await j.close();
+  assert.deepEqual([fn.ok, fn.content], [true, '() => 1']);
+  assert.deepEqual([bare.code, bare.content], ['TOOL_FAILED', 'TOOL_FAILED: a value that cannot be written as text was thrown']);
+});
+
+test('a bad tool given to create leaves no journal held', async (t) => {
+  const { ws, journal } = scratch(t);
+  const twice = [tj.tool('t', () => 'x'), tj.tool('t', () => 'y')];
+  await assert.rejects(Journal.create(journal, { workspace: ws, tools: twice }), /registered twice/);
+  await assert.rejects(Journal.create(journal, { workspace: ws, tools: [tj.tool('not a name!', () => 'x')] }), tj.UsageError);
+  const j = await Journal.create(journal, { workspace: ws, tools: [twice[0]] });
+  await j.close();
+});
+
+test('a step refused while another is in flight leaves the first one\'s stop alone', async (t) => {
+  const { ws, journal } = scratch(t);
+  const j = await Journal.create(journal, { workspace: ws });
+  j.tool('wait', (args, ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))));
+  j.tool('stops_its_own_step', () => {
+    controller.abort();
+    return 'asked to stop';
+  });
+  const controller = new AbortController();
+  j.turn('one');
+  const first = j.step([{ id: 'w', name: 'wait' }]);
+  await assert.rejects(j.step([{ id: 'x', name: 'wait' }], { signal: AbortSignal.abort() }), tj.UsageError);
+  j.abort();
+  await assert.rejects(first, (e) => e instanceof tj.StepAborted && e.results[0].code === 'ABORTED');
+  // A body aborting its own step's signal, during the step's first poll, stops what follows.
+  j.turn('two');
+  await assert.rejects(j.step([{ id: 's', name: 'stops_its_own_step' }, { id: 'n', name: 'wait' }], { signal: controller.signal }), (e) => {
+    assert.deepEqual(e.results.map((r) => [r.callId, r.code]), [['s', null], ['n', 'ABORTED_BEFORE_DISPATCH']]);
+    return e instanceof tj.StepAborted;
+  });
+  await j.close();
+});
