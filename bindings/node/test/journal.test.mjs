@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import * as tj from '../index.mjs';
-import { binary, recoverRebuild, run, scratch, startChild, waitUntil } from './helpers.mjs';
+import { spawnSync } from 'node:child_process';
+import { PACKAGE, binary, recoverRebuild, run, scratch, startChild, waitUntil } from './helpers.mjs';
 
 const { Journal, classify, rebuild, audit, FORMATS } = tj;
 const NOTE_SCHEMA = { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] };
@@ -411,4 +412,30 @@ test('a step refused while another is in flight leaves the first one\'s stop alo
     return e instanceof tj.StepAborted;
   });
   await j.close();
+});
+
+const DROPPED = `
+const { Journal } = await import(process.argv[2]);
+const [journal, ws] = process.argv.slice(3);
+async function openAndDrop() {
+  const j = await Journal.create(journal, { workspace: ws });
+  j.tool('t', () => 'x');
+}
+await openAndDrop();
+for (let i = 0; i < 10; i++) {
+  global.gc();
+  await new Promise((r) => setTimeout(r, 20));
+}
+const again = await Journal.create(journal, { workspace: ws });
+await again.close();
+console.log('created again');
+`;
+
+test('a journal dropped without close is collected, and its lock let go', (t) => {
+  const { dir, ws, journal } = scratch(t);
+  const file = path.join(dir, 'dropped.mjs');
+  fs.writeFileSync(file, DROPPED);
+  const done = spawnSync(process.execPath, ['--expose-gc', file, path.join(PACKAGE, 'index.mjs'), journal, ws], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(done.status, 0, done.stderr);
+  assert.equal(done.stdout.trim(), 'created again');
 });
