@@ -263,52 +263,21 @@ impl NativeJournal {
             handle,
             future,
         });
-        self.drive(env)
+        Ok(self.drive(env))
     }
 
     /// Polls the operation in flight until it waits on nothing this thread can do; its end
     /// when it ended.
-    fn drive(&self, env: &Env) -> napi::Result<Option<String>> {
+    fn drive(&self, env: &Env) -> Option<String> {
         if self.polling.get() {
             // Called from a body during the poll (a `settle`): the poll loop sees the wake.
-            return Ok(None);
+            return None;
         }
-        let Some(mut flight) = self.flight.borrow_mut().take() else {
-            return Ok(None);
-        };
-        self.wakes.queued.store(false, Ordering::SeqCst);
+        let mut flight = self.flight.borrow_mut().take()?;
         self.polling.set(true);
-        let done = {
-            let _env = PollingEnv::enter(env);
-            let _runtime = flight.handle.enter();
-            let waker = Waker::from(self.wakes.clone());
-            let mut cx = Context::from_waker(&waker);
-            loop {
-                self.wakes.woken.store(false, Ordering::SeqCst);
-                // A panic must not cross into Node (it would abort the process): the
-                // operation fails instead.
-                let polled =
-                    panic::catch_unwind(AssertUnwindSafe(|| flight.future.as_mut().poll(&mut cx)));
-                match polled {
-                    Ok(Poll::Ready(done)) => break Some(Ok(done)),
-                    Ok(Poll::Pending) if self.wakes.woken.load(Ordering::SeqCst) => continue,
-                    Ok(Poll::Pending) => break None,
-                    Err(panicked) => break Some(Err(panicked)),
-                }
-            }
-        };
+        let polled = self.poll_until_waiting(env, &mut flight);
         self.polling.set(false);
-        let done = match done {
-            Some(Ok(done)) => done,
-            Some(Err(panicked)) => {
-                // The journal went down with the future (its lock with it): say so.
-                drop(flight.future);
-                return Ok(Some(self.end(
-                    env,
-                    flight.req,
-                    Err(panicked_error(&panicked)),
-                )));
-            }
+        let outcome = match polled {
             None => {
                 *self.flight.borrow_mut() = Some(flight);
                 // A step in flight keeps Node running: what it waits for may be on another
@@ -317,12 +286,48 @@ impl NativeJournal {
                     self.bridge.hold(env, true);
                     self.held.set(true);
                 }
-                return Ok(None);
+                return None;
+            }
+            Some(Ok((held, outcome))) => self.land(held, outcome),
+            Some(Err(panicked)) => {
+                // The journal went down with the future (its lock with it): say so.
+                drop(flight.future);
+                Err(panicked_error(&panicked))
             }
         };
-        let (held, outcome) = done;
-        // Out of the runtime's context: a resume that failed drops its runtime here.
-        let outcome = match (held, outcome) {
+        Some(self.end(env, flight.req, outcome))
+    }
+
+    /// Polls `flight` in its runtime, with bodies callable here, until it ends or waits on
+    /// nothing this thread can do (`None`). A panic is caught: crossing into Node it would
+    /// abort the process.
+    fn poll_until_waiting(
+        &self,
+        env: &Env,
+        flight: &mut Flight,
+    ) -> Option<std::thread::Result<(Held, Outcome)>> {
+        self.wakes.queued.store(false, Ordering::SeqCst);
+        let _env = PollingEnv::enter(env);
+        let _runtime = flight.handle.enter();
+        let waker = Waker::from(self.wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            self.wakes.woken.store(false, Ordering::SeqCst);
+            let polled =
+                panic::catch_unwind(AssertUnwindSafe(|| flight.future.as_mut().poll(&mut cx)));
+            match polled {
+                Ok(Poll::Ready(done)) => return Some(Ok(done)),
+                Ok(Poll::Pending) if self.wakes.woken.load(Ordering::SeqCst) => continue,
+                Ok(Poll::Pending) => return None,
+                Err(panicked) => return Some(Err(panicked)),
+            }
+        }
+    }
+
+    /// Puts back what the ended operation held (out of the runtime's context: a resume that
+    /// failed drops its runtime here).
+    fn land(&self, held: Held, outcome: Outcome) -> Outcome {
+        match (held, outcome) {
             (Held::Journal(journal), outcome) => {
                 *self.journal.borrow_mut() = Some(journal);
                 outcome
@@ -337,8 +342,7 @@ impl NativeJournal {
                 drop(resuming);
                 Err(e)
             }
-        };
-        Ok(Some(self.end(env, flight.req, outcome)))
+        }
     }
 
     /// The operation in flight ended: the journal is free again, Node no longer held.
@@ -488,22 +492,16 @@ impl NativeJournal {
 
     /// Polls the operation in flight (after a `Poll` event); its end when it ended.
     #[napi]
-    pub fn poll(&self, env: Env) -> napi::Result<Option<String>> {
+    pub fn poll(&self, env: Env) -> Option<String> {
         self.drive(&env)
     }
 
     /// A body's result (see `Bridge::settle`), then a poll: the operation's end when it
     /// ended.
     #[napi]
-    pub fn settle(
-        &self,
-        env: Env,
-        slot: u32,
-        status: u32,
-        content: String,
-    ) -> napi::Result<Option<String>> {
+    pub fn settle(&self, env: Env, slot: u32, status: u32, content: String) -> Option<String> {
         if !self.bridge.settle(slot, status, content) {
-            return Ok(None);
+            return None;
         }
         self.drive(&env)
     }
@@ -511,7 +509,7 @@ impl NativeJournal {
     /// Stops the step in flight: nothing starts after it, running calls' signals abort.
     /// Then a poll (the stop woke the step here, on Node's thread): its end when it ended.
     #[napi]
-    pub fn abort(&self, env: Env) -> napi::Result<Option<String>> {
+    pub fn abort(&self, env: Env) -> Option<String> {
         if let Some(stopper) = self.stopper.borrow().as_ref() {
             stopper.stop();
         }
