@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 /// provider needs back); 9 added `session/reopen` (a finished session given a new prompt goes
 /// on) and the code `TOO_MANY_CALLS` (the calls of a message past the runtime's number,
 /// answered rather than the message dropped); 10 added `context/calibrated` (the provider's
-/// token count of a refused request, which the session's estimates are set against from then on).
-pub const EVENT_SCHEMA_VERSION: u32 = 10;
+/// token count of a refused request, which the session's estimates are set against from then on);
+/// 11 added `session/sandbox` and the evidence `Sandbox` (what a call's process could touch).
+pub const EVENT_SCHEMA_VERSION: u32 = 11;
 
 /// The event schema a `session/open` record declares, read from its prefix without decoding
 /// the rest: `at_ms` (u64), the event index (u32, 0 for `session/open`), then `schema_version`
@@ -357,6 +358,8 @@ pub use start::{
 };
 mod writer;
 pub use writer::WriterStolen;
+mod sandbox;
+pub use sandbox::{SandboxBound, SandboxPolicy};
 mod import;
 pub use import::{
     ImportLine, ImportNote, ImportOutcome, ImportSource, ImportVerdict, ImportedDamage,
@@ -657,11 +660,15 @@ pub enum Event {
     /// `context/calibrated` (schema 10): the provider counted a refused request's tokens; the
     /// session's estimates are set against that count from here on.
     ContextCalibrated(ContextCalibrated),
+    /// `session/sandbox` (schema 11): the sandbox the session's `bash` commands run under, as
+    /// the session opened or a resume set it; a policy the kernel could not enforce is journaled
+    /// here with `enforced` false before anything runs.
+    SessionSandbox(SandboxBound),
 }
 
 impl Event {
     /// How many variants this build knows; a stored index at or past it is a future event type.
-    pub const VARIANT_COUNT: u32 = 47;
+    pub const VARIANT_COUNT: u32 = 48;
 
     /// The event's name as DESIGN.md spells it.
     pub fn kind(&self) -> &'static str {
@@ -712,6 +719,7 @@ impl Event {
             Event::LlmNote(_) => "llm/note",
             Event::SessionReopen => "session/reopen",
             Event::ContextCalibrated(_) => "context/calibrated",
+            Event::SessionSandbox(_) => "session/sandbox",
         }
     }
 

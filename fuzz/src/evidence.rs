@@ -75,6 +75,7 @@ pub(crate) fn check(
             w.by == Writer::Case
                 && replay.evidence.iter().any(|e| match e {
                     Evidence::FileReplace { path, .. } => path == &w.path,
+                    Evidence::Sandbox(_) => false,
                 })
         });
         coverage.changed_back += u64::from(changed_back);
@@ -133,19 +134,20 @@ fn as_expected(world: &World, id: &str, call: &CallReplay, probe: &Probe) -> Res
     let items: Vec<(Verdict, String)> = call
         .evidence
         .iter()
-        .map(|e| match e {
+        .filter_map(|e| match e {
             Evidence::FileReplace {
                 path,
                 before_sha256,
                 after_sha256,
-            } => expected_item(
+            } => Some(expected_item(
                 world,
                 id,
                 gathered.log_len,
                 path,
                 before_sha256.as_deref(),
                 after_sha256,
-            ),
+            )),
+            Evidence::Sandbox(_) => None,
         })
         .collect();
     let all = |verdict: Verdict| items.iter().all(|(v, _)| *v == verdict);

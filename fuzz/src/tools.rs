@@ -201,6 +201,7 @@ fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), T
                 before_sha256,
                 after_sha256,
             } => (p == path).then_some((before_sha256, after_sha256)),
+            Evidence::Sandbox(_) => None,
         });
         if let Some((before, recorded_after)) = recorded {
             if &world.sha256(path) != before || recorded_after != &after {

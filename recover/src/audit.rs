@@ -51,6 +51,17 @@ fn evidence_json(f: Option<&CallFacts>) -> Vec<Value> {
             "before_sha256": before_sha256,
             "after_sha256": after_sha256,
         }),
+        Evidence::Sandbox(bound) => json!({
+            "kind": "sandbox",
+            "policy": bound.policy.as_str(),
+            "enforced": bound.enforced,
+            "writable": bound.writable,
+            "readable": bound.readable,
+            "network": bound.network,
+            "mechanism": bound.mechanism,
+            "escalated": bound.escalated,
+            "bound": bound.in_words(),
+        }),
     });
     let groups = r.processes.iter().map(|p| {
         json!({
@@ -80,6 +91,7 @@ pub(crate) fn evidence_text(f: Option<&CallFacts>) -> Vec<String> {
             before_sha256.as_deref().map_or("absent".into(), short),
             short(after_sha256)
         ),
+        Evidence::Sandbox(bound) => format!("sandbox: {}", bound.in_words()),
     });
     let groups = r
         .processes

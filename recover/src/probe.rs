@@ -195,12 +195,13 @@ impl Prober {
         let items: Vec<Item> = call
             .evidence
             .iter()
-            .map(|e| match e {
+            .filter_map(|e| match e {
                 Evidence::FileReplace {
                     path,
                     before_sha256,
                     after_sha256,
-                } => self.compare(path, before_sha256.as_deref(), after_sha256),
+                } => Some(self.compare(path, before_sha256.as_deref(), after_sha256)),
+                Evidence::Sandbox(_) => None,
             })
             .collect();
         if items.is_empty() {

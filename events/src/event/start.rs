@@ -45,6 +45,9 @@ pub enum Evidence {
         /// sha256 (hex) of the bytes the call will write.
         after_sha256: String,
     },
+    /// The call runs a process under this sandbox (schema 11): what it could touch, whatever
+    /// it does.
+    Sandbox(super::SandboxBound),
 }
 
 /// Longest idempotency key: `tj1-` and 64 hex digits.

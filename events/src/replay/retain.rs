@@ -87,6 +87,8 @@ pub trait Retain {
     fn plan_mode(&mut self, _on: bool) {}
     /// `session/policy`.
     fn policy(&mut self, _policy: SessionPolicy) {}
+    /// `session/sandbox`.
+    fn sandbox(&mut self, _bound: crate::event::SandboxBound) {}
     /// `session/model`.
     fn session_model(&mut self, _model: crate::event::SessionModel) {}
     /// `tool/schema`.
@@ -219,6 +221,10 @@ impl Retain for SessionReplay {
 
     fn policy(&mut self, policy: SessionPolicy) {
         self.policy = Some(policy);
+    }
+
+    fn sandbox(&mut self, bound: crate::event::SandboxBound) {
+        self.sandbox = Some(bound);
     }
 
     fn session_model(&mut self, model: crate::event::SessionModel) {

@@ -572,6 +572,7 @@ fn malformed_hash(evidence: &crate::event::Evidence) -> Option<&str> {
             .chain(std::iter::once(after_sha256))
             .map(String::as_str)
             .find(|h| !well_formed(h)),
+        crate::event::Evidence::Sandbox(_) => None,
     }
 }
 

@@ -238,6 +238,9 @@ pub struct SessionReplay {
     pub killed_groups: Vec<u32>,
     /// The latest `session/policy`; None for a journal written before it existed (schema 1).
     pub policy: Option<SessionPolicy>,
+    /// The latest `session/sandbox`; None for a journal written before it existed (schema 10
+    /// and before) or by an embedding that runs no process.
+    pub sandbox: Option<crate::event::SandboxBound>,
     /// Deferred tools `tool_search` loaded: visible in every later step.
     pub loaded_tools: std::collections::BTreeSet<String>,
     /// Faults the runtime journaled: turn, step, message.

@@ -167,11 +167,12 @@ fn probe_agrees(
             .map(|r| {
                 r.evidence
                     .iter()
-                    .map(
-                        |Evidence::FileReplace {
-                             path, after_sha256, ..
-                         }| { (path.clone(), after_sha256.clone()) },
-                    )
+                    .filter_map(|e| match e {
+                        Evidence::FileReplace {
+                            path, after_sha256, ..
+                        } => Some((path.clone(), after_sha256.clone())),
+                        Evidence::Sandbox(_) => None,
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -295,13 +296,14 @@ fn settle(case: &UserCase, analysis: &Analysis, bodies: &[Body]) -> Vec<Settled>
 fn evidence_is_a_no_op(analysis: &Analysis, report: &recover::CallReport) -> bool {
     analysis.replay.call(&report.call).is_some_and(|r| {
         !r.evidence.is_empty()
-            && r.evidence.iter().all(
-                |Evidence::FileReplace {
-                     before_sha256,
-                     after_sha256,
-                     ..
-                 }| { before_sha256.as_deref() == Some(after_sha256.as_str()) },
-            )
+            && r.evidence.iter().all(|e| match e {
+                Evidence::FileReplace {
+                    before_sha256,
+                    after_sha256,
+                    ..
+                } => before_sha256.as_deref() == Some(after_sha256.as_str()),
+                Evidence::Sandbox(_) => true,
+            })
     })
 }
 

@@ -279,6 +279,7 @@ fn apply_fact<R: Retain>(r: &mut R, at: At, event: Event) -> Result<(), ReplayEr
             r.plan_mode(on);
         }
         Event::SessionPolicy(policy) => r.policy(policy),
+        Event::SessionSandbox(bound) => r.sandbox(bound),
         Event::SessionModel(model) => r.session_model(model),
         Event::ToolSchema(schema) => r.tool_schema(schema),
         // Not checked against the call: it comes after the recovery that finished the call,
