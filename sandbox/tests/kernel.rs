@@ -1,0 +1,107 @@
+//! The sandbox as the kernel enforces it: a shell started confined, asked to do what the
+//! policy forbids and what it allows. Fails (never skips) where the kernel lacks Landlock or
+//! namespaces: this project's machines have both.
+
+use tooljournal_sandbox::{Sandbox, SandboxPolicy, Spec};
+use std::path::Path;
+use std::process::Stdio;
+
+struct Ran {
+    status: i32,
+    output: String,
+}
+
+async fn run(sandbox: &Sandbox, cwd: &Path, script: &str) -> Ran {
+    let mut command = tokio::process::Command::new("/bin/sh");
+    command
+        .args(["-c", script])
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    sandbox.confine(&mut command).unwrap();
+    let out = command.output().await.unwrap();
+    Ran {
+        status: out.status.code().unwrap_or(-1),
+        output: String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr),
+    }
+}
+
+fn setup(policy: SandboxPolicy) -> (tempfile::TempDir, Sandbox) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    std::fs::create_dir(dir.path().join("journal")).unwrap();
+    std::fs::write(dir.path().join("journal/secret"), "journal bytes").unwrap();
+    std::fs::write(dir.path().join("outside"), "outside bytes").unwrap();
+    let mut spec = Spec::new(policy, dir.path().join("ws"));
+    spec.hidden.push(dir.path().join("journal"));
+    let sandbox = Sandbox::new(spec).unwrap();
+    (dir, sandbox)
+}
+
+#[tokio::test]
+async fn workspace_write_confines_writes_reads_and_the_network() {
+    let (dir, sandbox) = setup(SandboxPolicy::WorkspaceWrite);
+    assert!(sandbox.bound().enforced, "{:?}", sandbox.bound());
+    let ws = dir.path().join("ws");
+    let base = dir.path().display();
+    let inside = run(&sandbox, &ws, "echo hi > inside.txt && cat inside.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"").await;
+    assert_eq!((inside.status, inside.output.as_str()), (0, "hi\nt\n"));
+    let outside = run(&sandbox, &ws, &format!("echo x > {base}/new.txt")).await;
+    assert_ne!(outside.status, 0);
+    assert!(outside.output.contains("Permission denied"), "{}", outside.output);
+    assert!(!dir.path().join("new.txt").exists());
+    let journal = run(&sandbox, &ws, &format!("cat {base}/journal/secret; ls {base}/journal")).await;
+    assert!(!journal.output.contains("journal bytes"), "{}", journal.output);
+    assert!(journal.output.contains("Permission denied"), "{}", journal.output);
+    let truncate = run(&sandbox, &ws, &format!(": > {base}/outside")).await;
+    assert_ne!(truncate.status, 0);
+    assert_eq!(std::fs::read_to_string(dir.path().join("outside")).unwrap(), "outside bytes");
+    // The system's programs still run, and the network is gone, loopback included.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let net = run(&sandbox, &ws, &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")).await;
+    assert!(!net.output.contains("connected"), "{}", net.output);
+    assert_ne!(net.status, 0);
+}
+
+#[tokio::test]
+async fn read_only_writes_nothing_and_danger_full_access_everything() {
+    let (dir, sandbox) = setup(SandboxPolicy::ReadOnly);
+    let ws = dir.path().join("ws");
+    std::fs::write(ws.join("a"), "a").unwrap();
+    let ran = run(&sandbox, &ws, "cat a && echo b > b").await;
+    assert!(ran.output.starts_with('a') && ran.status != 0, "{}", ran.output);
+    assert!(!ws.join("b").exists());
+    assert!(sandbox.temp_dir().is_none() && sandbox.bound().writable.is_empty());
+    let full = Sandbox::unconfined(false);
+    let base = dir.path().display();
+    let ran = run(&full, &ws, &format!("cat {base}/journal/secret && echo x > {base}/new.txt")).await;
+    assert_eq!((ran.status, ran.output.as_str()), (0, "journal bytes"));
+    assert!(!full.bound().confines());
+}
+
+#[tokio::test]
+async fn a_process_left_behind_stays_confined() {
+    let (dir, sandbox) = setup(SandboxPolicy::WorkspaceWrite);
+    let ws = dir.path().join("ws");
+    let base = dir.path().display();
+    let ran = run(
+        &sandbox,
+        &ws,
+        &format!("setsid sh -c 'sleep 0.2; {{ echo late > {base}/late.txt; }} 2> err.txt; echo done >> err.txt' > /dev/null 2>&1 &"),
+    )
+    .await;
+    assert_eq!(ran.status, 0);
+    let err = ws.join("err.txt");
+    for _ in 0..100 {
+        if std::fs::read_to_string(&err).is_ok_and(|s| s.contains("done")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert!(said.contains("Permission denied"), "{said}");
+    assert!(!dir.path().join("late.txt").exists());
+}
