@@ -331,6 +331,8 @@ pub struct RunArgs {
     pub approve: Approve,
     pub config: Option<PathBuf>,
     pub plan_mode: bool,
+    /// The sandbox `bash` runs under (`--sandbox` and friends).
+    pub sandbox: crate::sandbox_cli::SandboxFlags,
 }
 
 /// The person who answers questions under `--approve ask`.
@@ -366,6 +368,11 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         config: &loaded.config,
         config_file: loaded.file.clone(),
         plan_mode: args.plan_mode,
+        sandbox: Some(crate::sandbox_cli::spec(
+            &args.sandbox,
+            &loaded.config.sandbox,
+            None,
+        )?),
     };
     let prepared = new.open(setup)?;
     outln!("session {}", prepared.session.session_id())?;

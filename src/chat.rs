@@ -35,6 +35,8 @@ pub struct ChatArgs {
     pub approve: Approve,
     pub config: Option<PathBuf>,
     pub plan_mode: bool,
+    /// The sandbox `bash` runs under (`--sandbox` and friends).
+    pub sandbox: crate::sandbox_cli::SandboxFlags,
 }
 
 const HELP: &str = "Type a message for the model. Ctrl-C stops a running turn (twice: ends the \
@@ -64,6 +66,11 @@ pub fn chat(args: ChatArgs) -> Result<(), CliError> {
         config: &loaded.config,
         config_file: loaded.file.clone(),
         plan_mode: args.plan_mode,
+        sandbox: Some(crate::sandbox_cli::spec(
+            &args.sandbox,
+            &loaded.config.sandbox,
+            None,
+        )?),
     };
     let prepared = new.open(setup)?;
     let agent_config = model_cli::agent_config(

@@ -31,6 +31,9 @@ pub struct FileConfig {
     /// The model `run --model`, `resume` and `chat` talk to, and how.
     #[serde(default)]
     pub model: ModelSection,
+    /// The sandbox `bash` commands run under (a flag wins over it).
+    #[serde(default)]
+    pub sandbox: crate::sandbox_cli::SandboxSection,
 }
 
 /// `[model]`: every key optional; a flag given on the command line wins over it.

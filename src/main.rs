@@ -35,6 +35,7 @@ mod printer;
 mod rerun;
 mod resume;
 mod run;
+mod sandbox_cli;
 mod sessions;
 mod system_prompt;
 
@@ -107,6 +108,8 @@ enum Command {
         /// the `plan_option` of an `ask`).
         #[arg(long)]
         plan_mode: bool,
+        #[command(flatten)]
+        sandbox: sandbox_cli::SandboxFlags,
     },
     /// Continue a session from its journal: recovery first, then a live model from the rebuilt
     /// history (`--model`, default the one the journal records; `--prompt`, default a
@@ -167,6 +170,8 @@ enum Command {
         /// How long to wait for a live lease to expire before giving up (without --steal).
         #[arg(long, value_name = "MS", default_value_t = session::LEASE_WAIT_MS_DEFAULT)]
         lease_wait_ms: u64,
+        #[command(flatten)]
+        sandbox: sandbox_cli::SandboxFlags,
     },
     /// Talk with a live model on a workspace, interactively: its text streams as it arrives,
     /// each call shows a status line, questions are asked here. Ctrl-C stops the running turn
@@ -196,6 +201,8 @@ enum Command {
         /// Steps (model requests) per turn at most.
         #[arg(long, value_name = "N")]
         max_steps: Option<u32>,
+        #[command(flatten)]
+        sandbox: sandbox_cli::SandboxFlags,
     },
     /// Fuzz a transcript: run it many times with the real built-in and MCP tools, varying
     /// where the user stops a step, how approvals are answered and where the journal's disk
@@ -423,6 +430,7 @@ fn main() -> ExitCode {
             json,
             config,
             plan_mode,
+            sandbox,
             ..
         } => run::run(run::RunArgs {
             script,
@@ -434,6 +442,7 @@ fn main() -> ExitCode {
             json,
             config,
             plan_mode,
+            sandbox,
         }),
         Command::Run {
             script: None,
@@ -449,6 +458,7 @@ fn main() -> ExitCode {
             json: _,
             config,
             plan_mode,
+            sandbox,
         } => agent_run::run(agent_run::RunArgs {
             prompts: prompt,
             flags: model_cli::ModelFlags {
@@ -463,6 +473,7 @@ fn main() -> ExitCode {
             approve,
             config,
             plan_mode,
+            sandbox,
         }),
         Command::Chat {
             model,
@@ -473,6 +484,7 @@ fn main() -> ExitCode {
             plan_mode,
             base_url,
             max_steps,
+            sandbox,
         } => chat::chat(chat::ChatArgs {
             flags: model_cli::ModelFlags {
                 spec: model,
@@ -484,6 +496,7 @@ fn main() -> ExitCode {
             approve,
             config,
             plan_mode,
+            sandbox,
         }),
         Command::Resume {
             journal,
@@ -501,6 +514,7 @@ fn main() -> ExitCode {
             rerun,
             steal,
             lease_wait_ms,
+            sandbox,
         } => resume::resume(resume::ResumeArgs {
             journal_dir: &journal,
             script: script.as_deref(),
@@ -521,6 +535,7 @@ fn main() -> ExitCode {
             prompts: prompt,
             steal,
             lease_wait_ms,
+            sandbox,
         }),
         Command::Fuzz {
             script,

@@ -34,6 +34,8 @@ pub struct ResumeArgs<'a> {
     pub steal: bool,
     /// How long to wait for a live lease to expire before giving up (without `--steal`).
     pub lease_wait_ms: u64,
+    /// The sandbox `bash` runs under (`--sandbox` and friends).
+    pub sandbox: crate::sandbox_cli::SandboxFlags,
 }
 
 /// A hook's failure, carried through the library and given back as it was.
@@ -64,6 +66,7 @@ pub fn resume(args: ResumeArgs<'_>) -> Result<(), CliError> {
         wired: None,
         tooled: None,
         failure: None,
+        sandbox: None,
     };
     let resumed = resume.open(&mut cli);
     let resumed = match resumed {
@@ -94,6 +97,8 @@ struct CliHooks<'a> {
     tooled: Option<Tooled>,
     /// A hook's own error, given back as it was (its exit code, its words).
     failure: Option<CliError>,
+    /// The sandbox decided from the flags, the configuration and the journal.
+    sandbox: Option<sandbox::Spec>,
 }
 
 impl CliHooks<'_> {
@@ -122,6 +127,11 @@ impl CliHooks<'_> {
             continue_with,
             config_file: loaded.file.clone(),
         };
+        self.sandbox = Some(crate::sandbox_cli::spec(
+            &self.args.sandbox,
+            &loaded.config.sandbox,
+            analysis.replay.sandbox.as_ref(),
+        )?);
         self.loaded = Some(loaded);
         self.live = Some(live);
         Ok(plan)
@@ -142,6 +152,7 @@ impl CliHooks<'_> {
             config: &loaded.config,
             config_file: loaded.file.clone(),
             plan_mode: self.args.plan_mode,
+            sandbox: self.sandbox.clone(),
         }
     }
 

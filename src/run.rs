@@ -28,6 +28,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// Start in plan mode.
     pub plan_mode: bool,
+    /// The sandbox `bash` runs under (`--sandbox` and friends).
+    pub sandbox: crate::sandbox_cli::SandboxFlags,
 }
 
 pub(crate) struct Prepared {
@@ -64,6 +66,8 @@ pub(crate) struct Setup<'a> {
     pub config: &'a FileConfig,
     pub config_file: Option<runtime::event::ConfigFile>,
     pub plan_mode: bool,
+    /// The sandbox `bash` runs under; `None`: unsandboxed, nothing journaled.
+    pub sandbox: Option<sandbox::Spec>,
 }
 
 /// Starts every configured MCP server (its stderr goes to `mcp-<server>.stderr` in the journal
@@ -155,6 +159,9 @@ pub(crate) fn wire(
     }
     if let Ok(root) = state_root() {
         builder = builder.forbid(root);
+    }
+    if let Some(spec) = &setup.sandbox {
+        builder = builder.sandbox(spec.clone());
     }
     if !setup.json {
         builder = builder.observer(printer.clone() as Arc<dyn Observer>);
@@ -263,6 +270,7 @@ pub(crate) fn prepare(
         config: file_config,
         config_file,
         plan_mode: _,
+        sandbox: _,
     } = setup;
     let journal_dir = journal.to_owned();
     let mut prepared = locked.prepare().map_err(build_error)?;
@@ -490,6 +498,16 @@ pub fn run_model(
         config: &no_config,
         config_file: None,
         plan_mode: false,
+        // The default policy; where the kernel lacks it, the demo still runs, journaled as
+        // not enforced (the newcomer's first command needs nothing but cargo).
+        sandbox: Some(crate::sandbox_cli::spec(
+            &crate::sandbox_cli::SandboxFlags {
+                allow_unsandboxed: true,
+                ..Default::default()
+            },
+            &Default::default(),
+            None,
+        )?),
     };
     refuse_existing_session(journal_dir)?;
     let Wired {
@@ -663,6 +681,11 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         config: &loaded.config,
         config_file: loaded.file.clone(),
         plan_mode: args.plan_mode,
+        sandbox: Some(crate::sandbox_cli::spec(
+            &args.sandbox,
+            &loaded.config.sandbox,
+            None,
+        )?),
     };
     let prepared = new.open(setup)?;
     if !args.json {

@@ -43,7 +43,7 @@ use crate::replay::{replay_backend, ReplayError, SessionReplay};
 use crate::session::{continuable, refuse_a_session, resumable};
 use crate::spill::SledSpill;
 use crate::tool::Tool;
-use crate::tools::{builtin_registry, Workspace};
+use crate::tools::{builtin_registry_sandboxed, Workspace};
 use crate::{Config, RuntimeError, Session, SessionOptions};
 use journal::{
     Backend, Corruption, FsStorage, FsyncPolicy, Journal, JournalError, OpenReport, Options,
@@ -66,6 +66,10 @@ pub(crate) const SPILL_DIR_NAME: &str = "spill";
 /// [`BuildError::Runtime`] from a failed write).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// The sandbox asked for cannot be set up (the kernel lacks what it needs, a path the
+    /// runtime keeps to itself lies where commands could read it): nothing was written.
+    #[error(transparent)]
+    Sandbox(sandbox::SandboxError),
     /// Another process holds the journal's writer lock: a live session, or a recovery.
     #[error("{}: session is live (writer pid {}); wait for it to end", dir.display(), holder_pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()))]
     Live {
@@ -163,6 +167,7 @@ pub struct SessionBuilder {
     hooks: Hooks,
     tools: Vec<(Arc<dyn Tool>, ToolSource)>,
     builtins: bool,
+    sandbox: Option<sandbox::Spec>,
     spill_cache_bytes: Option<u64>,
     session_id: Option<String>,
     clock: Arc<dyn Clock>,
@@ -185,6 +190,7 @@ impl Session {
             hooks: Hooks::default(),
             tools: Vec::new(),
             builtins: true,
+            sandbox: None,
             spill_cache_bytes: Some(SPILL_CACHE_BYTES_DEFAULT),
             session_id: None,
             clock: Arc::new(SystemClock),
@@ -295,6 +301,18 @@ impl SessionBuilder {
     /// Registers a tool with the source the journal records for it (e.g. an MCP server's).
     pub fn tool_from(mut self, tool: Arc<dyn Tool>, source: ToolSource) -> SessionBuilder {
         self.tools.push((tool, source));
+        self
+    }
+
+    /// Runs the built-in `bash` under `spec`'s kernel sandbox (crate `sandbox`; its workspace is
+    /// the session's, whatever `spec` says), set up in
+    /// [`LockedJournal::prepare`] before anything is written: a policy the kernel cannot
+    /// enforce, or a journal directory a command could read, refuses the session there. The
+    /// journal directory is always among what commands may not read. `session/sandbox` is
+    /// journaled when the session opens or resumes, and every command's bound in its
+    /// `started`. Without this, commands run unsandboxed and no bound is journaled.
+    pub fn sandbox(mut self, spec: sandbox::Spec) -> SessionBuilder {
+        self.sandbox = Some(spec);
         self
     }
 
@@ -430,8 +448,23 @@ impl LockedJournal {
         })?;
         remember_reads(&workspace, &replay);
         let workspace = Arc::new(workspace);
+        let sandbox = match &settings.sandbox {
+            Some(spec) => {
+                let mut spec = spec.clone();
+                spec.workspace = workspace.root().to_owned();
+                spec.label = settings
+                    .session_id
+                    .as_deref()
+                    .map_or_else(|| "session".to_owned(), |id| id.chars().take(8).collect());
+                spec.hidden.extend(forbidden.iter().cloned());
+                Some(Arc::new(
+                    sandbox::Sandbox::new(spec).map_err(BuildError::Sandbox)?,
+                ))
+            }
+            None => None,
+        };
         let mut registry = if settings.builtins {
-            builtin_registry(&workspace)?
+            builtin_registry_sandboxed(&workspace, sandbox.clone())?
         } else {
             Registry::new()
         };
@@ -446,6 +479,7 @@ impl LockedJournal {
             torn,
             workspace,
             registry,
+            sandbox,
         })
     }
 
@@ -471,6 +505,8 @@ pub struct PreparedSession {
     torn: Option<TornTail>,
     workspace: Arc<Workspace>,
     registry: Registry,
+    /// The sandbox `bash` runs under, journaled when the session opens or resumes.
+    sandbox: Option<Arc<sandbox::Sandbox>>,
 }
 
 impl PreparedSession {
@@ -509,8 +545,10 @@ impl PreparedSession {
     /// [`PreparedSession::open`], with what opening the journal found (a torn tail it cut).
     pub fn open_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         refuse_a_session(self.replay.last_seq, &self.location)?;
+        let sandbox = self.sandbox.clone();
         let (journal, report, registry, hooks, config, options, _) = self.into_parts()?;
-        let session = Session::open(journal, registry, hooks, config, options)?;
+        let mut session = Session::open(journal, registry, hooks, config, options)?;
+        record_sandbox(&mut session, sandbox.as_deref())?;
         Ok((session, report))
     }
 
@@ -527,9 +565,11 @@ impl PreparedSession {
     pub fn resume_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         resumable(&self.replay)?;
         self.check_resumable_here()?;
+        let sandbox = self.sandbox.clone();
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
+        record_sandbox(&mut session, sandbox.as_deref())?;
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
@@ -543,9 +583,11 @@ impl PreparedSession {
     pub fn reopen_reporting(self) -> Result<(Session, OpenReport), BuildError> {
         continuable(&self.replay, true)?;
         self.check_resumable_here()?;
+        let sandbox = self.sandbox.clone();
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::reopen(journal, registry, hooks, config, options, &replay)?;
+        record_sandbox(&mut session, sandbox.as_deref())?;
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
@@ -564,11 +606,13 @@ impl PreparedSession {
         recovery: Vec<crate::event::Event>,
     ) -> Result<(Session, OpenReport), BuildError> {
         self.check_resumable_here()?;
+        let sandbox = self.sandbox.clone();
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         config.plan_mode = false;
-        let session = Session::resume_recovering(
+        let mut session = Session::resume_recovering(
             journal, registry, hooks, config, options, &replay, recovery,
         )?;
+        record_sandbox(&mut session, sandbox.as_deref())?;
         Ok((session, report))
     }
 
@@ -625,6 +669,7 @@ impl PreparedSession {
             torn: _,
             workspace,
             registry,
+            sandbox: _,
         } = self;
         let options = Options {
             fsync: settings.fsync,
@@ -688,4 +733,16 @@ fn remember_reads(workspace: &Workspace, replay: &SessionReplay) {
             workspace.record_read(&absolute, sha256.to_owned());
         }
     }
+}
+
+/// Journals the session's sandbox (`session/sandbox`) right after it opens or resumes, before
+/// any call can run under it.
+fn record_sandbox(
+    session: &mut Session,
+    sandbox: Option<&sandbox::Sandbox>,
+) -> Result<(), BuildError> {
+    if let Some(sandbox) = sandbox {
+        session.record_sandbox(sandbox.bound())?;
+    }
+    Ok(())
 }

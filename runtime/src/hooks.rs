@@ -107,6 +107,14 @@ pub trait Approver: Send + Sync {
     /// question is then journaled as cancelled).
     fn ask(&self, call: CallInfo, question: String) -> AskFuture<'_>;
 
+    /// Asks whether `call` may run outside the session's sandbox ([`crate::Tool::escalation`]);
+    /// `question` names the command and says it will run unsandboxed. Only an explicit
+    /// "allowed" from a person may approve it: an approver that answers by default (a script's
+    /// default, an unattended policy) must not. The default asks as [`Approver::ask`] does.
+    fn escalate(&self, call: CallInfo, question: String) -> AskFuture<'_> {
+        self.ask(call, question)
+    }
+
     /// Puts the built-in `ask` tool's question to the person. The default withdraws it: an
     /// approver that only knows yes/no must not turn a question into a "yes".
     fn question(&self, _call: CallInfo, _question: Question) -> QuestionFuture<'_> {

@@ -70,6 +70,13 @@ pub trait Tool: Send + Sync + 'static {
     fn evidence<'a>(&'a self, _args: &'a Args) -> EvidenceFuture<'a> {
         Box::pin(std::future::ready(Vec::new()))
     }
+    /// `Some(question)` when this call asks to run outside the session's sandbox: it then runs
+    /// only after a person answers the question "allowed" (never a listener, an earlier "always"
+    /// or a default; with nobody to ask it is rejected). The question names what will run and
+    /// says it will run unsandboxed. Default: never.
+    fn escalation(&self, _args: &Args) -> Option<String> {
+        None
+    }
     /// The tool's own last, synchronous fix-up of the content the model will see. Called exactly
     /// once per call on every outcome (for errors, on the message after the code).
     fn finalize_content(&self, content: String) -> String {

@@ -163,12 +163,35 @@ impl Session {
         if is_question(info) {
             return self.put_question(track, info, cancel).await;
         }
+        let escalation = track
+            .entry()
+            .and_then(|entry| entry.tool.escalation(&info.args));
         let approval = match self.pre_execute(info) {
             (Decision::Deny { reason }, by) => {
                 let by = by.unwrap_or_else(|| "the session's default".to_owned());
                 let reason = format!("denied by {by}: {reason}");
                 self.reject(track, ErrorCode::PolicyDenied, reason)?;
                 return Ok(None);
+            }
+            // Leaving the sandbox is the person's to allow, whatever else would have allowed
+            // the call: the one question asked is the escalation's.
+            _ if escalation.is_some() => {
+                let question = escalation.unwrap_or_default();
+                match self.ask_person(track, info, &question, true, cancel).await? {
+                    Asked::Approved(approval) => approval,
+                    Asked::Refused(denial) => {
+                        self.reject(track, ErrorCode::PolicyDenied, denial)?;
+                        return Ok(None);
+                    }
+                    Asked::Stopped => {
+                        scheduler::cancel_before_start(
+                            &self.ctx(),
+                            track,
+                            "the batch was stopped while this call waited for approval",
+                        )?;
+                        return Ok(None);
+                    }
+                }
             }
             (Decision::Ask { reason }, _) => match self.ask(track, info, &reason, cancel).await? {
                 Asked::Approved(approval) => approval,
@@ -251,6 +274,27 @@ impl Session {
         if self.always_allowed.contains(&info.tool) {
             return Ok(Asked::Approved(Approval::AlwaysAllowed));
         }
+        let asked = self.ask_person(track, info, reason, false, cancel).await?;
+        if let Asked::Approved(Approval::Asked {
+            answer: AskAnswer::AllowedAlways,
+        }) = &asked
+        {
+            self.always_allowed.insert(info.tool.clone());
+        }
+        Ok(asked)
+    }
+
+    /// Puts `reason` to the person (the approver; as an escalation, [`Approver::escalate`]),
+    /// journaled as `ask/pending` and its end; only "allowed" approves. No earlier "always"
+    /// answers it, and it records none.
+    async fn ask_person(
+        &mut self,
+        track: &mut Track,
+        info: &CallInfo,
+        reason: &str,
+        escalation: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Asked, RuntimeError> {
         let call = info.call.clone();
         // Ask events are the call's events too: what follows points back at the answer.
         let asked_seq = track.note(
@@ -275,7 +319,11 @@ impl Session {
                 "approval needed ({reason}) but no one is there to answer"
             )));
         };
-        let asked = approver.ask(info.clone(), reason.to_owned());
+        let asked = if escalation {
+            approver.escalate(info.clone(), reason.to_owned())
+        } else {
+            approver.ask(info.clone(), reason.to_owned())
+        };
         let answer = tokio::select! {
             answer = within(self.config.question_timeout_ms, asked) => {
                 answer.unwrap_or(AskAnswer::Expired)
@@ -309,9 +357,7 @@ impl Session {
             },
         )?;
         Ok(match answer {
-            AskAnswer::AllowedOnce => Asked::Approved(Approval::Asked { answer }),
-            AskAnswer::AllowedAlways => {
-                self.always_allowed.insert(info.tool.clone());
+            AskAnswer::AllowedOnce | AskAnswer::AllowedAlways => {
                 Asked::Approved(Approval::Asked { answer })
             }
             AskAnswer::Denied => Asked::Refused(format!("the user denied it ({reason})")),

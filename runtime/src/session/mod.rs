@@ -223,6 +223,16 @@ impl Session {
         Ok(())
     }
 
+    /// Journals the sandbox the session's commands run under (`session/sandbox`): once when
+    /// it opens or resumes (the session builder does), before any call runs.
+    pub fn record_sandbox(
+        &mut self,
+        bound: &crate::event::SandboxBound,
+    ) -> Result<(), RuntimeError> {
+        self.log.append(&Event::SessionSandbox(bound.clone()))?;
+        Ok(())
+    }
+
     /// Journals that a resume killed a process group a call of the crashed run left running
     /// (`process/killed`).
     pub fn record_process_killed(

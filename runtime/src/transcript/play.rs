@@ -60,6 +60,18 @@ impl ScriptedApprover {
 }
 
 impl Approver for ScriptedApprover {
+    /// Only the script's own answer for the call: never the default.
+    fn escalate(&self, call: CallInfo, _question: String) -> AskFuture<'_> {
+        let answer = self
+            .answers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&call.call.call_id)
+            .copied()
+            .unwrap_or(AskAnswer::Denied);
+        Box::pin(std::future::ready(answer))
+    }
+
     fn ask(&self, call: CallInfo, _question: String) -> AskFuture<'_> {
         let answer = self
             .answers

@@ -46,6 +46,7 @@ use crate::code::ErrorCode;
 use crate::event::{Resources, SideEffect};
 use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::Workspace;
+use sandbox::Sandbox;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -90,11 +91,23 @@ pub const ENV_CALL_ID: &str = "TOOLJOURNAL_CALL_ID";
 pub struct Bash {
     ws: Arc<Workspace>,
     shell: PathBuf,
+    /// The session's sandbox, and the no-sandbox an approved escalation runs under; `None`
+    /// when the embedding configured none (no bound is journaled then).
+    sandbox: Option<Sandboxes>,
 }
+
+/// The sandbox a command runs under, and the one it escalates to.
+struct Sandboxes {
+    session: Arc<Sandbox>,
+    escalated: Sandbox,
+}
+
+/// The argument by which a call asks to run outside the session's sandbox.
+pub const UNSANDBOXED_ARG: &str = "unsandboxed";
 
 impl Bash {
     /// Runs commands with `/bin/bash -c`, or `/bin/sh -c` where there is no bash, in the
-    /// workspace's root.
+    /// workspace's root, with no sandbox.
     pub fn new(ws: Arc<Workspace>) -> Bash {
         let bash = Path::new("/bin/bash");
         let shell = if bash.is_file() {
@@ -102,7 +115,50 @@ impl Bash {
         } else {
             PathBuf::from("/bin/sh")
         };
-        Bash { ws, shell }
+        Bash {
+            ws,
+            shell,
+            sandbox: None,
+        }
+    }
+
+    /// [`Bash::new`], every command run under `sandbox` and its bound journaled in its
+    /// `started`. When the sandbox confines, a call may ask to run outside it
+    /// ([`UNSANDBOXED_ARG`]), which a person must approve ([`Tool::escalation`]).
+    pub fn sandboxed(ws: Arc<Workspace>, sandbox: Arc<Sandbox>) -> Bash {
+        Bash {
+            sandbox: Some(Sandboxes {
+                session: sandbox,
+                escalated: Sandbox::unconfined(true),
+            }),
+            ..Bash::new(ws)
+        }
+    }
+
+    /// The sandbox this call runs under: the session's, or none when it asked to leave it
+    /// (and was approved: the runtime runs no escalation unapproved).
+    fn sandbox_for(&self, args: &Args) -> Option<&Sandbox> {
+        let sandboxes = self.sandbox.as_ref()?;
+        Some(if self.escalates(args) {
+            &sandboxes.escalated
+        } else {
+            &sandboxes.session
+        })
+    }
+
+    /// Whether the call asks to run outside a sandbox that confines.
+    fn escalates(&self, args: &Args) -> bool {
+        self.sandbox
+            .as_ref()
+            .is_some_and(|s| s.session.bound().confines())
+            && args.get(UNSANDBOXED_ARG).and_then(Value::as_bool) == Some(true)
+    }
+
+    /// Whether the session's sandbox confines (the schema then offers the escalation).
+    fn confined(&self) -> bool {
+        self.sandbox
+            .as_ref()
+            .is_some_and(|s| s.session.bound().confines())
     }
 
     /// The shell commands run with.
@@ -128,7 +184,7 @@ impl Tool for Bash {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {
                 "command": {"type": "string", "minLength": 1},
@@ -136,7 +192,38 @@ impl Tool for Bash {
             },
             "required": ["command"],
             "additionalProperties": false
-        })
+        });
+        if self.confined() {
+            schema["properties"][UNSANDBOXED_ARG] = json!({
+                "type": "boolean",
+                "description": "Run outside the sandbox, with the user's full access to files \
+                                and the network. Only when the same command failed because the \
+                                sandbox refused it; the user is asked first."
+            });
+        }
+        schema
+    }
+
+    fn escalation(&self, args: &Args) -> Option<String> {
+        if !self.escalates(args) {
+            return None;
+        }
+        let policy = self
+            .sandbox
+            .as_ref()
+            .map_or("the sandbox", |s| s.session.bound().policy.as_str());
+        Some(format!(
+            "run `{}` OUTSIDE the sandbox ({policy}): unsandboxed, with your full access to \
+             files and the network",
+            args.str("command").unwrap_or_default()
+        ))
+    }
+
+    fn evidence<'a>(&'a self, args: &'a Args) -> crate::tool::EvidenceFuture<'a> {
+        let bound = self
+            .sandbox_for(args)
+            .map(|s| crate::event::Evidence::Sandbox(s.bound().clone()));
+        Box::pin(std::future::ready(bound.into_iter().collect()))
     }
 
     fn output_schema(&self) -> Option<Value> {
@@ -175,9 +262,32 @@ impl Tool for Bash {
                 ));
             }
             let timeout_ms = args.get("timeout_ms").and_then(Value::as_u64);
-            self.run(&command, timeout_ms, &ctx).await
+            let sandbox = self.sandbox_for(&args);
+            self.run(&command, timeout_ms, sandbox, &ctx).await
         })
     }
+}
+
+/// What a command that failed under a confining sandbox is told when its output reads like a
+/// refusal (a failure the sandbox may have caused): what the sandbox allows, and how to ask to
+/// run outside it. A heuristic on the words of the output, so it says "may".
+fn refusal_note(sandbox: &Sandbox, output: &str) -> Option<String> {
+    const REFUSALS: [&str; 5] = [
+        "Permission denied",
+        "Operation not permitted",
+        "Network is unreachable",
+        "Read-only file system",
+        "Temporary failure in name resolution",
+    ];
+    let bound = sandbox.bound();
+    if !REFUSALS.iter().any(|r| output.contains(r)) {
+        return None;
+    }
+    Some(format!(
+        "the sandbox may have refused this: {}. To run the command outside the sandbox, call \
+         bash again with \"{UNSANDBOXED_ARG}\": true; the user is asked first",
+        bound.in_words()
+    ))
 }
 
 /// Why a running command was stopped.
@@ -203,6 +313,7 @@ impl Bash {
         &self,
         command: &str,
         timeout_ms: Option<u64>,
+        sandbox: Option<&Sandbox>,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         if ctx.cancel().is_cancelled() {
@@ -212,7 +323,7 @@ impl Bash {
             ));
         }
         let began = Instant::now();
-        let (mut child, pid, reader) = self.spawn(command, ctx)?;
+        let (mut child, pid, reader) = self.spawn(command, sandbox, ctx)?;
         let mut group = Group::new(pid);
         // Journaled before the command may do anything we wait for: if the runtime dies from
         // here on, recovery can find the group and resume can refuse to go on beside it.
@@ -288,6 +399,11 @@ impl Bash {
                 }));
             }
         };
+        let confined_failure = sandbox.filter(|s| s.bound().confines() && !status.success());
+        if let Some(note) = confined_failure.and_then(|s| refusal_note(s, &streams.capture.render()))
+        {
+            notes.push(note);
+        }
         let ended = Ended {
             status,
             stopped,
@@ -303,6 +419,7 @@ impl Bash {
     fn spawn(
         &self,
         command: &str,
+        sandbox: Option<&Sandbox>,
         ctx: &ToolContext,
     ) -> Result<(Child, u32, io::PipeReader), ToolError> {
         let cannot_start = |e: io::Error| {
@@ -336,6 +453,11 @@ impl Bash {
                 die_with_the_runtime()?;
                 crate::secrets::before_exec()
             });
+        }
+        // After the runtime's own steps: the sandbox's namespaces take the capabilities those
+        // steps need.
+        if let Some(sandbox) = sandbox {
+            sandbox.confine(&mut shell).map_err(cannot_start)?;
         }
         let spawned = shell.spawn();
         // The command holds our copies of the pipe's write end: drop them, or the pipe never
