@@ -27,6 +27,8 @@
 //! - `bounds`: peak memory of what a hostile provider or file can make tooljournal hold: a
 //!   300 MB event, a 100 MB session-file line, `recover import` and `repair` of a 1 GiB rollout
 //!   (128 MiB quick), each in a child process of its own.
+//! - `sandbox`: `bash -c true` started under a `workspace-write` sandbox and without one, in
+//!   alternating rounds: the sandbox's cost per `bash` call (`bash_sandboxed_vs_unsandboxed`).
 //! - `chart`: the four above, one after the other, and every figure that has a target drawn as
 //!   its ratio to that target, into one SVG (`chart`).
 //!
@@ -41,6 +43,7 @@ mod chart;
 mod disk;
 mod journal_bench;
 mod runtime_bench;
+mod sandbox_bench;
 mod sse_bench;
 
 use clap::{Args, Parser, Subcommand};
@@ -93,6 +96,8 @@ enum Command {
     /// The model adapters' stream decoding in MB/s per provider format, on a recorded stream of
     /// tool-call deltas of about 10 MB.
     Sse,
+    /// What the sandbox costs a `bash` call: `bash -c true` started confined and unconfined.
+    Sandbox,
     /// Peak memory of a 300 MB provider event, a 100 MB session-file line, and `recover
     /// import` / `repair` of a 1 GiB rollout.
     Bounds,
@@ -182,6 +187,7 @@ fn main() -> ExitCode {
         Command::Journal => journal_bench::run(&cli.common),
         Command::Runtime => runtime_bench::run(&cli.common),
         Command::Sse => sse_bench::run(&cli.common),
+        Command::Sandbox => sandbox_bench::run(&cli.common),
         Command::Bounds => bounds_bench::run(&cli.common),
         Command::Chart { out } => chart::run(&cli.common, &out),
         Command::BoundsChild { work, path } => bounds_bench::bounds_child(work, &path),

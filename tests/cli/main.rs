@@ -46,6 +46,7 @@ mod release_deps;
 mod rerun;
 mod resume_rerun_seams;
 mod resume_seams;
+mod sandbox_cli;
 mod sessions;
 mod third_party_llm;
 mod verify_events;
