@@ -31,6 +31,14 @@ pub fn normalise(text: &str, journal: &str) -> String {
     let out = mask_uuids(&out);
     let out = mask_after(&out, "tj1-", |c| c.is_ascii_hexdigit(), "<KEY>");
     let out = mask_after(&out, "process group ", |c| c.is_ascii_digit(), "<PID>");
+    // A sandbox's bound names each run's own workspace and temporary directory.
+    let out = mask_after(&out, "/tmp/.tmp", |c| c.is_ascii_alphanumeric(), "<TMP>");
+    let out = mask_after(
+        &out,
+        "/tmp/tooljournal-",
+        |c| c.is_ascii_alphanumeric() || c == '-',
+        "<SANDBOX>",
+    );
     mask_after(&out, "process ", |c| c.is_ascii_digit(), "<PID>")
 }
 

@@ -445,6 +445,11 @@ impl Bash {
             .stderr(writer)
             .process_group(0)
             .kill_on_drop(true);
+        // First the sandbox: a new user namespace gives the child a full capability set again
+        // (inside it), which the runtime's own steps below then cut down as before.
+        if let Some(sandbox) = sandbox {
+            sandbox.confine(&mut shell).map_err(cannot_start)?;
+        }
         // SAFETY: the closure runs in the child between fork and exec and makes only
         // async-signal-safe system calls (prctl, getppid, capget/capset, setrlimit), allocating
         // nothing.
@@ -453,11 +458,6 @@ impl Bash {
                 die_with_the_runtime()?;
                 crate::secrets::before_exec()
             });
-        }
-        // After the runtime's own steps: the sandbox's namespaces take the capabilities those
-        // steps need.
-        if let Some(sandbox) = sandbox {
-            sandbox.confine(&mut shell).map_err(cannot_start)?;
         }
         let spawned = shell.spawn();
         // The command holds our copies of the pipe's write end: drop them, or the pipe never
