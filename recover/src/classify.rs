@@ -11,11 +11,12 @@
 //! recovery withdraws the question (`ask/cancelled`, [`WITHDRAWN_REASON`]); its result says so
 //! in words for a question ([`question_withdrawn_text`]): nobody answered it, ask again.
 
+use crate::bound::Peers;
 use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
 use crate::probe::{Probe, Prober};
 use events::event::{
     Answer, CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall,
-    Recovery, Reply, Resources,
+    Recovery, Reply, Resources, SandboxBound,
 };
 use events::replay::{CallReplay, SessionReplay};
 use events::result::error_content;
@@ -57,6 +58,9 @@ pub struct CallReport {
     /// What a probe of the workspace found, for a `TOOL_OUTCOME_UNKNOWN` call when one was
     /// asked for (`--probe`); `None` otherwise.
     pub probe: Option<Probe>,
+    /// The sandbox a `TOOL_OUTCOME_UNKNOWN` call's process ran under, as its last `started`
+    /// recorded it (schema 11): what it could have touched. `None` for every other call.
+    pub sandbox: Option<SandboxBound>,
 }
 
 impl CallReport {
@@ -85,6 +89,7 @@ impl CallReport {
             recovered: false,
             in_flight: true,
             probe: None,
+            sandbox: None,
         }
     }
 }
@@ -164,13 +169,25 @@ pub fn answer_undelivered_text(code: ErrorCode, answer: &Answer) -> String {
 
 /// What the model is told about a call that may have run.
 pub fn outcome_unknown_text(resources: &Resources) -> String {
-    outcome_unknown_text_probed(resources, None)
+    outcome_unknown_text_probed(resources, None, None)
 }
 
-/// What the model is told about a call that may have run, with what a probe of the workspace
-/// found (if one was made) in plain words. Evidence is not proof: the text still says the
-/// outcome is unknown. Without a probe, exactly [`outcome_unknown_text`].
-pub(crate) fn outcome_unknown_text_probed(resources: &Resources, probe: Option<&Probe>) -> String {
+/// What the model is told about a call that may have run under the sandbox `bound` (its
+/// `started`'s `Evidence::Sandbox`): the bound in words follows "may have happened". Without
+/// one, exactly [`outcome_unknown_text`].
+pub fn outcome_unknown_text_bounded(resources: &Resources, bound: Option<&SandboxBound>) -> String {
+    outcome_unknown_text_probed(resources, bound, None)
+}
+
+/// What the model is told about a call that may have run, with the sandbox it ran under and
+/// what a probe of the workspace found (if one was made) in plain words. Evidence is not
+/// proof: the text still says the outcome is unknown. Without a bound or a probe, exactly
+/// [`outcome_unknown_text`].
+pub(crate) fn outcome_unknown_text_probed(
+    resources: &Resources,
+    bound: Option<&SandboxBound>,
+    probe: Option<&Probe>,
+) -> String {
     let mut touched: Vec<String> = Vec::new();
     touched.extend(resources.writes.iter().map(|p| format!("writes {p}")));
     touched.extend(resources.reads.iter().map(|p| format!("reads {p}")));
@@ -184,12 +201,17 @@ pub(crate) fn outcome_unknown_text_probed(resources: &Resources, probe: Option<&
         Some(p) => format!("{}; ", p.words()),
         None => String::new(),
     };
+    // Said once: a probe with nothing else to check states the bound itself.
+    let bound = match bound.map(SandboxBound::in_words) {
+        Some(words) if !evidence.contains(&words) => format!("{words}; "),
+        _ => String::new(),
+    };
     error_content(
         ErrorCode::ToolOutcomeUnknown,
         &format!(
             "the session was interrupted while this call was running: it may have run, and \
-             its effects may have happened; {what}; {evidence}retry only if the call is \
-             idempotent"
+             its effects may have happened; {bound}{what}; {evidence}retry only if the call \
+             is idempotent"
         ),
     )
 }
@@ -237,6 +259,8 @@ pub(crate) struct Unfinished<'a> {
     pub answered: Option<&'a Answer>,
     /// What a probe of the workspace found (a `started` call's, when one was asked for).
     pub probe: Option<&'a Probe>,
+    /// The sandbox its last `started` recorded it ran under.
+    pub sandbox: Option<&'a SandboxBound>,
     /// It was read from another agent's session by an import that stopped before its
     /// `import/outcome` ([`import_cut_short`]).
     pub imported: bool,
@@ -286,6 +310,7 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
                 Some(answer) => answer_undelivered_text(ErrorCode::ToolOutcomeUnknown, answer),
                 None => outcome_unknown_text_probed(
                     c.resources.unwrap_or(&Resources::default()),
+                    c.sandbox,
                     c.probe,
                 ),
             };
@@ -343,19 +368,45 @@ fn classify_orphan(
         question_pending: question_pending(c),
         answered: answered(c),
         probe,
+        sandbox: crate::bound::of_call(c),
         imported: c.imported.is_some(),
     })
 }
 
 /// The probe of a call that may have run (`started`, never settled), when a workspace is
-/// probed: made before its result is worded, so that the result can state it.
-pub(crate) fn probe_started(c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
-    probe_if(c.state == CallState::Started, c, prober)
+/// probed: made before its result is worded, so that the result can state it. `peers`: the
+/// calls of unknown outcome that ran a process ([`Peers::all`]).
+pub(crate) fn probe_started(
+    c: &CallReplay,
+    prober: Option<&Prober>,
+    peers: &[(CallRef, SandboxBound)],
+) -> Option<Probe> {
+    probe_if(c.state == CallState::Started, c, prober, peers)
 }
 
 /// The probe of `c` when `unknown` (its outcome is unknown) and a workspace is probed.
-fn probe_if(unknown: bool, c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
-    prober.filter(|_| unknown).map(|p| p.probe(c))
+fn probe_if(
+    unknown: bool,
+    c: &CallReplay,
+    prober: Option<&Prober>,
+    peers: &[(CallRef, SandboxBound)],
+) -> Option<Probe> {
+    prober.filter(|_| unknown).map(|p| p.probe_among(c, peers))
+}
+
+/// The sandbox a report keeps: only a `TOOL_OUTCOME_UNKNOWN` call's.
+pub(crate) fn kept_sandbox(
+    classification: Option<Classification>,
+    c: &CallReplay,
+) -> Option<SandboxBound> {
+    crate::bound::of_call(c)
+        .filter(|_| classification == Some(Classification::ToolOutcomeUnknown))
+        .cloned()
+}
+
+/// Whether a call a recovery committed was left of unknown outcome.
+pub(crate) fn left_unknown(rc: &RecoveredCall) -> bool {
+    rc.classification == Some(Classification::ToolOutcomeUnknown)
 }
 
 /// The probe a report keeps: only a `TOOL_OUTCOME_UNKNOWN` call's.
@@ -416,15 +467,18 @@ pub fn analyze_probing(
     prober: Option<&Prober>,
 ) -> Analysis {
     let mut orphans = Orphans::default();
-    let earlier: Vec<&RecoveredCall> = replay
-        .recoveries
-        .iter()
-        .flat_map(|r| r.calls.iter())
+    // Each with the index of the recovery that committed it.
+    let earlier: Vec<(usize, &RecoveredCall)> = (replay.recoveries.iter().enumerate())
+        .flat_map(|(i, r)| r.calls.iter().map(move |rc| (i, rc)))
         .collect();
+    let peers = match prober {
+        Some(_) => peers_of(&replay, &earlier, live),
+        None => Peers::default(),
+    };
     let unreceived = unreceived_calls(&replay);
     let mut calls: Vec<CallReport> = replay
         .calls()
-        .map(|c| report_call(c, &earlier, live, &mut orphans, prober))
+        .map(|c| report_call(c, &earlier, live, &mut orphans, prober, &peers))
         .collect();
     if !live {
         let imported = replay.imported.is_some();
@@ -458,6 +512,28 @@ struct Orphans {
     pending_asks: Vec<CallRef>,
 }
 
+/// The calls of unknown outcome that ran a process: each recovery's, then this run's orphans
+/// that may have run (as the streaming classifier finds them).
+fn peers_of(replay: &SessionReplay, earlier: &[(usize, &RecoveredCall)], live: bool) -> Peers {
+    let mut peers = Peers::default();
+    for r in &replay.recoveries {
+        for rc in r.calls.iter().filter(|rc| left_unknown(rc)) {
+            let call = replay.calls().find(|c| c.call == rc.call);
+            peers.unknown(&rc.call, call.and_then(crate::bound::of_call));
+        }
+        peers.recovery_read();
+    }
+    if !live {
+        let orphans = replay.calls().filter(|c| {
+            c.state == CallState::Started && !earlier.iter().any(|(_, rc)| rc.call == c.call)
+        });
+        for c in orphans {
+            peers.unknown(&c.call, crate::bound::of_call(c));
+        }
+    }
+    peers
+}
+
 /// Calls the model sent whose `received` never made it: they did not start either.
 fn unreceived_calls(replay: &SessionReplay) -> Vec<(CallRef, String, String)> {
     let mut unreceived = Vec::new();
@@ -484,14 +560,14 @@ fn unreceived_calls(replay: &SessionReplay) -> Vec<(CallRef, String, String)> {
 /// live session), or else an orphan classified now.
 fn report_call(
     c: &CallReplay,
-    earlier: &[&RecoveredCall],
+    earlier: &[(usize, &RecoveredCall)],
     live: bool,
     orphans: &mut Orphans,
     prober: Option<&Prober>,
+    peers: &Peers,
 ) -> CallReport {
-    if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
-        let unknown = rc.classification == Some(Classification::ToolOutcomeUnknown);
-        let probe = probe_if(unknown, c, prober);
+    if let Some((i, rc)) = earlier.iter().find(|(_, rc)| rc.call == c.call) {
+        let probe = probe_if(left_unknown(rc), c, prober, peers.as_of(*i));
         CallReport {
             call: c.call.clone(),
             tool: c.tool.clone(),
@@ -503,6 +579,7 @@ fn report_call(
             recovered: true,
             in_flight: false,
             probe,
+            sandbox: kept_sandbox(rc.classification, c),
         }
     } else if c.state == CallState::Committed {
         // Cannot fail: the replay records a call as committed with its result.
@@ -519,6 +596,7 @@ fn report_call(
             recovered: false,
             in_flight: false,
             probe: None,
+            sandbox: None,
         }
     } else if live {
         // A running session's unfinished call is running, not orphaned.
@@ -530,7 +608,7 @@ fn report_call(
             c.resources.clone().unwrap_or_default(),
         )
     } else {
-        report_orphan(c, orphans, prober)
+        report_orphan(c, orphans, prober, peers.all())
     }
 }
 
@@ -545,11 +623,16 @@ pub(crate) fn imported_classification(c: &CallReplay) -> Option<Classification> 
 
 /// An orphan's report, its result recorded for the recovery event (and its pending question
 /// for withdrawal).
-fn report_orphan(c: &CallReplay, orphans: &mut Orphans, prober: Option<&Prober>) -> CallReport {
+fn report_orphan(
+    c: &CallReplay,
+    orphans: &mut Orphans,
+    prober: Option<&Prober>,
+    peers: &[(CallRef, SandboxBound)],
+) -> CallReport {
     if c.asks.last().is_some_and(|a| a.answer.is_none()) {
         orphans.pending_asks.push(c.call.clone());
     }
-    let probe = probe_started(c, prober);
+    let probe = probe_started(c, prober, peers);
     let (classification, result) = classify_orphan(c, probe.as_ref());
     orphans.recovered_calls.push(RecoveredCall {
         call: c.call.clone(),
@@ -568,6 +651,7 @@ fn report_orphan(c: &CallReplay, orphans: &mut Orphans, prober: Option<&Prober>)
         recovered: true,
         in_flight: false,
         probe: kept_probe(classification, probe),
+        sandbox: kept_sandbox(classification, c),
     }
 }
 
@@ -617,6 +701,7 @@ fn adopt_unreceived(
                 recovered: true,
                 in_flight: false,
                 probe: None,
+                sandbox: None,
             },
         );
     }

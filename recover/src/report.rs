@@ -86,6 +86,10 @@ pub fn classify_json(journal: &str, a: &Analysis) -> Value {
                 let probe = serde_json::to_value(p).expect("a probe serializes");
                 call["probe"] = probe;
             }
+            if let Some(b) = &c.sandbox {
+                call["bound"] = json!(b.in_words());
+                call["sandbox"] = crate::bound::json(b);
+            }
             call
         }).collect::<Vec<_>>(),
     })

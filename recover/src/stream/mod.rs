@@ -27,14 +27,14 @@
 //! `started` that moves a recovered call after it was reported does not change the reported
 //! resources.
 
+use crate::bound::Peers;
 use crate::classify::{
-    answered, classify_unfinished, end_of, imported_classification, kept_probe, never_received,
-    probe_started, question_pending, CallReport, End, Unfinished,
+    answered, classify_unfinished, end_of, imported_classification, kept_probe, kept_sandbox,
+    left_unknown, never_received, probe_started, question_pending, CallReport, End, Unfinished,
 };
 use crate::probe::Prober;
 use events::event::{
-    CallRef, Classification, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome,
-    TurnOutcome,
+    CallRef, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome, TurnOutcome,
 };
 use events::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, TurnCursor};
 use events::state::CallState;
@@ -55,6 +55,8 @@ struct Call {
     replay: CallReplay,
     /// The first `recovery` event that committed this call: what it reports.
     recovered_by: Option<RecoveredCall>,
+    /// That recovery's index among the journal's recoveries (0 for the first).
+    recovered_in: usize,
     /// Its place in journal order among the calls of its step (the order of a recovery's
     /// calls), and in model order (the order of reports).
     step_position: usize,
@@ -80,8 +82,9 @@ struct OpenCalls {
     closed: bool,
     turns: u32,
     turn: Option<OpenTurn>,
-    /// Recoveries of the open step's calls, attached to them when the step closes.
-    open_step_recovered: Vec<RecoveredCall>,
+    /// Recoveries of the open step's calls, attached to them when the step closes, each with
+    /// its recovery's index.
+    open_step_recovered: Vec<(RecoveredCall, usize)>,
     /// Calls of closed steps not handed out yet, in report order; the first is not final.
     queue: VecDeque<Call>,
     /// Calls handed out that later events may still move.
@@ -92,6 +95,11 @@ struct OpenCalls {
     processes: Vec<(CallRef, ProcessStarted)>,
     /// The workspace to probe for `TOOL_OUTCOME_UNKNOWN` calls (`--probe`).
     prober: Option<Arc<Prober>>,
+    /// With a probe: the calls recoveries left of unknown outcome that ran a process, with
+    /// their bounds (a few per crash: they grow with the crashes, not with the journal).
+    peers: Peers,
+    /// `recovery` events read.
+    recoveries_read: usize,
     /// What else is kept and handed out.
     mode: Mode,
     kept: Kept,
@@ -117,6 +125,8 @@ impl OpenCalls {
             last_recovery_dropped: None,
             processes: Vec::new(),
             prober,
+            peers: Peers::default(),
+            recoveries_read: 0,
             mode,
             kept: Kept::default(),
             moved_facts: HashMap::new(),
@@ -188,15 +198,19 @@ impl OpenCalls {
                 model_index: model_index(response.as_ref(), &replay.call.call_id),
                 replay,
                 recovered_by: None,
+                recovered_in: 0,
                 step_position: i,
                 never_received: false,
             })
             .collect();
         // A call is recovered at most once (a second recovery of it is refused), and the
         // rules find the first call with its id: the same one found here.
-        for rc in self.open_step_recovered.drain(..) {
+        for (rc, index) in self.open_step_recovered.drain(..) {
             if let Some(c) = calls.iter_mut().find(|c| c.replay.call == rc.call) {
-                c.recovered_by.get_or_insert(rc);
+                if c.recovered_by.is_none() {
+                    c.recovered_by = Some(rc);
+                    c.recovered_in = index;
+                }
             }
         }
         let mode = self.mode;
@@ -253,7 +267,7 @@ impl OpenCalls {
             };
             if self.mode != Mode::Write {
                 let facts = self.facts_of(&c);
-                let report = committed_report(&mut c, self.prober.as_deref());
+                let report = committed_report(&mut c, self.prober.as_deref(), &self.peers);
                 if self.mode == Mode::Survey && self.kept.late.contains(&report.call) {
                     keep_result(&mut self.kept.late_results, &report);
                 }
@@ -460,14 +474,27 @@ impl Retain for OpenCalls {
     }
 
     fn call_recovered(&mut self, recovered: &RecoveredCall) {
+        let index = self.recoveries_read;
         if self.in_open_step(&recovered.call) {
-            self.open_step_recovered.push(recovered.clone());
+            self.open_step_recovered.push((recovered.clone(), index));
         } else if let Some(c) = self.held_mut(&recovered.call) {
-            c.recovered_by.get_or_insert_with(|| recovered.clone());
+            if c.recovered_by.is_none() {
+                c.recovered_by = Some(recovered.clone());
+                c.recovered_in = index;
+            }
+        }
+        if self.prober.is_some() && left_unknown(recovered) {
+            let bound = self
+                .call_mut(&recovered.call)
+                .ok()
+                .and_then(|c| crate::bound::of_call(c).cloned());
+            self.peers.unknown(&recovered.call, bound.as_ref());
         }
     }
 
     fn recovery_applied(&mut self, recovery: Recovery) {
+        self.peers.recovery_read();
+        self.recoveries_read += 1;
         let recovered_at_ms = self.kept.clock.now_ms;
         self.moment(
             MomentKind::Recovered {
@@ -646,6 +673,23 @@ impl Classifier {
             kept.kept.moved_facts.extend(moved.collect::<Vec<_>>());
         }
 
+        // With a probe, this run's orphans that may have run join the calls of unknown outcome
+        // (as the whole analysis finds them).
+        let mut peers = Peers::default();
+        if prober.is_some() {
+            peers.clone_from(&kept.peers);
+            if !live {
+                let orphans = rest.iter().filter(|c| {
+                    !c.never_received
+                        && c.recovered_by.is_none()
+                        && c.replay.state == CallState::Started
+                });
+                for c in orphans {
+                    peers.unknown(&c.replay.call, crate::bound::of_call(&c.replay));
+                }
+            }
+        }
+
         // A recovery lists its calls in journal order, the never received ones last.
         let mut recovered_calls: Vec<((u32, u32, usize), RecoveredCall)> = Vec::new();
         let mut pending_asks = Vec::new();
@@ -658,6 +702,7 @@ impl Classifier {
                 &mut recovered_calls,
                 &mut pending_asks,
                 prober.as_deref(),
+                &peers,
             );
             match mode {
                 Mode::Survey => keep_result(&mut kept.kept.late_results, &report),
@@ -718,6 +763,7 @@ fn remaining_calls(kept: &mut OpenCalls) -> Vec<Call> {
                 model_index: model_index(Some(response), &replay.call.call_id),
                 replay,
                 recovered_by: None,
+                recovered_in: 0,
                 step_position: 0,
                 never_received: true,
             });
@@ -740,9 +786,10 @@ fn report_at_end(
     recovered_calls: &mut Vec<((u32, u32, usize), RecoveredCall)>,
     pending_asks: &mut Vec<CallRef>,
     prober: Option<&Prober>,
+    peers: &Peers,
 ) -> CallReport {
     if c.recovered_by.is_some() || c.replay.state == CallState::Committed {
-        return committed_report(&mut c, prober);
+        return committed_report(&mut c, prober, peers);
     }
     let r = c.replay;
     if live {
@@ -758,7 +805,7 @@ fn report_at_end(
     let probe = if c.never_received {
         None
     } else {
-        probe_started(&r, prober)
+        probe_started(&r, prober, peers.all())
     };
     let (classification, result, key) = if c.never_received {
         let (classification, result) = never_received(imported);
@@ -776,6 +823,7 @@ fn report_at_end(
             question_pending: question_pending(&r),
             answered: answered(&r),
             probe: probe.as_ref(),
+            sandbox: crate::bound::of_call(&r),
             imported: r.imported.is_some(),
         });
         (
@@ -793,6 +841,7 @@ fn report_at_end(
             result: result.clone(),
         },
     ));
+    let sandbox = kept_sandbox(classification, &r);
     CallReport {
         call: r.call,
         tool: r.tool,
@@ -804,6 +853,7 @@ fn report_at_end(
         recovered: true,
         in_flight: false,
         probe: kept_probe(classification, probe),
+        sandbox,
     }
 }
 
@@ -826,17 +876,19 @@ fn payload_bytes(c: &CallReplay) -> usize {
     content + c.arguments.as_ref().map_or(0, String::len)
 }
 
-fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
+fn committed_report(c: &mut Call, prober: Option<&Prober>, peers: &Peers) -> CallReport {
     // A call an earlier recovery left `TOOL_OUTCOME_UNKNOWN` is probed too (its journaled
-    // result stays as it is).
+    // result stays as it is), among the calls known of unknown outcome as of that recovery.
     let probe = match (&c.recovered_by, prober) {
-        (Some(rc), Some(prober))
-            if rc.classification == Some(Classification::ToolOutcomeUnknown) =>
-        {
-            Some(prober.probe(&c.replay))
+        (Some(rc), Some(prober)) if left_unknown(rc) => {
+            Some(prober.probe_among(&c.replay, peers.as_of(c.recovered_in)))
         }
         _ => None,
     };
+    let sandbox = c
+        .recovered_by
+        .as_ref()
+        .and_then(|rc| kept_sandbox(rc.classification, &c.replay));
     let r = &mut c.replay;
     let resources = r.resources.take().unwrap_or_default();
     let call = r.call.clone();
@@ -854,6 +906,7 @@ fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
             recovered: true,
             in_flight: false,
             probe,
+            sandbox,
         },
         None => {
             // Cannot fail: a call is committed only by `committed` or a `recovery`, and both
@@ -871,6 +924,7 @@ fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
                 recovered: false,
                 in_flight: false,
                 probe: None,
+                sandbox: None,
             }
         }
     }
