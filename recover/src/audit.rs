@@ -18,12 +18,18 @@
 //! were final (a question still pending, a call a `recovery` committed); the second time it
 //! writes. [`crate::report::audit_json`] and [`crate::report::audit_text`] say the same of a
 //! whole [`Analysis`](crate::classify::Analysis), with the same code.
+//!
+//! The session's sandbox (`session/sandbox`, schema 11, the latest) is said once, in the head
+//! of the table and as the JSON's `sandbox` (`null` for a journal without one); the first
+//! reading learns it, since the head is written before the second reads it again.
 
 use crate::call_fields::{classification, resource_list};
 use crate::classify::CallReport;
 use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{CallFacts, Classifier, Mode, Notice};
-use events::event::{Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource};
+use events::event::{
+    Approval, AskAnswer, Evidence, Reply, SandboxBound, SideEffect, ToolDescriptor, ToolSource,
+};
 use events::model::Usage;
 use events::replay::AskRecord;
 use serde_json::{json, Value};
@@ -51,17 +57,12 @@ fn evidence_json(f: Option<&CallFacts>) -> Vec<Value> {
             "before_sha256": before_sha256,
             "after_sha256": after_sha256,
         }),
-        Evidence::Sandbox(bound) => json!({
-            "kind": "sandbox",
-            "policy": bound.policy.as_str(),
-            "enforced": bound.enforced,
-            "writable": bound.writable,
-            "readable": bound.readable,
-            "network": bound.network,
-            "mechanism": bound.mechanism,
-            "escalated": bound.escalated,
-            "bound": bound.in_words(),
-        }),
+        Evidence::Sandbox(bound) => {
+            let mut v = crate::bound::json(bound);
+            v["kind"] = json!("sandbox");
+            v["bound"] = json!(bound.in_words());
+            v
+        }
     });
     let groups = r.processes.iter().map(|p| {
         json!({
@@ -634,18 +635,29 @@ pub(crate) struct AuditWriter<W: Write> {
     out: W,
     json: bool,
     journal: String,
+    /// The session's sandbox, for the JSON's `sandbox` (the table has it in its head).
+    sandbox: Option<SandboxBound>,
     calls: usize,
     totals: Totals,
 }
 
 impl<W: Write> AuditWriter<W> {
-    /// Writes the head: for people the title and the columns; in JSON the object's opening up
-    /// to its `calls` array (its first key).
-    pub(crate) fn new(mut out: W, journal: &str, json: bool) -> std::io::Result<AuditWriter<W>> {
+    /// Writes the head: for people the title, the session's sandbox (when the journal has
+    /// one) and the columns; in JSON the object's opening up to its `calls` array (its first
+    /// key).
+    pub(crate) fn new(
+        mut out: W,
+        journal: &str,
+        json: bool,
+        sandbox: Option<&SandboxBound>,
+    ) -> std::io::Result<AuditWriter<W>> {
         if json {
             out.write_all(b"{\"calls\":[")?;
         } else {
             writeln!(out, "audit of {journal}")?;
+            if let Some(b) = sandbox {
+                writeln!(out, "{}", crate::bound::session_words(b))?;
+            }
             writeln!(
                 out,
                 "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  effects",
@@ -664,6 +676,7 @@ impl<W: Write> AuditWriter<W> {
             out,
             json,
             journal: journal.to_owned(),
+            sandbox: sandbox.cloned(),
             calls: 0,
             totals: Totals::default(),
         })
@@ -693,7 +706,7 @@ impl<W: Write> AuditWriter<W> {
     ) -> std::io::Result<W> {
         let t = &self.totals;
         if self.json {
-            // `imported`, `journal`, `totals` and `usage` sort after `calls`.
+            // `imported`, `journal`, `sandbox`, `totals` and `usage` sort after `calls`.
             self.out.write_all(b"]")?;
             if let Some(source) = imported {
                 self.out.write_all(b",\"imported\":")?;
@@ -701,6 +714,9 @@ impl<W: Write> AuditWriter<W> {
             }
             self.out.write_all(b",\"journal\":")?;
             serde_json::to_writer(&mut self.out, &self.journal)?;
+            self.out.write_all(b",\"sandbox\":")?;
+            let sandbox = self.sandbox.as_ref().map(crate::bound::json);
+            serde_json::to_writer(&mut self.out, &sandbox)?;
             self.out.write_all(b",\"totals\":")?;
             serde_json::to_writer(&mut self.out, &t.json())?;
             self.out.write_all(b",\"usage\":")?;
@@ -774,6 +790,8 @@ pub struct FirstReading {
     moved: std::collections::HashMap<events::event::CallRef, CallFacts>,
     /// The workspace the second reading probes too (`--probe`).
     prober: Option<std::sync::Arc<crate::probe::Prober>>,
+    /// The session's sandbox: the latest `session/sandbox`.
+    pub(crate) sandbox: Option<SandboxBound>,
 }
 
 /// The first reading: the journal checked whole and read only, as `audit` read it before it
@@ -796,16 +814,22 @@ pub fn first_reading_probing(
         .map(crate::probe::Prober::open)
         .transpose()?
         .map(std::sync::Arc::new);
+    let mut sandbox = None;
     let (streamed, mut classifier) = crate::Recovery::of(at)
         .progress(progress)
         .probe(workspace)
         .stream_observing(&mut std::io::sink(), Mode::Audit, &mut |c| {
-            c.take_notices().for_each(drop)
+            for notice in c.take_notices() {
+                if let Notice::Sandbox(bound) = notice {
+                    sandbox = Some(bound);
+                }
+            }
         })?;
     Ok(FirstReading {
         streamed,
         moved: classifier.moved_facts(),
         prober,
+        sandbox,
     })
 }
 
@@ -884,8 +908,9 @@ pub fn stream<W: Write>(
     json: bool,
     out: W,
 ) -> Result<W, RereadError> {
+    let sandbox = first.sandbox.clone();
     let mut sink = TableSink {
-        writer: AuditWriter::new(out, name, json).map_err(RereadError::Output)?,
+        writer: AuditWriter::new(out, name, json, sandbox.as_ref()).map_err(RereadError::Output)?,
         usage: UsageTotals::default(),
         imported: None,
     };

@@ -38,6 +38,39 @@ pub(crate) fn json(b: &SandboxBound) -> Value {
     })
 }
 
+/// The session's sandbox in one line, for the head of an audit: `sandbox: workspace-write,
+/// enforced by landlock ABI 6; user and network namespaces (writable: /w, /tmp/s; no
+/// network)`, or `sandbox: NOT ENFORCED: …`.
+pub(crate) fn session_words(b: &SandboxBound) -> String {
+    if b.confines() {
+        let writable = if b.writable.is_empty() {
+            "nothing".to_owned()
+        } else {
+            b.writable.join(", ")
+        };
+        let network = if b.network {
+            "network allowed"
+        } else {
+            "no network"
+        };
+        return format!(
+            "sandbox: {}, enforced by {} (writable: {writable}; {network})",
+            b.policy.as_str(),
+            b.mechanism
+        );
+    }
+    let why = if b.policy == events::event::SandboxPolicy::DangerFullAccess {
+        "danger-full-access: commands run with all of the user's access".to_owned()
+    } else {
+        format!(
+            "{} was not enforced ({}): commands run with all of the user's access",
+            b.policy.as_str(),
+            b.mechanism
+        )
+    };
+    format!("sandbox: NOT ENFORCED: {why}")
+}
+
 /// The calls of unknown outcome that ran a process, with their bounds: first those each
 /// `recovery` of the journal left `TOOL_OUTCOME_UNKNOWN`, recovery by recovery, then the
 /// orphans this run classifies. Kept only when a workspace is probed.
@@ -193,5 +226,22 @@ mod tests {
         assert_eq!(p.as_of(0).len(), 1);
         assert_eq!(p.as_of(1).len(), 1);
         assert_eq!(p.all().len(), 2);
+    }
+
+    #[test]
+    fn the_session_is_said_enforced_or_not() {
+        let words = session_words(&bound(&["/w", "/tmp/s"], true));
+        assert_eq!(
+            words,
+            "sandbox: workspace-write, enforced by landlock ABI 6; user and network namespaces \
+             (writable: /w, /tmp/s; no network)"
+        );
+        let mut off = bound(&["/w"], false);
+        off.mechanism = "the kernel has no landlock".into();
+        assert_eq!(
+            session_words(&off),
+            "sandbox: NOT ENFORCED: workspace-write was not enforced (the kernel has no \
+             landlock): commands run with all of the user's access"
+        );
     }
 }

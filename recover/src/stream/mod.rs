@@ -520,6 +520,10 @@ impl Retain for OpenCalls {
         self.notice(Notice::Compacted(compacted));
     }
 
+    fn sandbox(&mut self, bound: events::event::SandboxBound) {
+        self.notice(Notice::Sandbox(bound));
+    }
+
     fn import_source(&mut self, source: events::event::ImportSource) {
         self.imported = true;
         self.notice(Notice::Imported(source));
