@@ -25,6 +25,13 @@ use events::ErrorCode;
 use history::layout::{layout, StepView, TurnView};
 use journal::ReadEnd;
 
+mod words;
+pub use words::{
+    answer_undelivered_text, not_started_text, outcome_unknown_text, outcome_unknown_text_bounded,
+    question_withdrawn_text, WITHDRAWN_REASON,
+};
+pub(crate) use words::{import_cut_short_text, outcome_unknown_text_probed};
+
 /// How the journal's bytes ended, as `classify --json` prints it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct End {
@@ -111,30 +118,6 @@ pub struct Analysis {
     pub live: bool,
 }
 
-/// What the model is told about a call that did not start. Deterministic: recovering twice,
-/// or resuming, gives the same bytes.
-pub fn not_started_text() -> String {
-    error_content(
-        ErrorCode::ToolNotStarted,
-        "the session was interrupted before this call started; it did not run and may be retried",
-    )
-}
-
-/// Why recovery withdraws a question still pending at the crash (`ask/cancelled`'s reason).
-pub const WITHDRAWN_REASON: &str = "session interrupted";
-
-/// What the model is told about a built-in `ask` call whose question was still waiting for an
-/// answer at the crash: a question, not a call that "may be retried", and never answered.
-/// Deterministic, as [`not_started_text`] is.
-pub fn question_withdrawn_text() -> String {
-    error_content(
-        ErrorCode::ToolNotStarted,
-        "the session stopped while this question waited for an answer, so it was withdrawn \
-         unanswered: nobody answered it and nothing was taken as an answer; ask again if you \
-         still need the answer",
-    )
-}
-
 /// Whether the call is the built-in `ask` with its question (`ask/question`) still waiting
 /// for an answer: recovery withdraws it, and [`question_withdrawn_text`] is its result.
 /// Approvals of other tools (`ask/pending`) are not questions to the model's `ask`.
@@ -152,68 +135,6 @@ pub(crate) fn answered(c: &CallReplay) -> Option<&Answer> {
         Reply::Answered(answer) if c.tool == events::ASK_TOOL => Some(answer),
         _ => None,
     }
-}
-
-/// What the model is told about an `ask` the person answered when the session stopped before
-/// the answer was delivered: the answer itself (journaled), never "ask again".
-pub fn answer_undelivered_text(code: ErrorCode, answer: &Answer) -> String {
-    error_content(
-        code,
-        &format!(
-            "the session stopped after the user answered this question and before the answer \
-             was delivered; the answer is this:\n{}",
-            answer.render()
-        ),
-    )
-}
-
-/// What the model is told about a call that may have run.
-pub fn outcome_unknown_text(resources: &Resources) -> String {
-    outcome_unknown_text_probed(resources, None, None)
-}
-
-/// What the model is told about a call that may have run under the sandbox `bound` (its
-/// `started`'s `Evidence::Sandbox`): the bound in words follows "may have happened". Without
-/// one, exactly [`outcome_unknown_text`].
-pub fn outcome_unknown_text_bounded(resources: &Resources, bound: Option<&SandboxBound>) -> String {
-    outcome_unknown_text_probed(resources, bound, None)
-}
-
-/// What the model is told about a call that may have run, with the sandbox it ran under and
-/// what a probe of the workspace found (if one was made) in plain words. Evidence is not
-/// proof: the text still says the outcome is unknown. Without a bound or a probe, exactly
-/// [`outcome_unknown_text`].
-pub(crate) fn outcome_unknown_text_probed(
-    resources: &Resources,
-    bound: Option<&SandboxBound>,
-    probe: Option<&Probe>,
-) -> String {
-    let mut touched: Vec<String> = Vec::new();
-    touched.extend(resources.writes.iter().map(|p| format!("writes {p}")));
-    touched.extend(resources.reads.iter().map(|p| format!("reads {p}")));
-    touched.extend(resources.intents.iter().map(|i| format!("intends `{i}`")));
-    let what = if touched.is_empty() {
-        "it declared nothing it would touch, so check whatever it could have changed".to_owned()
-    } else {
-        format!("check these before retrying: {}", touched.join("; "))
-    };
-    let evidence = match probe {
-        Some(p) => format!("{}; ", p.words()),
-        None => String::new(),
-    };
-    // Said once: a probe with nothing else to check states the bound itself.
-    let bound = match bound.map(SandboxBound::in_words) {
-        Some(words) if !evidence.contains(&words) => format!("{words}; "),
-        _ => String::new(),
-    };
-    error_content(
-        ErrorCode::ToolOutcomeUnknown,
-        &format!(
-            "the session was interrupted while this call was running: it may have run, and \
-             its effects may have happened; {bound}{what}; {evidence}retry only if the call \
-             is idempotent"
-        ),
-    )
 }
 
 /// The result a settled call's outcome gives, committed as it is.
@@ -264,19 +185,6 @@ pub(crate) struct Unfinished<'a> {
     /// It was read from another agent's session by an import that stopped before its
     /// `import/outcome` ([`import_cut_short`]).
     pub imported: bool,
-}
-
-/// What the model is told about a call of an imported journal whose import stopped before its
-/// outcome was written. The agents imported record no start, so nothing proves the call did
-/// not run: its outcome is unknown, whatever state the journal leaves it in. Deterministic.
-pub(crate) fn import_cut_short_text() -> String {
-    error_content(
-        ErrorCode::ToolOutcomeUnknown,
-        "this call was imported from another agent's session, and the import stopped before \
-         its outcome was written; that agent records no start, so it may have run and its \
-         effects may have happened: import the session file again to learn what it recorded, \
-         and retry only if the call is idempotent",
-    )
 }
 
 /// [`import_cut_short_text`] as a classification and result.
