@@ -104,3 +104,69 @@ pub(crate) fn import_cut_short_text() -> String {
          and retry only if the call is idempotent",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Verdict;
+    use events::event::SandboxPolicy;
+
+    fn bound() -> SandboxBound {
+        SandboxBound {
+            policy: SandboxPolicy::WorkspaceWrite,
+            enforced: true,
+            writable: vec!["/w".into(), "/tmp/s".into()],
+            readable: vec!["/usr".into()],
+            network: false,
+            mechanism: "landlock ABI 6".into(),
+            escalated: false,
+        }
+    }
+
+    #[test]
+    fn the_bound_follows_may_have_happened_and_without_one_nothing_changes() {
+        let writes = Resources {
+            reads: vec![],
+            writes: vec!["a.txt".into()],
+            intents: vec![],
+        };
+        // The bytes journals hold and golden data expect: unchanged.
+        assert_eq!(
+            outcome_unknown_text_bounded(&writes, None),
+            "TOOL_OUTCOME_UNKNOWN: the session was interrupted while this call was running: it \
+             may have run, and its effects may have happened; check these before retrying: \
+             writes a.txt; retry only if the call is idempotent"
+        );
+        assert_eq!(
+            outcome_unknown_text_bounded(&Resources::default(), Some(&bound())),
+            "TOOL_OUTCOME_UNKNOWN: the session was interrupted while this call was running: it \
+             may have run, and its effects may have happened; its effects, if any, are confined \
+             to /w, /tmp/s (workspace-write); no network; it declared nothing it would touch, so \
+             check whatever it could have changed; retry only if the call is idempotent"
+        );
+    }
+
+    #[test]
+    fn a_probe_that_states_the_bound_has_it_said_once() {
+        let b = bound();
+        let probe = |detail: String| Probe {
+            verdict: Verdict::NoEvidence,
+            path: None,
+            expected_sha256: None,
+            before_sha256: None,
+            found_sha256: None,
+            pgid: None,
+            detail,
+        };
+        let stating = probe(format!("nothing to check; {}", b.in_words()));
+        let text = outcome_unknown_text_probed(&Resources::default(), Some(&b), Some(&stating));
+        assert_eq!(text.matches(&b.in_words()).count(), 1, "{text}");
+        assert!(text.contains("no probe was possible: nothing to check; its effects"));
+        let silent = probe("nothing to check".into());
+        let text = outcome_unknown_text_probed(&Resources::default(), Some(&b), Some(&silent));
+        assert!(
+            text.contains("may have happened; its effects, if any, are confined to /w"),
+            "{text}"
+        );
+    }
+}
