@@ -18,16 +18,25 @@
 //! were final (a question still pending, a call a `recovery` committed); the second time it
 //! writes. [`crate::report::audit_json`] and [`crate::report::audit_text`] say the same of a
 //! whole [`Analysis`](crate::classify::Analysis), with the same code.
+//!
+//! The session's sandbox (`session/sandbox`, schema 11, the latest) is said once, in the head
+//! of the table and as the JSON's `sandbox` (`null` for a journal without one); the first
+//! reading learns it, since the head is written before the second reads it again.
 
 use crate::call_fields::{classification, resource_list};
 use crate::classify::CallReport;
 use crate::session::{RecoverError, RereadError, Streamed};
 use crate::stream::{CallFacts, Classifier, Mode, Notice};
-use events::event::{Approval, AskAnswer, Evidence, Reply, SideEffect, ToolDescriptor, ToolSource};
+use events::event::{
+    Approval, AskAnswer, Evidence, SandboxBound, SideEffect, ToolDescriptor, ToolSource,
+};
 use events::model::Usage;
-use events::replay::AskRecord;
 use serde_json::{json, Value};
 use std::io::Write;
+
+mod questions;
+pub(crate) use questions::question_lines;
+use questions::{question_json, question_summary};
 
 /// The call's idempotency key, as its last `started` recorded it (schema 5).
 pub(crate) fn idempotency_key(f: Option<&CallFacts>) -> Option<&str> {
@@ -51,17 +60,12 @@ fn evidence_json(f: Option<&CallFacts>) -> Vec<Value> {
             "before_sha256": before_sha256,
             "after_sha256": after_sha256,
         }),
-        Evidence::Sandbox(bound) => json!({
-            "kind": "sandbox",
-            "policy": bound.policy.as_str(),
-            "enforced": bound.enforced,
-            "writable": bound.writable,
-            "readable": bound.readable,
-            "network": bound.network,
-            "mechanism": bound.mechanism,
-            "escalated": bound.escalated,
-            "bound": bound.in_words(),
-        }),
+        Evidence::Sandbox(bound) => {
+            let mut v = crate::bound::json(bound);
+            v["kind"] = json!("sandbox");
+            v["bound"] = json!(bound.in_words());
+            v
+        }
     });
     let groups = r.processes.iter().map(|p| {
         json!({
@@ -112,176 +116,6 @@ pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
 /// (`events::display::one_line`).
 pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
     events::display::one_line(s, max_chars)
-}
-
-/// What became of a question: `pending`, `answered`, `declined`, `expired` or `cancelled`. A
-/// yes/no approval's "no" is an answer too (`answer` says which).
-fn question_state(ask: &AskRecord) -> &'static str {
-    match ask.answer {
-        None => "pending",
-        Some(
-            AskAnswer::Answered
-            | AskAnswer::AllowedOnce
-            | AskAnswer::AllowedAlways
-            | AskAnswer::Denied,
-        ) => "answered",
-        Some(AskAnswer::Declined) => "declined",
-        Some(AskAnswer::Expired) => "expired",
-        Some(AskAnswer::Cancelled) => "cancelled",
-    }
-}
-
-/// A yes/no approval's answer, as `--json` spells it (`allowed_once`, `denied`, ...).
-// Cannot fail: an enum of unit variants serializes.
-#[allow(clippy::expect_used)]
-fn approval_answer(answer: AskAnswer) -> Value {
-    serde_json::to_value(answer).expect("an enum of unit variants serializes")
-}
-
-/// Why a question has no answer: the person's words when declining (if any), the withdrawal's
-/// reason, or the expiry.
-fn question_reason(ask: &AskRecord) -> Option<String> {
-    match ask.answer? {
-        AskAnswer::Declined => match &ask.reply {
-            Some(Reply::Declined { text }) => text.clone(),
-            _ => None,
-        },
-        AskAnswer::Expired => Some("nobody answered in time".into()),
-        AskAnswer::Cancelled => ask.cancel_reason.clone(),
-        _ => None,
-    }
-}
-
-/// The call's last question, as `audit --json` shows it; `None` for a call never asked about.
-fn question_json(f: Option<&CallFacts>) -> Option<Value> {
-    let ask = f?.last_ask.as_ref()?;
-    let state = question_state(ask);
-    let reason = question_reason(ask);
-    Some(match &ask.structured {
-        Some(q) => json!({
-            "kind": "question",
-            "text": q.text,
-            "options": q.options.iter().map(|o| json!({
-                "label": o.label,
-                "description": o.description,
-            })).collect::<Vec<_>>(),
-            "multiple": q.multiple,
-            "free_text": q.free_text,
-            "plan_option": q.plan_option,
-            "state": state,
-            "answer": match &ask.reply {
-                Some(Reply::Answered(answer)) => json!({
-                    "choice": answer.choice,
-                    "text": answer.text,
-                }),
-                _ => Value::Null,
-            },
-            "reason": reason,
-        }),
-        None => json!({
-            "kind": "approval",
-            "text": ask.question,
-            "state": state,
-            "answer": match ask.answer {
-                Some(answer @ (AskAnswer::AllowedOnce | AskAnswer::AllowedAlways | AskAnswer::Denied)) => {
-                    approval_answer(answer)
-                }
-                _ => Value::Null,
-            },
-            "reason": reason,
-        }),
-    })
-}
-
-/// The chosen labels, quoted, and the person's own words: `"blue", "red" + "their words"`.
-fn answer_text(choice: &[String], text: Option<&str>, max_chars: usize) -> String {
-    let mut parts: Vec<String> = choice
-        .iter()
-        .map(|l| format!("\"{}\"", one_line(l, max_chars)))
-        .collect();
-    if let Some(t) = text.filter(|t| !t.trim().is_empty()) {
-        parts.push(format!("wrote \"{}\"", one_line(t, max_chars)));
-    }
-    parts.join(", ")
-}
-
-/// What became of the question, for the decision column: `answered "label"`, `declined`,
-/// `expired`, `cancelled (why)`, `pending`, or a yes/no approval's `allowed once`.
-fn question_summary(ask: &AskRecord) -> String {
-    match (ask.answer, &ask.reply) {
-        (Some(AskAnswer::Answered), Some(Reply::Answered(answer))) => format!(
-            "answered {}",
-            answer_text(&answer.choice, answer.text.as_deref(), 40)
-        ),
-        (Some(AskAnswer::AllowedOnce), _) => "allowed once".into(),
-        (Some(AskAnswer::AllowedAlways), _) => "allowed always".into(),
-        (Some(AskAnswer::Denied), _) => "denied".into(),
-        // The reason is on the line below: the column is narrow.
-        _ => question_state(ask).into(),
-    }
-}
-
-/// The lines under a call's row that show its question and what became of it.
-pub(crate) fn question_lines(ask: &AskRecord) -> String {
-    const INDENT: &str = "          ";
-    let mut out = String::new();
-    match &ask.structured {
-        Some(q) => {
-            out.push_str(&format!("{INDENT}question: {}\n", one_line(&q.text, 200)));
-            if !q.options.is_empty() {
-                let how = match (q.multiple, q.free_text) {
-                    (false, false) => "choose one",
-                    (false, true) => "choose one, or own words",
-                    (true, false) => "choose any",
-                    (true, true) => "choose any, and/or own words",
-                };
-                let options: Vec<String> = q
-                    .options
-                    .iter()
-                    .map(|o| {
-                        let plan = if q.plan_option.as_deref() == Some(o.label.as_str()) {
-                            " [approves the plan]"
-                        } else {
-                            ""
-                        };
-                        if o.description.is_empty() {
-                            format!("{}{plan}", one_line(&o.label, 100))
-                        } else {
-                            format!(
-                                "{} ({}){plan}",
-                                one_line(&o.label, 100),
-                                one_line(&o.description, 80)
-                            )
-                        }
-                    })
-                    .collect();
-                out.push_str(&format!(
-                    "{INDENT}  options ({how}): {}\n",
-                    options.join(" | ")
-                ));
-            }
-        }
-        None => out.push_str(&format!(
-            "{INDENT}question (approval): {}\n",
-            one_line(&ask.question, 200)
-        )),
-    }
-    let state = question_state(ask);
-    let outcome = match (&ask.reply, question_reason(ask)) {
-        (Some(Reply::Answered(answer)), _) => format!(
-            "answered: {}",
-            answer_text(&answer.choice, answer.text.as_deref(), 200)
-        ),
-        (_, Some(reason)) => format!("{state}: {}", one_line(&reason, 200)),
-        _ => match ask.answer {
-            Some(AskAnswer::AllowedOnce | AskAnswer::AllowedAlways | AskAnswer::Denied) => {
-                format!("answered: {}", question_summary(ask))
-            }
-            _ => state.to_owned(),
-        },
-    };
-    out.push_str(&format!("{INDENT}  {outcome}\n"));
-    out
 }
 
 /// An imported call's decision: the agent that ran it decided, so what the audit can say is
@@ -634,18 +468,29 @@ pub(crate) struct AuditWriter<W: Write> {
     out: W,
     json: bool,
     journal: String,
+    /// The session's sandbox, for the JSON's `sandbox` (the table has it in its head).
+    sandbox: Option<SandboxBound>,
     calls: usize,
     totals: Totals,
 }
 
 impl<W: Write> AuditWriter<W> {
-    /// Writes the head: for people the title and the columns; in JSON the object's opening up
-    /// to its `calls` array (its first key).
-    pub(crate) fn new(mut out: W, journal: &str, json: bool) -> std::io::Result<AuditWriter<W>> {
+    /// Writes the head: for people the title, the session's sandbox (when the journal has
+    /// one) and the columns; in JSON the object's opening up to its `calls` array (its first
+    /// key).
+    pub(crate) fn new(
+        mut out: W,
+        journal: &str,
+        json: bool,
+        sandbox: Option<&SandboxBound>,
+    ) -> std::io::Result<AuditWriter<W>> {
         if json {
             out.write_all(b"{\"calls\":[")?;
         } else {
             writeln!(out, "audit of {journal}")?;
+            if let Some(b) = sandbox {
+                writeln!(out, "{}", crate::bound::session_words(b))?;
+            }
             writeln!(
                 out,
                 "{:>4} {:>4} {:<10} {:<24} {:<32} {:<34} {:<36} {:<22} {:>7}  effects",
@@ -664,6 +509,7 @@ impl<W: Write> AuditWriter<W> {
             out,
             json,
             journal: journal.to_owned(),
+            sandbox: sandbox.cloned(),
             calls: 0,
             totals: Totals::default(),
         })
@@ -693,7 +539,7 @@ impl<W: Write> AuditWriter<W> {
     ) -> std::io::Result<W> {
         let t = &self.totals;
         if self.json {
-            // `imported`, `journal`, `totals` and `usage` sort after `calls`.
+            // `imported`, `journal`, `sandbox`, `totals` and `usage` sort after `calls`.
             self.out.write_all(b"]")?;
             if let Some(source) = imported {
                 self.out.write_all(b",\"imported\":")?;
@@ -701,6 +547,9 @@ impl<W: Write> AuditWriter<W> {
             }
             self.out.write_all(b",\"journal\":")?;
             serde_json::to_writer(&mut self.out, &self.journal)?;
+            self.out.write_all(b",\"sandbox\":")?;
+            let sandbox = self.sandbox.as_ref().map(crate::bound::json);
+            serde_json::to_writer(&mut self.out, &sandbox)?;
             self.out.write_all(b",\"totals\":")?;
             serde_json::to_writer(&mut self.out, &t.json())?;
             self.out.write_all(b",\"usage\":")?;
@@ -774,6 +623,8 @@ pub struct FirstReading {
     moved: std::collections::HashMap<events::event::CallRef, CallFacts>,
     /// The workspace the second reading probes too (`--probe`).
     prober: Option<std::sync::Arc<crate::probe::Prober>>,
+    /// The session's sandbox: the latest `session/sandbox`.
+    pub(crate) sandbox: Option<SandboxBound>,
 }
 
 /// The first reading: the journal checked whole and read only, as `audit` read it before it
@@ -796,16 +647,22 @@ pub fn first_reading_probing(
         .map(crate::probe::Prober::open)
         .transpose()?
         .map(std::sync::Arc::new);
+    let mut sandbox = None;
     let (streamed, mut classifier) = crate::Recovery::of(at)
         .progress(progress)
         .probe(workspace)
         .stream_observing(&mut std::io::sink(), Mode::Audit, &mut |c| {
-            c.take_notices().for_each(drop)
+            for notice in c.take_notices() {
+                if let Notice::Sandbox(bound) = notice {
+                    sandbox = Some(bound);
+                }
+            }
         })?;
     Ok(FirstReading {
         streamed,
         moved: classifier.moved_facts(),
         prober,
+        sandbox,
     })
 }
 
@@ -884,8 +741,9 @@ pub fn stream<W: Write>(
     json: bool,
     out: W,
 ) -> Result<W, RereadError> {
+    let sandbox = first.sandbox.clone();
     let mut sink = TableSink {
-        writer: AuditWriter::new(out, name, json).map_err(RereadError::Output)?,
+        writer: AuditWriter::new(out, name, json, sandbox.as_ref()).map_err(RereadError::Output)?,
         usage: UsageTotals::default(),
         imported: None,
     };

@@ -11,11 +11,12 @@
 //! recovery withdraws the question (`ask/cancelled`, [`WITHDRAWN_REASON`]); its result says so
 //! in words for a question ([`question_withdrawn_text`]): nobody answered it, ask again.
 
+use crate::bound::Peers;
 use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
 use crate::probe::{Probe, Prober};
 use events::event::{
     Answer, CallRef, Classification, CommittedResult, Outcome, OutcomeStatus, RecoveredCall,
-    Recovery, Reply, Resources,
+    Recovery, Reply, Resources, SandboxBound,
 };
 use events::replay::{CallReplay, SessionReplay};
 use events::result::error_content;
@@ -23,6 +24,13 @@ use events::state::CallState;
 use events::ErrorCode;
 use history::layout::{layout, StepView, TurnView};
 use journal::ReadEnd;
+
+mod words;
+pub use words::{
+    answer_undelivered_text, not_started_text, outcome_unknown_text, outcome_unknown_text_bounded,
+    question_withdrawn_text, WITHDRAWN_REASON,
+};
+pub(crate) use words::{import_cut_short_text, outcome_unknown_text_probed};
 
 /// How the journal's bytes ended, as `classify --json` prints it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +65,9 @@ pub struct CallReport {
     /// What a probe of the workspace found, for a `TOOL_OUTCOME_UNKNOWN` call when one was
     /// asked for (`--probe`); `None` otherwise.
     pub probe: Option<Probe>,
+    /// The sandbox a `TOOL_OUTCOME_UNKNOWN` call's process ran under, as its last `started`
+    /// recorded it (schema 11): what it could have touched. `None` for every other call.
+    pub sandbox: Option<SandboxBound>,
 }
 
 impl CallReport {
@@ -85,6 +96,7 @@ impl CallReport {
             recovered: false,
             in_flight: true,
             probe: None,
+            sandbox: None,
         }
     }
 }
@@ -106,30 +118,6 @@ pub struct Analysis {
     pub live: bool,
 }
 
-/// What the model is told about a call that did not start. Deterministic: recovering twice,
-/// or resuming, gives the same bytes.
-pub fn not_started_text() -> String {
-    error_content(
-        ErrorCode::ToolNotStarted,
-        "the session was interrupted before this call started; it did not run and may be retried",
-    )
-}
-
-/// Why recovery withdraws a question still pending at the crash (`ask/cancelled`'s reason).
-pub const WITHDRAWN_REASON: &str = "session interrupted";
-
-/// What the model is told about a built-in `ask` call whose question was still waiting for an
-/// answer at the crash: a question, not a call that "may be retried", and never answered.
-/// Deterministic, as [`not_started_text`] is.
-pub fn question_withdrawn_text() -> String {
-    error_content(
-        ErrorCode::ToolNotStarted,
-        "the session stopped while this question waited for an answer, so it was withdrawn \
-         unanswered: nobody answered it and nothing was taken as an answer; ask again if you \
-         still need the answer",
-    )
-}
-
 /// Whether the call is the built-in `ask` with its question (`ask/question`) still waiting
 /// for an answer: recovery withdraws it, and [`question_withdrawn_text`] is its result.
 /// Approvals of other tools (`ask/pending`) are not questions to the model's `ask`.
@@ -147,51 +135,6 @@ pub(crate) fn answered(c: &CallReplay) -> Option<&Answer> {
         Reply::Answered(answer) if c.tool == events::ASK_TOOL => Some(answer),
         _ => None,
     }
-}
-
-/// What the model is told about an `ask` the person answered when the session stopped before
-/// the answer was delivered: the answer itself (journaled), never "ask again".
-pub fn answer_undelivered_text(code: ErrorCode, answer: &Answer) -> String {
-    error_content(
-        code,
-        &format!(
-            "the session stopped after the user answered this question and before the answer \
-             was delivered; the answer is this:\n{}",
-            answer.render()
-        ),
-    )
-}
-
-/// What the model is told about a call that may have run.
-pub fn outcome_unknown_text(resources: &Resources) -> String {
-    outcome_unknown_text_probed(resources, None)
-}
-
-/// What the model is told about a call that may have run, with what a probe of the workspace
-/// found (if one was made) in plain words. Evidence is not proof: the text still says the
-/// outcome is unknown. Without a probe, exactly [`outcome_unknown_text`].
-pub(crate) fn outcome_unknown_text_probed(resources: &Resources, probe: Option<&Probe>) -> String {
-    let mut touched: Vec<String> = Vec::new();
-    touched.extend(resources.writes.iter().map(|p| format!("writes {p}")));
-    touched.extend(resources.reads.iter().map(|p| format!("reads {p}")));
-    touched.extend(resources.intents.iter().map(|i| format!("intends `{i}`")));
-    let what = if touched.is_empty() {
-        "it declared nothing it would touch, so check whatever it could have changed".to_owned()
-    } else {
-        format!("check these before retrying: {}", touched.join("; "))
-    };
-    let evidence = match probe {
-        Some(p) => format!("{}; ", p.words()),
-        None => String::new(),
-    };
-    error_content(
-        ErrorCode::ToolOutcomeUnknown,
-        &format!(
-            "the session was interrupted while this call was running: it may have run, and \
-             its effects may have happened; {what}; {evidence}retry only if the call is \
-             idempotent"
-        ),
-    )
 }
 
 /// The result a settled call's outcome gives, committed as it is.
@@ -237,22 +180,11 @@ pub(crate) struct Unfinished<'a> {
     pub answered: Option<&'a Answer>,
     /// What a probe of the workspace found (a `started` call's, when one was asked for).
     pub probe: Option<&'a Probe>,
+    /// The sandbox its last `started` recorded it ran under.
+    pub sandbox: Option<&'a SandboxBound>,
     /// It was read from another agent's session by an import that stopped before its
     /// `import/outcome` ([`import_cut_short`]).
     pub imported: bool,
-}
-
-/// What the model is told about a call of an imported journal whose import stopped before its
-/// outcome was written. The agents imported record no start, so nothing proves the call did
-/// not run: its outcome is unknown, whatever state the journal leaves it in. Deterministic.
-pub(crate) fn import_cut_short_text() -> String {
-    error_content(
-        ErrorCode::ToolOutcomeUnknown,
-        "this call was imported from another agent's session, and the import stopped before \
-         its outcome was written; that agent records no start, so it may have run and its \
-         effects may have happened: import the session file again to learn what it recorded, \
-         and retry only if the call is idempotent",
-    )
 }
 
 /// [`import_cut_short_text`] as a classification and result.
@@ -286,6 +218,7 @@ pub(crate) fn classify_unfinished(c: Unfinished<'_>) -> (Option<Classification>,
                 Some(answer) => answer_undelivered_text(ErrorCode::ToolOutcomeUnknown, answer),
                 None => outcome_unknown_text_probed(
                     c.resources.unwrap_or(&Resources::default()),
+                    c.sandbox,
                     c.probe,
                 ),
             };
@@ -343,19 +276,45 @@ fn classify_orphan(
         question_pending: question_pending(c),
         answered: answered(c),
         probe,
+        sandbox: crate::bound::of_call(c),
         imported: c.imported.is_some(),
     })
 }
 
 /// The probe of a call that may have run (`started`, never settled), when a workspace is
-/// probed: made before its result is worded, so that the result can state it.
-pub(crate) fn probe_started(c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
-    probe_if(c.state == CallState::Started, c, prober)
+/// probed: made before its result is worded, so that the result can state it. `peers`: the
+/// calls of unknown outcome that ran a process ([`Peers::all`]).
+pub(crate) fn probe_started(
+    c: &CallReplay,
+    prober: Option<&Prober>,
+    peers: &[(CallRef, SandboxBound)],
+) -> Option<Probe> {
+    probe_if(c.state == CallState::Started, c, prober, peers)
 }
 
 /// The probe of `c` when `unknown` (its outcome is unknown) and a workspace is probed.
-fn probe_if(unknown: bool, c: &CallReplay, prober: Option<&Prober>) -> Option<Probe> {
-    prober.filter(|_| unknown).map(|p| p.probe(c))
+fn probe_if(
+    unknown: bool,
+    c: &CallReplay,
+    prober: Option<&Prober>,
+    peers: &[(CallRef, SandboxBound)],
+) -> Option<Probe> {
+    prober.filter(|_| unknown).map(|p| p.probe_among(c, peers))
+}
+
+/// The sandbox a report keeps: only a `TOOL_OUTCOME_UNKNOWN` call's.
+pub(crate) fn kept_sandbox(
+    classification: Option<Classification>,
+    c: &CallReplay,
+) -> Option<SandboxBound> {
+    crate::bound::of_call(c)
+        .filter(|_| classification == Some(Classification::ToolOutcomeUnknown))
+        .cloned()
+}
+
+/// Whether a call a recovery committed was left of unknown outcome.
+pub(crate) fn left_unknown(rc: &RecoveredCall) -> bool {
+    rc.classification == Some(Classification::ToolOutcomeUnknown)
 }
 
 /// The probe a report keeps: only a `TOOL_OUTCOME_UNKNOWN` call's.
@@ -416,15 +375,18 @@ pub fn analyze_probing(
     prober: Option<&Prober>,
 ) -> Analysis {
     let mut orphans = Orphans::default();
-    let earlier: Vec<&RecoveredCall> = replay
-        .recoveries
-        .iter()
-        .flat_map(|r| r.calls.iter())
+    // Each with the index of the recovery that committed it.
+    let earlier: Vec<(usize, &RecoveredCall)> = (replay.recoveries.iter().enumerate())
+        .flat_map(|(i, r)| r.calls.iter().map(move |rc| (i, rc)))
         .collect();
+    let peers = match prober {
+        Some(_) => peers_of(&replay, &earlier, live),
+        None => Peers::default(),
+    };
     let unreceived = unreceived_calls(&replay);
     let mut calls: Vec<CallReport> = replay
         .calls()
-        .map(|c| report_call(c, &earlier, live, &mut orphans, prober))
+        .map(|c| report_call(c, &earlier, live, &mut orphans, prober, &peers))
         .collect();
     if !live {
         let imported = replay.imported.is_some();
@@ -458,6 +420,28 @@ struct Orphans {
     pending_asks: Vec<CallRef>,
 }
 
+/// The calls of unknown outcome that ran a process: each recovery's, then this run's orphans
+/// that may have run (as the streaming classifier finds them).
+fn peers_of(replay: &SessionReplay, earlier: &[(usize, &RecoveredCall)], live: bool) -> Peers {
+    let mut peers = Peers::default();
+    for r in &replay.recoveries {
+        for rc in r.calls.iter().filter(|rc| left_unknown(rc)) {
+            let call = replay.calls().find(|c| c.call == rc.call);
+            peers.unknown(&rc.call, call.and_then(crate::bound::of_call));
+        }
+        peers.recovery_read();
+    }
+    if !live {
+        let orphans = replay.calls().filter(|c| {
+            c.state == CallState::Started && !earlier.iter().any(|(_, rc)| rc.call == c.call)
+        });
+        for c in orphans {
+            peers.unknown(&c.call, crate::bound::of_call(c));
+        }
+    }
+    peers
+}
+
 /// Calls the model sent whose `received` never made it: they did not start either.
 fn unreceived_calls(replay: &SessionReplay) -> Vec<(CallRef, String, String)> {
     let mut unreceived = Vec::new();
@@ -484,14 +468,14 @@ fn unreceived_calls(replay: &SessionReplay) -> Vec<(CallRef, String, String)> {
 /// live session), or else an orphan classified now.
 fn report_call(
     c: &CallReplay,
-    earlier: &[&RecoveredCall],
+    earlier: &[(usize, &RecoveredCall)],
     live: bool,
     orphans: &mut Orphans,
     prober: Option<&Prober>,
+    peers: &Peers,
 ) -> CallReport {
-    if let Some(rc) = earlier.iter().find(|rc| rc.call == c.call) {
-        let unknown = rc.classification == Some(Classification::ToolOutcomeUnknown);
-        let probe = probe_if(unknown, c, prober);
+    if let Some((i, rc)) = earlier.iter().find(|(_, rc)| rc.call == c.call) {
+        let probe = probe_if(left_unknown(rc), c, prober, peers.as_of(*i));
         CallReport {
             call: c.call.clone(),
             tool: c.tool.clone(),
@@ -503,6 +487,7 @@ fn report_call(
             recovered: true,
             in_flight: false,
             probe,
+            sandbox: kept_sandbox(rc.classification, c),
         }
     } else if c.state == CallState::Committed {
         // Cannot fail: the replay records a call as committed with its result.
@@ -519,6 +504,7 @@ fn report_call(
             recovered: false,
             in_flight: false,
             probe: None,
+            sandbox: None,
         }
     } else if live {
         // A running session's unfinished call is running, not orphaned.
@@ -530,7 +516,7 @@ fn report_call(
             c.resources.clone().unwrap_or_default(),
         )
     } else {
-        report_orphan(c, orphans, prober)
+        report_orphan(c, orphans, prober, peers.all())
     }
 }
 
@@ -545,11 +531,16 @@ pub(crate) fn imported_classification(c: &CallReplay) -> Option<Classification> 
 
 /// An orphan's report, its result recorded for the recovery event (and its pending question
 /// for withdrawal).
-fn report_orphan(c: &CallReplay, orphans: &mut Orphans, prober: Option<&Prober>) -> CallReport {
+fn report_orphan(
+    c: &CallReplay,
+    orphans: &mut Orphans,
+    prober: Option<&Prober>,
+    peers: &[(CallRef, SandboxBound)],
+) -> CallReport {
     if c.asks.last().is_some_and(|a| a.answer.is_none()) {
         orphans.pending_asks.push(c.call.clone());
     }
-    let probe = probe_started(c, prober);
+    let probe = probe_started(c, prober, peers);
     let (classification, result) = classify_orphan(c, probe.as_ref());
     orphans.recovered_calls.push(RecoveredCall {
         call: c.call.clone(),
@@ -568,6 +559,7 @@ fn report_orphan(c: &CallReplay, orphans: &mut Orphans, prober: Option<&Prober>)
         recovered: true,
         in_flight: false,
         probe: kept_probe(classification, probe),
+        sandbox: kept_sandbox(classification, c),
     }
 }
 
@@ -617,6 +609,7 @@ fn adopt_unreceived(
                 recovered: true,
                 in_flight: false,
                 probe: None,
+                sandbox: None,
             },
         );
     }

@@ -34,6 +34,7 @@ pub use history::{conversation, layout, providers};
 
 // Rooms are private; what a user reaches is re-exported below, by what it is for.
 mod audit;
+mod bound;
 mod call_fields;
 mod classify;
 mod import_journal;
@@ -58,7 +59,7 @@ pub use session::{RecoverError, Recovered, Recovery, ReportSink, RereadError, St
 // What recovery found, and the words it answers an unfinished call with.
 pub use classify::{
     analyze, analyze_probing, answer_undelivered_text, not_started_text, outcome_unknown_text,
-    question_withdrawn_text, Analysis, CallReport, WITHDRAWN_REASON,
+    outcome_unknown_text_bounded, question_withdrawn_text, Analysis, CallReport, WITHDRAWN_REASON,
 };
 pub use stream::Classifier;
 // The workspace probe: whether a call that may have run left its mark.

@@ -7,6 +7,8 @@
 //! for people gives the session on its first line and how the journal ended on the line after
 //! the last call. With `--probe`, a `TOOL_OUTCOME_UNKNOWN` call's object has a `probe` and the
 //! table a `probe` column ([`TextListing::with_probe_column`]); without, both are as before.
+//! A `TOOL_OUTCOME_UNKNOWN` call whose process ran under a sandbox (schema 11) has its bound in
+//! words (`bound`) and as recorded (`sandbox`), and the table a `sandbox:` line under its row.
 
 use crate::call_fields::resource_list;
 use crate::classify::{CallReport, End};
@@ -55,12 +57,17 @@ impl Serialize for ResourceList<'_> {
 /// One call of `classify --json`; fields in the order `serde_json::Value` prints them.
 #[derive(Serialize)]
 struct CallJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bound: Option<String>,
     call_id: &'a str,
     classification: Option<&'static str>,
     /// As a `serde_json::Value`, so that its keys come in the order `classify_json` has them.
     #[serde(skip_serializing_if = "Option::is_none")]
     probe: Option<serde_json::Value>,
     resources: ResourceList<'a>,
+    /// As a `serde_json::Value`, for the same reason as `probe`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<serde_json::Value>,
     state: &'static str,
     step: u32,
     tool: &'a str,
@@ -146,10 +153,12 @@ impl<W: Write> ReportSink for JsonListing<W> {
             None => None,
         };
         let call = CallJson {
+            bound: c.sandbox.as_ref().map(|b| b.in_words()),
             call_id: &c.call.call_id,
             classification: c.classification.map(classification_name),
             probe,
             resources: ResourceList(&c.resources),
+            sandbox: c.sandbox.as_ref().map(crate::bound::json),
             state: c.state.as_str(),
             step: c.call.step,
             tool: &c.tool,
@@ -270,7 +279,11 @@ impl<W: Write> ReportSink for TextListing<W> {
             k,
             resource_list(&c).join(", ")
         )?;
-        // The evidence in words, under the row (the column has only the verdict).
+        // What its process could have touched, then the evidence in words, under the row (the
+        // column has only the verdict).
+        if let Some(b) = &c.sandbox {
+            writeln!(self.out, "             sandbox: {}", b.in_words())?;
+        }
         match (&c.probe, self.probe_column) {
             (Some(p), true) => writeln!(self.out, "             probe: {}", p.detail),
             _ => Ok(()),

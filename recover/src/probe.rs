@@ -15,8 +15,9 @@
 //! none) is `not_looked`, saying why: nothing was seen, so nothing is claimed. A plain file it
 //! cannot compare (unreadable, too large) is `no_evidence`, saying why: it may still be either.
 
+use crate::bound::who_could_write;
 use confine::{beneath, Workspace};
-use events::event::Evidence;
+use events::event::{CallRef, Evidence, SandboxBound};
 use events::replay::CallReplay;
 use events::ErrorCode;
 use rustix::fd::{AsFd, OwnedFd};
@@ -174,6 +175,16 @@ impl Prober {
     /// The call's probe: `running` while a process group it started lives; else, with file
     /// evidence, `applied`, `not_applied` or `changed`; else `no_evidence`.
     pub fn probe(&self, call: &CallReplay) -> Probe {
+        self.probe_among(call, &[])
+    }
+
+    /// [`Prober::probe`], naming which of `peers` (other calls of unknown outcome that ran a
+    /// process, with their bounds) could have written a file found changed.
+    pub(crate) fn probe_among(
+        &self,
+        call: &CallReplay,
+        peers: &[(CallRef, SandboxBound)],
+    ) -> Probe {
         for process in &call.processes {
             if let Some(members) = events::process::still_running(process) {
                 let plural = if members == 1 { "" } else { "es" };
@@ -200,17 +211,31 @@ impl Prober {
                     path,
                     before_sha256,
                     after_sha256,
-                } => Some(self.compare(path, before_sha256.as_deref(), after_sha256)),
+                } => {
+                    let mut item = self.compare(path, before_sha256.as_deref(), after_sha256);
+                    if item.verdict == Verdict::Changed {
+                        let at = self.ws.root().join(relative(path));
+                        if let Some(who) = who_could_write(&at, &call.call, peers) {
+                            item.detail = format!("{}; {who}", item.detail);
+                        }
+                    }
+                    Some(item)
+                }
                 Evidence::Sandbox(_) => None,
             })
             .collect();
         if items.is_empty() {
-            let detail = if call.processes.is_empty() {
-                "the call recorded nothing that can be checked"
+            let mut detail = if call.processes.is_empty() {
+                "the call recorded nothing that can be checked".to_owned()
             } else {
                 "the call recorded nothing that can be checked, and the process group it \
                  started has ended"
+                    .to_owned()
             };
+            // What it could have touched is all a bash call recorded: said, as no probe can.
+            if let Some(bound) = crate::bound::of_call(call) {
+                detail = format!("{detail}; as journaled before it ran, {}", bound.in_words());
+            }
             return Probe {
                 verdict: Verdict::NoEvidence,
                 path: None,
@@ -218,7 +243,7 @@ impl Prober {
                 before_sha256: None,
                 found_sha256: None,
                 pgid: None,
-                detail: detail.to_owned(),
+                detail,
             };
         }
         combine(items)
@@ -302,10 +327,7 @@ impl Prober {
     /// What stands at `path` (workspace-relative, as journaled) now, read without following
     /// any symlink and without writing anything.
     fn look(&self, path: &str) -> Found {
-        let rel: PathBuf = Path::new(path)
-            .components()
-            .filter(|c| matches!(c, Component::Normal(_)))
-            .collect();
+        let rel = relative(path);
         // The tools' own check: `..`, absolute paths, symlinks that lead out are refused.
         match self.ws.resolve(path) {
             Ok(resolved) if resolved != self.ws.root().join(&rel) => {
@@ -366,6 +388,14 @@ impl Prober {
     fn open_below(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
         beneath::open_beneath(self.root_fd.as_fd(), rel, flags, Mode::empty())
     }
+}
+
+/// A journaled path's plain components: what the probe opens below the workspace's root.
+fn relative(path: &str) -> PathBuf {
+    Path::new(path)
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect()
 }
 
 /// Why a path could not be opened, as a finding (absence is a finding of its own).

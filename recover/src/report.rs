@@ -86,6 +86,10 @@ pub fn classify_json(journal: &str, a: &Analysis) -> Value {
                 let probe = serde_json::to_value(p).expect("a probe serializes");
                 call["probe"] = probe;
             }
+            if let Some(b) = &c.sandbox {
+                call["bound"] = json!(b.in_words());
+                call["sandbox"] = crate::bound::json(b);
+            }
             call
         }).collect::<Vec<_>>(),
     })
@@ -129,6 +133,7 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
         .collect();
     let mut audit = json!({
         "journal": journal,
+        "sandbox": a.replay.sandbox.as_ref().map(crate::bound::json),
         "calls": calls,
         "totals": totals.json(),
         "usage": usage(a).json(),
@@ -143,7 +148,7 @@ pub fn audit_json(journal: &str, a: &Analysis) -> Value {
 pub fn audit_text(journal: &str, a: &Analysis) -> String {
     let tools = opened_tools(a);
     let write = || -> std::io::Result<Vec<u8>> {
-        let mut w = AuditWriter::new(Vec::new(), journal, false)?;
+        let mut w = AuditWriter::new(Vec::new(), journal, false, a.replay.sandbox.as_ref())?;
         for (c, f) in audit_calls(a) {
             w.call(AuditCall {
                 report: c,

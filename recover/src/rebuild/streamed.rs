@@ -74,7 +74,7 @@ impl Survey {
                 }
             }
             // Moments are the audit's only.
-            Notice::Opened(_) | Notice::Moment(_) | Notice::Imported(_) => {}
+            Notice::Opened(_) | Notice::Moment(_) | Notice::Imported(_) | Notice::Sandbox(_) => {}
         }
     }
 }

@@ -27,14 +27,11 @@
 //! `started` that moves a recovered call after it was reported does not change the reported
 //! resources.
 
-use crate::classify::{
-    answered, classify_unfinished, end_of, imported_classification, kept_probe, never_received,
-    probe_started, question_pending, CallReport, End, Unfinished,
-};
+use crate::bound::Peers;
+use crate::classify::{end_of, left_unknown, CallReport, End};
 use crate::probe::Prober;
 use events::event::{
-    CallRef, Classification, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome,
-    TurnOutcome,
+    CallRef, ModelResponse, ProcessStarted, RecoveredCall, Recovery, StepOutcome, TurnOutcome,
 };
 use events::replay::{CallReplay, ReplayError, Replayer, Retain, StepReplay, TurnCursor};
 use events::state::CallState;
@@ -45,6 +42,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 mod notice;
+mod reports;
+use reports::{committed_report, end_peers, remaining_calls, report_at_end};
 
 /// A report made final, with its call's facts when the mode keeps them.
 type Ready = (CallReport, Option<CallFacts>);
@@ -55,6 +54,8 @@ struct Call {
     replay: CallReplay,
     /// The first `recovery` event that committed this call: what it reports.
     recovered_by: Option<RecoveredCall>,
+    /// That recovery's index among the journal's recoveries (0 for the first).
+    recovered_in: usize,
     /// Its place in journal order among the calls of its step (the order of a recovery's
     /// calls), and in model order (the order of reports).
     step_position: usize,
@@ -80,8 +81,9 @@ struct OpenCalls {
     closed: bool,
     turns: u32,
     turn: Option<OpenTurn>,
-    /// Recoveries of the open step's calls, attached to them when the step closes.
-    open_step_recovered: Vec<RecoveredCall>,
+    /// Recoveries of the open step's calls, attached to them when the step closes, each with
+    /// its recovery's index.
+    open_step_recovered: Vec<(RecoveredCall, usize)>,
     /// Calls of closed steps not handed out yet, in report order; the first is not final.
     queue: VecDeque<Call>,
     /// Calls handed out that later events may still move.
@@ -92,6 +94,11 @@ struct OpenCalls {
     processes: Vec<(CallRef, ProcessStarted)>,
     /// The workspace to probe for `TOOL_OUTCOME_UNKNOWN` calls (`--probe`).
     prober: Option<Arc<Prober>>,
+    /// With a probe: the calls recoveries left of unknown outcome that ran a process, with
+    /// their bounds (a few per crash: they grow with the crashes, not with the journal).
+    peers: Peers,
+    /// `recovery` events read.
+    recoveries_read: usize,
     /// What else is kept and handed out.
     mode: Mode,
     kept: Kept,
@@ -117,6 +124,8 @@ impl OpenCalls {
             last_recovery_dropped: None,
             processes: Vec::new(),
             prober,
+            peers: Peers::default(),
+            recoveries_read: 0,
             mode,
             kept: Kept::default(),
             moved_facts: HashMap::new(),
@@ -188,15 +197,19 @@ impl OpenCalls {
                 model_index: model_index(response.as_ref(), &replay.call.call_id),
                 replay,
                 recovered_by: None,
+                recovered_in: 0,
                 step_position: i,
                 never_received: false,
             })
             .collect();
         // A call is recovered at most once (a second recovery of it is refused), and the
         // rules find the first call with its id: the same one found here.
-        for rc in self.open_step_recovered.drain(..) {
+        for (rc, index) in self.open_step_recovered.drain(..) {
             if let Some(c) = calls.iter_mut().find(|c| c.replay.call == rc.call) {
-                c.recovered_by.get_or_insert(rc);
+                if c.recovered_by.is_none() {
+                    c.recovered_by = Some(rc);
+                    c.recovered_in = index;
+                }
             }
         }
         let mode = self.mode;
@@ -253,7 +266,7 @@ impl OpenCalls {
             };
             if self.mode != Mode::Write {
                 let facts = self.facts_of(&c);
-                let report = committed_report(&mut c, self.prober.as_deref());
+                let report = committed_report(&mut c, self.prober.as_deref(), &self.peers);
                 if self.mode == Mode::Survey && self.kept.late.contains(&report.call) {
                     keep_result(&mut self.kept.late_results, &report);
                 }
@@ -460,14 +473,27 @@ impl Retain for OpenCalls {
     }
 
     fn call_recovered(&mut self, recovered: &RecoveredCall) {
+        let index = self.recoveries_read;
         if self.in_open_step(&recovered.call) {
-            self.open_step_recovered.push(recovered.clone());
+            self.open_step_recovered.push((recovered.clone(), index));
         } else if let Some(c) = self.held_mut(&recovered.call) {
-            c.recovered_by.get_or_insert_with(|| recovered.clone());
+            if c.recovered_by.is_none() {
+                c.recovered_by = Some(recovered.clone());
+                c.recovered_in = index;
+            }
+        }
+        if self.prober.is_some() && left_unknown(recovered) {
+            let bound = self
+                .call_mut(&recovered.call)
+                .ok()
+                .and_then(|c| crate::bound::of_call(c).cloned());
+            self.peers.unknown(&recovered.call, bound.as_ref());
         }
     }
 
     fn recovery_applied(&mut self, recovery: Recovery) {
+        self.peers.recovery_read();
+        self.recoveries_read += 1;
         let recovered_at_ms = self.kept.clock.now_ms;
         self.moment(
             MomentKind::Recovered {
@@ -491,6 +517,10 @@ impl Retain for OpenCalls {
 
     fn context_compacted(&mut self, compacted: events::event::ContextCompacted) {
         self.notice(Notice::Compacted(compacted));
+    }
+
+    fn sandbox(&mut self, bound: events::event::SandboxBound) {
+        self.notice(Notice::Sandbox(bound));
     }
 
     fn import_source(&mut self, source: events::event::ImportSource) {
@@ -646,6 +676,8 @@ impl Classifier {
             kept.kept.moved_facts.extend(moved.collect::<Vec<_>>());
         }
 
+        let peers = end_peers(kept, &rest, prober.is_some());
+
         // A recovery lists its calls in journal order, the never received ones last.
         let mut recovered_calls: Vec<((u32, u32, usize), RecoveredCall)> = Vec::new();
         let mut pending_asks = Vec::new();
@@ -658,6 +690,7 @@ impl Classifier {
                 &mut recovered_calls,
                 &mut pending_asks,
                 prober.as_deref(),
+                &peers,
             );
             match mode {
                 Mode::Survey => keep_result(&mut kept.kept.late_results, &report),
@@ -691,122 +724,6 @@ impl Classifier {
     }
 }
 
-/// Every call not handed out yet, in report order: the queue's, then the open step's with the
-/// calls its `llm/response` names that were never received (they did not start either),
-/// listed after the step's other calls, then all in model order.
-fn remaining_calls(kept: &mut OpenCalls) -> Vec<Call> {
-    let live = kept.live;
-    let mut rest: Vec<Call> = kept.queue.drain(..).collect();
-    let queued = rest.len();
-    let Some((mut calls, closed)) = kept.take_open_step(true) else {
-        return rest;
-    };
-    let (turn, step) = (closed.turn, closed.step);
-    if let (Some(response), false) = (&closed.response, live) {
-        for (i, m) in response.tool_calls.iter().enumerate() {
-            if calls.iter().any(|c| c.replay.call.call_id == m.call_id) {
-                continue;
-            }
-            let call = CallRef {
-                turn,
-                step,
-                call_id: m.call_id.clone(),
-            };
-            let index = u32::try_from(i).unwrap_or(u32::MAX);
-            let replay = CallReplay::received(call, index, m.name.clone(), m.arguments.clone(), 0);
-            calls.push(Call {
-                model_index: model_index(Some(response), &replay.call.call_id),
-                replay,
-                recovered_by: None,
-                step_position: 0,
-                never_received: true,
-            });
-        }
-    }
-    kept.notice(Notice::Step(closed));
-    rest.extend(calls);
-    if !live {
-        rest[queued..].sort_by_key(|c| c.model_index);
-    }
-    rest
-}
-
-/// The report of a call left unfinished (or final but not handed out) at the end of the
-/// journal; an orphan's recovery goes to `recovered_calls`, keyed by its journal order.
-fn report_at_end(
-    mut c: Call,
-    live: bool,
-    imported: bool,
-    recovered_calls: &mut Vec<((u32, u32, usize), RecoveredCall)>,
-    pending_asks: &mut Vec<CallRef>,
-    prober: Option<&Prober>,
-) -> CallReport {
-    if c.recovered_by.is_some() || c.replay.state == CallState::Committed {
-        return committed_report(&mut c, prober);
-    }
-    let r = c.replay;
-    if live {
-        // A running session's unfinished call is running, not orphaned.
-        return CallReport::in_flight(
-            r.call,
-            r.tool,
-            r.raw_arguments,
-            r.state,
-            r.resources.unwrap_or_default(),
-        );
-    }
-    let probe = if c.never_received {
-        None
-    } else {
-        probe_started(&r, prober)
-    };
-    let (classification, result, key) = if c.never_received {
-        let (classification, result) = never_received(imported);
-        (classification, result, (u32::MAX, u32::MAX, usize::MAX))
-    } else {
-        if r.ask_pending() {
-            pending_asks.push(r.call.clone());
-        }
-        let (classification, result) = classify_unfinished(Unfinished {
-            state: r.state,
-            outcome: r.outcome.as_ref(),
-            resources: r.resources.as_ref(),
-            rejection: r.rejection.as_ref(),
-            cancel_reason: r.cancel_reason.as_deref(),
-            question_pending: question_pending(&r),
-            answered: answered(&r),
-            probe: probe.as_ref(),
-            imported: r.imported.is_some(),
-        });
-        (
-            classification,
-            result,
-            (r.call.turn, r.call.step, c.step_position),
-        )
-    };
-    recovered_calls.push((
-        key,
-        RecoveredCall {
-            call: r.call.clone(),
-            state: r.state,
-            classification,
-            result: result.clone(),
-        },
-    ));
-    CallReport {
-        call: r.call,
-        tool: r.tool,
-        raw_arguments: r.raw_arguments,
-        state: r.state,
-        classification,
-        resources: r.resources.unwrap_or_default(),
-        result,
-        recovered: true,
-        in_flight: false,
-        probe: kept_probe(classification, probe),
-    }
-}
-
 /// The position of the call's id in its step's response (first match), as `analyze` sorts.
 fn model_index(response: Option<&ModelResponse>, call_id: &str) -> usize {
     response
@@ -814,8 +731,6 @@ fn model_index(response: Option<&ModelResponse>, call_id: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// The report of a call whose result is final: from the recovery that committed it, or from
-/// its `committed` event.
 /// The bytes of a call's outcome content and parsed arguments.
 fn payload_bytes(c: &CallReplay) -> usize {
     let content = match c.outcome.as_ref().map(|o| &o.content) {
@@ -824,54 +739,4 @@ fn payload_bytes(c: &CallReplay) -> usize {
         None => 0,
     };
     content + c.arguments.as_ref().map_or(0, String::len)
-}
-
-fn committed_report(c: &mut Call, prober: Option<&Prober>) -> CallReport {
-    // A call an earlier recovery left `TOOL_OUTCOME_UNKNOWN` is probed too (its journaled
-    // result stays as it is).
-    let probe = match (&c.recovered_by, prober) {
-        (Some(rc), Some(prober))
-            if rc.classification == Some(Classification::ToolOutcomeUnknown) =>
-        {
-            Some(prober.probe(&c.replay))
-        }
-        _ => None,
-    };
-    let r = &mut c.replay;
-    let resources = r.resources.take().unwrap_or_default();
-    let call = r.call.clone();
-    let tool = std::mem::take(&mut r.tool);
-    let raw_arguments = std::mem::take(&mut r.raw_arguments);
-    match &c.recovered_by {
-        Some(rc) => CallReport {
-            call,
-            tool,
-            raw_arguments,
-            state: rc.state,
-            classification: rc.classification,
-            resources,
-            result: rc.result.clone(),
-            recovered: true,
-            in_flight: false,
-            probe,
-        },
-        None => {
-            // Cannot fail: a call is committed only by `committed` or a `recovery`, and both
-            // set its result (a recovered call is the arm above).
-            #[allow(clippy::expect_used)]
-            let result = r.committed.take().expect("a committed call has its result");
-            CallReport {
-                call,
-                tool,
-                raw_arguments,
-                state: r.state,
-                classification: imported_classification(r),
-                resources,
-                result,
-                recovered: false,
-                in_flight: false,
-                probe: None,
-            }
-        }
-    }
 }

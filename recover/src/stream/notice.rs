@@ -62,6 +62,8 @@ pub enum Notice {
     Moment(Moment),
     /// `import/source`: the journal was imported from another agent's session file.
     Imported(events::event::ImportSource),
+    /// `session/sandbox` (schema 11): the sandbox the session's processes run under.
+    Sandbox(events::event::SandboxBound),
 }
 
 /// A moment of the session, as `audit --html` draws it: when, and what.

@@ -163,6 +163,9 @@ impl<W: Write> AuditSink for TimelineSink<W> {
                     .map(|l| items_text(l))
                     .collect();
             }
+            Notice::Sandbox(b) => {
+                self.summary.sandbox = Some(items_text(&crate::bound::session_words(&b)));
+            }
             Notice::Schema(_) | Notice::Compacted(_) => {}
         }
         Ok(())
@@ -299,6 +302,8 @@ struct Summary {
     import_lines: Vec<String>,
     /// How many more there were.
     import_lines_elided: usize,
+    /// The session's sandbox in words (the latest `session/sandbox`).
+    sandbox: Option<String>,
 }
 
 /// The most lines of what reading an imported file found that the page lists (`recover audit`
@@ -330,6 +335,7 @@ impl Summary {
             imported: None,
             import_lines: Vec::new(),
             import_lines_elided: 0,
+            sandbox: None,
         }
     }
 
@@ -436,6 +442,7 @@ impl Summary {
             "import_lines": self.import_lines,
             "import_lines_elided": self.import_lines_elided,
             "model": self.model,
+            "sandbox": self.sandbox,
             "tools": self.tools,
             "tools_elided": self.tools_elided,
             "totals": self.totals.json(),

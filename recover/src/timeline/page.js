@@ -70,6 +70,7 @@
       dlRow(dl, 'Reading the file found', found);
     }
     dlRow(dl, 'Model', summary.model || '(not journaled)');
+    if (summary.sandbox) dlRow(dl, 'Sandbox', summary.sandbox);
     const ended = dlRow(dl, 'How the journal ended', summary.ended.text);
     ended.className = 'ended-' + summary.ended.how;
     if (summary.ended.recoveries > 0) {

@@ -23,6 +23,7 @@ mod questions;
 mod rebuild_bodies;
 mod reduced_history;
 mod repair_cli;
+mod sandbox;
 mod schema;
 mod seams;
 mod streamed_outputs;
