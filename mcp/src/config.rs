@@ -54,6 +54,12 @@ pub struct ServerConfig {
     /// Per-tool settings, by the tool's name on the server.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Start the server under this sandbox policy (`read-only`, `workspace-write`,
+    /// `danger-full-access`), with the session's network, readable and writable settings: the
+    /// server and every process it starts are confined, and each of its calls journals the
+    /// bound. Absent: the server runs unsandboxed and its calls record no bound.
+    #[serde(default)]
+    pub sandbox: Option<String>,
 }
 
 fn startup_timeout_ms_default() -> u64 {
@@ -91,6 +97,7 @@ impl ServerConfig {
             trust_read_only_hints: false,
             name_prefix: None,
             tools: BTreeMap::new(),
+            sandbox: None,
         }
     }
 }

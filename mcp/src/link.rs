@@ -47,4 +47,7 @@ pub(crate) struct Link {
     pub(crate) pid: Option<u32>,
     pub(crate) peer: Peer<RoleClient>,
     pub(crate) routes: Arc<ProgressRoutes>,
+    /// The sandbox the server runs under, journaled in each of its calls' `started`; `None`
+    /// when it was started without one.
+    pub(crate) bound: Option<runtime::event::SandboxBound>,
 }

@@ -67,8 +67,20 @@ impl McpServer {
         config: &ServerConfig,
         stderr: Stdio,
     ) -> Result<McpServer, McpError> {
+        McpServer::start_in(name, config, stderr, None).await
+    }
+
+    /// [`McpServer::start`], the server's process (and every process it starts) confined by
+    /// `sandbox` when there is one; each of its calls' `started` then records the bound.
+    pub async fn start_in(
+        name: &str,
+        config: &ServerConfig,
+        stderr: Stdio,
+        sandbox: Option<&sandbox::Sandbox>,
+    ) -> Result<McpServer, McpError> {
         let startup = Duration::from_millis(config.startup_timeout_ms);
-        match tokio::time::timeout(startup, McpServer::start_inner(name, config, stderr)).await {
+        let started = McpServer::start_inner(name, config, stderr, sandbox);
+        match tokio::time::timeout(startup, started).await {
             Ok(started) => started,
             Err(_) => Err(McpError::Startup {
                 server: name.to_owned(),
@@ -85,8 +97,9 @@ impl McpServer {
         name: &str,
         config: &ServerConfig,
         stderr: Stdio,
+        sandbox: Option<&sandbox::Sandbox>,
     ) -> Result<McpServer, McpError> {
-        let transport = spawn(name, config, stderr)?;
+        let transport = spawn(name, config, stderr, sandbox)?;
         let pid = transport.id();
         let routes = Arc::new(ProgressRoutes::default());
         let handler = Handler {
@@ -103,6 +116,7 @@ impl McpServer {
             pid,
             peer: service.peer().clone(),
             routes,
+            bound: sandbox.map(|s| s.bound().clone()),
         });
         let tools = wrap_tools(name, config, &link, &source, listed)?;
         Ok(McpServer {
@@ -181,9 +195,21 @@ fn startup(name: &str, message: String) -> McpError {
 }
 
 /// Spawns the server's process with its command, arguments, environment and working directory.
-fn spawn(name: &str, config: &ServerConfig, stderr: Stdio) -> Result<TokioChildProcess, McpError> {
+fn spawn(
+    name: &str,
+    config: &ServerConfig,
+    stderr: Stdio,
+    sandbox: Option<&sandbox::Sandbox>,
+) -> Result<TokioChildProcess, McpError> {
     let mut command = tokio::process::Command::new(&config.command);
     command.args(&config.args).envs(&config.env);
+    // The sandbox first, as for `bash`: the runtime's own steps then cut the capabilities a new
+    // user namespace gives back.
+    if let Some(sandbox) = sandbox {
+        sandbox
+            .confine(&mut command)
+            .map_err(|e| startup(name, format!("cannot confine it: {e}")))?;
+    }
     // A server is started for the model's calls as `bash` is: kept from the runtime's secrets.
     // SAFETY: runs in the child between fork and exec; system calls only, no allocation.
     unsafe {

@@ -249,6 +249,15 @@ impl Tool for McpTool {
     fn description(&self) -> &str {
         &self.description
     }
+    /// The server's sandbox, when it runs under one: what the call could touch.
+    fn evidence<'a>(&'a self, _args: &'a runtime::Args) -> runtime::EvidenceFuture<'a> {
+        let bound = self
+            .link
+            .bound
+            .clone()
+            .map(runtime::event::Evidence::Sandbox);
+        Box::pin(std::future::ready(bound.into_iter().collect()))
+    }
     /// MCP tools carry no version of their own: the server's stands for them.
     fn version(&self) -> &str {
         match &self.source {
