@@ -95,7 +95,7 @@ pub(crate) fn evidence_text(f: Option<&CallFacts>) -> Vec<String> {
             before_sha256.as_deref().map_or("absent".into(), short),
             short(after_sha256)
         ),
-        Evidence::Sandbox(bound) => format!("sandbox: {}", bound.in_words()),
+        Evidence::Sandbox(bound) => format!("sandbox: {}", one_line(&bound.in_words(), 2000)),
     });
     let groups = r
         .processes
@@ -489,7 +489,8 @@ impl<W: Write> AuditWriter<W> {
         } else {
             writeln!(out, "audit of {journal}")?;
             if let Some(b) = sandbox {
-                writeln!(out, "{}", crate::bound::session_words(b))?;
+                // On its line whatever the journal's roots and mechanism hold.
+                writeln!(out, "{}", one_line(&crate::bound::session_words(b), 2000))?;
             }
             writeln!(
                 out,

@@ -17,6 +17,9 @@ use events::event::{Classification, Resources};
 use serde::Serialize;
 use std::io::Write;
 
+/// The longest bound in words the table shows on its line (its roots are the journal's text).
+const WORDS_CHARS_MAX: usize = 2000;
+
 fn classification_name(k: Classification) -> &'static str {
     match k {
         Classification::ToolNotStarted => "TOOL_NOT_STARTED",
@@ -282,7 +285,8 @@ impl<W: Write> ReportSink for TextListing<W> {
         // What its process could have touched, then the evidence in words, under the row (the
         // column has only the verdict).
         if let Some(b) = &c.sandbox {
-            writeln!(self.out, "             sandbox: {}", b.in_words())?;
+            let words = events::display::one_line(&b.in_words(), WORDS_CHARS_MAX);
+            writeln!(self.out, "             sandbox: {words}")?;
         }
         match (&c.probe, self.probe_column) {
             (Some(p), true) => writeln!(self.out, "             probe: {}", p.detail),

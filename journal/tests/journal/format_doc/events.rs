@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The event schema this reader was written for (FORMAT.md, *Events*).
-pub const DOC_SCHEMA: u32 = 10;
+pub const DOC_SCHEMA: u32 = 11;
 
 /// Why a payload did not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -700,17 +700,44 @@ fn context_compacted(c: &mut Cur) -> R {
     )
 }
 
-// Schema 5.
+// Schema 5 (`Sandbox`: schema 11).
 fn evidence(c: &mut Cur) -> R {
-    let v = [(
-        "FileReplace",
-        Shape::Fields(&[
-            ("path", strv),
-            ("before_sha256", opt_str),
-            ("after_sha256", strv),
-        ]),
-    )];
+    let v = [
+        (
+            "FileReplace",
+            Shape::Fields(&[
+                ("path", strv),
+                ("before_sha256", opt_str),
+                ("after_sha256", strv),
+            ]),
+        ),
+        ("Sandbox", Shape::Newtype(sandbox_bound)),
+    ];
     variant(c, "Evidence", &v)
+}
+// Schema 11.
+fn sandbox_policy(c: &mut Cur) -> R {
+    use Shape::Unit;
+    let v = [
+        ("ReadOnly", Unit),
+        ("WorkspaceWrite", Unit),
+        ("DangerFullAccess", Unit),
+    ];
+    variant(c, "SandboxPolicy", &v)
+}
+fn sandbox_bound(c: &mut Cur) -> R {
+    obj(
+        c,
+        &[
+            ("policy", sandbox_policy),
+            ("enforced", boolv),
+            ("writable", strings),
+            ("readable", strings),
+            ("network", boolv),
+            ("mechanism", strv),
+            ("escalated", boolv),
+        ],
+    )
 }
 fn call_started(c: &mut Cur) -> R {
     obj(
@@ -992,6 +1019,8 @@ fn events() -> Vec<(&'static str, Shape)> {
                 ("provider_max_tokens", |c| opt(c, u64v)),
             ]),
         ),
+        // Schema 11.
+        ("session/sandbox", Newtype(sandbox_bound)),
     ]
 }
 
@@ -1015,7 +1044,8 @@ pub fn variant_counts() -> Vec<(&'static str, u32)> {
         ("ModelErrorKind", 5),
         ("Reply", 2),
         ("CompactTrigger", 2),
-        ("Evidence", 1),
+        ("Evidence", 2),
+        ("SandboxPolicy", 3),
         ("RerunPolicy", 2),
         ("ImportVerdict", 3),
         ("ErrorCode", ERROR_CODES.len() as u32),

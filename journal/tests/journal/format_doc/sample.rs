@@ -8,9 +8,10 @@ use runtime::event::{
     ImportOutcome, ImportSource, ImportVerdict, ImportedDamage, LlmAttemptFailed, LlmNote,
     LlmRefusal, LlmRequest, LlmResponseDetail, ModelCall, ModelResponse, Outcome, OutcomeStatus,
     PlanItem, ProcessStarted, Question, QuestionOption, Record, RecoveredCall, Recovery,
-    RecoveryRerun, Reply, RerunPolicy, Resources, SessionModel, SessionOpen, SessionPolicy,
-    SideEffect, StepOutcome, StopReason, SyncPolicy, Text, ToolDescriptor, ToolSchema, ToolSource,
-    TurnOutcome, VisibleTool, WriterStolen, EVENT_SCHEMA_VERSION,
+    RecoveryRerun, Reply, RerunPolicy, Resources, SandboxBound, SandboxPolicy, SessionModel,
+    SessionOpen, SessionPolicy, SideEffect, StepOutcome, StopReason, SyncPolicy, Text,
+    ToolDescriptor, ToolSchema, ToolSource, TurnOutcome, VisibleTool, WriterStolen,
+    EVENT_SCHEMA_VERSION,
 };
 use runtime::model::{ModelErrorKind, ModelSettings, Usage};
 use runtime::state::CallState;
@@ -668,6 +669,36 @@ pub fn every_event() -> Vec<Record> {
             estimate_tokens: 70_000,
             provider_tokens: 131_072,
             provider_max_tokens,
+        }));
+    }
+    // Schema 11: the session's sandbox under each policy, and a `started` whose evidence is
+    // a bound (enforced, then not, escalated).
+    for (policy, enforced, escalated) in [
+        (SandboxPolicy::WorkspaceWrite, true, false),
+        (SandboxPolicy::ReadOnly, false, false),
+        (SandboxPolicy::DangerFullAccess, false, true),
+    ] {
+        let bound = SandboxBound {
+            policy,
+            enforced,
+            writable: if policy == SandboxPolicy::ReadOnly {
+                vec![]
+            } else {
+                vec!["/w".into(), "/tmp/s".into()]
+            },
+            readable: vec!["/usr".into(), "/w".into()],
+            network: escalated,
+            mechanism: "landlock ABI 6; user and network namespaces".into(),
+            escalated,
+        };
+        events.push(Event::SessionSandbox(bound.clone()));
+        events.push(Event::Started(CallStarted {
+            call: c.clone(),
+            attempt: 3,
+            resources: Resources::default(),
+            idempotency_key: idempotency_key("sess", &c),
+            evidence: vec![Evidence::Sandbox(bound)],
+            source_seqs: vec![12],
         }));
     }
     events
