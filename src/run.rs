@@ -76,9 +76,10 @@ fn start_servers(
     rt: &tokio::runtime::Runtime,
     config: &FileConfig,
     side_dir: &Path,
-    registry: &mut runtime::Registry,
+    prepared: &mut runtime::PreparedSession,
 ) -> Result<Vec<mcp::McpServer>, CliError> {
     start_all(rt.handle(), config, |name, server_config| {
+        let sandbox = server_sandbox(prepared, name, server_config)?;
         let log = side_dir.join(format!("mcp-{}.stderr", mcp::naming::sanitize(name)));
         // Appended to: a resumed session keeps what the server said in earlier runs.
         let log = std::fs::OpenOptions::new()
@@ -88,11 +89,42 @@ fn start_servers(
             .open(&log)
             .map_err(|e| failed(format!("{}: {e}", log.display())))?;
         let server = rt
-            .block_on(mcp::McpServer::start(name, server_config, log.into()))
+            .block_on(mcp::McpServer::start_in(
+                name,
+                server_config,
+                log.into(),
+                sandbox.as_ref(),
+            ))
             .map_err(failed)?;
-        mcp::register(&server, registry).map_err(failed)?;
+        mcp::register(&server, prepared.registry_mut()).map_err(failed)?;
         Ok(server)
     })
+}
+
+/// The sandbox of server `name` (`sandbox = POLICY` in its table), built from the session's;
+/// `None` when its table names none. A policy the session cannot build (no sandbox at all, a
+/// kernel that lacks it) refuses the session, naming the server.
+fn server_sandbox(
+    prepared: &runtime::PreparedSession,
+    name: &str,
+    config: &mcp::ServerConfig,
+) -> Result<Option<sandbox::Sandbox>, CliError> {
+    let Some(policy) = &config.sandbox else {
+        return Ok(None);
+    };
+    let policy = runtime::event::SandboxPolicy::parse(policy).ok_or_else(|| {
+        failed(format!(
+            "MCP server {name}: no sandbox policy {policy:?}: read-only, workspace-write or \
+             danger-full-access"
+        ))
+    })?;
+    match prepared.sandbox_under(policy, &format!("mcp-{}", mcp::naming::sanitize(name))) {
+        Some(Ok(sandbox)) => Ok(Some(sandbox)),
+        Some(Err(e)) => Err(failed(format!("MCP server {name}: {e}"))),
+        None => Err(failed(format!(
+            "MCP server {name} asks for a sandbox, and this session has none"
+        ))),
+    }
 }
 
 /// Starts every configured MCP server with `start`, in the configuration's order; on the first
@@ -235,7 +267,7 @@ pub(crate) fn add_tools(
     config::apply_builtin_exposure(file_config, prepared.registry_mut())?;
     let rt = tokio_runtime()?;
     let side_dir = crate::location::side_dir(journal)?;
-    let servers = start_servers(&rt, file_config, &side_dir, prepared.registry_mut())?;
+    let servers = start_servers(&rt, file_config, &side_dir, prepared)?;
     let tools = prepared
         .registry()
         .entries()

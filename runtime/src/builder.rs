@@ -448,19 +448,20 @@ impl LockedJournal {
         })?;
         remember_reads(&workspace, &replay);
         let workspace = Arc::new(workspace);
-        let sandbox = match &settings.sandbox {
-            Some(spec) => {
-                let mut spec = spec.clone();
-                spec.workspace = workspace.root().to_owned();
-                spec.label = settings
-                    .session_id
-                    .as_deref()
-                    .map_or_else(|| "session".to_owned(), |id| id.chars().take(8).collect());
-                spec.hidden.extend(forbidden.iter().cloned());
-                Some(Arc::new(
-                    sandbox::Sandbox::new(spec).map_err(BuildError::Sandbox)?,
-                ))
-            }
+        // The session's spec made whole: its workspace, and every path kept from the tools.
+        let sandbox_spec = settings.sandbox.clone().map(|mut spec| {
+            spec.workspace = workspace.root().to_owned();
+            spec.label = settings
+                .session_id
+                .as_deref()
+                .map_or_else(|| "session".to_owned(), |id| id.chars().take(8).collect());
+            spec.hidden.extend(forbidden.iter().cloned());
+            spec
+        });
+        let sandbox = match &sandbox_spec {
+            Some(spec) => Some(Arc::new(
+                sandbox::Sandbox::new(spec.clone()).map_err(BuildError::Sandbox)?,
+            )),
             None => None,
         };
         let mut registry = if settings.builtins {
@@ -480,6 +481,7 @@ impl LockedJournal {
             workspace,
             registry,
             sandbox,
+            sandbox_spec,
         })
     }
 
@@ -507,6 +509,8 @@ pub struct PreparedSession {
     registry: Registry,
     /// The sandbox `bash` runs under, journaled when the session opens or resumes.
     sandbox: Option<Arc<sandbox::Sandbox>>,
+    /// What it was built from, for the sandboxes of the session's MCP servers.
+    sandbox_spec: Option<sandbox::Spec>,
 }
 
 impl PreparedSession {
@@ -534,6 +538,20 @@ impl PreparedSession {
     /// Where to add or configure tools before the session opens.
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
+    }
+
+    /// A sandbox for a process the session starts besides `bash` (an MCP server): the
+    /// session's settings (network, extra roots, what stays hidden, the journal directory
+    /// among it) under `policy`; `None` when the session has no sandbox.
+    pub fn sandbox_under(
+        &self,
+        policy: crate::event::SandboxPolicy,
+        label: &str,
+    ) -> Option<Result<sandbox::Sandbox, sandbox::SandboxError>> {
+        let mut spec = self.sandbox_spec.clone()?;
+        spec.policy = policy;
+        spec.label = label.to_owned();
+        Some(sandbox::Sandbox::new(spec))
     }
 
     /// Opens a new session (writes `session/open`). Refused, with the journal untouched, if it
@@ -670,6 +688,7 @@ impl PreparedSession {
             workspace,
             registry,
             sandbox: _,
+            sandbox_spec: _,
         } = self;
         let options = Options {
             fsync: settings.fsync,

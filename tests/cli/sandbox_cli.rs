@@ -382,3 +382,97 @@ fn a_killed_calls_bound_is_stated_by_classify_and_the_audit_page() {
     assert!(html.contains(&words.replace('/', "\\/")), "the page states the bound");
     assert!(Path::new(&page).exists());
 }
+
+/// `tooljournal run --script` of one step of MCP calls on the filesystem server, which is
+/// allowed `base` (the workspace's parent) by its own arguments and may read it in the sandbox
+/// (the server lists it as it starts); `sandbox_line` sets its policy. The journal must then
+/// lie elsewhere ([`journal_apart`]).
+fn run_fs_server(case: &Case, sandbox_line: &str, calls: &[(&str, Value)]) -> Output {
+    let server = crate::common::mcp_support::filesystem_server();
+    // The server's package (its node_modules): readable, or node cannot load it.
+    let package = server.ancestors().nth(3).unwrap().canonicalize().unwrap();
+    let config = case.base.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[sandbox]\nreadable = [{:?}, {:?}]\n\n[mcp_servers.fs]\ncommand = {:?}\nargs = [{:?}]\n{sandbox_line}\n",
+            package.display().to_string(),
+            case.base.display().to_string(),
+            server.display().to_string(),
+            case.base.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, args)| {
+            json!({"id": id, "name": "mcp__fs__write_file", "arguments": args.to_string()})
+        })
+        .collect();
+    let lines = [
+        json!({"user": "go"}),
+        json!({"assistant": {"text": "", "tool_calls": tool_calls, "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+    ];
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&case.script, text.join("\n")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(&case.script)
+        .arg("--workspace")
+        .arg(&case.ws)
+        .arg("--journal")
+        .arg(&case.journal)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap()
+}
+
+/// `case` with its journal in a directory of its own, outside `base`.
+fn journal_apart(mut case: Case) -> (Case, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    case.journal = dir.path().join("journal");
+    (case, dir)
+}
+
+#[test]
+fn an_mcp_server_under_a_policy_is_confined_by_the_kernel_and_its_calls_say_so() {
+    let calls = |case: &Case| {
+        vec![
+            (
+                "out",
+                json!({"path": case.base.join("outside.txt"), "content": "x"}),
+            ),
+            ("in", json!({"path": case.ws.join("inside.txt"), "content": "y"})),
+        ]
+    };
+    // Unsandboxed, the server writes wherever its own arguments allow: the parent too.
+    let (free, _j1) = journal_apart(Case::new());
+    let out = run_fs_server(&free, "", &calls(&free));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(free.base.join("outside.txt").exists());
+    assert!(free.bounds().is_empty(), "an unsandboxed server's calls record no bound");
+
+    let (case, _j2) = journal_apart(Case::new());
+    let out = run_fs_server(&case, "sandbox = \"workspace-write\"", &calls(&case));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!case.base.join("outside.txt").exists(), "the kernel refused the server");
+    let results = case.results();
+    assert_eq!(
+        std::fs::read_to_string(case.ws.join("inside.txt")).ok().as_deref(),
+        Some("y"),
+        "{results:?}"
+    );
+    assert!(
+        results["out"].contains("EACCES") || results["out"].contains("permission denied"),
+        "{}",
+        results["out"]
+    );
+    let bounds = case.bounds();
+    for id in ["out", "in"] {
+        let b = &bounds[id];
+        assert!(b.confines() && b.policy == SandboxPolicy::WorkspaceWrite, "{b:?}");
+        assert_eq!(b.writable[0], case.ws.display().to_string());
+    }
+}

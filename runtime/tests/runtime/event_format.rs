@@ -509,6 +509,19 @@ fn every_event() -> Vec<(u32, &'static str, Event)> {
                 provider_max_tokens: Some(200),
             }),
         ),
+        (
+            47,
+            "session/sandbox",
+            Event::SessionSandbox(tooljournal_runtime::event::SandboxBound {
+                policy: tooljournal_runtime::event::SandboxPolicy::WorkspaceWrite,
+                enforced: true,
+                writable: vec!["/w".into()],
+                readable: vec!["/usr".into(), "/w".into()],
+                network: false,
+                mechanism: "Landlock ABI 6".into(),
+                escalated: false,
+            }),
+        ),
     ]
 }
 
