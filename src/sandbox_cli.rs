@@ -59,12 +59,13 @@ pub fn spec(
     section: &SandboxSection,
     journaled: Option<&SandboxBound>,
 ) -> Result<sandbox::Spec, CliError> {
-    let configured = match &section.policy {
-        Some(name) => Some(parse_policy(name).map_err(|e| {
-            CliError::Failed(format!("the configuration's [sandbox] policy: {e}"))
-        })?),
-        None => None,
-    };
+    let configured =
+        match &section.policy {
+            Some(name) => Some(parse_policy(name).map_err(|e| {
+                CliError::Failed(format!("the configuration's [sandbox] policy: {e}"))
+            })?),
+            None => None,
+        };
     // An escalated call's bound is not the session's: only `session/sandbox` is passed here.
     let policy = flags
         .sandbox

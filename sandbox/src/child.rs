@@ -158,9 +158,7 @@ impl IdMaps {
         write_proc(c"/proc/self/uid_map", &self.uid_map)?;
         write_proc(c"/proc/self/gid_map", &self.gid_map)?;
         if sealed {
-            rustix::process::set_dumpable_behavior(
-                rustix::process::DumpableBehavior::NotDumpable,
-            )?;
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
         }
         Ok(())
     }

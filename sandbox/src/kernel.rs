@@ -37,11 +37,7 @@ impl Kernel {
             let hidden = std::env::var(HIDE_VAR).unwrap_or_default();
             let hides = |what: &str| hidden.split(',').any(|h| h.trim() == what);
             Kernel {
-                landlock_abi: if hides("landlock") {
-                    0
-                } else {
-                    landlock_abi()
-                },
+                landlock_abi: if hides("landlock") { 0 } else { landlock_abi() },
                 namespaces: if hides("namespaces") {
                     Err(format!("hidden by {HIDE_VAR}"))
                 } else {

@@ -9,8 +9,19 @@ use std::path::{Path, PathBuf};
 /// and configuration, devices and the kernel's views of processes. Not `/home`, `/root`,
 /// `/tmp`, `/var` or `/run`: a user's files, other sessions' and the system's state.
 pub const SYSTEM_READABLE: [&str; 13] = [
-    "/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/dev",
-    "/proc", "/sys", "/nix/store",
+    "/bin",
+    "/sbin",
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/nix/store",
 ];
 
 /// Devices every sandboxed command may write: writing them changes nothing anyone keeps.
@@ -156,10 +167,11 @@ mod tests {
         let spec = Spec::new(SandboxPolicy::WorkspaceWrite, &ws);
         let roots = Roots::resolve(&spec, None).unwrap();
         let inside = roots.refuse_exposed(&[ws.join(".journal")]).unwrap_err();
-        assert!(inside.to_string().contains(".journal lies inside"), "{inside}");
-        roots
-            .refuse_exposed(&[dir.path().join("journal")])
-            .unwrap();
+        assert!(
+            inside.to_string().contains(".journal lies inside"),
+            "{inside}"
+        );
+        roots.refuse_exposed(&[dir.path().join("journal")]).unwrap();
         // A hidden directory holding the workspace exposes nothing less.
         assert!(roots.refuse_exposed(&[dir.path().to_owned()]).is_err());
     }
@@ -173,6 +185,9 @@ mod tests {
         assert!(roots.writable.is_empty());
         let ws = dir.path().canonicalize().unwrap();
         assert_eq!(roots.readable.iter().filter(|r| **r == ws).count(), 1);
-        assert!(roots.readable.iter().all(|r| !r.starts_with("/tmp") || *r == ws));
+        assert!(roots
+            .readable
+            .iter()
+            .all(|r| !r.starts_with("/tmp") || *r == ws));
     }
 }

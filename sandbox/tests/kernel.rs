@@ -2,9 +2,12 @@
 //! policy forbids and what it allows. Fails (never skips) where the kernel lacks Landlock or
 //! namespaces: this project's machines have both.
 
-use tooljournal_sandbox::{Sandbox, SandboxPolicy, Spec};
+// tests: a failed unwrap is the test failing
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Stdio;
+use tooljournal_sandbox::{Sandbox, SandboxPolicy, Spec};
 
 struct Ran {
     status: i32,
@@ -46,22 +49,52 @@ async fn workspace_write_confines_writes_reads_and_the_network() {
     assert!(sandbox.bound().enforced, "{:?}", sandbox.bound());
     let ws = dir.path().join("ws");
     let base = dir.path().display();
-    let inside = run(&sandbox, &ws, "echo hi > inside.txt && cat inside.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"").await;
+    let inside = run(
+        &sandbox,
+        &ws,
+        "echo hi > inside.txt && cat inside.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+    )
+    .await;
     assert_eq!((inside.status, inside.output.as_str()), (0, "hi\nt\n"));
     let outside = run(&sandbox, &ws, &format!("echo x > {base}/new.txt")).await;
     assert_ne!(outside.status, 0);
-    assert!(outside.output.contains("Permission denied"), "{}", outside.output);
+    assert!(
+        outside.output.contains("Permission denied"),
+        "{}",
+        outside.output
+    );
     assert!(!dir.path().join("new.txt").exists());
-    let journal = run(&sandbox, &ws, &format!("cat {base}/journal/secret; ls {base}/journal")).await;
-    assert!(!journal.output.contains("journal bytes"), "{}", journal.output);
-    assert!(journal.output.contains("Permission denied"), "{}", journal.output);
+    let journal = run(
+        &sandbox,
+        &ws,
+        &format!("cat {base}/journal/secret; ls {base}/journal"),
+    )
+    .await;
+    assert!(
+        !journal.output.contains("journal bytes"),
+        "{}",
+        journal.output
+    );
+    assert!(
+        journal.output.contains("Permission denied"),
+        "{}",
+        journal.output
+    );
     let truncate = run(&sandbox, &ws, &format!(": > {base}/outside")).await;
     assert_ne!(truncate.status, 0);
-    assert_eq!(std::fs::read_to_string(dir.path().join("outside")).unwrap(), "outside bytes");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("outside")).unwrap(),
+        "outside bytes"
+    );
     // The system's programs still run, and the network is gone, loopback included.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let net = run(&sandbox, &ws, &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")).await;
+    let net = run(
+        &sandbox,
+        &ws,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+    )
+    .await;
     assert!(!net.output.contains("connected"), "{}", net.output);
     assert_ne!(net.status, 0);
 }
@@ -72,12 +105,21 @@ async fn read_only_writes_nothing_and_danger_full_access_everything() {
     let ws = dir.path().join("ws");
     std::fs::write(ws.join("a"), "a").unwrap();
     let ran = run(&sandbox, &ws, "cat a && echo b > b").await;
-    assert!(ran.output.starts_with('a') && ran.status != 0, "{}", ran.output);
+    assert!(
+        ran.output.starts_with('a') && ran.status != 0,
+        "{}",
+        ran.output
+    );
     assert!(!ws.join("b").exists());
     assert!(sandbox.temp_dir().is_none() && sandbox.bound().writable.is_empty());
     let full = Sandbox::unconfined(false);
     let base = dir.path().display();
-    let ran = run(&full, &ws, &format!("cat {base}/journal/secret && echo x > {base}/new.txt")).await;
+    let ran = run(
+        &full,
+        &ws,
+        &format!("cat {base}/journal/secret && echo x > {base}/new.txt"),
+    )
+    .await;
     assert_eq!((ran.status, ran.output.as_str()), (0, "journal bytes"));
     assert!(!full.bound().confines());
 }

@@ -41,7 +41,13 @@ impl Case {
 
     /// `tooljournal run --script` of one step whose calls are `calls` (id, arguments), with
     /// `approvals` on the step's line.
-    fn run(&self, calls: &[(&str, Value)], approvals: Value, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    fn run(
+        &self,
+        calls: &[(&str, Value)],
+        approvals: Value,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Output {
         let tool_calls: Vec<Value> = calls
             .iter()
             .map(|(id, args)| json!({"id": id, "name": "bash", "arguments": args.to_string()}))
@@ -137,15 +143,24 @@ fn escapes(case: &Case, port: u16) -> Vec<(&'static str, Value)> {
     let base = case.base.display();
     let journal = case.journal.display();
     vec![
-        ("w", json!({"command": format!("echo x > {base}/written.txt")})),
+        (
+            "w",
+            json!({"command": format!("echo x > {base}/written.txt")}),
+        ),
         ("j", json!({"command": format!("ls {journal}")})),
         ("r", json!({"command": format!("cat {base}/private.txt")})),
-        ("n", json!({"command": format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")})),
+        (
+            "n",
+            json!({"command": format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")}),
+        ),
         // Out of the call's process group, past its end: still inside the sandbox.
-        ("b", json!({"command": format!(
-            "setsid sh -c 'sleep 0.3; echo late > {base}/late.txt && echo wrote > late-said.txt \
-             || echo refused > late-said.txt' > /dev/null 2>&1 &"
-        )})),
+        (
+            "b",
+            json!({"command": format!(
+                "setsid sh -c 'sleep 0.3; echo late > {base}/late.txt && echo wrote > late-said.txt \
+                 || echo refused > late-said.txt' > /dev/null 2>&1 &"
+            )}),
+        ),
     ]
 }
 
@@ -171,14 +186,23 @@ fn workspace_write_refuses_each_escape_and_the_call_shows_why() {
     ] {
         let content = &results[id];
         assert!(content.contains(refusal), "{id}: {content}");
-        assert!(content.contains("\nexit status ") && !content.contains("exit status 0"), "{id}: {content}");
-        assert!(content.contains("the sandbox may have refused this"), "{id}: {content}");
+        assert!(
+            content.contains("\nexit status ") && !content.contains("exit status 0"),
+            "{id}: {content}"
+        );
+        assert!(
+            content.contains("the sandbox may have refused this"),
+            "{id}: {content}"
+        );
         assert!(content.contains("\"unsandboxed\": true"), "{id}: {content}");
     }
     assert!(!results["r"].contains("private bytes"));
     assert!(!results["j"].contains("segment"), "{}", results["j"]);
     assert!(!case.base.join("written.txt").exists());
-    assert!(listener.accept().is_err(), "nothing reached the host's loopback listener");
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the host's loopback listener"
+    );
     wait_until("the left-behind process reported", || {
         std::fs::read_to_string(case.ws.join("late-said.txt")).is_ok()
     });
@@ -191,10 +215,17 @@ fn workspace_write_refuses_each_escape_and_the_call_shows_why() {
     let session = case.session_sandbox();
     assert_eq!(session.len(), 1);
     assert_eq!(session[0].policy, SandboxPolicy::WorkspaceWrite);
-    assert!(session[0].enforced && !session[0].network, "{:?}", session[0]);
+    assert!(
+        session[0].enforced && !session[0].network,
+        "{:?}",
+        session[0]
+    );
     let ws = case.ws.display().to_string();
     assert_eq!(session[0].writable[0], ws);
-    assert!(session[0].writable.iter().all(|w| !w.starts_with(&*case.journal.display().to_string())));
+    assert!(session[0]
+        .writable
+        .iter()
+        .all(|w| !w.starts_with(&*case.journal.display().to_string())));
     let bounds = case.bounds();
     assert_eq!(bounds.len(), 5);
     assert!(bounds.values().all(|b| b == &session[0]));
@@ -204,7 +235,12 @@ fn workspace_write_refuses_each_escape_and_the_call_shows_why() {
 fn danger_full_access_lets_the_same_calls_through() {
     let case = Case::new();
     let (listener, port) = listener();
-    let out = case.run(&escapes(&case, port), json!({}), &["--sandbox", "danger-full-access"], &[]);
+    let out = case.run(
+        &escapes(&case, port),
+        json!({}),
+        &["--sandbox", "danger-full-access"],
+        &[],
+    );
     assert!(out.status.success(), "{}", describe(&out));
     let results = case.results();
     assert!(results["r"].contains("private bytes"), "{}", results["r"]);
@@ -233,7 +269,10 @@ fn an_escalation_runs_outside_only_when_approved() {
     let case = Case::new();
     let base = case.base.display();
     let escalate = |id: &str, file: &str| {
-        (id.to_owned(), json!({"command": format!("echo x > {base}/{file}"), "unsandboxed": true}))
+        (
+            id.to_owned(),
+            json!({"command": format!("echo x > {base}/{file}"), "unsandboxed": true}),
+        )
     };
     let (a, a_args) = escalate("a", "approved.txt");
     let (d, d_args) = escalate("d", "denied.txt");
@@ -247,7 +286,11 @@ fn an_escalation_runs_outside_only_when_approved() {
     assert!(case.base.join("approved.txt").exists());
     assert!(!case.base.join("denied.txt").exists());
     let results = case.results();
-    assert!(results["d"].starts_with("POLICY_DENIED"), "{}", results["d"]);
+    assert!(
+        results["d"].starts_with("POLICY_DENIED"),
+        "{}",
+        results["d"]
+    );
     // The question named the command and said it would run unsandboxed; the answers and the
     // bound each attempt ran under are journaled.
     let events = case.events();
@@ -264,7 +307,11 @@ fn an_escalation_runs_outside_only_when_approved() {
         assert!(question.contains("echo x >"), "{question}");
     }
     let bounds = case.bounds();
-    assert!(bounds["a"].escalated && !bounds["a"].confines(), "{:?}", bounds["a"]);
+    assert!(
+        bounds["a"].escalated && !bounds["a"].confines(),
+        "{:?}",
+        bounds["a"]
+    );
     assert!(!bounds.contains_key("d"), "a denied call never started");
     // The session's own policy is unchanged, and the default approver never escalates: a
     // call with no scripted answer was denied even though `--approve allow` is the default.
@@ -274,7 +321,10 @@ fn an_escalation_runs_outside_only_when_approved() {
 #[test]
 fn a_kernel_without_landlock_refuses_to_start_unless_accepted_and_journaled() {
     let case = Case::new();
-    let calls = [("w", json!({"command": format!("echo x > {}/written.txt", case.base.display())}))];
+    let calls = [(
+        "w",
+        json!({"command": format!("echo x > {}/written.txt", case.base.display())}),
+    )];
     let hide = [("TOOLJOURNAL_SANDBOX_HIDE", "landlock")];
     let out = case.run(&calls, json!({}), &[], &hide);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
@@ -282,9 +332,12 @@ fn a_kernel_without_landlock_refuses_to_start_unless_accepted_and_journaled() {
     assert!(stderr.contains("the kernel has no Landlock"), "{stderr}");
     assert!(stderr.contains("--allow-unsandboxed"), "{stderr}");
     let nothing_written = !case.journal.exists()
-        || std::fs::read_dir(&case.journal)
-            .unwrap()
-            .all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".segment"));
+        || std::fs::read_dir(&case.journal).unwrap().all(|e| {
+            !e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".segment")
+        });
     assert!(nothing_written, "nothing was journaled");
     assert!(!case.base.join("written.txt").exists());
 
@@ -292,9 +345,16 @@ fn a_kernel_without_landlock_refuses_to_start_unless_accepted_and_journaled() {
     assert!(out.status.success(), "{}", describe(&out));
     let session = case.session_sandbox();
     assert!(!session[0].enforced, "{:?}", session[0]);
-    assert!(session[0].mechanism.contains("no Landlock"), "{}", session[0].mechanism);
+    assert!(
+        session[0].mechanism.contains("no Landlock"),
+        "{}",
+        session[0].mechanism
+    );
     assert!(session[0].mechanism.contains("--allow-unsandboxed"));
-    assert!(case.base.join("written.txt").exists(), "unenforced, as journaled");
+    assert!(
+        case.base.join("written.txt").exists(),
+        "unenforced, as journaled"
+    );
     assert!(case.bounds()["w"].in_words().contains("was not enforced"));
 }
 
@@ -317,7 +377,16 @@ fn a_journal_a_command_could_read_refuses_the_session() {
     assert!(stderr.contains(".journal lies inside"), "{stderr}");
     assert!(stderr.contains("--journal"), "{stderr}");
     let segments = std::fs::read_dir(&inside)
-        .map(|d| d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".segment")).count())
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".segment")
+            })
+            .count()
+        })
         .unwrap_or(0);
     assert_eq!(segments, 0, "nothing was journaled");
 }
@@ -379,7 +448,10 @@ fn a_killed_calls_bound_is_stated_by_classify_and_the_audit_page() {
     assert!(out.status.success(), "{}", describe(&out));
     let html = std::fs::read_to_string(&page).unwrap();
     // The page's data is JSON inside a script, its slashes escaped.
-    assert!(html.contains(&words.replace('/', "\\/")), "the page states the bound");
+    assert!(
+        html.contains(&words.replace('/', "\\/")),
+        "the page states the bound"
+    );
     assert!(Path::new(&page).exists());
 }
 
@@ -444,7 +516,10 @@ fn an_mcp_server_under_a_policy_is_confined_by_the_kernel_and_its_calls_say_so()
                 "out",
                 json!({"path": case.base.join("outside.txt"), "content": "x"}),
             ),
-            ("in", json!({"path": case.ws.join("inside.txt"), "content": "y"})),
+            (
+                "in",
+                json!({"path": case.ws.join("inside.txt"), "content": "y"}),
+            ),
         ]
     };
     // Unsandboxed, the server writes wherever its own arguments allow: the parent too.
@@ -452,15 +527,23 @@ fn an_mcp_server_under_a_policy_is_confined_by_the_kernel_and_its_calls_say_so()
     let out = run_fs_server(&free, "", &calls(&free));
     assert!(out.status.success(), "{}", describe(&out));
     assert!(free.base.join("outside.txt").exists());
-    assert!(free.bounds().is_empty(), "an unsandboxed server's calls record no bound");
+    assert!(
+        free.bounds().is_empty(),
+        "an unsandboxed server's calls record no bound"
+    );
 
     let (case, _j2) = journal_apart(Case::new());
     let out = run_fs_server(&case, "sandbox = \"workspace-write\"", &calls(&case));
     assert!(out.status.success(), "{}", describe(&out));
-    assert!(!case.base.join("outside.txt").exists(), "the kernel refused the server");
+    assert!(
+        !case.base.join("outside.txt").exists(),
+        "the kernel refused the server"
+    );
     let results = case.results();
     assert_eq!(
-        std::fs::read_to_string(case.ws.join("inside.txt")).ok().as_deref(),
+        std::fs::read_to_string(case.ws.join("inside.txt"))
+            .ok()
+            .as_deref(),
         Some("y"),
         "{results:?}"
     );
@@ -472,7 +555,10 @@ fn an_mcp_server_under_a_policy_is_confined_by_the_kernel_and_its_calls_say_so()
     let bounds = case.bounds();
     for id in ["out", "in"] {
         let b = &bounds[id];
-        assert!(b.confines() && b.policy == SandboxPolicy::WorkspaceWrite, "{b:?}");
+        assert!(
+            b.confines() && b.policy == SandboxPolicy::WorkspaceWrite,
+            "{b:?}"
+        );
         assert_eq!(b.writable[0], case.ws.display().to_string());
     }
 }

@@ -105,7 +105,10 @@ impl SandboxBound {
             "no network"
         };
         if self.writable.is_empty() {
-            format!("it could change no file ({}); {network}", self.policy.as_str())
+            format!(
+                "it could change no file ({}); {network}",
+                self.policy.as_str()
+            )
         } else {
             format!(
                 "its effects, if any, are confined to {} ({}); {network}",

@@ -177,7 +177,10 @@ impl Session {
             // the call: the one question asked is the escalation's.
             _ if escalation.is_some() => {
                 let question = escalation.unwrap_or_default();
-                match self.ask_person(track, info, &question, true, cancel).await? {
+                match self
+                    .ask_person(track, info, &question, true, cancel)
+                    .await?
+                {
                     Asked::Approved(approval) => approval,
                     Asked::Refused(denial) => {
                         self.reject(track, ErrorCode::PolicyDenied, denial)?;

@@ -46,10 +46,10 @@ use crate::code::ErrorCode;
 use crate::event::{Resources, SideEffect};
 use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::Workspace;
-use sandbox::Sandbox;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use sandbox::Sandbox;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::io;
@@ -400,7 +400,8 @@ impl Bash {
             }
         };
         let confined_failure = sandbox.filter(|s| s.bound().confines() && !status.success());
-        if let Some(note) = confined_failure.and_then(|s| refusal_note(s, &streams.capture.render()))
+        if let Some(note) =
+            confined_failure.and_then(|s| refusal_note(s, &streams.capture.render()))
         {
             notes.push(note);
         }
