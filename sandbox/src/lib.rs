@@ -21,7 +21,7 @@
 //!   running without it, and the bound then says `enforced: false` and why.
 //!
 //! The ruleset is built once, before any fork; [`Sandbox::confine`] hands each child a copy
-//! that it applies between fork and exec with system calls only ([`child`]).
+//! that it applies between fork and exec with system calls only (`child.rs`).
 
 #![warn(missing_docs)]
 
