@@ -88,29 +88,13 @@ impl TerminalApprover {
     pub fn wait_for_terminal(&self) {
         drop(self.terminal.blocking_lock());
     }
-}
 
-/// Set when the question's future is dropped (the batch was stopped): the reader gives up.
-struct Withdrawn(Arc<AtomicBool>);
-
-impl Drop for Withdrawn {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Approver for TerminalApprover {
-    fn ask(&self, call: CallInfo, question: String) -> AskFuture<'_> {
+    /// Puts a yes/no `prompt` to the person, one question at a time on the terminal.
+    fn yes_no(&self, prompt: String) -> AskFuture<'_> {
         Box::pin(async move {
             let terminal = self.terminal.clone().lock_owned().await;
             let withdrawn = Arc::new(AtomicBool::new(false));
             let _guard = Withdrawn(withdrawn.clone());
-            let prompt = format!(
-                "? {} {} — allow? [y]es / [n]o / [a]lways for {}: ",
-                visible(&call.call.call_id),
-                visible(&question),
-                call.tool
-            );
             let answer = tokio::task::spawn_blocking(move || {
                 let _terminal = terminal;
                 if withdrawn.load(Ordering::SeqCst) {
@@ -125,6 +109,43 @@ impl Approver for TerminalApprover {
             })
             .await;
             answer.unwrap_or(AskAnswer::Cancelled)
+        })
+    }
+}
+
+/// Set when the question's future is dropped (the batch was stopped): the reader gives up.
+struct Withdrawn(Arc<AtomicBool>);
+
+impl Drop for Withdrawn {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Approver for TerminalApprover {
+    fn ask(&self, call: CallInfo, question: String) -> AskFuture<'_> {
+        let prompt = format!(
+            "? {} {} — allow? [y]es / [n]o / [a]lways for {}: ",
+            visible(&call.call.call_id),
+            visible(&question),
+            call.tool
+        );
+        self.yes_no(prompt)
+    }
+
+    /// As `ask`, offering no "always": leaving the sandbox is asked of every call ("a", if
+    /// typed anyway, allows this one).
+    fn escalate(&self, call: CallInfo, question: String) -> AskFuture<'_> {
+        let prompt = format!(
+            "? {} {} — allow, this once? [y]es / [n]o: ",
+            visible(&call.call.call_id),
+            visible(&question),
+        );
+        Box::pin(async move {
+            match self.yes_no(prompt).await {
+                AskAnswer::AllowedAlways => AskAnswer::AllowedOnce,
+                answer => answer,
+            }
         })
     }
 

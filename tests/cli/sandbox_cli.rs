@@ -153,12 +153,15 @@ fn escapes(case: &Case, port: u16) -> Vec<(&'static str, Value)> {
             "n",
             json!({"command": format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")}),
         ),
-        // Out of the call's process group, past its end: still inside the sandbox.
+        // Out of the call's process group, past its end: still inside the sandbox. The shell
+        // waits until the process is in a session of its own: else the call's end, which kills
+        // the call's group, could come first.
         (
             "b",
             json!({"command": format!(
-                "setsid sh -c 'sleep 0.3; echo late > {base}/late.txt && echo wrote > late-said.txt \
-                 || echo refused > late-said.txt' > /dev/null 2>&1 &"
+                "setsid sh -c 'echo > begun.txt; sleep 0.3; echo late > {base}/late.txt && echo \
+                 wrote > late-said.txt || echo refused > late-said.txt' > /dev/null 2>&1 & \
+                 while [ ! -e begun.txt ]; do sleep 0.01; done"
             )}),
         ),
     ]
@@ -437,6 +440,17 @@ fn a_killed_calls_bound_is_stated_by_classify_and_the_audit_page() {
         .unwrap_or_else(|| panic!("{report}"));
     assert_eq!(call["classification"], "TOOL_OUTCOME_UNKNOWN", "{call}");
     assert!(call["bound"].as_str().unwrap().contains(&words), "{call}");
+    // What the model is told of the call, in the history a resume would send.
+    let out = Command::new(recover_bin::recover_bin())
+        .args(["rebuild"])
+        .arg(&case.journal)
+        .args(["--format", "anthropic"])
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(history.contains("TOOL_OUTCOME_UNKNOWN"), "{history}");
+    assert!(history.contains(&words), "{history}");
     let page = case.base.join("audit.html");
     let out = Command::new(recover_bin::recover_bin())
         .args(["audit"])
@@ -561,4 +575,78 @@ fn an_mcp_server_under_a_policy_is_confined_by_the_kernel_and_its_calls_say_so()
         );
         assert_eq!(b.writable[0], case.ws.display().to_string());
     }
+}
+
+#[test]
+fn a_resume_runs_commands_under_the_journaled_policy() {
+    let case = Case::new();
+    let lines = [
+        json!({"user": "go"}),
+        json!({"assistant": {"text": "", "tool_calls": [{"id": "k1", "name": "bash",
+            "arguments": json!({"command": "echo started > started.txt; sleep 300"}).to_string()}],
+            "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+        // The turn the crash interrupts ends there; a resume goes on from the next one.
+        json!({"user": "again"}),
+        json!({"assistant": {"text": "", "tool_calls": [{"id": "k2", "name": "bash",
+            "arguments": json!({"command": "echo x > after.txt"}).to_string()}],
+            "stop_reason": "tool_use"}}),
+        json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
+    ];
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&case.script, text.join("\n")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+        .args(["run", "--script"])
+        .arg(&case.script)
+        .arg("--workspace")
+        .arg(&case.ws)
+        .arg("--journal")
+        .arg(&case.journal)
+        .args(["--sandbox", "read-only", "--network"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read-only: the command cannot write its mark, so the test waits for its `started`.
+    wait_until("the command started", || started(&case.journal, "k1"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resume = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tooljournal"))
+            .args(["resume", "--journal"])
+            .arg(&case.journal)
+            .arg("--script")
+            .arg(&case.script)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = resume(&[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let sessions = case.session_sandbox();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    assert_eq!(
+        sessions[1].policy,
+        SandboxPolicy::ReadOnly,
+        "reapplied as journaled"
+    );
+    assert!(sessions[1].network && sessions[1].writable.is_empty());
+    assert!(!case.ws.join("after.txt").exists(), "read-only still");
+    assert_eq!(case.bounds()["k2"], sessions[1]);
+}
+
+/// Whether `id`'s `started` is in the journal a live run is writing (read up to the first
+/// record not yet whole).
+fn started(journal: &Path, id: &str) -> bool {
+    let Ok(storage) = journal::FsStorage::open(journal) else {
+        return false;
+    };
+    let storage: std::sync::Arc<dyn journal::Storage> = std::sync::Arc::new(storage);
+    let Ok(reader) = journal::Reader::open(storage, journal::Limits::default()) else {
+        return false;
+    };
+    reader
+        .map_while(Result::ok)
+        .filter_map(|r| r.decode::<Record>().ok())
+        .any(|r| matches!(r.event, Event::Started(s) if s.call.call_id == id))
 }
