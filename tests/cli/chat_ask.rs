@@ -659,3 +659,59 @@ mod pipe {
         );
     }
 }
+
+/// A bash call that asks to leave the sandbox (`"unsandboxed": true`), in `chat`: the terminal
+/// asks, naming the command and saying it runs unsandboxed, with no "always"; `y` runs it
+/// outside (its write outside the workspace lands), `n` refuses it (nothing lands), and each
+/// attempt's bound is journaled.
+#[test]
+fn an_escalation_is_asked_at_the_terminal_and_runs_outside_only_on_yes() {
+    let format = Format::Anthropic;
+    let case = Case::new();
+    let outside = |n: u32| case.dir.path().join(format!("outside-{n}.txt"));
+    let mut chat = Chat::start(&case, format);
+    for (n, answer, then) in [(1, "y", "Written."), (2, "n", "Not written.")] {
+        let args = serde_json::json!({
+            "command": format!("echo {n} > {}", outside(n).display()),
+            "unsandboxed": true,
+        })
+        .to_string();
+        let id = format!("call_e{n}");
+        case.server.push(
+            format,
+            Reply::calls(vec![(id.as_str(), "bash", args.as_str())]).into(),
+        );
+        case.server.push(format, Reply::text(then).into());
+        chat.line("write it outside");
+        chat.see("OUTSIDE the sandbox (workspace-write): unsandboxed");
+        chat.see("allow, this once? [y]es / [n]o: ");
+        chat.line(answer);
+        chat.see(then);
+        chat.see("you> ");
+    }
+    chat.exit();
+    assert_eq!(std::fs::read_to_string(outside(1)).unwrap(), "1\n");
+    assert!(!outside(2).exists());
+    let events = case.events();
+    let refused = committed(&events, "call_e2");
+    assert_eq!(
+        refused.code,
+        Some(ErrorCode::PolicyDenied),
+        "{}",
+        refused.content
+    );
+    let escalated = events.iter().find_map(|e| match e {
+        Event::Started(s) if s.call.call_id == "call_e1" => {
+            s.evidence.iter().find_map(|ev| match ev {
+                runtime::event::Evidence::Sandbox(b) => Some(b.clone()),
+                _ => None,
+            })
+        }
+        _ => None,
+    });
+    let escalated = escalated.expect("call_e1 started with its bound");
+    assert!(
+        escalated.escalated && !escalated.confines(),
+        "{escalated:?}"
+    );
+}
