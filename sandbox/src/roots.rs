@@ -6,9 +6,12 @@ use crate::{SandboxError, SandboxPolicy, Spec};
 use std::path::{Path, PathBuf};
 
 /// Directories every sandboxed command may read (those that exist): programs, their libraries
-/// and configuration, devices and the kernel's views of processes. Not `/home`, `/root`,
-/// `/tmp`, `/var` or `/run`: a user's files, other sessions' and the system's state.
-pub const SYSTEM_READABLE: [&str; 13] = [
+/// and configuration, and the kernel's views of processes (another process's memory or
+/// environment stays closed: Landlock refuses a sandboxed process ptrace access to anything
+/// outside its domain). Not `/home`, `/root`, `/tmp`, `/var` or `/run`: a user's files, other
+/// sessions' and the system's state. Not `/dev`: a disk's device file would give a root
+/// command every byte on it; only [`DEVICES_WRITABLE`] are open.
+pub const SYSTEM_READABLE: [&str; 12] = [
     "/bin",
     "/sbin",
     "/usr",
@@ -18,13 +21,13 @@ pub const SYSTEM_READABLE: [&str; 13] = [
     "/libx32",
     "/etc",
     "/opt",
-    "/dev",
     "/proc",
     "/sys",
     "/nix/store",
 ];
 
-/// Devices every sandboxed command may write: writing them changes nothing anyone keeps.
+/// The only devices a sandboxed command may open, to read and write: writing them changes
+/// nothing anyone keeps.
 pub const DEVICES_WRITABLE: [&str; 5] = [
     "/dev/null",
     "/dev/zero",

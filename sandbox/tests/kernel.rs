@@ -86,6 +86,19 @@ async fn workspace_write_confines_writes_reads_and_the_network() {
         std::fs::read_to_string(dir.path().join("outside")).unwrap(),
         "outside bytes"
     );
+    // Of /dev, only the harmless devices: a disk's device file would hold every byte.
+    let devices = run(
+        &sandbox,
+        &ws,
+        "echo x > /dev/null && head -c 4 /dev/urandom | wc -c && ls /dev",
+    )
+    .await;
+    assert!(devices.output.starts_with("4\n"), "{}", devices.output);
+    assert!(
+        devices.output.contains("Permission denied"),
+        "{}",
+        devices.output
+    );
     // The system's programs still run, and the network is gone, loopback included.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
