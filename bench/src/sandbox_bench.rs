@@ -17,22 +17,28 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
     let ws = scratch.path().join("ws");
     std::fs::create_dir(&ws)?;
     let confined = Sandbox::new(Spec::new(SandboxPolicy::WorkspaceWrite, &ws))?;
+    let mut networked = Spec::new(SandboxPolicy::WorkspaceWrite, &ws);
+    networked.network = true;
+    // The same with the network allowed: no network namespace is made.
+    let networked = Sandbox::new(networked)?;
     let unconfined = Sandbox::unconfined(false);
     let round = Duration::from_millis(if common.quick { 400 } else { 2_000 });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     say("sandbox: bash -c true, confined and not, alternating");
-    let (mut sandboxed, mut unsandboxed) = (Vec::new(), Vec::new());
+    let (mut sandboxed, mut unsandboxed, mut with_network) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         sandboxed.push(rt.block_on(spawns_per_s(&confined, &ws, round))?);
         unsandboxed.push(rt.block_on(spawns_per_s(&unconfined, &ws, round))?);
+        with_network.push(rt.block_on(spawns_per_s(&networked, &ws, round))?);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     let (s, u) = (median(&mut sandboxed), median(&mut unsandboxed));
+    let n = median(&mut with_network);
     let ratio = s / u;
     if common.json {
         println!(
@@ -41,6 +47,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
                 "bash_sandboxed_calls_per_s": s,
                 "bash_unsandboxed_calls_per_s": u,
                 "bash_sandboxed_vs_unsandboxed": ratio,
+                "bash_sandboxed_network_calls_per_s": n,
                 "mechanism": confined.bound().mechanism,
             })
         );
@@ -49,6 +56,7 @@ pub(crate) fn run(common: &Common) -> Result<(), BoxError> {
         println!("  bash_sandboxed_calls_per_s      {s:>10.1}");
         println!("  bash_unsandboxed_calls_per_s    {u:>10.1}");
         println!("  bash_sandboxed_vs_unsandboxed   {ratio:>10.2}  (no target: reported)");
+        println!("  bash_sandboxed_network_calls_per_s {n:>7.1}  (network allowed: no network namespace)");
         println!("  {}", confined.bound().mechanism);
     }
     Ok(())

@@ -1,8 +1,14 @@
 //! What a confined process does between fork and exec, and what is made for it before the
 //! fork: the Landlock ruleset (built once per sandbox, its descriptor copied per process) and
-//! the id maps of its user namespace. Only system calls run in the child, on buffers made
-//! before the fork: it is a copy of a threaded process, where a lock another thread held stays
-//! held forever.
+//! the sandbox's user and network namespaces (made once, held by descriptors, entered per
+//! process). Only system calls run in the child, on what was made before the fork: it is a
+//! copy of a threaded process, where a lock another thread held stays held forever.
+//!
+//! Why namespaces made once and entered: a new network namespace costs the kernel most of a
+//! millisecond to make (and more to tear down), which doubled the cost of a `bash true`;
+//! `setns` into one that exists is cheap. The commands of one sandbox share it: an empty
+//! namespace (its loopback down) that holds nothing of theirs, and Landlock's scopes keep one
+//! command's abstract sockets and signals from another's.
 
 use crate::kernel::{Kernel, LANDLOCK_ABI_USED_MAX};
 use crate::roots::Roots;
@@ -20,6 +26,14 @@ pub(crate) struct Enforcer {
     ruleset: RulesetCreated,
     abi: i32,
     network: bool,
+    namespaces: Namespaces,
+}
+
+/// The sandbox's user namespace and (without network) its network namespace, held open.
+#[derive(Debug)]
+struct Namespaces {
+    user: std::os::fd::OwnedFd,
+    net: Option<std::os::fd::OwnedFd>,
 }
 
 impl Enforcer {
@@ -64,6 +78,7 @@ impl Enforcer {
             ruleset: created,
             abi: abi_level,
             network,
+            namespaces: Namespaces::make(!network)?,
         })
     }
 
@@ -86,25 +101,77 @@ impl Enforcer {
     /// its id maps.
     pub(crate) fn entry(&self) -> io::Result<Entry> {
         Ok(Entry {
-            maps: IdMaps::of_this_process(),
             ruleset: Some(self.ruleset.try_clone()?),
-            network: self.network,
+            user: self.namespaces.user.try_clone()?,
+            net: self
+                .namespaces
+                .net
+                .as_ref()
+                .map(std::os::fd::OwnedFd::try_clone)
+                .transpose()?,
         })
+    }
+}
+
+impl Namespaces {
+    /// Made by a child that enters new namespaces, writes its id maps and waits: the parent
+    /// opens the namespaces' descriptors (which keep them alive), then lets it end.
+    fn make(network_off: bool) -> Result<Namespaces, SandboxError> {
+        use std::os::unix::process::CommandExt;
+        let failed = |what: &str, e: io::Error| {
+            SandboxError::Landlock(format!("cannot make the sandbox's namespaces ({what}): {e}"))
+        };
+        let mut holder = std::process::Command::new("/bin/sh");
+        holder
+            .args(["-c", "read _"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut maps = IdMaps::of_this_process();
+        // SAFETY: runs between fork and exec; system calls only, on buffers made before it.
+        unsafe {
+            holder.pre_exec(move || maps.enter(network_off));
+        }
+        let mut child = holder.spawn().map_err(|e| failed("spawn", e))?;
+        let opened = (|| {
+            // The child's namespaces are its own once it runs; /proc shows them from then on.
+            let ns = |kind: &str| {
+                std::fs::File::open(format!("/proc/{}/ns/{kind}", child.id()))
+                    .map(std::os::fd::OwnedFd::from)
+            };
+            let user = ns("user")?;
+            let net = if network_off { Some(ns("net")?) } else { None };
+            Ok::<_, io::Error>(Namespaces { user, net })
+        })();
+        // Its stdin closed, `read` ends and so does the child; reaped either way.
+        drop(child.stdin.take());
+        let _ = child.wait();
+        opened.map_err(|e| failed("open /proc/PID/ns", e))
     }
 }
 
 /// Made before the fork, entered in the child.
 pub(crate) struct Entry {
-    maps: IdMaps,
     ruleset: Option<RulesetCreated>,
-    network: bool,
+    user: std::os::fd::OwnedFd,
+    net: Option<std::os::fd::OwnedFd>,
 }
 
 impl Entry {
-    /// Namespaces first (unsharing a user namespace needs no Landlock domain yet), then the
-    /// ruleset, which also sets `no_new_privs`.
+    /// The sandbox's namespaces first (the user namespace gives the capabilities `setns`
+    /// into the network namespace needs), then the ruleset, which also sets `no_new_privs`.
     pub(crate) fn enter(&mut self) -> io::Result<()> {
-        self.maps.enter(!self.network)?;
+        use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};
+        move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&self.user),
+            Some(LinkNameSpaceType::User),
+        )?;
+        if let Some(net) = &self.net {
+            move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(net),
+                Some(LinkNameSpaceType::Network),
+            )?;
+        }
         let Some(ruleset) = self.ruleset.take() else {
             // Entered twice: a process is confined once.
             return Err(io::Error::from_raw_os_error(libc::EINVAL));

@@ -20,8 +20,9 @@
 //!   ([`kernel`]); a policy it cannot enforce refuses the session unless the user accepted
 //!   running without it, and the bound then says `enforced: false` and why.
 //!
-//! The ruleset is built once, before any fork; [`Sandbox::confine`] hands each child a copy
-//! that it applies between fork and exec with system calls only (`child.rs`).
+//! The ruleset and the namespaces are made once, before any command; [`Sandbox::confine`]
+//! hands each child copies of their descriptors, which it enters between fork and exec with
+//! system calls only (`child.rs`).
 
 #![warn(missing_docs)]
 
