@@ -40,6 +40,7 @@ pub(crate) fn check_covering(
     };
     let a = &a;
     let laid_out = crate::evidence::check(run, a, coverage, &mut v);
+    crate::bounds::writes_within(&run.world, a, "in the session", coverage, &mut v);
     if case.resume {
         match case.rerun {
             Some(policy) => {

@@ -8,7 +8,9 @@
 //! since it recorded it is `not_applied` (`applied` only if it would have written what was
 //! there); a file something else changed since (another call, or the case behind the journal's
 //! back) gets the verdict its content now says. Probing changes nothing in the directory, and
-//! an analysis that probes classifies every call as one that does not.
+//! an analysis that probes classifies every call as one that does not; the calls its probes
+//! rule out as writers of a changed file are held to the world's history (I29,
+//! [`crate::bounds`]).
 
 use crate::sim::Run;
 use crate::tools::{SIM, SIM_IDEMPOTENT};
@@ -87,6 +89,11 @@ pub(crate) fn check(
     // The analysis probes each call among the others of unknown outcome, as a resume does.
     let probed = analyze_probing(a.replay.clone(), &ReadEnd::Clean, 0, false, Some(&prober));
     classification_stays(a, &probed, &probes, v);
+    let among = probed
+        .calls
+        .iter()
+        .filter_map(|c| Some((c.call.call_id.as_str(), c.probe.as_ref()?)));
+    crate::bounds::ruled_out_truly(&run.world, among, coverage, v);
     let after = snapshot(dir.path()).map_err(|e| e.to_string());
     if before.is_err() || before != after {
         v.push(format!(

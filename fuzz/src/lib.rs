@@ -222,6 +222,11 @@ pub struct Coverage {
     /// Calls of unknown outcome of the tool that is not idempotent, in a re-running resume's
     /// interrupted step (each must not run again).
     pub kept_unknown: u64,
+    /// Writes of the world by a call, each held to the bound its call journaled.
+    pub bounded_writes: u64,
+    /// Calls a probe ruled out as writers of a file it found changed, each held to the world's
+    /// history.
+    pub ruled_out: u64,
 }
 
 impl Coverage {
@@ -235,6 +240,8 @@ impl Coverage {
         self.rerun_not_started += other.rerun_not_started;
         self.rerun_unknown += other.rerun_unknown;
         self.kept_unknown += other.kept_unknown;
+        self.bounded_writes += other.bounded_writes;
+        self.ruled_out += other.ruled_out;
     }
 }
 
@@ -246,13 +253,17 @@ impl std::fmt::Display for Coverage {
         }
         write!(
             f,
-            " (files changed back: {})\nre-running resumes: {}; run again: {} never started, {} \
-             of unknown outcome; unknown calls of the tool that is not idempotent kept: {}",
+            " (files changed back: {}; calls ruled out as writers of a changed file: {})\n\
+             re-running resumes: {}; run again: {} never started, {} of unknown outcome; unknown \
+             calls of the tool that is not idempotent kept: {}\nwrites held to their call's \
+             bound: {}",
             self.changed_back,
+            self.ruled_out,
             self.rerun_resumes,
             self.rerun_not_started,
             self.rerun_unknown,
-            self.kept_unknown
+            self.kept_unknown,
+            self.bounded_writes
         )
     }
 }
