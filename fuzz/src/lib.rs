@@ -117,11 +117,14 @@ pub enum Mutant {
     /// A resume runs again a call of unknown outcome of the tool that is not idempotent (the
     /// resume registers it as retry-safe, as a wrong re-run choice would treat it).
     RerunsUnknownNonIdempotent,
+    /// The simulated tool also writes a file it did not declare, outside the sandbox bound its
+    /// `started` records (as a process escaping its sandbox would).
+    WritesOutsideBound,
 }
 
 impl Mutant {
     /// Every mutant, in the order the campaign runs them.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
         Mutant::SettledBeforeEffect,
@@ -130,6 +133,7 @@ impl Mutant {
         Mutant::CancelledCallRuns,
         Mutant::WritesOtherBytes,
         Mutant::RerunsUnknownNonIdempotent,
+        Mutant::WritesOutsideBound,
     ];
 
     /// A short description of the bug the mutant plants, for reports.
@@ -145,6 +149,7 @@ impl Mutant {
             Mutant::RerunsUnknownNonIdempotent => {
                 "a resume runs again an unknown call of a tool that is not idempotent"
             }
+            Mutant::WritesOutsideBound => "a tool writes a file outside its sandbox bound",
         }
     }
 
@@ -157,7 +162,9 @@ impl Mutant {
             Mutant::StartedReadAsNotStarted => None,
             Mutant::CommitOutOfOrder => Some("mutant.commit_out_of_order"),
             Mutant::CancelledCallRuns => Some("mutant.cancelled_call_runs"),
-            Mutant::WritesOtherBytes | Mutant::RerunsUnknownNonIdempotent => None,
+            Mutant::WritesOtherBytes
+            | Mutant::RerunsUnknownNonIdempotent
+            | Mutant::WritesOutsideBound => None,
         }
     }
 
@@ -166,7 +173,9 @@ impl Mutant {
     pub fn simulated(self) -> bool {
         matches!(
             self,
-            Mutant::WritesOtherBytes | Mutant::RerunsUnknownNonIdempotent
+            Mutant::WritesOtherBytes
+                | Mutant::RerunsUnknownNonIdempotent
+                | Mutant::WritesOutsideBound
         )
     }
 

@@ -3,7 +3,7 @@
 //! simulated model sends them. Each tool records what its bodies did (outside the journal): the
 //! ground truth the checks hold the journal to.
 
-use crate::case::{CallSpec, Case, Kind};
+use crate::case::{CallSpec, Case, Kind, PATHS};
 use crate::person::{ask_arguments, AsksForApproval, SimPerson, QUESTION_TIMEOUT_MS};
 use crate::world::{content_of, World, Writer};
 use crate::Locked;
@@ -245,6 +245,11 @@ fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), T
     };
     for path in &writes {
         world.write(path, Writer::Call(id.to_owned()), Some(written.clone()));
+    }
+    if shared.plants(Mutant::WritesOutsideBound) {
+        let undeclared = PATHS.iter().find(|p| !writes.iter().any(|w| w == *p));
+        let path = undeclared.copied().unwrap_or("beyond");
+        world.write(path, Writer::Call(id.to_owned()), Some(written));
     }
     Ok(())
 }
