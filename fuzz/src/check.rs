@@ -6,6 +6,7 @@
 //! one up in the recovered journal: a call the journal should hold and does not is a violation,
 //! not a call the check never sees.
 
+use crate::bounds::Journaled;
 use crate::case::{CallSpec, Case, Kind};
 use crate::read::{code_of, copy_of, events, provider_rejections};
 use crate::sim::{BodyEnd, Run, SentStep};
@@ -13,7 +14,7 @@ use crate::{Coverage, Mutant};
 use journal::SimStorage;
 use recover::conversation::Message;
 use recover::Recovery;
-use recover::{not_started_text, outcome_unknown_text, Analysis, CallReport};
+use recover::{not_started_text, outcome_unknown_text_bounded, Analysis, CallReport};
 use runtime::event::{Classification, Event, OutcomeStatus};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -39,6 +40,7 @@ pub(crate) fn check_covering(
     };
     let a = &a;
     let laid_out = crate::evidence::check(run, a, coverage, &mut v);
+    crate::bounds::writes_within(&run.world, a, "in the session", coverage, &mut v);
     if case.resume {
         match case.rerun {
             Some(policy) => {
@@ -65,7 +67,8 @@ pub(crate) fn check_covering(
 /// (recovery appends to `run.image`), or `None` when the journal does not recover.
 pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, SimStorage)> {
     v.extend(run.live_violations.iter().cloned());
-    live(run, v);
+    let journaled = Journaled::new(&run.image);
+    live(run, &journaled, v);
 
     // `recover classify` streams: it must say what the full analysis says, and append the same.
     // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
@@ -105,10 +108,10 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
             let Some(c) = reports.get(call.0.as_str()) else {
                 continue;
             };
-            recovered_call(run, &a, step, call, c, v);
+            recovered_call(run, &journaled, &a, step, call, c, v);
         }
     }
-    conversation(run, &reports, &conv.messages, v);
+    conversation(run, &journaled, &reports, &conv.messages, v);
     crate::questions::questions(run, &a, &reports, v);
     commit_order(run, &run.image, v);
     idempotence(run, &a, v);
@@ -169,13 +172,14 @@ fn write_ahead(run: &Run, reports: &HashMap<&str, &CallReport>, v: &mut Vec<Stri
 /// recovered journal holds as `c`.
 fn recovered_call(
     run: &Run,
+    journaled: &Journaled<'_>,
     a: &Analysis,
     step: &SentStep,
     (id, raw, spec): &(String, String, CallSpec),
     c: &CallReport,
     v: &mut Vec<String>,
 ) {
-    no_fabrication(run, a, step, (id, spec), c, v);
+    no_fabrication(run, journaled, a, step, (id, spec), c, v);
     // I8: what was journaled as received is what the model sent, byte for byte.
     if &c.raw_arguments != raw {
         v.push(format!(
@@ -201,6 +205,7 @@ fn recovered_call(
 /// what the model was given, and no success is made up.
 fn no_fabrication(
     run: &Run,
+    journaled: &Journaled<'_>,
     a: &Analysis,
     step: &SentStep,
     (id, spec): (&str, &CallSpec),
@@ -239,6 +244,7 @@ fn no_fabrication(
     }
     if let Err(e) = truthful(
         run,
+        journaled,
         id,
         spec,
         step.truncated,
@@ -307,7 +313,7 @@ pub(crate) fn ended_balanced(journal: &SimStorage, v: &mut Vec<String>) {
 
 /// I3 and I9 on the results the model got from batches that finished: one per call it sent, in
 /// the order it sent them, each telling what the body did; nothing started after the cancel.
-fn live(run: &Run, v: &mut Vec<String>) {
+fn live(run: &Run, journaled: &Journaled<'_>, v: &mut Vec<String>) {
     for step in &run.steps {
         let Some(results) = &step.results else {
             continue;
@@ -329,6 +335,7 @@ fn live(run: &Run, v: &mut Vec<String>) {
             let Some((_, i)) = run.sent(id) else { continue };
             if let Err(e) = truthful(
                 run,
+                journaled,
                 id,
                 &step.calls[i].2,
                 step.truncated,
@@ -386,9 +393,11 @@ fn presence(run: &Run, reports: &HashMap<&str, &CallReport>, v: &mut Vec<String>
 
 /// Whether `content` is what the model may truthfully be told about call `id`, given what its
 /// body did (the tool's own record) or, when it did not run or its outcome was lost, the
-/// synthetic text the classification implies. `Err` says why not.
+/// synthetic text the classification implies (with the bound `journaled` says the call ran
+/// under). `Err` says why not.
 fn truthful(
     run: &Run,
+    journaled: &Journaled<'_>,
     id: &str,
     spec: &CallSpec,
     truncated: bool,
@@ -429,8 +438,11 @@ fn truthful(
                 .get(id)
                 .cloned()
                 .unwrap_or_else(|| crate::sim::declared(spec));
-            if content != outcome_unknown_text(&declared) {
-                return fail("not the TOOL_OUTCOME_UNKNOWN text for what the call declared");
+            // With the bound the call's last `started` journaled, if it journaled one.
+            if content != outcome_unknown_text_bounded(&declared, journaled.bound(id)) {
+                return fail(
+                    "not the TOOL_OUTCOME_UNKNOWN text for what the call declared and its bound",
+                );
             }
             return Ok(());
         }
@@ -542,6 +554,7 @@ fn user_not_run(refused: bool, question: bool) -> &'static [ErrorCode] {
 /// true to what its body did.
 fn conversation(
     run: &Run,
+    journaled: &Journaled<'_>,
     reports: &HashMap<&str, &CallReport>,
     messages: &[Message],
     v: &mut Vec<String>,
@@ -583,8 +596,15 @@ fn conversation(
                     if &r.id != id {
                         continue;
                     }
-                    if let Err(e) = truthful(run, id, spec, step.truncated, &r.content, r.is_error)
-                    {
+                    if let Err(e) = truthful(
+                        run,
+                        journaled,
+                        id,
+                        spec,
+                        step.truncated,
+                        &r.content,
+                        r.is_error,
+                    ) {
                         v.push(format!(
                             "I3 true results: the rebuilt history's result for {e}"
                         ));

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 // Rooms are private; the harness a user drives and the campaign's parts are re-exported below.
+mod bounds;
 mod case;
 mod check;
 mod counted;
@@ -116,11 +117,14 @@ pub enum Mutant {
     /// A resume runs again a call of unknown outcome of the tool that is not idempotent (the
     /// resume registers it as retry-safe, as a wrong re-run choice would treat it).
     RerunsUnknownNonIdempotent,
+    /// The simulated tool also writes a file it did not declare, outside the sandbox bound its
+    /// `started` records (as a process escaping its sandbox would).
+    WritesOutsideBound,
 }
 
 impl Mutant {
     /// Every mutant, in the order the campaign runs them.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
         Mutant::SettledBeforeEffect,
@@ -129,6 +133,7 @@ impl Mutant {
         Mutant::CancelledCallRuns,
         Mutant::WritesOtherBytes,
         Mutant::RerunsUnknownNonIdempotent,
+        Mutant::WritesOutsideBound,
     ];
 
     /// A short description of the bug the mutant plants, for reports.
@@ -144,6 +149,7 @@ impl Mutant {
             Mutant::RerunsUnknownNonIdempotent => {
                 "a resume runs again an unknown call of a tool that is not idempotent"
             }
+            Mutant::WritesOutsideBound => "a tool writes a file outside its sandbox bound",
         }
     }
 
@@ -156,7 +162,9 @@ impl Mutant {
             Mutant::StartedReadAsNotStarted => None,
             Mutant::CommitOutOfOrder => Some("mutant.commit_out_of_order"),
             Mutant::CancelledCallRuns => Some("mutant.cancelled_call_runs"),
-            Mutant::WritesOtherBytes | Mutant::RerunsUnknownNonIdempotent => None,
+            Mutant::WritesOtherBytes
+            | Mutant::RerunsUnknownNonIdempotent
+            | Mutant::WritesOutsideBound => None,
         }
     }
 
@@ -165,7 +173,9 @@ impl Mutant {
     pub fn simulated(self) -> bool {
         matches!(
             self,
-            Mutant::WritesOtherBytes | Mutant::RerunsUnknownNonIdempotent
+            Mutant::WritesOtherBytes
+                | Mutant::RerunsUnknownNonIdempotent
+                | Mutant::WritesOutsideBound
         )
     }
 
@@ -221,6 +231,11 @@ pub struct Coverage {
     /// Calls of unknown outcome of the tool that is not idempotent, in a re-running resume's
     /// interrupted step (each must not run again).
     pub kept_unknown: u64,
+    /// Writes of the world by a call, each held to the bound its call journaled.
+    pub bounded_writes: u64,
+    /// Calls a probe ruled out as writers of a file it found changed, each held to the world's
+    /// history.
+    pub ruled_out: u64,
 }
 
 impl Coverage {
@@ -234,6 +249,8 @@ impl Coverage {
         self.rerun_not_started += other.rerun_not_started;
         self.rerun_unknown += other.rerun_unknown;
         self.kept_unknown += other.kept_unknown;
+        self.bounded_writes += other.bounded_writes;
+        self.ruled_out += other.ruled_out;
     }
 }
 
@@ -245,13 +262,17 @@ impl std::fmt::Display for Coverage {
         }
         write!(
             f,
-            " (files changed back: {})\nre-running resumes: {}; run again: {} never started, {} \
-             of unknown outcome; unknown calls of the tool that is not idempotent kept: {}",
+            " (files changed back: {}; calls ruled out as writers of a changed file: {})\n\
+             re-running resumes: {}; run again: {} never started, {} of unknown outcome; unknown \
+             calls of the tool that is not idempotent kept: {}\nwrites held to their call's \
+             bound: {}",
             self.changed_back,
+            self.ruled_out,
             self.rerun_resumes,
             self.rerun_not_started,
             self.rerun_unknown,
-            self.kept_unknown
+            self.kept_unknown,
+            self.bounded_writes
         )
     }
 }

@@ -72,7 +72,7 @@ impl Resuming<'_> {
             run_once(a, policy, &resumed.bodies, v);
         }
         keys_and_attempts(pristine, &resumed, v);
-        after(pristine, &resumed, v);
+        after(pristine, &resumed, coverage, v);
     }
 }
 
@@ -281,8 +281,8 @@ fn keys_and_attempts(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>)
 
 /// After the resume: a recovery appends nothing (after the one a stopped session needs); the
 /// history has exactly one result per call id, a re-run call's being the result it got; every
-/// provider accepts it.
-fn after(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>) {
+/// provider accepts it; every write of the world, the re-runs' too, lies inside its call's bound.
+fn after(image: &SimStorage, resumed: &Resumed, coverage: &mut Coverage, v: &mut Vec<String>) {
     let recover = || {
         Recovery::of(journal::Backend::Files(Arc::new(image.clone())))
             .write(true)
@@ -303,6 +303,8 @@ fn after(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>) {
     if after.appended {
         v.push("I19 re-run: a recovery after the resume appended again".into());
     }
+    let during = "after the re-running resume";
+    crate::bounds::writes_within(&resumed.world, &after.analysis, during, coverage, v);
     let conv = after.analysis.conversation();
     for (format, e) in provider_rejections(&conv) {
         v.push(format!(

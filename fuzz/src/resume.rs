@@ -56,7 +56,7 @@ fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
 fn options() -> SessionOptions {
     SessionOptions {
         session_id: None,
-        workspace: "/sim".into(),
+        workspace: crate::tools::WORKSPACE.into(),
         clock: Arc::new(ManualClock::new(2)),
     }
 }

@@ -267,7 +267,7 @@ fn open_session(
         config,
         SessionOptions {
             session_id: Some("fuzz".into()),
-            workspace: "/sim".into(),
+            workspace: crate::tools::WORKSPACE.into(),
             clock: Arc::new(ManualClock::new(1)),
         },
     )

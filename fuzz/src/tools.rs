@@ -3,13 +3,14 @@
 //! simulated model sends them. Each tool records what its bodies did (outside the journal): the
 //! ground truth the checks hold the journal to.
 
-use crate::case::{CallSpec, Case, Kind};
+use crate::case::{CallSpec, Case, Kind, PATHS};
 use crate::person::{ask_arguments, AsksForApproval, SimPerson, QUESTION_TIMEOUT_MS};
 use crate::world::{content_of, World, Writer};
 use crate::Locked;
 use crate::Mutant;
 use journal::Journal;
 use runtime::event::{CallRef, Evidence, ModelCall, Resources, SideEffect, ToolSource};
+use runtime::event::{SandboxBound, SandboxPolicy};
 use runtime::Registry;
 use runtime::SpillStore;
 use runtime::{Config, ErrorCode, ToolResult};
@@ -17,6 +18,7 @@ use runtime::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutp
 use runtime::{Hooks, Observer};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -80,6 +82,28 @@ impl Shared {
     }
 }
 
+/// The workspace every simulated session runs in (its session/open says so): what the bounds'
+/// roots are beneath.
+pub(crate) const WORKSPACE: &str = "/sim";
+
+/// The sandbox a simulated call that writes `writes` runs under: exactly its declared writes,
+/// beneath [`WORKSPACE`], so that a write it did not declare is one outside its bound.
+pub(crate) fn bound_of(writes: &[String]) -> SandboxBound {
+    let roots: Vec<String> = writes
+        .iter()
+        .map(|p| Path::new(WORKSPACE).join(p).display().to_string())
+        .collect();
+    SandboxBound {
+        policy: SandboxPolicy::WorkspaceWrite,
+        enforced: true,
+        writable: roots.clone(),
+        readable: roots,
+        network: false,
+        mechanism: "simulated by the fuzz harness".into(),
+        escalated: false,
+    }
+}
+
 /// The simulated tool that does not declare itself idempotent.
 pub(crate) const SIM: &str = "sim";
 /// The simulated tool that declares itself idempotent (retry-safe).
@@ -127,13 +151,15 @@ impl Tool for Sim {
             intents: vec![format!("simulate {}", args.str("kind").unwrap_or("?"))],
         }
     }
-    /// One file replacement per path it writes, as the world is now; noted in the ground truth.
+    /// One file replacement per path it writes, as the world is now, and the bound it runs
+    /// under; noted in the ground truth.
     fn evidence<'a>(&'a self, args: &'a runtime::Args) -> EvidenceFuture<'a> {
         let writes = list(args, "writes");
         let evidence = match args.str("id") {
             Some(id) if !writes.is_empty() => {
                 let mut world = self.shared.world.locked();
-                let evidence = world.evidence(&writes, &content_of(id));
+                let mut evidence = world.evidence(&writes, &content_of(id));
+                evidence.push(Evidence::Sandbox(bound_of(&writes)));
                 world.gather(id, evidence.clone());
                 evidence
             }
@@ -219,6 +245,11 @@ fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), T
     };
     for path in &writes {
         world.write(path, Writer::Call(id.to_owned()), Some(written.clone()));
+    }
+    if shared.plants(Mutant::WritesOutsideBound) {
+        let undeclared = PATHS.iter().find(|p| !writes.iter().any(|w| w == *p));
+        let path = undeclared.copied().unwrap_or("beyond");
+        world.write(path, Writer::Call(id.to_owned()), Some(written));
     }
     Ok(())
 }

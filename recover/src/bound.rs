@@ -10,7 +10,7 @@
 use events::event::{CallRef, Evidence, SandboxBound};
 use events::replay::CallReplay;
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The bound the call's last `started` recorded, if it ran a process.
 pub(crate) fn of_call(c: &CallReplay) -> Option<&SandboxBound> {
@@ -83,9 +83,27 @@ pub(crate) struct Peers {
     calls: Vec<(CallRef, SandboxBound)>,
     /// How many of `calls` were known once each recovery had been read.
     after_recovery: Vec<usize>,
+    /// The workspace as the session ran (session/open's), when absolute: what the bounds'
+    /// roots name, wherever the probed copy lies.
+    workspace: Option<PathBuf>,
+}
+
+/// The peers a probe names, and the workspace their roots were resolved in (`None`: the
+/// probed one).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Among<'a> {
+    pub(crate) calls: &'a [(CallRef, SandboxBound)],
+    pub(crate) workspace: Option<&'a Path>,
 }
 
 impl Peers {
+    /// The session's workspace as session/open journaled it. A relative one (an embedding's
+    /// `.`) names no place the roots can be compared with: the probed root stands in.
+    pub(crate) fn journaled_workspace(&mut self, workspace: &str) {
+        let path = Path::new(workspace);
+        self.workspace = path.is_absolute().then(|| path.to_path_buf());
+    }
+
     /// A call a recovery (or this run) leaves of unknown outcome; one that ran no process
     /// bounds nothing and is not kept.
     pub(crate) fn unknown(&mut self, call: &CallRef, bound: Option<&SandboxBound>) {
@@ -100,19 +118,32 @@ impl Peers {
     }
 
     /// The calls known once the recovery `index` (0 for the journal's first) was read.
-    pub(crate) fn as_of(&self, index: usize) -> &[(CallRef, SandboxBound)] {
+    pub(crate) fn as_of(&self, index: usize) -> Among<'_> {
         let n = self
             .after_recovery
             .get(index)
             .copied()
             .unwrap_or(self.calls.len());
-        &self.calls[..n]
+        Among {
+            calls: &self.calls[..n],
+            workspace: self.workspace.as_deref(),
+        }
     }
 
     /// Every call known.
-    pub(crate) fn all(&self) -> &[(CallRef, SandboxBound)] {
-        &self.calls
+    pub(crate) fn all(&self) -> Among<'_> {
+        Among {
+            calls: &self.calls,
+            workspace: self.workspace.as_deref(),
+        }
     }
+}
+
+/// What [`who_could_write`] finds: the words, and the calls the file lies outside the bounds of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Who {
+    pub(crate) words: String,
+    pub(crate) could_not: Vec<CallRef>,
 }
 
 /// Which of `peers` other than `me` could have written `path` (absolute) and which could not,
@@ -122,7 +153,7 @@ pub(crate) fn who_could_write(
     path: &Path,
     me: &CallRef,
     peers: &[(CallRef, SandboxBound)],
-) -> Option<String> {
+) -> Option<Who> {
     let mut could: Vec<&CallRef> = Vec::new();
     let mut could_not: Vec<&CallRef> = Vec::new();
     for (call, bound) in peers.iter().filter(|(c, _)| c != me) {
@@ -147,21 +178,25 @@ pub(crate) fn who_could_write(
         format!("it lies outside {whose} writable roots")
     };
     let head = "of the other calls of unknown outcome that ran a process,";
-    match (could.is_empty(), could_not.is_empty()) {
-        (true, true) => None,
-        (false, true) => Some(format!("{head} {} could have written it", list(&could))),
-        (true, false) => Some(format!(
+    let words = match (could.is_empty(), could_not.is_empty()) {
+        (true, true) => return None,
+        (false, true) => format!("{head} {} could have written it", list(&could)),
+        (true, false) => format!(
             "{head} {} could not have written it: {}",
             list(&could_not),
             outside(&could_not)
-        )),
-        (false, false) => Some(format!(
+        ),
+        (false, false) => format!(
             "{head} {} could have written it, and {} could not: {}",
             list(&could),
             list(&could_not),
             outside(&could_not)
-        )),
-    }
+        ),
+    };
+    Some(Who {
+        words,
+        could_not: could_not.into_iter().cloned().collect(),
+    })
 }
 
 #[cfg(test)]
@@ -197,14 +232,17 @@ mod tests {
             (call("ws"), bound(&["/w"], true)),
             (call("free"), bound(&["/tmp/s"], false)),
         ];
-        let words = who_could_write(Path::new("/w/a.txt"), &call("me"), &peers).unwrap();
+        let who = who_could_write(Path::new("/w/a.txt"), &call("me"), &peers).unwrap();
+        assert_eq!(who.could_not, vec![call("tmp")]);
         assert_eq!(
-            words,
+            who.words,
             "of the other calls of unknown outcome that ran a process, call free (turn 1, step \
              2), call ws (turn 1, step 2) could have written it, and call tmp (turn 1, step 2) \
              could not: it lies outside its writable roots"
         );
-        let outside = who_could_write(Path::new("/etc/x"), &call("free"), &peers[..3]).unwrap();
+        let outside = who_could_write(Path::new("/etc/x"), &call("free"), &peers[..3])
+            .unwrap()
+            .words;
         assert!(
             outside.ends_with("could not have written it: it lies outside their writable roots"),
             "{outside}"
@@ -223,9 +261,19 @@ mod tests {
         p.recovery_read();
         p.recovery_read();
         p.unknown(&call("b"), Some(&bound(&["/w"], true)));
-        assert_eq!(p.as_of(0).len(), 1);
-        assert_eq!(p.as_of(1).len(), 1);
-        assert_eq!(p.all().len(), 2);
+        assert_eq!(p.as_of(0).calls.len(), 1);
+        assert_eq!(p.as_of(1).calls.len(), 1);
+        assert_eq!(p.all().calls.len(), 2);
+    }
+
+    #[test]
+    fn only_an_absolute_journaled_workspace_stands_for_the_roots() {
+        let mut p = Peers::default();
+        assert_eq!(p.all().workspace, None);
+        p.journaled_workspace("/home/u/project");
+        assert_eq!(p.as_of(0).workspace, Some(Path::new("/home/u/project")));
+        p.journaled_workspace(".");
+        assert_eq!(p.all().workspace, None);
     }
 
     #[test]

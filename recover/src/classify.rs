@@ -11,7 +11,7 @@
 //! recovery withdraws the question (`ask/cancelled`, [`WITHDRAWN_REASON`]); its result says so
 //! in words for a question ([`question_withdrawn_text`]): nobody answered it, ask again.
 
-use crate::bound::Peers;
+use crate::bound::{Among, Peers};
 use crate::conversation::{ConvCall, ConvResult, Conversation, ProviderState};
 use crate::probe::{Probe, Prober};
 use events::event::{
@@ -287,7 +287,7 @@ fn classify_orphan(
 pub(crate) fn probe_started(
     c: &CallReplay,
     prober: Option<&Prober>,
-    peers: &[(CallRef, SandboxBound)],
+    peers: Among<'_>,
 ) -> Option<Probe> {
     probe_if(c.state == CallState::Started, c, prober, peers)
 }
@@ -297,7 +297,7 @@ fn probe_if(
     unknown: bool,
     c: &CallReplay,
     prober: Option<&Prober>,
-    peers: &[(CallRef, SandboxBound)],
+    peers: Among<'_>,
 ) -> Option<Probe> {
     prober.filter(|_| unknown).map(|p| p.probe_among(c, peers))
 }
@@ -424,6 +424,9 @@ struct Orphans {
 /// that may have run (as the streaming classifier finds them).
 fn peers_of(replay: &SessionReplay, earlier: &[(usize, &RecoveredCall)], live: bool) -> Peers {
     let mut peers = Peers::default();
+    if let Some(open) = &replay.open {
+        peers.journaled_workspace(&open.workspace);
+    }
     for r in &replay.recoveries {
         for rc in r.calls.iter().filter(|rc| left_unknown(rc)) {
             let call = replay.calls().find(|c| c.call == rc.call);
@@ -535,7 +538,7 @@ fn report_orphan(
     c: &CallReplay,
     orphans: &mut Orphans,
     prober: Option<&Prober>,
-    peers: &[(CallRef, SandboxBound)],
+    peers: Among<'_>,
 ) -> CallReport {
     if c.asks.last().is_some_and(|a| a.answer.is_none()) {
         orphans.pending_asks.push(c.call.clone());

@@ -15,9 +15,9 @@
 //! none) is `not_looked`, saying why: nothing was seen, so nothing is claimed. A plain file it
 //! cannot compare (unreadable, too large) is `no_evidence`, saying why: it may still be either.
 
-use crate::bound::who_could_write;
+use crate::bound::{who_could_write, Among};
 use confine::{beneath, Workspace};
-use events::event::{CallRef, Evidence, SandboxBound};
+use events::event::{CallRef, Evidence};
 use events::replay::CallReplay;
 use events::ErrorCode;
 use rustix::fd::{AsFd, OwnedFd};
@@ -89,6 +89,11 @@ pub struct Probe {
     pub pgid: Option<u32>,
     /// What was found, in plain words.
     pub detail: String,
+    /// Each file found changed (as journaled), with the other calls of unknown outcome whose
+    /// journaled bound it lies outside of: what `detail` says in words, kept for checks that
+    /// hold it to the truth (the fuzz harness's world). Not in `--json`: the words carry it.
+    #[serde(skip)]
+    pub ruled_out: Vec<(String, Vec<CallRef>)>,
 }
 
 impl Probe {
@@ -153,6 +158,8 @@ struct Item {
     after: String,
     found: Option<String>,
     detail: String,
+    /// The calls whose bound rules out having written the file, when it changed.
+    ruled_out: Vec<CallRef>,
 }
 
 impl Prober {
@@ -175,16 +182,14 @@ impl Prober {
     /// The call's probe: `running` while a process group it started lives; else, with file
     /// evidence, `applied`, `not_applied` or `changed`; else `no_evidence`.
     pub fn probe(&self, call: &CallReplay) -> Probe {
-        self.probe_among(call, &[])
+        self.probe_among(call, Among::default())
     }
 
     /// [`Prober::probe`], naming which of `peers` (other calls of unknown outcome that ran a
-    /// process, with their bounds) could have written a file found changed.
-    pub(crate) fn probe_among(
-        &self,
-        call: &CallReplay,
-        peers: &[(CallRef, SandboxBound)],
-    ) -> Probe {
+    /// process, with their bounds) could have written a file found changed. A path is compared
+    /// with the bounds beneath the workspace the session ran in, not the probed copy's root
+    /// (the roots name the former), unless the journal does not say where that was.
+    pub(crate) fn probe_among(&self, call: &CallReplay, peers: Among<'_>) -> Probe {
         for process in &call.processes {
             if let Some(members) = events::process::still_running(process) {
                 let plural = if members == 1 { "" } else { "es" };
@@ -200,6 +205,7 @@ impl Prober {
                          it may still be changing the workspace",
                         process.pgid
                     ),
+                    ruled_out: Vec::new(),
                 };
             }
         }
@@ -214,9 +220,11 @@ impl Prober {
                 } => {
                     let mut item = self.compare(path, before_sha256.as_deref(), after_sha256);
                     if item.verdict == Verdict::Changed {
-                        let at = self.ws.root().join(relative(path));
-                        if let Some(who) = who_could_write(&at, &call.call, peers) {
-                            item.detail = format!("{}; {who}", item.detail);
+                        let root = peers.workspace.unwrap_or(self.ws.root());
+                        let at = root.join(relative(path));
+                        if let Some(who) = who_could_write(&at, &call.call, peers.calls) {
+                            item.detail = format!("{}; {}", item.detail, who.words);
+                            item.ruled_out = who.could_not;
                         }
                     }
                     Some(item)
@@ -244,6 +252,7 @@ impl Prober {
                 found_sha256: None,
                 pgid: None,
                 detail,
+                ruled_out: Vec::new(),
             };
         }
         combine(items)
@@ -321,6 +330,7 @@ impl Prober {
             after: after.to_owned(),
             found: found_sha256,
             detail,
+            ruled_out: Vec::new(),
         }
     }
 
@@ -502,6 +512,11 @@ fn combine(mut items: Vec<Item>) -> Probe {
         };
         format!("{mixed}{}", each.join("; "))
     };
+    let ruled_out = items
+        .iter_mut()
+        .filter(|i| !i.ruled_out.is_empty())
+        .map(|i| (i.path.clone(), std::mem::take(&mut i.ruled_out)))
+        .collect();
     let item = items.swap_remove(at);
     Probe {
         verdict,
@@ -511,5 +526,6 @@ fn combine(mut items: Vec<Item>) -> Probe {
         found_sha256: item.found,
         pgid: None,
         detail,
+        ruled_out,
     }
 }

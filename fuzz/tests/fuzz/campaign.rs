@@ -171,6 +171,36 @@ fn the_campaign_catches_every_mutant_from_a_random_seed() {
     );
 }
 
+/// The mutant whose tool writes a file it did not declare is caught by the world check against
+/// the bound its `started` journaled (I29), within the budget the other mutants get.
+#[test]
+fn a_write_outside_its_bound_is_caught_by_the_world_check() {
+    tooljournal_fuzz::quiet_simulated_panics();
+    let seed = std::env::var("FUZZ_MUTANT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(random_seed);
+    let (cases, c) = cases_to_catch(Mutant::WritesOutsideBound, seed, mutant_budget());
+    let found = c.found.unwrap_or_else(|| {
+        panic!(
+            "survived {} cases from seed {seed} (replay: FUZZ_MUTANT_SEED={seed})",
+            c.ran
+        )
+    });
+    println!(
+        "caught after {cases:?} cases from seed {seed}: {:?}",
+        found.violations
+    );
+    assert!(
+        found
+            .violations
+            .iter()
+            .any(|v| v.starts_with("I29 sandbox bound") && v.contains("outside the bound")),
+        "caught, but not by the bound (seed {seed}): {:?}",
+        found.violations
+    );
+}
+
 /// The campaign's power, measured: for each mutant, the cases needed to catch it in ten
 /// campaigns, and their median; once from first seeds 1..=10 (campaigns run consecutive seeds,
 /// so these overlap), once from first seeds k·2³² for k = 1..=10 (so that they share no case).

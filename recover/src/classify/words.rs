@@ -157,6 +157,7 @@ mod tests {
             found_sha256: None,
             pgid: None,
             detail,
+            ruled_out: Vec::new(),
         };
         let stating = probe(format!("nothing to check; {}", b.in_words()));
         let text = outcome_unknown_text_probed(&Resources::default(), Some(&b), Some(&stating));

@@ -355,6 +355,8 @@ impl Retain for OpenCalls {
 
     fn session_opened(&mut self, open: events::event::SessionOpen) {
         self.opened = true;
+        // As `analyze` has it: the bounds' roots are compared beneath this workspace.
+        self.peers.journaled_workspace(&open.workspace);
         self.notice(Notice::Opened(open.tools));
     }
 

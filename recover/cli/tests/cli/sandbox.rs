@@ -47,9 +47,14 @@ fn call(id: &str) -> CallRef {
     }
 }
 
-/// A session `sbx` whose sandbox is `session` (none: no `session/sandbox`), with one step whose
-/// calls `(id, tool, evidence)` each start and never settle.
-fn forge(journal: &Path, session: Option<SandboxBound>, calls: &[(&str, &str, Vec<Evidence>)]) {
+/// A session `sbx` run in `workspace`, whose sandbox is `session` (none: no `session/sandbox`),
+/// with one step whose calls `(id, tool, evidence)` each start and never settle.
+fn forge(
+    journal: &Path,
+    workspace: &Path,
+    session: Option<SandboxBound>,
+    calls: &[(&str, &str, Vec<Evidence>)],
+) {
     let (j, _) = Journal::open(
         Arc::new(FsStorage::create(journal).unwrap()),
         Options::default(),
@@ -65,7 +70,7 @@ fn forge(journal: &Path, session: Option<SandboxBound>, calls: &[(&str, &str, Ve
     put(Event::SessionOpen(SessionOpen {
         schema_version: EVENT_SCHEMA_VERSION,
         session_id: "sbx".into(),
-        workspace: "/ws".into(),
+        workspace: workspace.display().to_string(),
         tools: vec![],
     }));
     if let Some(b) = session {
@@ -154,6 +159,7 @@ fn fixture() -> Fixture {
     };
     forge(
         &journal,
+        &ws,
         Some(inside.clone()),
         &[
             ("b1", "bash", vec![Evidence::Sandbox(inside.clone())]),
@@ -340,6 +346,83 @@ fn a_file_found_changed_names_the_calls_that_could_and_could_not_have_written_it
     assert_eq!(report(&streamed, "b2").sandbox.as_ref(), Some(&f.outside));
 }
 
+/// The words on `w1`'s probe of `ws`, by the whole analysis; the streamed reading and
+/// `classify --probe` say the same.
+fn w1_probed_in(journal: &Path, ws: &Path) -> recover::Probe {
+    let r = Recovery::of(journal).probe(Some(ws)).run().unwrap();
+    let mut streamed: Vec<CallReport> = Vec::new();
+    Recovery::of(journal)
+        .probe(Some(ws))
+        .stream(&mut streamed)
+        .unwrap();
+    assert_eq!(streamed, r.analysis.calls);
+    let (j, at) = (journal.to_str().unwrap(), ws.to_str().unwrap());
+    let v = run_json(&["classify", j, "--dry-run", "--json", "--probe", at]);
+    let probe = report(&r.analysis.calls, "w1").probe.clone().unwrap();
+    assert_eq!(by_id(&v, "w1")["probe"]["detail"], probe.detail);
+    probe
+}
+
+/// A probe of a copy of the workspace elsewhere (a backup, the fuzz harness's laid-out world)
+/// compares a changed file with the bounds where the session ran it, as session/open journaled
+/// the workspace: the copy's own path lies under no journaled root.
+#[test]
+fn a_probe_of_a_copy_elsewhere_names_the_calls_as_where_the_session_ran() {
+    let f = fixture();
+    let copy = f.journal.parent().unwrap().join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(f.ws.join("a.txt"), copy.join("a.txt")).unwrap();
+    let said = "of the other calls of unknown outcome that ran a process, call b1 (turn 1, step \
+                1) could have written it, and call b2 (turn 1, step 1) could not: it lies \
+                outside its writable roots";
+    for ws in [&f.ws, &copy] {
+        let probe = w1_probed_in(&f.journal, ws);
+        assert_eq!(probe.verdict, Verdict::Changed);
+        assert!(
+            probe.detail.ends_with(said),
+            "{}: {}",
+            ws.display(),
+            probe.detail
+        );
+        assert_eq!(
+            probe.ruled_out,
+            vec![("a.txt".to_owned(), vec![call("b2")])]
+        );
+    }
+
+    // A journal whose workspace is relative (as an embedding may give it) says nowhere the
+    // roots can be compared with: the probed root stands in, so only a probe in place names b1.
+    let relative = f.journal.parent().unwrap().join("relative");
+    let replace = Evidence::FileReplace {
+        path: "a.txt".into(),
+        before_sha256: None,
+        after_sha256: sha("the new text\n"),
+    };
+    forge(
+        &relative,
+        Path::new("."),
+        None,
+        &[
+            ("b1", "bash", vec![Evidence::Sandbox(f.inside.clone())]),
+            ("w1", "write", vec![replace]),
+        ],
+    );
+    let in_place = w1_probed_in(&relative, &f.ws);
+    assert!(
+        in_place
+            .detail
+            .ends_with("call b1 (turn 1, step 1) could have written it"),
+        "{}",
+        in_place.detail
+    );
+    assert!(in_place.ruled_out.is_empty());
+    let elsewhere = w1_probed_in(&relative, &copy);
+    assert_eq!(
+        elsewhere.ruled_out,
+        vec![("a.txt".to_owned(), vec![call("b1")])]
+    );
+}
+
 /// Appends to `journal` a second turn whose one call, `b9` (bash, under `bound`), starts and
 /// never settles: what a resume that crashed again leaves after the first recovery.
 fn crash_again(journal: &Path, bound: &SandboxBound) {
@@ -446,6 +529,7 @@ fn a_file_outside_every_bound_is_said_so_and_without_bounds_nothing_changes() {
     };
     forge(
         &dir,
+        &f.ws,
         None,
         &[
             ("b1", "bash", vec![Evidence::Sandbox(f.outside.clone())]),
@@ -475,6 +559,7 @@ fn a_file_outside_every_bound_is_said_so_and_without_bounds_nothing_changes() {
     };
     forge(
         &plain,
+        &f.ws,
         None,
         &[("w1", "write", vec![replace]), ("m1", "mcp", vec![])],
     );
@@ -522,7 +607,7 @@ fn audit_states_the_session_sandbox_once_and_each_call_s_bound() {
 
     // A journal without `session/sandbox`: null, and no line for it.
     let none = f.journal.parent().unwrap().join("none");
-    forge(&none, None, &[("m1", "mcp", vec![])]);
+    forge(&none, &f.ws, None, &[("m1", "mcp", vec![])]);
     let v = run_json(&["audit", none.to_str().unwrap(), "--json"]);
     assert_eq!(v["sandbox"], Value::Null, "{v}");
     let table = text(&recover(&["audit", none.to_str().unwrap()]).stdout);
