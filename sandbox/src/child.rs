@@ -118,9 +118,7 @@ impl Namespaces {
     /// opens the namespaces' descriptors (which keep them alive), then lets it end.
     fn make(network_off: bool) -> Result<Namespaces, SandboxError> {
         use std::os::unix::process::CommandExt;
-        let failed = |what: &str, e: io::Error| {
-            SandboxError::Landlock(format!("cannot make the sandbox's namespaces ({what}): {e}"))
-        };
+        let failed = |what: &str, e: io::Error| SandboxError::Namespaces(format!("{what}: {e}"));
         let mut holder = std::process::Command::new("/bin/sh");
         holder
             .args(["-c", "read _"])

@@ -120,6 +120,9 @@ pub enum SandboxError {
     /// Landlock refused the ruleset.
     #[error("cannot build the Landlock ruleset: {0}")]
     Landlock(String),
+    /// The sandbox's user and network namespaces could not be made.
+    #[error("cannot make the sandbox's namespaces ({0})")]
+    Namespaces(String),
 }
 
 /// A sandbox ready to confine processes: its bound, and (when enforced) the ruleset and
