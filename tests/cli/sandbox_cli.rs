@@ -58,6 +58,17 @@ impl Case {
                    "approvals": approvals}),
             json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
         ];
+        let mut command = self.command(&lines, extra);
+        command.env_remove("TOOLJOURNAL_SANDBOX_HIDE");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    }
+
+    /// `tooljournal run --script` of `lines` (written to the case's script) on the case, with
+    /// `extra` flags.
+    fn command(&self, lines: &[Value], extra: &[&str]) -> Command {
         let text: Vec<String> = lines.iter().map(Value::to_string).collect();
         std::fs::write(&self.script, text.join("\n")).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_tooljournal"));
@@ -68,12 +79,17 @@ impl Case {
             .arg(&self.ws)
             .arg("--journal")
             .arg(&self.journal)
-            .args(extra)
-            .env_remove("TOOLJOURNAL_SANDBOX_HIDE");
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        command.output().unwrap()
+            .args(extra);
+        command
+    }
+
+    /// [`Case::command`] started, its output dropped: for a test that kills it.
+    fn spawn(&self, lines: &[Value], extra: &[&str]) -> std::process::Child {
+        self.command(lines, extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     fn events(&self) -> Vec<Event> {
@@ -403,19 +419,7 @@ fn a_killed_calls_bound_is_stated_by_classify_and_the_audit_page() {
             "arguments": json!({"command": "echo started > started.txt; sleep 300"}).to_string()}],
             "stop_reason": "tool_use"}}),
     ];
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    std::fs::write(&case.script, text.join("\n")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
-        .args(["run", "--script"])
-        .arg(&case.script)
-        .arg("--workspace")
-        .arg(&case.ws)
-        .arg("--journal")
-        .arg(&case.journal)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = case.spawn(&lines, &[]);
     wait_until("the command started", || {
         std::fs::read_to_string(case.ws.join("started.txt")).is_ok_and(|t| t.ends_with('\n'))
     });
@@ -500,17 +504,7 @@ fn run_fs_server(case: &Case, sandbox_line: &str, calls: &[(&str, Value)]) -> Ou
         json!({"assistant": {"text": "", "tool_calls": tool_calls, "stop_reason": "tool_use"}}),
         json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
     ];
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    std::fs::write(&case.script, text.join("\n")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_tooljournal"))
-        .args(["run", "--script"])
-        .arg(&case.script)
-        .arg("--workspace")
-        .arg(&case.ws)
-        .arg("--journal")
-        .arg(&case.journal)
-        .arg("--config")
-        .arg(&config)
+    case.command(&lines, &["--config", config.to_str().unwrap()])
         .output()
         .unwrap()
 }
@@ -593,20 +587,7 @@ fn a_resume_runs_commands_under_the_journaled_policy() {
             "stop_reason": "tool_use"}}),
         json!({"assistant": {"text": "done", "tool_calls": [], "stop_reason": "end_turn"}}),
     ];
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    std::fs::write(&case.script, text.join("\n")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tooljournal"))
-        .args(["run", "--script"])
-        .arg(&case.script)
-        .arg("--workspace")
-        .arg(&case.ws)
-        .arg("--journal")
-        .arg(&case.journal)
-        .args(["--sandbox", "read-only", "--network"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = case.spawn(&lines, &["--sandbox", "read-only", "--network"]);
     // Read-only: the command cannot write its mark, so the test waits for its `started`.
     wait_until("the command started", || started(&case.journal, "k1"));
     child.kill().unwrap();

@@ -177,44 +177,45 @@ impl Session {
             // the call: the one question asked is the escalation's.
             _ if escalation.is_some() => {
                 let question = escalation.unwrap_or_default();
-                match self
+                let asked = self
                     .ask_person(track, info, &question, true, cancel)
-                    .await?
-                {
-                    Asked::Approved(approval) => approval,
-                    Asked::Refused(denial) => {
-                        self.reject(track, ErrorCode::PolicyDenied, denial)?;
-                        return Ok(None);
-                    }
-                    Asked::Stopped => {
-                        scheduler::cancel_before_start(
-                            &self.ctx(),
-                            track,
-                            "the batch was stopped while this call waited for approval",
-                        )?;
-                        return Ok(None);
-                    }
+                    .await?;
+                match self.asked(track, asked)? {
+                    Some(approval) => approval,
+                    None => return Ok(None),
                 }
             }
-            (Decision::Ask { reason }, _) => match self.ask(track, info, &reason, cancel).await? {
-                Asked::Approved(approval) => approval,
-                Asked::Refused(denial) => {
-                    self.reject(track, ErrorCode::PolicyDenied, denial)?;
-                    return Ok(None);
+            (Decision::Ask { reason }, _) => {
+                let asked = self.ask(track, info, &reason, cancel).await?;
+                match self.asked(track, asked)? {
+                    Some(approval) => approval,
+                    None => return Ok(None),
                 }
-                Asked::Stopped => {
-                    scheduler::cancel_before_start(
-                        &self.ctx(),
-                        track,
-                        "the batch was stopped while this call waited for approval",
-                    )?;
-                    return Ok(None);
-                }
-            },
+            }
             (_, None) => Approval::Default,
             (_, Some(name)) => Approval::Listener { name },
         };
         Ok(Some(approval))
+    }
+
+    /// What a question's end makes of the call: approved, or (journaled here) rejected or
+    /// cancelled before it started.
+    fn asked(&mut self, track: &mut Track, asked: Asked) -> Result<Option<Approval>, RuntimeError> {
+        match asked {
+            Asked::Approved(approval) => Ok(Some(approval)),
+            Asked::Refused(denial) => {
+                self.reject(track, ErrorCode::PolicyDenied, denial)?;
+                Ok(None)
+            }
+            Asked::Stopped => {
+                scheduler::cancel_before_start(
+                    &self.ctx(),
+                    track,
+                    "the batch was stopped while this call waited for approval",
+                )?;
+                Ok(None)
+            }
+        }
     }
 
     /// The first guard that refuses the call, as the reason to reject it with. A guard that

@@ -59,27 +59,26 @@ impl ScriptedApprover {
     }
 }
 
-impl Approver for ScriptedApprover {
-    /// Only the script's own answer for the call: never the default.
-    fn escalate(&self, call: CallInfo, _question: String) -> AskFuture<'_> {
-        let answer = self
-            .answers
+impl ScriptedApprover {
+    /// The script's yes/no answer for `call`, if it gives one.
+    fn scripted(&self, call: &CallInfo) -> Option<AskAnswer> {
+        self.answers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&call.call.call_id)
             .copied()
-            .unwrap_or(AskAnswer::Denied);
+    }
+}
+
+impl Approver for ScriptedApprover {
+    /// Only the script's own answer for the call: never the default.
+    fn escalate(&self, call: CallInfo, _question: String) -> AskFuture<'_> {
+        let answer = self.scripted(&call).unwrap_or(AskAnswer::Denied);
         Box::pin(std::future::ready(answer))
     }
 
     fn ask(&self, call: CallInfo, _question: String) -> AskFuture<'_> {
-        let answer = self
-            .answers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&call.call.call_id)
-            .copied()
-            .unwrap_or(self.default);
+        let answer = self.scripted(&call).unwrap_or(self.default);
         Box::pin(async move { answer })
     }
 
