@@ -7,12 +7,12 @@
 
 use crate::common;
 
-use common::{recover, text};
+use common::{recover, start_call, text, Answered};
 use journal::{FsStorage, Journal, Options};
 use recover::{CallReport, Recovery, Verdict};
 use runtime::event::{
-    idempotency_key, Approval, CallRef, CallStarted, Event, Evidence, ModelCall, ModelResponse,
-    Record, Resources, SandboxBound, SandboxPolicy, SessionOpen, StopReason, EVENT_SCHEMA_VERSION,
+    CallRef, Event, Evidence, ModelCall, ModelResponse, Record, Resources, SandboxBound,
+    SandboxPolicy, SessionOpen, StopReason, EVENT_SCHEMA_VERSION,
 };
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -99,32 +99,13 @@ fn forge(
         },
     });
     for (i, (id, tool, evidence)) in calls.iter().enumerate() {
-        let c = call(id);
-        let mut last = put(Event::Received {
-            call: c.clone(),
+        let at = Answered {
+            response,
             index: i as u32,
-            tool: (*tool).into(),
-            raw_arguments: arguments.clone(),
-            source_seqs: vec![response],
-        });
-        last = put(Event::Parsed {
-            call: c.clone(),
-            arguments: "{}".into(),
-            source_seqs: vec![last],
-        });
-        last = put(Event::Approved {
-            call: c.clone(),
-            approval: Approval::Default,
-            source_seqs: vec![last],
-        });
-        put(Event::Started(CallStarted {
-            call: c.clone(),
-            attempt: 1,
-            resources: Resources::default(),
-            idempotency_key: idempotency_key("sbx", &c),
-            evidence: evidence.clone(),
-            source_seqs: vec![last],
-        }));
+            tool,
+            raw_arguments: &arguments,
+        };
+        start_call(&put, &call(id), at, "sbx", evidence.clone());
     }
     j.close().unwrap();
 }
@@ -461,31 +442,13 @@ fn crash_again(journal: &Path, bound: &SandboxBound) {
         step: 1,
         call_id: "b9".into(),
     };
-    let mut last = put(Event::Received {
-        call: c.clone(),
+    let at = Answered {
+        response,
         index: 0,
-        tool: "bash".into(),
-        raw_arguments: "{}".into(),
-        source_seqs: vec![response],
-    });
-    last = put(Event::Parsed {
-        call: c.clone(),
-        arguments: "{}".into(),
-        source_seqs: vec![last],
-    });
-    last = put(Event::Approved {
-        call: c.clone(),
-        approval: Approval::Default,
-        source_seqs: vec![last],
-    });
-    put(Event::Started(CallStarted {
-        call: c.clone(),
-        attempt: 1,
-        resources: Resources::default(),
-        idempotency_key: idempotency_key("sbx", &c),
-        evidence: vec![Evidence::Sandbox(bound.clone())],
-        source_seqs: vec![last],
-    }));
+        tool: "bash",
+        raw_arguments: "{}",
+    };
+    start_call(&put, &c, at, "sbx", vec![Evidence::Sandbox(bound.clone())]);
     j.close().unwrap();
 }
 

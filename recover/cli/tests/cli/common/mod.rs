@@ -303,32 +303,13 @@ pub fn forged(journal: &Path, calls: &[(&str, Vec<Evidence>)], extra: Vec<Event>
         },
     });
     for (i, (id, evidence)) in calls.iter().enumerate() {
-        let c = call(id);
-        let mut last = put(Event::Received {
-            call: c.clone(),
+        let at = Answered {
+            response,
             index: i as u32,
-            tool: "write".into(),
-            raw_arguments: arguments.clone(),
-            source_seqs: vec![response],
-        });
-        last = put(Event::Parsed {
-            call: c.clone(),
-            arguments: "{}".into(),
-            source_seqs: vec![last],
-        });
-        last = put(Event::Approved {
-            call: c.clone(),
-            approval: Approval::Default,
-            source_seqs: vec![last],
-        });
-        put(Event::Started(CallStarted {
-            call: c.clone(),
-            attempt: 1,
-            resources: Resources::default(),
-            idempotency_key: idempotency_key("hand", &c),
-            evidence: evidence.clone(),
-            source_seqs: vec![last],
-        }));
+            tool: "write",
+            raw_arguments: &arguments,
+        };
+        start_call(&put, &call(id), at, "hand", evidence.clone());
     }
     for e in extra {
         put(e);
@@ -345,4 +326,49 @@ pub fn is_root() -> bool {
                 .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
         })
         .unwrap_or(false)
+}
+
+/// Where a call stands in the answer that sent it: the answer's seq, the call's index in it, its
+/// tool and its arguments as sent.
+pub struct Answered<'a> {
+    pub response: u64,
+    pub index: u32,
+    pub tool: &'a str,
+    pub raw_arguments: &'a str,
+}
+
+/// `received`, `parsed`, `approved` and `started` of call `c`, as the runtime journals a call it
+/// starts (its key derived from `session_id`); the seq of its `started`.
+pub fn start_call(
+    put: &impl Fn(Event) -> u64,
+    c: &CallRef,
+    at: Answered<'_>,
+    session_id: &str,
+    evidence: Vec<Evidence>,
+) -> u64 {
+    let mut last = put(Event::Received {
+        call: c.clone(),
+        index: at.index,
+        tool: at.tool.into(),
+        raw_arguments: at.raw_arguments.into(),
+        source_seqs: vec![at.response],
+    });
+    last = put(Event::Parsed {
+        call: c.clone(),
+        arguments: "{}".into(),
+        source_seqs: vec![last],
+    });
+    last = put(Event::Approved {
+        call: c.clone(),
+        approval: Approval::Default,
+        source_seqs: vec![last],
+    });
+    put(Event::Started(CallStarted {
+        call: c.clone(),
+        attempt: 1,
+        resources: Resources::default(),
+        idempotency_key: idempotency_key(session_id, c),
+        evidence,
+        source_seqs: vec![last],
+    }))
 }
