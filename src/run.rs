@@ -93,7 +93,7 @@ fn start_servers(
                 name,
                 server_config,
                 log.into(),
-                sandbox.as_ref(),
+                sandbox.map(Arc::new),
             ))
             .map_err(failed)?;
         mcp::register(&server, prepared.registry_mut()).map_err(failed)?;

@@ -44,6 +44,9 @@ pub struct McpServer {
     link: Arc<Link>,
     tools: Vec<Arc<McpTool>>,
     service: Option<RunningService<RoleClient, Handler>>,
+    /// The sandbox the server runs under, held as long as it runs (its temporary directory
+    /// with it).
+    _sandbox: Option<Arc<sandbox::Sandbox>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -76,7 +79,7 @@ impl McpServer {
         name: &str,
         config: &ServerConfig,
         stderr: Stdio,
-        sandbox: Option<&sandbox::Sandbox>,
+        sandbox: Option<Arc<sandbox::Sandbox>>,
     ) -> Result<McpServer, McpError> {
         let startup = Duration::from_millis(config.startup_timeout_ms);
         let started = McpServer::start_inner(name, config, stderr, sandbox);
@@ -97,9 +100,9 @@ impl McpServer {
         name: &str,
         config: &ServerConfig,
         stderr: Stdio,
-        sandbox: Option<&sandbox::Sandbox>,
+        sandbox: Option<Arc<sandbox::Sandbox>>,
     ) -> Result<McpServer, McpError> {
-        let transport = spawn(name, config, stderr, sandbox)?;
+        let transport = spawn(name, config, stderr, sandbox.as_deref())?;
         let pid = transport.id();
         let routes = Arc::new(ProgressRoutes::default());
         let handler = Handler {
@@ -116,7 +119,7 @@ impl McpServer {
             pid,
             peer: service.peer().clone(),
             routes,
-            bound: sandbox.map(|s| s.bound().clone()),
+            bound: sandbox.as_ref().map(|s| s.bound().clone()),
         });
         let tools = wrap_tools(name, config, &link, &source, listed)?;
         Ok(McpServer {
@@ -125,6 +128,7 @@ impl McpServer {
             link,
             tools,
             service: Some(service),
+            _sandbox: sandbox,
         })
     }
 

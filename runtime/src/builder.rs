@@ -566,7 +566,7 @@ impl PreparedSession {
         let sandbox = self.sandbox.clone();
         let (journal, report, registry, hooks, config, options, _) = self.into_parts()?;
         let mut session = Session::open(journal, registry, hooks, config, options)?;
-        record_sandbox(&mut session, sandbox.as_deref())?;
+        record_sandbox(&mut session, sandbox.as_deref(), false)?;
         Ok((session, report))
     }
 
@@ -584,10 +584,11 @@ impl PreparedSession {
         resumable(&self.replay)?;
         self.check_resumable_here()?;
         let sandbox = self.sandbox.clone();
+        let had_sandbox = self.replay.sandbox.is_some();
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::resume(journal, registry, hooks, config, options, &replay)?;
-        record_sandbox(&mut session, sandbox.as_deref())?;
+        record_sandbox(&mut session, sandbox.as_deref(), had_sandbox)?;
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
@@ -602,10 +603,11 @@ impl PreparedSession {
         continuable(&self.replay, true)?;
         self.check_resumable_here()?;
         let sandbox = self.sandbox.clone();
+        let had_sandbox = self.replay.sandbox.is_some();
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         let plan_mode = std::mem::take(&mut config.plan_mode);
         let mut session = Session::reopen(journal, registry, hooks, config, options, &replay)?;
-        record_sandbox(&mut session, sandbox.as_deref())?;
+        record_sandbox(&mut session, sandbox.as_deref(), had_sandbox)?;
         if plan_mode && !session.plan_mode() {
             session.set_plan_mode(true, "resumed in plan mode")?;
         }
@@ -625,12 +627,13 @@ impl PreparedSession {
     ) -> Result<(Session, OpenReport), BuildError> {
         self.check_resumable_here()?;
         let sandbox = self.sandbox.clone();
+        let had_sandbox = self.replay.sandbox.is_some();
         let (journal, report, registry, hooks, mut config, options, replay) = self.into_parts()?;
         config.plan_mode = false;
         let mut session = Session::resume_recovering(
             journal, registry, hooks, config, options, &replay, recovery,
         )?;
-        record_sandbox(&mut session, sandbox.as_deref())?;
+        record_sandbox(&mut session, sandbox.as_deref(), had_sandbox)?;
         Ok((session, report))
     }
 
@@ -755,13 +758,21 @@ fn remember_reads(workspace: &Workspace, replay: &SessionReplay) {
 }
 
 /// Journals the session's sandbox (`session/sandbox`) right after it opens or resumes, before
-/// any call can run under it.
+/// any call can run under it. A resume without one, of a journal that records one, journals
+/// that this run has none: the journal's last word on it must be this run's.
 fn record_sandbox(
     session: &mut Session,
     sandbox: Option<&sandbox::Sandbox>,
+    journal_had_one: bool,
 ) -> Result<(), BuildError> {
-    if let Some(sandbox) = sandbox {
-        session.record_sandbox(sandbox.bound())?;
+    match sandbox {
+        Some(sandbox) => session.record_sandbox(sandbox.bound())?,
+        None if journal_had_one => {
+            let mut none = sandbox::Sandbox::unconfined(false).bound().clone();
+            none.mechanism = "none: this run of the session set no sandbox".to_owned();
+            session.record_sandbox(&none)?;
+        }
+        None => {}
     }
     Ok(())
 }

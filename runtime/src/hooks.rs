@@ -110,9 +110,10 @@ pub trait Approver: Send + Sync {
     /// Asks whether `call` may run outside the session's sandbox ([`crate::Tool::escalation`]);
     /// `question` names the command and says it will run unsandboxed. Only an explicit
     /// "allowed" from a person may approve it: an approver that answers by default (a script's
-    /// default, an unattended policy) must not. The default asks as [`Approver::ask`] does.
-    fn escalate(&self, call: CallInfo, question: String) -> AskFuture<'_> {
-        self.ask(call, question)
+    /// default, an unattended policy) must not. The default denies (fail closed): an approver
+    /// that puts questions to a person says so by overriding it.
+    fn escalate(&self, _call: CallInfo, _question: String) -> AskFuture<'_> {
+        Box::pin(std::future::ready(AskAnswer::Denied))
     }
 
     /// Puts the built-in `ask` tool's question to the person. The default withdraws it: an

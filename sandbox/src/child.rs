@@ -27,11 +27,13 @@ pub(crate) struct Enforcer {
     abi: i32,
     network: bool,
     namespaces: Namespaces,
+    /// Without network: the filter that refuses `socket(AF_UNIX, …)`.
+    seccomp: Option<seccompiler::BpfProgram>,
 }
 
 /// The sandbox's user namespace and (without network) its network namespace, held open.
 #[derive(Debug)]
-struct Namespaces {
+pub(crate) struct Namespaces {
     user: std::os::fd::OwnedFd,
     net: Option<std::os::fd::OwnedFd>,
 }
@@ -79,6 +81,11 @@ impl Enforcer {
             abi: abi_level,
             network,
             namespaces: Namespaces::make(!network)?,
+            seccomp: if network {
+                None
+            } else {
+                Some(unix_sockets_refused()?)
+            },
         })
     }
 
@@ -87,12 +94,12 @@ impl Enforcer {
         let scoped = if self.abi >= 6 {
             ", signals and abstract Unix sockets scoped to the sandbox"
         } else {
-            ""
+            "; signals NOT confined: the kernel's Landlock has no scopes"
         };
         let namespaces = if self.network {
             "a user namespace (network allowed)"
         } else {
-            "user and network namespaces (no network)"
+            "user and network namespaces and socket(AF_UNIX) refused (no network)"
         };
         format!("Landlock ABI {} (files{scoped}); {namespaces}", self.abi)
     }
@@ -109,42 +116,93 @@ impl Enforcer {
                 .as_ref()
                 .map(std::os::fd::OwnedFd::try_clone)
                 .transpose()?,
+            seccomp: self.seccomp.clone(),
         })
     }
 }
 
+/// A filter that makes `socket(AF_UNIX, …)` fail with `EACCES` and lets everything else
+/// through (`socketpair`, which pipes between a command's own processes, included).
+fn unix_sockets_refused() -> Result<seccompiler::BpfProgram, SandboxError> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    fn failed(e: impl std::fmt::Display) -> SandboxError {
+        SandboxError::Seccomp(e.to_string())
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(failed)?;
+    let domain = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_UNIX as u64,
+    )
+    .map_err(failed)?;
+    let rules = std::collections::BTreeMap::from([(
+        libc::SYS_socket,
+        vec![SeccompRule::new(vec![domain]).map_err(failed)?],
+    )]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        arch,
+    )
+    .map_err(failed)?;
+    seccompiler::BpfProgram::try_from(filter).map_err(failed)
+}
+
 impl Namespaces {
-    /// Made by a child that enters new namespaces, writes its id maps and waits: the parent
-    /// opens the namespaces' descriptors (which keep them alive), then lets it end.
-    fn make(network_off: bool) -> Result<Namespaces, SandboxError> {
+    /// Made by a child that enters new namespaces and waits: the parent writes their id maps
+    /// (this process's user and group mapped to themselves) from outside, so the child, a copy
+    /// of the runtime until it execs, is never made dumpable; then it opens the namespaces'
+    /// descriptors (which keep them alive) and lets the child end.
+    pub(crate) fn make(network_off: bool) -> Result<Namespaces, SandboxError> {
         use std::os::unix::process::CommandExt;
         let failed = |what: &str, e: io::Error| SandboxError::Namespaces(format!("{what}: {e}"));
+        let mut flags = UnshareFlags::NEWUSER;
+        if network_off {
+            flags |= UnshareFlags::NEWNET;
+        }
         let mut holder = std::process::Command::new("/bin/sh");
         holder
             .args(["-c", "read _"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        let mut maps = IdMaps::of_this_process();
-        // SAFETY: runs between fork and exec; system calls only, on buffers made before it.
+        // SAFETY: runs between fork and exec; one system call. The child is single-threaded
+        // and unshares no descriptor table.
         unsafe {
-            holder.pre_exec(move || maps.enter(network_off));
+            holder.pre_exec(move || Ok(rustix::thread::unshare_unsafe(flags)?));
         }
-        let mut child = holder.spawn().map_err(|e| failed("spawn", e))?;
-        let opened = (|| {
-            // The child's namespaces are its own once it runs; /proc shows them from then on.
+        let mut child = holder.spawn().map_err(|e| failed("unshare", e))?;
+        // Its namespaces are its own from exec on (spawn returns after it): /proc shows them.
+        let made = (|| {
+            let proc = format!("/proc/{}", child.id());
+            let (uid, gid) = (
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            );
+            std::fs::write(format!("{proc}/setgroups"), "deny")
+                .map_err(|e| failed("setgroups", e))?;
+            std::fs::write(format!("{proc}/uid_map"), format!("{uid} {uid} 1"))
+                .map_err(|e| failed("uid_map", e))?;
+            std::fs::write(format!("{proc}/gid_map"), format!("{gid} {gid} 1"))
+                .map_err(|e| failed("gid_map", e))?;
             let ns = |kind: &str| {
-                std::fs::File::open(format!("/proc/{}/ns/{kind}", child.id()))
+                std::fs::File::open(format!("{proc}/ns/{kind}"))
                     .map(std::os::fd::OwnedFd::from)
+                    .map_err(|e| failed("open /proc/PID/ns", e))
             };
             let user = ns("user")?;
             let net = if network_off { Some(ns("net")?) } else { None };
-            Ok::<_, io::Error>(Namespaces { user, net })
+            Ok(Namespaces { user, net })
         })();
         // Its stdin closed, `read` ends and so does the child; reaped either way.
         drop(child.stdin.take());
         let _ = child.wait();
-        opened.map_err(|e| failed("open /proc/PID/ns", e))
+        made
     }
 }
 
@@ -153,6 +211,7 @@ pub(crate) struct Entry {
     ruleset: Option<RulesetCreated>,
     user: std::os::fd::OwnedFd,
     net: Option<std::os::fd::OwnedFd>,
+    seccomp: Option<seccompiler::BpfProgram>,
 }
 
 impl Entry {
@@ -175,66 +234,15 @@ impl Entry {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         };
         match ruleset.restrict_self() {
-            Ok(status) if status.ruleset == RulesetStatus::FullyEnforced => Ok(()),
-            Ok(_) => Err(io::Error::from_raw_os_error(libc::ENOTSUP)),
-            Err(_) => Err(io::Error::from_raw_os_error(libc::EPERM)),
+            Ok(status) if status.ruleset == RulesetStatus::FullyEnforced => {}
+            Ok(_) => return Err(io::Error::from_raw_os_error(libc::ENOTSUP)),
+            Err(_) => return Err(io::Error::from_raw_os_error(libc::EPERM)),
         }
-    }
-}
-
-/// The user namespace's id maps: this process's user and group mapped to themselves, so the
-/// command sees its own ids and the files it creates are the user's.
-pub(crate) struct IdMaps {
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
-    root: bool,
-}
-
-impl IdMaps {
-    pub(crate) fn of_this_process() -> IdMaps {
-        let uid = rustix::process::geteuid().as_raw();
-        let gid = rustix::process::getegid().as_raw();
-        IdMaps {
-            uid_map: format!("{uid} {uid} 1").into_bytes(),
-            gid_map: format!("{gid} {gid} 1").into_bytes(),
-            root: uid == 0,
-        }
-    }
-
-    /// Enters a new user namespace (and a network namespace when `network_off`) and writes
-    /// its maps.
-    pub(crate) fn enter(&mut self, network_off: bool) -> io::Result<()> {
-        let mut flags = UnshareFlags::NEWUSER;
-        if network_off {
-            flags |= UnshareFlags::NEWNET;
-        }
-        // SAFETY: the child is single-threaded; no descriptor table is unshared.
-        unsafe { rustix::thread::unshare_unsafe(flags) }?;
-        // A non-dumpable process's /proc/self files belong to root: an ordinary user's child
-        // (a copy of the runtime, which seals itself) is made dumpable for the three writes.
-        // Its memory is then readable by the user's own processes until exec replaces it.
-        let sealed = !self.root
-            && rustix::process::dumpable_behavior()
-                .is_ok_and(|b| b != rustix::process::DumpableBehavior::Dumpable);
-        if sealed {
-            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)?;
-        }
-        write_proc(c"/proc/self/setgroups", b"deny")?;
-        write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-        write_proc(c"/proc/self/gid_map", &self.gid_map)?;
-        if sealed {
-            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
+        // After Landlock, which set no_new_privs (the filter needs it).
+        if let Some(filter) = &self.seccomp {
+            seccompiler::apply_filter(filter)
+                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
         }
         Ok(())
     }
-}
-
-fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
-    let written = rustix::io::write(&fd, bytes)?;
-    if written != bytes.len() {
-        return Err(io::Error::from_raw_os_error(libc::EIO));
-    }
-    Ok(())
 }

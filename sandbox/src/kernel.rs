@@ -1,6 +1,6 @@
 //! What this kernel offers a sandbox, found once per process before anything runs: the
-//! Landlock ABI (asked of the kernel, journaled as it answers) and whether a process can enter
-//! new user and network namespaces (tried in a child that runs `true`).
+//! Landlock ABI (asked of the kernel, journaled as it answers) and whether new user and network
+//! namespaces can be made and mapped (tried as a sandbox makes them).
 //!
 //! `TOOLJOURNAL_SANDBOX_HIDE` (comma-separated `landlock`, `namespaces`) makes this process
 //! act as if the kernel lacked them: how the tests show the refusal and `--allow-unsandboxed`
@@ -92,24 +92,9 @@ fn landlock_abi() -> i32 {
     i32::try_from(abi).unwrap_or(0).max(0)
 }
 
-/// Runs `true` (or `/bin/sh -c :`) in new user and network namespaces, with this process's
-/// ids mapped as [`crate::child`] maps them.
+/// Whether new user and network namespaces can be made and mapped, as the sandbox makes them.
 fn namespaces_work() -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
-    let mut probe = std::process::Command::new("/bin/sh");
-    probe
-        .args(["-c", ":"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut maps = crate::child::IdMaps::of_this_process();
-    // SAFETY: runs between fork and exec; system calls only, on buffers made before the fork.
-    unsafe {
-        probe.pre_exec(move || maps.enter(true));
-    }
-    match probe.status() {
-        Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(format!("a probe in them ended with {status}")),
-        Err(e) => Err(format!("unshare: {e}")),
-    }
+    crate::child::Namespaces::make(true)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }

@@ -120,6 +120,9 @@ pub enum SandboxError {
     /// Landlock refused the ruleset.
     #[error("cannot build the Landlock ruleset: {0}")]
     Landlock(String),
+    /// The filter that refuses Unix sockets could not be built.
+    #[error("cannot build the seccomp filter: {0}")]
+    Seccomp(String),
     /// The sandbox's user and network namespaces could not be made.
     #[error("cannot make the sandbox's namespaces ({0})")]
     Namespaces(String),
@@ -159,8 +162,15 @@ impl Sandbox {
         };
         match kernel.missing(spec.network) {
             Some(missing) if spec.allow_unsandboxed => {
-                bound.mechanism =
-                    format!("not enforced: {missing}; accepted by --allow-unsandboxed");
+                // What the command could do is everything: the fields say so, the policy
+                // names what was asked.
+                bound.mechanism = format!(
+                    "not enforced: {missing}; running without it was accepted \
+                     (allow-unsandboxed)"
+                );
+                bound.network = true;
+                bound.writable.clear();
+                bound.readable.clear();
                 Ok(Sandbox {
                     bound,
                     enforcer: None,

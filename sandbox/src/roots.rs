@@ -89,8 +89,9 @@ impl Roots {
     /// tree or none of it.
     pub(crate) fn refuse_exposed(&self, hidden: &[PathBuf]) -> Result<(), SandboxError> {
         for path in hidden {
-            // A path that does not exist yet is compared as written, made absolute.
-            let path = path.canonicalize().unwrap_or_else(|_| absolute(path));
+            // A path that does not exist yet: its nearest existing ancestor resolved (a
+            // symlink there would otherwise hide where it lies), the rest as written.
+            let path = resolved_as_far_as_it_exists(path);
             for root in &self.readable {
                 if path.starts_with(root) || root.starts_with(&path) {
                     return Err(SandboxError::Exposed {
@@ -131,8 +132,22 @@ fn resolved(path: &Path) -> Result<PathBuf, SandboxError> {
     })
 }
 
-fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+fn resolved_as_far_as_it_exists(path: &Path) -> PathBuf {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut rest = Vec::new();
+    let mut at = path.as_path();
+    loop {
+        if let Ok(resolved) = at.canonicalize() {
+            return rest.iter().rev().fold(resolved, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path,
+        }
+    }
 }
 
 /// Drops roots that another root already holds, keeping the order.
@@ -177,6 +192,10 @@ mod tests {
         roots.refuse_exposed(&[dir.path().join("journal")]).unwrap();
         // A hidden directory holding the workspace exposes nothing less.
         assert!(roots.refuse_exposed(&[dir.path().to_owned()]).is_err());
+        // Nor one not made yet behind a link that leads into it.
+        std::os::unix::fs::symlink(&ws, dir.path().join("link")).unwrap();
+        let behind = roots.refuse_exposed(&[dir.path().join("link/new/journal")]);
+        assert!(behind.is_err(), "{behind:?}");
     }
 
     #[test]

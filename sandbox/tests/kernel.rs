@@ -110,6 +110,31 @@ async fn workspace_write_confines_writes_reads_and_the_network() {
     .await;
     assert!(!net.output.contains("connected"), "{}", net.output);
     assert_ne!(net.status, 0);
+    // Nor a daemon's socket file outside (a bus, an agent): socket(AF_UNIX) is refused, and
+    // socketpair, a command's own pipe, is not.
+    let path = dir.path().join("daemon.sock");
+    let _daemon = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::write(
+        ws.join("unix.pl"),
+        r#"use IO::Socket::UNIX; use Socket;
+socketpair(my $a, my $b, AF_UNIX, SOCK_STREAM, 0) or die "socketpair: $!\n";
+print "pair\n";
+IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!\n";
+print "connected\n";
+"#,
+    )
+    .unwrap();
+    let script = format!("perl unix.pl {}", path.display());
+    let unix = run(&sandbox, &ws, &script).await;
+    assert!(unix.output.starts_with("pair\n"), "{}", unix.output);
+    assert!(
+        unix.output.contains("connect: Permission denied"),
+        "{}",
+        unix.output
+    );
+    let full = Sandbox::unconfined(false);
+    let unix = run(&full, &ws, &script).await;
+    assert!(unix.output.contains("connected"), "{}", unix.output);
 }
 
 #[tokio::test]

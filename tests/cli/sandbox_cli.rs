@@ -369,7 +369,12 @@ fn a_kernel_without_landlock_refuses_to_start_unless_accepted_and_journaled() {
         "{}",
         session[0].mechanism
     );
-    assert!(session[0].mechanism.contains("--allow-unsandboxed"));
+    assert!(session[0].mechanism.contains("allow-unsandboxed"));
+    assert!(
+        session[0].network && session[0].writable.is_empty(),
+        "{:?}",
+        session[0]
+    );
     assert!(
         case.base.join("written.txt").exists(),
         "unenforced, as journaled"
@@ -432,7 +437,7 @@ fn a_killed_calls_bound_is_stated_by_classify_and_the_audit_page() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let ws = case.ws.display().to_string();
-    let words = format!("its effects, if any, are confined to {ws}");
+    let words = format!("its writes, if any, are confined to {ws}");
     assert!(text.contains(&words), "{}", describe(&out));
     assert!(text.contains("no network"), "{text}");
     let report: Value = serde_json::from_str(&text).unwrap();

@@ -2,7 +2,7 @@
 //! `bash` commands and sandboxed MCP servers under, journaled once for the session
 //! (`session/sandbox`) and again in the `started` of every call that runs a process
 //! ([`super::Evidence::Sandbox`]), so that a call whose outcome is unknown comes with its bound:
-//! "may have run; its effects, if any, are confined to these paths; no network".
+//! "may have run; its writes, if any, are confined to these paths; no network".
 //!
 //! Why with every call and not only once: a call may run outside the session's sandbox after
 //! the user approved it (escalation), and the bound recovery states must be the one that call
@@ -82,8 +82,8 @@ impl SandboxBound {
         !self.confines() || self.writable.iter().any(|root| path.starts_with(root))
     }
 
-    /// The bound in words, as recovery states it for a call of unknown outcome:
-    /// "its effects, if any, are confined to /w, /tmp/s; no network", or why there is none.
+    /// The bound in words, as recovery states it for a call of unknown outcome: "its writes,
+    /// if any, are confined to /w, /tmp/s (…); no network", or why there is none.
     pub fn in_words(&self) -> String {
         if !self.confines() {
             let why = if self.escalated {
@@ -104,14 +104,16 @@ impl SandboxBound {
         } else {
             "no network"
         };
+        // Landlock confines what is written, not a file's metadata: said, never implied.
+        let metadata = "a file's mode, owner or times may have changed anywhere";
         if self.writable.is_empty() {
             format!(
-                "it could change no file ({}); {network}",
+                "it could write no file ({}; {metadata}); {network}",
                 self.policy.as_str()
             )
         } else {
             format!(
-                "its effects, if any, are confined to {} ({}); {network}",
+                "its writes, if any, are confined to {} ({}; {metadata}); {network}",
                 self.writable.join(", "),
                 self.policy.as_str()
             )
@@ -140,7 +142,8 @@ mod tests {
         let b = bound(SandboxPolicy::WorkspaceWrite, true);
         assert_eq!(
             b.in_words(),
-            "its effects, if any, are confined to /w, /tmp/s (workspace-write); no network"
+            "its writes, if any, are confined to /w, /tmp/s (workspace-write; a file's mode, owner \
+             or times may have changed anywhere); no network"
         );
         assert!(b.could_write(Path::new("/w/a/b")));
         assert!(!b.could_write(Path::new("/wx")));

@@ -140,9 +140,10 @@ mod tests {
         assert_eq!(
             outcome_unknown_text_bounded(&Resources::default(), Some(&bound())),
             "TOOL_OUTCOME_UNKNOWN: the session was interrupted while this call was running: it \
-             may have run, and its effects may have happened; its effects, if any, are confined \
-             to /w, /tmp/s (workspace-write); no network; it declared nothing it would touch, so \
-             check whatever it could have changed; retry only if the call is idempotent"
+             may have run, and its effects may have happened; its writes, if any, are confined \
+             to /w, /tmp/s (workspace-write; a file's mode, owner or times may have changed \
+             anywhere); no network; it declared nothing it would touch, so check whatever it \
+             could have changed; retry only if the call is idempotent"
         );
     }
 
@@ -166,7 +167,7 @@ mod tests {
         let silent = probe("nothing to check".into());
         let text = outcome_unknown_text_probed(&Resources::default(), Some(&b), Some(&silent));
         assert!(
-            text.contains("may have happened; its effects, if any, are confined to /w"),
+            text.contains("may have happened; its writes, if any, are confined to /w"),
             "{text}"
         );
     }

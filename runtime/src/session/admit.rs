@@ -323,8 +323,15 @@ impl Session {
                 "approval needed ({reason}) but no one is there to answer"
             )));
         };
-        let asked = if escalation {
-            approver.escalate(info.clone(), reason.to_owned())
+        let asked: crate::hooks::AskFuture<'_> = if escalation {
+            // An "always" leaves the sandbox this once only: journaled as what it did.
+            let asked = approver.escalate(info.clone(), reason.to_owned());
+            Box::pin(async move {
+                match asked.await {
+                    AskAnswer::AllowedAlways => AskAnswer::AllowedOnce,
+                    answer => answer,
+                }
+            })
         } else {
             approver.ask(info.clone(), reason.to_owned())
         };

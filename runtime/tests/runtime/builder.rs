@@ -257,3 +257,57 @@ async fn a_refused_open_leaves_a_torn_tail_exactly_as_it_was() {
         "nothing cut, nothing quarantined"
     );
 }
+
+/// The `session/sandbox` records of `journal`, in order.
+fn sandboxes(journal: &Path) -> Vec<tooljournal_runtime::event::SandboxBound> {
+    let storage: std::sync::Arc<dyn journal::Storage> =
+        std::sync::Arc::new(journal::FsStorage::open(journal).unwrap());
+    journal::Reader::open(storage, journal::Limits::default())
+        .unwrap()
+        .map(|r| {
+            r.unwrap()
+                .decode::<tooljournal_runtime::event::Record>()
+                .unwrap()
+        })
+        .filter_map(|r| match r.event {
+            tooljournal_runtime::event::Event::SessionSandbox(b) => Some(b),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sandbox_is_journaled_at_open_and_a_resume_without_one_says_it_has_none() {
+    // The journal beside the workspace: one inside it would be readable by its commands.
+    let root = tempfile::tempdir().unwrap();
+    let (workspace, journal) = (root.path().join("ws"), root.path().join("journal"));
+    std::fs::create_dir(&workspace).unwrap();
+    let spec = sandbox::Spec::new(
+        tooljournal_runtime::event::SandboxPolicy::WorkspaceWrite,
+        "ignored: the session's workspace is used",
+    );
+    let mut first = Session::builder(&workspace, &journal)
+        .sandbox(spec)
+        .open()
+        .unwrap();
+    let results = one_step(&mut first, vec![call("a", "bash", r#"{"command":"true"}"#)]).await;
+    assert!(results[0].content.ends_with("exit status 0"), "{results:?}");
+    drop(first);
+    let opened = sandboxes(&journal);
+    assert_eq!(opened.len(), 1);
+    assert!(opened[0].confines(), "{:?}", opened[0]);
+    let ws = workspace.canonicalize().unwrap().display().to_string();
+    assert_eq!(
+        opened[0].writable[0], ws,
+        "the session's workspace, whatever the spec said"
+    );
+
+    let resumed = Session::builder(&workspace, &journal).resume().unwrap();
+    resumed.close().await.unwrap();
+    let all = sandboxes(&journal);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(!all[1].confines());
+    assert!(all[1]
+        .mechanism
+        .contains("this run of the session set no sandbox"));
+}

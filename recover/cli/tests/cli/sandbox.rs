@@ -181,7 +181,8 @@ fn the_result_of_a_call_of_unknown_outcome_states_its_bound_and_only_then() {
     assert_eq!(
         words,
         format!(
-            "its effects, if any, are confined to {}, /tmp/sbx-s (workspace-write); no network",
+            "its writes, if any, are confined to {}, /tmp/sbx-s (workspace-write; a file's \
+             mode, owner or times may have changed anywhere); no network",
             f.ws.display()
         )
     );
@@ -197,7 +198,7 @@ fn the_result_of_a_call_of_unknown_outcome_states_its_bound_and_only_then() {
     assert!(report(calls, "b2")
         .result
         .content
-        .contains("are confined to /tmp/sbx-elsewhere (workspace-write); no network; "));
+        .contains("are confined to /tmp/sbx-elsewhere (workspace-write; "));
     // Without sandbox evidence, the bytes recovery always gave.
     let plain = recover::outcome_unknown_text(&Resources::default());
     assert_eq!(report(calls, "m1").result.content, plain);

@@ -464,7 +464,19 @@ impl Bash {
         // The command holds our copies of the pipe's write end: drop them, or the pipe never
         // reaches its end.
         drop(shell);
-        let child = spawned.map_err(cannot_start)?;
+        let child = spawned.map_err(|e| match sandbox.filter(|s| s.bound().enforced) {
+            // The child's own steps fail with a bare errno: say which part it was in.
+            Some(s) => ToolError::new(
+                ErrorCode::ToolFailed,
+                format!(
+                    "cannot start {} in the sandbox ({}; entering its namespaces, Landlock \
+                     ruleset or seccomp filter): {e}",
+                    self.shell.display(),
+                    s.bound().policy.as_str()
+                ),
+            ),
+            None => cannot_start(e),
+        })?;
         let Some(pid) = child.id() else {
             // Only a child that was already waited for has no id.
             return Err(ToolError::new(
