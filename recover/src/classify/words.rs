@@ -163,7 +163,7 @@ mod tests {
         let stating = probe(format!("nothing to check; {}", b.in_words()));
         let text = outcome_unknown_text_probed(&Resources::default(), Some(&b), Some(&stating));
         assert_eq!(text.matches(&b.in_words()).count(), 1, "{text}");
-        assert!(text.contains("no probe was possible: nothing to check; its effects"));
+        assert!(text.contains("no probe was possible: nothing to check; its writes"));
         let silent = probe("nothing to check".into());
         let text = outcome_unknown_text_probed(&Resources::default(), Some(&b), Some(&silent));
         assert!(
