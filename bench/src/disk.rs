@@ -66,20 +66,10 @@ const OVERWRITE_FILE_BYTES: u64 = 8 << 20;
 /// Zeros are written in pieces of this size.
 const ZERO_FILL_BYTES: usize = 1 << 20;
 
-/// What a journal with preallocated segments would get: a file allocated ahead (`fallocate`)
-/// and zero-filled, then synced (so its blocks are written, not merely reserved: on ext4 an
-/// fdatasync over unwritten extents still commits the conversion to written), overwritten
-/// `write_bytes` at a time at increasing offsets, each write fdatasynced. No sync carries a
-/// file-size update. Returns the syncs and the seconds they took (the preparation not
-/// counted); the file is left in place.
-pub(crate) fn overwrite_fdatasync_loop(
-    path: &Path,
-    write_bytes: usize,
-    time: Duration,
-) -> Result<(u64, f64), BoxError> {
-    if write_bytes as u64 > OVERWRITE_FILE_BYTES {
-        return Err(format!("{write_bytes}-byte records do not fit the preallocated file").into());
-    }
+/// A new file at `path` of [`OVERWRITE_FILE_BYTES`], allocated (`fallocate`), zero-filled and
+/// synced, so that its blocks are written, not merely reserved: on ext4 an fdatasync over
+/// unwritten extents still commits the conversion to written.
+pub(crate) fn preallocated_file(path: &Path) -> Result<std::fs::File, BoxError> {
     let file = OpenOptions::new()
         .create_new(true)
         .read(true)
@@ -98,11 +88,38 @@ pub(crate) fn overwrite_fdatasync_loop(
         at += ZERO_FILL_BYTES as u64;
     }
     file.sync_all()?;
+    Ok(file)
+}
+
+/// What a journal with preallocated segments would get: a [`preallocated_file`], overwritten
+/// `write_bytes` at a time at increasing offsets, each write fdatasynced. No sync carries a
+/// file-size update. Returns the syncs and the seconds they took (the preparation not
+/// counted); the file is left in place.
+pub(crate) fn overwrite_fdatasync_loop(
+    path: &Path,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<(u64, f64), BoxError> {
+    if write_bytes as u64 > OVERWRITE_FILE_BYTES {
+        return Err(format!("{write_bytes}-byte records do not fit the preallocated file").into());
+    }
+    let file = preallocated_file(path)?;
+    let start = Instant::now();
+    let syncs = overwrite_fdatasync(&file, write_bytes, || start.elapsed() >= time)?;
+    Ok((syncs, start.elapsed().as_secs_f64()))
+}
+
+/// Overwrites a [`preallocated_file`] `write_bytes` at a time from its start, each write
+/// fdatasynced, until `done`; returns the syncs.
+pub(crate) fn overwrite_fdatasync(
+    file: &std::fs::File,
+    write_bytes: usize,
+    done: impl Fn() -> bool,
+) -> Result<u64, BoxError> {
     let record = vec![0xA5u8; write_bytes];
     let (mut offset, end) = (0u64, OVERWRITE_FILE_BYTES - write_bytes as u64);
-    let start = Instant::now();
     let mut syncs = 0u64;
-    while start.elapsed() < time {
+    while !done() {
         file.write_all_at(&record, offset)?;
         file.sync_data()?;
         syncs += 1;
@@ -111,7 +128,7 @@ pub(crate) fn overwrite_fdatasync_loop(
             offset = 0;
         }
     }
-    Ok((syncs, start.elapsed().as_secs_f64()))
+    Ok(syncs)
 }
 
 fn is_segment(entry: &fs::DirEntry) -> bool {

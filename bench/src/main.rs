@@ -45,6 +45,7 @@ mod journal_bench;
 mod runtime_bench;
 mod sandbox_bench;
 mod sse_bench;
+mod usage;
 
 use clap::{Args, Parser, Subcommand};
 use journal::FsyncPolicy;

@@ -12,6 +12,7 @@
 use super::measured::Measured;
 use super::session::{At, Driver, Timed, WARMUP_STEPS};
 use crate::disk::journal_bytes;
+use crate::usage::Usage;
 use crate::BoxError;
 use journal::FsyncPolicy;
 use std::fs::OpenOptions;
@@ -164,6 +165,49 @@ pub(super) fn raw_writers_run(
     Ok(Measured::raw(syncs, seconds, write_bytes))
 }
 
+/// [`raw_writers_run`] with overwrites: each thread overwrites its own preallocated file, as
+/// a journal's preallocated segment is (no sync carries a size change).
+fn raw_overwriters_run(
+    dir: &Path,
+    writers: usize,
+    write_bytes: usize,
+    time: Duration,
+) -> Result<Measured, BoxError> {
+    let barrier = std::sync::Barrier::new(writers);
+    let start = OnceLock::new();
+    let results: Vec<Result<(u64, f64), BoxError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..writers)
+            .map(|i| {
+                let (barrier, start) = (&barrier, &start);
+                scope.spawn(move || {
+                    let file = crate::disk::preallocated_file(&dir.join(format!("over{i}")));
+                    // Every thread reaches the barrier, failed or not, so none waits forever.
+                    barrier.wait();
+                    let start: Instant = *start.get_or_init(Instant::now);
+                    let syncs = crate::disk::overwrite_fdatasync(&file?, write_bytes, || {
+                        start.elapsed() >= time
+                    })?;
+                    Ok((syncs, start.elapsed().as_secs_f64()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a raw writer thread panicked".into()))
+            })
+            .collect()
+    });
+    let (mut syncs, mut seconds) = (0u64, 0f64);
+    for r in results {
+        let (s, t) = r?;
+        syncs += s;
+        seconds = seconds.max(t);
+    }
+    Ok(Measured::raw(syncs, seconds, write_bytes))
+}
+
 /// `count` new directories `dir/<prefix><i>`.
 pub(super) fn subdirs(dir: &Path, prefix: &str, count: usize) -> Result<Vec<PathBuf>, BoxError> {
     (0..count)
@@ -228,29 +272,45 @@ pub(crate) fn many_loop(
         .worker_threads(workers.max(1))
         .enable_all()
         .build()?;
+    // The usage counts the warm-up too: a few steps per session, against thousands.
+    let before = Usage::now();
     let m = crate::disk::in_dir(base.path(), "sessions", |d| {
         sessions_run(&rt, d, sessions, time)
     })?;
     println!(
-        "{sessions} sessions, {workers} workers: {:.1} calls/s, {:.2} fsyncs/step",
+        "{sessions} sessions, {workers} workers: {:.1} calls/s, {:.2} fsyncs/step\n  {}",
         m.calls_per_s(),
-        m.syncs_per_step().unwrap_or(0.0)
+        m.syncs_per_step().unwrap_or(0.0),
+        Usage::per_call_since(before, m.calls),
     );
     drop(rt);
+    let before = Usage::now();
     let m = crate::disk::in_dir(base.path(), "raw", |d| {
         raw_writers_run(d, sessions, 100, time)
     })?;
     println!(
-        "{sessions} raw writer threads: {:.1} append+fdatasync/s in total",
-        m.calls_per_s()
+        "{sessions} raw writer threads: {:.1} append+fdatasync/s in total\n  {}",
+        m.calls_per_s(),
+        Usage::per_call_since(before, m.calls),
     );
+    let before = Usage::now();
+    let m = crate::disk::in_dir(base.path(), "over", |d| {
+        raw_overwriters_run(d, sessions, 100, time)
+    })?;
+    println!(
+        "{sessions} raw overwriter threads (preallocated files): {:.1} overwrite+fdatasync/s in total\n  {}",
+        m.calls_per_s(),
+        Usage::per_call_since(before, m.calls),
+    );
+    let before = Usage::now();
     let m = crate::disk::in_dir(base.path(), "syncfs", |d| {
         syncfs_run(d, sessions, 100, time)
     })?;
     println!(
-        "1 thread, {sessions} files, 1 syncfs per round of appends: {:.1} durable appends/s ({:.1} syncfs/s)",
+        "1 thread, {sessions} files, 1 syncfs per round of appends: {:.1} durable appends/s ({:.1} syncfs/s)\n  {}",
         m.calls_per_s(),
-        m.syncs.unwrap_or(0) as f64 / m.seconds
+        m.syncs.unwrap_or(0) as f64 / m.seconds,
+        Usage::per_call_since(before, m.calls),
     );
     Ok(())
 }

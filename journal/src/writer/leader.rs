@@ -49,6 +49,7 @@ impl Leader {
             // overlap. Other journals' leaders go to the blocking pool, so the syncs in flight
             // are not bounded by the runtime's workers and the kernel can join them (many
             // sessions per disk, README *Performance*).
+            _ if std::env::var_os("TJ_EXP_POOL").is_some() => self.sync_on_blocking_pool().await,
             _ => match InlineSync::try_take() {
                 Some(_inline) => shared.flush(true),
                 None => self.sync_on_blocking_pool().await,
