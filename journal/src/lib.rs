@@ -57,8 +57,10 @@ pub use records::{
     Takeover,
 };
 pub use scan::ScanWork;
-pub use storage::{FsStorage, SimStorage, Storage};
-pub use writer::{Journal, JournalStats, OpenReport, WriterLock};
+pub use storage::{FileSystem, FsStorage, SimStorage, Storage};
+pub use writer::{
+    shared_sync_stats, Journal, JournalStats, OpenReport, SharedSyncStats, WriterLock,
+};
 
 use std::str::FromStr;
 
@@ -139,6 +141,12 @@ pub struct Options {
     /// fdatasync finds the blocks written and the file's size unchanged and writes data only
     /// (see `docs/FORMAT.md`, *Preallocated tail*). 0: append, as version 1 always does.
     pub preallocate_bytes: u64,
+    /// Whether a group sync may be shared with the other journals of the process on the same
+    /// file system: one `syncfs` makes all of them durable, and each journal's own write-back
+    /// is checked (see `docs/DESIGN.md` §8, *Many sessions*). Only where the storage offers it
+    /// ([`Storage::file_system`]) and under [`FsyncPolicy::Group`]. `false`: every sync is this
+    /// journal's own fdatasync.
+    pub share_syncs: bool,
 }
 
 impl Default for Options {
@@ -149,6 +157,7 @@ impl Default for Options {
             write_buffer_bytes_max: 1 << 20,
             journal_id: None,
             preallocate_bytes: PREALLOCATE_BYTES_DEFAULT,
+            share_syncs: true,
         }
     }
 }

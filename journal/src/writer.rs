@@ -35,11 +35,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 mod leader;
 mod reopen;
 mod rows;
+mod shared_sync;
 use leader::{Leader, Leading};
 use reopen::{
     continue_segment, create_first_segment, quarantine_and_cut, read_tail, remove_temp_segments,
 };
 use rows::RowsIo;
+use shared_sync::Group;
+pub use shared_sync::{shared_sync_stats, SharedSyncStats};
 
 /// Largest write buffer kept for reuse after a flush.
 const SPARE_BYTES_MAX: usize = 1 << 20;
@@ -89,6 +92,8 @@ struct Shared {
     leader_done: Condvar,
     /// Async callers wait here for the leader to finish.
     leader_released: tokio::sync::Notify,
+    /// The journals this one shares its syncs with, when it may (`shared_sync`).
+    sync_group: Option<Arc<Group>>,
     _lock: Box<dyn Any + Send + Sync>,
 }
 
@@ -162,6 +167,10 @@ struct FileIo {
     /// The last seq handed to the file (0 before the first): the next write must start at the
     /// seq after it (`assert_seqs_follow`).
     written_seq: u64,
+    /// How much of the segment has its blocks and size durable (this writer's own fdatasync
+    /// after they last changed): a write below it changes no metadata the data needs, so a
+    /// shared `syncfs` may make it durable (`shared_sync`). 0: not known, nothing shares.
+    synced_end: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -338,6 +347,14 @@ impl Journal {
         guard: Box<dyn Any + Send + Sync>,
     ) -> Journal {
         let durable = state.next_seq - 1;
+        let sync_group = match &backend {
+            Backend::Files(storage)
+                if options.share_syncs && options.fsync == FsyncPolicy::Group =>
+            {
+                storage.file_system().map(Group::of)
+            }
+            _ => None,
+        };
         Journal {
             shared: Arc::new(Shared {
                 backend,
@@ -351,6 +368,7 @@ impl Journal {
                 leading: Mutex::new(Leading::default()),
                 leader_done: Condvar::new(),
                 leader_released: tokio::sync::Notify::new(),
+                sync_group,
                 _lock: guard,
             }),
         }
@@ -400,7 +418,11 @@ impl Journal {
                 return Ok(());
             }
             if let Some(leader) = Leader::try_new(shared) {
-                return leader.sync(shared).await;
+                match leader.sync(shared).await {
+                    Some(result) => return result,
+                    // The shared sync's thread stopped with the lead: lead again.
+                    None => continue,
+                }
             }
             released.await;
         }
@@ -677,6 +699,12 @@ impl Shared {
 
     /// Writes everything pending to the file; with `sync`, makes it durable too (per policy).
     fn flush(&self, sync: bool) -> Result<(), JournalError> {
+        self.write_through(sync).map(|_| ())
+    }
+
+    /// [`Shared::flush`], returning the last seq written and whether everything written lies
+    /// where a shared sync may make it durable ([`FileIo::data_only`]).
+    fn write_through(&self, sync: bool) -> Result<(u64, bool), JournalError> {
         let mut io = lock(&self.io);
         self.check_poison()?;
         let (mut chunks, last_seq) = lock(&self.state).take();
@@ -703,9 +731,40 @@ impl Shared {
                 if let Some(chunk) = chunks.pop() {
                     lock(&self.state).give_back(chunk.bytes);
                 }
-                Ok(())
+                let data_only = match &*io {
+                    Io::File { io, .. } => io.data_only(),
+                    Io::Rows(_) => false,
+                };
+                Ok((last_seq, data_only))
             }
             Err(e) => Err(self.poison(e)),
+        }
+    }
+
+    /// After a shared `syncfs` that succeeded: checks this journal's own file for a failed
+    /// write-back, and if there was none makes everything through `through_seq` (written
+    /// before the `syncfs` began) durable. `Ok(false)`: the file cannot check, nothing
+    /// changed, the journal must sync on its own.
+    fn finish_shared_sync(&self, through_seq: u64) -> Result<bool, JournalError> {
+        let mut io = lock(&self.io);
+        self.check_poison()?;
+        let (checked, location, segment) = match &mut *io {
+            Io::File { io, storage } => (io.file.check_written(), storage.location(), io.segment),
+            Io::Rows(_) => return Ok(false),
+        };
+        match checked {
+            Ok(()) => {
+                self.syncs.fetch_add(1, Ordering::AcqRel);
+                self.durable_seq.fetch_max(through_seq, Ordering::AcqRel);
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => Ok(false),
+            Err(source) => Err(self.poison(JournalError::Io {
+                location,
+                op: "sync",
+                file: segment::file_name(segment),
+                source,
+            })),
         }
     }
 
@@ -748,6 +807,8 @@ impl Shared {
                 io.segment = header.segment_number;
                 io.pos = HEADER_BYTES as u64;
                 io.filled_end = filled_end;
+                // `create_segment` synced the file's zeros and size.
+                io.synced_end = filled_end;
             }
             let records = chunk.bytes.len();
             let zeros = io.zeros_to_add(records as u64, self.options.limits);
@@ -766,6 +827,7 @@ impl Shared {
                 .sync_data()
                 .map_err(|e| io_err("sync", io.segment, e))?;
             self.syncs.fetch_add(1, Ordering::AcqRel);
+            io.synced_end = io.filled_end;
         }
         Ok(())
     }
@@ -809,12 +871,24 @@ impl FileIo {
             file: segment::file_name(segment),
             source,
         };
+        // Until the cut size is durable, no write is known to leave the metadata alone.
+        self.synced_end = 0;
         self.file.truncate(pos).map_err(|e| io_err("truncate", e))?;
         if sync {
             self.file.sync_data().map_err(|e| io_err("sync", e))?;
+            self.synced_end = pos;
         }
         self.filled_end = pos;
         Ok(())
+    }
+
+    /// Whether everything written lies in blocks this writer's own sync made durable with the
+    /// file's size: then the data is all a sync has to make durable, which a shared `syncfs`
+    /// does (ext4 flushes the device after the data's write-back, journal or not), whereas a
+    /// size or an allocation would need the metadata write `fdatasync` makes and `syncfs` on a
+    /// journal-less ext4 makes only after its flush.
+    fn data_only(&self) -> bool {
+        self.filled_end <= self.synced_end
     }
 
     /// The size a new segment is created with: its header and the zeros ahead of its records.

@@ -94,7 +94,9 @@ pub(super) fn sessions_at(
 /// when every journal is in a directory.
 pub(super) fn sessions_measured(timed: &[Timed], ats: &[At]) -> Result<Measured, BoxError> {
     let (mut steps, mut syncs, mut seconds, mut bytes) = (0u64, 0u64, 0f64, Some(0u64));
+    let mut step_us = Vec::new();
     for (t, at) in timed.iter().zip(ats) {
+        step_us.extend_from_slice(&t.step_us);
         steps += t.steps;
         syncs += t.syncs;
         seconds = seconds.max(t.seconds);
@@ -111,6 +113,7 @@ pub(super) fn sessions_measured(timed: &[Timed], ats: &[At]) -> Result<Measured,
         seconds,
         syncs: Some(syncs),
         bytes_per_step: bytes.map(|b| b as f64 / written_steps.max(1) as f64),
+        step_us,
     })
 }
 
@@ -253,6 +256,7 @@ fn syncfs_run(
         seconds: start.elapsed().as_secs_f64(),
         syncs: Some(syncs),
         bytes_per_step: Some(write_bytes as f64),
+        step_us: Vec::new(),
     })
 }
 
@@ -274,14 +278,25 @@ pub(crate) fn many_loop(
         .build()?;
     // The usage counts the warm-up too: a few steps per session, against thousands.
     let before = Usage::now();
+    let shared_before = journal::shared_sync_stats();
     let m = crate::disk::in_dir(base.path(), "sessions", |d| {
         sessions_run(&rt, d, sessions, time)
     })?;
     println!(
-        "{sessions} sessions, {workers} workers: {:.1} calls/s, {:.2} fsyncs/step\n  {}",
+        "{sessions} sessions, {workers} workers: {:.1} calls/s, {:.2} fsyncs/step, step p50 {:.2} ms, p99 {:.2} ms\n  {}",
         m.calls_per_s(),
         m.syncs_per_step().unwrap_or(0.0),
+        m.step_ms_percentile(0.5).unwrap_or(0.0),
+        m.step_ms_percentile(0.99).unwrap_or(0.0),
         Usage::per_call_since(before, m.calls),
+    );
+    let shared = journal::shared_sync_stats();
+    println!(
+        "  shared syncs: {} syncfs for {} journal syncs, {} handed back, {} alone",
+        shared.syncfs - shared_before.syncfs,
+        shared.journals_synced - shared_before.journals_synced,
+        shared.handed_back - shared_before.handed_back,
+        shared.alone - shared_before.alone,
     );
     drop(rt);
     let before = Usage::now();

@@ -17,6 +17,9 @@ pub(super) struct Measured {
     /// Bytes written per step (journal segment bytes for the runtime; file bytes for the raw
     /// loops and the JSON-lines baselines).
     pub(super) bytes_per_step: Option<f64>,
+    /// Each timed step's time from its start to its calls' results, in microseconds (many
+    /// sessions' runs only; empty elsewhere).
+    pub(super) step_us: Vec<u32>,
 }
 
 impl Measured {
@@ -28,6 +31,7 @@ impl Measured {
             seconds,
             syncs: None,
             bytes_per_step: None,
+            step_us: Vec::new(),
         }
     }
     /// A raw loop's run: one "call" and one step per fdatasync of `write_bytes`.
@@ -38,6 +42,7 @@ impl Measured {
             seconds,
             syncs: Some(syncs),
             bytes_per_step: Some(write_bytes as f64),
+            step_us: Vec::new(),
         }
     }
     /// A baseline's run that counts its own fdatasyncs and the bytes it wrote: one call per step.
@@ -48,6 +53,7 @@ impl Measured {
             seconds,
             syncs: Some(syncs),
             bytes_per_step: Some(bytes as f64 / calls.max(1) as f64),
+            step_us: Vec::new(),
         }
     }
     pub(super) fn calls_per_s(&self) -> f64 {
@@ -58,11 +64,23 @@ impl Measured {
         self.bytes_per_step
             .map(|b| b * self.steps as f64 / self.calls.max(1) as f64)
     }
+    /// The step time below which `p` of the steps took (nearest rank), in milliseconds; `None`
+    /// without step times.
+    pub(super) fn step_ms_percentile(&self, p: f64) -> Option<f64> {
+        if self.step_us.is_empty() {
+            return None;
+        }
+        let mut sorted = self.step_us.clone();
+        sorted.sort_unstable();
+        let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        Some(f64::from(sorted[rank - 1]) / 1000.0)
+    }
     pub(super) fn syncs_per_step(&self) -> Option<f64> {
         self.syncs.map(|s| s as f64 / self.steps.max(1) as f64)
     }
     /// Adds another round's run: the totals make one measurement.
-    fn add(&mut self, other: Measured) {
+    fn add(&mut self, mut other: Measured) {
+        self.step_us.append(&mut other.step_us);
         self.calls += other.calls;
         self.steps += other.steps;
         self.seconds += other.seconds;

@@ -168,6 +168,7 @@ fn drive(workers: &mut [Worker]) -> Result<Measured, BoxError> {
                 seconds: r.seconds,
                 syncs: Some(r.syncs),
                 bytes_per_step: r.bytes_per_step,
+                step_us: Vec::new(),
             },
             Some(t) => Measured {
                 calls: t.calls + r.calls,
@@ -177,6 +178,7 @@ fn drive(workers: &mut [Worker]) -> Result<Measured, BoxError> {
                 bytes_per_step: t.bytes_per_step.zip(r.bytes_per_step).map(|(a, b)| {
                     (a * t.steps as f64 + b * r.steps as f64) / (t.steps + r.steps).max(1) as f64
                 }),
+                step_us: Vec::new(),
             },
         });
     }

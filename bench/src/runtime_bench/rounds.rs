@@ -40,8 +40,10 @@ pub(super) enum Run {
     Sessions1,
     Sessions8,
     Sessions64,
+    Sessions256,
     Raw8,
     Raw64,
+    Raw256,
     /// `Seq` with the journal in PostgreSQL.
     PgSeq,
     /// `Par16` with the journal in PostgreSQL.
@@ -55,7 +57,7 @@ pub(super) enum Run {
 use Run::*;
 
 /// Every durable measurement; round 0 runs them in this order.
-pub(super) const RUNS: [Run; 20] = [
+pub(super) const RUNS: [Run; 22] = [
     Raw,
     RawOverwrite,
     Seq,
@@ -70,8 +72,10 @@ pub(super) const RUNS: [Run; 20] = [
     Sessions1,
     Sessions8,
     Sessions64,
+    Sessions256,
     Raw8,
     Raw64,
+    Raw256,
     PgSeq,
     PgPar16,
     FilesProcs4,
@@ -96,8 +100,10 @@ impl Run {
             Sessions1 => "sessions1",
             Sessions8 => "sessions8",
             Sessions64 => "sessions64",
+            Sessions256 => "sessions256",
             Raw8 => "raw8",
             Raw64 => "raw64",
+            Raw256 => "raw256",
             PgSeq => "pg_seq",
             PgPar16 => "pg_par16",
             FilesProcs4 => "files_procs4",
@@ -127,12 +133,13 @@ pub(super) struct Rounds {
 }
 
 /// What a run left out reads as through [`Rounds::get`]: nothing in no time.
-const NOT_RUN: Measured = Measured {
+static NOT_RUN: Measured = Measured {
     calls: 0,
     steps: 0,
     seconds: 0.0,
     syncs: None,
     bytes_per_step: None,
+    step_us: Vec::new(),
 };
 
 impl Rounds {
@@ -253,8 +260,10 @@ fn measure(
         Sessions1 => sessions_run(rt, d, 1, time),
         Sessions8 => sessions_run(rt, d, 8, time),
         Sessions64 => sessions_run(rt, d, 64, time),
+        Sessions256 => sessions_run(rt, d, 256, time),
         Raw8 => raw_writers_run(d, 8, RAW_APPEND_BYTES, time),
         Raw64 => raw_writers_run(d, 64, RAW_APPEND_BYTES, time),
+        Raw256 => raw_writers_run(d, 256, RAW_APPEND_BYTES, time),
         PgSeq => session_run_at(rt, &on_pg("seq")?, FsyncPolicy::Group, 1, time),
         PgPar16 => session_run_at(rt, &on_pg("par16")?, FsyncPolicy::Group, PAR_CALLS, time),
         FilesProcs4 => procs_run(Journals::Dir(d), PROCS, SESSIONS_PER_PROC, time),

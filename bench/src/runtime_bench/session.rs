@@ -131,6 +131,8 @@ pub(super) struct Timed {
     pub(super) seconds: f64,
     /// The journal's syncs in the window.
     pub(super) syncs: u64,
+    /// Each step's time, in microseconds.
+    pub(super) step_us: Vec<u32>,
 }
 
 impl Timed {
@@ -148,6 +150,7 @@ impl Timed {
             seconds: self.seconds,
             syncs: Some(self.syncs),
             bytes_per_step,
+            step_us: self.step_us.clone(),
         })
     }
 }
@@ -217,8 +220,11 @@ impl Driver {
     pub(super) async fn timed(mut self, start: Instant, time: Duration) -> Result<Timed, BoxError> {
         let syncs_before = self.syncs();
         let mut steps = 0u64;
+        let mut step_us = Vec::new();
         while start.elapsed() < time {
+            let began = Instant::now();
             self.step().await?;
+            step_us.push(u32::try_from(began.elapsed().as_micros()).unwrap_or(u32::MAX));
             steps += 1;
         }
         self.session.end_turn(TurnOutcome::Completed).await?;
@@ -229,6 +235,7 @@ impl Driver {
             steps,
             seconds,
             syncs,
+            step_us,
         })
     }
 

@@ -16,6 +16,7 @@ pub use sim::{Fault, Op, SimStats, SimStorage, TailLoss};
 
 use std::any::Any;
 use std::io;
+use std::sync::Arc;
 
 /// A journal directory.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -58,6 +59,23 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn blocks(&self) -> bool {
         true
     }
+    /// The file system this directory is on, when one sync of it (`syncfs`) can make this
+    /// journal durable together with every other journal of the process there (the writer's
+    /// `shared_sync`). `None`: every sync is the journal's own. The default shares nothing.
+    fn file_system(&self) -> Option<Arc<dyn FileSystem>> {
+        None
+    }
+}
+
+/// A file system that one call makes durable as a whole: every file's written data, sizes and
+/// the device's cache.
+pub trait FileSystem: Send + Sync + std::fmt::Debug {
+    /// Which file system: journals whose ids are equal share their syncs.
+    fn id(&self) -> u64;
+    /// Makes everything written to the file system before the call durable (`syncfs`), and
+    /// reports a failure to (Linux 5.8 and later report any write-back error on the file system
+    /// since the handle was opened or last asked).
+    fn sync_all(&self) -> io::Result<()>;
 }
 
 /// A file opened for reading.
@@ -79,6 +97,16 @@ pub trait WriteFile: Send {
     fn truncate(&mut self, len_bytes: u64) -> io::Result<()>;
     /// The file's current size in bytes.
     fn len_bytes(&self) -> io::Result<u64>;
+    /// After a [`FileSystem::sync_all`]: reports a write-back of this file that failed since
+    /// this file's last sync or check, without writing or syncing anything. The file system's
+    /// sync says whether the device was flushed; only this says whether this file's pages got
+    /// there. The default cannot tell (`Unsupported`): such a file syncs on its own.
+    fn check_written(&mut self) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this storage cannot check a file's write-back on its own",
+        ))
+    }
 }
 
 /// Writes all of `buf` at `offset`, looping over short writes. A write that takes nothing is an

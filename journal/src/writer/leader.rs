@@ -1,10 +1,13 @@
 //! Who writes and syncs for everyone waiting: the leader of a group commit, and where it syncs.
 //!
 //! Why a room of its own: the rest of the writer is about bytes; this is about threads. One
-//! leader per journal at a time (a flag, so no await holds a lock); one leader per process
-//! syncs on its own worker thread, the others on the blocking pool (`InlineSync`), so the syncs
+//! leader per journal at a time (a flag, so no await holds a lock). A leader alone in the
+//! process syncs on its own worker thread (`InlineSync`). A leader that finds other syncs in
+//! flight writes its bytes and asks its file system's group for a shared `syncfs`
+//! (`shared_sync`); where its journal cannot share, it syncs on the blocking pool, so the syncs
 //! in flight are not bounded by the runtime's workers.
 
+use super::shared_sync::{Reply, Syncing, STATS_ALONE};
 use super::{lock, Shared};
 use crate::error::JournalError;
 use std::io;
@@ -37,19 +40,48 @@ impl Leader {
         })
     }
 
-    pub(super) async fn sync(self, shared: &Arc<Shared>) -> Result<(), JournalError> {
+    /// Makes everything appended so far durable, for everyone waiting. `None`: the lead was
+    /// lost with a shared sync's thread, nothing was published, and the caller leads again.
+    pub(super) async fn sync(self, shared: &Arc<Shared>) -> Option<Result<(), JournalError>> {
         if !shared.backend.blocks() {
-            return shared.flush(true);
+            return Some(shared.flush(true));
         }
+        let (_syncing, others) = Syncing::enter();
+        match &shared.sync_group {
+            Some(group) if others && group.usable() => self.sync_shared(shared, group).await,
+            _ => Some(self.sync_alone(shared).await),
+        }
+    }
+
+    /// Writes everything pending, then asks the group for a `syncfs` that covers it.
+    async fn sync_shared(
+        self,
+        shared: &Arc<Shared>,
+        group: &Arc<super::Group>,
+    ) -> Option<Result<(), JournalError>> {
+        let through_seq = match shared.write_through(false) {
+            Ok((seq, true)) => seq,
+            // A size or a block changed: the metadata needs this journal's own fdatasync.
+            Ok((_, false)) => return Some(self.sync_alone(shared).await),
+            Err(e) => return Some(Err(e)),
+        };
+        match group.sync(self, through_seq).await? {
+            Reply::Durable => Some(Ok(())),
+            Reply::Failed(e) => Some(Err(e)),
+            Reply::OnItsOwn(leader) => Some(leader.sync_on_blocking_pool().await),
+        }
+    }
+
+    /// This journal's own fdatasync, on this thread or the blocking pool.
+    async fn sync_alone(self, shared: &Arc<Shared>) -> Result<(), JournalError> {
+        STATS_ALONE.fetch_add(1, Ordering::Relaxed);
         match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
             // On a single thread, a blocking sync would stall every other task for its length.
             Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => self.sync_on_blocking_pool().await,
             // Elsewhere one leader at a time (in the process) syncs on its own worker thread: a
             // handoff costs thread wake-ups on every sync, and one session's syncs never
-            // overlap. Other journals' leaders go to the blocking pool, so the syncs in flight
-            // are not bounded by the runtime's workers and the kernel can join them (many
-            // sessions per disk, README *Performance*).
-            _ if std::env::var_os("TJ_EXP_POOL").is_some() => self.sync_on_blocking_pool().await,
+            // overlap. Other leaders that cannot share go to the blocking pool, so the syncs in
+            // flight are not bounded by the runtime's workers.
             _ => match InlineSync::try_take() {
                 Some(_inline) => shared.flush(true),
                 None => self.sync_on_blocking_pool().await,

@@ -118,6 +118,8 @@ pub(super) fn continue_segment(
         zero_ahead_bytes: zero_ahead_bytes(options, tail.format_version),
         wrote: false,
         written_seq: tail.next_seq - 1,
+        // What a crash left may be in the page cache only: the first sync is the writer's own.
+        synced_end: 0,
     };
     Ok((tail.journal_id, io, state))
 }
@@ -148,6 +150,7 @@ pub(super) fn create_first_segment(
         zero_ahead_bytes,
         wrote: false,
         written_seq: 0,
+        synced_end: filled_end,
     };
     let state = State::new(1, 0, HEADER_BYTES as u64, 0, segment::FORMAT_VERSION);
     Ok((journal_id, io, state))

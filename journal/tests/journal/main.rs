@@ -18,6 +18,7 @@ mod power_loss;
 mod preallocation;
 mod preallocation_seams;
 mod records;
+mod shared_sync;
 mod tail_scan;
 mod tails;
 mod truncation;

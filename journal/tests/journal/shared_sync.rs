@@ -1,0 +1,394 @@
+//! Syncs shared between journals (`writer/shared_sync.rs`, DESIGN.md I31): one `syncfs` makes
+//! many journals durable, each journal's own write-back is checked, and whatever cannot be
+//! proven durable that way is synced on its own or poisons the journal.
+//!
+//! The journals live in real directories on the machine's disk, behind a storage that counts
+//! (and can fail) the file system's sync and each file's check, and that makes a file's own
+//! fdatasync slow on demand so that another journal's sync is reliably in flight.
+
+use crate::common::*;
+use std::any::Any;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tooljournal_journal::storage::{FileSystem, ReadAt, WriteFile};
+use tooljournal_journal::{FsStorage, Journal, JournalError, Options, Storage};
+
+/// What the test controls and counts, shared by every file of one storage.
+#[derive(Debug, Default)]
+struct Knobs {
+    /// `FileSystem::sync_all` calls, and whether they fail.
+    syncfs: AtomicU64,
+    syncfs_fails: AtomicBool,
+    /// `WriteFile::check_written` calls, and whether they report a failed write-back.
+    checks: AtomicU64,
+    check_fails: AtomicBool,
+    /// A file's own fdatasync sleeps this long (ms), and says when one is under way.
+    own_sync_ms: AtomicU64,
+    own_sync_running: AtomicBool,
+}
+
+#[derive(Debug)]
+struct TestFs {
+    id: u64,
+    real: Arc<dyn FileSystem>,
+    knobs: Arc<Knobs>,
+}
+
+impl FileSystem for TestFs {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.knobs.syncfs.fetch_add(1, Ordering::SeqCst);
+        if self.knobs.syncfs_fails.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
+        self.real.sync_all()
+    }
+}
+
+struct TestFile {
+    inner: Box<dyn WriteFile>,
+    knobs: Arc<Knobs>,
+}
+
+impl WriteFile for TestFile {
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write_at(offset, buf)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.knobs.own_sync_running.store(true, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(
+            self.knobs.own_sync_ms.load(Ordering::SeqCst),
+        ));
+        let synced = self.inner.sync_data();
+        self.knobs.own_sync_running.store(false, Ordering::SeqCst);
+        synced
+    }
+    fn truncate(&mut self, len_bytes: u64) -> io::Result<()> {
+        self.inner.truncate(len_bytes)
+    }
+    fn len_bytes(&self) -> io::Result<u64> {
+        self.inner.len_bytes()
+    }
+    fn check_written(&mut self) -> io::Result<()> {
+        self.knobs.checks.fetch_add(1, Ordering::SeqCst);
+        if self.knobs.check_fails.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
+        self.inner.check_written()
+    }
+}
+
+/// EIO, as the kernel reports a failed write-back.
+fn libc_eio() -> i32 {
+    5
+}
+
+/// A journal directory on the real disk, with the knobs above.
+#[derive(Debug)]
+struct TestStorage {
+    inner: FsStorage,
+    fs: Arc<TestFs>,
+    knobs: Arc<Knobs>,
+}
+
+impl TestStorage {
+    /// A storage in `dir`, in a group of its own (`group` is its file system's id here).
+    fn new(dir: &std::path::Path, group: u64, knobs: Arc<Knobs>) -> Arc<TestStorage> {
+        let inner = FsStorage::create(dir).unwrap();
+        let real = inner.file_system().expect(
+            "the test directory is on ext2/3/4 on Linux 5.8+ (the only file systems that share)",
+        );
+        let fs = Arc::new(TestFs {
+            id: group,
+            real,
+            knobs: knobs.clone(),
+        });
+        Arc::new(TestStorage { inner, fs, knobs })
+    }
+
+    fn wrap(&self, inner: Box<dyn WriteFile>) -> Box<dyn WriteFile> {
+        Box::new(TestFile {
+            inner,
+            knobs: self.knobs.clone(),
+        })
+    }
+}
+
+impl Storage for TestStorage {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn list(&self) -> io::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn open_read(&self, name: &str) -> io::Result<Box<dyn ReadAt>> {
+        self.inner.open_read(name)
+    }
+    fn create_new(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+        Ok(self.wrap(self.inner.create_new(name)?))
+    }
+    fn open_write(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
+        Ok(self.wrap(self.inner.open_write(name)?))
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn sync_dir(&self) -> io::Result<()> {
+        self.inner.sync_dir()
+    }
+    fn try_lock(&self) -> io::Result<Option<Box<dyn Any + Send + Sync>>> {
+        self.inner.try_lock()
+    }
+    fn file_system(&self) -> Option<Arc<dyn FileSystem>> {
+        Some(self.fs.clone())
+    }
+}
+
+/// A group id no other test (nor a real file system's device number) uses.
+fn fresh_group() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0xF00D_0000_0000_0000);
+    NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+fn open(storage: &Arc<TestStorage>, options: Options) -> Arc<Journal> {
+    let (journal, _) = Journal::open(storage.clone(), options).unwrap();
+    Arc::new(journal)
+}
+
+/// A journal that syncs on its own: the one whose slow sync is in flight while another asks
+/// (were it to share, its own slow fdatasync would never run).
+fn alone() -> Options {
+    Options {
+        share_syncs: false,
+        ..Options::default()
+    }
+}
+
+/// Appends one record to `journal` and waits until it is durable.
+async fn append_durably(journal: &Journal, n: u64) -> Result<u64, JournalError> {
+    let seq = journal.append(&payload(n, 100))?;
+    journal.sync_through(seq).await?;
+    Ok(seq)
+}
+
+/// Waits (polling: the flag is set on a blocking thread) until a file's own sync is under way.
+async fn until_own_sync_runs(knobs: &Knobs) {
+    for _ in 0..2_000 {
+        if knobs.own_sync_running.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("no journal's own sync started within 2 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn journals_syncing_at_once_share_a_syncfs_and_every_record_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    // A journal's own sync takes 5 ms, so the others always find one in flight and share.
+    knobs.own_sync_ms.store(5, Ordering::SeqCst);
+    let group = fresh_group();
+    let (journals, rounds) = (12u64, 20u64);
+    let storages: Vec<_> = (0..journals)
+        .map(|j| TestStorage::new(&dir.path().join(format!("j{j}")), group, knobs.clone()))
+        .collect();
+    let opened: Vec<_> = storages
+        .iter()
+        .map(|s| open(s, Options::default()))
+        .collect();
+    let tasks: Vec<_> = opened
+        .iter()
+        .enumerate()
+        .map(|(j, journal)| {
+            let journal = journal.clone();
+            tokio::spawn(async move {
+                for r in 0..rounds {
+                    let seq = append_durably(&journal, j as u64 * 1000 + r).await.unwrap();
+                    assert!(journal.stats().durable_seq >= seq);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (syncfs, checks) = (
+        knobs.syncfs.load(Ordering::SeqCst),
+        knobs.checks.load(Ordering::SeqCst),
+    );
+    assert!(syncfs > 0, "no sync was shared");
+    // Every shared sync checked each journal it answered, and answered more than one at once.
+    assert!(
+        checks > syncfs,
+        "{checks} journal checks for {syncfs} syncfs: no batch held two journals"
+    );
+    for (j, journal) in opened.into_iter().enumerate() {
+        let stats = journal.stats();
+        assert_eq!(stats.durable_seq, stats.appended_seq, "journal {j}");
+        Arc::into_inner(journal).unwrap().close().unwrap();
+    }
+    for (j, storage) in storages.iter().enumerate() {
+        let (records, _) = read_all(&Fs(storage.clone()), Options::default());
+        let expected: Vec<_> = (0..rounds)
+            .map(|r| payload(j as u64 * 1000 + r, 100))
+            .collect();
+        assert_eq!(payloads(&records), expected, "journal {j}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_syncfs_makes_nothing_durable_and_each_journal_syncs_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    knobs.syncfs_fails.store(true, Ordering::SeqCst);
+    let group = fresh_group();
+    let slow = TestStorage::new(&dir.path().join("slow"), group, knobs.clone());
+    let asker = TestStorage::new(&dir.path().join("asker"), group, knobs.clone());
+    let (slow, asker) = (open(&slow, alone()), open(&asker, Options::default()));
+
+    // The slow journal's own sync is in flight, so the asker shares, and the syncfs fails.
+    knobs.own_sync_ms.store(200, Ordering::SeqCst);
+    let slow_task = {
+        let slow = slow.clone();
+        tokio::spawn(async move { append_durably(&slow, 1).await })
+    };
+    until_own_sync_runs(&knobs).await;
+    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    let seq = append_durably(&asker, 2).await.unwrap();
+
+    assert!(
+        knobs.syncfs.load(Ordering::SeqCst) >= 1,
+        "the asker never shared"
+    );
+    // Nothing was checked after a failed syncfs: the asker's own fdatasync made it durable.
+    assert_eq!(knobs.checks.load(Ordering::SeqCst), 0);
+    assert_eq!(asker.stats().durable_seq, seq);
+    assert!(asker.poisoned().is_none());
+    slow_task.await.unwrap().unwrap();
+    assert!(slow.poisoned().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_back_failure_found_after_a_shared_sync_stops_that_journal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good_knobs, bad_knobs) = (Arc::new(Knobs::default()), Arc::new(Knobs::default()));
+    bad_knobs.check_fails.store(true, Ordering::SeqCst);
+    let group = fresh_group();
+    let slow = TestStorage::new(&dir.path().join("slow"), group, good_knobs.clone());
+    let bad = TestStorage::new(&dir.path().join("bad"), group, bad_knobs.clone());
+    let (slow, bad) = (open(&slow, alone()), open(&bad, Options::default()));
+
+    good_knobs.own_sync_ms.store(200, Ordering::SeqCst);
+    let slow_task = {
+        let slow = slow.clone();
+        tokio::spawn(async move { append_durably(&slow, 1).await })
+    };
+    until_own_sync_runs(&good_knobs).await;
+    let durable_before = bad.stats().durable_seq;
+    let failed = append_durably(&bad, 2).await.unwrap_err();
+
+    assert_eq!(bad_knobs.checks.load(Ordering::SeqCst), 1);
+    let root = failed.root();
+    assert!(
+        matches!(root, JournalError::Io { op: "sync", .. }),
+        "{failed}"
+    );
+    assert!(failed.to_string().contains("sync"), "{failed}");
+    // Fail-stop: nothing more is called durable, and every later call says why.
+    assert_eq!(bad.stats().durable_seq, durable_before);
+    assert!(bad.poisoned().is_some());
+    assert!(bad.append(&payload(3, 10)).is_err());
+    // The other journal is untouched.
+    slow_task.await.unwrap().unwrap();
+    assert!(slow.poisoned().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_that_grows_the_file_is_never_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    let group = fresh_group();
+    // Format version 1's appends change the file's size on every write.
+    let options = Options {
+        preallocate_bytes: 0,
+        ..Options::default()
+    };
+    let slow = TestStorage::new(&dir.path().join("slow"), group, knobs.clone());
+    let grows = TestStorage::new(&dir.path().join("grows"), group, knobs.clone());
+    let (slow, grows) = (open(&slow, alone()), open(&grows, options));
+
+    knobs.own_sync_ms.store(200, Ordering::SeqCst);
+    let slow_task = {
+        let slow = slow.clone();
+        tokio::spawn(async move { append_durably(&slow, 1).await })
+    };
+    until_own_sync_runs(&knobs).await;
+    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    let seq = append_durably(&grows, 2).await.unwrap();
+
+    // Its own fdatasync made it durable; the group was never asked.
+    assert_eq!(grows.stats().durable_seq, seq);
+    assert_eq!(knobs.syncfs.load(Ordering::SeqCst), 0);
+    assert_eq!(knobs.checks.load(Ordering::SeqCst), 0);
+    slow_task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_journal_that_may_not_share_syncs_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    let group = fresh_group();
+    let no_sharing = alone();
+    let slow = TestStorage::new(&dir.path().join("slow"), group, knobs.clone());
+    let alone = TestStorage::new(&dir.path().join("alone"), group, knobs.clone());
+    let (slow, alone) = (open(&slow, no_sharing), open(&alone, no_sharing));
+
+    knobs.own_sync_ms.store(200, Ordering::SeqCst);
+    let slow_task = {
+        let slow = slow.clone();
+        tokio::spawn(async move { append_durably(&slow, 1).await })
+    };
+    until_own_sync_runs(&knobs).await;
+    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    let seq = append_durably(&alone, 2).await.unwrap();
+
+    assert_eq!(alone.stats().durable_seq, seq);
+    assert_eq!(knobs.syncfs.load(Ordering::SeqCst), 0);
+    slow_task.await.unwrap().unwrap();
+}
+
+#[test]
+fn only_ext4_directories_offer_a_shared_sync() {
+    let on_disk = tempfile::tempdir().unwrap();
+    assert!(
+        FsStorage::create(on_disk.path())
+            .unwrap()
+            .file_system()
+            .is_some(),
+        "{} is on ext4 on this machine",
+        on_disk.path().display()
+    );
+    // tmpfs: its syncfs is no promise this journal relies on.
+    let in_memory = tempfile::tempdir_in("/dev/shm").unwrap();
+    assert!(FsStorage::create(in_memory.path())
+        .unwrap()
+        .file_system()
+        .is_none());
+}
+
+/// A test storage as `read_all` takes it.
+struct Fs(Arc<TestStorage>);
+
+impl StorageClone for Fs {
+    fn arc(&self) -> Arc<dyn Storage> {
+        self.0.clone()
+    }
+}
