@@ -143,7 +143,7 @@ pub struct Options {
     pub preallocate_bytes: u64,
     /// Whether a group sync may be shared with the other journals of the process on the same
     /// file system: one `syncfs` makes all of them durable, and each journal's own write-back
-    /// is checked (see `docs/DESIGN.md` §8, *Many sessions*). Only where the storage offers it
+    /// is checked (see `docs/DESIGN.md` §8, *Many sessions in one process*). Only where the storage offers it
     /// ([`Storage::file_system`]) and under [`FsyncPolicy::Group`]. `false`: every sync is this
     /// journal's own fdatasync.
     pub share_syncs: bool,

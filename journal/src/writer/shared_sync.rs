@@ -8,7 +8,7 @@
 //! durable. A group of journals (one per file system, [`Group`]) has one thread: it takes every
 //! request waiting, calls `syncfs` once, and answers them all.
 //!
-//! What keeps it truthful (DESIGN.md I31):
+//! What keeps it truthful (DESIGN.md I30):
 //! - Only ext2/3/4 share (`storage/fs.rs` says why), on Linux 5.8 or later (before, `syncfs`
 //!   reported no error).
 //! - Only a write that changes no metadata shares: an overwrite of blocks whose allocation and
