@@ -63,8 +63,10 @@ pub(crate) fn append_fdatasync_loop(
 /// The file [`overwrite_fdatasync_loop`] overwrites: larger than any slice writes at 100 B a
 /// record (wrapping at its end would only overwrite again).
 const OVERWRITE_FILE_BYTES: u64 = 8 << 20;
-/// Zeros are written in pieces of this size.
-const ZERO_FILL_BYTES: usize = 1 << 20;
+/// Zeros are written in pieces of this size: a page, as the journal writes its own (a larger
+/// write gets a large folio in the page cache, and every small overwrite into it then costs the
+/// kernel a walk over all its blocks; `journal/src/storage/fs.rs`).
+const ZERO_FILL_BYTES: usize = 4096;
 
 /// A new file at `path` of [`OVERWRITE_FILE_BYTES`], allocated (`fallocate`), zero-filled and
 /// synced, so that its blocks are written, not merely reserved: on ext4 an fdatasync over

@@ -174,6 +174,9 @@ enum Command {
         workers: usize,
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
+        /// Each journal syncs on its own (`Options::share_syncs = false`): what sharing wins.
+        #[arg(long)]
+        own_syncs: bool,
     },
 }
 
@@ -204,7 +207,12 @@ fn main() -> ExitCode {
             sessions,
             workers,
             seconds,
-        } => runtime_bench::many::many_loop(&cli.common, sessions, workers, seconds),
+            own_syncs,
+        } => {
+            runtime_bench::session::SHARE_SYNCS
+                .store(!own_syncs, std::sync::atomic::Ordering::Relaxed);
+            runtime_bench::many::many_loop(&cli.common, sessions, workers, seconds)
+        }
         Command::SessionsWorker {
             sessions,
             seconds,

@@ -15,6 +15,7 @@ use runtime::{Config, Session, SessionOptions};
 use runtime::{Tool, ToolContext, ToolFuture, ToolOutput};
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,10 @@ use std::time::{Duration, Instant};
 pub(super) const WARMUP_STEPS: usize = 20;
 /// The arguments every no-op call carries (checked against the tool's schema).
 pub(super) const NOOP_ARGS: &str = r#"{"path":"src/lib.rs"}"#;
+
+/// Whether the sessions' journals may share their syncs (`many-loop --own-syncs` clears it, to
+/// measure what sharing wins); every measured run keeps the default.
+pub(crate) static SHARE_SYNCS: AtomicBool = AtomicBool::new(true);
 
 /// Where a session's journal lives.
 #[derive(Clone, Debug)]
@@ -287,6 +292,7 @@ fn open_journal(at: &At, policy: FsyncPolicy) -> Result<Journal, BoxError> {
     };
     let mut options = Options {
         fsync: policy,
+        share_syncs: SHARE_SYNCS.load(Ordering::Relaxed),
         ..Options::default()
     };
     if policy == FsyncPolicy::Never {
