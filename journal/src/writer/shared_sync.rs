@@ -112,6 +112,8 @@ pub(super) struct Group {
     wake: Condvar,
     /// A thread could not start, or stopped on a panic: nobody asks this group again.
     broken: AtomicBool,
+    /// Sharing paused after a slow `syncfs`, for every thread of the group.
+    pace: Mutex<Pace>,
 }
 
 impl std::fmt::Debug for Group {
@@ -156,6 +158,7 @@ impl Group {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
             broken: AtomicBool::new(false),
+            pace: Mutex::new(Pace::default()),
         });
         groups.push(group.clone());
         group
@@ -220,9 +223,8 @@ impl Group {
         // A panic leaves the group broken and drops the requests it held: their leaders are
         // released and their callers lead again, on their own.
         let _broken_on_panic = BrokenOnPanic(&self);
-        let mut pace = Pace::default();
         while let Some(batch) = self.next_batch() {
-            self.answer(batch, &mut pace);
+            self.answer(batch);
         }
     }
 
@@ -247,12 +249,12 @@ impl Group {
 
     /// One `syncfs` for the whole batch, then each journal's own check; or the batch handed
     /// back.
-    fn answer(&self, batch: Vec<Request>, pace: &mut Pace) {
-        let synced = pace.allows() && {
+    fn answer(&self, batch: Vec<Request>) {
+        let synced = super::lock(&self.pace).allows() && {
             STATS_SYNCFS.fetch_add(1, Ordering::AcqRel);
             let began = Instant::now();
             let synced = self.fs.sync_all().is_ok();
-            pace.took(began.elapsed());
+            super::lock(&self.pace).took(began.elapsed());
             synced
         };
         for request in batch {

@@ -21,6 +21,8 @@ struct Knobs {
     /// `FileSystem::sync_all` calls, and whether they fail.
     syncfs: AtomicU64,
     syncfs_fails: AtomicBool,
+    /// A `syncfs` takes this long (ms) before it runs.
+    syncfs_ms: AtomicU64,
     /// `WriteFile::check_written` calls, and whether they report a failed write-back.
     checks: AtomicU64,
     check_fails: AtomicBool,
@@ -42,6 +44,9 @@ impl FileSystem for TestFs {
     }
     fn sync_all(&self) -> io::Result<()> {
         self.knobs.syncfs.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(
+            self.knobs.syncfs_ms.load(Ordering::SeqCst),
+        ));
         if self.knobs.syncfs_fails.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(libc_eio()));
         }
@@ -363,6 +368,34 @@ async fn a_journal_that_may_not_share_syncs_on_its_own() {
     assert_eq!(alone.stats().durable_seq, seq);
     assert_eq!(knobs.syncfs.load(Ordering::SeqCst), 0);
     slow_task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_syncfs_pauses_sharing_and_the_next_sync_is_the_journal_s_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    // 60 ms: past the 50 ms that says the file system held much of others' data.
+    knobs.syncfs_ms.store(60, Ordering::SeqCst);
+    let group = fresh_group();
+    let slow = TestStorage::new(&dir.path().join("slow"), group, knobs.clone());
+    let asker = TestStorage::new(&dir.path().join("asker"), group, knobs.clone());
+    let (slow, asker) = (open(&slow, alone()), open(&asker, Options::default()));
+
+    for round in 0..2u64 {
+        knobs.own_sync_ms.store(200, Ordering::SeqCst);
+        let slow_task = {
+            let slow = slow.clone();
+            tokio::spawn(async move { append_durably(&slow, round * 10).await })
+        };
+        until_own_sync_runs(&knobs).await;
+        knobs.own_sync_ms.store(0, Ordering::SeqCst);
+        let seq = append_durably(&asker, round * 10 + 1).await.unwrap();
+        assert_eq!(asker.stats().durable_seq, seq, "round {round}");
+        slow_task.await.unwrap().unwrap();
+    }
+    // The first round's syncfs was slow: the second asker was handed back, and synced alone.
+    assert_eq!(knobs.syncfs.load(Ordering::SeqCst), 1);
+    assert_eq!(knobs.checks.load(Ordering::SeqCst), 1);
 }
 
 #[test]
