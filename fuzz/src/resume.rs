@@ -5,11 +5,12 @@
 //! `Session::resume_recovering` appends the recovery, `Session::run_rerun` runs the calls).
 
 use crate::case::{CallSpec, Case, Kind};
+use crate::sim::journal_options;
 use crate::tools::{model_call, session_parts, Body, Shared};
 use crate::world::World;
 use crate::Locked;
 use crate::Mutant;
-use journal::{Journal, Options, ReadEnd, SimStorage};
+use journal::{Journal, ReadEnd, SimStorage};
 use recover::Prober;
 use recover::{analyze_probing, Analysis};
 use recover::{choose_reruns, recovery_events};
@@ -79,7 +80,8 @@ pub(crate) fn resume_one_turn(
         if replay.open.is_none() || replay.closed {
             return Ok(Vec::new());
         }
-        let (journal, _) = Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+        let (journal, _) =
+            Journal::open(storage, journal_options(case)).map_err(|e| e.to_string())?;
         let session = Session::resume(journal, registry, hooks, config, options(), &replay)
             .map_err(|e| format!("resume refused a recovered journal: {e}"))?;
         one_more_turn(session).await?;
@@ -136,7 +138,7 @@ pub(crate) fn resume_rerunning(
             let events = recovery_events(&analysis, &resumed.chosen, policy);
             resumed.analysis = Some(analysis);
             let (journal, _) =
-                Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+                Journal::open(storage, journal_options(case)).map_err(|e| e.to_string())?;
             let mut session = Session::resume_recovering(
                 journal,
                 registry,
@@ -160,7 +162,7 @@ pub(crate) fn resume_rerunning(
             session
         } else {
             let (journal, _) =
-                Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+                Journal::open(storage, journal_options(case)).map_err(|e| e.to_string())?;
             Session::resume(journal, registry, hooks, config, options(), &replay)
                 .map_err(|e| format!("resume refused a journal with no open turn: {e}"))?
         };

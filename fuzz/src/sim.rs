@@ -210,7 +210,8 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         cancels: Arc::new(Mutex::new(HashMap::new())),
     };
     rt.block_on(async {
-        let Some(mut session) = open_session(&counted, &shared, registry, hooks, config) else {
+        let Some(mut session) = open_session(case, &counted, &shared, registry, hooks, config)
+        else {
             return;
         };
         for (t, steps) in case.turns.iter().enumerate() {
@@ -249,17 +250,14 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
 /// and lets the simulated tool and the operation counter see the journal. `None` when either
 /// fails to open (a fault can fire this early): the session then never starts.
 fn open_session(
+    case: &Case,
     counted: &Counted,
     shared: &Shared,
     registry: Arc<Registry>,
     hooks: Hooks,
     config: Config,
 ) -> Option<Session> {
-    let options = Options {
-        journal_id: Some([7; 16]),
-        ..Options::default()
-    };
-    let (journal, _) = Journal::open(Arc::new(counted.clone()), options).ok()?;
+    let (journal, _) = Journal::open(Arc::new(counted.clone()), journal_options(case)).ok()?;
     let session = Session::open(
         journal,
         registry,
@@ -277,6 +275,16 @@ fn open_session(
         .journal
         .set(Arc::downgrade(session.event_log().journal()));
     Some(session)
+}
+
+/// How every journal of `case` is opened: its id fixed (so the bytes are a function of the case)
+/// and zero-filled ahead as far as the case says.
+pub(crate) fn journal_options(case: &Case) -> Options {
+    Options {
+        journal_id: Some([7; 16]),
+        preallocate_bytes: case.preallocate_bytes,
+        ..Options::default()
+    }
 }
 
 /// What the disk holds after the run: if the fault cut the power, the unsynced tail is lost
