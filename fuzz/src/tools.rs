@@ -398,6 +398,24 @@ pub(crate) fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
     }
 }
 
+/// The scope every session's registry sits in: the built-in `ask`, whose schema is compiled
+/// once per process rather than for every session (a child scope shows its parent's tools as
+/// its own).
+fn builtins() -> Arc<Registry> {
+    static BUILTINS: OnceLock<Arc<Registry>> = OnceLock::new();
+    BUILTINS
+        .get_or_init(|| {
+            let mut registry = Registry::new();
+            // The built-in `ask` on an empty registry: no clash.
+            #[allow(clippy::expect_used)]
+            registry
+                .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
+                .expect("ask registers");
+            Arc::new(registry)
+        })
+        .clone()
+}
+
 /// The registry, hooks and config a case runs with (`mutant`: the runtime's, if any). `sim`
 /// declares itself retry-safe only when `sim_lies` (a mutant's doing).
 pub(crate) fn session_parts(
@@ -406,7 +424,7 @@ pub(crate) fn session_parts(
     mutant: Option<Mutant>,
     sim_lies: bool,
 ) -> (Arc<Registry>, Hooks, Config, Arc<SimPerson>) {
-    let mut registry = Registry::new();
+    let mut registry = Registry::child(builtins());
     for (name, retry_safe) in [(SIM, sim_lies), (SIM_IDEMPOTENT, true)] {
         let sim = Sim {
             shared: shared.clone(),
@@ -419,11 +437,6 @@ pub(crate) fn session_parts(
             .register(Arc::new(sim), ToolSource::BuiltIn)
             .expect("the simulated tools register");
     }
-    // The built-in `ask` on a registry holding only the two simulated tools: no clash.
-    #[allow(clippy::expect_used)]
-    registry
-        .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
-        .expect("ask registers");
     let approver = Arc::new(SimPerson::default());
     let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
     if case.observer_panics {
