@@ -8,13 +8,13 @@
 
 use crate::bounds::Journaled;
 use crate::case::{CallSpec, Case, Kind};
-use crate::read::{code_of, copy_of, events, provider_rejections};
+use crate::read::{code_of, copy_of, events, provider_rejections, same_events};
 use crate::sim::{BodyEnd, Run, SentStep};
 use crate::{Coverage, Mutant};
 use journal::SimStorage;
 use recover::conversation::Message;
-use recover::Recovery;
 use recover::{not_started_text, outcome_unknown_text_bounded, Analysis, CallReport};
+use recover::{RecoverError, Recovered, Recovery, Streamed};
 use runtime::event::{Classification, Event, OutcomeStatus};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -72,15 +72,26 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
 
     // `recover classify` streams: it must say what the full analysis says, and append the same.
     // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
-    // is the copy the read-only comparison leaves untouched.
-    let (disagreements, pristine) = streaming_disagreements(&run.image);
+    // is the copy the read-only comparison leaves untouched. The writing stream is compared
+    // with the first recovery below, which is the full analysis writing on the same bytes.
+    let (disagreements, pristine) = streaming_read_only(&run.image);
     v.extend(disagreements);
+    let streamed = streaming(&run.image, true);
 
     // Recovery on the surviving bytes.
-    let first = match Recovery::of(journal::Backend::Files(Arc::new(run.image.clone())))
+    let first = Recovery::of(journal::Backend::Files(Arc::new(run.image.clone())))
         .write(true)
-        .run()
-    {
+        .run();
+    let events = events(&run.image);
+    // The bounds are read from these (recovery appends no `started`).
+    journaled.seed(events.as_deref());
+    let (streamed_disk, streamed) = streamed;
+    v.extend(disagreement(
+        true,
+        (first.as_ref(), &run.image, Some(&events)),
+        (streamed.as_ref(), &streamed_disk),
+    ));
+    let first = match first {
         Ok(r) => r,
         Err(e) => {
             v.push(format!(
@@ -113,7 +124,7 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
     }
     conversation(run, &journaled, &reports, &conv.messages, v);
     crate::questions::questions(run, &a, &reports, v);
-    commit_order(run, &run.image, v);
+    commit_order(run, events.as_deref(), v);
     idempotence(run, &a, v);
     cancelled_before_start(&a, &reports, v);
     drop(reports);
@@ -620,8 +631,8 @@ fn conversation(
 
 /// I3: each step's `committed` records are in the journal in model order, with no gap (a call
 /// is committed only after every call before it).
-fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
-    let Some(events) = events(image) else { return };
+fn commit_order(run: &Run, events: Option<&[Event]>, v: &mut Vec<String>) {
+    let Some(events) = events else { return };
     let committed: HashMap<&str, usize> = events
         .iter()
         .enumerate()
@@ -658,54 +669,85 @@ fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
     }
 }
 
-/// Where the streaming classifier and the full analysis disagree on `image`, read only and
-/// writing (each on its own copy); and the copy the full analysis read without writing, as
-/// `image` was.
-fn streaming_disagreements(image: &SimStorage) -> (Vec<String>, SimStorage) {
+/// What the streaming classifier gave on a copy of a journal: the copy (as it left it) and
+/// its summary with the call reports it streamed.
+type StreamedCopy = (
+    SimStorage,
+    Result<(Streamed, Vec<CallReport>), RecoverError>,
+);
+
+/// The streaming classifier on its own copy of `image`, writing or not.
+fn streaming(image: &SimStorage, write: bool) -> StreamedCopy {
+    let disk = copy_of(image);
+    let mut reports: Vec<CallReport> = Vec::new();
+    let summary = Recovery::of(journal::Backend::Files(Arc::new(disk.clone())))
+        .write(write)
+        .stream(&mut reports);
+    (disk, summary.map(|s| (s, reports)))
+}
+
+/// Where the streaming classifier and the full analysis disagree on `image`, read only (each on
+/// its own copy); and the copy the full analysis read without writing, as `image` was.
+fn streaming_read_only(image: &SimStorage) -> (Vec<String>, SimStorage) {
+    let full_disk = copy_of(image);
+    let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
+        .write(false)
+        .run();
+    let (stream_disk, streamed) = streaming(image, false);
+    let v = disagreement(
+        false,
+        (full.as_ref(), &full_disk, None),
+        (streamed.as_ref(), &stream_disk),
+    );
+    (v, full_disk)
+}
+
+/// What the full analysis gave, the disk it left, and that disk's events if already decoded.
+type Full<'a> = (
+    Result<&'a Recovered, &'a RecoverError>,
+    &'a SimStorage,
+    Option<&'a Option<Vec<Event>>>,
+);
+
+/// Where the streaming classifier (`streamed`, which left `stream_disk`) and the full analysis
+/// disagree, both run on the same bytes and writing as `write` says.
+fn disagreement(
+    write: bool,
+    (full, full_disk, full_events): Full<'_>,
+    (streamed, stream_disk): (
+        Result<&(Streamed, Vec<CallReport>), &RecoverError>,
+        &SimStorage,
+    ),
+) -> Vec<String> {
     let mut v = Vec::new();
-    let mut untouched = None;
-    for write in [false, true] {
-        let (full_disk, stream_disk) = (copy_of(image), copy_of(image));
-        if !write {
-            untouched = Some(full_disk.clone());
-        }
-        let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
-            .write(write)
-            .run();
-        let mut reports: Vec<CallReport> = Vec::new();
-        let streamed = Recovery::of(journal::Backend::Files(Arc::new(stream_disk.clone())))
-            .write(write)
-            .stream(&mut reports);
-        match (full, streamed) {
-            (Ok(full), Ok(s)) => {
-                let a = &full.analysis;
-                if reports != a.calls {
-                    v.push(format!("streaming (write {write}): the reports differ"));
-                }
-                if (s.end, s.live, &s.recovery, &s.pending_asks, s.appended)
-                    != (a.end, a.live, &a.recovery, &a.pending_asks, full.appended)
-                {
-                    v.push(format!(
-                        "streaming (write {write}): the recovery differs: {:?} vs {:?}",
-                        s.recovery, a.recovery
-                    ));
-                }
-                if events(&stream_disk) != events(&full_disk) {
-                    v.push(format!(
-                        "streaming (write {write}): the appended events differ"
-                    ));
-                }
+    match (full, streamed) {
+        (Ok(full), Ok((s, reports))) => {
+            let a = &full.analysis;
+            if reports != &a.calls {
+                v.push(format!("streaming (write {write}): the reports differ"));
             }
-            (Err(f), Err(s)) if f.to_string() == s.to_string() => {}
-            (f, s) => v.push(format!(
-                "streaming (write {write}): full {:?}, streamed {:?}",
-                f.err().map(|e| e.to_string()),
-                s.err().map(|e| e.to_string())
-            )),
+            if (s.end, s.live, &s.recovery, &s.pending_asks, s.appended)
+                != (a.end, a.live, &a.recovery, &a.pending_asks, full.appended)
+            {
+                v.push(format!(
+                    "streaming (write {write}): the recovery differs: {:?} vs {:?}",
+                    s.recovery, a.recovery
+                ));
+            }
+            if !same_events(stream_disk, full_disk, full_events) {
+                v.push(format!(
+                    "streaming (write {write}): the appended events differ"
+                ));
+            }
         }
+        (Err(f), Err(s)) if f.to_string() == s.to_string() => {}
+        (f, s) => v.push(format!(
+            "streaming (write {write}): full {:?}, streamed {:?}",
+            f.err().map(|e| e.to_string()),
+            s.err().map(|e| e.to_string())
+        )),
     }
-    // The first pass made the copy: it is there.
-    (v, untouched.unwrap_or_else(|| copy_of(image)))
+    v
 }
 
 fn reached_start(state: CallState) -> bool {

@@ -146,13 +146,17 @@ pub(crate) fn with_fault<R>(
     let nth = at.nth(count);
     let (run, ops) = session(Some((op, nth, kind)));
     let fired = ops.count(op) >= nth;
-    let kinds = event_kinds(image(&dry));
+    let seqs = dry_ops.seqs_at(op, nth);
+    let kinds = match seqs {
+        Some((appended, durable)) => event_kinds(image(&dry), &[appended, durable + 1]),
+        None => HashMap::new(),
+    };
     let kind_of = |seq: u64| {
         kinds
             .get(&seq)
             .map_or_else(|| format!("seq {seq}"), |k| (*k).to_owned())
     };
-    let (event_before, first_at_risk) = match dry_ops.seqs_at(op, nth) {
+    let (event_before, first_at_risk) = match seqs {
         None => ("none".to_owned(), "none".to_owned()),
         Some((0, _)) => ("open".to_owned(), "open".to_owned()),
         Some((appended, durable)) if durable >= appended => (kind_of(appended), "none".to_owned()),
@@ -169,8 +173,8 @@ pub(crate) fn with_fault<R>(
     (run, Some(report))
 }
 
-/// The kind of every event on `image`, by seq.
-fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
+/// The kind of the events on `image` whose seqs are among `seqs`, by seq (only those decoded).
+fn event_kinds(image: &SimStorage, seqs: &[u64]) -> HashMap<u64, &'static str> {
     let Ok(reader) = journal::Reader::open(
         Arc::new(image.clone()) as Arc<dyn journal::Storage>,
         journal::Limits::default(),
@@ -179,6 +183,7 @@ fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
     };
     reader
         .map_while(Result::ok)
+        .filter(|r| seqs.contains(&r.seq))
         .filter_map(|r| {
             let record = r.decode::<runtime::event::Record>().ok()?;
             Some((r.seq, record.event.kind()))
