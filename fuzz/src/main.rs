@@ -13,6 +13,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tooljournal_fuzz as fuzz;
 
+/// mimalloc, as the `tooljournal` binary runs with: a case decodes its journal a dozen times and
+/// renders its history for every provider, small allocations that glibc's malloc served slowly.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "fuzz",
