@@ -250,7 +250,7 @@ pub struct ChangeBack {
     pub restore: bool,
 }
 
-fn kind() -> impl Strategy<Value = Kind> {
+fn kind() -> BoxedStrategy<Kind> {
     prop_oneof![
         8 => Just(Kind::Ok),
         1 => Just(Kind::Fails),
@@ -269,6 +269,7 @@ fn kind() -> impl Strategy<Value = Kind> {
         ]
         .prop_map(Kind::Approval),
     ]
+    .boxed()
 }
 
 fn person() -> impl Strategy<Value = Person> {
@@ -303,7 +304,7 @@ fn ask() -> impl Strategy<Value = AskSpec> {
         )
 }
 
-fn call() -> impl Strategy<Value = CallSpec> {
+fn call() -> BoxedStrategy<CallSpec> {
     let path = proptest::sample::select(&PATHS[..]);
     (
         kind(),
@@ -323,9 +324,10 @@ fn call() -> impl Strategy<Value = CallSpec> {
                 idempotent,
             },
         )
+        .boxed()
 }
 
-fn step() -> impl Strategy<Value = StepSpec> {
+fn step() -> BoxedStrategy<StepSpec> {
     (
         proptest::collection::vec(call(), 0..5),
         proptest::bool::weighted(0.08),
@@ -339,6 +341,7 @@ fn step() -> impl Strategy<Value = StepSpec> {
             truncated,
             cancel,
         })
+        .boxed()
 }
 
 /// Inside the session 24 times in 25; past its end otherwise (4 %: the no-fault path).
