@@ -24,6 +24,7 @@ mod counted;
 mod evidence;
 mod harness;
 mod locked;
+mod parts;
 mod person;
 mod questions;
 mod read;

@@ -5,8 +5,9 @@
 //! `Session::resume_recovering` appends the recovery, `Session::run_rerun` runs the calls).
 
 use crate::case::{CallSpec, Case, Kind};
+use crate::parts::{model_call, session_parts};
 use crate::sim::journal_options;
-use crate::tools::{model_call, session_parts, Body, Shared};
+use crate::tools::{Body, Shared};
 use crate::world::World;
 use crate::Locked;
 use crate::Mutant;

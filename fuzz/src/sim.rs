@@ -4,8 +4,9 @@
 
 use crate::case::{CallSpec, Cancel, Case, StepSpec, StorageFault};
 use crate::counted::{Counted, Ops};
+use crate::parts::{model_call, session_parts};
 use crate::person::{Said, SimPerson};
-use crate::tools::{model_call, session_parts, Shared};
+use crate::tools::Shared;
 use crate::world::World;
 use crate::Locked;
 use crate::Mutant;
@@ -22,7 +23,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use crate::tools::{declared, Body, BodyEnd};
+pub(crate) use crate::parts::declared;
+pub(crate) use crate::tools::{Body, BodyEnd};
 
 /// One step's model response as the model sent it: its calls, in model order.
 #[derive(Debug, Clone)]

@@ -1,23 +1,19 @@
 //! The simulated tools a case's sessions run (`sim`, which does not declare itself idempotent,
-//! and `sim_idem`, which does), the spill store and observer around them, and the calls the
-//! simulated model sends them. Each tool records what its bodies did (outside the journal): the
-//! ground truth the checks hold the journal to.
+//! and `sim_idem`, which does), and the registry they are found in. Each tool records what its
+//! bodies did (outside the journal): the ground truth the checks hold the journal to.
 
-use crate::case::{CallSpec, Case, Kind, PATHS};
-use crate::person::{ask_arguments, AsksForApproval, SimPerson, QUESTION_TIMEOUT_MS};
+use crate::case::PATHS;
 use crate::world::{content_of, World, Writer};
 use crate::Locked;
 use crate::Mutant;
 use journal::Journal;
-use runtime::event::{CallRef, Evidence, ModelCall, Resources, SideEffect, ToolSource};
+use runtime::event::{Evidence, Resources, SideEffect, ToolSource};
 use runtime::event::{SandboxBound, SandboxPolicy};
+use runtime::ErrorCode;
 use runtime::Registry;
-use runtime::SpillStore;
-use runtime::{Config, ErrorCode, ToolResult};
 use runtime::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::{Hooks, Observer};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -109,11 +105,68 @@ pub(crate) const SIM: &str = "sim";
 /// The simulated tool that declares itself idempotent (retry-safe).
 pub(crate) const SIM_IDEMPOTENT: &str = "sim_idem";
 
-/// A simulated tool: what it does is in its arguments.
+/// A simulated tool: what it does is in its arguments; what its bodies did goes to the ground
+/// truth of the session that runs it.
 struct Sim {
-    shared: Arc<Shared>,
+    current: Arc<Current>,
     name: &'static str,
     retry_safe: bool,
+}
+
+/// The session a thread's simulated tools record to: set as each session's parts are made (a
+/// thread runs one session at a time; a body keeps the one it began in).
+#[derive(Default)]
+struct Current(Mutex<Option<Arc<Shared>>>);
+
+impl Current {
+    fn get(&self) -> Option<Arc<Shared>> {
+        self.0.locked().clone()
+    }
+}
+
+thread_local! {
+    /// This thread's registries (the simulated tools, `sim` truthful or lying, and the built-in
+    /// `ask`), built once: compiling their schemas for every session was a tenth of a case.
+    static REGISTRIES: RefCell<[Option<(Arc<Registry>, Arc<Current>)>; 2]> =
+        RefCell::default();
+}
+
+/// The registry a session records to `shared` with: `sim`, retry-safe only when `sim_lies`,
+/// `sim_idem` and the built-in `ask`.
+pub(crate) fn registry(shared: &Arc<Shared>, sim_lies: bool) -> Arc<Registry> {
+    REGISTRIES.with(|registries| {
+        let mut registries = registries.borrow_mut();
+        let (registry, current) =
+            registries[usize::from(sim_lies)].get_or_insert_with(|| new_registry(sim_lies));
+        *current.0.locked() = Some(shared.clone());
+        registry.clone()
+    })
+}
+
+fn new_registry(sim_lies: bool) -> (Arc<Registry>, Arc<Current>) {
+    let current = Arc::new(Current::default());
+    let mut registry = Registry::new();
+    let tools: [Arc<dyn Tool>; 3] = [
+        Arc::new(Sim {
+            current: current.clone(),
+            name: SIM,
+            retry_safe: sim_lies,
+        }),
+        Arc::new(Sim {
+            current: current.clone(),
+            name: SIM_IDEMPOTENT,
+            retry_safe: true,
+        }),
+        Arc::new(runtime::ask::Ask),
+    ];
+    for tool in tools {
+        // Three distinct valid names on a new registry: registering cannot fail.
+        #[allow(clippy::expect_used)]
+        registry
+            .register(tool, ToolSource::BuiltIn)
+            .expect("the simulated tools and ask register");
+    }
+    (Arc::new(registry), current)
 }
 
 /// A list of strings among the arguments.
@@ -155,9 +208,9 @@ impl Tool for Sim {
     /// under; noted in the ground truth.
     fn evidence<'a>(&'a self, args: &'a runtime::Args) -> EvidenceFuture<'a> {
         let writes = list(args, "writes");
-        let evidence = match args.str("id") {
-            Some(id) if !writes.is_empty() => {
-                let mut world = self.shared.world.locked();
+        let evidence = match (args.str("id"), self.current.get()) {
+            (Some(id), Some(shared)) if !writes.is_empty() => {
+                let mut world = shared.world.locked();
                 let mut evidence = world.evidence(&writes, &content_of(id));
                 evidence.push(Evidence::Sandbox(bound_of(&writes)));
                 world.gather(id, evidence.clone());
@@ -168,7 +221,11 @@ impl Tool for Sim {
         Box::pin(std::future::ready(evidence))
     }
     fn execute(&self, args: runtime::Args, ctx: ToolContext) -> ToolFuture<'_> {
-        let shared = self.shared.clone();
+        let Some(shared) = self.current.get() else {
+            // Parts are made before their session runs: not reached.
+            let no_session = ToolError::new(ErrorCode::ToolFailed, "no simulated session");
+            return Box::pin(std::future::ready(Err(no_session)));
+        };
         let started_ms = shared.epoch.elapsed().as_millis() as u64;
         if let Some(j) = shared.journal.get() {
             if let Some(cause) = j.poisoned() {
@@ -300,167 +357,4 @@ async fn body(
             }
         }
     }
-}
-
-/// A spill store in memory, or one that always fails.
-pub(crate) struct MemSpill {
-    fails: bool,
-    blobs: Mutex<HashMap<String, String>>,
-}
-
-impl MemSpill {
-    /// An empty store; `fails`: every write fails.
-    pub(crate) fn new(fails: bool) -> MemSpill {
-        MemSpill {
-            fails,
-            blobs: Mutex::default(),
-        }
-    }
-}
-
-impl SpillStore for MemSpill {
-    fn put(&self, text: &str) -> Result<String, String> {
-        if self.fails {
-            return Err("simulated spill failure".into());
-        }
-        let locator = format!("spill:sha256:{}", runtime::sha256_hex(text.as_bytes()));
-        self.blobs.locked().insert(locator.clone(), text.to_owned());
-        Ok(locator)
-    }
-    fn get(&self, locator: &str) -> Result<Option<String>, String> {
-        Ok(self.blobs.locked().get(locator).cloned())
-    }
-}
-
-struct PanickyObserver;
-
-impl Observer for PanickyObserver {
-    fn name(&self) -> &str {
-        "panicky"
-    }
-    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
-        panic!("simulated observer panic")
-    }
-}
-
-/// The simulated tool's `kind` argument for a call.
-fn kind_arg(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Ok => "ok",
-        Kind::Fails => "fails",
-        Kind::Panics => "panics",
-        Kind::IgnoresCancel => "ignores_cancel",
-        Kind::LateProgress => "late_progress",
-        Kind::Big => "big",
-        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) | Kind::User { .. } => {
-            "ok"
-        }
-    }
-}
-
-/// What the simulated tool declares a call will touch (what its `started` records).
-pub(crate) fn declared(spec: &CallSpec) -> Resources {
-    Resources {
-        reads: spec.reads.iter().map(|p| (*p).to_owned()).collect(),
-        writes: spec.writes.iter().map(|p| (*p).to_owned()).collect(),
-        intents: vec![format!("simulate {}", kind_arg(spec.kind))],
-    }
-}
-
-/// The call the simulated model sends for `spec`, with id `id`.
-pub(crate) fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
-    let kind = kind_arg(spec.kind);
-    let approval = matches!(spec.kind, Kind::Approval(_));
-    let args = json!({"id": id, "kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
-                      "reads": spec.reads, "writes": spec.writes, "approval": approval});
-    let sim = if spec.idempotent { SIM_IDEMPOTENT } else { SIM };
-    match spec.kind {
-        Kind::Unknown => ModelCall {
-            call_id: id.into(),
-            name: "nope".into(),
-            arguments: args.to_string(),
-        },
-        Kind::BadJson => ModelCall {
-            call_id: id.into(),
-            name: sim.into(),
-            arguments: "{\"kind\": ".into(),
-        },
-        Kind::Ask(ask) => ModelCall {
-            call_id: id.into(),
-            name: "ask".into(),
-            arguments: ask_arguments(id, &ask).to_string(),
-        },
-        _ => ModelCall {
-            call_id: id.into(),
-            name: sim.into(),
-            arguments: args.to_string(),
-        },
-    }
-}
-
-/// The scope every session's registry sits in: the built-in `ask`, whose schema is compiled
-/// once per process rather than for every session (a child scope shows its parent's tools as
-/// its own).
-fn builtins() -> Arc<Registry> {
-    static BUILTINS: OnceLock<Arc<Registry>> = OnceLock::new();
-    BUILTINS
-        .get_or_init(|| {
-            let mut registry = Registry::new();
-            // The built-in `ask` on an empty registry: no clash.
-            #[allow(clippy::expect_used)]
-            registry
-                .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
-                .expect("ask registers");
-            Arc::new(registry)
-        })
-        .clone()
-}
-
-/// The registry, hooks and config a case runs with (`mutant`: the runtime's, if any). `sim`
-/// declares itself retry-safe only when `sim_lies` (a mutant's doing).
-pub(crate) fn session_parts(
-    case: &Case,
-    shared: &Arc<Shared>,
-    mutant: Option<Mutant>,
-    sim_lies: bool,
-) -> (Arc<Registry>, Hooks, Config, Arc<SimPerson>) {
-    let mut registry = Registry::child(builtins());
-    for (name, retry_safe) in [(SIM, sim_lies), (SIM_IDEMPOTENT, true)] {
-        let sim = Sim {
-            shared: shared.clone(),
-            name,
-            retry_safe,
-        };
-        // Two distinct valid names on a new registry: registering cannot fail.
-        #[allow(clippy::expect_used)]
-        registry
-            .register(Arc::new(sim), ToolSource::BuiltIn)
-            .expect("the simulated tools register");
-    }
-    let approver = Arc::new(SimPerson::default());
-    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
-    if case.observer_panics {
-        observers.push(Arc::new(PanickyObserver));
-    }
-    let hooks = Hooks {
-        pre_execute: vec![Arc::new(AsksForApproval)],
-        approver: Some(approver.clone()),
-        observers,
-        ..Hooks::default()
-    };
-    let failpoints = runtime::Failpoints::armable();
-    if let Some(name) = mutant.and_then(Mutant::failpoint) {
-        failpoints.enable(name);
-    }
-    let config = Config {
-        parallel_max: case.parallel_max,
-        timeout_ms: 1_000,
-        cancel_grace_ms: 50,
-        model_inline_bytes_max: 256,
-        spill: Some(Arc::new(MemSpill::new(case.spill_fails))),
-        failpoints,
-        question_timeout_ms: Some(QUESTION_TIMEOUT_MS),
-        ..Config::default()
-    };
-    (Arc::new(registry), hooks, config, approver)
 }
