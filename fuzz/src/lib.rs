@@ -121,11 +121,17 @@ pub enum Mutant {
     /// The simulated tool also writes a file it did not declare, outside the sandbox bound its
     /// `started` records (as a process escaping its sandbox would).
     WritesOutsideBound,
+    /// From its second attempt on, a call's body is handed a key with the attempt number mixed
+    /// in, as a runtime deriving the key per attempt would hand it (a second attempt then
+    /// deduplicates against nothing). The `started` records keep the call's key: replay checks
+    /// those against their derivation. Planted where the simulated tools take their context,
+    /// the runtime having no failpoint for it.
+    KeyPerAttempt,
 }
 
 impl Mutant {
     /// Every mutant, in the order the campaign runs them.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 10] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
         Mutant::SettledBeforeEffect,
@@ -135,6 +141,7 @@ impl Mutant {
         Mutant::WritesOtherBytes,
         Mutant::RerunsUnknownNonIdempotent,
         Mutant::WritesOutsideBound,
+        Mutant::KeyPerAttempt,
     ];
 
     /// A short description of the bug the mutant plants, for reports.
@@ -151,6 +158,7 @@ impl Mutant {
                 "a resume runs again an unknown call of a tool that is not idempotent"
             }
             Mutant::WritesOutsideBound => "a tool writes a file outside its sandbox bound",
+            Mutant::KeyPerAttempt => "a second attempt's body is given a key mixing in its attempt",
         }
     }
 
@@ -165,7 +173,8 @@ impl Mutant {
             Mutant::CancelledCallRuns => Some("mutant.cancelled_call_runs"),
             Mutant::WritesOtherBytes
             | Mutant::RerunsUnknownNonIdempotent
-            | Mutant::WritesOutsideBound => None,
+            | Mutant::WritesOutsideBound
+            | Mutant::KeyPerAttempt => None,
         }
     }
 
@@ -177,6 +186,7 @@ impl Mutant {
             Mutant::WritesOtherBytes
                 | Mutant::RerunsUnknownNonIdempotent
                 | Mutant::WritesOutsideBound
+                | Mutant::KeyPerAttempt
         )
     }
 

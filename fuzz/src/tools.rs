@@ -241,7 +241,7 @@ impl Tool for Sim {
                 call_id: ctx.call_id().to_owned(),
                 started_ms,
                 end: None,
-                key: ctx.idempotency_key().to_owned(),
+                key: key_given(&shared, &ctx),
                 attempt: ctx.attempt(),
                 order: (0, None),
             });
@@ -264,6 +264,17 @@ impl Tool for Sim {
             result
         })
     }
+}
+
+/// The idempotency key a body is given: its call's, the same for every attempt (the mutant
+/// mixes the attempt number in from the second attempt on).
+fn key_given(shared: &Shared, ctx: &ToolContext) -> String {
+    let key = ctx.idempotency_key();
+    if shared.plants(Mutant::KeyPerAttempt) && ctx.attempt() >= 2 {
+        let mixed = format!("{key}/attempt {}", ctx.attempt());
+        return format!("tj1-{}", runtime::sha256_hex(mixed.as_bytes()));
+    }
+    key.to_owned()
 }
 
 /// The body's act on the world: replaces every file it writes with its content, all at once,
