@@ -102,6 +102,21 @@ pub struct CallSpec {
     /// resume under `--rerun safe` may run again when its outcome is unknown) rather than to
     /// the one that does not (`sim`).
     pub idempotent: bool,
+    /// Its first attempts fail retryably (a server briefly out of reach): the runtime runs the
+    /// call of a retry-safe tool (`sim_idem`) again at once, up to its attempts; `sim`'s call
+    /// ends with the failure. `None`: every attempt goes through.
+    pub flaky: Option<Flaky>,
+}
+
+/// How a call's first attempts fail, each saying another attempt may follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flaky {
+    /// How many attempts fail (1 to 3), counted by attempt number: a resume's re-run, whose
+    /// attempts come after the crashed run's, fails only if its numbers are still that low.
+    /// The runtime makes 3 attempts in a run, so 3 fails every attempt of a first run.
+    pub failures: u32,
+    /// A failed attempt acts on the world first (a timeout after the write went through).
+    pub after_effect: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,18 +328,33 @@ fn call() -> BoxedStrategy<CallSpec> {
         proptest::collection::vec(path.clone(), 0..2),
         proptest::collection::vec(path, 0..2),
         proptest::bool::weighted(0.3),
+        proptest::option::weighted(0.25, flaky()),
     )
         .prop_map(
-            |(kind, parallel, duration_ms, reads, writes, idempotent)| CallSpec {
+            |(kind, parallel, duration_ms, reads, writes, idempotent, flaky)| CallSpec {
                 kind,
                 parallel,
                 duration_ms,
                 reads,
                 writes,
                 idempotent,
+                flaky,
             },
         )
         .boxed()
+}
+
+/// Mostly one failure then a success (the retry loop's common path), sometimes two, and
+/// sometimes every attempt of a first run.
+fn flaky() -> impl Strategy<Value = Flaky> {
+    (
+        prop_oneof![3 => Just(1u32), 1 => Just(2u32), 1 => Just(3u32)],
+        any::<bool>(),
+    )
+        .prop_map(|(failures, after_effect)| Flaky {
+            failures,
+            after_effect,
+        })
 }
 
 fn step() -> BoxedStrategy<StepSpec> {

@@ -8,13 +8,14 @@
 
 use crate::bounds::Journaled;
 use crate::case::{CallSpec, Case, Kind};
-use crate::read::{code_of, copy_of, events, provider_rejections, same_events};
-use crate::sim::{BodyEnd, Run, SentStep};
+use crate::read::{code_of, events, provider_rejections};
+use crate::streaming::{disagreement, streaming, streaming_read_only};
+use crate::sim::{Body, BodyEnd, Run, SentStep};
 use crate::{Coverage, Mutant};
 use journal::SimStorage;
 use recover::conversation::Message;
 use recover::{not_started_text, outcome_unknown_text_bounded, Analysis, CallReport};
-use recover::{RecoverError, Recovered, Recovery, Streamed};
+use recover::Recovery;
 use runtime::event::{Classification, Event, OutcomeStatus};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -39,6 +40,7 @@ pub(crate) fn check_covering(
         return v;
     };
     let a = &a;
+    crate::attempts::retries(run, coverage, &mut v);
     let laid_out = crate::evidence::check(run, a, coverage, &mut v);
     crate::bounds::writes_within(&run.world, a, "in the session", coverage, &mut v);
     if case.resume {
@@ -101,6 +103,7 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
         }
     };
     let a = first.analysis;
+    crate::attempts::one_key_per_call(&run.bodies, &run.world, &a, "in the session", v);
     let conv = a.conversation();
     for (format, e) in provider_rejections(&conv) {
         v.push(format!(
@@ -472,7 +475,12 @@ fn truthful(
         }
         Some(Some(BodyEnd::Err(body_code, message))) => {
             let code_ok = code == Some(*body_code) || code == Some(ErrorCode::ToolFailed);
-            if !is_error || !code_ok || !content.contains(message.as_str()) {
+            let stopped_before_retry = body.is_some_and(|b| retried(spec, b))
+                && code == Some(ErrorCode::Aborted)
+                && content.contains("it did not run");
+            if !stopped_before_retry
+                && (!is_error || !code_ok || !content.contains(message.as_str()))
+            {
                 return fail(&format!("its body failed {body_code}: {message:?}"));
             }
         }
@@ -531,6 +539,18 @@ fn truthful(
         }
     }
     Ok(())
+}
+
+/// Whether the runtime runs `spec`'s call again after its body `b` (the last that began):
+/// it failed retryably, and the call's tool is retry-safe with attempts left (a user's tool,
+/// whose nature the case does not hold, is taken to be). A batch stopped before the next
+/// attempt's body then ends the call `ABORTED`, saying it did not run.
+fn retried(spec: &CallSpec, b: &Body) -> bool {
+    let retry_safe = match spec.kind {
+        Kind::User { .. } => true,
+        _ => spec.idempotent && b.attempt < crate::parts::ATTEMPTS_MAX,
+    };
+    b.retryable && retry_safe
 }
 
 /// The codes a call to a user's tool whose body never ran may end with: refused before
@@ -667,87 +687,6 @@ fn commit_order(run: &Run, events: Option<&[Event]>, v: &mut Vec<String>) {
             }
         }
     }
-}
-
-/// What the streaming classifier gave on a copy of a journal: the copy (as it left it) and
-/// its summary with the call reports it streamed.
-type StreamedCopy = (
-    SimStorage,
-    Result<(Streamed, Vec<CallReport>), RecoverError>,
-);
-
-/// The streaming classifier on its own copy of `image`, writing or not.
-fn streaming(image: &SimStorage, write: bool) -> StreamedCopy {
-    let disk = copy_of(image);
-    let mut reports: Vec<CallReport> = Vec::new();
-    let summary = Recovery::of(journal::Backend::Files(Arc::new(disk.clone())))
-        .write(write)
-        .stream(&mut reports);
-    (disk, summary.map(|s| (s, reports)))
-}
-
-/// Where the streaming classifier and the full analysis disagree on `image`, read only (each on
-/// its own copy); and the copy the full analysis read without writing, as `image` was.
-fn streaming_read_only(image: &SimStorage) -> (Vec<String>, SimStorage) {
-    let full_disk = copy_of(image);
-    let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
-        .write(false)
-        .run();
-    let (stream_disk, streamed) = streaming(image, false);
-    let v = disagreement(
-        false,
-        (full.as_ref(), &full_disk, None),
-        (streamed.as_ref(), &stream_disk),
-    );
-    (v, full_disk)
-}
-
-/// What the full analysis gave, the disk it left, and that disk's events if already decoded.
-type Full<'a> = (
-    Result<&'a Recovered, &'a RecoverError>,
-    &'a SimStorage,
-    Option<&'a Option<Vec<Event>>>,
-);
-
-/// Where the streaming classifier (`streamed`, which left `stream_disk`) and the full analysis
-/// disagree, both run on the same bytes and writing as `write` says.
-fn disagreement(
-    write: bool,
-    (full, full_disk, full_events): Full<'_>,
-    (streamed, stream_disk): (
-        Result<&(Streamed, Vec<CallReport>), &RecoverError>,
-        &SimStorage,
-    ),
-) -> Vec<String> {
-    let mut v = Vec::new();
-    match (full, streamed) {
-        (Ok(full), Ok((s, reports))) => {
-            let a = &full.analysis;
-            if reports != &a.calls {
-                v.push(format!("streaming (write {write}): the reports differ"));
-            }
-            if (s.end, s.live, &s.recovery, &s.pending_asks, s.appended)
-                != (a.end, a.live, &a.recovery, &a.pending_asks, full.appended)
-            {
-                v.push(format!(
-                    "streaming (write {write}): the recovery differs: {:?} vs {:?}",
-                    s.recovery, a.recovery
-                ));
-            }
-            if !same_events(stream_disk, full_disk, full_events) {
-                v.push(format!(
-                    "streaming (write {write}): the appended events differ"
-                ));
-            }
-        }
-        (Err(f), Err(s)) if f.to_string() == s.to_string() => {}
-        (f, s) => v.push(format!(
-            "streaming (write {write}): full {:?}, streamed {:?}",
-            f.err().map(|e| e.to_string()),
-            s.err().map(|e| e.to_string())
-        )),
-    }
-    v
 }
 
 fn reached_start(state: CallState) -> bool {

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 // Rooms are private; the harness a user drives and the campaign's parts are re-exported below.
+mod attempts;
 mod bounds;
 mod case;
 mod check;
@@ -31,6 +32,7 @@ mod read;
 mod rerun;
 mod resume;
 mod sim;
+mod streaming;
 mod tools;
 mod world;
 
@@ -247,6 +249,9 @@ pub struct Coverage {
     /// Calls a probe ruled out as writers of a file it found changed, each held to the world's
     /// history.
     pub ruled_out: u64,
+    /// Attempts the runtime made again within a session after a retryable failure, each held
+    /// to the call's one key.
+    pub retries: u64,
 }
 
 impl Coverage {
@@ -262,6 +267,7 @@ impl Coverage {
         self.kept_unknown += other.kept_unknown;
         self.bounded_writes += other.bounded_writes;
         self.ruled_out += other.ruled_out;
+        self.retries += other.retries;
     }
 }
 
@@ -276,14 +282,15 @@ impl std::fmt::Display for Coverage {
             " (files changed back: {}; calls ruled out as writers of a changed file: {})\n\
              re-running resumes: {}; run again: {} never started, {} of unknown outcome; unknown \
              calls of the tool that is not idempotent kept: {}\nwrites held to their call's \
-             bound: {}",
+             bound: {}; attempts made again after a retryable failure: {}",
             self.changed_back,
             self.ruled_out,
             self.rerun_resumes,
             self.rerun_not_started,
             self.rerun_unknown,
             self.kept_unknown,
-            self.bounded_writes
+            self.bounded_writes,
+            self.retries
         )
     }
 }

@@ -84,8 +84,12 @@ pub(crate) fn declared(spec: &CallSpec) -> Resources {
 pub(crate) fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
     let kind = kind_arg(spec.kind);
     let approval = matches!(spec.kind, Kind::Approval(_));
-    let args = json!({"id": id, "kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
+    let mut args = json!({"id": id, "kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
                       "reads": spec.reads, "writes": spec.writes, "approval": approval});
+    if let Some(flaky) = spec.flaky {
+        args["fails_retryably"] = json!(flaky.failures);
+        args["after_effect"] = json!(flaky.after_effect);
+    }
     let sim = if spec.idempotent { SIM_IDEMPOTENT } else { SIM };
     match spec.kind {
         Kind::Unknown => ModelCall {
@@ -110,6 +114,9 @@ pub(crate) fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
         },
     }
 }
+
+/// Attempts the runtime makes of a retry-safe call whose body fails retryably, in one run.
+pub(crate) const ATTEMPTS_MAX: u32 = 3;
 
 /// The registry, hooks and config a case runs with (`mutant`: the runtime's, if any). `sim`
 /// declares itself retry-safe only when `sim_lies` (a mutant's doing).
@@ -136,6 +143,7 @@ pub(crate) fn session_parts(
         failpoints.enable(name);
     }
     let config = Config {
+        attempts_max: ATTEMPTS_MAX,
         parallel_max: case.parallel_max,
         timeout_ms: 1_000,
         cancel_grace_ms: 50,

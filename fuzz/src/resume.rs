@@ -33,6 +33,9 @@ pub(crate) struct Resumed {
     pub analysis: Option<Analysis>,
     /// The calls chosen to run again, in the order `choose` gave them.
     pub chosen: Vec<CallRef>,
+    /// The ids of the chosen calls whose tool the resume's registry declares retry-safe (the
+    /// runtime may run them again within the resume when they fail retryably).
+    pub retry_safe: Vec<String>,
     /// What `run_rerun` returned: each call run again with its one result.
     pub results: Vec<(CallRef, ToolResult)>,
     /// The bodies that ran during the resume, in the order they started.
@@ -136,6 +139,13 @@ pub(crate) fn resume_rerunning(
                 policy,
                 replay.plan_mode,
             );
+            resumed.retry_safe = analysis
+                .calls
+                .iter()
+                .filter(|c| resumed.chosen.contains(&c.call))
+                .filter(|c| registry.nature(&c.tool).is_some_and(|n| n.retry_safe))
+                .map(|c| c.call.call_id.clone())
+                .collect();
             let events = recovery_events(&analysis, &resumed.chosen, policy);
             resumed.analysis = Some(analysis);
             let (journal, _) =
@@ -188,6 +198,7 @@ async fn one_more_turn(mut session: Session) -> Result<(), String> {
         reads: vec![],
         writes: vec![],
         idempotent: false,
+        flaky: None,
     };
     let results = session
         .run_batch(ModelResponse {

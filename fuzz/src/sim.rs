@@ -98,9 +98,10 @@ impl Run {
         })
     }
 
-    /// The body that ran for `call_id`; `None` if none started.
+    /// The body of `call_id`'s last attempt that started (what its result tells of); `None`
+    /// if none started.
     pub fn body(&self, call_id: &str) -> Option<&Body> {
-        self.bodies.iter().find(|b| b.call_id == call_id)
+        self.bodies.iter().rfind(|b| b.call_id == call_id)
     }
 }
 

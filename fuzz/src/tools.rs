@@ -32,6 +32,9 @@ pub struct Body {
     pub key: String,
     /// The attempt number the body was given.
     pub attempt: u32,
+    /// It failed saying another attempt may follow (the runtime then runs a retry-safe tool's
+    /// call again, up to its attempts).
+    pub retryable: bool,
     /// Where its beginning and its end (if it ended) fall among every body's beginnings and
     /// ends (the user harness orders effects by them; 0 and `None` in the simulation).
     pub order: (u64, Option<u64>),
@@ -235,32 +238,36 @@ impl Tool for Sim {
                 ));
             }
         }
+        let key = key_given(&shared, &ctx);
         let index = {
             let mut bodies = shared.bodies.locked();
             bodies.push(Body {
                 call_id: ctx.call_id().to_owned(),
                 started_ms,
                 end: None,
-                key: key_given(&shared, &ctx),
+                key: key.clone(),
                 attempt: ctx.attempt(),
+                retryable: false,
                 order: (0, None),
             });
             bodies.len() - 1
         };
         Box::pin(async move {
-            let kind = args.str("kind").unwrap_or("ok").to_owned();
-            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-            if kind == "panics" {
+            if args.str("kind") == Some("panics") {
                 shared.bodies.locked()[index].end = Some(BodyEnd::Panicked);
                 panic!("simulated panic");
             }
-            let act = || act(&shared, &args, &ctx);
-            let result = body(&kind, ms, &ctx, act).await;
+            let act = || act(&shared, &args, &ctx, &key);
+            let result = body(&args, &ctx, act).await;
             // Recorded when the body returns, not before: a body dropped while running has no end.
-            shared.bodies.locked()[index].end = Some(match &result {
+            let mut bodies = shared.bodies.locked();
+            let recorded = &mut bodies[index];
+            recorded.end = Some(match &result {
                 Ok(output) => BodyEnd::Ok(output.content.clone()),
                 Err(e) => BodyEnd::Err(e.code, e.message.clone()),
             });
+            recorded.retryable = result.as_ref().is_err_and(|e| e.retryable);
+            drop(bodies);
             result
         })
     }
@@ -280,7 +287,12 @@ fn key_given(shared: &Shared, ctx: &ToolContext) -> String {
 /// The body's act on the world: replaces every file it writes with its content, all at once,
 /// unless the world is no longer as its evidence recorded (then, like `write`, it writes
 /// nothing and fails `FS_STALE_VERSION`).
-fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), ToolError> {
+fn act(
+    shared: &Shared,
+    args: &runtime::Args,
+    ctx: &ToolContext,
+    key: &str,
+) -> Result<(), ToolError> {
     let writes = list(args, "writes");
     let Some(id) = args.str("id").filter(|_| !writes.is_empty()) else {
         return Ok(());
@@ -311,61 +323,72 @@ fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), T
     } else {
         content
     };
+    let by = || Writer::Call(id.to_owned());
     for path in &writes {
-        world.write(path, Writer::Call(id.to_owned()), Some(written.clone()));
+        world.write_keyed(path, by(), Some(key), Some(written.clone()));
     }
     if shared.plants(Mutant::WritesOutsideBound) {
         let undeclared = PATHS.iter().find(|p| !writes.iter().any(|w| w == *p));
         let path = undeclared.copied().unwrap_or("beyond");
-        world.write(path, Writer::Call(id.to_owned()), Some(written));
+        world.write_keyed(path, by(), Some(key), Some(written));
     }
     Ok(())
 }
 
 /// What the simulated tool does, by its `kind` argument; `act` is its effect on the world, made
-/// once its work is done (never when it stopped first, nor when it panics).
+/// once its work is done (never when it stopped first, nor when it panics). An attempt numbered
+/// up to `fails_retryably` fails saying another may follow, after acting when `after_effect`.
 async fn body(
-    kind: &str,
-    ms: u64,
+    args: &runtime::Args,
     ctx: &ToolContext,
     act: impl FnOnce() -> Result<(), ToolError>,
 ) -> Result<ToolOutput, ToolError> {
+    let kind = args.str("kind").unwrap_or("ok");
+    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
     let effect = SideEffect::Other {
         kind: "sim".into(),
         detail: ctx.call_id().to_owned(),
     };
+    if kind == "ignores_cancel" {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    } else {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            _ = ctx.cancel().cancelled() => {
+                // Stopping takes a moment (a write to finish), as in a real tool.
+                tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
+                return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
+            }
+        }
+    }
+    let failures = args.get("fails_retryably").and_then(Value::as_u64);
+    if failures.is_some_and(|n| u64::from(ctx.attempt()) <= n) {
+        let failure = ToolError::new(
+            ErrorCode::ToolFailed,
+            format!("simulated transient failure of attempt {}", ctx.attempt()),
+        )
+        .retryable();
+        if args.get("after_effect").and_then(Value::as_bool) == Some(true) {
+            act()?;
+            return Err(failure.with_side_effect(effect));
+        }
+        return Err(failure);
+    }
+    act()?;
     match kind {
-        "ignores_cancel" => {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            act()?;
-            Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
+        "ignores_cancel" => Ok(ToolOutput::text("finished regardless").with_side_effect(effect)),
+        "fails" => {
+            Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure").with_side_effect(effect))
         }
-        _ => {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-                _ = ctx.cancel().cancelled() => {
-                    // Stopping takes a moment (a write to finish), as in a real tool.
-                    tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
-                    return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
-                }
-            }
-            act()?;
-            match kind {
-                "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
-                    .with_side_effect(effect)),
-                "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
-                "late_progress" => {
-                    let sink = ctx.progress().clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        let _ = sink.report("too late");
-                    });
-                    Ok(ToolOutput::text("done").with_side_effect(effect))
-                }
-                _ => Ok(
-                    ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)
-                ),
-            }
+        "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
+        "late_progress" => {
+            let sink = ctx.progress().clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let _ = sink.report("too late");
+            });
+            Ok(ToolOutput::text("done").with_side_effect(effect))
         }
+        _ => Ok(ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)),
     }
 }

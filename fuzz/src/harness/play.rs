@@ -416,6 +416,7 @@ fn sent_step((turn, step): (u32, u32), s: &Step) -> SentStep {
                     reads: Vec::new(),
                     writes: Vec::new(),
                     idempotent: false,
+                    flaky: None,
                 };
                 (c.id.clone(), c.arguments.clone(), spec)
             })
