@@ -129,11 +129,17 @@ pub enum Mutant {
     /// those against their derivation. Planted where the simulated tools take their context,
     /// the runtime having no failpoint for it.
     KeyPerAttempt,
+    /// A resume asked to `--rerun not-started` chooses and journals its re-runs as
+    /// `--rerun safe` would (the policy lost on its way to the runtime): the runtime's own
+    /// check, which reads the policy the journal names, has nothing to refuse, and an unknown
+    /// call of the idempotent tool runs again. Only the campaign's check of the policy asked
+    /// for can catch it.
+    RerunsUnknownUnderNotStarted,
 }
 
 impl Mutant {
     /// Every mutant, in the order the campaign runs them.
-    pub const ALL: [Mutant; 10] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
         Mutant::SettledBeforeEffect,
@@ -144,6 +150,7 @@ impl Mutant {
         Mutant::RerunsUnknownNonIdempotent,
         Mutant::WritesOutsideBound,
         Mutant::KeyPerAttempt,
+        Mutant::RerunsUnknownUnderNotStarted,
     ];
 
     /// A short description of the bug the mutant plants, for reports.
@@ -161,6 +168,9 @@ impl Mutant {
             }
             Mutant::WritesOutsideBound => "a tool writes a file outside its sandbox bound",
             Mutant::KeyPerAttempt => "a second attempt's body is given a key mixing in its attempt",
+            Mutant::RerunsUnknownUnderNotStarted => {
+                "a resume under --rerun not-started runs again a call of unknown outcome"
+            }
         }
     }
 
@@ -176,7 +186,8 @@ impl Mutant {
             Mutant::WritesOtherBytes
             | Mutant::RerunsUnknownNonIdempotent
             | Mutant::WritesOutsideBound
-            | Mutant::KeyPerAttempt => None,
+            | Mutant::KeyPerAttempt
+            | Mutant::RerunsUnknownUnderNotStarted => None,
         }
     }
 
@@ -189,6 +200,7 @@ impl Mutant {
                 | Mutant::RerunsUnknownNonIdempotent
                 | Mutant::WritesOutsideBound
                 | Mutant::KeyPerAttempt
+                | Mutant::RerunsUnknownUnderNotStarted
         )
     }
 

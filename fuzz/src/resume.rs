@@ -131,6 +131,12 @@ pub(crate) fn resume_rerunning(
             ReadEnd::Clean => 0,
             ReadEnd::Corrupt(c) => return Err(format!("the journal is corrupt: {c}")),
         };
+        // The mutant: the policy asked for lost before the runtime sees it.
+        let policy = if shared.plants(Mutant::RerunsUnknownUnderNotStarted) {
+            RerunPolicy::Safe
+        } else {
+            policy
+        };
         let session = if replay.open_turn().is_some() {
             let analysis = analyze_probing(replay.clone(), &end, dropped, false, prober);
             resumed.chosen = choose_reruns(
