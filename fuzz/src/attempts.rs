@@ -164,3 +164,163 @@ pub(crate) fn retried_as_its_tool_allows(
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::BodyEnd;
+    use proptest::strategy::ValueTree;
+    use runtime::ErrorCode;
+    use std::sync::Arc;
+
+    fn body(id: &str, attempt: u32, retryable: bool) -> Body {
+        let end = if retryable {
+            BodyEnd::Err(ErrorCode::ToolFailed, "transient".into())
+        } else {
+            BodyEnd::Ok("done".into())
+        };
+        Body {
+            call_id: id.into(),
+            started_ms: 0,
+            end: Some(end),
+            key: "tj1-k".into(),
+            attempt,
+            retryable,
+            order: (0, None),
+        }
+    }
+
+    fn attempts(runs: &[Vec<&Body>]) -> Vec<Vec<u32>> {
+        runs.iter()
+            .map(|r| r.iter().map(|b| b.attempt).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_run_goes_on_only_after_a_retryable_failure_numbered_next() {
+        let bodies = [
+            body("a", 1, true),
+            body("b", 1, false),
+            body("a", 2, false),
+            body("b", 2, false),
+            body("c", 1, true),
+            body("c", 3, false),
+        ];
+        let runs = runs(&bodies);
+        assert_eq!(attempts(&runs["a"]), [vec![1, 2]]);
+        assert_eq!(attempts(&runs["b"]), [vec![1], vec![2]]);
+        assert_eq!(attempts(&runs["c"]), [vec![1], vec![3]]);
+    }
+
+    #[test]
+    fn a_second_run_a_retry_of_a_tool_not_retry_safe_and_a_fourth_attempt_are_named() {
+        let named = |bodies: &[Body], retry_safe: bool, first: u32| {
+            let runs = runs(bodies);
+            let mut v = Vec::new();
+            retried_as_its_tool_allows("c", &runs["c"], retry_safe, first, "here", &mut v);
+            v
+        };
+        let retried = [body("c", 1, true), body("c", 2, true), body("c", 3, false)];
+        assert_eq!(named(&retried, true, 1), Vec::<String>::new());
+        let v = named(&retried, false, 1);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].ends_with("but its tool is not retry-safe"), "{v:?}");
+        let v = named(&retried, true, 2);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("the first is numbered 2"), "{v:?}");
+        let four = [
+            body("c", 1, true),
+            body("c", 2, true),
+            body("c", 3, true),
+            body("c", 4, false),
+        ];
+        let v = named(&four, true, 1);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].ends_with("more than 3"), "{v:?}");
+        let twice = [body("c", 1, false), body("c", 1, false)];
+        let v = named(&twice, true, 1);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("ran 2 times"), "{v:?}");
+    }
+
+    /// The first run from seed 0 on with a call whose first attempt failed retryably and whose
+    /// second went through, in a batch that finished unstopped; and that call's id.
+    fn a_run_with_a_retry() -> (Run, String) {
+        (0u64..500)
+            .find_map(|seed| {
+                let case = crate::tree_for_seed(seed).current();
+                let run = crate::sim::run(&case, None);
+                let id = runs(&run.bodies).into_iter().find_map(|(id, of_call)| {
+                    let (step, _) = run.sent(id)?;
+                    let retried = matches!(of_call.as_slice(), [only] if only.len() == 2
+                        && !only[1].retryable && only[1].end.is_some());
+                    let unstopped = !run.cancels.contains_key(&(step.turn, step.step));
+                    (retried && unstopped && step.results.is_some()).then(|| id.to_owned())
+                })?;
+                Some((run, id))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_body_or_a_write_given_another_key_than_its_calls_is_named() {
+        let (mut run, id) = a_run_with_a_retry();
+        let image = journal::Backend::Files(Arc::new(crate::read::copy_of(&run.image)));
+        let a = recover::Recovery::of(image).run().unwrap().analysis;
+        let mut v = Vec::new();
+        one_key_per_call(&run.bodies, &run.world, &a, "here", &mut v);
+        assert_eq!(v, Vec::<String>::new());
+
+        let second = run.bodies.iter().rposition(|b| b.call_id == id).unwrap();
+        run.bodies[second].key = "tj1-another".into();
+        run.world
+            .write_keyed("a", Writer::Call(id.clone()), Some("tj1-other"), None);
+        one_key_per_call(&run.bodies, &run.world, &a, "here", &mut v);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(
+            v[0].starts_with(&format!(
+                "§6b one key per call: here, the body of {id}'s attempt 2 was given the key \
+                 tj1-another, not the call's key tj1-"
+            )),
+            "{v:?}"
+        );
+        assert!(
+            v[1].starts_with(&format!(
+                "§6b one key per call: here, {id} wrote a with the key tj1-other"
+            )),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_retry_of_a_tool_not_retry_safe_or_a_retry_given_up_with_attempts_left_is_named() {
+        let (mut run, id) = a_run_with_a_retry();
+        let (mut coverage, mut v) = (Coverage::default(), Vec::new());
+        retries(&run, &mut coverage, &mut v);
+        assert_eq!(v, Vec::<String>::new());
+        assert!(coverage.retries >= 1);
+
+        // The second attempt never made: the first one's failure was where the runtime stopped.
+        let second = run.bodies.iter().rposition(|b| b.call_id == id).unwrap();
+        let retried = run.bodies.remove(second);
+        retries(&run, &mut coverage, &mut v);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].starts_with(&format!(
+                "§6b retries: {id} of the retry-safe tool ended on a retryable failure of its \
+                 attempt 1"
+            )),
+            "{v:?}"
+        );
+
+        // Both attempts, but the call's tool is the one that is not retry-safe.
+        run.bodies.insert(second, retried);
+        let sent = run.steps.iter_mut().flat_map(|s| s.calls.iter_mut());
+        let spec = sent.filter(|(c, _, _)| c == &id).map(|c| &mut c.2).next();
+        spec.unwrap().idempotent = false;
+        v.clear();
+        retries(&run, &mut coverage, &mut v);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].ends_with("but its tool is not retry-safe"), "{v:?}");
+    }
+}

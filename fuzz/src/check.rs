@@ -9,13 +9,13 @@
 use crate::bounds::Journaled;
 use crate::case::{CallSpec, Case, Kind};
 use crate::read::{code_of, events, provider_rejections};
-use crate::streaming::{disagreement, streaming, streaming_read_only};
 use crate::sim::{Body, BodyEnd, Run, SentStep};
+use crate::streaming::{disagreement, streaming, streaming_read_only};
 use crate::{Coverage, Mutant};
 use journal::SimStorage;
 use recover::conversation::Message;
-use recover::{not_started_text, outcome_unknown_text_bounded, Analysis, CallReport};
 use recover::Recovery;
+use recover::{not_started_text, outcome_unknown_text_bounded, Analysis, CallReport};
 use runtime::event::{Classification, Event, OutcomeStatus};
 use runtime::state::CallState;
 use runtime::ErrorCode;
@@ -40,6 +40,9 @@ pub(crate) fn check_covering(
         return v;
     };
     let a = &a;
+    // Not among the invariants the user harness shares: there a key handed wrong is caught by
+    // what the user's tool does with it (fuzz/tests/fuzz/harness.rs holds it to that).
+    crate::attempts::one_key_per_call(&run.bodies, &run.world, a, "in the session", &mut v);
     crate::attempts::retries(run, coverage, &mut v);
     let laid_out = crate::evidence::check(run, a, coverage, &mut v);
     crate::bounds::writes_within(&run.world, a, "in the session", coverage, &mut v);
@@ -103,7 +106,6 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
         }
     };
     let a = first.analysis;
-    crate::attempts::one_key_per_call(&run.bodies, &run.world, &a, "in the session", v);
     let conv = a.conversation();
     for (format, e) in provider_rejections(&conv) {
         v.push(format!(
@@ -694,4 +696,40 @@ fn reached_start(state: CallState) -> bool {
         state,
         CallState::Started | CallState::Settled | CallState::Committed
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_before_the_next_attempt_is_true_only_after_a_retryable_failure_with_attempts_left() {
+        let spec = |idempotent| CallSpec {
+            kind: Kind::Ok,
+            parallel: false,
+            duration_ms: 0,
+            reads: vec![],
+            writes: vec![],
+            idempotent,
+            flaky: None,
+        };
+        let body = |attempt, retryable| Body {
+            call_id: "c".into(),
+            started_ms: 0,
+            end: Some(BodyEnd::Err(ErrorCode::ToolFailed, "transient".into())),
+            key: "tj1-k".into(),
+            attempt,
+            retryable,
+            order: (0, None),
+        };
+        assert!(retried(&spec(true), &body(1, true)));
+        assert!(retried(&spec(true), &body(2, true)));
+        // The last attempt, a tool that is not retry-safe, a failure that is not retryable.
+        assert!(!retried(
+            &spec(true),
+            &body(crate::parts::ATTEMPTS_MAX, true)
+        ));
+        assert!(!retried(&spec(false), &body(1, true)));
+        assert!(!retried(&spec(true), &body(1, false)));
+    }
 }

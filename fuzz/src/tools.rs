@@ -127,11 +127,13 @@ impl Current {
     }
 }
 
+/// A registry of the simulated tools, and the session they record to.
+type Scoped = (Arc<Registry>, Arc<Current>);
+
 thread_local! {
     /// This thread's registries (the simulated tools, `sim` truthful or lying, and the built-in
     /// `ask`), built once: compiling their schemas for every session was a tenth of a case.
-    static REGISTRIES: RefCell<[Option<(Arc<Registry>, Arc<Current>)>; 2]> =
-        RefCell::default();
+    static REGISTRIES: RefCell<[Option<Scoped>; 2]> = RefCell::default();
 }
 
 /// The registry a session records to `shared` with: `sim`, retry-safe only when `sim_lies`,
@@ -146,7 +148,7 @@ pub(crate) fn registry(shared: &Arc<Shared>, sim_lies: bool) -> Arc<Registry> {
     })
 }
 
-fn new_registry(sim_lies: bool) -> (Arc<Registry>, Arc<Current>) {
+fn new_registry(sim_lies: bool) -> Scoped {
     let current = Arc::new(Current::default());
     let mut registry = Registry::new();
     let tools: [Arc<dyn Tool>; 3] = [
