@@ -25,6 +25,7 @@ mod counted;
 mod evidence;
 mod harness;
 mod locked;
+mod parallel;
 mod parts;
 mod person;
 mod questions;
@@ -45,6 +46,7 @@ pub use harness::{
 // The campaign's parts: a case, its simulated run, and the check of every invariant.
 pub use case::{Case, StorageFault};
 pub use check::check as check_run;
+pub use parallel::campaign_on;
 pub use sim::run as simulate;
 
 /// The property-testing crate the cases come from, re-exported for composing strategies.
@@ -345,7 +347,7 @@ pub fn shrink(seed: u64, mutant: Option<Mutant>) -> Option<Found> {
 }
 
 /// How the faults a campaign drew fared.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct FaultStats {
     /// Per fault kind: cases that drew it, and cases where it fired.
     pub kinds: BTreeMap<&'static str, (u64, u64)>,

@@ -270,6 +270,29 @@ fn campaigns_of_600_cases_that_catch_each_mutant() {
     }
 }
 
+/// On two threads the campaign runs the same cases, counts the same and reports the same first
+/// violation (the lowest seed's, shrunk the same) as on one.
+#[test]
+fn two_threads_give_what_one_thread_gives() {
+    tooljournal_fuzz::quiet_simulated_panics();
+    let seed = random_seed();
+    println!("from seed {seed}");
+    for (mutant, cases) in [(None, 60), (Some(Mutant::KeyPerAttempt), 300)] {
+        let one = tooljournal_fuzz::campaign(seed, cases, hang_guard(), mutant);
+        let two = tooljournal_fuzz::campaign_on(2, seed, cases, hang_guard(), mutant);
+        assert_eq!(one.ran, two.ran, "{mutant:?} from seed {seed}");
+        assert_eq!(one.faults, two.faults, "{mutant:?} from seed {seed}");
+        assert_eq!(one.coverage, two.coverage, "{mutant:?} from seed {seed}");
+        let found = |c: &Campaign| {
+            c.found
+                .as_ref()
+                .map(|f| (f.seed, f.violations.clone(), format!("{:?}", f.case)))
+        };
+        assert_eq!(found(&one), found(&two), "{mutant:?} from seed {seed}");
+        assert_eq!(one.found.is_some(), mutant.is_some(), "from seed {seed}");
+    }
+}
+
 #[test]
 fn the_same_seed_gives_the_same_bytes_and_verdict() {
     tooljournal_fuzz::quiet_simulated_panics();
