@@ -1,9 +1,10 @@
 //! `fuzz`: run a campaign of simulated sessions and check every invariant.
 //!
 //! `cargo run --release -p tooljournal-fuzz -- --seconds 600` runs for ten minutes from a random seed;
-//! `--seed S` starts (or replays) at seed S; `--cases N` bounds the count. Before the verdict it
-//! prints, per fault kind, how many cases drew it and how many it fired in, and how many distinct
-//! (fault kind, event before it) pairs the campaign met. The last line is always
+//! `--seed S` starts (or replays) at seed S; `--cases N` bounds the count; `--threads N` runs cases
+//! on N threads (the same seeds, the same verdicts; the speed line says `on N threads`). Before
+//! the verdict it prints, per fault kind, how many cases drew it and how many it fired in, and
+//! how many distinct (fault kind, event before it) pairs the campaign met. The last line is always
 //! `cases: N, violations: V`; exit 0 when V is 0, 1 otherwise (with the seed and the
 //! shrunk case printed before it).
 
