@@ -7,9 +7,8 @@
 //! runs again; every approved, never-started call of the interrupted step (and, under `safe`,
 //! every unknown call of the idempotent tool there) runs exactly once (one run of attempts);
 //! every `started` carries its call's idempotency key, and a re-run numbers its attempts after
-//! the crashed run's; after
-//! the resume a recovery appends nothing, the history has exactly one result per call id (a
-//! re-run call's being what it returned) and every provider accepts it.
+//! the crashed run's; after the resume a recovery appends nothing, the history has exactly one
+//! result per call id (a re-run call's being what it returned) and every provider accepts it.
 
 use crate::attempts::{retried_as_its_tool_allows, runs};
 use crate::read::{events, provider_rejections};
@@ -105,9 +104,8 @@ fn cover(run: &Run, resumed: &Resumed, coverage: &mut Coverage) {
 }
 
 /// The bodies that ran during the resume are the chosen calls' and the new call's, one run of
-/// attempts each;
-/// `run_rerun` answered the chosen calls, in their order. A session that stopped while running
-/// them again ran some of them, at most once each.
+/// attempts each; `run_rerun` answered the chosen calls, in their order. A session that stopped
+/// while running them again ran some of them, at most once each.
 fn ran_as_chosen(resumed: &Resumed, v: &mut Vec<String>) {
     // A run of a call (its attempts, one after another) counts once.
     let mut ran: Vec<&str> = runs(&resumed.bodies)
