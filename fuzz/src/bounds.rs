@@ -41,21 +41,31 @@ impl<'a> Journaled<'a> {
     /// start).
     pub(crate) fn bound(&self, call_id: &str) -> Option<&SandboxBound> {
         self.bounds
-            .get_or_init(|| {
-                let mut bounds = HashMap::new();
-                for e in crate::read::events(self.image).unwrap_or_default() {
-                    if let Event::Started(s) = e {
-                        // A later `started` (a re-run) replaces an earlier one, with or without.
-                        match of_evidence(&s.evidence) {
-                            Some(b) => bounds.insert(s.call.call_id, b.clone()),
-                            None => bounds.remove(&s.call.call_id),
-                        };
-                    }
-                }
-                bounds
-            })
+            .get_or_init(|| bounds_of(&crate::read::events(self.image).unwrap_or_default()))
             .get(call_id)
     }
+
+    /// Takes the bounds from `events`, the image's events already decoded (unless they were
+    /// read already).
+    pub(crate) fn seed(&self, events: Option<&[Event]>) {
+        self.bounds
+            .get_or_init(|| bounds_of(events.unwrap_or_default()));
+    }
+}
+
+/// The bound each call's last `started` among `events` journaled, by call id.
+fn bounds_of(events: &[Event]) -> HashMap<String, SandboxBound> {
+    let mut bounds = HashMap::new();
+    for e in events {
+        if let Event::Started(s) = e {
+            // A later `started` (a re-run) replaces an earlier one, with or without.
+            match of_evidence(&s.evidence) {
+                Some(b) => bounds.insert(s.call.call_id.clone(), b.clone()),
+                None => bounds.remove(&s.call.call_id),
+            };
+        }
+    }
+    bounds
 }
 
 /// Every write `world` saw by a call lies inside the bound that call's last `started`

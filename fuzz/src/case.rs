@@ -102,6 +102,21 @@ pub struct CallSpec {
     /// resume under `--rerun safe` may run again when its outcome is unknown) rather than to
     /// the one that does not (`sim`).
     pub idempotent: bool,
+    /// Its first attempts fail retryably (a server briefly out of reach): the runtime runs the
+    /// call of a retry-safe tool (`sim_idem`) again at once, up to its attempts; `sim`'s call
+    /// ends with the failure. `None`: every attempt goes through.
+    pub flaky: Option<Flaky>,
+}
+
+/// How a call's first attempts fail, each saying another attempt may follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flaky {
+    /// How many attempts fail (1 to 3), counted by attempt number: a resume's re-run, whose
+    /// attempts come after the crashed run's, fails only if its numbers are still that low.
+    /// The runtime makes 3 attempts in a run, so 3 fails every attempt of a first run.
+    pub failures: u32,
+    /// A failed attempt acts on the world first (a timeout after the write went through).
+    pub after_effect: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +247,11 @@ pub struct Case {
     pub initial: Vec<&'static str>,
     /// Someone changes a file of the world after the session ended (before recovery probes it).
     pub change_back: Option<ChangeBack>,
+    /// How far the session's journal is zero-filled ahead of its records
+    /// (`journal::Options::preallocate_bytes`): mostly 4 KiB, which the records outgrow (zeros
+    /// written ahead again as they pass), sometimes 0 (append only) or the 1 MiB default (a
+    /// segment longer than the reader's 1 MiB window). Every journal a case opens uses it.
+    pub preallocate_bytes: u64,
 }
 
 /// A change to the world after the session ended, behind the journal's back.
@@ -245,7 +265,7 @@ pub struct ChangeBack {
     pub restore: bool,
 }
 
-fn kind() -> impl Strategy<Value = Kind> {
+fn kind() -> BoxedStrategy<Kind> {
     prop_oneof![
         8 => Just(Kind::Ok),
         1 => Just(Kind::Fails),
@@ -264,6 +284,7 @@ fn kind() -> impl Strategy<Value = Kind> {
         ]
         .prop_map(Kind::Approval),
     ]
+    .boxed()
 }
 
 fn person() -> impl Strategy<Value = Person> {
@@ -298,7 +319,7 @@ fn ask() -> impl Strategy<Value = AskSpec> {
         )
 }
 
-fn call() -> impl Strategy<Value = CallSpec> {
+fn call() -> BoxedStrategy<CallSpec> {
     let path = proptest::sample::select(&PATHS[..]);
     (
         kind(),
@@ -307,20 +328,36 @@ fn call() -> impl Strategy<Value = CallSpec> {
         proptest::collection::vec(path.clone(), 0..2),
         proptest::collection::vec(path, 0..2),
         proptest::bool::weighted(0.3),
+        proptest::option::weighted(0.25, flaky()),
     )
         .prop_map(
-            |(kind, parallel, duration_ms, reads, writes, idempotent)| CallSpec {
+            |(kind, parallel, duration_ms, reads, writes, idempotent, flaky)| CallSpec {
                 kind,
                 parallel,
                 duration_ms,
                 reads,
                 writes,
                 idempotent,
+                flaky,
             },
         )
+        .boxed()
 }
 
-fn step() -> impl Strategy<Value = StepSpec> {
+/// Mostly one failure then a success (the retry loop's common path), sometimes two, and
+/// sometimes every attempt of a first run.
+fn flaky() -> impl Strategy<Value = Flaky> {
+    (
+        prop_oneof![3 => Just(1u32), 1 => Just(2u32), 1 => Just(3u32)],
+        any::<bool>(),
+    )
+        .prop_map(|(failures, after_effect)| Flaky {
+            failures,
+            after_effect,
+        })
+}
+
+fn step() -> BoxedStrategy<StepSpec> {
     (
         proptest::collection::vec(call(), 0..5),
         proptest::bool::weighted(0.08),
@@ -334,6 +371,7 @@ fn step() -> impl Strategy<Value = StepSpec> {
             truncated,
             cancel,
         })
+        .boxed()
 }
 
 /// Inside the session 24 times in 25; past its end otherwise (4 %: the no-fault path).
@@ -367,6 +405,7 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
         rerun(),
         proptest::sample::subsequence(&PATHS[..], 0..=PATHS.len()),
         proptest::option::weighted(0.3, change_back()),
+        preallocate_bytes(),
     )
         .prop_map(
             |(
@@ -379,6 +418,7 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
                 rerun,
                 initial,
                 change_back,
+                preallocate_bytes,
             )| Case {
                 turns,
                 parallel_max,
@@ -389,8 +429,20 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
                 rerun,
                 initial,
                 change_back,
+                preallocate_bytes,
             },
         )
+}
+
+/// The default's whole MiB costs every read of a case's journal a MiB of zeros (the campaign
+/// reads each journal a dozen times), so it is drawn rarely; 4 KiB keeps the zeros ahead and
+/// has the records pass them.
+fn preallocate_bytes() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        98 => Just(4096u64),
+        1 => Just(0u64),
+        1 => Just(journal::PREALLOCATE_BYTES_DEFAULT),
+    ]
 }
 
 /// Half the resumes run again what the crash interrupted, under either policy.

@@ -8,8 +8,9 @@
 
 use crate::bounds::Journaled;
 use crate::case::{CallSpec, Case, Kind};
-use crate::read::{code_of, copy_of, events, provider_rejections};
-use crate::sim::{BodyEnd, Run, SentStep};
+use crate::read::{code_of, events, provider_rejections};
+use crate::sim::{Body, BodyEnd, Run, SentStep};
+use crate::streaming::{disagreement, streaming, streaming_read_only};
 use crate::{Coverage, Mutant};
 use journal::SimStorage;
 use recover::conversation::Message;
@@ -39,6 +40,10 @@ pub(crate) fn check_covering(
         return v;
     };
     let a = &a;
+    // Not among the invariants the user harness shares: there a key handed wrong is caught by
+    // what the user's tool does with it (fuzz/tests/fuzz/harness.rs holds it to that).
+    crate::attempts::one_key_per_call(&run.bodies, &run.world, a, "in the session", &mut v);
+    crate::attempts::retries(run, coverage, &mut v);
     let laid_out = crate::evidence::check(run, a, coverage, &mut v);
     crate::bounds::writes_within(&run.world, a, "in the session", coverage, &mut v);
     if case.resume {
@@ -72,15 +77,26 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
 
     // `recover classify` streams: it must say what the full analysis says, and append the same.
     // The journal as the crash left it (recovery appends to `run.image`: clones share bytes)
-    // is the copy the read-only comparison leaves untouched.
-    let (disagreements, pristine) = streaming_disagreements(&run.image);
+    // is the copy the read-only comparison leaves untouched. The writing stream is compared
+    // with the first recovery below, which is the full analysis writing on the same bytes.
+    let (disagreements, pristine) = streaming_read_only(&run.image);
     v.extend(disagreements);
+    let streamed = streaming(&run.image, true);
 
     // Recovery on the surviving bytes.
-    let first = match Recovery::of(journal::Backend::Files(Arc::new(run.image.clone())))
+    let first = Recovery::of(journal::Backend::Files(Arc::new(run.image.clone())))
         .write(true)
-        .run()
-    {
+        .run();
+    let events = events(&run.image);
+    // The bounds are read from these (recovery appends no `started`).
+    journaled.seed(events.as_deref());
+    let (streamed_disk, streamed) = streamed;
+    v.extend(disagreement(
+        true,
+        (first.as_ref(), &run.image, Some(&events)),
+        (streamed.as_ref(), &streamed_disk),
+    ));
+    let first = match first {
         Ok(r) => r,
         Err(e) => {
             v.push(format!(
@@ -113,7 +129,7 @@ pub(crate) fn invariants(run: &Run, v: &mut Vec<String>) -> Option<(Analysis, Si
     }
     conversation(run, &journaled, &reports, &conv.messages, v);
     crate::questions::questions(run, &a, &reports, v);
-    commit_order(run, &run.image, v);
+    commit_order(run, events.as_deref(), v);
     idempotence(run, &a, v);
     cancelled_before_start(&a, &reports, v);
     drop(reports);
@@ -454,14 +470,20 @@ fn truthful(
     let body = run.body(id);
     match body.map(|b| &b.end) {
         Some(Some(BodyEnd::Ok(text))) => {
-            let hash = runtime::sha256_hex(text.as_bytes());
-            if is_error || (content != text && !content.contains(&hash)) {
+            // A spilled result names its text by hash: hashed only when it is not the text.
+            let spilled = || content.contains(&runtime::sha256_hex(text.as_bytes()));
+            if is_error || (content != text && !spilled()) {
                 return fail(&format!("its body returned {text:?}"));
             }
         }
         Some(Some(BodyEnd::Err(body_code, message))) => {
             let code_ok = code == Some(*body_code) || code == Some(ErrorCode::ToolFailed);
-            if !is_error || !code_ok || !content.contains(message.as_str()) {
+            let stopped_before_retry = body.is_some_and(|b| retried(spec, b))
+                && code == Some(ErrorCode::Aborted)
+                && content.contains("it did not run");
+            if !stopped_before_retry
+                && (!is_error || !code_ok || !content.contains(message.as_str()))
+            {
                 return fail(&format!("its body failed {body_code}: {message:?}"));
             }
         }
@@ -520,6 +542,18 @@ fn truthful(
         }
     }
     Ok(())
+}
+
+/// Whether the runtime runs `spec`'s call again after its body `b` (the last that began):
+/// it failed retryably, and the call's tool is retry-safe with attempts left (a user's tool,
+/// whose nature the case does not hold, is taken to be). A batch stopped before the next
+/// attempt's body then ends the call `ABORTED`, saying it did not run.
+fn retried(spec: &CallSpec, b: &Body) -> bool {
+    let retry_safe = match spec.kind {
+        Kind::User { .. } => true,
+        _ => spec.idempotent && b.attempt < crate::parts::ATTEMPTS_MAX,
+    };
+    b.retryable && retry_safe
 }
 
 /// The codes a call to a user's tool whose body never ran may end with: refused before
@@ -620,8 +654,8 @@ fn conversation(
 
 /// I3: each step's `committed` records are in the journal in model order, with no gap (a call
 /// is committed only after every call before it).
-fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
-    let Some(events) = events(image) else { return };
+fn commit_order(run: &Run, events: Option<&[Event]>, v: &mut Vec<String>) {
+    let Some(events) = events else { return };
     let committed: HashMap<&str, usize> = events
         .iter()
         .enumerate()
@@ -658,59 +692,45 @@ fn commit_order(run: &Run, image: &SimStorage, v: &mut Vec<String>) {
     }
 }
 
-/// Where the streaming classifier and the full analysis disagree on `image`, read only and
-/// writing (each on its own copy); and the copy the full analysis read without writing, as
-/// `image` was.
-fn streaming_disagreements(image: &SimStorage) -> (Vec<String>, SimStorage) {
-    let mut v = Vec::new();
-    let mut untouched = None;
-    for write in [false, true] {
-        let (full_disk, stream_disk) = (copy_of(image), copy_of(image));
-        if !write {
-            untouched = Some(full_disk.clone());
-        }
-        let full = Recovery::of(journal::Backend::Files(Arc::new(full_disk.clone())))
-            .write(write)
-            .run();
-        let mut reports: Vec<CallReport> = Vec::new();
-        let streamed = Recovery::of(journal::Backend::Files(Arc::new(stream_disk.clone())))
-            .write(write)
-            .stream(&mut reports);
-        match (full, streamed) {
-            (Ok(full), Ok(s)) => {
-                let a = &full.analysis;
-                if reports != a.calls {
-                    v.push(format!("streaming (write {write}): the reports differ"));
-                }
-                if (s.end, s.live, &s.recovery, &s.pending_asks, s.appended)
-                    != (a.end, a.live, &a.recovery, &a.pending_asks, full.appended)
-                {
-                    v.push(format!(
-                        "streaming (write {write}): the recovery differs: {:?} vs {:?}",
-                        s.recovery, a.recovery
-                    ));
-                }
-                if events(&stream_disk) != events(&full_disk) {
-                    v.push(format!(
-                        "streaming (write {write}): the appended events differ"
-                    ));
-                }
-            }
-            (Err(f), Err(s)) if f.to_string() == s.to_string() => {}
-            (f, s) => v.push(format!(
-                "streaming (write {write}): full {:?}, streamed {:?}",
-                f.err().map(|e| e.to_string()),
-                s.err().map(|e| e.to_string())
-            )),
-        }
-    }
-    // The first pass made the copy: it is there.
-    (v, untouched.unwrap_or_else(|| copy_of(image)))
-}
-
 fn reached_start(state: CallState) -> bool {
     matches!(
         state,
         CallState::Started | CallState::Settled | CallState::Committed
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_before_the_next_attempt_is_true_only_after_a_retryable_failure_with_attempts_left() {
+        let spec = |idempotent| CallSpec {
+            kind: Kind::Ok,
+            parallel: false,
+            duration_ms: 0,
+            reads: vec![],
+            writes: vec![],
+            idempotent,
+            flaky: None,
+        };
+        let body = |attempt, retryable| Body {
+            call_id: "c".into(),
+            started_ms: 0,
+            end: Some(BodyEnd::Err(ErrorCode::ToolFailed, "transient".into())),
+            key: "tj1-k".into(),
+            attempt,
+            retryable,
+            order: (0, None),
+        };
+        assert!(retried(&spec(true), &body(1, true)));
+        assert!(retried(&spec(true), &body(2, true)));
+        // The last attempt, a tool that is not retry-safe, a failure that is not retryable.
+        assert!(!retried(
+            &spec(true),
+            &body(crate::parts::ATTEMPTS_MAX, true)
+        ));
+        assert!(!retried(&spec(false), &body(1, true)));
+        assert!(!retried(&spec(true), &body(1, false)));
+    }
 }

@@ -103,7 +103,8 @@ pub(crate) fn check(
     Some(LaidOut { _dir: dir, prober })
 }
 
-/// Every started call of a simulated tool journals what its tool recorded right before it.
+/// Every started call of a simulated tool journals, in its last `started`, what its tool
+/// recorded right before that attempt.
 fn journaled(run: &Run, a: &Analysis, v: &mut Vec<String>) {
     for c in a.replay.calls() {
         if ![SIM, SIM_IDEMPOTENT].contains(&c.tool.as_str()) || c.attempts == 0 {
@@ -112,7 +113,7 @@ fn journaled(run: &Run, a: &Analysis, v: &mut Vec<String>) {
         let id = c.call.call_id.as_str();
         let recorded = run
             .world
-            .gathered(id)
+            .gathered(id, c.attempts)
             .map(|g| g.evidence.clone())
             .unwrap_or_default();
         if c.evidence != recorded {
@@ -137,7 +138,7 @@ fn as_expected(world: &World, id: &str, call: &CallReplay, probe: &Probe) -> Res
             )),
         };
     }
-    let Some(gathered) = world.gathered(id) else {
+    let Some(gathered) = world.gathered(id, call.attempts) else {
         return Err("it journals evidence its tool never recorded".into());
     };
     let items: Vec<(Verdict, String)> = call

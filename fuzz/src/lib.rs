@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 // Rooms are private; the harness a user drives and the campaign's parts are re-exported below.
+mod attempts;
 mod bounds;
 mod case;
 mod check;
@@ -24,12 +25,15 @@ mod counted;
 mod evidence;
 mod harness;
 mod locked;
+mod parallel;
+mod parts;
 mod person;
 mod questions;
 mod read;
 mod rerun;
 mod resume;
 mod sim;
+mod streaming;
 mod tools;
 mod world;
 
@@ -42,6 +46,7 @@ pub use harness::{
 // The campaign's parts: a case, its simulated run, and the check of every invariant.
 pub use case::{Case, StorageFault};
 pub use check::check as check_run;
+pub use parallel::campaign_on;
 pub use sim::run as simulate;
 
 /// The property-testing crate the cases come from, re-exported for composing strategies.
@@ -120,11 +125,23 @@ pub enum Mutant {
     /// The simulated tool also writes a file it did not declare, outside the sandbox bound its
     /// `started` records (as a process escaping its sandbox would).
     WritesOutsideBound,
+    /// From its second attempt on, a call's body is handed a key with the attempt number mixed
+    /// in, as a runtime deriving the key per attempt would hand it (a second attempt then
+    /// deduplicates against nothing). The `started` records keep the call's key: replay checks
+    /// those against their derivation. Planted where the simulated tools take their context,
+    /// the runtime having no failpoint for it.
+    KeyPerAttempt,
+    /// A resume asked to `--rerun not-started` chooses and journals its re-runs as
+    /// `--rerun safe` would (the policy lost on its way to the runtime): the runtime's own
+    /// check, which reads the policy the journal names, has nothing to refuse, and an unknown
+    /// call of the idempotent tool runs again. Only the campaign's check of the policy asked
+    /// for can catch it.
+    RerunsUnknownUnderNotStarted,
 }
 
 impl Mutant {
     /// Every mutant, in the order the campaign runs them.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::StartedAfterBody,
         Mutant::StartedNotSynced,
         Mutant::SettledBeforeEffect,
@@ -134,6 +151,8 @@ impl Mutant {
         Mutant::WritesOtherBytes,
         Mutant::RerunsUnknownNonIdempotent,
         Mutant::WritesOutsideBound,
+        Mutant::KeyPerAttempt,
+        Mutant::RerunsUnknownUnderNotStarted,
     ];
 
     /// A short description of the bug the mutant plants, for reports.
@@ -150,6 +169,10 @@ impl Mutant {
                 "a resume runs again an unknown call of a tool that is not idempotent"
             }
             Mutant::WritesOutsideBound => "a tool writes a file outside its sandbox bound",
+            Mutant::KeyPerAttempt => "a second attempt's body is given a key mixing in its attempt",
+            Mutant::RerunsUnknownUnderNotStarted => {
+                "a resume under --rerun not-started runs again a call of unknown outcome"
+            }
         }
     }
 
@@ -164,7 +187,9 @@ impl Mutant {
             Mutant::CancelledCallRuns => Some("mutant.cancelled_call_runs"),
             Mutant::WritesOtherBytes
             | Mutant::RerunsUnknownNonIdempotent
-            | Mutant::WritesOutsideBound => None,
+            | Mutant::WritesOutsideBound
+            | Mutant::KeyPerAttempt
+            | Mutant::RerunsUnknownUnderNotStarted => None,
         }
     }
 
@@ -176,6 +201,8 @@ impl Mutant {
             Mutant::WritesOtherBytes
                 | Mutant::RerunsUnknownNonIdempotent
                 | Mutant::WritesOutsideBound
+                | Mutant::KeyPerAttempt
+                | Mutant::RerunsUnknownUnderNotStarted
         )
     }
 
@@ -236,6 +263,9 @@ pub struct Coverage {
     /// Calls a probe ruled out as writers of a file it found changed, each held to the world's
     /// history.
     pub ruled_out: u64,
+    /// Attempts the runtime made again within a session after a retryable failure, each held
+    /// to the call's one key.
+    pub retries: u64,
 }
 
 impl Coverage {
@@ -251,6 +281,7 @@ impl Coverage {
         self.kept_unknown += other.kept_unknown;
         self.bounded_writes += other.bounded_writes;
         self.ruled_out += other.ruled_out;
+        self.retries += other.retries;
     }
 }
 
@@ -265,14 +296,15 @@ impl std::fmt::Display for Coverage {
             " (files changed back: {}; calls ruled out as writers of a changed file: {})\n\
              re-running resumes: {}; run again: {} never started, {} of unknown outcome; unknown \
              calls of the tool that is not idempotent kept: {}\nwrites held to their call's \
-             bound: {}",
+             bound: {}; attempts made again after a retryable failure: {}",
             self.changed_back,
             self.ruled_out,
             self.rerun_resumes,
             self.rerun_not_started,
             self.rerun_unknown,
             self.kept_unknown,
-            self.bounded_writes
+            self.bounded_writes,
+            self.retries
         )
     }
 }
@@ -315,7 +347,7 @@ pub fn shrink(seed: u64, mutant: Option<Mutant>) -> Option<Found> {
 }
 
 /// How the faults a campaign drew fared.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct FaultStats {
     /// Per fault kind: cases that drew it, and cases where it fired.
     pub kinds: BTreeMap<&'static str, (u64, u64)>,

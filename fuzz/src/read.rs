@@ -28,6 +28,34 @@ pub(crate) fn events(s: &SimStorage) -> Option<Vec<Event>> {
         .collect()
 }
 
+/// Whether two disks hold the same files with the same bytes.
+fn same_bytes(a: &SimStorage, b: &SimStorage) -> bool {
+    let names = a.file_names();
+    names == b.file_names() && names.iter().all(|n| a.read_file(n) == b.read_file(n))
+}
+
+/// Whether two disks hold the same events, timestamps aside: the same bytes, or else the same
+/// events decoded (`b_events`: `b`'s, if already decoded). Most often the bytes are the same,
+/// and nothing is decoded.
+pub(crate) fn same_events(
+    a: &SimStorage,
+    b: &SimStorage,
+    b_events: Option<&Option<Vec<Event>>>,
+) -> bool {
+    if same_bytes(a, b) {
+        return true;
+    }
+    let decoded;
+    let b_events = match b_events {
+        Some(events) => events,
+        None => {
+            decoded = events(b);
+            &decoded
+        }
+    };
+    &events(a) == b_events
+}
+
 /// The error code an error content begins with.
 pub(crate) fn code_of(content: &str) -> Option<ErrorCode> {
     ErrorCode::ALL.into_iter().find(|c| {

@@ -5,11 +5,12 @@
 //! The bodies that run during the resume are exactly the calls chosen to run again and the
 //! resumed turn's new call; no call of unknown outcome of the tool that is not idempotent ever
 //! runs again; every approved, never-started call of the interrupted step (and, under `safe`,
-//! every unknown call of the idempotent tool there) runs exactly once; every `started` carries
-//! its call's idempotency key, and a re-run numbers its attempt after the crashed run's; after
-//! the resume a recovery appends nothing, the history has exactly one result per call id (a
-//! re-run call's being what it returned) and every provider accepts it.
+//! every unknown call of the idempotent tool there) runs exactly once (one run of attempts);
+//! every `started` carries its call's idempotency key, and a re-run numbers its attempts after
+//! the crashed run's; after the resume a recovery appends nothing, the history has exactly one
+//! result per call id (a re-run call's being what it returned) and every provider accepts it.
 
+use crate::attempts::{retried_as_its_tool_allows, runs};
 use crate::read::{events, provider_rejections};
 use crate::resume::{resume_rerunning, Resumed, RESUMED_CALL};
 use crate::sim::Run;
@@ -102,11 +103,15 @@ fn cover(run: &Run, resumed: &Resumed, coverage: &mut Coverage) {
         .count() as u64;
 }
 
-/// The bodies that ran during the resume are the chosen calls' and the new call's, once each;
-/// `run_rerun` answered the chosen calls, in their order. A session that stopped while running
-/// them again ran some of them, at most once each.
+/// The bodies that ran during the resume are the chosen calls' and the new call's, one run of
+/// attempts each; `run_rerun` answered the chosen calls, in their order. A session that stopped
+/// while running them again ran some of them, at most once each.
 fn ran_as_chosen(resumed: &Resumed, v: &mut Vec<String>) {
-    let mut ran: Vec<&str> = resumed.bodies.iter().map(|b| b.call_id.as_str()).collect();
+    // A run of a call (its attempts, one after another) counts once.
+    let mut ran: Vec<&str> = runs(&resumed.bodies)
+        .into_iter()
+        .flat_map(|(id, of_call)| of_call.into_iter().map(move |_| id))
+        .collect();
     let mut want: Vec<&str> = resumed.chosen.iter().map(|c| c.call_id.as_str()).collect();
     if resumed.went_on {
         want.push(RESUMED_CALL);
@@ -182,15 +187,15 @@ fn never_unknown_rerun(
 }
 
 /// Every approved, never-started call of the interrupted step (and under `safe` every unknown
-/// call of the idempotent tool there) ran exactly once during the resume.
+/// call of the idempotent tool there) ran exactly once during the resume (one run of attempts).
 fn run_once(a: &Analysis, policy: RerunPolicy, bodies: &[Body], v: &mut Vec<String>) {
     let Some(step) = a.recovery.as_ref().and_then(|r| r.interrupted_step) else {
         return;
     };
-    let mut runs: HashMap<&str, usize> = HashMap::new();
-    for b in bodies {
-        *runs.entry(b.call_id.as_str()).or_default() += 1;
-    }
+    let runs: HashMap<&str, usize> = runs(bodies)
+        .into_iter()
+        .map(|(id, of_call)| (id, of_call.len()))
+        .collect();
     for c in &a.calls {
         if (c.call.turn, c.call.step) != step {
             continue;
@@ -218,7 +223,8 @@ fn run_once(a: &Analysis, policy: RerunPolicy, bodies: &[Body], v: &mut Vec<Stri
 
 /// Every `started` of the journal after the resume carries its call's idempotency key; a
 /// re-run call's first `started` after `recovery/rerun` numbers its attempt right after the
-/// crashed run's last, and its body was given that key and attempt.
+/// crashed run's last, and its bodies (one run of attempts, numbered on from there, retried
+/// only as its tool allows) were given that key.
 fn keys_and_attempts(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>) {
     let Some(events) = events(image) else {
         return v.push("I19 re-run: the resumed journal does not read back".into());
@@ -256,6 +262,7 @@ fn keys_and_attempts(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>)
             }
         }
     }
+    let runs = runs(&resumed.bodies);
     for call in &resumed.chosen {
         let id = call.call_id.as_str();
         let (before, after) = &attempts[id];
@@ -267,15 +274,18 @@ fn keys_and_attempts(image: &SimStorage, resumed: &Resumed, v: &mut Vec<String>)
             ));
         }
         let key = idempotency_key(&session_id, call);
-        for b in resumed.bodies.iter().filter(|b| b.call_id == id) {
-            if b.key != key || b.attempt != before + 1 {
+        let of_call = runs.get(id).map(Vec::as_slice).unwrap_or_default();
+        for b in of_call.iter().flatten() {
+            if b.key != key {
                 v.push(format!(
-                    "I19 re-run: {id}'s body ran again with key {} and attempt {}; its key is \
-                     {key} and the crashed run's last attempt was {before}",
+                    "I19 re-run: {id}'s body ran again with key {} (attempt {}); its key is {key}",
                     b.key, b.attempt
                 ));
             }
         }
+        let retry_safe = resumed.retry_safe.iter().any(|r| r == id);
+        let during = "during the resume";
+        retried_as_its_tool_allows(id, of_call, retry_safe, before + 1, during, v);
     }
 }
 
@@ -305,6 +315,7 @@ fn after(image: &SimStorage, resumed: &Resumed, coverage: &mut Coverage, v: &mut
     }
     let during = "after the re-running resume";
     crate::bounds::writes_within(&resumed.world, &after.analysis, during, coverage, v);
+    crate::attempts::one_key_per_call(&resumed.bodies, &resumed.world, &after.analysis, during, v);
     let conv = after.analysis.conversation();
     for (format, e) in provider_rejections(&conv) {
         v.push(format!(

@@ -5,11 +5,13 @@
 //! `Session::resume_recovering` appends the recovery, `Session::run_rerun` runs the calls).
 
 use crate::case::{CallSpec, Case, Kind};
-use crate::tools::{model_call, session_parts, Body, Shared};
+use crate::parts::{model_call, session_parts};
+use crate::sim::journal_options;
+use crate::tools::{Body, Shared};
 use crate::world::World;
 use crate::Locked;
 use crate::Mutant;
-use journal::{Journal, Options, ReadEnd, SimStorage};
+use journal::{Journal, ReadEnd, SimStorage};
 use recover::Prober;
 use recover::{analyze_probing, Analysis};
 use recover::{choose_reruns, recovery_events};
@@ -31,6 +33,9 @@ pub(crate) struct Resumed {
     pub analysis: Option<Analysis>,
     /// The calls chosen to run again, in the order `choose` gave them.
     pub chosen: Vec<CallRef>,
+    /// The ids of the chosen calls whose tool the resume's registry declares retry-safe (the
+    /// runtime may run them again within the resume when they fail retryably).
+    pub retry_safe: Vec<String>,
     /// What `run_rerun` returned: each call run again with its one result.
     pub results: Vec<(CallRef, ToolResult)>,
     /// The bodies that ran during the resume, in the order they started.
@@ -79,7 +84,8 @@ pub(crate) fn resume_one_turn(
         if replay.open.is_none() || replay.closed {
             return Ok(Vec::new());
         }
-        let (journal, _) = Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+        let (journal, _) =
+            Journal::open(storage, journal_options(case)).map_err(|e| e.to_string())?;
         let session = Session::resume(journal, registry, hooks, config, options(), &replay)
             .map_err(|e| format!("resume refused a recovered journal: {e}"))?;
         one_more_turn(session).await?;
@@ -125,6 +131,12 @@ pub(crate) fn resume_rerunning(
             ReadEnd::Clean => 0,
             ReadEnd::Corrupt(c) => return Err(format!("the journal is corrupt: {c}")),
         };
+        // The mutant: the policy asked for lost before the runtime sees it.
+        let policy = if shared.plants(Mutant::RerunsUnknownUnderNotStarted) {
+            RerunPolicy::Safe
+        } else {
+            policy
+        };
         let session = if replay.open_turn().is_some() {
             let analysis = analyze_probing(replay.clone(), &end, dropped, false, prober);
             resumed.chosen = choose_reruns(
@@ -133,10 +145,17 @@ pub(crate) fn resume_rerunning(
                 policy,
                 replay.plan_mode,
             );
+            resumed.retry_safe = analysis
+                .calls
+                .iter()
+                .filter(|c| resumed.chosen.contains(&c.call))
+                .filter(|c| registry.nature(&c.tool).is_some_and(|n| n.retry_safe))
+                .map(|c| c.call.call_id.clone())
+                .collect();
             let events = recovery_events(&analysis, &resumed.chosen, policy);
             resumed.analysis = Some(analysis);
             let (journal, _) =
-                Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+                Journal::open(storage, journal_options(case)).map_err(|e| e.to_string())?;
             let mut session = Session::resume_recovering(
                 journal,
                 registry,
@@ -160,7 +179,7 @@ pub(crate) fn resume_rerunning(
             session
         } else {
             let (journal, _) =
-                Journal::open(storage, Options::default()).map_err(|e| e.to_string())?;
+                Journal::open(storage, journal_options(case)).map_err(|e| e.to_string())?;
             Session::resume(journal, registry, hooks, config, options(), &replay)
                 .map_err(|e| format!("resume refused a journal with no open turn: {e}"))?
         };
@@ -185,6 +204,7 @@ async fn one_more_turn(mut session: Session) -> Result<(), String> {
         reads: vec![],
         writes: vec![],
         idempotent: false,
+        flaky: None,
     };
     let results = session
         .run_batch(ModelResponse {

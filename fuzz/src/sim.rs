@@ -4,8 +4,9 @@
 
 use crate::case::{CallSpec, Cancel, Case, StepSpec, StorageFault};
 use crate::counted::{Counted, Ops};
+use crate::parts::{model_call, session_parts};
 use crate::person::{Said, SimPerson};
-use crate::tools::{model_call, session_parts, Shared};
+use crate::tools::Shared;
 use crate::world::World;
 use crate::Locked;
 use crate::Mutant;
@@ -22,7 +23,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use crate::tools::{declared, Body, BodyEnd};
+pub(crate) use crate::parts::declared;
+pub(crate) use crate::tools::{Body, BodyEnd};
 
 /// One step's model response as the model sent it: its calls, in model order.
 #[derive(Debug, Clone)]
@@ -96,9 +98,10 @@ impl Run {
         })
     }
 
-    /// The body that ran for `call_id`; `None` if none started.
+    /// The body of `call_id`'s last attempt that started (what its result tells of); `None`
+    /// if none started.
     pub fn body(&self, call_id: &str) -> Option<&Body> {
-        self.bodies.iter().find(|b| b.call_id == call_id)
+        self.bodies.iter().rfind(|b| b.call_id == call_id)
     }
 }
 
@@ -146,13 +149,17 @@ pub(crate) fn with_fault<R>(
     let nth = at.nth(count);
     let (run, ops) = session(Some((op, nth, kind)));
     let fired = ops.count(op) >= nth;
-    let kinds = event_kinds(image(&dry));
+    let seqs = dry_ops.seqs_at(op, nth);
+    let kinds = match seqs {
+        Some((appended, durable)) => event_kinds(image(&dry), &[appended, durable + 1]),
+        None => HashMap::new(),
+    };
     let kind_of = |seq: u64| {
         kinds
             .get(&seq)
             .map_or_else(|| format!("seq {seq}"), |k| (*k).to_owned())
     };
-    let (event_before, first_at_risk) = match dry_ops.seqs_at(op, nth) {
+    let (event_before, first_at_risk) = match seqs {
         None => ("none".to_owned(), "none".to_owned()),
         Some((0, _)) => ("open".to_owned(), "open".to_owned()),
         Some((appended, durable)) if durable >= appended => (kind_of(appended), "none".to_owned()),
@@ -169,8 +176,8 @@ pub(crate) fn with_fault<R>(
     (run, Some(report))
 }
 
-/// The kind of every event on `image`, by seq.
-fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
+/// The kind of the events on `image` whose seqs are among `seqs`, by seq (only those decoded).
+fn event_kinds(image: &SimStorage, seqs: &[u64]) -> HashMap<u64, &'static str> {
     let Ok(reader) = journal::Reader::open(
         Arc::new(image.clone()) as Arc<dyn journal::Storage>,
         journal::Limits::default(),
@@ -179,6 +186,7 @@ fn event_kinds(image: &SimStorage) -> HashMap<u64, &'static str> {
     };
     reader
         .map_while(Result::ok)
+        .filter(|r| seqs.contains(&r.seq))
         .filter_map(|r| {
             let record = r.decode::<runtime::event::Record>().ok()?;
             Some((r.seq, record.event.kind()))
@@ -210,7 +218,8 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
         cancels: Arc::new(Mutex::new(HashMap::new())),
     };
     rt.block_on(async {
-        let Some(mut session) = open_session(&counted, &shared, registry, hooks, config) else {
+        let Some(mut session) = open_session(case, &counted, &shared, registry, hooks, config)
+        else {
             return;
         };
         for (t, steps) in case.turns.iter().enumerate() {
@@ -249,17 +258,14 @@ fn session(case: &Case, mutant: Option<Mutant>, inject: Option<(Op, u64, Fault)>
 /// and lets the simulated tool and the operation counter see the journal. `None` when either
 /// fails to open (a fault can fire this early): the session then never starts.
 fn open_session(
+    case: &Case,
     counted: &Counted,
     shared: &Shared,
     registry: Arc<Registry>,
     hooks: Hooks,
     config: Config,
 ) -> Option<Session> {
-    let options = Options {
-        journal_id: Some([7; 16]),
-        ..Options::default()
-    };
-    let (journal, _) = Journal::open(Arc::new(counted.clone()), options).ok()?;
+    let (journal, _) = Journal::open(Arc::new(counted.clone()), journal_options(case)).ok()?;
     let session = Session::open(
         journal,
         registry,
@@ -277,6 +283,16 @@ fn open_session(
         .journal
         .set(Arc::downgrade(session.event_log().journal()));
     Some(session)
+}
+
+/// How every journal of `case` is opened: its id fixed (so the bytes are a function of the case)
+/// and zero-filled ahead as far as the case says.
+pub(crate) fn journal_options(case: &Case) -> Options {
+    Options {
+        journal_id: Some([7; 16]),
+        preallocate_bytes: case.preallocate_bytes,
+        ..Options::default()
+    }
 }
 
 /// What the disk holds after the run: if the fault cut the power, the unsynced tail is lost

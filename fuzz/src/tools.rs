@@ -1,23 +1,19 @@
 //! The simulated tools a case's sessions run (`sim`, which does not declare itself idempotent,
-//! and `sim_idem`, which does), the spill store and observer around them, and the calls the
-//! simulated model sends them. Each tool records what its bodies did (outside the journal): the
-//! ground truth the checks hold the journal to.
+//! and `sim_idem`, which does), and the registry they are found in. Each tool records what its
+//! bodies did (outside the journal): the ground truth the checks hold the journal to.
 
-use crate::case::{CallSpec, Case, Kind, PATHS};
-use crate::person::{ask_arguments, AsksForApproval, SimPerson, QUESTION_TIMEOUT_MS};
+use crate::case::PATHS;
 use crate::world::{content_of, World, Writer};
 use crate::Locked;
 use crate::Mutant;
 use journal::Journal;
-use runtime::event::{CallRef, Evidence, ModelCall, Resources, SideEffect, ToolSource};
+use runtime::event::{Evidence, Resources, SideEffect, ToolSource};
 use runtime::event::{SandboxBound, SandboxPolicy};
+use runtime::ErrorCode;
 use runtime::Registry;
-use runtime::SpillStore;
-use runtime::{Config, ErrorCode, ToolResult};
 use runtime::{EvidenceFuture, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use runtime::{Hooks, Observer};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -36,6 +32,9 @@ pub struct Body {
     pub key: String,
     /// The attempt number the body was given.
     pub attempt: u32,
+    /// It failed saying another attempt may follow (the runtime then runs a retry-safe tool's
+    /// call again, up to its attempts).
+    pub retryable: bool,
     /// Where its beginning and its end (if it ended) fall among every body's beginnings and
     /// ends (the user harness orders effects by them; 0 and `None` in the simulation).
     pub order: (u64, Option<u64>),
@@ -109,11 +108,70 @@ pub(crate) const SIM: &str = "sim";
 /// The simulated tool that declares itself idempotent (retry-safe).
 pub(crate) const SIM_IDEMPOTENT: &str = "sim_idem";
 
-/// A simulated tool: what it does is in its arguments.
+/// A simulated tool: what it does is in its arguments; what its bodies did goes to the ground
+/// truth of the session that runs it.
 struct Sim {
-    shared: Arc<Shared>,
+    current: Arc<Current>,
     name: &'static str,
     retry_safe: bool,
+}
+
+/// The session a thread's simulated tools record to: set as each session's parts are made (a
+/// thread runs one session at a time; a body keeps the one it began in).
+#[derive(Default)]
+struct Current(Mutex<Option<Arc<Shared>>>);
+
+impl Current {
+    fn get(&self) -> Option<Arc<Shared>> {
+        self.0.locked().clone()
+    }
+}
+
+/// A registry of the simulated tools, and the session they record to.
+type Scoped = (Arc<Registry>, Arc<Current>);
+
+thread_local! {
+    /// This thread's registries (the simulated tools, `sim` truthful or lying, and the built-in
+    /// `ask`), built once: compiling their schemas for every session was 6 % of a case.
+    static REGISTRIES: RefCell<[Option<Scoped>; 2]> = RefCell::default();
+}
+
+/// The registry a session records to `shared` with: `sim`, retry-safe only when `sim_lies`,
+/// `sim_idem` and the built-in `ask`.
+pub(crate) fn registry(shared: &Arc<Shared>, sim_lies: bool) -> Arc<Registry> {
+    REGISTRIES.with(|registries| {
+        let mut registries = registries.borrow_mut();
+        let (registry, current) =
+            registries[usize::from(sim_lies)].get_or_insert_with(|| new_registry(sim_lies));
+        *current.0.locked() = Some(shared.clone());
+        registry.clone()
+    })
+}
+
+fn new_registry(sim_lies: bool) -> Scoped {
+    let current = Arc::new(Current::default());
+    let mut registry = Registry::new();
+    let tools: [Arc<dyn Tool>; 3] = [
+        Arc::new(Sim {
+            current: current.clone(),
+            name: SIM,
+            retry_safe: sim_lies,
+        }),
+        Arc::new(Sim {
+            current: current.clone(),
+            name: SIM_IDEMPOTENT,
+            retry_safe: true,
+        }),
+        Arc::new(runtime::ask::Ask),
+    ];
+    for tool in tools {
+        // Three distinct valid names on a new registry: registering cannot fail.
+        #[allow(clippy::expect_used)]
+        registry
+            .register(tool, ToolSource::BuiltIn)
+            .expect("the simulated tools and ask register");
+    }
+    (Arc::new(registry), current)
 }
 
 /// A list of strings among the arguments.
@@ -155,9 +213,9 @@ impl Tool for Sim {
     /// under; noted in the ground truth.
     fn evidence<'a>(&'a self, args: &'a runtime::Args) -> EvidenceFuture<'a> {
         let writes = list(args, "writes");
-        let evidence = match args.str("id") {
-            Some(id) if !writes.is_empty() => {
-                let mut world = self.shared.world.locked();
+        let evidence = match (args.str("id"), self.current.get()) {
+            (Some(id), Some(shared)) if !writes.is_empty() => {
+                let mut world = shared.world.locked();
                 let mut evidence = world.evidence(&writes, &content_of(id));
                 evidence.push(Evidence::Sandbox(bound_of(&writes)));
                 world.gather(id, evidence.clone());
@@ -168,7 +226,11 @@ impl Tool for Sim {
         Box::pin(std::future::ready(evidence))
     }
     fn execute(&self, args: runtime::Args, ctx: ToolContext) -> ToolFuture<'_> {
-        let shared = self.shared.clone();
+        let Some(shared) = self.current.get() else {
+            // Parts are made before their session runs: not reached.
+            let no_session = ToolError::new(ErrorCode::ToolFailed, "no simulated session");
+            return Box::pin(std::future::ready(Err(no_session)));
+        };
         let started_ms = shared.epoch.elapsed().as_millis() as u64;
         if let Some(j) = shared.journal.get() {
             if let Some(cause) = j.poisoned() {
@@ -178,41 +240,61 @@ impl Tool for Sim {
                 ));
             }
         }
+        let key = key_given(&shared, &ctx);
         let index = {
             let mut bodies = shared.bodies.locked();
             bodies.push(Body {
                 call_id: ctx.call_id().to_owned(),
                 started_ms,
                 end: None,
-                key: ctx.idempotency_key().to_owned(),
+                key: key.clone(),
                 attempt: ctx.attempt(),
+                retryable: false,
                 order: (0, None),
             });
             bodies.len() - 1
         };
         Box::pin(async move {
-            let kind = args.str("kind").unwrap_or("ok").to_owned();
-            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-            if kind == "panics" {
+            if args.str("kind") == Some("panics") {
                 shared.bodies.locked()[index].end = Some(BodyEnd::Panicked);
                 panic!("simulated panic");
             }
-            let act = || act(&shared, &args, &ctx);
-            let result = body(&kind, ms, &ctx, act).await;
+            let act = || act(&shared, &args, &ctx, &key);
+            let result = body(&args, &ctx, act).await;
             // Recorded when the body returns, not before: a body dropped while running has no end.
-            shared.bodies.locked()[index].end = Some(match &result {
+            let mut bodies = shared.bodies.locked();
+            let recorded = &mut bodies[index];
+            recorded.end = Some(match &result {
                 Ok(output) => BodyEnd::Ok(output.content.clone()),
                 Err(e) => BodyEnd::Err(e.code, e.message.clone()),
             });
+            recorded.retryable = result.as_ref().is_err_and(|e| e.retryable);
+            drop(bodies);
             result
         })
     }
 }
 
+/// The idempotency key a body is given: its call's, the same for every attempt (the mutant
+/// mixes the attempt number in from the second attempt on).
+fn key_given(shared: &Shared, ctx: &ToolContext) -> String {
+    let key = ctx.idempotency_key();
+    if shared.plants(Mutant::KeyPerAttempt) && ctx.attempt() >= 2 {
+        let mixed = format!("{key}/attempt {}", ctx.attempt());
+        return format!("tj1-{}", runtime::sha256_hex(mixed.as_bytes()));
+    }
+    key.to_owned()
+}
+
 /// The body's act on the world: replaces every file it writes with its content, all at once,
 /// unless the world is no longer as its evidence recorded (then, like `write`, it writes
 /// nothing and fails `FS_STALE_VERSION`).
-fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), ToolError> {
+fn act(
+    shared: &Shared,
+    args: &runtime::Args,
+    ctx: &ToolContext,
+    key: &str,
+) -> Result<(), ToolError> {
     let writes = list(args, "writes");
     let Some(id) = args.str("id").filter(|_| !writes.is_empty()) else {
         return Ok(());
@@ -243,211 +325,72 @@ fn act(shared: &Shared, args: &runtime::Args, ctx: &ToolContext) -> Result<(), T
     } else {
         content
     };
+    let by = || Writer::Call(id.to_owned());
     for path in &writes {
-        world.write(path, Writer::Call(id.to_owned()), Some(written.clone()));
+        world.write_keyed(path, by(), Some(key), Some(written.clone()));
     }
     if shared.plants(Mutant::WritesOutsideBound) {
         let undeclared = PATHS.iter().find(|p| !writes.iter().any(|w| w == *p));
         let path = undeclared.copied().unwrap_or("beyond");
-        world.write(path, Writer::Call(id.to_owned()), Some(written));
+        world.write_keyed(path, by(), Some(key), Some(written));
     }
     Ok(())
 }
 
 /// What the simulated tool does, by its `kind` argument; `act` is its effect on the world, made
-/// once its work is done (never when it stopped first, nor when it panics).
+/// once its work is done (never when it stopped first, nor when it panics). An attempt numbered
+/// up to `fails_retryably` fails saying another may follow, after acting when `after_effect`.
 async fn body(
-    kind: &str,
-    ms: u64,
+    args: &runtime::Args,
     ctx: &ToolContext,
     act: impl FnOnce() -> Result<(), ToolError>,
 ) -> Result<ToolOutput, ToolError> {
+    let kind = args.str("kind").unwrap_or("ok");
+    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
     let effect = SideEffect::Other {
         kind: "sim".into(),
         detail: ctx.call_id().to_owned(),
     };
-    match kind {
-        "ignores_cancel" => {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            act()?;
-            Ok(ToolOutput::text("finished regardless").with_side_effect(effect))
-        }
-        _ => {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-                _ = ctx.cancel().cancelled() => {
-                    // Stopping takes a moment (a write to finish), as in a real tool.
-                    tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
-                    return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
-                }
-            }
-            act()?;
-            match kind {
-                "fails" => Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure")
-                    .with_side_effect(effect)),
-                "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
-                "late_progress" => {
-                    let sink = ctx.progress().clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        let _ = sink.report("too late");
-                    });
-                    Ok(ToolOutput::text("done").with_side_effect(effect))
-                }
-                _ => Ok(
-                    ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)
-                ),
+    if kind == "ignores_cancel" {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    } else {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            _ = ctx.cancel().cancelled() => {
+                // Stopping takes a moment (a write to finish), as in a real tool.
+                tokio::time::sleep(Duration::from_millis(1 + ms % 4)).await;
+                return Err(ToolError::new(ErrorCode::Aborted, "stopped").with_side_effect(effect));
             }
         }
     }
-}
-
-/// A spill store in memory, or one that always fails.
-pub(crate) struct MemSpill {
-    fails: bool,
-    blobs: Mutex<HashMap<String, String>>,
-}
-
-impl MemSpill {
-    /// An empty store; `fails`: every write fails.
-    pub(crate) fn new(fails: bool) -> MemSpill {
-        MemSpill {
-            fails,
-            blobs: Mutex::default(),
+    let failures = args.get("fails_retryably").and_then(Value::as_u64);
+    if failures.is_some_and(|n| u64::from(ctx.attempt()) <= n) {
+        let failure = ToolError::new(
+            ErrorCode::ToolFailed,
+            format!("simulated transient failure of attempt {}", ctx.attempt()),
+        )
+        .retryable();
+        if args.get("after_effect").and_then(Value::as_bool) == Some(true) {
+            act()?;
+            return Err(failure.with_side_effect(effect));
         }
+        return Err(failure);
     }
-}
-
-impl SpillStore for MemSpill {
-    fn put(&self, text: &str) -> Result<String, String> {
-        if self.fails {
-            return Err("simulated spill failure".into());
-        }
-        let locator = format!("spill:sha256:{}", runtime::sha256_hex(text.as_bytes()));
-        self.blobs.locked().insert(locator.clone(), text.to_owned());
-        Ok(locator)
-    }
-    fn get(&self, locator: &str) -> Result<Option<String>, String> {
-        Ok(self.blobs.locked().get(locator).cloned())
-    }
-}
-
-struct PanickyObserver;
-
-impl Observer for PanickyObserver {
-    fn name(&self) -> &str {
-        "panicky"
-    }
-    fn on_result(&self, _: &CallRef, _: &str, _: &ToolResult) -> Result<(), String> {
-        panic!("simulated observer panic")
-    }
-}
-
-/// The simulated tool's `kind` argument for a call.
-fn kind_arg(kind: Kind) -> &'static str {
+    act()?;
     match kind {
-        Kind::Ok => "ok",
-        Kind::Fails => "fails",
-        Kind::Panics => "panics",
-        Kind::IgnoresCancel => "ignores_cancel",
-        Kind::LateProgress => "late_progress",
-        Kind::Big => "big",
-        Kind::Unknown | Kind::BadJson | Kind::Ask(_) | Kind::Approval(_) | Kind::User { .. } => {
-            "ok"
+        "ignores_cancel" => Ok(ToolOutput::text("finished regardless").with_side_effect(effect)),
+        "fails" => {
+            Err(ToolError::new(ErrorCode::ToolFailed, "simulated failure").with_side_effect(effect))
         }
+        "big" => Ok(ToolOutput::text("x".repeat(2000)).with_side_effect(effect)),
+        "late_progress" => {
+            let sink = ctx.progress().clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let _ = sink.report("too late");
+            });
+            Ok(ToolOutput::text("done").with_side_effect(effect))
+        }
+        _ => Ok(ToolOutput::text(format!("done {}", ctx.call_id())).with_side_effect(effect)),
     }
-}
-
-/// What the simulated tool declares a call will touch (what its `started` records).
-pub(crate) fn declared(spec: &CallSpec) -> Resources {
-    Resources {
-        reads: spec.reads.iter().map(|p| (*p).to_owned()).collect(),
-        writes: spec.writes.iter().map(|p| (*p).to_owned()).collect(),
-        intents: vec![format!("simulate {}", kind_arg(spec.kind))],
-    }
-}
-
-/// The call the simulated model sends for `spec`, with id `id`.
-pub(crate) fn model_call(id: &str, spec: &CallSpec) -> ModelCall {
-    let kind = kind_arg(spec.kind);
-    let approval = matches!(spec.kind, Kind::Approval(_));
-    let args = json!({"id": id, "kind": kind, "ms": spec.duration_ms, "parallel": spec.parallel,
-                      "reads": spec.reads, "writes": spec.writes, "approval": approval});
-    let sim = if spec.idempotent { SIM_IDEMPOTENT } else { SIM };
-    match spec.kind {
-        Kind::Unknown => ModelCall {
-            call_id: id.into(),
-            name: "nope".into(),
-            arguments: args.to_string(),
-        },
-        Kind::BadJson => ModelCall {
-            call_id: id.into(),
-            name: sim.into(),
-            arguments: "{\"kind\": ".into(),
-        },
-        Kind::Ask(ask) => ModelCall {
-            call_id: id.into(),
-            name: "ask".into(),
-            arguments: ask_arguments(id, &ask).to_string(),
-        },
-        _ => ModelCall {
-            call_id: id.into(),
-            name: sim.into(),
-            arguments: args.to_string(),
-        },
-    }
-}
-
-/// The registry, hooks and config a case runs with (`mutant`: the runtime's, if any). `sim`
-/// declares itself retry-safe only when `sim_lies` (a mutant's doing).
-pub(crate) fn session_parts(
-    case: &Case,
-    shared: &Arc<Shared>,
-    mutant: Option<Mutant>,
-    sim_lies: bool,
-) -> (Arc<Registry>, Hooks, Config, Arc<SimPerson>) {
-    let mut registry = Registry::new();
-    for (name, retry_safe) in [(SIM, sim_lies), (SIM_IDEMPOTENT, true)] {
-        let sim = Sim {
-            shared: shared.clone(),
-            name,
-            retry_safe,
-        };
-        // Two distinct valid names on a new registry: registering cannot fail.
-        #[allow(clippy::expect_used)]
-        registry
-            .register(Arc::new(sim), ToolSource::BuiltIn)
-            .expect("the simulated tools register");
-    }
-    // The built-in `ask` on a registry holding only the two simulated tools: no clash.
-    #[allow(clippy::expect_used)]
-    registry
-        .register(Arc::new(runtime::ask::Ask), ToolSource::BuiltIn)
-        .expect("ask registers");
-    let approver = Arc::new(SimPerson::default());
-    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
-    if case.observer_panics {
-        observers.push(Arc::new(PanickyObserver));
-    }
-    let hooks = Hooks {
-        pre_execute: vec![Arc::new(AsksForApproval)],
-        approver: Some(approver.clone()),
-        observers,
-        ..Hooks::default()
-    };
-    let failpoints = runtime::Failpoints::armable();
-    if let Some(name) = mutant.and_then(Mutant::failpoint) {
-        failpoints.enable(name);
-    }
-    let config = Config {
-        parallel_max: case.parallel_max,
-        timeout_ms: 1_000,
-        cancel_grace_ms: 50,
-        model_inline_bytes_max: 256,
-        spill: Some(Arc::new(MemSpill::new(case.spill_fails))),
-        failpoints,
-        question_timeout_ms: Some(QUESTION_TIMEOUT_MS),
-        ..Config::default()
-    };
-    (Arc::new(registry), hooks, config, approver)
 }

@@ -43,6 +43,8 @@ pub struct Write {
     pub before: Option<String>,
     /// What it holds after; `None`: removed.
     pub after: Option<String>,
+    /// The idempotency key the writing body was given (`None`: the case's change).
+    pub key: Option<String>,
 }
 
 /// What a call's tool recorded, right before its `started`, about the world it was about to act
@@ -60,7 +62,8 @@ pub struct Gathered {
 pub struct World {
     files: BTreeMap<String, String>,
     log: Vec<Write>,
-    gathered: HashMap<String, Gathered>,
+    /// By call id, what its tool recorded before each attempt, in order.
+    gathered: HashMap<String, Vec<Gathered>>,
 }
 
 impl World {
@@ -90,17 +93,22 @@ impl World {
         &self.log
     }
 
-    /// What the tool of `call_id` last recorded before it started (none if it never got that
-    /// far).
-    pub fn gathered(&self, call_id: &str) -> Option<&Gathered> {
-        self.gathered.get(call_id)
+    /// What the tool of `call_id` recorded before its attempt `attempt` started (none if it
+    /// never got that far). The runtime asks a tool for its evidence once per attempt, in order,
+    /// so the session's `n`th record is its attempt `n`'s.
+    pub fn gathered(&self, call_id: &str, attempt: u32) -> Option<&Gathered> {
+        let index = usize::try_from(attempt).ok()?.checked_sub(1)?;
+        self.gathered.get(call_id)?.get(index)
     }
 
-    /// Notes what the tool of `call_id` recorded, as of now.
+    /// Notes what the tool of `call_id` recorded, as of now, for its next attempt.
     pub(crate) fn gather(&mut self, call_id: &str, evidence: Vec<Evidence>) {
         let log_len = self.log.len();
+        let gathered = Gathered { evidence, log_len };
         self.gathered
-            .insert(call_id.to_owned(), Gathered { evidence, log_len });
+            .entry(call_id.to_owned())
+            .or_default()
+            .push(gathered);
     }
 
     /// The evidence a call writing `content` to `paths` records now: one file replacement each.
@@ -118,6 +126,17 @@ impl World {
 
     /// Replaces (or, with `None`, removes) `path`, noting who did.
     pub(crate) fn write(&mut self, path: &str, by: Writer, after: Option<String>) {
+        self.write_keyed(path, by, None, after);
+    }
+
+    /// [`World::write`] by a body that was given `key`, noting it.
+    pub(crate) fn write_keyed(
+        &mut self,
+        path: &str,
+        by: Writer,
+        key: Option<&str>,
+        after: Option<String>,
+    ) {
         let before = match &after {
             Some(content) => self.files.insert(path.to_owned(), content.clone()),
             None => self.files.remove(path),
@@ -127,6 +146,7 @@ impl World {
             by,
             before,
             after,
+            key: key.map(str::to_owned),
         });
     }
 

@@ -9,11 +9,12 @@ use super::watch::{AsksWhenPlanned, Ground, Watched};
 use super::{Clock, Harness};
 use crate::case::{CallSpec, Kind};
 use crate::counted::{Counted, Ops};
+use crate::parts::MemSpill;
 use crate::person::SimPerson;
 use crate::sim::{
     cancel_turn, end_batch, surviving_image, with_fault, FaultReport, Run, SentStep, StepEnd,
 };
-use crate::tools::{Body, MemSpill};
+use crate::tools::Body;
 use crate::world::World;
 use journal::storage::{Fault, Op};
 use journal::{Journal, Options, ReadEnd, SimStorage};
@@ -415,6 +416,7 @@ fn sent_step((turn, step): (u32, u32), s: &Step) -> SentStep {
                     reads: Vec::new(),
                     writes: Vec::new(),
                     idempotent: false,
+                    flaky: None,
                 };
                 (c.id.clone(), c.arguments.clone(), spec)
             })

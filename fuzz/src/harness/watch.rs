@@ -108,6 +108,13 @@ impl Ground {
             body.order.1 = Some(moment());
         }
     }
+
+    /// Notes that the body at `index` failed saying another attempt may follow.
+    fn retryable(&self, index: usize) {
+        if let Some(body) = lock(&self.bodies).get_mut(index) {
+            body.retryable = true;
+        }
+    }
 }
 
 /// A lock whose holder cannot panic while holding it (every critical section here is a plain
@@ -176,6 +183,7 @@ impl Tool for Watched {
                 end: None,
                 key: ctx.idempotency_key().to_owned(),
                 attempt: ctx.attempt(),
+                retryable: false,
                 order: (moment(), None),
             });
             bodies.len() - 1
@@ -213,6 +221,9 @@ impl Tool for Watched {
                                 }
                             },
                         );
+                        if result.as_ref().is_err_and(|e| e.retryable) {
+                            ground.retryable(index);
+                        }
                         Poll::Ready(result)
                     }
                     Err(panic) => {

@@ -101,6 +101,11 @@ fn a_bounded_campaign_finds_no_violation_and_its_faults_fire() {
         coverage.kept_unknown > 0,
         "no re-running resume met an unknown call it must not run again: {coverage}"
     );
+    // The runtime's retry loop ran, each attempt held to the call's one key.
+    assert!(
+        coverage.retries > 0,
+        "no call was run again after a retryable failure: {coverage}"
+    );
 }
 
 /// Seeds that once found a violation (`REGRESSION_SEEDS`), kept as regressions.
@@ -238,6 +243,53 @@ fn cases_to_catch_each_mutant_over_ten_seeds() {
                 shown.join(", ")
             );
         }
+    }
+}
+
+/// The campaign's power as a share: for each mutant, how many of twenty campaigns of 600
+/// cases (first seeds k·2³², k = 1..=20) catch it, and after how many cases.
+/// `cargo test --release -p tooljournal-fuzz --test fuzz -- --ignored --nocapture campaigns_of_600`.
+#[test]
+#[ignore = "a measurement, not a check: run by hand"]
+fn campaigns_of_600_cases_that_catch_each_mutant() {
+    tooljournal_fuzz::quiet_simulated_panics();
+    for mutant in Mutant::ALL {
+        let counts: Vec<Option<u64>> = (1..=20u64)
+            .map(|k| cases_to_catch(mutant, k << 32, 600).0)
+            .collect();
+        let caught = counts.iter().flatten().count();
+        let shown: Vec<String> = counts
+            .iter()
+            .map(|n| n.map_or_else(|| ">600".to_owned(), |n| n.to_string()))
+            .collect();
+        println!(
+            "mutant {:?}: caught by {caught} of 20 campaigns of 600 cases, after [{}] cases",
+            mutant.name(),
+            shown.join(", ")
+        );
+    }
+}
+
+/// On two threads the campaign runs the same cases, counts the same and reports the same first
+/// violation (the lowest seed's, shrunk the same) as on one.
+#[test]
+fn two_threads_give_what_one_thread_gives() {
+    tooljournal_fuzz::quiet_simulated_panics();
+    let seed = random_seed();
+    println!("from seed {seed}");
+    for (mutant, cases) in [(None, 60), (Some(Mutant::KeyPerAttempt), 300)] {
+        let one = tooljournal_fuzz::campaign(seed, cases, hang_guard(), mutant);
+        let two = tooljournal_fuzz::campaign_on(2, seed, cases, hang_guard(), mutant);
+        assert_eq!(one.ran, two.ran, "{mutant:?} from seed {seed}");
+        assert_eq!(one.faults, two.faults, "{mutant:?} from seed {seed}");
+        assert_eq!(one.coverage, two.coverage, "{mutant:?} from seed {seed}");
+        let found = |c: &Campaign| {
+            c.found
+                .as_ref()
+                .map(|f| (f.seed, f.violations.clone(), format!("{:?}", f.case)))
+        };
+        assert_eq!(found(&one), found(&two), "{mutant:?} from seed {seed}");
+        assert_eq!(one.found.is_some(), mutant.is_some(), "from seed {seed}");
     }
 }
 

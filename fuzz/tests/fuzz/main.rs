@@ -8,3 +8,4 @@ mod campaign;
 mod harness;
 mod harness_review;
 mod harness_truth;
+mod rules;
