@@ -429,30 +429,14 @@ pub fn campaign(
     deadline: std::time::Instant,
     mutant: Option<Mutant>,
 ) -> Campaign {
-    let mut ran = 0;
-    let mut faults = FaultStats::default();
-    let mut coverage = Coverage::default();
-    while ran < cases && std::time::Instant::now() < deadline {
-        let seed = first_seed.wrapping_add(ran);
-        ran += 1;
-        let verdict = check_case(&tree_for_seed(seed).current(), mutant);
-        if let Some(fault) = &verdict.fault {
-            faults.add(fault);
-        }
-        coverage.add(&verdict.coverage);
-        if !verdict.violations.is_empty() {
-            return Campaign {
-                ran,
-                found: shrink(seed, mutant),
-                faults,
-                coverage,
-            };
-        }
-    }
-    Campaign {
-        ran,
-        found: None,
-        faults,
-        coverage,
-    }
+    // One case at a time, each checked only when the one before passed (the iterator is lazy).
+    let verdicts = (0..cases)
+        .take_while(|_| std::time::Instant::now() < deadline)
+        .map(|i| {
+            (
+                i,
+                check_case(&tree_for_seed(first_seed.wrapping_add(i)).current(), mutant),
+            )
+        });
+    parallel::merge(first_seed, verdicts, mutant)
 }

@@ -55,7 +55,7 @@ pub fn campaign_on(
 
 /// Takes the verdicts of cases 0, 1, … (as they come, in any order) in case order, until the
 /// first that violates or the last; the statistics are those of the cases taken.
-fn merge(
+pub(crate) fn merge(
     first_seed: u64,
     verdicts: impl Iterator<Item = (u64, Verdict)>,
     mutant: Option<Mutant>,

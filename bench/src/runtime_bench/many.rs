@@ -125,47 +125,24 @@ pub(super) fn raw_writers_run(
     write_bytes: usize,
     time: Duration,
 ) -> Result<Measured, BoxError> {
-    let barrier = std::sync::Barrier::new(writers);
-    let start = OnceLock::new();
     let record = vec![0xA5u8; write_bytes];
-    let results: Vec<Result<(u64, f64), BoxError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..writers)
-            .map(|i| {
-                let (barrier, start, record) = (&barrier, &start, &record);
-                scope.spawn(move || {
-                    let file = OpenOptions::new()
-                        .create_new(true)
-                        .append(true)
-                        .open(dir.join(format!("raw{i}")));
-                    // Every thread reaches the barrier, failed or not, so none waits forever.
-                    barrier.wait();
-                    let start = *start.get_or_init(Instant::now);
-                    let mut file = file?;
-                    let mut syncs = 0u64;
-                    while start.elapsed() < time {
-                        file.write_all(record)?;
-                        file.sync_data()?;
-                        syncs += 1;
-                    }
-                    Ok((syncs, start.elapsed().as_secs_f64()))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a raw writer thread panicked".into()))
-            })
-            .collect()
-    });
-    let (mut syncs, mut seconds) = (0u64, 0f64);
-    for r in results {
-        let (s, t) = r?;
-        syncs += s;
-        seconds = seconds.max(t);
-    }
-    Ok(Measured::raw(syncs, seconds, write_bytes))
+    let opened = |i: usize| -> Result<std::fs::File, BoxError> {
+        let path = dir.join(format!("raw{i}"));
+        Ok(OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(path)?)
+    };
+    let syncs = |mut file: std::fs::File, done: &dyn Fn() -> bool| -> Result<u64, BoxError> {
+        let mut syncs = 0u64;
+        while !done() {
+            file.write_all(&record)?;
+            file.sync_data()?;
+            syncs += 1;
+        }
+        Ok(syncs)
+    };
+    threads_run(writers, write_bytes, time, opened, syncs)
 }
 
 /// [`raw_writers_run`] with overwrites: each thread overwrites its own preallocated file, as
@@ -176,20 +153,34 @@ fn raw_overwriters_run(
     write_bytes: usize,
     time: Duration,
 ) -> Result<Measured, BoxError> {
+    let opened = |i: usize| crate::disk::preallocated_file(&dir.join(format!("over{i}")));
+    let syncs = |file: std::fs::File, done: &dyn Fn() -> bool| {
+        crate::disk::overwrite_fdatasync(&file, write_bytes, done)
+    };
+    threads_run(writers, write_bytes, time, opened, syncs)
+}
+
+/// `writers` threads, each opening its file (`open`), then, from when all have, syncing with
+/// `sync` until `time` has passed; the syncs of all as one raw [`Measured`].
+fn threads_run(
+    writers: usize,
+    write_bytes: usize,
+    time: Duration,
+    open: impl Fn(usize) -> Result<std::fs::File, BoxError> + Sync,
+    sync: impl Fn(std::fs::File, &dyn Fn() -> bool) -> Result<u64, BoxError> + Sync,
+) -> Result<Measured, BoxError> {
     let barrier = std::sync::Barrier::new(writers);
     let start = OnceLock::new();
     let results: Vec<Result<(u64, f64), BoxError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..writers)
             .map(|i| {
-                let (barrier, start) = (&barrier, &start);
+                let (barrier, start, open, sync) = (&barrier, &start, &open, &sync);
                 scope.spawn(move || {
-                    let file = crate::disk::preallocated_file(&dir.join(format!("over{i}")));
+                    let file = open(i);
                     // Every thread reaches the barrier, failed or not, so none waits forever.
                     barrier.wait();
                     let start: Instant = *start.get_or_init(Instant::now);
-                    let syncs = crate::disk::overwrite_fdatasync(&file?, write_bytes, || {
-                        start.elapsed() >= time
-                    })?;
+                    let syncs = sync(file?, &|| start.elapsed() >= time)?;
                     Ok((syncs, start.elapsed().as_secs_f64()))
                 })
             })

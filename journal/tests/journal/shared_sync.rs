@@ -183,6 +183,23 @@ async fn append_durably(journal: &Journal, n: u64) -> Result<u64, JournalError> 
     Ok(seq)
 }
 
+/// Starts a durable append to `slow` whose own fdatasync takes 200 ms, and returns once that
+/// sync is under way (later own syncs are quick again): another journal's sync is in flight.
+async fn slow_sync_in_flight(
+    slow: &Arc<Journal>,
+    knobs: &Knobs,
+    n: u64,
+) -> tokio::task::JoinHandle<Result<u64, JournalError>> {
+    knobs.own_sync_ms.store(200, Ordering::SeqCst);
+    let slow_task = {
+        let slow = slow.clone();
+        tokio::spawn(async move { append_durably(&slow, n).await })
+    };
+    until_own_sync_runs(knobs).await;
+    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    slow_task
+}
+
 /// Waits (polling: the flag is set on a blocking thread) until a file's own sync is under way.
 async fn until_own_sync_runs(knobs: &Knobs) {
     for _ in 0..2_000 {
@@ -260,13 +277,7 @@ async fn a_failed_syncfs_makes_nothing_durable_and_each_journal_syncs_on_its_own
     let (slow, asker) = (open(&slow, alone()), open(&asker, Options::default()));
 
     // The slow journal's own sync is in flight, so the asker shares, and the syncfs fails.
-    knobs.own_sync_ms.store(200, Ordering::SeqCst);
-    let slow_task = {
-        let slow = slow.clone();
-        tokio::spawn(async move { append_durably(&slow, 1).await })
-    };
-    until_own_sync_runs(&knobs).await;
-    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    let slow_task = slow_sync_in_flight(&slow, &knobs, 1).await;
     let seq = append_durably(&asker, 2).await.unwrap();
 
     assert!(
@@ -291,12 +302,7 @@ async fn a_write_back_failure_found_after_a_shared_sync_stops_that_journal_only(
     let bad = TestStorage::new(&dir.path().join("bad"), group, bad_knobs.clone());
     let (slow, bad) = (open(&slow, alone()), open(&bad, Options::default()));
 
-    good_knobs.own_sync_ms.store(200, Ordering::SeqCst);
-    let slow_task = {
-        let slow = slow.clone();
-        tokio::spawn(async move { append_durably(&slow, 1).await })
-    };
-    until_own_sync_runs(&good_knobs).await;
+    let slow_task = slow_sync_in_flight(&slow, &good_knobs, 1).await;
     let durable_before = bad.stats().durable_seq;
     let failed = append_durably(&bad, 2).await.unwrap_err();
 
@@ -330,13 +336,7 @@ async fn a_write_that_grows_the_file_is_never_shared() {
     let grows = TestStorage::new(&dir.path().join("grows"), group, knobs.clone());
     let (slow, grows) = (open(&slow, alone()), open(&grows, options));
 
-    knobs.own_sync_ms.store(200, Ordering::SeqCst);
-    let slow_task = {
-        let slow = slow.clone();
-        tokio::spawn(async move { append_durably(&slow, 1).await })
-    };
-    until_own_sync_runs(&knobs).await;
-    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    let slow_task = slow_sync_in_flight(&slow, &knobs, 1).await;
     let seq = append_durably(&grows, 2).await.unwrap();
 
     // Its own fdatasync made it durable; the group was never asked.
@@ -356,13 +356,7 @@ async fn a_journal_that_may_not_share_syncs_on_its_own() {
     let alone = TestStorage::new(&dir.path().join("alone"), group, knobs.clone());
     let (slow, alone) = (open(&slow, no_sharing), open(&alone, no_sharing));
 
-    knobs.own_sync_ms.store(200, Ordering::SeqCst);
-    let slow_task = {
-        let slow = slow.clone();
-        tokio::spawn(async move { append_durably(&slow, 1).await })
-    };
-    until_own_sync_runs(&knobs).await;
-    knobs.own_sync_ms.store(0, Ordering::SeqCst);
+    let slow_task = slow_sync_in_flight(&slow, &knobs, 1).await;
     let seq = append_durably(&alone, 2).await.unwrap();
 
     assert_eq!(alone.stats().durable_seq, seq);
@@ -382,13 +376,7 @@ async fn a_slow_syncfs_pauses_sharing_and_the_next_sync_is_the_journal_s_own() {
     let (slow, asker) = (open(&slow, alone()), open(&asker, Options::default()));
 
     for round in 0..2u64 {
-        knobs.own_sync_ms.store(200, Ordering::SeqCst);
-        let slow_task = {
-            let slow = slow.clone();
-            tokio::spawn(async move { append_durably(&slow, round * 10).await })
-        };
-        until_own_sync_runs(&knobs).await;
-        knobs.own_sync_ms.store(0, Ordering::SeqCst);
+        let slow_task = slow_sync_in_flight(&slow, &knobs, round * 10).await;
         let seq = append_durably(&asker, round * 10 + 1).await.unwrap();
         assert_eq!(asker.stats().durable_seq, seq, "round {round}");
         slow_task.await.unwrap().unwrap();
