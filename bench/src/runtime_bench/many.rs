@@ -251,6 +251,18 @@ fn syncfs_run(
     })
 }
 
+/// `run` in a fresh directory `base/name`, with what it cost the process per call.
+fn with_usage(
+    base: &Path,
+    name: &str,
+    run: impl FnOnce(&Path) -> Result<Measured, BoxError>,
+) -> Result<(Measured, String), BoxError> {
+    let before = Usage::now();
+    let m = crate::disk::in_dir(base, name, run)?;
+    let usage = Usage::per_call_since(before, m.calls);
+    Ok((m, usage))
+}
+
 /// The hidden `many-loop` subcommand, for deciding whether sessions in one process should share
 /// fsyncs: `sessions` sessions at once on a runtime of `workers` worker threads, then as many
 /// raw writer threads (append + fdatasync each), then one thread appending to as many files
@@ -290,33 +302,27 @@ pub(crate) fn many_loop(
         shared.alone - shared_before.alone,
     );
     drop(rt);
-    let before = Usage::now();
-    let m = crate::disk::in_dir(base.path(), "raw", |d| {
+    let (m, usage) = with_usage(base.path(), "raw", |d| {
         raw_writers_run(d, sessions, 100, time)
     })?;
     println!(
-        "{sessions} raw writer threads: {:.1} append+fdatasync/s in total\n  {}",
+        "{sessions} raw writer threads: {:.1} append+fdatasync/s in total\n  {usage}",
         m.calls_per_s(),
-        Usage::per_call_since(before, m.calls),
     );
-    let before = Usage::now();
-    let m = crate::disk::in_dir(base.path(), "over", |d| {
+    let (m, usage) = with_usage(base.path(), "over", |d| {
         raw_overwriters_run(d, sessions, 100, time)
     })?;
     println!(
-        "{sessions} raw overwriter threads (preallocated files): {:.1} overwrite+fdatasync/s in total\n  {}",
+        "{sessions} raw overwriter threads (preallocated files): {:.1} overwrite+fdatasync/s in total\n  {usage}",
         m.calls_per_s(),
-        Usage::per_call_since(before, m.calls),
     );
-    let before = Usage::now();
-    let m = crate::disk::in_dir(base.path(), "syncfs", |d| {
+    let (m, usage) = with_usage(base.path(), "syncfs", |d| {
         syncfs_run(d, sessions, 100, time)
     })?;
     println!(
-        "1 thread, {sessions} files, 1 syncfs per round of appends: {:.1} durable appends/s ({:.1} syncfs/s)\n  {}",
+        "1 thread, {sessions} files, 1 syncfs per round of appends: {:.1} durable appends/s ({:.1} syncfs/s)\n  {usage}",
         m.calls_per_s(),
         m.syncs.unwrap_or(0) as f64 / m.seconds,
-        Usage::per_call_since(before, m.calls),
     );
     Ok(())
 }
