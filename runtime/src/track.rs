@@ -42,9 +42,10 @@ fn vacant_call() -> CallRef {
 
 impl Track {
     /// A call just journaled as `received` (at `seq`), asking for `tool`; `sources` is that
-    /// event's `source_seqs`, kept as the buffer the call's next events are lent.
-    pub(crate) fn received(call: CallRef, seq: u64, tool: String, sources: Vec<u64>) -> Track {
-        Track {
+    /// event's `source_seqs`, kept as the buffer the call's next events are lent. Boxed, as the
+    /// scheduler holds every track (see its `Slot`).
+    pub(crate) fn received(call: CallRef, seq: u64, tool: String, sources: Vec<u64>) -> Box<Track> {
+        Box::new(Track {
             machine: CallMachine::received(call),
             last_seq: seq,
             tool,
@@ -53,7 +54,7 @@ impl Track {
             result: None,
             start: StartInfo::default(),
             sources,
-        }
+        })
     }
 
     /// Advances the machine and appends the event that records it, pointing back at the call's
@@ -129,8 +130,8 @@ impl Track {
     /// started `attempts` times before (0: never), its last event at `last_seq` (the
     /// `recovery/rerun` that names it). It waits to start like any approved call; nothing is
     /// journaled here: the journal already says all this.
-    pub(crate) fn rerun(call: CallRef, tool: String, attempts: u32, last_seq: u64) -> Track {
-        Track {
+    pub(crate) fn rerun(call: CallRef, tool: String, attempts: u32, last_seq: u64) -> Box<Track> {
+        Box::new(Track {
             machine: CallMachine::approved_for_rerun(call, attempts),
             last_seq,
             tool,
@@ -139,7 +140,7 @@ impl Track {
             result: None,
             start: StartInfo::default(),
             sources: Vec::with_capacity(1),
-        }
+        })
     }
 
     /// The seq of the call's last event.

@@ -86,8 +86,9 @@ pub struct Session {
     /// The last `session/model`, to write it again only when it changes.
     recorded_model: Option<crate::event::SessionModel>,
     /// Calls of the crashed run a resume runs again before anything else
-    /// ([`Session::run_rerun`]).
-    rerun: Vec<Track>,
+    /// ([`Session::run_rerun`]). Boxed as the scheduler holds them (see its `Slot`).
+    #[allow(clippy::vec_box)]
+    rerun: Vec<Box<Track>>,
 }
 
 /// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
