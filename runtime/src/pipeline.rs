@@ -172,12 +172,13 @@ pub(crate) async fn run_body(
         // This attempt's `started` is ours to write, unless the group start wrote it.
         let own_start = attempt > before + 1 || !first_started;
         if own_start && !late {
+            // A retry's own start (boxed: see `Attempt::run`'s late start).
             let group = vec![Starting {
                 track: &mut *track,
                 attempt,
                 resources,
             }];
-            write_ahead(ctx, group).await?;
+            Box::pin(write_ahead(ctx, group)).await?;
         }
         if cancel.is_cancelled() {
             // `started` is durable but the body never ran: say exactly that.
@@ -220,9 +221,9 @@ pub(crate) async fn run_body(
             if let Err(e) = result {
                 earlier_effects.extend(e.side_effects);
             }
-            tokio::time::sleep(Duration::from_millis(
+            Box::pin(tokio::time::sleep(Duration::from_millis(
                 config.retry_backoff_ms * u64::from(attempt),
-            ))
+            )))
             .await;
             continue;
         }
@@ -289,9 +290,14 @@ impl Attempt<'_> {
             log: ctx.log.clone(),
             call: info.call.clone(),
         };
-        let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes)
-            .with_answer(info.answer.clone())
-            .with_start(track.take_start());
+        let ctx_for_tool = ToolContext::new(
+            token.clone(),
+            sink,
+            self.number,
+            processes,
+            info.answer.clone(),
+            track.take_start(),
+        );
         // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
         // panicking body is caught at each poll and becomes TOOL_PANICKED.
         let made = catch_unwind(AssertUnwindSafe(|| {
@@ -306,13 +312,15 @@ impl Attempt<'_> {
             }
         };
         if late_start {
-            // The mutant: `started` only after the body ran (I1 broken on purpose).
+            // The mutant: `started` only after the body ran (I1 broken on purpose). Boxed, as
+            // every path no call takes normally: an await's future is part of this one's, and
+            // this one is moved whole wherever it goes.
             let group = vec![Starting {
                 track: &mut *track,
                 attempt: self.number,
                 resources: self.resources,
             }];
-            write_ahead(ctx, group).await?;
+            Box::pin(write_ahead(ctx, group)).await?;
         }
         // Progress that arrived before the result is delivered; anything later has no receiver.
         while let Some(message) = progress.try_recv() {
@@ -343,6 +351,18 @@ impl Attempt<'_> {
                 return (joined, false);
             }
         }
+        // Boxed: its timers and `select!` would otherwise sit in every call's future, which
+        // the scheduler moves whole, for the bodies that finish at once as much as the others.
+        Box::pin(self.join_waiting(body, progress, token)).await
+    }
+
+    /// [`Attempt::join`] for a body that did not finish on its first poll.
+    async fn join_waiting(
+        &self,
+        body: &mut Body<'_>,
+        progress: &mut ProgressReceiver,
+        token: &CancellationToken,
+    ) -> (Joined, bool) {
         let (ctx, info) = (self.ctx, self.info);
         let config = &ctx.config;
         let mut timed_out = false;

@@ -50,8 +50,14 @@ pub(super) async fn run_anyway(ctx: &Ctx, track: &Track) {
         log: ctx.log.clone(),
         call: info.call.clone(),
     };
-    let tool_ctx = crate::tool::ToolContext::new(CancellationToken::new(), sink, 1, processes)
-        .with_answer(info.answer.clone());
+    let tool_ctx = crate::tool::ToolContext::new(
+        CancellationToken::new(),
+        sink,
+        1,
+        processes,
+        info.answer.clone(),
+        Default::default(),
+    );
     if let Ok(body) = catch_unwind(AssertUnwindSafe(|| {
         entry.tool.execute(info.args.clone(), tool_ctx)
     })) {

@@ -39,6 +39,7 @@ use crate::track::Track;
 use crate::RuntimeError;
 use journal::Journal;
 use std::collections::{BTreeSet, HashSet};
+use std::future::Future;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -503,25 +504,26 @@ impl Session {
 
     /// Runs the calls of one assistant message and returns exactly one result per call id, in
     /// model order (I3). See [`Session::run_batch_cancellable`].
-    pub async fn run_batch(
+    ///
+    /// This and `run_batch_cancellable` hand back [`Session::run_response`]'s future itself:
+    /// as `async fn`s each wrapped it in a future of its own, a few KB copied per step.
+    pub fn run_batch(
         &mut self,
         response: ModelResponse,
-    ) -> Result<Vec<ToolResult>, RuntimeError> {
+    ) -> impl Future<Output = Result<Vec<ToolResult>, RuntimeError>> + '_ {
         self.run_batch_cancellable(response, CancellationToken::new())
-            .await
     }
 
     /// Runs a batch that `cancel` can stop (the user pressed stop): nothing starts after it,
     /// running calls are signalled and awaited, calls that never started get
     /// `ABORTED_BEFORE_DISPATCH`. Each call's `started` is durable before its body runs (I1);
     /// a journal failure stops the batch and nothing starts after it (I10).
-    pub async fn run_batch_cancellable(
+    pub fn run_batch_cancellable(
         &mut self,
         response: ModelResponse,
         cancel: CancellationToken,
-    ) -> Result<Vec<ToolResult>, RuntimeError> {
+    ) -> impl Future<Output = Result<Vec<ToolResult>, RuntimeError>> + '_ {
         self.run_response(response, ResponseDetails::default(), cancel)
-            .await
     }
 
     /// [`Session::run_batch_cancellable`], with what came with the response
@@ -603,9 +605,9 @@ impl Session {
                     &mut track,
                     "the batch was stopped before this call started",
                 )?;
-            } else {
-                self.plan(&mut track, raw_arguments, stop_reason, &cancel)
-                    .await?;
+            } else if let Some(asking) = self.plan(&mut track, raw_arguments, stop_reason)? {
+                // Boxed: this batch's future would otherwise carry the asking's for every call.
+                Box::pin(self.plan_asking(&mut track, asking, &cancel)).await?;
             }
             tracks.push(track);
         }
