@@ -121,8 +121,16 @@ pub fn seal(buf: &mut [u8], start: usize) -> u64 {
     #[allow(clippy::expect_used)]
     let length = u32::try_from(frame.len() - FRAME_PREFIX_BYTES)
         .expect("seal: caller checked the record size limit, which is a u32");
+    // The checksummed bytes are the length then everything after the crc field: with the
+    // length put in the crc field for a moment, they are contiguous, and one pass over them
+    // costs one checksum call instead of two (every record pays it).
+    frame[4..8].copy_from_slice(&length.to_le_bytes());
+    let crc = crc32fast::hash(&frame[4..]);
+    debug_assert_eq!(
+        crc,
+        checksum(&length.to_le_bytes(), &frame[FRAME_PREFIX_BYTES..])
+    );
     frame[0..4].copy_from_slice(&length.to_le_bytes());
-    let crc = checksum(&frame[0..4], &frame[FRAME_PREFIX_BYTES..]);
     frame[4..8].copy_from_slice(&crc.to_le_bytes());
     frame.len() as u64
 }
