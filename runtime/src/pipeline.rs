@@ -145,7 +145,7 @@ pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(
 pub(crate) async fn run_body(
     ctx: &Ctx,
     entry: &Arc<Entry>,
-    info: &CallInfo,
+    info: &Arc<CallInfo>,
     resources: &Resources,
     track: &mut Track,
     cancel: &CancellationToken,
@@ -263,7 +263,7 @@ fn assert_started_durable(ctx: &Ctx, track: &Track, late: bool) {
 struct Attempt<'a> {
     ctx: &'a Ctx,
     entry: &'a Arc<Entry>,
-    info: &'a CallInfo,
+    info: &'a Arc<CallInfo>,
     resources: &'a Resources,
     timeout_ms: u64,
     /// 1 for the first attempt.
@@ -288,7 +288,7 @@ impl Attempt<'_> {
         let (sink, mut progress) = ProgressSink::channel();
         let processes = crate::tool::ProcessLog {
             log: ctx.log.clone(),
-            call: info.call.clone(),
+            info: info.clone(),
         };
         let ctx_for_tool = ToolContext::new(
             token.clone(),

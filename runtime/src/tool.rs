@@ -174,12 +174,19 @@ impl Drop for ProgressReceiver {
 #[derive(Clone)]
 pub(crate) struct ProcessLog {
     pub log: crate::eventlog::EventLog,
-    pub call: crate::event::CallRef,
+    /// The call, shared with everyone who has its frozen arguments (no copy of its id per call).
+    pub info: Arc<crate::hooks::CallInfo>,
+}
+
+impl ProcessLog {
+    fn call(&self) -> &crate::event::CallRef {
+        &self.info.call
+    }
 }
 
 impl std::fmt::Debug for ProcessLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ProcessLog({})", self.call)
+        write!(f, "ProcessLog({})", self.call())
     }
 }
 
@@ -261,7 +268,7 @@ impl ToolContext {
             .processes
             .log
             .append(&crate::event::Event::CallProcess {
-                call: self.processes.call.clone(),
+                call: self.processes.call().clone(),
                 process,
             })
             .map_err(journal_failed)?;
@@ -286,7 +293,7 @@ impl ToolContext {
     /// The model's id for this call.
     pub fn call_id(&self) -> &str {
         // The call's own id, as its processes are journaled under it (no copy of its own).
-        &self.processes.call.call_id
+        &self.processes.call().call_id
     }
 
     /// 1 for the first attempt, 2 for the first retry, …

@@ -42,13 +42,13 @@ pub(crate) fn cancel_before_start(
 /// The mutant `mutant.cancelled_call_runs`: the body of a call just journaled
 /// `cancelled-before-start` runs anyway (I9 broken on purpose).
 pub(super) async fn run_anyway(ctx: &Ctx, track: &Track) {
-    let (Some(entry), Some(info)) = (track.entry(), track.info()) else {
+    let (Some(entry), Some(info)) = (track.entry(), track.info_shared()) else {
         return;
     };
     let (sink, _progress) = crate::tool::ProgressSink::channel();
     let processes = crate::tool::ProcessLog {
         log: ctx.log.clone(),
-        call: info.call.clone(),
+        info: info.clone(),
     };
     let tool_ctx = crate::tool::ToolContext::new(
         CancellationToken::new(),
