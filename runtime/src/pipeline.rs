@@ -105,26 +105,25 @@ pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(
         let (attempt, resources) = (s.attempt, s.resources.clone());
         let key = idempotency_key(&ctx.session_id, s.track.call());
         // The key and the evidence move into `started` and back out for the body.
-        let (seq, started) =
-            s.track
-                .transition_keep(log, CallState::Started, attempt, |call, source_seqs| {
-                    Event::Started(CallStarted {
-                        call,
-                        attempt,
-                        resources,
-                        idempotency_key: key,
-                        evidence,
-                        source_seqs,
-                    })
-                })?;
-        let Event::Started(CallStarted {
-            idempotency_key,
-            evidence,
-            ..
-        }) = started
-        else {
-            unreachable!("built as started just above")
-        };
+        let (seq, (idempotency_key, evidence)) = s.track.transition_with(
+            log,
+            CallState::Started,
+            attempt,
+            |call, source_seqs| {
+                Event::Started(CallStarted {
+                    call,
+                    attempt,
+                    resources,
+                    idempotency_key: key,
+                    evidence,
+                    source_seqs,
+                })
+            },
+            |started| match started {
+                Event::Started(started) => (started.idempotency_key, started.evidence),
+                _ => unreachable!("built as started just above"),
+            },
+        )?;
         s.track.set_start(StartInfo {
             session_id: ctx.session_id.clone(),
             idempotency_key,

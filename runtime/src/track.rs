@@ -66,22 +66,26 @@ impl Track {
         attempt: u32,
         event: impl FnOnce(CallRef, Vec<u64>) -> Event,
     ) -> Result<u64, RuntimeError> {
-        self.transition_keep(log, to, attempt, event)
-            .map(|(seq, _)| seq)
+        self.transition_with(log, to, attempt, event, drop)
+            .map(|(seq, ())| seq)
     }
 
-    /// [`Track::transition`], giving the event back (its call and `source_seqs` taken out of it)
-    /// for the caller to move what else it owns back out.
+    /// [`Track::transition`], handing the journaled event (its call and `source_seqs` taken out
+    /// of it) to `back`, for the caller to move back out what else it lent it. Not called when
+    /// the append fails: what the event held goes with it.
     ///
     /// Why lent and not cloned: a call's id was copied into each of its six events, on the
-    /// per-call hot path; now the one `CallRef` moves into each event and back.
-    pub(crate) fn transition_keep(
+    /// per-call hot path; now the one `CallRef` moves into each event and back. Why a closure
+    /// and not the event returned: an event is ~300 bytes, copied out on every return.
+    #[inline]
+    pub(crate) fn transition_with<T>(
         &mut self,
         log: &EventLog,
         to: CallState,
         attempt: u32,
         event: impl FnOnce(CallRef, Vec<u64>) -> Event,
-    ) -> Result<(u64, Event), RuntimeError> {
+        back: impl FnOnce(Event) -> T,
+    ) -> Result<(u64, T), RuntimeError> {
         self.machine.advance_attempt(to, attempt)?;
         let mut sources = std::mem::take(&mut self.sources);
         sources.clear();
@@ -99,7 +103,7 @@ impl Track {
         self.sources = std::mem::take(sources);
         let seq = appended?;
         self.last_seq = seq;
-        Ok((seq, event))
+        Ok((seq, back(event)))
     }
 
     /// Appends an event of the call that is no state change (an ask and its answer): what the

@@ -93,21 +93,20 @@ impl Session {
         // The canonical text moves into `parsed` and back out into the frozen arguments, and
         // the raw text the call was received with becomes theirs: no copies per call.
         let canonical = args::canonical(&value);
-        let (_, parsed) =
-            track.transition_keep(&self.log, CallState::Parsed, 0, |call, source_seqs| {
-                Event::Parsed {
-                    call,
-                    arguments: canonical,
-                    source_seqs,
-                }
-            })?;
-        let Event::Parsed {
-            arguments: canonical,
-            ..
-        } = parsed
-        else {
-            unreachable!("built as parsed just above")
-        };
+        let (_, canonical) = track.transition_with(
+            &self.log,
+            CallState::Parsed,
+            0,
+            |call, source_seqs| Event::Parsed {
+                call,
+                arguments: canonical,
+                source_seqs,
+            },
+            |parsed| match parsed {
+                Event::Parsed { arguments, .. } => arguments,
+                _ => unreachable!("built as parsed just above"),
+            },
+        )?;
         let args = Args::from_parts(raw, value, canonical);
         // Frozen from here on: every listener gets a clone of the same immutable arguments.
         let info = Arc::new(CallInfo {
