@@ -472,10 +472,44 @@ fn honest_error(mut e: ToolError, timed_out: bool, timeout_ms: u64) -> ToolError
 }
 
 /// The body's result after the contract check, in both forms: the journal's outcome and the
-/// draft post-execute sees.
+/// draft post-execute sees. An inline outcome's text is the draft's: [`Settled::lend`] moves it
+/// into the outcome for its `settled`, [`ForModel::take_back`] moves it back.
 pub(crate) struct Settled {
     pub outcome: Outcome,
     pub for_model: ForModel,
+}
+
+impl Settled {
+    /// The outcome, with the draft's text lent to it when it is journaled inline; and what the
+    /// model's result is made of, without that text until it is taken back.
+    pub(crate) fn lend(self) -> (Outcome, ForModel) {
+        let Settled {
+            mut outcome,
+            mut for_model,
+        } = self;
+        if let Text::Inline(text) = &mut outcome.content {
+            *text = std::mem::take(&mut for_model.draft.content);
+        }
+        (outcome, for_model)
+    }
+}
+
+impl ForModel {
+    /// Takes back the text [`Settled::lend`] lent to the outcome, from the `settled` it went
+    /// into (a preview lent nothing).
+    pub(crate) fn take_back(&mut self, settled: Event) {
+        if let Event::Settled {
+            outcome:
+                Outcome {
+                    content: Text::Inline(text),
+                    ..
+                },
+            ..
+        } = settled
+        {
+            self.draft.content = text;
+        }
+    }
 }
 
 /// What post-execute and `finalize_content` work on (apart from the journal's outcome, so that
@@ -524,7 +558,13 @@ pub(crate) fn settle(
     };
     let outcome = Outcome {
         status,
-        content: inline_or_preview(&content, inline_max),
+        // A text that fits is journaled as it is: the draft's own, lent when `settled` is
+        // written (`Settled::lend`), not copied here.
+        content: if content.len() <= inline_max {
+            Text::Inline(String::new())
+        } else {
+            inline_or_preview(&content, inline_max)
+        },
         value: value.as_ref().map(Value::to_string),
         details: details.as_ref().map(Value::to_string),
         side_effects,

@@ -191,6 +191,11 @@ impl Track {
         self.result.as_ref()
     }
 
+    /// The result, for its content to be lent to `committed` and taken back.
+    pub(crate) fn result_mut(&mut self) -> Option<&mut ToolResult> {
+        self.result.as_mut()
+    }
+
     pub(crate) fn set_result(&mut self, result: ToolResult) {
         debug_assert!(self.result.is_none(), "a call gets one result");
         self.result = Some(result);

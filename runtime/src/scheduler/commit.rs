@@ -107,14 +107,31 @@ fn commit_one(ctx: &Ctx, track: &mut Track) -> Result<bool, RuntimeError> {
         result.call_id,
         track.call().call_id
     );
-    let result = result.committed();
-    track.transition(&ctx.log, CallState::Committed, 0, |call, source_seqs| {
-        Event::Committed {
+    // The content moves into `committed` and back into the result (the model's text is the
+    // journaled one), rather than being copied per call.
+    let Some(result) = track.result_mut() else {
+        return Ok(false);
+    };
+    let content = std::mem::take(&mut result.content);
+    let mut result = result.committed();
+    result.content = content;
+    let (_, content) = track.transition_with(
+        &ctx.log,
+        CallState::Committed,
+        0,
+        |call, source_seqs| Event::Committed {
             call,
             result,
             source_seqs,
-        }
-    })?;
+        },
+        |committed| match committed {
+            Event::Committed { result, .. } => result.content,
+            _ => unreachable!("built as committed just above"),
+        },
+    )?;
+    if let Some(result) = track.result_mut() {
+        result.content = content;
+    }
     if let Some(result) = track.result() {
         for observer in &ctx.hooks.observers {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
