@@ -21,6 +21,7 @@ mod rerun;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
+use admit::Asking;
 pub use admit::ASK_TOOL;
 pub use phase::Phase;
 
@@ -528,12 +529,45 @@ impl Session {
 
     /// [`Session::run_batch_cancellable`], with what came with the response
     /// (`ResponseDetails`) journaled right after its `llm/response`, before any call.
-    pub async fn run_response(
+    pub fn run_response(
         &mut self,
         response: ModelResponse,
         details: ResponseDetails,
         cancel: CancellationToken,
+    ) -> impl Future<Output = Result<Vec<ToolResult>, RuntimeError>> + '_ {
+        // Boxed, and only when there is any: the batch's future keeps its arguments for its whole
+        // life, and is moved whole on every await that holds it (~200 bytes for nothing, per step).
+        let details =
+            (details.detail.is_some() || details.refusal.is_some() || !details.notes.is_empty())
+                .then(|| Box::new(details));
+        self.respond(response, details, cancel)
+    }
+
+    /// [`Session::run_response`]: the calls received and admitted in model order (a call waits
+    /// here only while a person is asked about it), then run by the scheduler.
+    async fn respond(
+        &mut self,
+        response: ModelResponse,
+        details: Option<Box<ResponseDetails>>,
+        cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
+        let mut receiving = self.answer(response, details)?;
+        while let Some((mut track, asking)) = self.receive(&mut receiving, &cancel)? {
+            // Boxed: this batch's future would otherwise carry the asking's for every call.
+            Box::pin(self.plan_asking(&mut track, asking, &cancel)).await?;
+            receiving.tracks.push(track);
+        }
+        scheduler::run(&self.ctx(), receiving.tracks, &cancel).await
+    }
+
+    /// Journals the response (`llm/response`, then what came with it) and readies its calls to
+    /// be received. Not async, as [`Session::receive`]: what they keep on the stack is not
+    /// carried by the batch's future while its calls run.
+    fn answer(
+        &mut self,
+        response: ModelResponse,
+        details: Option<Box<ResponseDetails>>,
+    ) -> Result<Receiving, RuntimeError> {
         self.check_response(&response)?;
         self.phase.answer()?;
         let (turn, step) = (self.turn, self.step);
@@ -548,28 +582,58 @@ impl Session {
         let Event::LlmResponse { response, .. } = event else {
             unreachable!("built as llm/response just above")
         };
-        let ResponseDetails {
-            detail,
-            refusal,
-            notes,
-        } = details;
-        if let Some(detail) = detail {
-            self.log.append(&Event::LlmResponseDetail(detail))?;
+        if let Some(details) = details {
+            let ResponseDetails {
+                detail,
+                refusal,
+                notes,
+            } = *details;
+            if let Some(detail) = detail {
+                self.log.append(&Event::LlmResponseDetail(detail))?;
+            }
+            if let Some(refusal) = refusal {
+                self.log.append(&Event::LlmRefusal(refusal))?;
+            }
+            for note in notes {
+                self.log.append(&Event::LlmNote(note))?;
+            }
         }
-        if let Some(refusal) = refusal {
-            self.log.append(&Event::LlmRefusal(refusal))?;
-        }
-        for note in notes {
-            self.log.append(&Event::LlmNote(note))?;
-        }
-        let stop_reason = response.stop_reason;
+        let calls = response.tool_calls.len();
+        Ok(Receiving {
+            turn,
+            step,
+            response_seq,
+            stop_reason: response.stop_reason,
+            calls,
+            next: 0,
+            rest: response.tool_calls.into_iter(),
+            tracks: Vec::with_capacity(calls),
+        })
+    }
 
+    /// Receives the response's calls in model order (`received`) and admits each, up to the
+    /// first whose approval waits for a person: that one is returned with its asking, for
+    /// [`Session::plan_asking`]; `None` once every call is received.
+    fn receive(
+        &mut self,
+        receiving: &mut Receiving,
+        cancel: &CancellationToken,
+    ) -> Result<Option<(Box<Track>, Asking)>, RuntimeError> {
+        let Receiving {
+            turn,
+            step,
+            response_seq,
+            stop_reason,
+            calls,
+            ..
+        } = *receiving;
         // The calls past the limit are journaled and answered, never run: the message is the
         // model's, and dropping it would leave the session with no record of what it asked.
-        let (calls, calls_max) = (response.tool_calls.len(), self.config.calls_per_batch_max);
-        let mut tracks = Vec::with_capacity(response.tool_calls.len());
+        let calls_max = self.config.calls_per_batch_max;
         // Each call's text moves into its `received` and back out, as the response's did.
-        for (index, model_call) in response.tool_calls.into_iter().enumerate() {
+        for model_call in receiving.rest.by_ref() {
+            let index = receiving.next;
+            receiving.next += 1;
             let event = Event::Received {
                 call: CallRef {
                     turn,
@@ -606,12 +670,11 @@ impl Session {
                     "the batch was stopped before this call started",
                 )?;
             } else if let Some(asking) = self.plan(&mut track, raw_arguments, stop_reason)? {
-                // Boxed: this batch's future would otherwise carry the asking's for every call.
-                Box::pin(self.plan_asking(&mut track, asking, &cancel)).await?;
+                return Ok(Some((track, asking)));
             }
-            tracks.push(track);
+            receiving.tracks.push(track);
         }
-        scheduler::run(&self.ctx(), tracks, &cancel).await
+        Ok(None)
     }
 
     fn ctx(&self) -> Ctx {
@@ -653,6 +716,23 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// A response's calls being received ([`Session::receive`]).
+struct Receiving {
+    turn: u32,
+    step: u32,
+    /// The `llm/response` every `received` follows.
+    response_seq: u64,
+    stop_reason: crate::event::StopReason,
+    /// How many calls the response holds.
+    calls: usize,
+    /// The index (model order) of the next call.
+    next: usize,
+    rest: std::vec::IntoIter<crate::event::ModelCall>,
+    /// The calls received so far, admitted or answered; boxed as the scheduler holds them.
+    #[allow(clippy::vec_box)]
+    tracks: Vec<Box<Track>>,
 }
 
 /// Why a call past the runtime's number per message is not run, in words the model reads.
