@@ -448,25 +448,28 @@ impl Session {
         // whether the cached set is still the one.
         let loaded = self.loaded.len();
         let (turn, step) = (self.turn, self.step);
-        let event = match self.step_tools.take() {
-            Some((n, mut event)) if n == loaded => {
-                if let Event::StepTools {
+        // Updated where it is kept, not taken out and put back (an event is ~300 bytes).
+        match &mut self.step_tools {
+            Some((
+                n,
+                Event::StepTools {
                     turn: t, step: s, ..
-                } = &mut event
-                {
-                    (*t, *s) = (turn, step);
-                }
-                event
+                },
+            )) if *n == loaded => {
+                (*t, *s) = (turn, step);
             }
             _ => {
+                self.step_tools = None;
                 let tools = self.registry.visible(&self.loaded.snapshot());
                 self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
                 self.record_schemas(&tools)?;
-                Event::StepTools { turn, step, tools }
+                self.step_tools = Some((loaded, Event::StepTools { turn, step, tools }));
             }
-        };
-        self.log.append(&event)?;
-        self.step_tools = Some((loaded, event));
+        }
+        // Always there: both arms above leave it set.
+        if let Some((_, event)) = &self.step_tools {
+            self.log.append(event)?;
+        }
         Ok(self.step)
     }
 
