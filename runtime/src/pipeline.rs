@@ -105,26 +105,25 @@ pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(
         let (attempt, resources) = (s.attempt, s.resources.clone());
         let key = idempotency_key(&ctx.session_id, s.track.call());
         // The key and the evidence move into `started` and back out for the body.
-        let (seq, started) =
-            s.track
-                .transition_keep(log, CallState::Started, attempt, |call, source_seqs| {
-                    Event::Started(CallStarted {
-                        call,
-                        attempt,
-                        resources,
-                        idempotency_key: key,
-                        evidence,
-                        source_seqs,
-                    })
-                })?;
-        let Event::Started(CallStarted {
-            idempotency_key,
-            evidence,
-            ..
-        }) = started
-        else {
-            unreachable!("built as started just above")
-        };
+        let (seq, (idempotency_key, evidence)) = s.track.transition_with(
+            log,
+            CallState::Started,
+            attempt,
+            |call, source_seqs| {
+                Event::Started(CallStarted {
+                    call,
+                    attempt,
+                    resources,
+                    idempotency_key: key,
+                    evidence,
+                    source_seqs,
+                })
+            },
+            |started| match started {
+                Event::Started(started) => (started.idempotency_key, started.evidence),
+                _ => unreachable!("built as started just above"),
+            },
+        )?;
         s.track.set_start(StartInfo {
             session_id: ctx.session_id.clone(),
             idempotency_key,
@@ -145,7 +144,7 @@ pub(crate) async fn write_ahead(ctx: &Ctx, group: Vec<Starting<'_>>) -> Result<(
 pub(crate) async fn run_body(
     ctx: &Ctx,
     entry: &Arc<Entry>,
-    info: &CallInfo,
+    info: &Arc<CallInfo>,
     resources: &Resources,
     track: &mut Track,
     cancel: &CancellationToken,
@@ -172,12 +171,13 @@ pub(crate) async fn run_body(
         // This attempt's `started` is ours to write, unless the group start wrote it.
         let own_start = attempt > before + 1 || !first_started;
         if own_start && !late {
+            // A retry's own start (boxed: see `Attempt::run`'s late start).
             let group = vec![Starting {
                 track: &mut *track,
                 attempt,
                 resources,
             }];
-            write_ahead(ctx, group).await?;
+            Box::pin(write_ahead(ctx, group)).await?;
         }
         if cancel.is_cancelled() {
             // `started` is durable but the body never ran: say exactly that.
@@ -220,9 +220,9 @@ pub(crate) async fn run_body(
             if let Err(e) = result {
                 earlier_effects.extend(e.side_effects);
             }
-            tokio::time::sleep(Duration::from_millis(
+            Box::pin(tokio::time::sleep(Duration::from_millis(
                 config.retry_backoff_ms * u64::from(attempt),
-            ))
+            )))
             .await;
             continue;
         }
@@ -262,7 +262,7 @@ fn assert_started_durable(ctx: &Ctx, track: &Track, late: bool) {
 struct Attempt<'a> {
     ctx: &'a Ctx,
     entry: &'a Arc<Entry>,
-    info: &'a CallInfo,
+    info: &'a Arc<CallInfo>,
     resources: &'a Resources,
     timeout_ms: u64,
     /// 1 for the first attempt.
@@ -287,11 +287,16 @@ impl Attempt<'_> {
         let (sink, mut progress) = ProgressSink::channel();
         let processes = crate::tool::ProcessLog {
             log: ctx.log.clone(),
-            call: info.call.clone(),
+            info: info.clone(),
         };
-        let ctx_for_tool = ToolContext::new(token.clone(), sink, self.number, processes)
-            .with_answer(info.answer.clone())
-            .with_start(track.take_start());
+        let ctx_for_tool = ToolContext::new(
+            token.clone(),
+            sink,
+            self.number,
+            processes,
+            info.answer.clone(),
+            track.take_start(),
+        );
         // Polled right here, in the scheduler's task (no task of its own to spawn and join); a
         // panicking body is caught at each poll and becomes TOOL_PANICKED.
         let made = catch_unwind(AssertUnwindSafe(|| {
@@ -306,13 +311,15 @@ impl Attempt<'_> {
             }
         };
         if late_start {
-            // The mutant: `started` only after the body ran (I1 broken on purpose).
+            // The mutant: `started` only after the body ran (I1 broken on purpose). Boxed, as
+            // every path no call takes normally: an await's future is part of this one's, and
+            // this one is moved whole wherever it goes.
             let group = vec![Starting {
                 track: &mut *track,
                 attempt: self.number,
                 resources: self.resources,
             }];
-            write_ahead(ctx, group).await?;
+            Box::pin(write_ahead(ctx, group)).await?;
         }
         // Progress that arrived before the result is delivered; anything later has no receiver.
         while let Some(message) = progress.try_recv() {
@@ -343,6 +350,18 @@ impl Attempt<'_> {
                 return (joined, false);
             }
         }
+        // Boxed: its timers and `select!` would otherwise sit in every call's future, which
+        // the scheduler moves whole, for the bodies that finish at once as much as the others.
+        Box::pin(self.join_waiting(body, progress, token)).await
+    }
+
+    /// [`Attempt::join`] for a body that did not finish on its first poll.
+    async fn join_waiting(
+        &self,
+        body: &mut Body<'_>,
+        progress: &mut ProgressReceiver,
+        token: &CancellationToken,
+    ) -> (Joined, bool) {
         let (ctx, info) = (self.ctx, self.info);
         let config = &ctx.config;
         let mut timed_out = false;
@@ -453,10 +472,44 @@ fn honest_error(mut e: ToolError, timed_out: bool, timeout_ms: u64) -> ToolError
 }
 
 /// The body's result after the contract check, in both forms: the journal's outcome and the
-/// draft post-execute sees.
+/// draft post-execute sees. An inline outcome's text is the draft's: [`Settled::lend`] moves it
+/// into the outcome for its `settled`, [`ForModel::take_back`] moves it back.
 pub(crate) struct Settled {
     pub outcome: Outcome,
     pub for_model: ForModel,
+}
+
+impl Settled {
+    /// The outcome, with the draft's text lent to it when it is journaled inline; and what the
+    /// model's result is made of, without that text until it is taken back.
+    pub(crate) fn lend(self) -> (Outcome, ForModel) {
+        let Settled {
+            mut outcome,
+            mut for_model,
+        } = self;
+        if let Text::Inline(text) = &mut outcome.content {
+            *text = std::mem::take(&mut for_model.draft.content);
+        }
+        (outcome, for_model)
+    }
+}
+
+impl ForModel {
+    /// Takes back the text [`Settled::lend`] lent to the outcome, from the `settled` it went
+    /// into (a preview lent nothing).
+    pub(crate) fn take_back(&mut self, settled: Event) {
+        if let Event::Settled {
+            outcome:
+                Outcome {
+                    content: Text::Inline(text),
+                    ..
+                },
+            ..
+        } = settled
+        {
+            self.draft.content = text;
+        }
+    }
 }
 
 /// What post-execute and `finalize_content` work on (apart from the journal's outcome, so that
@@ -505,7 +558,13 @@ pub(crate) fn settle(
     };
     let outcome = Outcome {
         status,
-        content: inline_or_preview(&content, inline_max),
+        // A text that fits is journaled as it is: the draft's own, lent when `settled` is
+        // written (`Settled::lend`), not copied here.
+        content: if content.len() <= inline_max {
+            Text::Inline(String::new())
+        } else {
+            inline_or_preview(&content, inline_max)
+        },
         value: value.as_ref().map(Value::to_string),
         details: details.as_ref().map(Value::to_string),
         side_effects,

@@ -174,12 +174,19 @@ impl Drop for ProgressReceiver {
 #[derive(Clone)]
 pub(crate) struct ProcessLog {
     pub log: crate::eventlog::EventLog,
-    pub call: crate::event::CallRef,
+    /// The call, shared with everyone who has its frozen arguments (no copy of its id per call).
+    pub info: Arc<crate::hooks::CallInfo>,
+}
+
+impl ProcessLog {
+    fn call(&self) -> &crate::event::CallRef {
+        &self.info.call
+    }
 }
 
 impl std::fmt::Debug for ProcessLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ProcessLog({})", self.call)
+        write!(f, "ProcessLog({})", self.call())
     }
 }
 
@@ -188,7 +195,6 @@ impl std::fmt::Debug for ProcessLog {
 pub struct ToolContext {
     cancel: CancellationToken,
     progress: ProgressSink,
-    call_id: String,
     attempt: u32,
     processes: ProcessLog,
     answer: Option<crate::event::Answer>,
@@ -204,27 +210,25 @@ pub(crate) struct StartInfo {
 }
 
 impl ToolContext {
+    /// The context of one attempt: `answer` is the person's answer to the call's question (the
+    /// built-in `ask`), `start` what the attempt's `started` recorded. Built whole, in one
+    /// place: it moves into the body's future, and every step of a builder moved it again.
     pub(crate) fn new(
         cancel: CancellationToken,
         progress: ProgressSink,
         attempt: u32,
         processes: ProcessLog,
+        answer: Option<crate::event::Answer>,
+        start: StartInfo,
     ) -> ToolContext {
         ToolContext {
             cancel,
             progress,
-            call_id: processes.call.call_id.clone(),
             attempt,
             processes,
-            answer: None,
-            start: StartInfo::default(),
+            answer,
+            start,
         }
-    }
-
-    /// The context with what the attempt's `started` recorded.
-    pub(crate) fn with_start(mut self, start: StartInfo) -> ToolContext {
-        self.start = start;
-        self
     }
 
     /// The call's idempotency key (`tj1-…`, journaled in `started`): the same for every attempt
@@ -242,12 +246,6 @@ impl ToolContext {
     /// The evidence this attempt's `started` recorded ([`Tool::evidence`]).
     pub fn evidence(&self) -> &[Evidence] {
         &self.start.evidence
-    }
-
-    /// The context with the person's answer to the call's question (the built-in `ask`).
-    pub(crate) fn with_answer(mut self, answer: Option<crate::event::Answer>) -> ToolContext {
-        self.answer = answer;
-        self
     }
 
     /// The person's answer to this call's question: `Some` only for the built-in `ask`, whose
@@ -270,7 +268,7 @@ impl ToolContext {
             .processes
             .log
             .append(&crate::event::Event::CallProcess {
-                call: self.processes.call.clone(),
+                call: self.processes.call().clone(),
                 process,
             })
             .map_err(journal_failed)?;
@@ -294,7 +292,8 @@ impl ToolContext {
 
     /// The model's id for this call.
     pub fn call_id(&self) -> &str {
-        &self.call_id
+        // The call's own id, as its processes are journaled under it (no copy of its own).
+        &self.processes.call().call_id
     }
 
     /// 1 for the first attempt, 2 for the first retry, …

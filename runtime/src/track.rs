@@ -42,9 +42,10 @@ fn vacant_call() -> CallRef {
 
 impl Track {
     /// A call just journaled as `received` (at `seq`), asking for `tool`; `sources` is that
-    /// event's `source_seqs`, kept as the buffer the call's next events are lent.
-    pub(crate) fn received(call: CallRef, seq: u64, tool: String, sources: Vec<u64>) -> Track {
-        Track {
+    /// event's `source_seqs`, kept as the buffer the call's next events are lent. Boxed, as the
+    /// scheduler holds every track (see its `Slot`).
+    pub(crate) fn received(call: CallRef, seq: u64, tool: String, sources: Vec<u64>) -> Box<Track> {
+        Box::new(Track {
             machine: CallMachine::received(call),
             last_seq: seq,
             tool,
@@ -53,7 +54,7 @@ impl Track {
             result: None,
             start: StartInfo::default(),
             sources,
-        }
+        })
     }
 
     /// Advances the machine and appends the event that records it, pointing back at the call's
@@ -65,22 +66,26 @@ impl Track {
         attempt: u32,
         event: impl FnOnce(CallRef, Vec<u64>) -> Event,
     ) -> Result<u64, RuntimeError> {
-        self.transition_keep(log, to, attempt, event)
-            .map(|(seq, _)| seq)
+        self.transition_with(log, to, attempt, event, drop)
+            .map(|(seq, ())| seq)
     }
 
-    /// [`Track::transition`], giving the event back (its call and `source_seqs` taken out of it)
-    /// for the caller to move what else it owns back out.
+    /// [`Track::transition`], handing the journaled event (its call and `source_seqs` taken out
+    /// of it) to `back`, for the caller to move back out what else it lent it. Not called when
+    /// the append fails: what the event held goes with it.
     ///
     /// Why lent and not cloned: a call's id was copied into each of its six events, on the
-    /// per-call hot path; now the one `CallRef` moves into each event and back.
-    pub(crate) fn transition_keep(
+    /// per-call hot path; now the one `CallRef` moves into each event and back. Why a closure
+    /// and not the event returned: an event is ~300 bytes, copied out on every return.
+    #[inline]
+    pub(crate) fn transition_with<T>(
         &mut self,
         log: &EventLog,
         to: CallState,
         attempt: u32,
         event: impl FnOnce(CallRef, Vec<u64>) -> Event,
-    ) -> Result<(u64, Event), RuntimeError> {
+        back: impl FnOnce(Event) -> T,
+    ) -> Result<(u64, T), RuntimeError> {
         self.machine.advance_attempt(to, attempt)?;
         let mut sources = std::mem::take(&mut self.sources);
         sources.clear();
@@ -98,7 +103,7 @@ impl Track {
         self.sources = std::mem::take(sources);
         let seq = appended?;
         self.last_seq = seq;
-        Ok((seq, event))
+        Ok((seq, back(event)))
     }
 
     /// Appends an event of the call that is no state change (an ask and its answer): what the
@@ -129,8 +134,8 @@ impl Track {
     /// started `attempts` times before (0: never), its last event at `last_seq` (the
     /// `recovery/rerun` that names it). It waits to start like any approved call; nothing is
     /// journaled here: the journal already says all this.
-    pub(crate) fn rerun(call: CallRef, tool: String, attempts: u32, last_seq: u64) -> Track {
-        Track {
+    pub(crate) fn rerun(call: CallRef, tool: String, attempts: u32, last_seq: u64) -> Box<Track> {
+        Box::new(Track {
             machine: CallMachine::approved_for_rerun(call, attempts),
             last_seq,
             tool,
@@ -139,7 +144,7 @@ impl Track {
             result: None,
             start: StartInfo::default(),
             sources: Vec::with_capacity(1),
-        }
+        })
     }
 
     /// The seq of the call's last event.
@@ -184,6 +189,11 @@ impl Track {
 
     pub(crate) fn result(&self) -> Option<&ToolResult> {
         self.result.as_ref()
+    }
+
+    /// The result, for its content to be lent to `committed` and taken back.
+    pub(crate) fn result_mut(&mut self) -> Option<&mut ToolResult> {
+        self.result.as_mut()
     }
 
     pub(crate) fn set_result(&mut self, result: ToolResult) {

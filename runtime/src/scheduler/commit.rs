@@ -42,16 +42,22 @@ pub(crate) fn cancel_before_start(
 /// The mutant `mutant.cancelled_call_runs`: the body of a call just journaled
 /// `cancelled-before-start` runs anyway (I9 broken on purpose).
 pub(super) async fn run_anyway(ctx: &Ctx, track: &Track) {
-    let (Some(entry), Some(info)) = (track.entry(), track.info()) else {
+    let (Some(entry), Some(info)) = (track.entry(), track.info_shared()) else {
         return;
     };
     let (sink, _progress) = crate::tool::ProgressSink::channel();
     let processes = crate::tool::ProcessLog {
         log: ctx.log.clone(),
-        call: info.call.clone(),
+        info: info.clone(),
     };
-    let tool_ctx = crate::tool::ToolContext::new(CancellationToken::new(), sink, 1, processes)
-        .with_answer(info.answer.clone());
+    let tool_ctx = crate::tool::ToolContext::new(
+        CancellationToken::new(),
+        sink,
+        1,
+        processes,
+        info.answer.clone(),
+        Default::default(),
+    );
     if let Ok(body) = catch_unwind(AssertUnwindSafe(|| {
         entry.tool.execute(info.args.clone(), tool_ctx)
     })) {
@@ -101,14 +107,31 @@ fn commit_one(ctx: &Ctx, track: &mut Track) -> Result<bool, RuntimeError> {
         result.call_id,
         track.call().call_id
     );
-    let result = result.committed();
-    track.transition(&ctx.log, CallState::Committed, 0, |call, source_seqs| {
-        Event::Committed {
+    // The content moves into `committed` and back into the result (the model's text is the
+    // journaled one), rather than being copied per call.
+    let Some(result) = track.result_mut() else {
+        return Ok(false);
+    };
+    let content = std::mem::take(&mut result.content);
+    let mut result = result.committed();
+    result.content = content;
+    let (_, content) = track.transition_with(
+        &ctx.log,
+        CallState::Committed,
+        0,
+        |call, source_seqs| Event::Committed {
             call,
             result,
             source_seqs,
-        }
-    })?;
+        },
+        |committed| match committed {
+            Event::Committed { result, .. } => result.content,
+            _ => unreachable!("built as committed just above"),
+        },
+    )?;
+    if let Some(result) = track.result_mut() {
+        result.content = content;
+    }
     if let Some(result) = track.result() {
         for observer in &ctx.hooks.observers {
             let outcome = catch_unwind(AssertUnwindSafe(|| {

@@ -45,11 +45,12 @@ use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 
 /// A call's place in the batch: `Some` when the scheduler holds its track (not started, or
-/// finished), `None` while its task does.
-type Slot = Option<Track>;
+/// finished), `None` while its task does. Boxed: a track moves between its slot, its start
+/// group and its call's future, and a pointer moves for nothing where the track is ~300 bytes.
+type Slot = Option<Box<Track>>;
 
 /// What a finished call's future gives back: its index, its track and whether it settled.
-type Done = (usize, Track, Result<(), RuntimeError>);
+type Done = (usize, Box<Track>, Result<(), RuntimeError>);
 
 /// A started call's end: its [`Done`], or the panic of a bug of ours (a tool's panics are
 /// caught inside the pipeline).
@@ -70,9 +71,11 @@ struct Batch {
 }
 
 /// Runs every approved call of the batch and commits every result in model order.
+// vec_box: boxed on purpose, each track moves out of its Vec (see `Slot`).
+#[allow(clippy::vec_box)]
 pub(crate) async fn run(
     ctx: &Ctx,
-    tracks: Vec<Track>,
+    tracks: Vec<Box<Track>>,
     cancel: &CancellationToken,
 ) -> Result<Vec<ToolResult>, RuntimeError> {
     let n = tracks.len();
@@ -173,7 +176,7 @@ impl Batch {
         &mut self,
         ctx: &Ctx,
         cancel: &CancellationToken,
-    ) -> Vec<(usize, Track, Resources)> {
+    ) -> Vec<(usize, Box<Track>, Resources)> {
         let stopped = self.failure.is_some() || cancel.is_cancelled();
         let queue = waiting(&self.slots, self.next, cancel);
         let parallel_max = ctx.config.parallel_max;
@@ -347,9 +350,9 @@ async fn cancel_unstarted(ctx: &Ctx, slots: &mut [Slot]) -> Result<(), RuntimeEr
 /// the calls that may now run (none after a journal failure).
 async fn start_group(
     ctx: &Ctx,
-    mut group: Vec<(usize, Track, Resources)>,
+    mut group: Vec<(usize, Box<Track>, Resources)>,
     batch: &mut Batch,
-) -> Vec<(usize, Track, Resources)> {
+) -> Vec<(usize, Box<Track>, Resources)> {
     let late = pipeline::started_after_body(ctx);
     let wrote = if late {
         Ok(())
@@ -390,7 +393,7 @@ async fn start_group(
 async fn run_call(
     ctx: &Ctx,
     index: usize,
-    mut track: Track,
+    mut track: Box<Track>,
     resources: Resources,
     cancel: &CancellationToken,
     first_started: bool,

@@ -35,7 +35,7 @@ pub(super) async fn execute(
         Ok(locator) => (locator, None),
         Err(e) => (None, Some(e)),
     };
-    let pipeline::Settled { outcome, for_model } = settled;
+    let (outcome, mut for_model) = settled.lend();
     let plans: Vec<_> = outcome
         .side_effects
         .iter()
@@ -44,13 +44,17 @@ pub(super) async fn execute(
             _ => None,
         })
         .collect();
-    track.transition(&ctx.log, CallState::Settled, 0, |call, source_seqs| {
-        Event::Settled {
+    track.transition_with(
+        &ctx.log,
+        CallState::Settled,
+        0,
+        |call, source_seqs| Event::Settled {
             call,
             outcome,
             source_seqs,
-        }
-    })?;
+        },
+        |settled| for_model.take_back(settled),
+    )?;
     // The plan's new state, for replay (it keeps the latest).
     for items in plans {
         ctx.log.append(&Event::PlanReplace { items })?;

@@ -117,6 +117,9 @@ pub(crate) fn starts_now(
         return start;
     }
     let mut waiting: Vec<Resources> = Vec::new();
+    // Whether an exclusive call runs: the loop below only adds one to an empty pool and then
+    // ends, so this holds for the whole scan (asked once, not once per waiting call).
+    let exclusive_running = held.any_exclusive();
     for call in queue {
         if call.exclusive {
             if held.is_empty() && waiting.is_empty() {
@@ -138,7 +141,7 @@ pub(crate) fn starts_now(
         let conflicting = touches
             && (held.values().any(|h| conflicts(resources, &h.resources))
                 || waiting.iter().any(|w| conflicts(resources, w)));
-        let may_start = !held.any_exclusive() && held.len() < parallel_max && !conflicting;
+        let may_start = !exclusive_running && held.len() < parallel_max && !conflicting;
         if may_start {
             let resources = call.resources.clone();
             held.insert(

@@ -27,69 +27,86 @@ use tokio_util::sync::CancellationToken;
 pub(super) const PLAN_MODE_POLICY: &str = "plan-mode";
 pub use events::ASK_TOOL;
 
+/// A call whose approval waits for a person: what [`Session::plan`] leaves to
+/// [`Session::plan_asking`].
+pub(super) struct Asking {
+    info: Arc<CallInfo>,
+    how: How,
+}
+
+/// Whom a call's approval is put to.
+enum How {
+    /// The built-in `ask`: its question, to the approver.
+    Question,
+    /// Leaving the sandbox: this question, to the person.
+    Escalation(String),
+    /// The pre-execute chain said ask, for this reason.
+    Ask(String),
+}
+
 impl Session {
-    /// received → parsed → approved, or → rejected: everything up to the decision to run.
-    pub(super) async fn plan(
+    /// received → parsed → approved, or → rejected: everything up to the decision to run, when
+    /// no one has to be asked. `Some` when a person does: [`Session::plan_asking`] finishes.
+    ///
+    /// Why not async: the approval is the one place admission waits, and almost no call waits
+    /// there; an `async` plan was a future of ~1 KB built and moved for every call.
+    pub(super) fn plan(
         &mut self,
         track: &mut Track,
         raw: String,
         stop_reason: StopReason,
-        cancel: &CancellationToken,
-    ) -> Result<(), RuntimeError> {
-        if stop_reason == StopReason::Length {
-            return self.reject(
-                track,
-                ErrorCode::TruncatedCall,
+    ) -> Result<Option<Asking>, RuntimeError> {
+        let truncated = match stop_reason {
+            StopReason::Length => Some(
                 "the assistant message was cut off at the model's length limit; no call in it \
-                 runs, because its arguments may be incomplete even where they parse"
-                    .into(),
-            );
-        }
-        if stop_reason == StopReason::Refusal {
-            return self.reject(
-                track,
-                ErrorCode::TruncatedCall,
+                 runs, because its arguments may be incomplete even where they parse",
+            ),
+            StopReason::Refusal => Some(
                 "the provider refused the assistant message before it was complete; no call in \
-                 it runs"
-                    .into(),
-            );
-        }
-        if stop_reason == StopReason::Interrupted {
-            return self.reject(
-                track,
-                ErrorCode::TruncatedCall,
+                 it runs",
+            ),
+            StopReason::Interrupted => Some(
                 "the assistant message was interrupted before it was complete (the stream \
-                 broke or the user stopped it); no call in it runs"
-                    .into(),
-            );
+                 broke or the user stopped it); no call in it runs",
+            ),
+            _ => None,
+        };
+        if let Some(reason) = truncated {
+            self.reject(track, ErrorCode::TruncatedCall, reason.into())?;
+            return Ok(None);
         }
         let entry = match self.resolve(track.tool()) {
             Ok(entry) => entry,
-            Err((code, reason)) => return self.reject(track, code, reason),
+            Err((code, reason)) => {
+                self.reject(track, code, reason)?;
+                return Ok(None);
+            }
         };
         track.set_entry(entry.clone());
         let value = match parse_checked(&entry, track.tool(), &raw) {
             Ok(value) => value,
-            Err((code, reason)) => return self.reject(track, code, reason),
+            Err((code, reason)) => {
+                self.reject(track, code, reason)?;
+                return Ok(None);
+            }
         };
         // The canonical text moves into `parsed` and back out into the frozen arguments, and
         // the raw text the call was received with becomes theirs: no copies per call.
         let canonical = args::canonical(&value);
-        let (_, parsed) =
-            track.transition_keep(&self.log, CallState::Parsed, 0, |call, source_seqs| {
-                Event::Parsed {
-                    call,
-                    arguments: canonical,
-                    source_seqs,
-                }
-            })?;
-        let Event::Parsed {
-            arguments: canonical,
-            ..
-        } = parsed
-        else {
-            unreachable!("built as parsed just above")
-        };
+        let (_, canonical) = track.transition_with(
+            &self.log,
+            CallState::Parsed,
+            0,
+            |call, source_seqs| Event::Parsed {
+                call,
+                arguments: canonical,
+                source_seqs,
+            },
+            |parsed| match parsed {
+                Event::Parsed { arguments, .. } => arguments,
+                _ => unreachable!("built as parsed just above"),
+            },
+        )?;
         let args = Args::from_parts(raw, value, canonical);
         // Frozen from here on: every listener gets a clone of the same immutable arguments.
         let info = Arc::new(CallInfo {
@@ -102,20 +119,90 @@ impl Session {
         });
         track.set_info(info.clone());
 
-        // The built-in `ask`'s guards run before the person is asked: an answer, once given,
-        // is the call's result and ends plan mode when it chooses the plan option, so nothing
-        // may refuse the call after it.
-        let question = is_question(&info);
-        if question {
+        // The built-in `ask` is a question for the user: it goes to the approver whatever the
+        // listeners would say, so neither an allow-all listener nor a missing approver can
+        // answer it for them. Plan mode does not stop it: asking changes nothing. Its guards
+        // run before the person is asked: an answer, once given, is the call's result and ends
+        // plan mode when it chooses the plan option, so nothing may refuse the call after it.
+        if is_question(&info) {
             if let Some(reason) = self.guard_denial(&info) {
-                return self.reject(track, ErrorCode::PolicyDenied, reason);
+                self.reject(track, ErrorCode::PolicyDenied, reason)?;
+                return Ok(None);
             }
+            return Ok(Some(Asking {
+                info,
+                how: How::Question,
+            }));
         }
-        let Some(approval) = self.approval(track, &info, cancel).await? else {
-            return Ok(());
+        let escalation = entry.tool.escalation(&info.args);
+        let approval = match self.pre_execute(&info) {
+            (Decision::Deny { reason }, by) => {
+                let by = by.unwrap_or_else(|| "the session's default".to_owned());
+                let reason = format!("denied by {by}: {reason}");
+                self.reject(track, ErrorCode::PolicyDenied, reason)?;
+                return Ok(None);
+            }
+            // Leaving the sandbox is the person's to allow, whatever else would have allowed
+            // the call: the one question asked is the escalation's.
+            _ if escalation.is_some() => {
+                let question = escalation.unwrap_or_default();
+                return Ok(Some(Asking {
+                    info,
+                    how: How::Escalation(question),
+                }));
+            }
+            (Decision::Ask { reason }, _) => {
+                return Ok(Some(Asking {
+                    info,
+                    how: How::Ask(reason),
+                }))
+            }
+            (_, None) => Approval::Default,
+            (_, Some(name)) => Approval::Listener { name },
         };
+        self.approve(track, &info, approval, false)?;
+        Ok(None)
+    }
+
+    /// The rest of [`Session::plan`] for a call whose approval waits for a person.
+    pub(super) async fn plan_asking(
+        &mut self,
+        track: &mut Track,
+        asking: Asking,
+        cancel: &CancellationToken,
+    ) -> Result<(), RuntimeError> {
+        let Asking { info, how } = asking;
+        let question = matches!(how, How::Question);
+        let approval = match how {
+            How::Question => self.put_question(track, &info, cancel).await?,
+            How::Escalation(question) => {
+                let asked = self
+                    .ask_person(track, &info, &question, true, cancel)
+                    .await?;
+                self.asked(track, asked)?
+            }
+            How::Ask(reason) => {
+                let asked = self.ask(track, &info, &reason, cancel).await?;
+                self.asked(track, asked)?
+            }
+        };
+        match approval {
+            Some(approval) => self.approve(track, &info, approval, question),
+            None => Ok(()),
+        }
+    }
+
+    /// → approved, unless a guard refuses the call (a question's guards ran before it was
+    /// put).
+    fn approve(
+        &mut self,
+        track: &mut Track,
+        info: &CallInfo,
+        approval: Approval,
+        question: bool,
+    ) -> Result<(), RuntimeError> {
         if !question {
-            if let Some(reason) = self.guard_denial(&info) {
+            if let Some(reason) = self.guard_denial(info) {
                 return self.reject(track, ErrorCode::PolicyDenied, reason);
             }
         }
@@ -147,55 +234,6 @@ impl Session {
                 format!("no tool named {tool:?} is available"),
             )),
         }
-    }
-
-    /// What the pre-execute chain (and the user, when it asks) says: `Some` approval, or `None`
-    /// when the call was refused or the batch stopped (the call's end is then journaled).
-    async fn approval(
-        &mut self,
-        track: &mut Track,
-        info: &CallInfo,
-        cancel: &CancellationToken,
-    ) -> Result<Option<Approval>, RuntimeError> {
-        // The built-in `ask` is a question for the user: it goes to the approver whatever the
-        // listeners would say, so neither an allow-all listener nor a missing approver can
-        // answer it for them. Plan mode does not stop it: asking changes nothing.
-        if is_question(info) {
-            return self.put_question(track, info, cancel).await;
-        }
-        let escalation = track
-            .entry()
-            .and_then(|entry| entry.tool.escalation(&info.args));
-        let approval = match self.pre_execute(info) {
-            (Decision::Deny { reason }, by) => {
-                let by = by.unwrap_or_else(|| "the session's default".to_owned());
-                let reason = format!("denied by {by}: {reason}");
-                self.reject(track, ErrorCode::PolicyDenied, reason)?;
-                return Ok(None);
-            }
-            // Leaving the sandbox is the person's to allow, whatever else would have allowed
-            // the call: the one question asked is the escalation's.
-            _ if escalation.is_some() => {
-                let question = escalation.unwrap_or_default();
-                let asked = self
-                    .ask_person(track, info, &question, true, cancel)
-                    .await?;
-                match self.asked(track, asked)? {
-                    Some(approval) => approval,
-                    None => return Ok(None),
-                }
-            }
-            (Decision::Ask { reason }, _) => {
-                let asked = self.ask(track, info, &reason, cancel).await?;
-                match self.asked(track, asked)? {
-                    Some(approval) => approval,
-                    None => return Ok(None),
-                }
-            }
-            (_, None) => Approval::Default,
-            (_, Some(name)) => Approval::Listener { name },
-        };
-        Ok(Some(approval))
     }
 
     /// What a question's end makes of the call: approved, or (journaled here) rejected or

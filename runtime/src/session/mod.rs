@@ -21,6 +21,7 @@ mod rerun;
 
 pub use crate::config::{Config, SessionOptions};
 pub use crate::stats::Stats;
+use admit::Asking;
 pub use admit::ASK_TOOL;
 pub use phase::Phase;
 
@@ -39,6 +40,7 @@ use crate::track::Track;
 use crate::RuntimeError;
 use journal::Journal;
 use std::collections::{BTreeSet, HashSet};
+use std::future::Future;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -86,8 +88,9 @@ pub struct Session {
     /// The last `session/model`, to write it again only when it changes.
     recorded_model: Option<crate::event::SessionModel>,
     /// Calls of the crashed run a resume runs again before anything else
-    /// ([`Session::run_rerun`]).
-    rerun: Vec<Track>,
+    /// ([`Session::run_rerun`]). Boxed as the scheduler holds them (see its `Slot`).
+    #[allow(clippy::vec_box)]
+    rerun: Vec<Box<Track>>,
 }
 
 /// The registry a session runs on: the caller's, plus `tool_search` in a scope of its own when
@@ -445,25 +448,28 @@ impl Session {
         // whether the cached set is still the one.
         let loaded = self.loaded.len();
         let (turn, step) = (self.turn, self.step);
-        let event = match self.step_tools.take() {
-            Some((n, mut event)) if n == loaded => {
-                if let Event::StepTools {
+        // Updated where it is kept, not taken out and put back (an event is ~300 bytes).
+        match &mut self.step_tools {
+            Some((
+                n,
+                Event::StepTools {
                     turn: t, step: s, ..
-                } = &mut event
-                {
-                    (*t, *s) = (turn, step);
-                }
-                event
+                },
+            )) if *n == loaded => {
+                (*t, *s) = (turn, step);
             }
             _ => {
+                self.step_tools = None;
                 let tools = self.registry.visible(&self.loaded.snapshot());
                 self.step_visible = tools.iter().map(|t| t.name.clone()).collect();
                 self.record_schemas(&tools)?;
-                Event::StepTools { turn, step, tools }
+                self.step_tools = Some((loaded, Event::StepTools { turn, step, tools }));
             }
-        };
-        self.log.append(&event)?;
-        self.step_tools = Some((loaded, event));
+        }
+        // Always there: both arms above leave it set.
+        if let Some((_, event)) = &self.step_tools {
+            self.log.append(event)?;
+        }
         Ok(self.step)
     }
 
@@ -502,35 +508,69 @@ impl Session {
 
     /// Runs the calls of one assistant message and returns exactly one result per call id, in
     /// model order (I3). See [`Session::run_batch_cancellable`].
-    pub async fn run_batch(
+    ///
+    /// This and `run_batch_cancellable` hand back [`Session::run_response`]'s future itself:
+    /// as `async fn`s each wrapped it in a future of its own, a few KB copied per step.
+    pub fn run_batch(
         &mut self,
         response: ModelResponse,
-    ) -> Result<Vec<ToolResult>, RuntimeError> {
+    ) -> impl Future<Output = Result<Vec<ToolResult>, RuntimeError>> + '_ {
         self.run_batch_cancellable(response, CancellationToken::new())
-            .await
     }
 
     /// Runs a batch that `cancel` can stop (the user pressed stop): nothing starts after it,
     /// running calls are signalled and awaited, calls that never started get
     /// `ABORTED_BEFORE_DISPATCH`. Each call's `started` is durable before its body runs (I1);
     /// a journal failure stops the batch and nothing starts after it (I10).
-    pub async fn run_batch_cancellable(
+    pub fn run_batch_cancellable(
         &mut self,
         response: ModelResponse,
         cancel: CancellationToken,
-    ) -> Result<Vec<ToolResult>, RuntimeError> {
+    ) -> impl Future<Output = Result<Vec<ToolResult>, RuntimeError>> + '_ {
         self.run_response(response, ResponseDetails::default(), cancel)
-            .await
     }
 
     /// [`Session::run_batch_cancellable`], with what came with the response
     /// (`ResponseDetails`) journaled right after its `llm/response`, before any call.
-    pub async fn run_response(
+    pub fn run_response(
         &mut self,
         response: ModelResponse,
         details: ResponseDetails,
         cancel: CancellationToken,
+    ) -> impl Future<Output = Result<Vec<ToolResult>, RuntimeError>> + '_ {
+        // Boxed, and only when there is any: the batch's future keeps its arguments for its whole
+        // life, and is moved whole on every await that holds it (~200 bytes for nothing, per step).
+        let details =
+            (details.detail.is_some() || details.refusal.is_some() || !details.notes.is_empty())
+                .then(|| Box::new(details));
+        self.respond(response, details, cancel)
+    }
+
+    /// [`Session::run_response`]: the calls received and admitted in model order (a call waits
+    /// here only while a person is asked about it), then run by the scheduler.
+    async fn respond(
+        &mut self,
+        response: ModelResponse,
+        details: Option<Box<ResponseDetails>>,
+        cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, RuntimeError> {
+        let mut receiving = self.answer(response, details)?;
+        while let Some((mut track, asking)) = self.receive(&mut receiving, &cancel)? {
+            // Boxed: this batch's future would otherwise carry the asking's for every call.
+            Box::pin(self.plan_asking(&mut track, asking, &cancel)).await?;
+            receiving.tracks.push(track);
+        }
+        scheduler::run(&self.ctx(), receiving.tracks, &cancel).await
+    }
+
+    /// Journals the response (`llm/response`, then what came with it) and readies its calls to
+    /// be received. Not async, as [`Session::receive`]: what they keep on the stack is not
+    /// carried by the batch's future while its calls run.
+    fn answer(
+        &mut self,
+        response: ModelResponse,
+        details: Option<Box<ResponseDetails>>,
+    ) -> Result<Receiving, RuntimeError> {
         self.check_response(&response)?;
         self.phase.answer()?;
         let (turn, step) = (self.turn, self.step);
@@ -545,28 +585,58 @@ impl Session {
         let Event::LlmResponse { response, .. } = event else {
             unreachable!("built as llm/response just above")
         };
-        let ResponseDetails {
-            detail,
-            refusal,
-            notes,
-        } = details;
-        if let Some(detail) = detail {
-            self.log.append(&Event::LlmResponseDetail(detail))?;
+        if let Some(details) = details {
+            let ResponseDetails {
+                detail,
+                refusal,
+                notes,
+            } = *details;
+            if let Some(detail) = detail {
+                self.log.append(&Event::LlmResponseDetail(detail))?;
+            }
+            if let Some(refusal) = refusal {
+                self.log.append(&Event::LlmRefusal(refusal))?;
+            }
+            for note in notes {
+                self.log.append(&Event::LlmNote(note))?;
+            }
         }
-        if let Some(refusal) = refusal {
-            self.log.append(&Event::LlmRefusal(refusal))?;
-        }
-        for note in notes {
-            self.log.append(&Event::LlmNote(note))?;
-        }
-        let stop_reason = response.stop_reason;
+        let calls = response.tool_calls.len();
+        Ok(Receiving {
+            turn,
+            step,
+            response_seq,
+            stop_reason: response.stop_reason,
+            calls,
+            next: 0,
+            rest: response.tool_calls.into_iter(),
+            tracks: Vec::with_capacity(calls),
+        })
+    }
 
+    /// Receives the response's calls in model order (`received`) and admits each, up to the
+    /// first whose approval waits for a person: that one is returned with its asking, for
+    /// [`Session::plan_asking`]; `None` once every call is received.
+    fn receive(
+        &mut self,
+        receiving: &mut Receiving,
+        cancel: &CancellationToken,
+    ) -> Result<Option<(Box<Track>, Asking)>, RuntimeError> {
+        let Receiving {
+            turn,
+            step,
+            response_seq,
+            stop_reason,
+            calls,
+            ..
+        } = *receiving;
         // The calls past the limit are journaled and answered, never run: the message is the
         // model's, and dropping it would leave the session with no record of what it asked.
-        let (calls, calls_max) = (response.tool_calls.len(), self.config.calls_per_batch_max);
-        let mut tracks = Vec::with_capacity(response.tool_calls.len());
+        let calls_max = self.config.calls_per_batch_max;
         // Each call's text moves into its `received` and back out, as the response's did.
-        for (index, model_call) in response.tool_calls.into_iter().enumerate() {
+        for model_call in receiving.rest.by_ref() {
+            let index = receiving.next;
+            receiving.next += 1;
             let event = Event::Received {
                 call: CallRef {
                     turn,
@@ -602,13 +672,12 @@ impl Session {
                     &mut track,
                     "the batch was stopped before this call started",
                 )?;
-            } else {
-                self.plan(&mut track, raw_arguments, stop_reason, &cancel)
-                    .await?;
+            } else if let Some(asking) = self.plan(&mut track, raw_arguments, stop_reason)? {
+                return Ok(Some((track, asking)));
             }
-            tracks.push(track);
+            receiving.tracks.push(track);
         }
-        scheduler::run(&self.ctx(), tracks, &cancel).await
+        Ok(None)
     }
 
     fn ctx(&self) -> Ctx {
@@ -650,6 +719,23 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// A response's calls being received ([`Session::receive`]).
+struct Receiving {
+    turn: u32,
+    step: u32,
+    /// The `llm/response` every `received` follows.
+    response_seq: u64,
+    stop_reason: crate::event::StopReason,
+    /// How many calls the response holds.
+    calls: usize,
+    /// The index (model order) of the next call.
+    next: usize,
+    rest: std::vec::IntoIter<crate::event::ModelCall>,
+    /// The calls received so far, admitted or answered; boxed as the scheduler holds them.
+    #[allow(clippy::vec_box)]
+    tracks: Vec<Box<Track>>,
 }
 
 /// Why a call past the runtime's number per message is not run, in words the model reads.
