@@ -149,6 +149,17 @@ pub struct Options {
     pub share_syncs: bool,
 }
 
+impl Options {
+    /// For a writer that appends a handful of records and closes (a recovery's, a takeover's):
+    /// no zeros ahead, which it would write, sync and cut again for a few hundred bytes.
+    pub fn few_records() -> Options {
+        Options {
+            preallocate_bytes: 0,
+            ..Options::default()
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Options {
         Options {

@@ -19,7 +19,7 @@ pub fn steal(backend: &Backend, clock: &dyn Clock) -> Result<Option<Holder>, Jou
     let lock = Journal::lock_backend(backend, Takeover::Steal)?;
     let stolen = lock.stolen_from().cloned();
     let epoch = lock.epoch();
-    let (journal, _) = lock.open(Options::default())?;
+    let (journal, _) = lock.open(Options::few_records())?;
     if let (Some(holder), Some(epoch)) = (&stolen, epoch) {
         let seq = journal.append(&Record {
             at_ms: clock.now_ms(),

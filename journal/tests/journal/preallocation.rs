@@ -244,3 +244,20 @@ fn a_writer_that_appends_nothing_leaves_the_zeros_ahead_byte_for_byte() {
     journal.close().unwrap();
     assert_eq!(segments(&storage), before);
 }
+
+#[test]
+fn a_few_records_writer_zero_fills_nothing_ahead() {
+    // Recovery's and a takeover's writer: a handful of records, then close.
+    let storage = SimStorage::new();
+    let opts = Options::few_records();
+    let (journal, _) = Journal::open(Arc::new(storage.clone()), opts).unwrap();
+    let name = segments(&storage)[0].0.clone();
+    assert_eq!(file_len(&storage, &name), HEADER);
+    journal.append(&payload(1, 100)).unwrap();
+    journal.sync_through_blocking(1).unwrap();
+    let (records, end) = read_all(&storage, opts);
+    assert_eq!((records.len(), end), (1, ReadEnd::Clean));
+    let records_end = records[0].position.offset + records[0].frame_bytes;
+    assert_eq!(file_len(&storage, &name), records_end);
+    journal.close().unwrap();
+}

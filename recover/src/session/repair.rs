@@ -46,7 +46,7 @@ pub(super) fn repair(
         earlier_cut,
     };
     if let Some(lock) = prepared.lock.take() {
-        match lock.open(Options::default()) {
+        match lock.open(Options::few_records()) {
             Ok((journal, report)) => {
                 if let Some(torn) = &report.torn {
                     repaired.dropped_bytes = torn.dropped_bytes;
