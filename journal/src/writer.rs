@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 mod leader;
+mod pace;
 mod reopen;
 mod rows;
 mod shared_sync;

@@ -3,16 +3,19 @@
 //! Why a room of its own: the rest of the writer is about bytes; this is about threads. One
 //! leader per journal at a time (a flag, so no await holds a lock). A leader alone in the
 //! process syncs on its own worker thread (`InlineSync`). A leader that finds other syncs in
-//! flight writes its bytes and asks its file system's group for a shared `syncfs`
-//! (`shared_sync`); where its journal cannot share, it syncs on the blocking pool, so the syncs
-//! in flight are not bounded by the runtime's workers.
+//! flight syncs the way its file system's group says (`pace`): it writes its bytes and asks
+//! the group for a shared `syncfs` (`shared_sync`), or syncs on its own; it times either, for
+//! the group to compare. Where its journal cannot share, it syncs on the blocking pool, so the
+//! syncs in flight are not bounded by the runtime's workers.
 
+use super::pace::Way;
 use super::shared_sync::{Reply, Syncing, STATS_ALONE};
 use super::{lock, Shared};
 use crate::error::JournalError;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Who leads, and how many blocking callers wait for the leader.
 #[derive(Default)]
@@ -48,16 +51,30 @@ impl Leader {
         }
         let (_syncing, others) = Syncing::enter();
         match &shared.sync_group {
-            Some(group) if others && group.usable() => self.sync_shared(shared, group).await,
+            Some(group) if others && group.usable() => {
+                let asked = Instant::now();
+                match group.way() {
+                    Way::Shared => self.sync_shared(shared, group, asked).await,
+                    Way::Own => {
+                        let synced = self.sync_alone(shared).await;
+                        if synced.is_ok() {
+                            group.took(Way::Own, asked.elapsed());
+                        }
+                        Some(synced)
+                    }
+                }
+            }
             _ => Some(self.sync_alone(shared).await),
         }
     }
 
-    /// Writes everything pending, then asks the group for a `syncfs` that covers it.
+    /// Writes everything pending, then asks the group for a `syncfs` that covers it; a sync
+    /// that was shared is timed from `asked`.
     async fn sync_shared(
         self,
         shared: &Arc<Shared>,
         group: &Arc<super::Group>,
+        asked: Instant,
     ) -> Option<Result<(), JournalError>> {
         let through_seq = match shared.write_through(false) {
             Ok((seq, true)) => seq,
@@ -66,7 +83,10 @@ impl Leader {
             Err(e) => return Some(Err(e)),
         };
         match group.sync(self, through_seq).await? {
-            Reply::Durable => Some(Ok(())),
+            Reply::Durable => {
+                group.took(Way::Shared, asked.elapsed());
+                Some(Ok(()))
+            }
             Reply::Failed(e) => Some(Err(e)),
             Reply::OnItsOwn(leader) => Some(leader.sync_on_blocking_pool().await),
         }

@@ -27,23 +27,21 @@
 //! When not:
 //! - A journal syncs on its own when nothing else in the process is syncing (a lone session
 //!   keeps the lowest latency).
-//! - A file system with much dirty data of others (a build beside the sessions) makes a
-//!   `syncfs` wait for all of it. After one that took [`SLOW_SYNCFS`] or longer, batches are
-//!   handed back for [`BACK_OFF`] and each journal syncs on its own. The kernel's dirty count
-//!   cannot tell beforehand: it is machine-wide, and counts a whole large folio of the block
-//!   device's cache for one dirty inode (64 sessions showed 40 to 60 MB "dirty" here).
+//! - When its own syncs are faster: a group times both ways and takes the faster (`pace.rs`).
+//!   A slow device flush favours many fdatasyncs in flight; a file system with much dirty data
+//!   of others (a build beside the sessions) makes a `syncfs` wait for all of it. The kernel's
+//!   dirty count cannot tell beforehand: it is machine-wide, and counts a whole large folio of
+//!   the block device's cache for one dirty inode (64 sessions showed 40 to 60 MB "dirty"
+//!   here).
 
 use super::leader::Leader;
+use super::pace::{Pace, Way};
 use crate::error::JournalError;
 use crate::storage::FileSystem;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// A `syncfs` this slow wrote mostly others' data (a disk's flush takes well under this).
-const SLOW_SYNCFS: Duration = Duration::from_millis(50);
-/// After a slow `syncfs`, journals sync on their own this long before sharing is tried again.
-const BACK_OFF: Duration = Duration::from_secs(1);
 /// Threads per group: while one waits for its `syncfs`, the next batch's starts (64 sessions
 /// measured 56,500 and 72,100 calls/s with one, 70,200 and 70,400 with two, 70,400 and 77,500
 /// with four: two keep the overlap without a thread per core).
@@ -82,11 +80,12 @@ pub struct SharedSyncStats {
     pub syncfs: u64,
     /// Journal syncs answered by one of them (a batch of 10 counts 10).
     pub journals_synced: u64,
-    /// Journal syncs handed back to sync on their own (a failed `syncfs`, much dirty data, a
-    /// file that cannot check its write-back).
+    /// Journal syncs handed back to sync on their own (a failed `syncfs`, sharing given up
+    /// while they waited, a file that cannot check its write-back).
     pub handed_back: u64,
     /// Journal syncs that were their own fdatasync from the start: alone in the process, a
-    /// journal that cannot share, or a write that changed the file's size or blocks.
+    /// journal that cannot share, a write that changed the file's size or blocks, or a group
+    /// whose own syncs are faster now.
     pub alone: u64,
 }
 
@@ -112,7 +111,7 @@ pub(super) struct Group {
     wake: Condvar,
     /// A thread could not start, or stopped on a panic: nobody asks this group again.
     broken: AtomicBool,
-    /// Sharing paused after a slow `syncfs`, for every thread of the group.
+    /// Which way the group's journals sync now, and the timings that chose it.
     pace: Mutex<Pace>,
 }
 
@@ -158,7 +157,7 @@ impl Group {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
             broken: AtomicBool::new(false),
-            pace: Mutex::new(Pace::default()),
+            pace: Mutex::new(Pace::new(Instant::now())),
         });
         groups.push(group.clone());
         group
@@ -167,6 +166,16 @@ impl Group {
     /// Whether the group can be asked.
     pub(super) fn usable(&self) -> bool {
         !self.broken.load(Ordering::Acquire)
+    }
+
+    /// The way a journal of the group that finds others syncing syncs now.
+    pub(super) fn way(&self) -> Way {
+        super::lock(&self.pace).way(Instant::now())
+    }
+
+    /// A sync made `way` while others were syncing took `latency`, from asking to durable.
+    pub(super) fn took(&self, way: Way, latency: Duration) {
+        super::lock(&self.pace).took(way, latency);
     }
 
     /// Asks the group to make the leader's journal durable through `through_seq` (written
@@ -250,11 +259,13 @@ impl Group {
     /// One `syncfs` for the whole batch, then each journal's own check; or the batch handed
     /// back.
     fn answer(&self, batch: Vec<Request>) {
-        let synced = super::lock(&self.pace).allows() && {
+        // Asked before sharing was given up: handed back rather than a `syncfs` known slow.
+        let synced = self.way() == Way::Shared && {
             STATS_SYNCFS.fetch_add(1, Ordering::AcqRel);
             let began = Instant::now();
             let synced = self.fs.sync_all().is_ok();
-            super::lock(&self.pace).took(began.elapsed());
+            let ended = Instant::now();
+            super::lock(&self.pace).syncfs_took(ended - began, ended);
             synced
         };
         for request in batch {
@@ -289,31 +300,6 @@ impl Drop for BrokenOnPanic<'_> {
         if std::thread::panicking() {
             self.0.broken.store(true, Ordering::Release);
             super::lock(&self.0.queue).threads -= 1;
-        }
-    }
-}
-
-/// Whether `syncfs` is quick enough to share: one that took [`SLOW_SYNCFS`] or longer (the file
-/// system held much dirty data of others) stops sharing for [`BACK_OFF`].
-#[derive(Default)]
-struct Pace {
-    paused_until: Option<Instant>,
-}
-
-impl Pace {
-    fn allows(&mut self) -> bool {
-        match self.paused_until {
-            Some(until) if Instant::now() < until => false,
-            _ => {
-                self.paused_until = None;
-                true
-            }
-        }
-    }
-
-    fn took(&mut self, elapsed: Duration) {
-        if elapsed >= SLOW_SYNCFS {
-            self.paused_until = Some(Instant::now() + BACK_OFF);
         }
     }
 }

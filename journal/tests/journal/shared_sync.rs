@@ -29,6 +29,8 @@ struct Knobs {
     /// A file's own fdatasync sleeps this long (ms), and says when one is under way.
     own_sync_ms: AtomicU64,
     own_sync_running: AtomicBool,
+    /// A file's own fdatasyncs.
+    own_syncs: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -64,6 +66,7 @@ impl WriteFile for TestFile {
         self.inner.write_at(offset, buf)
     }
     fn sync_data(&mut self) -> io::Result<()> {
+        self.knobs.own_syncs.fetch_add(1, Ordering::SeqCst);
         self.knobs.own_sync_running.store(true, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(
             self.knobs.own_sync_ms.load(Ordering::SeqCst),
@@ -384,6 +387,103 @@ async fn a_slow_syncfs_pauses_sharing_and_the_next_sync_is_the_journal_s_own() {
     // The first round's syncfs was slow: the second asker was handed back, and synced alone.
     assert_eq!(knobs.syncfs.load(Ordering::SeqCst), 1);
     assert_eq!(knobs.checks.load(Ordering::SeqCst), 1);
+}
+
+/// `journals` journals of one group, each appending durably in a loop from the moment they are
+/// open until `stop`; returns the tasks (each gives back its journal and how many it made
+/// durable).
+fn busy_journals(
+    dir: &std::path::Path,
+    knobs: &Arc<Knobs>,
+    journals: u64,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<u64>> {
+    let group = fresh_group();
+    let opened: Vec<_> = (0..journals)
+        .map(|j| {
+            let storage = TestStorage::new(&dir.join(format!("j{j}")), group, knobs.clone());
+            open(&storage, Options::default())
+        })
+        .collect();
+    opened
+        .into_iter()
+        .enumerate()
+        .map(|(j, journal)| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    append_durably(&journal, j as u64 * 1_000_000 + n)
+                        .await
+                        .unwrap();
+                    n += 1;
+                }
+                let stats = journal.stats();
+                assert_eq!(stats.durable_seq, stats.appended_seq, "journal {j}");
+                n
+            })
+        })
+        .collect()
+}
+
+/// The `syncfs` calls and own fdatasyncs counted while `window` passes.
+async fn counted_over(knobs: &Knobs, window: Duration) -> (u64, u64) {
+    let before = (
+        knobs.syncfs.load(Ordering::SeqCst),
+        knobs.own_syncs.load(Ordering::SeqCst),
+    );
+    tokio::time::sleep(window).await;
+    (
+        knobs.syncfs.load(Ordering::SeqCst) - before.0,
+        knobs.own_syncs.load(Ordering::SeqCst) - before.1,
+    )
+}
+
+// The group shares for its first 2 s, then tries own syncs for about 20 ms (until it timed 8),
+// then keeps the faster way for 2 s (`journal/src/writer/pace.rs`).
+const FIRST_STRETCH: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_whose_syncfs_is_slower_than_own_syncs_gives_sharing_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    // 40 ms: slow against a disk's fdatasync, below the 50 ms that stops sharing at once.
+    knobs.syncfs_ms.store(40, Ordering::SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = busy_journals(dir.path(), &knobs, 8, &stop);
+
+    let (shared_first, _) = counted_over(&knobs, Duration::from_millis(1_000)).await;
+    assert!(shared_first > 0, "the group never shared");
+    tokio::time::sleep(FIRST_STRETCH - Duration::from_millis(1_000) + Duration::from_millis(400))
+        .await;
+    // Inside the second stretch: own syncs only.
+    let (syncfs, own) = counted_over(&knobs, Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        assert!(t.await.unwrap() > 0);
+    }
+    assert_eq!(syncfs, 0, "a syncfs after own syncs were found faster");
+    assert!(own > 0, "no own sync after sharing was given up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_whose_own_syncs_are_slower_keeps_sharing_after_trying_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Arc::new(Knobs::default());
+    // Each journal's own fdatasync takes 30 ms; a shared one does not.
+    knobs.own_sync_ms.store(30, Ordering::SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = busy_journals(dir.path(), &knobs, 8, &stop);
+
+    tokio::time::sleep(FIRST_STRETCH + Duration::from_millis(400)).await;
+    // Inside the second stretch: shared again, the trial's own syncs over.
+    let (syncfs, own) = counted_over(&knobs, Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        assert!(t.await.unwrap() > 0);
+    }
+    assert!(syncfs > 0, "sharing was given up for slower own syncs");
+    assert_eq!(own, 0, "own syncs after they were found slower");
 }
 
 #[test]
