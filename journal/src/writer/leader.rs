@@ -15,7 +15,6 @@ use crate::error::JournalError;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Who leads, and how many blocking callers wait for the leader.
 #[derive(Default)]
@@ -52,29 +51,23 @@ impl Leader {
         let (_syncing, others) = Syncing::enter();
         match &shared.sync_group {
             Some(group) if others && group.usable() => {
-                let asked = Instant::now();
-                match group.way() {
-                    Way::Shared => self.sync_shared(shared, group, asked).await,
-                    Way::Own => {
-                        let synced = self.sync_alone(shared).await;
-                        if synced.is_ok() {
-                            group.took(Way::Own, asked.elapsed());
-                        }
-                        Some(synced)
-                    }
-                }
+                let mut timed = group.ask();
+                let synced = match timed.way {
+                    Way::Shared => self.sync_shared(shared, group).await,
+                    Way::Own => Some(self.sync_alone(shared).await),
+                };
+                timed.durable = matches!(synced, Some(Ok(())));
+                synced
             }
             _ => Some(self.sync_alone(shared).await),
         }
     }
 
-    /// Writes everything pending, then asks the group for a `syncfs` that covers it; a sync
-    /// that was shared is timed from `asked`.
+    /// Writes everything pending, then asks the group for a `syncfs` that covers it.
     async fn sync_shared(
         self,
         shared: &Arc<Shared>,
         group: &Arc<super::Group>,
-        asked: Instant,
     ) -> Option<Result<(), JournalError>> {
         let through_seq = match shared.write_through(false) {
             Ok((seq, true)) => seq,
@@ -83,10 +76,7 @@ impl Leader {
             Err(e) => return Some(Err(e)),
         };
         match group.sync(self, through_seq).await? {
-            Reply::Durable => {
-                group.took(Way::Shared, asked.elapsed());
-                Some(Ok(()))
-            }
+            Reply::Durable => Some(Ok(())),
             Reply::Failed(e) => Some(Err(e)),
             Reply::OnItsOwn(leader) => Some(leader.sync_on_blocking_pool().await),
         }

@@ -168,14 +168,17 @@ impl Group {
         !self.broken.load(Ordering::Acquire)
     }
 
-    /// The way a journal of the group that finds others syncing syncs now.
-    pub(super) fn way(&self) -> Way {
-        super::lock(&self.pace).way(Instant::now())
-    }
-
-    /// A sync made `way` while others were syncing took `latency`, from asking to durable.
-    pub(super) fn took(&self, way: Way, latency: Duration) {
-        super::lock(&self.pace).took(way, latency);
+    /// The way a journal of the group that finds others syncing syncs now; the sync is timed
+    /// until the returned [`Timed`] is dropped.
+    pub(super) fn ask(self: &Arc<Group>) -> Timed {
+        let asked = Instant::now();
+        let way = super::lock(&self.pace).ask(asked);
+        Timed {
+            group: self.clone(),
+            way,
+            asked,
+            durable: false,
+        }
     }
 
     /// Asks the group to make the leader's journal durable through `through_seq` (written
@@ -260,7 +263,9 @@ impl Group {
     /// back.
     fn answer(&self, batch: Vec<Request>) {
         // Asked before sharing was given up: handed back rather than a `syncfs` known slow.
-        let synced = self.way() == Way::Shared && {
+        // A statement of its own: the guard is dropped before the `syncfs` locks again.
+        let sharing = super::lock(&self.pace).current(Instant::now()) == Way::Shared;
+        let synced = sharing && {
             STATS_SYNCFS.fetch_add(1, Ordering::AcqRel);
             let began = Instant::now();
             let synced = self.fs.sync_all().is_ok();
@@ -290,6 +295,24 @@ impl Group {
             // A caller gone (its future dropped) drops the reply, and the leader with it.
             let _ = request.reply.send(reply);
         }
+    }
+}
+
+/// One sync asked of a group's way, timed until dropped (also when its future is: the group's
+/// trial then stops waiting for it).
+pub(super) struct Timed {
+    group: Arc<Group>,
+    pub(super) way: Way,
+    asked: Instant,
+    /// Set once the journal is durable: only such a sync is timed.
+    pub(super) durable: bool,
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        let ended = Instant::now();
+        let latency = self.durable.then(|| ended - self.asked);
+        super::lock(&self.group.pace).ended(self.way, self.asked, latency, ended);
     }
 }
 
