@@ -173,6 +173,15 @@ impl Pace {
         }
     }
 
+    /// Whether a group's thread should hand back the requests it took at `now` rather than
+    /// call `syncfs`: only in a stretch of own syncs (after a slow `syncfs`, or once own syncs
+    /// were found faster). Requests queued while sharing is tried, or while a trial of own syncs
+    /// runs beside a stretch of sharing, are synced: they are the syncs being timed.
+    pub(super) fn hands_back(&mut self, now: Instant) -> bool {
+        self.advance(now);
+        self.phase == Phase::Stretch && self.way == Way::Own
+    }
+
     /// A sync asked `way` at `asked` ended at `now`; `latency` from asking to durable, `None`
     /// if it failed or was given up (it ends a trial's wait, but times nothing).
     pub(super) fn ended(
@@ -518,6 +527,28 @@ mod tests {
     }
 
     #[test]
+    fn requests_are_handed_back_only_in_a_stretch_of_own_syncs() {
+        let t0 = Instant::now();
+        let mut pace = Pace::new(t0);
+        assert!(!pace.hands_back(t0), "sharing");
+        // A trial of own syncs beside sharing: what is queued was asked to share.
+        let t = run(&mut pace, t0, STRETCH, 1000, 5 * MS, MS);
+        assert_eq!(pace.current(t), Way::Own);
+        assert!(!pace.hands_back(t));
+        let t = run(&mut pace, t, TRIAL, 20, 5 * MS, MS);
+        let t = run(&mut pace, t, TRIAL + 10 * MS, 20, 5 * MS, MS);
+        // Own syncs kept: a stretch of them.
+        assert_eq!(pace.current(t), Way::Own);
+        assert!(pace.hands_back(t));
+        // Sharing tried again: its queued requests are the trial's, and its judgement's.
+        let t = run(&mut pace, t, STRETCH, 1000, 5 * MS, MS);
+        assert_eq!(pace.current(t), Way::Shared);
+        assert!(!pace.hands_back(t));
+        let t = run(&mut pace, t, TRIAL, 20, 5 * MS, MS);
+        assert!(!pace.hands_back(t), "judging a trial of sharing");
+    }
+
+    #[test]
     fn a_slow_syncfs_turns_sharing_off_for_the_back_off_then_sharing_is_tried() {
         let t0 = Instant::now();
         let mut pace = Pace::new(t0);
@@ -525,6 +556,10 @@ mod tests {
         assert_eq!(pace.current(t0), Way::Shared);
         pace.syncfs_took(SLOW_SYNCFS, t0);
         assert_eq!(pace.current(t0), Way::Own);
+        assert!(
+            pace.hands_back(t0),
+            "a syncfs known slow is not called again"
+        );
         assert_eq!(pace.current(t0 + BACK_OFF - MS), Way::Own);
         assert_eq!(pace.current(t0 + BACK_OFF), Way::Shared);
     }

@@ -264,8 +264,8 @@ impl Group {
     fn answer(&self, batch: Vec<Request>) {
         // Asked before sharing was given up: handed back rather than a `syncfs` known slow.
         // A statement of its own: the guard is dropped before the `syncfs` locks again.
-        let sharing = super::lock(&self.pace).current(Instant::now()) == Way::Shared;
-        let synced = sharing && {
+        let hand_back = super::lock(&self.pace).hands_back(Instant::now());
+        let synced = !hand_back && {
             STATS_SYNCFS.fetch_add(1, Ordering::AcqRel);
             let began = Instant::now();
             let synced = self.fs.sync_all().is_ok();
