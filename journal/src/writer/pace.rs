@@ -12,8 +12,8 @@
 //! sync a leader makes while others are syncing is timed from asking to durable (what a session
 //! waits for). The trial is judged once every sync asked in it has ended: a trial cut off when
 //! its time is up would count only the syncs that were quick, and keep a way because its slow
-//! syncs had not finished (measured: 256 sessions kept their own syncs at a quarter of the
-//! speed). The trial's way is kept only when its mean latency is clearly lower
+//! syncs had not finished (measured: 256 sessions sent 50,000 to 60,000 of 500,000 syncs the
+//! slower way, at 60,800 and 70,200 calls/s against 77,700 to 92,800). The trial's way is kept only when its mean latency is clearly lower
 //! ([`KEEP_TRIAL_BELOW`]) than the stretch's way both just before it (the stretch's last one or
 //! two [`WINDOW`]s) and just after it (a [`TRIAL`] of the stretch's way again, while the trial's
 //! last syncs end): sessions come and go, and a load that changed during the trial would
