@@ -475,12 +475,14 @@ const INTO_SECOND_STRETCH: Duration = Duration::from_millis(700);
 async fn a_group_whose_syncfs_is_slower_than_own_syncs_gives_sharing_up() {
     let dir = tempfile::tempdir().unwrap();
     let knobs = Arc::new(Knobs::default());
-    // A syncfs of 40 ms (below the 50 ms that stops sharing at once), own syncs of none. Real
-    // ones would time whatever else the machine writes.
+    // A syncfs of 40 ms (below the 50 ms that stops sharing at once), own syncs of 2 ms. Real
+    // ones would time whatever else the machine writes. Own syncs of no time would seldom
+    // overlap, and a sync only asks the group while another is in flight: the group could go a
+    // second without a syncfs (it did, once, in CI).
     knobs.timed_by_knobs_only.store(true, Ordering::SeqCst);
     knobs.syncfs_ms.store(40, Ordering::SeqCst);
+    knobs.own_sync_ms.store(2, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
-    // Resting 1 ms: own syncs of no time would write tens of MB the page cache keeps.
     let tasks = busy_journals(dir.path(), &knobs, 8, Duration::from_millis(1), &stop);
 
     tokio::time::sleep(Duration::from_millis(1_000)).await;
