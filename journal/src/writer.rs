@@ -804,7 +804,8 @@ impl Shared {
                     .map_err(|e| io_err("sync", io.segment, e))?;
                 self.syncs.fetch_add(1, Ordering::AcqRel);
                 let filled_end = io.first_filled_end(self.options.limits);
-                io.file = create_segment(storage, header, filled_end)?;
+                let file = create_segment(storage, header, filled_end)?;
+                io.file = live_segment(file, &self.options, storage, header.segment_number)?;
                 io.segment = header.segment_number;
                 io.pos = HEADER_BYTES as u64;
                 io.filled_end = filled_end;
@@ -961,6 +962,26 @@ fn first_filled_end(zero_ahead_bytes: u64, limits: crate::Limits) -> u64 {
         .saturating_add(zero_ahead_bytes)
         .min(limits.segment_size_bytes_max)
         .max(header)
+}
+
+/// The live segment's file, as the writer appends to it: under `FsyncPolicy::Never` its writes
+/// inside the zeros ahead become copies into the page cache where the storage can
+/// (`storage/fs/mapped.rs`); a file that cannot keeps writing.
+fn live_segment(
+    mut file: Box<dyn WriteFile>,
+    options: &Options,
+    storage: &dyn Storage,
+    segment: u64,
+) -> Result<Box<dyn WriteFile>, JournalError> {
+    if options.fsync == FsyncPolicy::Never {
+        file.map_writes().map_err(|source| JournalError::Io {
+            location: storage.location(),
+            op: "map",
+            file: segment::file_name(segment),
+            source,
+        })?;
+    }
+    Ok(file)
 }
 
 /// Creates a segment atomically: temp file, header and zeros up to `filled_end` (one write),

@@ -107,6 +107,13 @@ pub trait WriteFile: Send {
             "this storage cannot check a file's write-back on its own",
         ))
     }
+    /// Asks that later writes inside the file's length be copies into a shared mapping of it
+    /// (a journal that never syncs: no syscall per step). What a killed process leaves is the
+    /// same as with writes; only a file system where a copy cannot fail takes it. Returns
+    /// whether writes are now mapped; the default keeps writing.
+    fn map_writes(&mut self) -> io::Result<bool> {
+        Ok(false)
+    }
 }
 
 /// Writes all of `buf` at `offset`, looping over short writes. A write that takes nothing is an

@@ -3,7 +3,7 @@
 //! continues. Its own module so `writer.rs` keeps to the append path; each step here runs once
 //! per open, in the order `open` calls them.
 
-use super::{create_segment, first_filled_end, FileIo, State};
+use super::{create_segment, first_filled_end, live_segment, FileIo, State};
 use crate::error::{JournalError, Position};
 use crate::reader::{ReadEnd, Reader, Tail, TornReason, TornTail};
 use crate::segment::{self, SegmentHeader, HEADER_BYTES};
@@ -103,6 +103,7 @@ pub(super) fn continue_segment(
     // before syncing); make it durable before building on it.
     file.sync_data().map_err(|e| io_err("sync", &name, e))?;
     let filled_end = file.len_bytes().map_err(|e| io_err("stat", &name, e))?;
+    let file = live_segment(file, options, storage, tail.valid_end.segment)?;
     let state = State::new(
         tail.next_seq,
         tail.valid_end.segment,
@@ -142,6 +143,7 @@ pub(super) fn create_first_segment(
     let zero_ahead_bytes = zero_ahead_bytes(options, segment::FORMAT_VERSION);
     let filled_end = first_filled_end(zero_ahead_bytes, options.limits);
     let file = create_segment(storage, &header, filled_end)?;
+    let file = live_segment(file, options, storage, 0)?;
     let io = FileIo {
         file,
         segment: 0,

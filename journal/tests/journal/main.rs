@@ -14,6 +14,7 @@ mod failstop;
 mod format_doc;
 mod group_commit;
 mod lock;
+mod mapped;
 mod power_loss;
 mod preallocation;
 mod preallocation_seams;

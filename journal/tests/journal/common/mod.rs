@@ -60,6 +60,12 @@ impl StorageClone for SimStorage {
     }
 }
 
+impl StorageClone for tooljournal_journal::FsStorage {
+    fn arc(&self) -> Arc<dyn Storage> {
+        Arc::new(self.clone())
+    }
+}
+
 /// Makes `storage` an empty journal of format version 1, as an older build leaves one: segment
 /// 0's header alone. A writer continues it in version 1 (appends, never zeros written ahead).
 pub fn seed_version_1(storage: &SimStorage) {
