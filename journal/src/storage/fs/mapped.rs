@@ -52,8 +52,7 @@ impl Mapped {
         if end > self.len_bytes {
             return Ok(false);
         }
-        let mapped_bytes = self.map.as_ref().map_or(0, |m| m.len() as u64);
-        if end > mapped_bytes {
+        if self.map.as_ref().is_none_or(|m| (m.len() as u64) < end) {
             self.map = None;
             let len = usize::try_from(self.len_bytes).map_err(io::Error::other)?;
             let map = memmap2::MmapOptions::new().len(len).map_raw(file)?;
@@ -65,7 +64,7 @@ impl Mapped {
             self.map = Some(map);
         }
         let Some(map) = &self.map else {
-            unreachable!("mapped just above when it did not cover `end`");
+            return Ok(false); // mapped just above: not reached
         };
         // SAFETY: `[offset, end)` lies inside the mapping (`end` ≤ its length, checked above),
         // which stays mapped while `self` is borrowed; `buf` is ordinary memory, so the ranges
