@@ -78,13 +78,20 @@ impl ReadAt for FsRead {
 
 struct FsWrite {
     file: File,
-    /// Set by [`WriteFile::map_writes`] on ext4: writes inside the file are copies.
+    /// This handle created the file: all its bytes are ones it wrote.
+    created: bool,
+    /// Set by [`WriteFile::map_writes`] on ext2/3/4: writes inside what this handle wrote are
+    /// copies.
     mapped: Option<mapped::Mapped>,
 }
 
 impl FsWrite {
-    fn new(file: File) -> FsWrite {
-        FsWrite { file, mapped: None }
+    fn new(file: File, created: bool) -> FsWrite {
+        FsWrite {
+            file,
+            created,
+            mapped: None,
+        }
     }
 }
 
@@ -102,7 +109,8 @@ impl WriteFile for FsWrite {
         // one (a step's records) whole: one syscall (par16's steps, 8 KB, took 4.8 before).
         // A mapped file's later writes are copies, which walk nothing: its zeros go whole
         // (nosync: 250,000 to 290,000 calls/s, measured).
-        let take = if buf.len() as u64 <= WHOLE_WRITE_BYTES_MAX || self.mapped.is_some() {
+        let copies = self.mapped.as_ref().is_some_and(mapped::Mapped::copies);
+        let take = if buf.len() as u64 <= WHOLE_WRITE_BYTES_MAX || copies {
             buf.len()
         } else {
             let to_boundary = PAGE_BYTES - (offset % PAGE_BYTES);
@@ -123,18 +131,14 @@ impl WriteFile for FsWrite {
         if let Some(mapped) = &mut self.mapped {
             mapped.cutting(len_bytes);
         }
-        self.file.set_len(len_bytes)?;
-        if let Some(mapped) = &mut self.mapped {
-            mapped.cut(len_bytes);
-        }
-        Ok(())
+        self.file.set_len(len_bytes)
     }
     fn len_bytes(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
     fn map_writes(&mut self) -> io::Result<bool> {
         if self.mapped.is_none() {
-            self.mapped = mapped::Mapped::new(&self.file)?;
+            self.mapped = mapped::Mapped::new(&self.file, self.created)?;
         }
         Ok(self.mapped.is_some())
     }
@@ -245,7 +249,7 @@ impl Storage for FsStorage {
             .create_new(true)
             .mode(0o600)
             .open(self.path(name))?;
-        Ok(Box::new(FsWrite::new(file)))
+        Ok(Box::new(FsWrite::new(file, true)))
     }
 
     fn open_write(&self, name: &str) -> io::Result<Box<dyn WriteFile>> {
@@ -253,7 +257,7 @@ impl Storage for FsStorage {
             .read(true)
             .write(true)
             .open(self.path(name))?;
-        Ok(Box::new(FsWrite::new(file)))
+        Ok(Box::new(FsWrite::new(file, false)))
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {

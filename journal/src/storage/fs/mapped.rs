@@ -1,20 +1,28 @@
 //! Writes that are copies: a segment of a journal that never syncs, mapped shared, so a write
-//! inside the file's length is a `memcpy` into the page cache instead of a `pwrite`.
+//! inside the file is a `memcpy` into the page cache instead of a `pwrite`.
 //!
-//! Why: under `FsyncPolicy::Never` a step costs about 5 µs of CPU, and its one `pwrite` was
+//! Why: under `FsyncPolicy::Never` a step cost about 5 µs of CPU, and its one `pwrite` was
 //! 1.9 µs of it (docs/PERFORMANCE.md). The promise is unchanged: the mapped pages *are* the
 //! file's page-cache pages, so a killed process loses nothing copied, exactly as with a
 //! `pwrite`; a machine crash loses what the page cache held, as it always did under `Never`.
 //! A journal that syncs keeps `pwrite`: each fdatasync write-protects the pages again, and the
 //! next step would pay a page fault instead of the syscall (par16 measured 3 % slower).
 //!
-//! Where: ext4 only. A write into a mapping cannot return an error; the kernel sends SIGBUS
-//! instead. On ext4 the bytes copied over are ones the writer already wrote (the zeros ahead,
-//! `writer.rs`), so their blocks are allocated or reserved and no copy can meet a full disk.
-//! A copy-on-write file system (Btrfs) or tmpfs under memory pressure could, so they write.
-//! What remains: a segment cut short by someone else while the writer holds the directory's
-//! lock ends the process with SIGBUS, and the journal reads as a crash left it
-//! (docs/DECISIONS.md, *Segments of a journal that never syncs are written by copies*).
+//! A copy cannot return an error: where a `pwrite` fails, a copy gets SIGBUS, which ends the
+//! whole process. So copies go only where none is expected:
+//! - ext2/3/4 (one driver, one magic), not a copy-on-write or memory file system, where a
+//!   page's first write allocates;
+//! - only over bytes this handle wrote itself (the zeros ahead, `writer.rs`), whose blocks are
+//!   allocated or reserved: never over zeros an earlier process left, which a sparse copy of
+//!   the journal may have made a hole;
+//! - and only once `MADV_POPULATE_WRITE` faulted the pages in for writing, which reports as an
+//!   error what a copy would meet as SIGBUS (an immutable file, a file system shut down); any
+//!   failure there, or of the mapping, sends this file's writes back to `pwrite` for good.
+//!
+//! What remains (docs/DECISIONS.md, *Segments of a journal that never syncs are written by
+//! copies*): a page written back, evicted and unreadable when copied to again, or a segment cut
+//! short by another process under the writer's lock, ends the process; its journals then read
+//! as any crash leaves them.
 
 use std::fs::File;
 use std::io;
@@ -25,46 +33,49 @@ const PAGE_BYTES: u64 = 4096;
 /// ext2/3/4's `f_type`.
 const EXT4_MAGIC: u64 = 0xEF53;
 
-/// A segment file's bytes `[0, len_bytes)`, mapped once a write falls inside them.
+/// A segment file's bytes `[0, len_bytes)`, mapped once a write falls inside the part this
+/// handle wrote.
 pub(super) struct Mapped {
     map: Option<memmap2::MmapRaw>,
-    /// The file's length as this writer made it (the only writer: the directory's lock).
+    /// Copies go only to `[own_from, len_bytes)`: bytes this handle wrote itself.
+    own_from: u64,
+    /// The file's length as this handle made it (the only writer: the directory's lock).
     len_bytes: u64,
+    /// Mapping or faulting pages in failed once: this file's writes are `pwrite`s from now on.
+    off: bool,
 }
 
 impl Mapped {
-    /// For `file`, when its file system is one a copy cannot fail on; `None` elsewhere.
-    pub(super) fn new(file: &File) -> io::Result<Option<Mapped>> {
+    /// For `file` on a file system a copy cannot fail on; `None` elsewhere. `created`: this
+    /// handle made the file and wrote all of it (else only what it appends is its own).
+    pub(super) fn new(file: &File, created: bool) -> io::Result<Option<Mapped>> {
         let magic = rustix::fs::fstatfs(file)?.f_type as u64;
         if magic != EXT4_MAGIC {
             return Ok(None);
         }
+        let len_bytes = file.metadata()?.len();
         Ok(Some(Mapped {
             map: None,
-            len_bytes: file.metadata()?.len(),
+            own_from: if created { 0 } else { len_bytes },
+            len_bytes,
+            off: false,
         }))
     }
 
-    /// Copies `buf` to `offset` when all of it lies inside the file; `false` when it does not
-    /// (nothing was written, the caller writes).
+    /// Copies `buf` to `offset` when all of it lies in the part of the file this handle wrote;
+    /// `false` when it does not (nothing was written, the caller writes).
     pub(super) fn write(&mut self, file: &File, offset: u64, buf: &[u8]) -> io::Result<bool> {
         let end = offset.saturating_add(buf.len() as u64);
-        if end > self.len_bytes {
+        if self.off || offset < self.own_from || end > self.len_bytes {
             return Ok(false);
         }
         if self.map.as_ref().is_none_or(|m| (m.len() as u64) < end) {
             self.map = None;
-            let len = usize::try_from(self.len_bytes).map_err(io::Error::other)?;
-            let map = memmap2::MmapOptions::new().len(len).map_raw(file)?;
-            // Fault the pages from here on in for writing now, in one call, rather than one
-            // fault per page as the steps reach them. Only a speed-up: an older kernel
-            // (before 5.14) refuses the advice, and the copies fault as they go.
-            let from = (offset - offset % PAGE_BYTES) as usize;
-            let _ = map.advise_range(memmap2::Advice::PopulateWrite, from, len - from);
-            self.map = Some(map);
+            self.map = self.map_for(file, offset);
+            self.off = self.map.is_none();
         }
         let Some(map) = &self.map else {
-            return Ok(false); // mapped just above: not reached
+            return Ok(false);
         };
         // SAFETY: `[offset, end)` lies inside the mapping (`end` ≤ its length, checked above),
         // which stays mapped while `self` is borrowed; `buf` is ordinary memory, so the ranges
@@ -79,19 +90,41 @@ impl Mapped {
         Ok(true)
     }
 
-    /// After this writer wrote `written` bytes at `offset` by itself: the file may be longer.
-    pub(super) fn wrote(&mut self, offset: u64, written: usize) {
-        self.len_bytes = self.len_bytes.max(offset + written as u64);
+    /// The file's `[0, len_bytes)` mapped, its pages from `offset` on faulted in for writing;
+    /// `None` when either fails.
+    fn map_for(&self, file: &File, offset: u64) -> Option<memmap2::MmapRaw> {
+        let len = usize::try_from(self.len_bytes).ok()?;
+        let map = memmap2::MmapOptions::new().len(len).map_raw(file).ok()?;
+        // One call for the pages ahead rather than a fault per page as the steps reach them,
+        // and an error here rather than a SIGBUS in a copy.
+        let from = (offset - offset % PAGE_BYTES) as usize;
+        match map.advise_range(memmap2::Advice::PopulateWrite, from, len - from) {
+            Ok(()) => Some(map),
+            // A kernel before 5.14 knows no such advice: the copies fault as they go.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Some(map),
+            Err(_) => None,
+        }
     }
 
-    /// Before this writer cuts the file to `len_bytes`: no page past it may stay mapped.
+    /// Whether writes inside this handle's part are still copies (no failure sent them back).
+    pub(super) fn copies(&self) -> bool {
+        !self.off
+    }
+
+    /// After this handle wrote `written` bytes at `offset` by `pwrite`: they are its own, and
+    /// the file may be longer. Only a write that continues the file counts (one past its end
+    /// would leave a hole between).
+    pub(super) fn wrote(&mut self, offset: u64, written: usize) {
+        if offset <= self.len_bytes {
+            self.len_bytes = self.len_bytes.max(offset + written as u64);
+        }
+    }
+
+    /// Before this handle cuts (or extends) the file to `len_bytes`: no page past the cut may
+    /// stay mapped, and what an extension adds is a hole, never copied to.
     pub(super) fn cutting(&mut self, len_bytes: u64) {
         self.map = None;
         self.len_bytes = self.len_bytes.min(len_bytes);
-    }
-
-    /// After the cut: the file's length.
-    pub(super) fn cut(&mut self, len_bytes: u64) {
-        self.len_bytes = len_bytes;
+        self.own_from = self.own_from.min(self.len_bytes);
     }
 }
