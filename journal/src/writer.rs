@@ -805,7 +805,7 @@ impl Shared {
                 self.syncs.fetch_add(1, Ordering::AcqRel);
                 let filled_end = io.first_filled_end(self.options.limits);
                 let file = create_segment(storage, header, filled_end)?;
-                io.file = live_segment(file, &self.options, storage, header.segment_number)?;
+                io.file = live_segment(file, &self.options);
                 io.segment = header.segment_number;
                 io.pos = HEADER_BYTES as u64;
                 io.filled_end = filled_end;
@@ -965,23 +965,13 @@ fn first_filled_end(zero_ahead_bytes: u64, limits: crate::Limits) -> u64 {
 }
 
 /// The live segment's file, as the writer appends to it: under `FsyncPolicy::Never` its writes
-/// inside the zeros ahead become copies into the page cache where the storage can
+/// over the zeros ahead become copies into the page cache where the storage can
 /// (`storage/fs/mapped.rs`); a file that cannot keeps writing.
-fn live_segment(
-    mut file: Box<dyn WriteFile>,
-    options: &Options,
-    storage: &dyn Storage,
-    segment: u64,
-) -> Result<Box<dyn WriteFile>, JournalError> {
+fn live_segment(mut file: Box<dyn WriteFile>, options: &Options) -> Box<dyn WriteFile> {
     if options.fsync == FsyncPolicy::Never {
-        file.map_writes().map_err(|source| JournalError::Io {
-            location: storage.location(),
-            op: "map",
-            file: segment::file_name(segment),
-            source,
-        })?;
+        file.map_writes();
     }
-    Ok(file)
+    file
 }
 
 /// Creates a segment atomically: temp file, header and zeros up to `filled_end` (one write),

@@ -136,11 +136,10 @@ impl WriteFile for FsWrite {
     fn len_bytes(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
-    fn map_writes(&mut self) -> io::Result<bool> {
+    fn map_writes(&mut self) {
         if self.mapped.is_none() {
-            self.mapped = mapped::Mapped::new(&self.file, self.created)?;
+            self.mapped = mapped::Mapped::new(&self.file, self.created);
         }
-        Ok(self.mapped.is_some())
     }
     fn check_written(&mut self) -> io::Result<()> {
         // WAIT_BEFORE alone writes nothing: it waits for write-back under way and returns the
@@ -191,7 +190,15 @@ impl FileSystem for FsFileSystem {
 /// flush itself, with or without a journal). XFS and Btrfs flush through their logs, which a
 /// data-only overwrite may leave clean; on a network file system or FUSE what `syncfs` promises
 /// is the server's business. Journals there sync on their own.
-const SYNCFS_FILE_SYSTEMS: [u64; 1] = [0xEF53];
+const SYNCFS_FILE_SYSTEMS: [u64; 1] = [EXT2_3_4_MAGIC];
+
+/// ext2/3/4's `f_type` (one driver, one magic).
+const EXT2_3_4_MAGIC: u64 = 0xEF53;
+
+/// The `f_type` of the file system `fd` lies on.
+fn file_system_magic(fd: impl std::os::fd::AsFd) -> io::Result<u64> {
+    Ok(rustix::fs::fstatfs(fd)?.f_type as u64)
+}
 
 /// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later): before, it
 /// returned success whatever happened, and a failed write would pass for durable.
@@ -214,7 +221,7 @@ fn syncfs_file_system(dir: &Path) -> Option<FsFileSystem> {
         return None;
     }
     let dir = File::open(dir).ok()?;
-    let magic = rustix::fs::fstatfs(&dir).ok()?.f_type as u64;
+    let magic = file_system_magic(&dir).ok()?;
     if !SYNCFS_FILE_SYSTEMS.contains(&magic) {
         return None;
     }

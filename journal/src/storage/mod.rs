@@ -107,13 +107,11 @@ pub trait WriteFile: Send {
             "this storage cannot check a file's write-back on its own",
         ))
     }
-    /// Asks that later writes inside the file's length be copies into a shared mapping of it
-    /// (a journal that never syncs: no syscall per step). What a killed process leaves is the
-    /// same as with writes; only a file system where a copy cannot fail takes it. Returns
-    /// whether writes are now mapped; the default keeps writing.
-    fn map_writes(&mut self) -> io::Result<bool> {
-        Ok(false)
-    }
+    /// Asks that later writes over bytes this handle wrote be copies into a shared mapping of
+    /// the file (a journal that never syncs: no syscall per step). What a killed process leaves
+    /// is the same as with writes. Only a hint: a storage that cannot, or a file system where a
+    /// copy could fail, keeps writing (the default).
+    fn map_writes(&mut self) {}
 }
 
 /// Writes all of `buf` at `offset`, looping over short writes. A write that takes nothing is an

@@ -103,7 +103,7 @@ pub(super) fn continue_segment(
     // before syncing); make it durable before building on it.
     file.sync_data().map_err(|e| io_err("sync", &name, e))?;
     let filled_end = file.len_bytes().map_err(|e| io_err("stat", &name, e))?;
-    let file = live_segment(file, options, storage, tail.valid_end.segment)?;
+    let file = live_segment(file, options);
     let state = State::new(
         tail.next_seq,
         tail.valid_end.segment,
@@ -143,7 +143,7 @@ pub(super) fn create_first_segment(
     let zero_ahead_bytes = zero_ahead_bytes(options, segment::FORMAT_VERSION);
     let filled_end = first_filled_end(zero_ahead_bytes, options.limits);
     let file = create_segment(storage, &header, filled_end)?;
-    let file = live_segment(file, options, storage, 0)?;
+    let file = live_segment(file, options);
     let io = FileIo {
         file,
         segment: 0,

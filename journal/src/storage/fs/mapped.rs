@@ -24,14 +24,9 @@
 //! short by another process under the writer's lock, ends the process; its journals then read
 //! as any crash leaves them.
 
+use super::{file_system_magic, EXT2_3_4_MAGIC, PAGE_BYTES};
 use std::fs::File;
 use std::io;
-
-/// The page size the advice is aligned to.
-const PAGE_BYTES: u64 = 4096;
-
-/// ext2/3/4's `f_type`.
-const EXT4_MAGIC: u64 = 0xEF53;
 
 /// A segment file's bytes `[0, len_bytes)`, mapped once a write falls inside the part this
 /// handle wrote.
@@ -46,20 +41,20 @@ pub(super) struct Mapped {
 }
 
 impl Mapped {
-    /// For `file` on a file system a copy cannot fail on; `None` elsewhere. `created`: this
-    /// handle made the file and wrote all of it (else only what it appends is its own).
-    pub(super) fn new(file: &File, created: bool) -> io::Result<Option<Mapped>> {
-        let magic = rustix::fs::fstatfs(file)?.f_type as u64;
-        if magic != EXT4_MAGIC {
-            return Ok(None);
+    /// For `file` on a file system a copy cannot fail on; `None` elsewhere, or when that cannot
+    /// be told (the file keeps writing). `created`: this handle made the file and wrote all of
+    /// it (else only what it appends is its own).
+    pub(super) fn new(file: &File, created: bool) -> Option<Mapped> {
+        if file_system_magic(file).ok()? != EXT2_3_4_MAGIC {
+            return None;
         }
-        let len_bytes = file.metadata()?.len();
-        Ok(Some(Mapped {
+        let len_bytes = file.metadata().ok()?.len();
+        Some(Mapped {
             map: None,
             own_from: if created { 0 } else { len_bytes },
             len_bytes,
             off: false,
-        }))
+        })
     }
 
     /// Copies `buf` to `offset` when all of it lies in the part of the file this handle wrote;
