@@ -471,9 +471,27 @@ async fn counted_over(knobs: &Knobs, window: Duration) -> Counted {
 const FIRST_STRETCH: Duration = Duration::from_secs(2);
 const INTO_SECOND_STRETCH: Duration = Duration::from_millis(700);
 
+/// Eight journals of one group syncing busily (resting `rest` after each sync) under `knobs`:
+/// the `syncfs` calls made in the first second, and what was counted over 500 ms well inside
+/// the second stretch. Every journal made records durable.
+async fn first_second_and_second_stretch(knobs: &Arc<Knobs>, rest: Duration) -> (u64, Counted) {
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = busy_journals(dir.path(), knobs, 8, rest, &stop);
+    let first_second = Duration::from_millis(1_000);
+    tokio::time::sleep(first_second).await;
+    let syncfs_first_second = knobs.syncfs.load(Ordering::SeqCst);
+    tokio::time::sleep(FIRST_STRETCH - first_second + INTO_SECOND_STRETCH).await;
+    let counted = counted_over(knobs, Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        assert!(t.await.unwrap() > 0);
+    }
+    (syncfs_first_second, counted)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_group_whose_syncfs_is_slower_than_own_syncs_gives_sharing_up() {
-    let dir = tempfile::tempdir().unwrap();
     let knobs = Arc::new(Knobs::default());
     // A syncfs of 40 ms (below the 50 ms that stops sharing at once), own syncs of 2 ms. Real
     // ones would time whatever else the machine writes. Own syncs of no time would seldom
@@ -482,21 +500,10 @@ async fn a_group_whose_syncfs_is_slower_than_own_syncs_gives_sharing_up() {
     knobs.timed_by_knobs_only.store(true, Ordering::SeqCst);
     knobs.syncfs_ms.store(40, Ordering::SeqCst);
     knobs.own_sync_ms.store(2, Ordering::SeqCst);
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks = busy_journals(dir.path(), &knobs, 8, Duration::from_millis(1), &stop);
-
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    assert!(
-        knobs.syncfs.load(Ordering::SeqCst) > 0,
-        "the group never shared"
-    );
-    tokio::time::sleep(FIRST_STRETCH - Duration::from_millis(1_000) + INTO_SECOND_STRETCH).await;
+    let (syncfs_first_second, counted) =
+        first_second_and_second_stretch(&knobs, Duration::from_millis(1)).await;
+    assert!(syncfs_first_second > 0, "the group never shared");
     // Inside the second stretch: own syncs only.
-    let counted = counted_over(&knobs, Duration::from_millis(500)).await;
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        assert!(t.await.unwrap() > 0);
-    }
     assert_eq!(
         counted.syncfs, 0,
         "a syncfs after own syncs were found faster"
@@ -506,23 +513,14 @@ async fn a_group_whose_syncfs_is_slower_than_own_syncs_gives_sharing_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_group_whose_own_syncs_are_slower_keeps_sharing_after_trying_them() {
-    let dir = tempfile::tempdir().unwrap();
     let knobs = Arc::new(Knobs::default());
     // Each journal's own fdatasync takes 30 ms; a shared one 1 ms.
     knobs.timed_by_knobs_only.store(true, Ordering::SeqCst);
     knobs.own_sync_ms.store(30, Ordering::SeqCst);
     knobs.syncfs_ms.store(1, Ordering::SeqCst);
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks = busy_journals(dir.path(), &knobs, 8, Duration::ZERO, &stop);
-
-    tokio::time::sleep(FIRST_STRETCH + INTO_SECOND_STRETCH).await;
+    let (_, counted) = first_second_and_second_stretch(&knobs, Duration::ZERO).await;
     // Inside the second stretch: shared again, the trial's own syncs over. A few own ones
     // remain (a leader that found no other sync in flight, the next MiB of zeros).
-    let counted = counted_over(&knobs, Duration::from_millis(500)).await;
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        assert!(t.await.unwrap() > 0);
-    }
     assert!(
         counted.syncfs > 0 && counted.shared >= 10 * counted.own,
         "sharing was given up for slower own syncs: {counted:?}"
