@@ -12,7 +12,7 @@
 //! whole process. So copies go only where none is expected:
 //! - ext2/3/4 (one driver, one magic), not a copy-on-write or memory file system, where a
 //!   page's first write allocates;
-//! - only over bytes this handle wrote itself (the zeros ahead, `writer.rs`), whose blocks are
+//! - only over bytes this handle wrote itself (the zeros ahead, `writer/segment_file.rs`), whose blocks are
 //!   allocated or reserved: never over zeros an earlier process left, which a sparse copy of
 //!   the journal may have made a hole;
 //! - and only once `MADV_POPULATE_WRITE` faulted the pages in for writing, which reports as an
