@@ -626,6 +626,29 @@ fn print_recovery(f: &Figures, report: &Report) {
     );
 }
 
+/// What bounds `par16_vs_seq`: a par16 step is a seq step (the sync, and what one call costs
+/// around it) plus 15 more calls; the ratio meets its target only when each added call costs
+/// at most a share of a seq step, however fast the disk. Both from the two measured rates.
+struct Par16Bound {
+    /// Microseconds each of a par16 step's 15 added calls costs, as measured.
+    added_call_us: f64,
+    /// Microseconds each may cost for `par16_vs_seq` to reach its target.
+    allowed_call_us: f64,
+}
+
+impl Par16Bound {
+    fn new(seq_calls_per_s: f64, par16_calls_per_s: f64) -> Par16Bound {
+        let calls = super::PAR_CALLS as f64;
+        let added = calls - 1.0;
+        let seq_step_us = 1e6 / seq_calls_per_s;
+        let par16_step_us = calls * 1e6 / par16_calls_per_s;
+        Par16Bound {
+            added_call_us: (par16_step_us - seq_step_us) / added,
+            allowed_call_us: seq_step_us * (calls / PAR16_VS_SEQ_TARGET - 1.0) / added,
+        }
+    }
+}
+
 fn print_ratios(report: &Report) {
     println!("Ratios, and what durability each side gives");
     let row = |name: &str, value: f64, how: &str| println!("  {name:<24} {value:>8.2}   {how}");
@@ -668,6 +691,15 @@ fn print_ratios(report: &Report) {
         "par16_vs_seq",
         report.par16_vs_seq,
         "par16: 16 calls' `started` behind one fdatasync",
+    );
+    let par16 = Par16Bound::new(report.seq_calls_per_s, report.par16_calls_per_s);
+    println!(
+        "  {:<24} {:>8.2}   us a par16 call adds to a seq step: (par16 step - seq step) / 15 (not a key)",
+        "", par16.added_call_us
+    );
+    println!(
+        "  {:<24} {:>8.2}   us an added call may take for par16_vs_seq {PAR16_VS_SEQ_TARGET}: seq step x (16/{PAR16_VS_SEQ_TARGET} - 1) / 15 (not a key)",
+        "", par16.allowed_call_us
     );
     row(
         "sessions64_vs_raw64",
@@ -729,5 +761,26 @@ fn print_targets(targets: &[Target]) {
             t.target,
             if t.met() { "met" } else { "MISSED" }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn par16_bound_is_the_measured_cost_per_added_call_and_what_the_target_allows() {
+        // A seq step of 100 us and a par16 step of 160 us: 60 us for 15 added calls.
+        let bound = Par16Bound::new(10_000.0, 100_000.0);
+        assert!(
+            (bound.added_call_us - 4.0).abs() < 1e-9,
+            "{}",
+            bound.added_call_us
+        );
+        // 14 allows a par16 step of 16 x 100 / 14 = 114.29 us: 0.952 us per added call.
+        assert!((bound.allowed_call_us - 100.0 / 105.0).abs() < 1e-9);
+        // At exactly the target, the measured cost is what the target allows.
+        let at_target = Par16Bound::new(10_000.0, PAR16_VS_SEQ_TARGET * 10_000.0);
+        assert!((at_target.added_call_us - at_target.allowed_call_us).abs() < 1e-9);
     }
 }
