@@ -94,7 +94,7 @@ fn landlock_abi() -> i32 {
 
 /// Whether new user and network namespaces can be made and mapped, as the sandbox makes them.
 fn namespaces_work() -> Result<(), String> {
-    crate::child::Namespaces::make(true)
+    crate::namespaces::Namespaces::make(true)
         .map(drop)
         .map_err(|e| e.to_string())
 }

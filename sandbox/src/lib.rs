@@ -28,6 +28,7 @@
 
 mod child;
 pub mod kernel;
+mod namespaces;
 mod roots;
 
 pub use events::event::{SandboxBound, SandboxPolicy};
