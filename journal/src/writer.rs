@@ -1,7 +1,7 @@
 //! The writer: append, group commit and fail-stop. Its rooms: the live segment file, rotation
-//! and the zeros ahead (`segment_file`), reopening after a crash (`reopen`), the leader that
-//! syncs (`leader`), syncs shared between journals (`shared_sync`, `pace`), a record store's
-//! rows (`rows`).
+//! and the zeros ahead (`segment_file`), reopening after a crash (`reopen`), the lead and where
+//! the leader syncs (`lead`, `leader`), syncs shared between journals (`shared_sync`, `pace`),
+//! a record store's rows (`rows`).
 //!
 //! Why it is shaped this way (DESIGN.md §8): an fsync costs milliseconds, so the number of them
 //! decides the runtime's speed. `append` only encodes into a memory buffer and hands out the
@@ -35,13 +35,14 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+mod lead;
 mod leader;
 mod pace;
 mod reopen;
 mod rows;
 mod segment_file;
 mod shared_sync;
-use leader::{Leader, Leading};
+use lead::{Leader, Leading};
 use reopen::{
     continue_segment, create_first_segment, quarantine_and_cut, read_tail, remove_temp_segments,
 };

@@ -1,13 +1,14 @@
 //! Who writes and syncs for everyone waiting: the leader of a group commit, and where it syncs.
 //!
 //! Why a room of its own: the rest of the writer is about bytes; this is about threads. One
-//! leader per journal at a time (a flag, so no await holds a lock). A leader alone in the
+//! leader per journal at a time (`lead.rs`). A leader alone in the
 //! process syncs on its own worker thread (`InlineSync`). A leader that finds other syncs in
 //! flight syncs the way its file system's group says (`pace`): it writes its bytes and asks
 //! the group for a shared `syncfs` (`shared_sync`), or syncs on its own; it times either, for
 //! the group to compare. Where its journal cannot share, it syncs on the blocking pool, so the
 //! syncs in flight are not bounded by the runtime's workers.
 
+use super::lead::Leader;
 use super::pace::Way;
 use super::shared_sync::{Reply, Syncing, STATS_ALONE};
 use super::{lock, Shared};
@@ -16,32 +17,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Who leads, and how many blocking callers wait for the leader.
-#[derive(Default)]
-pub(super) struct Leading {
-    pub(super) now: bool,
-    pub(super) blocked: usize,
-}
-
-/// The one caller that writes and syncs for everyone waiting; dropping it lets the next one
-/// lead. It owns its share of the journal so that it can travel into the blocking pool: the
-/// release then happens when the sync is done, whether or not the awaiting future is polled.
-pub(super) struct Leader {
-    pub(super) shared: Arc<Shared>,
-}
-
 impl Leader {
-    pub(super) fn try_new(shared: &Arc<Shared>) -> Option<Leader> {
-        let mut leading = lock(&shared.leading);
-        if leading.now {
-            return None;
-        }
-        leading.now = true;
-        Some(Leader {
-            shared: shared.clone(),
-        })
-    }
-
     /// Makes everything appended so far durable, for everyone waiting. `None`: the lead was
     /// lost with a shared sync's thread, nothing was published, and the caller leads again.
     pub(super) async fn sync(self, shared: &Arc<Shared>) -> Option<Result<(), JournalError>> {
@@ -136,20 +112,5 @@ impl InlineSync {
 impl Drop for InlineSync {
     fn drop(&mut self) {
         INLINE_SYNC.store(false, Ordering::Release);
-    }
-}
-
-impl Drop for Leader {
-    fn drop(&mut self) {
-        let blocked = {
-            let mut leading = lock(&self.shared.leading);
-            leading.now = false;
-            leading.blocked > 0
-        };
-        // A condvar's notify is a syscall even with no one waiting: only when someone is.
-        if blocked {
-            self.shared.leader_done.notify_all();
-        }
-        self.shared.leader_released.notify_waiters();
     }
 }

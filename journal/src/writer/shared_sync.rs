@@ -34,7 +34,7 @@
 //!   the block device's cache for one dirty inode (64 sessions showed 40 to 60 MB "dirty"
 //!   here).
 
-use super::leader::Leader;
+use super::lead::Leader;
 use super::pace::{Pace, Way};
 use crate::error::JournalError;
 use crate::storage::FileSystem;
