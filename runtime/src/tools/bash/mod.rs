@@ -46,25 +46,25 @@ use crate::code::ErrorCode;
 use crate::event::{Resources, SideEffect};
 use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::Workspace;
-use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use sandbox::Sandbox;
 use serde_json::{json, Value};
-use std::future::Future;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::Instant;
 
+mod group;
 mod output;
+mod streams;
 
+use group::{die_with_the_runtime, Group};
 use output::{Capture, Progress};
+use streams::{Pumped, Streams};
 
 /// Most bytes of output a call keeps: the first half and the last half of what it printed.
 pub const OUTPUT_BYTES_MAX: usize = 1 << 20;
@@ -664,166 +664,6 @@ fn transcript(capture: &Capture, notes: &[String], last: &str) -> String {
     }
     text.push_str(last);
     text
-}
-
-/// The command's process group. Dropped without [`Group::done`] (the future was dropped
-/// mid-run), it SIGKILLs the group.
-struct Group {
-    pgid: Pid,
-    done: bool,
-}
-
-impl Group {
-    fn new(pid: u32) -> Group {
-        Group {
-            pgid: Pid::from_raw(pid as i32),
-            done: false,
-        }
-    }
-
-    fn signal(&self, signal: Signal) {
-        match killpg(self.pgid, signal) {
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => {
-                tracing::warn!(pgid = %self.pgid, ?signal, "cannot signal the command's process group: {e}")
-            }
-        }
-    }
-
-    /// Whether no live process is left in the group. A member that already died but was not
-    /// reaped yet (an orphan waits for init, which may take seconds) still counts for the
-    /// kernel; on Linux, /proc tells dead from alive, so such zombies do not hold us up.
-    fn is_empty(&self) -> bool {
-        if killpg(self.pgid, None) == Err(Errno::ESRCH) {
-            return true;
-        }
-        crate::process::live_members(self.pgid.as_raw()) == Some(0)
-    }
-
-    fn done(&mut self) {
-        self.done = true;
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = killpg(self.pgid, Signal::SIGKILL);
-        }
-    }
-}
-
-/// In the child, before exec: the shell gets SIGKILL when the runtime's thread that started
-/// it dies (a SIGKILLed runtime included), so no shell outlives the runtime by design. Its own
-/// children do not inherit this: `call/process` lets recovery and resume find them.
-fn die_with_the_runtime() -> io::Result<()> {
-    let parent = nix::unistd::getppid();
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
-    // The parent may have died before the prctl: then nothing would ever send the signal.
-    if nix::unistd::getppid() != parent {
-        return Err(io::Error::other(
-            "the runtime died while the command started",
-        ));
-    }
-    Ok(())
-}
-
-/// What [`Streams::pump`] stopped for.
-enum Pumped<T> {
-    /// The shell exited (its status is now known).
-    Exited,
-    /// The shell's status is known and the pipe is at its end.
-    Eof,
-    /// The `stop` future completed.
-    Stopped(T),
-}
-
-/// The command's output pipe (stdout and stderr) and what was read from it.
-struct Streams {
-    out: Option<ChildStdout>,
-    buf: Vec<u8>,
-    capture: Capture,
-    progress: Progress,
-}
-
-impl Streams {
-    /// After the shell is reaped: reads what is left in the pipe, for at most [`DRAIN_MS`].
-    /// Returns the note to add when a process outside the group still held it open.
-    async fn drain(&mut self, child: &mut Child) -> Option<String> {
-        let drain_end = Instant::now() + ms(DRAIN_MS);
-        // The shell is reaped: with its status "known", `pump` only reads.
-        let mut reaped = Some(Ok(ExitStatus::from_raw(0)));
-        match self
-            .pump(child, &mut reaped, sleep_until(Some(drain_end)))
-            .await
-        {
-            Pumped::Stopped(()) => Some(format!(
-                "[stopped reading output {DRAIN_MS} ms after the command ended: a process \
-                 outside its process group still holds the output open]"
-            )),
-            Pumped::Exited | Pumped::Eof => None,
-        }
-    }
-
-    /// Reads output until `stop` completes, the shell exits (when `status` is still unknown), or
-    /// there is nothing left to wait for (status known, the pipe at its end).
-    async fn pump<F: Future>(
-        &mut self,
-        child: &mut Child,
-        status: &mut Option<io::Result<ExitStatus>>,
-        stop: F,
-    ) -> Pumped<F::Output> {
-        tokio::pin!(stop);
-        loop {
-            if status.is_some() && self.out.is_none() {
-                return Pumped::Eof;
-            }
-            let waiting = status.is_none();
-            // Not biased: a command that prints without pause must not starve the stop.
-            tokio::select! {
-                why = &mut stop => return Pumped::Stopped(why),
-                exited = child.wait(), if waiting => {
-                    *status = Some(exited);
-                    return Pumped::Exited;
-                }
-                read = read_some(&mut self.out, &mut self.buf), if self.out.is_some() => {
-                    took(&mut self.out, read, &self.buf, &mut self.capture, &mut self.progress);
-                }
-            }
-        }
-    }
-}
-
-async fn read_some<R: AsyncRead + Unpin>(
-    pipe: &mut Option<R>,
-    buf: &mut [u8],
-) -> io::Result<usize> {
-    match pipe {
-        Some(pipe) => pipe.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Keeps what a read got; an end of file or a read error closes that pipe.
-fn took<R>(
-    pipe: &mut Option<R>,
-    read: io::Result<usize>,
-    buf: &[u8],
-    capture: &mut Capture,
-    progress: &mut Progress,
-) {
-    match read {
-        Ok(0) => *pipe = None,
-        Ok(n) => {
-            capture.push(&buf[..n]);
-            progress.saw(&buf[..n]);
-        }
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-        Err(e) => {
-            tracing::warn!("cannot read the command's output: {e}");
-            *pipe = None;
-        }
-    }
 }
 
 #[cfg(test)]
